@@ -1,0 +1,1 @@
+//! skyhook-agent: runs package stages on the host.

@@ -1,0 +1,1 @@
+//! devcluster: a real Kubernetes control plane with simulated nodes.
