@@ -1,0 +1,180 @@
+//! Every annotation, label, finalizer, condition type and environment variable name that
+//! Skyhook reads or writes. They are part of the compatibility promise with upstream: tools and
+//! scripts (`kubectl get nodes -o jsonpath=...nodeState_demo`) depend on the exact spelling.
+
+/// The API group, also the prefix of every key below.
+pub const GROUP: &str = "skyhook.nvidia.com";
+
+// ---- Skyhook annotations -------------------------------------------------------------------
+
+/// Skyhook annotation: `"true"` pauses the Skyhook. It does no work and still blocks later
+/// Skyhooks on the nodes where it is incomplete.
+pub const PAUSE_ANNOTATION: &str = "skyhook.nvidia.com/pause";
+/// Skyhook annotation: `"true"` disables the Skyhook. It does no work and blocks nothing.
+pub const DISABLE_ANNOTATION: &str = "skyhook.nvidia.com/disable";
+/// Skyhook annotation: the operator version that last migrated the Skyhook.
+pub const VERSION_ANNOTATION: &str = "skyhook.nvidia.com/version";
+
+/// Finalizer on every Skyhook, removed after cleanup (uncordon, metrics) on deletion.
+pub const FINALIZER: &str = "skyhook.nvidia.com/skyhook";
+
+// ---- Node annotations and labels (one per Skyhook) -------------------------------------------
+
+/// Node annotation holding the node-state JSON of Skyhook `skyhook` (the source of truth).
+pub fn node_state_annotation(skyhook: &str) -> String {
+    format!("{GROUP}/nodeState_{skyhook}")
+}
+
+/// Node annotation **and** label holding the node's status for Skyhook `skyhook`.
+pub fn node_status_key(skyhook: &str) -> String {
+    format!("{GROUP}/status_{skyhook}")
+}
+
+/// Node annotation `"true"`: Skyhook `skyhook` cordoned the node and owns that cordon.
+pub fn cordon_annotation(skyhook: &str) -> String {
+    format!("{GROUP}/cordon_{skyhook}")
+}
+
+/// Prefix shared by every cordon-ownership annotation, to find all owners of a cordon.
+pub const CORDON_ANNOTATION_PREFIX: &str = "skyhook.nvidia.com/cordon_";
+
+/// Node annotation: the operator version that last touched the node for Skyhook `skyhook`.
+pub fn node_version_annotation(skyhook: &str) -> String {
+    format!("{GROUP}/version_{skyhook}")
+}
+
+/// Node annotation `"true"`: the operator added the taint with key `taint_key` to a new node.
+/// The suffix is the taint key, not a Skyhook name.
+pub fn auto_taint_annotation(taint_key: &str) -> String {
+    format!("{GROUP}/autoTaint_{taint_key}")
+}
+
+/// Node label `"true"` set by an administrator: the node is `blocked` for every Skyhook.
+pub const IGNORE_LABEL: &str = "skyhook.nvidia.com/ignore";
+
+/// Node condition type: True (reason [`NODE_NOT_READY_REASON_INCOMPLETE`]) while Skyhook
+/// `skyhook` is incomplete on the node.
+pub fn node_not_ready_condition(skyhook: &str) -> String {
+    format!("{GROUP}/{skyhook}/NotReady")
+}
+
+/// Node condition type: True (reason [`NODE_ERRORING_REASON`]) while a package of Skyhook
+/// `skyhook` is erroring or unknown on the node.
+pub fn node_erroring_condition(skyhook: &str) -> String {
+    format!("{GROUP}/{skyhook}/Erroring")
+}
+
+/// Reason of the node `NotReady` condition while True.
+pub const NODE_NOT_READY_REASON_INCOMPLETE: &str = "Incomplete";
+/// Reason of the node `NotReady` condition while False.
+pub const NODE_NOT_READY_REASON_COMPLETE: &str = "Complete";
+/// Reason of the node `Erroring` condition while True.
+pub const NODE_ERRORING_REASON: &str = "Package(s) Erroring or Unknown";
+/// Reason of the node `Erroring` condition while False.
+pub const NODE_NOT_ERRORING_REASON: &str = "Not Erroring";
+
+// ---- Pods and ConfigMaps the operator creates ----------------------------------------------
+
+/// Label (and annotation) on package pods, interrupt pods and package ConfigMaps: the Skyhook
+/// name. Only pods with this label are watched.
+pub const NAME_LABEL: &str = "skyhook.nvidia.com/name";
+/// Pod label: `<package>-<version>`.
+pub const PACKAGE_LABEL: &str = "skyhook.nvidia.com/package";
+/// Pod annotation holding the package reference JSON
+/// (see [`crate::pod_annotation::PodPackageAnnotation`]).
+pub const PACKAGE_ANNOTATION: &str = "skyhook.nvidia.com/package";
+/// Pod label `"True"` on interrupt pods.
+pub const INTERRUPT_LABEL: &str = "skyhook.nvidia.com/interrupt";
+/// Value of [`INTERRUPT_LABEL`].
+pub const INTERRUPT_LABEL_VALUE: &str = "True";
+/// Label on node-metadata ConfigMaps: the Skyhook name.
+pub const NODE_META_LABEL: &str = "skyhook.nvidia.com/skyhook-node-meta";
+/// Package ConfigMap annotation: the package name.
+pub const PACKAGE_NAME_ANNOTATION: &str = "skyhook.nvidia.com/Package.Name";
+/// Package ConfigMap annotation: the package version.
+pub const PACKAGE_VERSION_ANNOTATION: &str = "skyhook.nvidia.com/Package.Version";
+/// Node-metadata ConfigMap annotation: the node name.
+pub const NODE_NAME_ANNOTATION: &str = "skyhook.nvidia.com/Node.name";
+
+// ---- Environment of the agent containers ----------------------------------------------------
+
+/// Agent and copy-container env: the package's copy directory on the host.
+pub const ENV_SKYHOOK_DIR: &str = "SKYHOOK_DIR";
+/// Agent env: `<AGENT_LOG_ROOT>/<skyhook>`.
+pub const ENV_SKYHOOK_LOG_DIR: &str = "SKYHOOK_LOG_DIR";
+/// Agent env: `<COPY_DIR_ROOT>/<skyhook>`.
+pub const ENV_SKYHOOK_ROOT_DIR: &str = "SKYHOOK_ROOT_DIR";
+/// Agent env: always `false`.
+pub const ENV_COPY_RESOLV: &str = "COPY_RESOLV";
+/// Agent env: `<skyhook>-<uid>-<generation>_<package>_<version>`, the key of interrupt flags.
+pub const ENV_SKYHOOK_RESOURCE_ID: &str = "SKYHOOK_RESOURCE_ID";
+/// The environment variables the operator injects into agent containers, in the order it adds
+/// them after the package's own `env`.
+pub const OPERATOR_AGENT_ENV: [&str; 4] = [
+    ENV_SKYHOOK_LOG_DIR,
+    ENV_SKYHOOK_ROOT_DIR,
+    ENV_COPY_RESOLV,
+    ENV_SKYHOOK_RESOURCE_ID,
+];
+
+// ---- Skyhook condition types ---------------------------------------------------------------
+
+/// Standard condition: True once the Skyhook is complete on every selected node, for
+/// `kubectl wait --for=condition=Ready` and GitOps tools.
+pub const CONDITION_READY: &str = "Ready";
+/// Condition set on every status change; True when complete, reason = the new status.
+pub const CONDITION_TRANSITION: &str = "skyhook.nvidia.com/Transition";
+/// Condition naming the package and node of the last pod launch.
+pub const CONDITION_APPLY_PACKAGE: &str = "skyhook.nvidia.com/ApplyPackage";
+/// Condition: True while some selected node has a taint the packages do not tolerate.
+pub const CONDITION_TAINT_NOT_TOLERABLE: &str = "skyhook.nvidia.com/TaintNotTolerable";
+/// Condition: True while some selected node carries the ignore label.
+pub const CONDITION_NODES_IGNORED: &str = "skyhook.nvidia.com/NodesIgnored";
+/// Condition: True while the referenced DeploymentPolicy does not exist.
+pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND: &str =
+    "skyhook.nvidia.com/DeploymentPolicyNotFound";
+
+// ---- Rollout names -------------------------------------------------------------------------
+
+/// Name of the compartment holding the nodes no compartment selects, and of the single
+/// compartment of a Skyhook without a DeploymentPolicy. Reserved in policies.
+pub const DEFAULT_COMPARTMENT: &str = "__default__";
+/// `policy_name` metric label of a Skyhook without a DeploymentPolicy.
+pub const LEGACY_POLICY_NAME: &str = "legacy";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_skyhook_keys_match_upstream_spelling() {
+        let cases: [(String, &str); 7] = [
+            (
+                node_state_annotation("demo"),
+                "skyhook.nvidia.com/nodeState_demo",
+            ),
+            (node_status_key("demo"), "skyhook.nvidia.com/status_demo"),
+            (cordon_annotation("demo"), "skyhook.nvidia.com/cordon_demo"),
+            (
+                node_version_annotation("demo"),
+                "skyhook.nvidia.com/version_demo",
+            ),
+            (
+                auto_taint_annotation("skyhook.nvidia.com"),
+                "skyhook.nvidia.com/autoTaint_skyhook.nvidia.com",
+            ),
+            (
+                node_not_ready_condition("demo"),
+                "skyhook.nvidia.com/demo/NotReady",
+            ),
+            (
+                node_erroring_condition("demo"),
+                "skyhook.nvidia.com/demo/Erroring",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+        assert!(cordon_annotation("x").starts_with(CORDON_ANNOTATION_PREFIX));
+    }
+}

@@ -1,0 +1,246 @@
+//! The node-state codec: the value of the node annotation
+//! `skyhook.nvidia.com/nodeState_<skyhook>`, the source of truth of package progress.
+//!
+//! The value is a JSON object from `"<package>|<version>"` to a [`PackageStatus`]. We write it
+//! byte for byte as upstream's Go `encoding/json` does (keys sorted, compact, `<`, `>`, `&`,
+//! U+2028 and U+2029 escaped), so a node can move between the two operators and tools comparing
+//! annotation values see no spurious change. We read whatever upstream writes: unknown fields
+//! are ignored and omitted `restarts`/`containerSHA` read as zero/empty.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::v1alpha1::PackageStatus;
+
+/// What is wrong with a node-state annotation value or key. The caller adds which node and
+/// annotation it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeStateError {
+    /// The value is not a JSON object of package statuses.
+    #[error("node state is not a JSON object of package statuses")]
+    Malformed {
+        /// Where the JSON parser stopped and why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A key is not of the form `<package>|<version>`.
+    #[error("node state key {key:?} is not of the form \"<package>|<version>\"")]
+    InvalidKey {
+        /// The rejected key.
+        key: String,
+    },
+}
+
+/// Key of a node-state entry: `"<package>|<version>"`.
+///
+/// Ordered as its string form, which is the order upstream writes keys in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PackageKey {
+    key: String,
+    separator: usize,
+}
+
+impl PackageKey {
+    /// The key of version `version` of package `name`.
+    pub fn new(name: &str, version: &str) -> Self {
+        PackageKey {
+            key: format!("{name}|{version}"),
+            separator: name.len(),
+        }
+    }
+
+    /// Parses `"<package>|<version>"`, splitting at the first `|` (neither a package name nor a
+    /// semantic version can contain one).
+    pub fn parse(key: &str) -> Result<Self, NodeStateError> {
+        match key.find('|') {
+            Some(separator) => Ok(PackageKey {
+                key: key.to_owned(),
+                separator,
+            }),
+            None => Err(NodeStateError::InvalidKey {
+                key: key.to_owned(),
+            }),
+        }
+    }
+
+    /// The package name part.
+    pub fn name(&self) -> &str {
+        &self.key[..self.separator]
+    }
+
+    /// The version part.
+    pub fn version(&self) -> &str {
+        &self.key[self.separator + 1..]
+    }
+
+    /// The key as written in the annotation.
+    pub fn as_str(&self) -> &str {
+        &self.key
+    }
+}
+
+impl fmt::Display for PackageKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key)
+    }
+}
+
+impl Serialize for PackageKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.key)
+    }
+}
+
+impl<'de> Deserialize<'de> for PackageKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let key = String::deserialize(deserializer)?;
+        PackageKey::parse(&key).map_err(D::Error::custom)
+    }
+}
+
+impl PackageStatus {
+    /// The node-state key of this entry.
+    pub fn key(&self) -> PackageKey {
+        PackageKey::new(&self.name, &self.version)
+    }
+}
+
+/// The progress of every package version of one Skyhook on one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeState {
+    entries: BTreeMap<PackageKey, PackageStatus>,
+}
+
+impl NodeState {
+    /// An empty node state (no package has started on the node).
+    pub fn new() -> Self {
+        NodeState::default()
+    }
+
+    /// Reads an annotation value. An empty value reads as an empty state.
+    pub fn parse(annotation: &str) -> Result<Self, NodeStateError> {
+        if annotation.trim().is_empty() {
+            return Ok(NodeState::new());
+        }
+        serde_json::from_str(annotation).map_err(|source| NodeStateError::Malformed { source })
+    }
+
+    /// The annotation value, byte-identical to what upstream writes for the same state.
+    pub fn to_annotation(&self) -> String {
+        go_json(&self.entries)
+    }
+
+    /// The entry for `key`.
+    pub fn get(&self, key: &PackageKey) -> Option<&PackageStatus> {
+        self.entries.get(key)
+    }
+
+    /// The entry for version `version` of package `name`.
+    pub fn get_version(&self, name: &str, version: &str) -> Option<&PackageStatus> {
+        self.entries.get(&PackageKey::new(name, version))
+    }
+
+    /// Inserts or replaces the entry keyed by the status's own name and version, returning the
+    /// entry it replaced.
+    pub fn upsert(&mut self, status: PackageStatus) -> Option<PackageStatus> {
+        self.entries.insert(status.key(), status)
+    }
+
+    /// Removes the entry for `key`, returning it.
+    pub fn remove(&mut self, key: &PackageKey) -> Option<PackageStatus> {
+        self.entries.remove(key)
+    }
+
+    /// Every entry of package `name`, whatever its version, in key order.
+    pub fn entries_of<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = (&'a PackageKey, &'a PackageStatus)> + 'a {
+        self.entries
+            .iter()
+            .filter(move |(key, _)| key.name() == name)
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> btree_map::Iter<'_, PackageKey, PackageStatus> {
+        self.entries.iter()
+    }
+
+    /// Keeps only the entries for which `keep` returns true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&PackageKey, &PackageStatus) -> bool) {
+        self.entries.retain(|key, status| keep(key, status));
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a NodeState {
+    type Item = (&'a PackageKey, &'a PackageStatus);
+    type IntoIter = btree_map::Iter<'a, PackageKey, PackageStatus>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter()
+    }
+}
+
+impl FromIterator<PackageStatus> for NodeState {
+    fn from_iter<I: IntoIterator<Item = PackageStatus>>(statuses: I) -> Self {
+        let mut state = NodeState::new();
+        for status in statuses {
+            state.upsert(status);
+        }
+        state
+    }
+}
+
+impl JsonSchema for NodeState {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NodeState".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <BTreeMap<String, PackageStatus>>::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// Serialises `value` as Go's `encoding/json.Marshal` would: compact, struct fields in
+/// declaration order, map keys sorted, and the HTML-sensitive characters `<`, `>`, `&` plus
+/// U+2028 and U+2029 written as `\u` escapes.
+#[allow(clippy::expect_used)]
+pub(crate) fn go_json<T: Serialize + ?Sized>(value: &T) -> String {
+    // Only called with plain data (strings, integers, booleans, string-keyed maps), which
+    // serde_json serialises into a String without any failure path.
+    let plain = serde_json::to_string(value).expect("plain data serialises to JSON");
+    let mut out = String::with_capacity(plain.len());
+    // Outside strings compact JSON never contains these characters, so replacing them
+    // everywhere only touches string contents.
+    for c in plain.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            other => out.push(other),
+        }
+    }
+    out
+}

@@ -1,0 +1,237 @@
+//! The `Skyhook` custom resource: which packages to apply to which nodes, in which order.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::package::{Package, deserialize_packages};
+use super::status::SkyhookStatus;
+use crate::keys;
+
+/// Desired state of a Skyhook: packages to apply to the host OS of the selected nodes, and how
+/// fast to roll them out.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "skyhook.nvidia.com",
+    version = "v1alpha1",
+    kind = "Skyhook",
+    plural = "skyhooks",
+    shortname = "sky",
+    status = "SkyhookStatus",
+    doc = "Skyhook applies packages (container images with lifecycle scripts) to the host OS of the selected nodes, rolling through the cluster within a disruption budget.",
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.status",
+        description = "Aggregate status of the Skyhook"
+    ),
+    printcolumn(
+        name = "Priority",
+        type_ = "integer",
+        json_path = ".spec.priority",
+        description = "Lower runs first"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Nodes In-Progress",
+        type_ = "integer",
+        json_path = ".status.nodesInProgress",
+        description = "Nodes in progress or erroring"
+    ),
+    printcolumn(
+        name = "Complete Nodes",
+        type_ = "string",
+        json_path = ".status.completeNodes",
+        description = "Complete nodes out of matched nodes"
+    ),
+    printcolumn(
+        name = "Packages",
+        type_ = "string",
+        json_path = ".status.packageList",
+        description = "Packages as name:version"
+    ),
+    printcolumn(
+        name = "Policy",
+        type_ = "string",
+        json_path = ".spec.deploymentPolicy",
+        description = "DeploymentPolicy used for the rollout"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SkyhookSpec {
+    /// Apply one package at a time instead of every runnable package at once. Default false.
+    #[serde(default)]
+    pub serial: bool,
+
+    /// Deprecated and ignored. Pause a Skyhook with the annotation
+    /// `skyhook.nvidia.com/pause: "true"` instead, which does not change the generation.
+    #[serde(default)]
+    pub pause: bool,
+
+    /// Pods matching this selector that are Running or Pending on a node prevent that node from
+    /// being interrupted (drained, service-restarted or rebooted) until they are gone. An empty
+    /// or absent selector matches no pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_non_interrupt_labels: Option<LabelSelector>,
+
+    /// Nodes to apply the packages to. An empty or absent selector selects every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selectors: Option<LabelSelector>,
+
+    /// Name of the DeploymentPolicy that defines the rollout compartments, budgets and batch
+    /// strategies. The policy must exist. Cannot be combined with `interruptionBudget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_policy: Option<String>,
+
+    /// Per-Skyhook overrides of the referenced DeploymentPolicy's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_policy_options: Option<DeploymentPolicyOptions>,
+
+    /// Legacy rollout budget: how many of the selected nodes may be worked on at once, as a
+    /// `percent` or a `count` (not both). Without a budget or policy every node goes at once.
+    /// Cannot be combined with `deploymentPolicy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_budget: Option<InterruptionBudget>,
+
+    /// Packages to apply, keyed by package name. Packages run in dependency order (`dependsOn`);
+    /// packages without dependencies between them run in parallel.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "deserialize_packages"
+    )]
+    pub packages: BTreeMap<String, Package>,
+
+    /// Tolerations added to every package and interrupt pod. Nodes whose taints are not all
+    /// tolerated by these (plus the unschedulable taint) are reported as blocked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_tolerations: Vec<Toleration>,
+
+    /// The runtime-required taint is removed from a node only after this Skyhook (and every
+    /// other runtime-required Skyhook on the node) is complete there. Default false.
+    #[serde(default)]
+    pub runtime_required: bool,
+
+    /// With `runtimeRequired`, add the runtime-required taint to new matching nodes that carry no
+    /// `skyhook.nvidia.com/*` annotation yet. Default false.
+    #[serde(default)]
+    pub auto_taint_new_nodes: bool,
+
+    /// Order between Skyhooks: lower values run first, ties are broken by name. On each node a
+    /// Skyhook starts only once every enabled Skyhook before it is complete there. Convention:
+    /// 1-99 infrastructure, 100-199 configuration, 200+ user tuning. Minimum 1, default 200.
+    #[serde(default = "default_priority")]
+    #[schemars(range(min = 1))]
+    pub priority: i32,
+
+    /// How the priority order gates nodes: `node` (default) lets each node move on as soon as
+    /// the earlier Skyhooks are complete on that node; `all` waits until they are complete on
+    /// every node they target.
+    #[serde(default)]
+    pub sequencing: Sequencing,
+}
+
+/// The default of `spec.priority`.
+pub const DEFAULT_PRIORITY: i32 = 200;
+
+fn default_priority() -> i32 {
+    DEFAULT_PRIORITY
+}
+
+impl Default for SkyhookSpec {
+    fn default() -> Self {
+        SkyhookSpec {
+            serial: false,
+            pause: false,
+            pod_non_interrupt_labels: None,
+            node_selectors: None,
+            deployment_policy: None,
+            deployment_policy_options: None,
+            interruption_budget: None,
+            packages: BTreeMap::new(),
+            additional_tolerations: Vec::new(),
+            runtime_required: false,
+            auto_taint_new_nodes: false,
+            priority: DEFAULT_PRIORITY,
+            sequencing: Sequencing::default(),
+        }
+    }
+}
+
+/// Per-Skyhook overrides of DeploymentPolicy settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentPolicyOptions {
+    /// Start the rollout again from the first batch when this Skyhook completes or a package
+    /// version changes. Overrides the policy's own setting. Default true.
+    #[serde(default = "default_true")]
+    pub reset_batch_state_on_completion: bool,
+}
+
+impl Default for DeploymentPolicyOptions {
+    fn default() -> Self {
+        DeploymentPolicyOptions {
+            reset_batch_state_on_completion: true,
+        }
+    }
+}
+
+pub(crate) fn default_true() -> bool {
+    true
+}
+
+/// Legacy rollout budget. Set `percent` or `count`, not both.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptionBudget {
+    /// Percentage (0-100) of the selected nodes worked on at once, rounded down, at least one
+    /// node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: Option<i32>,
+    /// Number of the selected nodes worked on at once, at least one node. Minimum 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub count: Option<i32>,
+}
+
+/// How the priority order between Skyhooks gates the nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Sequencing {
+    /// Per node: a node moves on once the earlier Skyhooks are complete on it.
+    #[default]
+    Node,
+    /// Global: every node waits until the earlier Skyhooks are complete on all their nodes.
+    All,
+}
+
+impl Skyhook {
+    /// Whether the `skyhook.nvidia.com/pause` annotation is `"true"`: no work is done and later
+    /// Skyhooks stay blocked on nodes where this one is incomplete.
+    pub fn is_paused(&self) -> bool {
+        self.annotation_is_true(keys::PAUSE_ANNOTATION)
+    }
+
+    /// Whether the `skyhook.nvidia.com/disable` annotation is `"true"`: no work is done and later
+    /// Skyhooks are not blocked.
+    pub fn is_disabled(&self) -> bool {
+        self.annotation_is_true(keys::DISABLE_ANNOTATION)
+    }
+
+    fn annotation_is_true(&self, key: &str) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(key))
+            .is_some_and(|value| value == "true")
+    }
+}
