@@ -42,9 +42,16 @@ pub struct DeploymentPolicySpec {
 pub struct PolicyDefault {
     /// Most nodes worked on at once: exactly one of `percent` or `count`.
     #[serde(default)]
+    #[schemars(transform = without_default)]
     pub budget: PolicyBudget,
     /// How batch sizes grow: exactly one of `fixed`, `linear` or `exponential`. Required.
     pub strategy: DeploymentStrategy,
+}
+
+/// Keeps `budget` optional in the schema without making the apiserver insert an empty object:
+/// a missing budget is reported by validation, not papered over.
+fn without_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
 }
 
 /// A named group of nodes with its own budget and strategy.

@@ -14,6 +14,9 @@ use crate::keys;
 
 /// Desired state of a Skyhook: packages to apply to the host OS of the selected nodes, and how
 /// fast to roll them out.
+// Every `printcolumn(...)` repeats the keys `name`, `type_` and `json_path`, which the lint
+// mistakes for duplicates of one attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "skyhook.nvidia.com",
