@@ -1,7 +1,10 @@
 //! Skyhook API: the `skyhook.nvidia.com/v1alpha1` types and every pure rule shared by the
 //! controller, the webhook, the agent and the kubectl plugin. Nothing in this crate performs I/O.
 pub mod crd;
+pub mod graph;
+pub mod image;
 pub mod keys;
 pub mod node_state;
 pub mod pod_annotation;
 pub mod v1alpha1;
+pub mod version;
