@@ -29,6 +29,8 @@ fn main() -> Result<(), Box<dyn Error>> {
                 || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."),
                 PathBuf::from,
             );
+            // Only for readable messages; a root that does not resolve fails on the write below.
+            let root = root.canonicalize().unwrap_or(root);
             let dir = root.join("chart").join("crds");
             std::fs::create_dir_all(&dir)
                 .map_err(|e| format!("failed to create {}: {e}", dir.display()))?;

@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::DependsOn;
 use super::lifecycle::wire_enum;
 
 /// A container image carrying lifecycle scripts for the host, plus how and when to run them.
@@ -50,7 +51,7 @@ pub struct Package {
     /// Packages of this Skyhook that must be complete on a node before this one starts, as
     /// package name to exact version.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub depends_on: BTreeMap<String, String>,
+    pub depends_on: DependsOn,
 
     /// Interrupts to run when specific `configMap` keys change, keyed by a `configMap` key or a
     /// glob (`*`) matching at least one key. When config keys change, only the interrupts whose
