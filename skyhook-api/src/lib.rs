@@ -1,10 +1,13 @@
 //! Skyhook API: the `skyhook.nvidia.com/v1alpha1` types and every pure rule shared by the
 //! controller, the webhook, the agent and the kubectl plugin. Nothing in this crate performs I/O.
+pub mod budget;
 pub mod crd;
 pub mod graph;
 pub mod image;
 pub mod keys;
 pub mod node_state;
 pub mod pod_annotation;
+pub mod selector;
+pub mod toleration;
 pub mod v1alpha1;
 pub mod version;

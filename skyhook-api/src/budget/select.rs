@@ -1,0 +1,518 @@
+//! Picking the nodes a compartment works on.
+//!
+//! A compartment's *current batch* is every eligible, incomplete node that is either
+//! `in_progress` or was already picked (it is in `status.nodePriority`) and has not failed
+//! (`erroring`). Picked nodes are sticky: they stay in the batch until they complete and are
+//! always served before new nodes, including while another node of the compartment is in
+//! progress (upstream starved them: nodewright #587). A picked node that became ineligible
+//! (ignored or carrying a taint it does not tolerate) is skipped and reported blocked instead
+//! of holding the batch (nodewright #586). A new batch starts only when the current one is
+//! empty. Never more nodes than the ceiling are worked on at once.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::keys::IGNORE_LABEL;
+use crate::toleration::intolerable_taints;
+use crate::v1alpha1::{BatchState, DeploymentStrategy, Status};
+
+use super::batch::next_batch_size;
+
+/// One node of a compartment, as the selection sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct CandidateNode<'a> {
+    /// Node name.
+    pub name: &'a str,
+    /// `metadata.creationTimestamp`; older nodes go first.
+    pub created: Option<Timestamp>,
+    /// Node labels (for the ignore label).
+    pub labels: &'a BTreeMap<String, String>,
+    /// Node taints.
+    pub taints: &'a [Taint],
+    /// The node's current status for this Skyhook.
+    pub status: Status,
+    /// Whether every package of the Skyhook is complete on the node.
+    pub complete: bool,
+    /// Whether the node is ready for this Skyhook by priority order (see
+    /// [`crate::ordering`]). A node that is not ready is never picked, but a node already in
+    /// the batch keeps its slot while it waits.
+    pub ready: bool,
+    /// Whether the node is in `status.nodePriority` (picked by an earlier batch).
+    pub picked: bool,
+}
+
+/// Why a node cannot be worked on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockReason {
+    /// The node carries `skyhook.nvidia.com/ignore=true`.
+    Ignored,
+    /// The node has taints the Skyhook does not tolerate (`key=value:effect`, sorted).
+    IntolerableTaints(Vec<String>),
+}
+
+/// A node to mark `blocked`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockedNode<'a> {
+    /// Node name.
+    pub name: &'a str,
+    /// Why.
+    pub reason: BlockReason,
+}
+
+/// The result of selecting nodes in one compartment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection<'a> {
+    /// Nodes to work on now, in processing order: the current batch, or a new batch.
+    pub picks: Vec<&'a str>,
+    /// The picks not yet in `status.nodePriority`: record them with the current time.
+    pub newly_picked: Vec<&'a str>,
+    /// Incomplete nodes that are ready but ineligible: set their status to `blocked`.
+    pub blocked: Vec<BlockedNode<'a>>,
+    /// Whether `picks` is a new batch (rather than the continuation of the current one).
+    pub new_batch: bool,
+}
+
+/// Whether a node is ignored or intolerable, given the toleration set of the Skyhook (see
+/// [`crate::toleration::node_selection_tolerations`]).
+pub fn block_reason(
+    labels: &BTreeMap<String, String>,
+    taints: &[Taint],
+    tolerations: &[Toleration],
+) -> Option<BlockReason> {
+    if labels.get(IGNORE_LABEL).is_some_and(|v| v == "true") {
+        return Some(BlockReason::Ignored);
+    }
+    let mut intolerable: Vec<String> = intolerable_taints(tolerations, taints)
+        .into_iter()
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t.key,
+                t.value.as_deref().unwrap_or_default(),
+                t.effect
+            )
+        })
+        .collect();
+    if intolerable.is_empty() {
+        None
+    } else {
+        intolerable.sort();
+        Some(BlockReason::IntolerableTaints(intolerable))
+    }
+}
+
+/// The nodes of one compartment, classified once so that selection and batch evaluation agree
+/// on what the current batch is.
+#[derive(Debug, Clone)]
+pub struct CompartmentNodes<'a> {
+    /// Nodes ordered by creation time, then name.
+    nodes: Vec<CandidateNode<'a>>,
+    /// Parallel to `nodes`: why each is ineligible, if it is.
+    blocked: Vec<Option<BlockReason>>,
+}
+
+/// New batches take nodes in this status order, then by creation time.
+fn pick_rank(status: Status) -> Option<u8> {
+    match status {
+        Status::Waiting => Some(0),
+        Status::Unknown => Some(1),
+        Status::Blocked => Some(2),
+        Status::Erroring => Some(3),
+        _ => None,
+    }
+}
+
+impl<'a> CompartmentNodes<'a> {
+    /// Classifies `nodes` with the Skyhook's toleration set.
+    pub fn new(mut nodes: Vec<CandidateNode<'a>>, tolerations: &[Toleration]) -> Self {
+        nodes.sort_by(|a, b| (a.created, a.name).cmp(&(b.created, b.name)));
+        let blocked = nodes
+            .iter()
+            .map(|n| block_reason(n.labels, n.taints, tolerations))
+            .collect();
+        CompartmentNodes { nodes, blocked }
+    }
+
+    fn eligible_incomplete(&self) -> impl Iterator<Item = &CandidateNode<'a>> {
+        self.nodes
+            .iter()
+            .zip(&self.blocked)
+            .filter(|(n, b)| b.is_none() && !n.complete)
+            .map(|(n, _)| n)
+    }
+
+    /// The current batch: eligible incomplete nodes that are in progress, or were picked and
+    /// have not failed. In progress first, then by pick-rank and creation time.
+    fn current_batch(&self) -> Vec<&CandidateNode<'a>> {
+        let mut batch: Vec<&CandidateNode<'a>> = self
+            .eligible_incomplete()
+            .filter(|n| {
+                n.status == Status::InProgress || (n.picked && n.status != Status::Erroring)
+            })
+            .collect();
+        batch.sort_by_key(|n| (n.status != Status::InProgress, pick_rank(n.status)));
+        batch
+    }
+
+    /// Whether the current batch still has work: a batch is finished (and can be evaluated)
+    /// only when none of its nodes is in progress or still waiting for its next package.
+    pub fn batch_open(&self) -> bool {
+        !self.current_batch().is_empty()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the compartment has no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Number of complete nodes.
+    pub fn complete(&self) -> usize {
+        self.nodes.iter().filter(|n| n.complete).count()
+    }
+
+    /// Number of incomplete nodes with status `erroring`.
+    pub fn erroring(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| !n.complete && n.status == Status::Erroring)
+            .count()
+    }
+
+    /// Number of nodes with status `in_progress`.
+    pub fn in_progress(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.status == Status::InProgress)
+            .count()
+    }
+
+    /// Selects the nodes to work on now.
+    ///
+    /// - `shouldStop` set → nothing is picked, not even the current batch.
+    /// - A current batch exists → it continues (at most `ceiling` nodes; in-progress nodes
+    ///   first); nodes not ready by priority keep their slot without being picked.
+    /// - Otherwise a new batch of [`next_batch_size`] nodes (already capped by the ceiling) is
+    ///   filled from ready, eligible, incomplete nodes in status order waiting, unknown,
+    ///   blocked, erroring, then creation time.
+    ///
+    /// Ready, incomplete, ineligible nodes are always reported in `blocked`.
+    pub fn select(
+        &self,
+        strategy: Option<&DeploymentStrategy>,
+        state: &BatchState,
+        ceiling: usize,
+    ) -> Selection<'a> {
+        let blocked = self
+            .nodes
+            .iter()
+            .zip(&self.blocked)
+            .filter(|(n, _)| n.ready && !n.complete)
+            .filter_map(|(n, reason)| {
+                reason.clone().map(|reason| BlockedNode {
+                    name: n.name,
+                    reason,
+                })
+            })
+            .collect();
+        let mut selection = Selection {
+            blocked,
+            ..Selection::default()
+        };
+        if state.should_stop {
+            return selection;
+        }
+        let current = self.current_batch();
+        let chosen: Vec<&CandidateNode<'a>> = if current.is_empty() {
+            selection.new_batch = true;
+            let size = next_batch_size(strategy, state, self.len(), ceiling);
+            let mut candidates: Vec<(u8, &CandidateNode<'a>)> = self
+                .eligible_incomplete()
+                .filter(|n| n.ready)
+                .filter_map(|n| pick_rank(n.status).map(|rank| (rank, n)))
+                .collect();
+            // Stable: equal ranks keep creation order.
+            candidates.sort_by_key(|(rank, _)| *rank);
+            candidates.into_iter().take(size).map(|(_, n)| n).collect()
+        } else {
+            current
+                .into_iter()
+                .take(ceiling)
+                .filter(|n| n.ready)
+                .collect()
+        };
+        selection.picks = chosen.iter().map(|n| n.name).collect();
+        selection.newly_picked = chosen
+            .iter()
+            .filter(|n| !n.picked)
+            .map(|n| n.name)
+            .collect();
+        selection
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toleration::node_selection_tolerations;
+    use crate::v1alpha1::FixedStrategy;
+
+    struct Node {
+        name: &'static str,
+        status: Status,
+        complete: bool,
+        picked: bool,
+        ready: bool,
+        labels: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+    }
+
+    fn node(name: &'static str, status: Status) -> Node {
+        Node {
+            name,
+            status,
+            complete: status == Status::Complete,
+            picked: false,
+            ready: true,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+        }
+    }
+
+    impl Node {
+        fn picked(mut self) -> Self {
+            self.picked = true;
+            self
+        }
+        fn not_ready(mut self) -> Self {
+            self.ready = false;
+            self
+        }
+        fn ignored(mut self) -> Self {
+            self.labels.insert(IGNORE_LABEL.into(), "true".into());
+            self
+        }
+        fn tainted(mut self, key: &str) -> Self {
+            self.taints.push(Taint {
+                key: key.into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            });
+            self
+        }
+    }
+
+    /// Nodes are created one second apart in the order given.
+    fn compartment(nodes: &[Node]) -> CompartmentNodes<'_> {
+        let candidates = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| CandidateNode {
+                name: n.name,
+                created: Timestamp::from_second(1_700_000_000 + i64::try_from(i).unwrap()).ok(),
+                labels: &n.labels,
+                taints: &n.taints,
+                status: n.status,
+                complete: n.complete,
+                ready: n.ready,
+                picked: n.picked,
+            })
+            .collect();
+        CompartmentNodes::new(candidates, &node_selection_tolerations(&[], None))
+    }
+
+    fn fixed(initial: i32) -> DeploymentStrategy {
+        DeploymentStrategy {
+            fixed: Some(FixedStrategy {
+                initial_batch: Some(initial),
+                ..FixedStrategy::default()
+            }),
+            ..DeploymentStrategy::default()
+        }
+    }
+
+    fn select<'a>(c: &CompartmentNodes<'a>, initial: i32, ceiling: usize) -> Selection<'a> {
+        c.select(Some(&fixed(initial)), &BatchState::initial(), ceiling)
+    }
+
+    use Status::*;
+
+    #[test]
+    fn new_batch_order_waiting_unknown_blocked_erroring_then_age() {
+        let nodes = [
+            node("e1", Erroring),
+            node("b1", Blocked),
+            node("u1", Unknown),
+            node("w1", Waiting),
+            node("u2", Unknown),
+            node("w2", Waiting),
+            node("c1", Complete),
+        ];
+        let c = compartment(&nodes);
+        let s = select(&c, 10, 10);
+        assert!(s.new_batch);
+        assert_eq!(s.picks, ["w1", "w2", "u1", "u2", "b1", "e1"]);
+        assert_eq!(s.newly_picked, s.picks);
+        assert_eq!(select(&c, 3, 10).picks, ["w1", "w2", "u1"]);
+    }
+
+    #[test]
+    fn batch_is_capped_by_the_ceiling() {
+        let nodes: Vec<Node> = ["a", "b", "c", "d", "e"]
+            .into_iter()
+            .map(|n| node(n, Waiting))
+            .collect();
+        let c = compartment(&nodes);
+        assert_eq!(select(&c, 5, 2).picks, ["a", "b"]);
+        assert!(select(&c, 5, 0).picks.is_empty());
+    }
+
+    #[test]
+    fn current_batch_continues_before_new_nodes() {
+        let nodes = [
+            node("a", InProgress).picked(),
+            node("b", Waiting),
+            node("c", Waiting),
+        ];
+        let c = compartment(&nodes);
+        let s = select(&c, 2, 2);
+        assert!(!s.new_batch);
+        assert_eq!(s.picks, ["a"]);
+        assert!(s.newly_picked.is_empty());
+        assert!(c.batch_open());
+    }
+
+    #[test]
+    fn sticky_nodes_are_not_starved_by_in_progress_ones() {
+        // nodewright #587: b was picked with a, finished a package and waits for the next one
+        // while a is still in progress. b must be served in the same pass.
+        let nodes = [
+            node("a", InProgress).picked(),
+            node("b", Waiting).picked(),
+            node("c", Waiting),
+        ];
+        let c = compartment(&nodes);
+        assert_eq!(select(&c, 2, 2).picks, ["a", "b"]);
+        // Sticky nodes alone keep the batch open: no new node is started.
+        let nodes = [
+            node("a", Complete),
+            node("b", Waiting).picked(),
+            node("c", Waiting),
+        ];
+        let c = compartment(&nodes);
+        let s = select(&c, 2, 2);
+        assert_eq!((s.picks, s.new_batch), (vec!["b"], false));
+    }
+
+    #[test]
+    fn ineligible_sticky_nodes_are_skipped_and_blocked() {
+        // nodewright #586.
+        let nodes = [
+            node("a", Waiting).picked().tainted("nvidia.com/gpu"),
+            node("b", Waiting),
+            node("c", Waiting),
+        ];
+        let c = compartment(&nodes);
+        let s = select(&c, 1, 1);
+        assert_eq!(s.picks, ["b"]);
+        assert_eq!(
+            s.blocked,
+            [BlockedNode {
+                name: "a",
+                reason: BlockReason::IntolerableTaints(vec!["nvidia.com/gpu=:NoSchedule".into()])
+            }]
+        );
+    }
+
+    #[test]
+    fn ignored_and_intolerable_nodes_are_never_picked() {
+        let nodes = [
+            node("ignored", Waiting).ignored(),
+            node("tainted", Unknown).tainted("dedicated"),
+            node("cordoned", Waiting).tainted("node.kubernetes.io/unschedulable"),
+            node("done", Complete).ignored(),
+        ];
+        let c = compartment(&nodes);
+        let s = select(&c, 10, 10);
+        assert_eq!(s.picks, ["cordoned"]);
+        let blocked: Vec<_> = s.blocked.iter().map(|b| (b.name, &b.reason)).collect();
+        assert_eq!(blocked.len(), 2);
+        assert_eq!(blocked[0], ("ignored", &BlockReason::Ignored));
+        assert_eq!(blocked[1].0, "tainted");
+    }
+
+    #[test]
+    fn erroring_picked_nodes_do_not_hold_the_batch() {
+        let nodes = [
+            node("a", Erroring).picked(),
+            node("b", Waiting),
+            node("c", Waiting),
+        ];
+        let c = compartment(&nodes);
+        assert!(!c.batch_open());
+        let s = select(&c, 2, 2);
+        assert!(s.new_batch);
+        assert_eq!(s.picks, ["b", "c"]);
+        // With room left, an erroring node is retried last.
+        assert_eq!(select(&c, 3, 3).picks, ["b", "c", "a"]);
+        assert_eq!(select(&c, 3, 3).newly_picked, ["b", "c"]);
+    }
+
+    #[test]
+    fn should_stop_picks_nothing() {
+        let nodes = [node("a", InProgress).picked(), node("b", Waiting)];
+        let c = compartment(&nodes);
+        let state = BatchState {
+            should_stop: true,
+            ..BatchState::initial()
+        };
+        let s = c.select(Some(&fixed(1)), &state, 5);
+        assert!(s.picks.is_empty());
+    }
+
+    #[test]
+    fn nodes_not_ready_by_priority_hold_their_slot_but_are_not_picked() {
+        let nodes = [node("a", Waiting).picked().not_ready(), node("b", Waiting)];
+        let c = compartment(&nodes);
+        let s = select(&c, 1, 1);
+        assert!(s.picks.is_empty() && !s.new_batch && c.batch_open());
+        let nodes = [node("a", Waiting).not_ready(), node("b", Waiting)];
+        let c = compartment(&nodes);
+        assert_eq!(select(&c, 1, 1).picks, ["b"]);
+    }
+
+    #[test]
+    fn in_progress_beyond_the_ceiling_is_trimmed() {
+        // The ceiling shrank (nodes left the compartment): only `ceiling` nodes advance.
+        let nodes = [
+            node("a", InProgress).picked(),
+            node("b", InProgress).picked(),
+            node("c", Waiting).picked(),
+        ];
+        let c = compartment(&nodes);
+        assert_eq!(select(&c, 3, 2).picks, ["a", "b"]);
+        assert_eq!(select(&c, 3, 1).picks, ["a"]);
+    }
+
+    #[test]
+    fn counters() {
+        let nodes = [
+            node("a", InProgress),
+            node("b", Erroring),
+            node("c", Complete),
+            node("d", Waiting),
+        ];
+        let c = compartment(&nodes);
+        assert_eq!(
+            (c.len(), c.in_progress(), c.erroring(), c.complete()),
+            (4, 1, 1, 1)
+        );
+        assert!(!c.is_empty());
+    }
+}
