@@ -2,8 +2,10 @@
 //! controller, the webhook, the agent and the kubectl plugin. Nothing in this crate performs I/O.
 pub mod budget;
 pub mod crd;
+pub mod glob;
 pub mod graph;
 pub mod image;
+pub mod interrupt;
 pub mod keys;
 pub mod node_state;
 pub mod pod_annotation;
