@@ -10,6 +10,7 @@ pub mod keys;
 pub mod node_state;
 pub mod pod_annotation;
 pub mod selector;
+pub mod stage;
 pub mod toleration;
 pub mod v1alpha1;
 pub mod version;
