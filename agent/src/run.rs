@@ -1,0 +1,437 @@
+//! One agent run: observe the host, let [`crate::decide`] and [`crate::interrupt`] decide, and
+//! carry the decisions out through a [`Host`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use tracing::{error, info, warn};
+
+use crate::config::{self, PackageConfig};
+use crate::decide::{self, StageInput, StageVerdict, StepDecision};
+use crate::exit::Exit;
+use crate::history::HistoryState;
+use crate::host::{CommandSpec, FsChange, Host, HostError};
+use crate::interrupt::{self, Interrupt, InterruptPlan, Verdict};
+use crate::layout::{Layout, under_root};
+use crate::mode::Mode;
+use crate::problem::{self, Location, Problem};
+use crate::settings::{ResourceId, Settings};
+use crate::timefmt;
+
+/// The positional command line of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub mode: Mode,
+    pub root_mount: PathBuf,
+    /// The package copy on the host, as a path inside the host root.
+    pub copy_dir: String,
+    pub interrupt_data: Option<String>,
+}
+
+/// Legacy node files the upstream operator once placed next to the agent.
+const LEGACY_NODE_FILES: &str = "/etc/nvidia-bootstrap/node-files";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid package in {copy_dir}:\n{}", problem::render(problems))]
+    InvalidPackage {
+        copy_dir: PathBuf,
+        problems: Vec<Problem>,
+    },
+    #[error("{mode} step {name:?} ({path}) failed: {reason}")]
+    StepFailed {
+        mode: Mode,
+        name: String,
+        path: String,
+        reason: String,
+    },
+    #[error("{mode} failed: these checks did not pass: {}", failed.join(", "))]
+    ChecksFailed { mode: Mode, failed: Vec<String> },
+    #[error(
+        "interrupt command `{command}` failed with exit code {code}; its flag was removed so a retry runs it again"
+    )]
+    InterruptFailed { command: String, code: i32 },
+    #[error("stopped by SIGTERM {when}; recorded as a failure")]
+    Terminated { when: String },
+    #[error(
+        "the reboot is underway (`reboot` or the agent was stopped by SIGTERM); its flag is kept so the run after the reboot completes without rebooting again"
+    )]
+    RebootUnderway,
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+impl RunError {
+    pub fn exit(&self) -> Exit {
+        match self {
+            RunError::InvalidPackage { .. } => Exit::InvalidPackage,
+            RunError::StepFailed { .. } | RunError::InterruptFailed { .. } => Exit::StepFailed,
+            RunError::ChecksFailed { .. } => Exit::CheckFailed,
+            RunError::Terminated { .. } | RunError::RebootUnderway => Exit::Interrupted,
+            RunError::Usage(_) => Exit::Usage,
+            RunError::Host(_) => Exit::HostError,
+        }
+    }
+}
+
+/// Runs one mode (or an interrupt) to completion.
+pub fn run(
+    host: &mut impl Host,
+    settings: &Settings,
+    agent_env: &BTreeMap<String, String>,
+    request: &Request,
+) -> Result<(), RunError> {
+    if settings.copy_resolv {
+        copy_resolv(host, &request.root_mount)?;
+    }
+    if request.mode == Mode::Interrupt {
+        run_interrupt(host, settings, request)
+    } else {
+        run_stage(host, settings, agent_env, request)
+    }
+}
+
+fn copy_resolv(host: &mut impl Host, root: &Path) -> Result<(), RunError> {
+    let source = Path::new("/etc/resolv.conf");
+    if host.exists(source) {
+        host.apply(&FsChange::CopyFile {
+            from: source.to_path_buf(),
+            root: root.to_path_buf(),
+            dest: "/etc/resolv.conf".into(),
+        })?;
+    } else {
+        warn!("COPY_RESOLV is true but the agent has no /etc/resolv.conf to copy; skipping");
+    }
+    Ok(())
+}
+
+fn layout(settings: &Settings, request: &Request) -> Layout {
+    Layout::new(&request.root_mount, &settings.root_dir, &settings.log_dir)
+}
+
+fn run_stage(
+    host: &mut impl Host,
+    settings: &Settings,
+    agent_env: &BTreeMap<String, String>,
+    request: &Request,
+) -> Result<(), RunError> {
+    let mode = request.mode;
+    let root = &request.root_mount;
+    let copy_dir = under_root(root, &request.copy_dir);
+    if !host.exists(&copy_dir) {
+        info!(copy_dir = %copy_dir.display(), data_dir = %settings.data_dir, "copy dir missing: legacy mode, copying the package to the host");
+        host.apply(&FsChange::CopyTree {
+            from: PathBuf::from(&settings.data_dir),
+            root: root.clone(),
+            dest: request.copy_dir.clone(),
+        })?;
+        if host.exists(Path::new(LEGACY_NODE_FILES)) {
+            host.apply(&FsChange::CopyTree {
+                from: PathBuf::from(LEGACY_NODE_FILES),
+                root: root.clone(),
+                dest: request.copy_dir.clone(),
+            })?;
+        }
+    }
+    let config = load_config(host, &copy_dir)?;
+    if !mode.is_uninstall() {
+        let root_dir = copy_dir.join("root_dir");
+        if host.exists(&root_dir) {
+            info!("copying the package's root_dir onto the host root");
+            host.apply(&FsChange::CopyTree {
+                from: root_dir,
+                root: root.clone(),
+                dest: "/".into(),
+            })?;
+        }
+        require_config_files(host, &config, &copy_dir)?;
+    }
+    let layout = layout(settings, request);
+    host.apply(&FsChange::WriteFile {
+        path: layout.start_flag(),
+        contents: Vec::new(),
+    })?;
+    if config.steps(mode).is_empty() {
+        warn!(%mode, "there are no {mode} steps defined; nothing to run");
+    }
+
+    let history_file = layout.history_file(&config.package_name);
+    let history = if mode.is_upgrade() {
+        HistoryState::read(host.read(&history_file)?.as_deref())
+    } else {
+        HistoryState::Missing
+    };
+    let existing_flags: BTreeSet<PathBuf> = config
+        .steps(mode)
+        .iter()
+        .map(|step| layout.step_flag(&config.package_name, &config.package_version, step))
+        .filter(|flag| host.exists(flag))
+        .collect();
+    let input = StageInput {
+        mode,
+        config: &config,
+        layout: &layout,
+        copy_dir: &request.copy_dir,
+        always_run_step: settings.always_run_step,
+        write_logs: settings.write_logs,
+        existing_flags: &existing_flags,
+        history: &history,
+        agent_env,
+    };
+    let mut check_failed = Vec::new();
+    for planned in decide::plan_steps(&input) {
+        let step = planned.step;
+        if host.terminate_requested() {
+            return Err(RunError::Terminated {
+                when: format!("before {mode} step {:?} ({})", step.name, step.path),
+            });
+        }
+        let failure = |reason: String| RunError::StepFailed {
+            mode,
+            name: step.name.clone(),
+            path: step.path.clone(),
+            reason,
+        };
+        match planned.decision {
+            StepDecision::Skip { flag } => {
+                info!(%mode, step = %step.name, path = %step.path, flag = %flag.display(), "skipping: the step already succeeded");
+            }
+            StepDecision::MissingEnv { names } => {
+                let reason = format!(
+                    "expected environment variable(s) {} for its env: arguments do not exist; set them on the agent",
+                    names.join(", ")
+                );
+                error!(%mode, step = %step.name, path = %step.path, "{reason}");
+                if mode.is_check() {
+                    check_failed.push(true);
+                } else {
+                    return Err(failure(reason));
+                }
+            }
+            StepDecision::Run {
+                command,
+                flag,
+                reason,
+            } => {
+                info!(%mode, step = %step.name, path = %step.path, arguments = ?step.arguments, returncodes = ?step.returncodes, ?reason, "running step");
+                let outcome = host.run(&command)?;
+                let succeeded = step.returncodes.contains(&i64::from(outcome.code));
+                if succeeded {
+                    info!(%mode, step = %step.name, code = outcome.code, "step succeeded");
+                } else {
+                    error!(%mode, step = %step.name, code = outcome.code, returncodes = ?step.returncodes, "step failed");
+                }
+                if mode.is_check() {
+                    check_failed.push(!succeeded);
+                } else if !succeeded {
+                    return Err(failure(format!(
+                        "exit code {} is not one of its returncodes {:?}",
+                        outcome.code, step.returncodes
+                    )));
+                } else if let Some(flag) = flag {
+                    let last_run = timefmt::local_naive(&host.now());
+                    host.apply(&FsChange::WriteFile {
+                        path: flag,
+                        contents: decide::flag_contents(&last_run, step).into_bytes(),
+                    })?;
+                }
+            }
+        }
+    }
+    if host.terminate_requested() {
+        return Err(RunError::Terminated {
+            when: format!("during the last {mode} step"),
+        });
+    }
+
+    let history = if mode.records_history() {
+        HistoryState::read(host.read(&history_file)?.as_deref())
+    } else {
+        history
+    };
+    if history == HistoryState::Corrupt {
+        warn!(file = %history_file.display(), "the history file is corrupt; moving it to .backup and starting a new one");
+    }
+    let conclusion = decide::conclude(
+        mode,
+        &config,
+        &layout,
+        &check_failed,
+        &history,
+        host.now().timestamp(),
+    );
+    for change in &conclusion.changes {
+        host.apply(change)?;
+    }
+    match conclusion.verdict {
+        StageVerdict::Succeeded => Ok(()),
+        StageVerdict::ChecksFailed { failed } => Err(RunError::ChecksFailed { mode, failed }),
+    }
+}
+
+/// Reads and checks `config.json` in the copy dir; every step's script must exist.
+fn load_config(host: &impl Host, copy_dir: &Path) -> Result<PackageConfig, RunError> {
+    let invalid = |problems| RunError::InvalidPackage {
+        copy_dir: copy_dir.to_path_buf(),
+        problems,
+    };
+    let path = copy_dir.join("config.json");
+    let Some(text) = host.read(&path)? else {
+        return Err(invalid(vec![Problem::error(
+            Location::File("config.json".into()),
+            format!("{} does not exist", path.display()),
+            "the package image must contain /skyhook-package/config.json",
+        )]));
+    };
+    let loaded = config::parse(&String::from_utf8_lossy(&text));
+    for warning in loaded.problems.iter().filter(|p| !p.is_error()) {
+        warn!("{warning}");
+    }
+    let Some(config) = loaded.config else {
+        return Err(invalid(loaded.problems));
+    };
+    let steps_dir = copy_dir.join("skyhook_dir");
+    let missing = config::missing_scripts(&config, |path| host.exists(&steps_dir.join(path)));
+    if !missing.is_empty() {
+        return Err(invalid(missing));
+    }
+    Ok(config)
+}
+
+fn require_config_files(
+    host: &impl Host,
+    config: &PackageConfig,
+    copy_dir: &Path,
+) -> Result<(), RunError> {
+    let configmaps = copy_dir.join("configmaps");
+    let problems: Vec<Problem> = config
+        .expected_config_files
+        .iter()
+        .filter(|name| !host.exists(&configmaps.join(name)))
+        .map(|name| {
+            Problem::error(
+                Location::Field("expected_config_files".into()),
+                format!("expected config file {name} not found in {}", configmaps.display()),
+                format!(
+                    "add the key {name:?} to the package's configMap in the Skyhook resource (spec.packages.<package>.configMap)"
+                ),
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError::InvalidPackage {
+            copy_dir: copy_dir.to_path_buf(),
+            problems,
+        })
+    }
+}
+
+fn run_interrupt(
+    host: &mut impl Host,
+    settings: &Settings,
+    request: &Request,
+) -> Result<(), RunError> {
+    let resource =
+        ResourceId::parse(&settings.resource_id).map_err(|err| RunError::Usage(err.to_string()))?;
+    let data = request.interrupt_data.as_deref().ok_or_else(|| {
+        RunError::Usage(
+            "interrupt mode needs the interrupt data: skyhook-agent interrupt <root_mount> <copy_dir> <base64 JSON>"
+                .into(),
+        )
+    })?;
+    let interrupt = Interrupt::decode(data).map_err(|err| RunError::Usage(err.to_string()))?;
+    // The commands run with the copy dir as their working directory; it may not exist for this
+    // generation of the package (upstream issue #181).
+    host.apply(&FsChange::CreateDir {
+        path: under_root(&request.root_mount, &request.copy_dir),
+    })?;
+    let layout = layout(settings, request);
+    let flag_dir = layout.interrupt_flag_dir(&settings.resource_id);
+    host.apply(&FsChange::CreateDir {
+        path: flag_dir.clone(),
+    })?;
+    let existing: BTreeSet<PathBuf> = match interrupt::plan(&interrupt, &flag_dir, &BTreeSet::new())
+    {
+        InterruptPlan::Commands(commands) => commands
+            .into_iter()
+            .map(|c| c.flag)
+            .filter(|flag| host.exists(flag))
+            .collect(),
+        InterruptPlan::RecordNoOp { .. } => BTreeSet::new(),
+    };
+    let commands = match interrupt::plan(&interrupt, &flag_dir, &existing) {
+        InterruptPlan::RecordNoOp { flag } => {
+            host.apply(&FsChange::WriteFile {
+                path: flag,
+                contents: timefmt::epoch_seconds(host.now().timestamp()).into_bytes(),
+            })?;
+            info!(resource_id = %settings.resource_id, "no_op interrupt recorded");
+            return Ok(());
+        }
+        InterruptPlan::Commands(commands) => commands,
+    };
+    if commands.is_empty() {
+        info!(
+            interrupt = interrupt.type_name(),
+            "nothing to run: the package's own scripts do this interrupt"
+        );
+    }
+    for command in commands {
+        if host.terminate_requested() {
+            return Err(RunError::Terminated {
+                when: format!("before interrupt command {}", command.argv.join(" ")),
+            });
+        }
+        if command.already_done {
+            info!(id = %command.id, resource_id = %settings.resource_id, "skipping interrupt command: it already ran for this resource id");
+            continue;
+        }
+        // Written before the command: a reboot may never let the agent write it afterwards.
+        host.apply(&FsChange::WriteFile {
+            path: command.flag.clone(),
+            contents: timefmt::epoch_seconds(host.now().timestamp()).into_bytes(),
+        })?;
+        let spec = CommandSpec {
+            root: request.root_mount.clone(),
+            cwd: request.copy_dir.clone(),
+            argv: command.argv.clone(),
+            env: BTreeMap::new(),
+            make_executable: false,
+            echo_command: true,
+            log: settings.write_logs.then(|| {
+                layout.log_target(
+                    &resource.package,
+                    &resource.version,
+                    &format!("interrupts/{}", command.id),
+                )
+            }),
+        };
+        info!(id = %command.id, command = %command.argv.join(" "), "running interrupt command");
+        let outcome = match host.run(&spec) {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                host.apply(&FsChange::RemoveFile { path: command.flag })?;
+                return Err(err.into());
+            }
+        };
+        match interrupt::judge(&interrupt, outcome.code, outcome.terminated_during) {
+            Verdict::Succeeded => {}
+            Verdict::Failed => {
+                host.apply(&FsChange::RemoveFile { path: command.flag })?;
+                return Err(RunError::InterruptFailed {
+                    command: command.argv.join(" "),
+                    code: outcome.code,
+                });
+            }
+            Verdict::RebootUnderway => return Err(RunError::RebootUnderway),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
