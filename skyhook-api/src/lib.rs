@@ -15,4 +15,5 @@ pub mod stage;
 pub mod status;
 pub mod toleration;
 pub mod v1alpha1;
+pub mod validate;
 pub mod version;

@@ -1,0 +1,14 @@
+//! Admission rules for Skyhook and DeploymentPolicy objects. Every violation is returned, each
+//! naming its field and how to fix it, so one denial lists everything to correct.
+
+mod policy;
+mod quantity;
+mod skyhook;
+mod violation;
+
+pub use policy::{default_policy, policy_delete_blockers, policy_delete_message, validate_policy};
+pub use quantity::{QuantityError, QuantityValue, parse_quantity};
+pub use skyhook::{
+    MAX_SKYHOOK_NAME_LEN, ValidationContext, deprecation_warnings, validate_skyhook,
+};
+pub use violation::{Violation, Violations};

@@ -1,0 +1,259 @@
+//! Validation, defaulting and delete protection of a DeploymentPolicy.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::violation::{Violation, Violations};
+use crate::keys::DEFAULT_COMPARTMENT;
+use crate::selector::Selector;
+use crate::v1alpha1::{
+    DEFAULT_BATCH_THRESHOLD, DEFAULT_DELTA, DEFAULT_GROWTH_FACTOR, DEFAULT_INITIAL_BATCH,
+    DEFAULT_SAFETY_LIMIT, DeploymentPolicySpec, DeploymentStrategy, PolicyBudget, Skyhook,
+};
+
+/// Validates a DeploymentPolicy spec, returning every violation found: exactly one of
+/// `percent`/`count` per budget, exactly one strategy, field ranges, unique compartment names,
+/// `__default__` reserved, selectors that parse, and no two compartments with identical
+/// selectors.
+pub fn validate_policy(spec: &DeploymentPolicySpec) -> Result<(), Violations> {
+    let mut out = Vec::new();
+    check_budget(&spec.default.budget, "spec.default.budget", &mut out);
+    check_strategy(&spec.default.strategy, "spec.default.strategy", &mut out);
+    let mut seen_names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut seen_selectors: Vec<(NormalSelector, &str)> = Vec::new();
+    for (i, compartment) in spec.compartments.iter().enumerate() {
+        let field = format!("spec.compartments[{i}]");
+        let name = compartment.name.as_str();
+        if name.is_empty() {
+            out.push(Violation::new(
+                format!("{field}.name"),
+                "the compartment name is empty",
+                "give the compartment a name",
+            ));
+        } else if name == DEFAULT_COMPARTMENT {
+            out.push(Violation::new(
+                format!("{field}.name"),
+                format!("{DEFAULT_COMPARTMENT} is reserved for the nodes no compartment selects"),
+                "choose another name; configure those nodes in spec.default",
+            ));
+        } else if let Some(first) = seen_names.insert(name, i) {
+            out.push(Violation::new(
+                format!("{field}.name"),
+                format!("compartment name {name:?} is already used by spec.compartments[{first}]"),
+                "give every compartment a unique name",
+            ));
+        }
+        check_budget(&compartment.budget, &format!("{field}.budget"), &mut out);
+        if let Some(strategy) = &compartment.strategy {
+            check_strategy(strategy, &format!("{field}.strategy"), &mut out);
+        }
+        match Selector::parse(&compartment.selector) {
+            Err(problems) => out.extend(problems.into_iter().map(|p| {
+                Violation::new(format!("{field}.selector.{}", p.path), p.message, p.hint)
+            })),
+            Ok(_) => {
+                let normal = NormalSelector::of(&compartment.selector);
+                if let Some((_, other)) = seen_selectors.iter().find(|(s, _)| *s == normal) {
+                    out.push(Violation::new(
+                        format!("{field}.selector"),
+                        format!(
+                            "compartment {name:?} has the same selector as compartment {other:?}"
+                        ),
+                        "make the selectors differ, or merge the two compartments",
+                    ));
+                } else {
+                    seen_selectors.push((normal, name));
+                }
+            }
+        }
+    }
+    Violations::check(out)
+}
+
+/// A selector with absent and empty fields made equal and value lists sorted, so that two
+/// selectors selecting by the same requirements compare equal.
+#[derive(Debug, PartialEq, Eq)]
+struct NormalSelector {
+    labels: BTreeMap<String, String>,
+    expressions: BTreeSet<(String, String, BTreeSet<String>)>,
+}
+
+impl NormalSelector {
+    fn of(selector: &LabelSelector) -> Self {
+        NormalSelector {
+            labels: selector.match_labels.clone().unwrap_or_default(),
+            expressions: selector
+                .match_expressions
+                .iter()
+                .flatten()
+                .map(|e| {
+                    (
+                        e.key.clone(),
+                        e.operator.clone(),
+                        e.values.iter().flatten().cloned().collect(),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+fn check_budget(budget: &PolicyBudget, field: &str, out: &mut Vec<Violation>) {
+    match (budget.percent, budget.count) {
+        (Some(_), Some(_)) => out.push(Violation::new(
+            field,
+            "both percent and count are set",
+            "keep only one of percent or count",
+        )),
+        (None, None) => out.push(Violation::new(
+            field,
+            "neither percent nor count is set",
+            "set percent (1-100) or count (1 or more)",
+        )),
+        (Some(p), None) if !(1..=100).contains(&p) => {
+            out.push(Violation::new(
+                format!("{field}.percent"),
+                format!("percent {p} is outside 1-100"),
+                "use a percentage from 1 to 100",
+            ));
+        }
+        (None, Some(c)) if c < 1 => {
+            out.push(Violation::new(
+                format!("{field}.count"),
+                format!("count {c} is below 1"),
+                "use a count of 1 or more",
+            ));
+        }
+        _ => {}
+    }
+}
+
+fn check_strategy(strategy: &DeploymentStrategy, field: &str, out: &mut Vec<Violation>) {
+    let set = strategy.count_set();
+    if set != 1 {
+        out.push(Violation::new(
+            field,
+            if set == 0 {
+                "no strategy is set".to_owned()
+            } else {
+                format!("{set} strategies are set")
+            },
+            "set exactly one of fixed, linear or exponential",
+        ));
+        return;
+    }
+    let (kind, initial, threshold, failure, safety, extra) = if let Some(s) = &strategy.fixed {
+        (
+            "fixed",
+            s.initial_batch,
+            s.batch_threshold,
+            s.failure_threshold,
+            s.safety_limit,
+            None,
+        )
+    } else if let Some(s) = &strategy.linear {
+        (
+            "linear",
+            s.initial_batch,
+            s.batch_threshold,
+            s.failure_threshold,
+            s.safety_limit,
+            Some(("delta", s.delta, 1)),
+        )
+    } else if let Some(s) = &strategy.exponential {
+        (
+            "exponential",
+            s.initial_batch,
+            s.batch_threshold,
+            s.failure_threshold,
+            s.safety_limit,
+            Some(("growthFactor", s.growth_factor, 2)),
+        )
+    } else {
+        return;
+    };
+    let mut range = |name: &str, value: Option<i32>, min: i32, max: Option<i32>| {
+        let Some(value) = value else { return };
+        if value < min || max.is_some_and(|m| value > m) {
+            let allowed = max.map_or(format!("{min} or more"), |m| format!("{min} to {m}"));
+            out.push(Violation::new(
+                format!("{field}.{kind}.{name}"),
+                format!("{name} {value} is out of range"),
+                format!("use {allowed}"),
+            ));
+        }
+    };
+    range("initialBatch", initial, 1, None);
+    range("batchThreshold", threshold, 1, Some(100));
+    range("failureThreshold", failure, 1, None);
+    range("safetyLimit", safety, 1, Some(100));
+    if let Some((name, value, min)) = extra {
+        range(name, value, min, None);
+    }
+}
+
+/// The mutating webhook's defaults: every strategy present gets `initialBatch` 1,
+/// `batchThreshold` 100 and `safetyLimit` 50 when unset, linear `delta` 1 and exponential
+/// `growthFactor` 2; `failureThreshold` stays unset (the rollout never stops).
+pub fn default_policy(spec: &DeploymentPolicySpec) -> DeploymentPolicySpec {
+    let mut out = spec.clone();
+    default_strategy(&mut out.default.strategy);
+    for compartment in &mut out.compartments {
+        if let Some(strategy) = &mut compartment.strategy {
+            default_strategy(strategy);
+        }
+    }
+    out
+}
+
+fn default_strategy(strategy: &mut DeploymentStrategy) {
+    fn common(initial: &mut Option<i32>, threshold: &mut Option<i32>, safety: &mut Option<i32>) {
+        initial.get_or_insert(DEFAULT_INITIAL_BATCH);
+        threshold.get_or_insert(DEFAULT_BATCH_THRESHOLD);
+        safety.get_or_insert(DEFAULT_SAFETY_LIMIT);
+    }
+    if let Some(s) = &mut strategy.fixed {
+        common(
+            &mut s.initial_batch,
+            &mut s.batch_threshold,
+            &mut s.safety_limit,
+        );
+    }
+    if let Some(s) = &mut strategy.linear {
+        common(
+            &mut s.initial_batch,
+            &mut s.batch_threshold,
+            &mut s.safety_limit,
+        );
+        s.delta.get_or_insert(DEFAULT_DELTA);
+    }
+    if let Some(s) = &mut strategy.exponential {
+        common(
+            &mut s.initial_batch,
+            &mut s.batch_threshold,
+            &mut s.safety_limit,
+        );
+        s.growth_factor.get_or_insert(DEFAULT_GROWTH_FACTOR);
+    }
+}
+
+/// The Skyhooks (sorted names) whose `spec.deploymentPolicy` is `policy`: while any remains,
+/// deleting the policy is refused.
+pub fn policy_delete_blockers(policy: &str, skyhooks: &[Skyhook]) -> Vec<String> {
+    let mut names: Vec<String> = skyhooks
+        .iter()
+        .filter(|s| s.spec.deployment_policy.as_deref() == Some(policy))
+        .map(|s| s.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The denial message for deleting a policy that Skyhooks still use.
+pub fn policy_delete_message(policy: &str, blockers: &[String]) -> String {
+    format!(
+        "DeploymentPolicy {policy:?} is still referenced by Skyhook(s) {}; change their spec.deploymentPolicy or delete them first",
+        blockers.join(", ")
+    )
+}

@@ -1,0 +1,396 @@
+//! Validation of a Skyhook: every rule of the upstream admission webhook, plus dependency
+//! cycles, image references with registry ports and digests, and names that fit the node
+//! annotation and label keys generated from them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::quantity::{QuantityValue, parse_quantity};
+use super::violation::{Violation, Violations};
+use crate::glob::Pattern;
+use crate::graph::{GraphError, PackageGraph};
+use crate::image::{ImageRef, PackageImageError, validate_package_image};
+use crate::interrupt::config_key_matches;
+use crate::selector::{Selector, validate_dns_label};
+use crate::v1alpha1::{Package, PackageResources, SkyhookSpec};
+use crate::version::Version;
+
+/// The longest Skyhook name: `skyhook.nvidia.com/nodeState_<name>` must keep the name part of
+/// the annotation key within 63 characters.
+pub const MAX_SKYHOOK_NAME_LEN: usize = 63 - "nodeState_".len();
+
+/// What validation needs beyond the spec.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ValidationContext<'a> {
+    /// `metadata.name` of the Skyhook, when known.
+    pub name: Option<&'a str>,
+    /// Names of the DeploymentPolicies that exist; `None` when unknown, which skips the
+    /// existence check.
+    pub known_policies: Option<&'a BTreeSet<String>>,
+}
+
+/// Validates a Skyhook spec, returning every violation found.
+pub fn validate_skyhook(
+    spec: &SkyhookSpec,
+    context: &ValidationContext<'_>,
+) -> Result<(), Violations> {
+    let mut out = Vec::new();
+    if let Some(name) = context.name {
+        check_skyhook_name(name, &mut out);
+    }
+    check_budget_and_policy(spec, context, &mut out);
+    check_selector(spec.node_selectors.as_ref(), "spec.nodeSelectors", &mut out);
+    check_selector(
+        spec.pod_non_interrupt_labels.as_ref(),
+        "spec.podNonInterruptLabels",
+        &mut out,
+    );
+    if spec.priority < 1 {
+        out.push(Violation::new(
+            "spec.priority",
+            format!("priority {} is below the minimum of 1", spec.priority),
+            "use 1 or more (1-99 infrastructure, 100-199 configuration, 200+ user tuning)",
+        ));
+    }
+    for (key, package) in &spec.packages {
+        check_package(key, package, &mut out);
+    }
+    check_dependencies(&spec.packages, &mut out);
+    Violations::check(out)
+}
+
+fn check_skyhook_name(name: &str, out: &mut Vec<Violation>) {
+    if let Err(problem) = validate_dns_label(name) {
+        out.push(Violation::new(
+            "metadata.name",
+            format!("name {name:?} is not an RFC 1123 label: {problem}"),
+            "use lowercase letters, digits and '-', starting and ending with a letter or digit; the name is used in node label and annotation keys",
+        ));
+    } else if name.len() > MAX_SKYHOOK_NAME_LEN {
+        out.push(Violation::new(
+            "metadata.name",
+            format!("name {name:?} has {} characters, more than {MAX_SKYHOOK_NAME_LEN}", name.len()),
+            format!("shorten it to at most {MAX_SKYHOOK_NAME_LEN} characters so skyhook.nvidia.com/nodeState_<name> is a valid annotation key"),
+        ));
+    }
+}
+
+fn check_budget_and_policy(
+    spec: &SkyhookSpec,
+    context: &ValidationContext<'_>,
+    out: &mut Vec<Violation>,
+) {
+    let budget = spec.interruption_budget.as_ref();
+    let percent = budget.and_then(|b| b.percent);
+    let count = budget.and_then(|b| b.count);
+    if percent.is_some() && count.is_some() {
+        out.push(Violation::new(
+            "spec.interruptionBudget",
+            "both percent and count are set",
+            "keep only one of percent or count",
+        ));
+    }
+    if let Some(p) = percent.filter(|p| !(0..=100).contains(p)) {
+        out.push(Violation::new(
+            "spec.interruptionBudget.percent",
+            format!("percent {p} is outside 0-100"),
+            "use a percentage from 0 to 100",
+        ));
+    }
+    if let Some(c) = count.filter(|c| *c < 0) {
+        out.push(Violation::new(
+            "spec.interruptionBudget.count",
+            format!("count {c} is negative"),
+            "use 0 or more",
+        ));
+    }
+    let policy = spec.deployment_policy.as_deref().filter(|p| !p.is_empty());
+    if let Some(policy) = policy {
+        if percent.is_some() || count.is_some() {
+            out.push(Violation::new(
+                "spec.deploymentPolicy",
+                "deploymentPolicy and interruptionBudget are both set",
+                "remove interruptionBudget and set the budget in the DeploymentPolicy, or remove deploymentPolicy",
+            ));
+        }
+        if context
+            .known_policies
+            .is_some_and(|known| !known.contains(policy))
+        {
+            out.push(Violation::new(
+                "spec.deploymentPolicy",
+                format!("deploymentPolicy {policy:?} not found"),
+                "create the DeploymentPolicy first, or fix the name",
+            ));
+        }
+    }
+}
+
+fn check_selector(selector: Option<&LabelSelector>, field: &str, out: &mut Vec<Violation>) {
+    if let Some(Err(problems)) = selector.map(Selector::parse) {
+        out.extend(
+            problems
+                .into_iter()
+                .map(|p| Violation::new(format!("{field}.{}", p.path), p.message, p.hint)),
+        );
+    }
+}
+
+/// `^[a-z][-a-z0-9]{0,41}[a-z]$`
+fn valid_package_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (2..=43).contains(&bytes.len())
+        && bytes.first().is_some_and(u8::is_ascii_lowercase)
+        && bytes.last().is_some_and(u8::is_ascii_lowercase)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// ConfigMap keys: `[-._a-zA-Z0-9]+`, at most 253 characters.
+fn valid_config_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
+    let field = format!("spec.packages.{key}");
+    if !valid_package_name(key) {
+        out.push(Violation::new(
+            field.clone(),
+            format!("package name {key:?} does not match ^[a-z][-a-z0-9]{{0,41}}[a-z]$"),
+            "use 2-43 lowercase letters, digits and '-', starting and ending with a letter",
+        ));
+    }
+    if !package.name.is_empty() && package.name != key {
+        out.push(Violation::new(
+            format!("{field}.name"),
+            format!(
+                "name {:?} differs from the package key {key:?}",
+                package.name
+            ),
+            "remove name (it is taken from the key) or make it equal to the key",
+        ));
+    }
+    let version_ok = match Version::parse(&package.version) {
+        Ok(_) => true,
+        Err(err) => {
+            out.push(Violation::new(
+                format!("{field}.version"),
+                err.to_string(),
+                "use a semantic version without a leading v, e.g. 1.2.3",
+            ));
+            false
+        }
+    };
+    check_image(&field, package, version_ok, out);
+    for pattern in package.config_interrupts.keys() {
+        check_config_interrupt(&field, pattern, &package.config_map, out);
+    }
+    for config_key in package.config_map.keys().filter(|k| !valid_config_key(k)) {
+        out.push(Violation::new(
+            format!("{field}.configMap.{config_key}"),
+            format!("configMap key {config_key:?} is not a valid ConfigMap key"),
+            "use letters, digits, '-', '_' and '.' only",
+        ));
+    }
+    if let Some(resources) = &package.resources {
+        check_resources(&field, resources, out);
+    }
+}
+
+fn check_image(field: &str, package: &Package, version_ok: bool, out: &mut Vec<Violation>) {
+    match validate_package_image(
+        &package.image,
+        &package.version,
+        package.container_sha.as_deref(),
+    ) {
+        Ok(_) => {}
+        // A bad version is already reported; a tag that cannot equal it adds nothing.
+        Err(PackageImageError::TagMismatch { .. }) if !version_ok => {}
+        Err(PackageImageError::ContainerSha(err)) => {
+            out.push(Violation::new(
+                format!("{field}.containerSHA"),
+                err.to_string(),
+                "write sha256: followed by the 64 hex digits of the image digest",
+            ));
+        }
+        Err(err @ PackageImageError::TagMismatch { .. }) => {
+            out.push(Violation::new(
+                format!("{field}.image"),
+                err.to_string(),
+                "remove the tag from image; the version is used as the tag",
+            ));
+        }
+        Err(err) => {
+            out.push(Violation::new(format!("{field}.image"), err.to_string(), "use registry[:port]/path without a tag, e.g. ghcr.io/nvidia/skyhook-packages/shellscript"));
+        }
+    }
+    if let Some(agent) = package
+        .agent_image_override
+        .as_deref()
+        .filter(|a| !a.is_empty())
+    {
+        let problem = match ImageRef::parse(agent) {
+            Err(err) => Some(err.to_string()),
+            Ok(parsed) if parsed.tag.is_none() && parsed.digest.is_none() => Some(format!(
+                "agent image {agent:?} has neither a tag nor a digest"
+            )),
+            Ok(_) => None,
+        };
+        if let Some(problem) = problem {
+            out.push(Violation::new(
+                format!("{field}.agentImageOverride"),
+                problem,
+                "give a full image reference with a tag, e.g. ghcr.io/nvidia/skyhook/agent:v6.4.1",
+            ));
+        }
+    }
+}
+
+fn check_config_interrupt(
+    field: &str,
+    pattern: &str,
+    config_map: &BTreeMap<String, String>,
+    out: &mut Vec<Violation>,
+) {
+    let field = format!("{field}.configInterrupts.{pattern}");
+    if config_map.contains_key(pattern) {
+        return;
+    }
+    if let Err(err) = Pattern::new(pattern) {
+        out.push(Violation::new(
+            field,
+            err.to_string(),
+            "escape special characters with '\\' or use a plain configMap key",
+        ));
+        return;
+    }
+    if !config_map
+        .keys()
+        .any(|key| config_key_matches(pattern, key))
+    {
+        let keys: Vec<&str> = config_map.keys().map(String::as_str).collect();
+        out.push(Violation::new(
+            field,
+            format!(
+                "{pattern:?} matches no configMap key (keys: {})",
+                if keys.is_empty() {
+                    "none".to_owned()
+                } else {
+                    keys.join(", ")
+                }
+            ),
+            "use an existing configMap key, or a glob such as *.conf that matches at least one",
+        ));
+    }
+}
+
+fn check_resources(field: &str, resources: &PackageResources, out: &mut Vec<Violation>) {
+    if !resources.any_set() {
+        return;
+    }
+    let entries: [(&str, Option<&Quantity>); 4] = [
+        ("cpuRequest", resources.cpu_request.as_ref()),
+        ("cpuLimit", resources.cpu_limit.as_ref()),
+        ("memoryRequest", resources.memory_request.as_ref()),
+        ("memoryLimit", resources.memory_limit.as_ref()),
+    ];
+    let missing: Vec<&str> = entries
+        .iter()
+        .filter(|(_, q)| q.is_none())
+        .map(|(name, _)| *name)
+        .collect();
+    if !missing.is_empty() {
+        out.push(Violation::new(
+            format!("{field}.resources"),
+            format!("{} not set while other resources are", missing.join(", ")),
+            "set all four of cpuRequest, cpuLimit, memoryRequest and memoryLimit, or none",
+        ));
+    }
+    let mut values: BTreeMap<&str, QuantityValue> = BTreeMap::new();
+    for (name, quantity) in entries {
+        let Some(quantity) = quantity else { continue };
+        match parse_quantity(&quantity.0) {
+            Ok(value) if value.is_positive() => {
+                values.insert(name, value);
+            }
+            Ok(_) => out.push(Violation::new(
+                format!("{field}.resources.{name}"),
+                format!("{name} {:?} is not greater than zero", quantity.0),
+                "use a positive quantity",
+            )),
+            Err(err) => out.push(Violation::new(
+                format!("{field}.resources.{name}"),
+                err.to_string(),
+                "use a Kubernetes quantity",
+            )),
+        }
+    }
+    for (request, limit) in [("cpuRequest", "cpuLimit"), ("memoryRequest", "memoryLimit")] {
+        if let (Some(r), Some(l)) = (values.get(request), values.get(limit))
+            && l < r
+        {
+            out.push(Violation::new(
+                format!("{field}.resources.{limit}"),
+                format!("{limit} is below {request}"),
+                format!("raise {limit} to at least {request}, or lower {request}"),
+            ));
+        }
+    }
+}
+
+fn check_dependencies(packages: &BTreeMap<String, Package>, out: &mut Vec<Violation>) {
+    let mut builder = PackageGraph::builder();
+    for (key, package) in packages {
+        builder.add(
+            key,
+            &package.version,
+            package
+                .depends_on
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+        );
+    }
+    let Err(errors) = builder.build() else { return };
+    for error in errors.0 {
+        let (field, hint) = match &error {
+            GraphError::Duplicate { name, .. } => (format!("spec.packages.{name}"), "list each package once".to_owned()),
+            GraphError::EmptyDependencyVersion { package, dependency }
+            | GraphError::MissingDependency { package, dependency, .. } => (
+                format!("spec.packages.{package}.dependsOn.{dependency}"),
+                format!("name a package of this Skyhook with its exact version, or remove {dependency} from dependsOn"),
+            ),
+            GraphError::VersionMismatch { package, dependency, available, .. } => (
+                format!("spec.packages.{package}.dependsOn.{dependency}"),
+                format!("depend on {dependency} {available}, the version in this Skyhook"),
+            ),
+            GraphError::Cycle { path } => (
+                format!("spec.packages.{}.dependsOn", path.first().map_or("", String::as_str)),
+                "packages cannot depend on each other in a loop; remove one dependency of the cycle".to_owned(),
+            ),
+        };
+        out.push(Violation::new(field, error.to_string(), hint));
+    }
+}
+
+/// Warnings (not errors) about deprecated or ineffective settings, for admission responses.
+pub fn deprecation_warnings(spec: &SkyhookSpec) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if spec.pause {
+        warnings.push(
+            "spec.pause is deprecated and ignored; pause with the annotation skyhook.nvidia.com/pause: \"true\"".to_owned(),
+        );
+    }
+    if spec.auto_taint_new_nodes && !spec.runtime_required {
+        warnings.push(
+            "spec.autoTaintNewNodes has no effect without spec.runtimeRequired: true".to_owned(),
+        );
+    }
+    warnings
+}

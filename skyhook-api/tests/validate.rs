@@ -1,0 +1,545 @@
+//! Admission rules for Skyhooks and DeploymentPolicies, as tables of manifests (written as
+//! YAML, like users write them) and the fields each must be rejected on.
+
+// Test helpers outside `#[test]` functions fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::Value;
+use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook, SkyhookSpec};
+use skyhook_api::validate::{
+    MAX_SKYHOOK_NAME_LEN, ValidationContext, default_policy, deprecation_warnings,
+    policy_delete_blockers, policy_delete_message, validate_policy, validate_skyhook,
+};
+
+fn spec(yaml: &str) -> SkyhookSpec {
+    serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}\n{yaml}"))
+}
+
+fn policy(yaml: &str) -> DeploymentPolicySpec {
+    serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}\n{yaml}"))
+}
+
+/// The fields the spec is rejected on (empty when it is valid).
+fn skyhook_fields(yaml: &str, context: &ValidationContext<'_>) -> Vec<String> {
+    match validate_skyhook(&spec(yaml), context) {
+        Ok(()) => vec![],
+        Err(violations) => violations
+            .as_slice()
+            .iter()
+            .map(|v| v.field.clone())
+            .collect(),
+    }
+}
+
+fn policy_fields(yaml: &str) -> Vec<String> {
+    match validate_policy(&policy(yaml)) {
+        Ok(()) => vec![],
+        Err(violations) => violations
+            .as_slice()
+            .iter()
+            .map(|v| v.field.clone())
+            .collect(),
+    }
+}
+
+const VALID: &str = r#"
+packages:
+  dexter:
+    version: 1.2.3
+    image: ghcr.io/nvidia/skyhook/agentless
+    configMap: {game.properties: "a", ui.properties: "b"}
+  spencer:
+    version: "3.3"
+    image: ghcr.io/nvidia/skyhook/agentless
+    dependsOn: {dexter: 1.2.3}
+"#;
+
+#[test]
+fn valid_skyhooks_pass() {
+    let cases = [
+        VALID,
+        "packages: {}",
+        r#"
+interruptionBudget: {count: 1}
+nodeSelectors: {matchLabels: {skyhook.nvidia.com/test-node: demo}}
+packages:
+  baxter:
+    version: 2.3.1-test
+    image: localhost:5000/agentless
+    containerSHA: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    resources: {cpuRequest: 50m, cpuLimit: 50m, memoryRequest: 32Mi, memoryLimit: 32Mi}
+    agentImageOverride: ghcr.io/nvidia/skyhook/agent:v6.4.1
+  jackie-chan:
+    version: 2024.7.7-test
+    image: ghcr.io/nvidia/skyhook/agentless:2024.7.7-test
+    configMap: {game.properties: x, ui.properties: y}
+    configInterrupts:
+      game.properties: {type: service, services: [rsyslog]}
+      "*.properties": {type: reboot}
+"#,
+    ];
+    for yaml in cases {
+        assert_eq!(
+            skyhook_fields(yaml, &ValidationContext::default()),
+            Vec::<String>::new(),
+            "{yaml}"
+        );
+    }
+}
+
+#[test]
+fn skyhook_rejection_table() {
+    let cases: &[(&str, &[&str])] = &[
+        // Budget: percent xor count.
+        (
+            "interruptionBudget: {percent: 20, count: 1}",
+            &["spec.interruptionBudget"],
+        ),
+        // Policy and budget together.
+        (
+            "deploymentPolicy: p\ninterruptionBudget: {count: 1}",
+            &["spec.deploymentPolicy"],
+        ),
+        // Selectors parse.
+        (
+            "nodeSelectors: {matchExpressions: [{key: tier, operator: In, values: []}]}",
+            &["spec.nodeSelectors.matchExpressions[0].values"],
+        ),
+        (
+            "nodeSelectors: {matchLabels: {'bad key': x}}",
+            &["spec.nodeSelectors.matchLabels[bad key]"],
+        ),
+        (
+            "podNonInterruptLabels: {matchExpressions: [{key: a, operator: Bogus}]}",
+            &["spec.podNonInterruptLabels.matchExpressions[0].operator"],
+        ),
+        ("priority: 0", &["spec.priority"]),
+        // Name equals key.
+        (
+            "packages: {dexter: {name: spencer, version: '1', image: busybox}}",
+            &["spec.packages.dexter.name"],
+        ),
+        // Name regex.
+        (
+            "packages: {Dexter: {version: '1', image: busybox}}",
+            &["spec.packages.Dexter"],
+        ),
+        (
+            "packages: {d: {version: '1', image: busybox}}",
+            &["spec.packages.d"],
+        ),
+        (
+            "packages: {dexter-: {version: '1', image: busybox}}",
+            &["spec.packages.dexter-"],
+        ),
+        (
+            "packages: {1dexter: {version: '1', image: busybox}}",
+            &["spec.packages.1dexter"],
+        ),
+        // Semver.
+        (
+            "packages: {dexter: {version: 2024/07/06, image: busybox}}",
+            &["spec.packages.dexter.version"],
+        ),
+        (
+            "packages: {dexter: {version: v1.2.3, image: busybox}}",
+            &["spec.packages.dexter.version"],
+        ),
+        // Image tag equals version; registry ports parse.
+        (
+            "packages: {dexter: {version: 1.2.3, image: 'ghcr.io/nvidia/skyhook/agentless:bogus'}}",
+            &["spec.packages.dexter.image"],
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: 'host:5000/x:1.2.4'}}",
+            &["spec.packages.dexter.image"],
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: 'Host/UPPER'}}",
+            &["spec.packages.dexter.image"],
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: ''}}",
+            &["spec.packages.dexter.image"],
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: busybox, containerSHA: 'sha256:xyz'}}",
+            &["spec.packages.dexter.containerSHA"],
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: busybox, agentImageOverride: 'ghcr.io/nvidia/skyhook/agent'}}",
+            &["spec.packages.dexter.agentImageOverride"],
+        ),
+        // Config interrupts reference keys or matching globs.
+        (
+            "packages: {dexter: {version: '1', image: busybox, configMap: {a.conf: x}, configInterrupts: {b.conf: {type: reboot}}}}",
+            &["spec.packages.dexter.configInterrupts.b.conf"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, configMap: {a.conf: x}, configInterrupts: {'*.sh': {type: reboot}}}}",
+            &["spec.packages.dexter.configInterrupts.*.sh"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, configMap: {a.conf: x}, configInterrupts: {'[a': {type: reboot}}}}",
+            &["spec.packages.dexter.configInterrupts.[a"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, configInterrupts: {x: {type: reboot}}}}",
+            &["spec.packages.dexter.configInterrupts.x"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, configMap: {'a/b': x}}}",
+            &["spec.packages.dexter.configMap.a/b"],
+        ),
+        // Resource rule.
+        (
+            "packages: {dexter: {version: '1', image: busybox, resources: {cpuRequest: 50m}}}",
+            &["spec.packages.dexter.resources"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, resources: {cpuRequest: 100m, cpuLimit: 50m, memoryRequest: 32Mi, memoryLimit: 32Mi}}}",
+            &["spec.packages.dexter.resources.cpuLimit"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, resources: {cpuRequest: 10m, cpuLimit: 50m, memoryRequest: 1Gi, memoryLimit: 1000Mi}}}",
+            &["spec.packages.dexter.resources.memoryLimit"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, resources: {cpuRequest: '0', cpuLimit: 50m, memoryRequest: 1Mi, memoryLimit: 1Mi}}}",
+            &["spec.packages.dexter.resources.cpuRequest"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, resources: {cpuRequest: lots, cpuLimit: 50m, memoryRequest: 1Mi, memoryLimit: 1Mi}}}",
+            &["spec.packages.dexter.resources.cpuRequest"],
+        ),
+        // dependsOn: missing, ambiguous version, empty version.
+        (
+            "packages: {bar: {version: '1', image: busybox, dependsOn: {foo: '1'}}}",
+            &["spec.packages.bar.dependsOn.foo"],
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: busybox}, spencer: {version: '1', image: busybox, dependsOn: {dexter: 1.2.4}}}",
+            &["spec.packages.spencer.dependsOn.dexter"],
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: busybox}, spencer: {version: '1', image: busybox, dependsOn: {dexter: ''}}}",
+            &["spec.packages.spencer.dependsOn.dexter"],
+        ),
+        // Cycles are rejected.
+        (
+            "packages: {aa: {version: '1', image: busybox, dependsOn: {bb: '1'}}, bb: {version: '1', image: busybox, dependsOn: {aa: '1'}}}",
+            &["spec.packages.aa.dependsOn"],
+        ),
+    ];
+    for (yaml, want) in cases {
+        assert_eq!(
+            skyhook_fields(yaml, &ValidationContext::default()),
+            *want,
+            "{yaml}"
+        );
+    }
+}
+
+#[test]
+fn every_violation_is_reported_at_once() {
+    let yaml = r#"
+interruptionBudget: {percent: 10, count: 2}
+packages:
+  dexter:
+    name: other
+    version: v1
+    image: "busybox:2"
+    dependsOn: {ghost: "1"}
+  spencer:
+    version: "1"
+    image: busybox
+    resources: {cpuRequest: 1}
+"#;
+    let err = validate_skyhook(&spec(yaml), &ValidationContext::default()).unwrap_err();
+    let fields: Vec<&str> = err.as_slice().iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.interruptionBudget",
+            "spec.packages.dexter.dependsOn.ghost",
+            "spec.packages.dexter.name",
+            "spec.packages.dexter.version",
+            "spec.packages.spencer.resources",
+        ]
+    );
+    let message = err.to_string();
+    assert!(message.starts_with("5 problems found:"), "{message}");
+    assert!(
+        message.contains("spec.packages.dexter.version: invalid version \"v1\""),
+        "{message}"
+    );
+    assert!(message.contains("(fix: "), "{message}");
+    assert!(message.contains("drop the `v`"), "{message}");
+}
+
+#[test]
+fn cycle_is_named_in_the_message() {
+    let yaml = "packages: {aa: {version: '1', image: busybox, dependsOn: {cc: '1'}}, bb: {version: '1', image: busybox, dependsOn: {aa: '1'}}, cc: {version: '1', image: busybox, dependsOn: {bb: '1'}}}";
+    let err = validate_skyhook(&spec(yaml), &ValidationContext::default()).unwrap_err();
+    assert!(err.to_string().contains("aa -> cc -> bb -> aa"), "{err}");
+}
+
+#[test]
+fn policy_existence_uses_the_context() {
+    let known: BTreeSet<String> = ["rollout".to_owned()].into();
+    let with = |known| ValidationContext {
+        name: None,
+        known_policies: known,
+    };
+    assert!(skyhook_fields("deploymentPolicy: rollout", &with(Some(&known))).is_empty());
+    assert!(
+        skyhook_fields("deploymentPolicy: missing", &with(None)).is_empty(),
+        "unknown set skips the check"
+    );
+    let err =
+        validate_skyhook(&spec("deploymentPolicy: missing"), &with(Some(&known))).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(r#"deploymentPolicy "missing" not found"#),
+        "{err}"
+    );
+    assert!(
+        skyhook_fields("deploymentPolicy: ''", &with(Some(&known))).is_empty(),
+        "empty means none"
+    );
+}
+
+#[test]
+fn skyhook_names() {
+    let long = "a".repeat(MAX_SKYHOOK_NAME_LEN);
+    let too_long = "a".repeat(MAX_SKYHOOK_NAME_LEN + 1);
+    let cases = [
+        ("simple-skyhook", true),
+        ("interrupt-grouping", true),
+        (long.as_str(), true),
+        (too_long.as_str(), false),
+        ("Demo", false),
+        ("demo.example", false),
+        ("-demo", false),
+    ];
+    for (name, ok) in cases {
+        let context = ValidationContext {
+            name: Some(name),
+            known_policies: None,
+        };
+        let fields = skyhook_fields("packages: {}", &context);
+        assert_eq!(fields.is_empty(), ok, "{name}: {fields:?}");
+    }
+}
+
+#[test]
+fn warnings() {
+    assert!(deprecation_warnings(&spec("packages: {}")).is_empty());
+    let w = deprecation_warnings(&spec("pause: true"));
+    assert_eq!(w.len(), 1);
+    assert!(w[0].contains("skyhook.nvidia.com/pause"), "{w:?}");
+    assert_eq!(
+        deprecation_warnings(&spec("autoTaintNewNodes: true")).len(),
+        1
+    );
+    assert!(
+        deprecation_warnings(&spec("autoTaintNewNodes: true\nruntimeRequired: true")).is_empty()
+    );
+}
+
+const POLICY: &str = r#"
+default:
+  budget: {percent: 100}
+  strategy: {fixed: {}}
+compartments:
+  - name: critical
+    selector: {matchLabels: {tier: critical}}
+    budget: {count: 2}
+    strategy: {exponential: {initialBatch: 1, growthFactor: 2, failureThreshold: 1}}
+  - name: standard
+    selector: {matchLabels: {tier: standard}}
+    budget: {percent: 33}
+"#;
+
+#[test]
+fn valid_policy_passes() {
+    assert_eq!(policy_fields(POLICY), Vec::<String>::new());
+}
+
+#[test]
+fn policy_rejection_table() {
+    let budget = "budget: {count: 1}";
+    let cases: Vec<(String, &[&str])> = vec![
+        (
+            "default: {budget: {percent: 10, count: 1}, strategy: {fixed: {}}}".into(),
+            &["spec.default.budget"],
+        ),
+        ("default: {budget: {}, strategy: {fixed: {}}}".into(), &["spec.default.budget"]),
+        ("default: {strategy: {fixed: {}}}".into(), &["spec.default.budget"]),
+        ("default: {budget: {percent: 0}, strategy: {fixed: {}}}".into(), &["spec.default.budget.percent"]),
+        ("default: {budget: {count: 0}, strategy: {fixed: {}}}".into(), &["spec.default.budget.count"]),
+        ("default: {budget: {count: 1}, strategy: {}}".into(), &["spec.default.strategy"]),
+        (
+            "default: {budget: {count: 1}, strategy: {fixed: {}, linear: {}}}".into(),
+            &["spec.default.strategy"],
+        ),
+        (
+            "default: {budget: {count: 1}, strategy: {linear: {delta: 0, batchThreshold: 101}}}".into(),
+            &["spec.default.strategy.linear.batchThreshold", "spec.default.strategy.linear.delta"],
+        ),
+        (
+            "default: {budget: {count: 1}, strategy: {exponential: {growthFactor: 1, safetyLimit: 0, failureThreshold: 0, initialBatch: 0}}}".into(),
+            &[
+                "spec.default.strategy.exponential.failureThreshold",
+                "spec.default.strategy.exponential.growthFactor",
+                "spec.default.strategy.exponential.initialBatch",
+                "spec.default.strategy.exponential.safetyLimit",
+            ],
+        ),
+        (
+            format!("default: {{{budget}, strategy: {{fixed: {{}}}}}}\ncompartments: [{{name: a, selector: {{matchLabels: {{x: '1'}}}}, {budget}}}, {{name: a, selector: {{matchLabels: {{x: '2'}}}}, {budget}}}]"),
+            &["spec.compartments[1].name"],
+        ),
+        (
+            format!("default: {{{budget}, strategy: {{fixed: {{}}}}}}\ncompartments: [{{name: __default__, selector: {{matchLabels: {{x: '1'}}}}, {budget}}}]"),
+            &["spec.compartments[0].name"],
+        ),
+        (
+            format!("default: {{{budget}, strategy: {{fixed: {{}}}}}}\ncompartments: [{{name: '', selector: {{matchLabels: {{x: '1'}}}}, {budget}}}]"),
+            &["spec.compartments[0].name"],
+        ),
+        (
+            format!("default: {{{budget}, strategy: {{fixed: {{}}}}}}\ncompartments: [{{name: a, selector: {{matchLabels: {{x: '1'}}}}, {budget}}}, {{name: b, selector: {{matchLabels: {{x: '1'}}}}, {budget}}}]"),
+            &["spec.compartments[1].selector"],
+        ),
+        (
+            format!("default: {{{budget}, strategy: {{fixed: {{}}}}}}\ncompartments: [{{name: a, selector: {{matchExpressions: [{{key: x, operator: In, values: ['1', '2']}}]}}, {budget}}}, {{name: b, selector: {{matchExpressions: [{{key: x, operator: In, values: ['2', '1']}}]}}, {budget}}}]"),
+            &["spec.compartments[1].selector"],
+        ),
+        (
+            format!("default: {{{budget}, strategy: {{fixed: {{}}}}}}\ncompartments: [{{name: a, selector: {{matchExpressions: [{{key: x, operator: Exists, values: ['1']}}]}}, {budget}}}]"),
+            &["spec.compartments[0].selector.matchExpressions[0].values"],
+        ),
+        (
+            format!("default: {{{budget}, strategy: {{fixed: {{}}}}}}\ncompartments: [{{name: a, selector: {{}}, budget: {{percent: 5, count: 1}}, strategy: {{}}}}]"),
+            &["spec.compartments[0].budget", "spec.compartments[0].strategy"],
+        ),
+    ];
+    for (yaml, want) in &cases {
+        assert_eq!(policy_fields(yaml), *want, "{yaml}");
+    }
+}
+
+#[test]
+fn policy_defaults() {
+    let defaulted = default_policy(&policy(POLICY));
+    let fixed = defaulted.default.strategy.fixed.as_ref().unwrap();
+    assert_eq!(
+        (
+            fixed.initial_batch,
+            fixed.batch_threshold,
+            fixed.safety_limit
+        ),
+        (Some(1), Some(100), Some(50))
+    );
+    assert_eq!(
+        fixed.failure_threshold, None,
+        "failureThreshold stays unset"
+    );
+    let exponential = defaulted.compartments[0]
+        .strategy
+        .as_ref()
+        .unwrap()
+        .exponential
+        .as_ref()
+        .unwrap();
+    assert_eq!(exponential.growth_factor, Some(2));
+    assert_eq!(
+        exponential.failure_threshold,
+        Some(1),
+        "explicit values are kept"
+    );
+    assert!(
+        defaulted.compartments[1].strategy.is_none(),
+        "absent strategies stay absent"
+    );
+    let linear = default_policy(&policy(
+        "default: {budget: {count: 1}, strategy: {linear: {initialBatch: 3}}}",
+    ));
+    let linear = linear.default.strategy.linear.unwrap();
+    assert_eq!(
+        (linear.initial_batch, linear.delta, linear.batch_threshold),
+        (Some(3), Some(1), Some(100))
+    );
+    // Defaulting is idempotent and keeps the policy valid.
+    assert_eq!(default_policy(&defaulted), defaulted);
+    assert!(validate_policy(&defaulted).is_ok());
+}
+
+#[test]
+fn delete_protection() {
+    let skyhook = |name: &str, policy: Option<&str>| {
+        let mut s = Skyhook::new(name, SkyhookSpec::default());
+        s.spec.deployment_policy = policy.map(Into::into);
+        s
+    };
+    let skyhooks = [
+        skyhook("b", Some("rollout")),
+        skyhook("c", None),
+        skyhook("a", Some("rollout")),
+        skyhook("d", Some("other")),
+    ];
+    let blockers = policy_delete_blockers("rollout", &skyhooks);
+    assert_eq!(blockers, ["a", "b"]);
+    assert!(policy_delete_message("rollout", &blockers).contains("still referenced by"));
+    assert!(policy_delete_blockers("unused", &skyhooks).is_empty());
+}
+
+/// Every Skyhook and DeploymentPolicy shipped under `examples/` passes validation (the policies
+/// after defaulting, as the mutating webhook would apply it first), with the policies they
+/// reference known.
+#[test]
+fn examples_pass_validation() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut documents = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let value = Value::deserialize(doc).unwrap();
+                if !value.is_null() {
+                    documents.push((path.display().to_string(), value));
+                }
+            }
+        }
+    }
+    let policies: Vec<DeploymentPolicy> = documents
+        .iter()
+        .filter(|(_, v)| v["kind"] == "DeploymentPolicy")
+        .map(|(_, v)| serde_json::from_value(v.clone()).unwrap())
+        .collect();
+    let known: BTreeSet<String> = policies
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    for p in &policies {
+        validate_policy(&default_policy(&p.spec))
+            .unwrap_or_else(|e| panic!("{:?}: {e}", p.metadata.name));
+    }
+    let mut skyhooks = 0;
+    for (path, value) in documents.iter().filter(|(_, v)| v["kind"] == "Skyhook") {
+        let skyhook: Skyhook = serde_json::from_value(value.clone()).unwrap();
+        let context = ValidationContext {
+            name: skyhook.metadata.name.as_deref(),
+            known_policies: Some(&known),
+        };
+        validate_skyhook(&skyhook.spec, &context).unwrap_or_else(|e| panic!("{path}: {e}"));
+        skyhooks += 1;
+    }
+    assert!(skyhooks >= 2, "the seed examples are present");
+}
