@@ -1,0 +1,217 @@
+//! Kubelet admission: a pod bound to the node is rejected when its `nodeSelector` does not match
+//! the node or the node lacks the CPU, memory or pod slots it requests (pure).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+use super::quantity::{self, InvalidQuantity};
+
+/// What the node can give to pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocatable {
+    pub cpu_millis: i128,
+    pub memory: i128,
+    pub pods: i128,
+}
+
+/// A pod's effective requests: the larger of its biggest init container and the sum of its
+/// main containers, plus overhead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Requests {
+    pub cpu_millis: i128,
+    pub memory: i128,
+}
+
+/// Why the pod is rejected: `reason` becomes `status.reason`, `message` `status.message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: String,
+    pub message: String,
+}
+
+pub fn requests(spec: &PodSpec) -> Result<Requests, InvalidQuantity> {
+    let of = |c: &Container| -> Result<Requests, InvalidQuantity> {
+        let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+        let get = |name: &str| requests.and_then(|r| r.get(name)).map(|q| q.0.as_str());
+        Ok(Requests {
+            cpu_millis: get("cpu")
+                .map(quantity::cpu_millis)
+                .transpose()?
+                .unwrap_or(0),
+            memory: get("memory").map(quantity::units).transpose()?.unwrap_or(0),
+        })
+    };
+    let mut main = Requests::default();
+    for c in &spec.containers {
+        let r = of(c)?;
+        main.cpu_millis += r.cpu_millis;
+        main.memory += r.memory;
+    }
+    let mut total = main;
+    for c in spec.init_containers.iter().flatten() {
+        let r = of(c)?;
+        total.cpu_millis = total.cpu_millis.max(r.cpu_millis);
+        total.memory = total.memory.max(r.memory);
+    }
+    if let Some(overhead) = &spec.overhead {
+        if let Some(q) = overhead.get("cpu") {
+            total.cpu_millis += quantity::cpu_millis(&q.0)?;
+        }
+        if let Some(q) = overhead.get("memory") {
+            total.memory += quantity::units(&q.0)?;
+        }
+    }
+    Ok(total)
+}
+
+/// Admits `spec` on a node with `labels` and `allocatable`, given what already-admitted pods use.
+pub fn admit(
+    spec: &PodSpec,
+    labels: &BTreeMap<String, String>,
+    allocatable: Allocatable,
+    admitted: &[Requests],
+) -> Result<Requests, Rejection> {
+    let selector_matches = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    if !selector_matches {
+        return Err(Rejection {
+            reason: "NodeAffinity".to_owned(),
+            message: "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector".to_owned(),
+        });
+    }
+    let wanted = requests(spec).map_err(|e| Rejection {
+        reason: "UnexpectedAdmissionError".to_owned(),
+        message: format!("Pod was rejected: {e}"),
+    })?;
+    let used_pods = i128::try_from(admitted.len()).unwrap_or(i128::MAX);
+    let used = admitted
+        .iter()
+        .fold(Requests::default(), |acc, r| Requests {
+            cpu_millis: acc.cpu_millis + r.cpu_millis,
+            memory: acc.memory + r.memory,
+        });
+    let checks = [
+        ("pods", 1, used_pods, allocatable.pods),
+        (
+            "cpu",
+            wanted.cpu_millis,
+            used.cpu_millis,
+            allocatable.cpu_millis,
+        ),
+        ("memory", wanted.memory, used.memory, allocatable.memory),
+    ];
+    for (resource, requested, used, capacity) in checks {
+        if requested > 0 && requested + used > capacity {
+            return Err(Rejection {
+                reason: format!("OutOf{resource}"),
+                message: format!(
+                    "Pod was rejected: Node didn't have enough resource: {resource}, requested: {requested}, used: {used}, capacity: {capacity}"
+                ),
+            });
+        }
+    }
+    Ok(wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(value: serde_json::Value) -> PodSpec {
+        serde_json::from_value(value).unwrap()
+    }
+
+    const NODE: Allocatable = Allocatable {
+        cpu_millis: 8000,
+        memory: 16 << 30,
+        pods: 3,
+    };
+
+    #[test]
+    fn computes_effective_requests() {
+        let s = spec(json!({
+            "initContainers": [
+                {"name": "i1", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
+                {"name": "i2", "resources": {"requests": {"cpu": "2"}}}
+            ],
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "20Mi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}}}
+            ],
+            "overhead": {"cpu": "10m"}
+        }));
+        assert_eq!(
+            requests(&s).unwrap(),
+            Requests {
+                cpu_millis: 2010,
+                memory: 320 << 20
+            }
+        );
+    }
+
+    #[test]
+    fn admits_or_rejects() {
+        let labels: BTreeMap<String, String> = [("zone".to_owned(), "a".to_owned())].into();
+        let small = Requests {
+            cpu_millis: 100,
+            memory: 1 << 20,
+        };
+        let cases = [
+            (json!({"containers": [{"name": "a"}]}), vec![], None),
+            (
+                json!({"containers": [{"name": "a"}], "nodeSelector": {"zone": "a"}}),
+                vec![],
+                None,
+            ),
+            (
+                json!({"containers": [{"name": "a"}], "nodeSelector": {"zone": "b"}}),
+                vec![],
+                Some("NodeAffinity"),
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10", "memory": "10Gi"}}}]}),
+                vec![],
+                Some("OutOfcpu"),
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"memory": "17Gi"}}}]}),
+                vec![],
+                Some("OutOfmemory"),
+            ),
+            (
+                json!({"containers": [{"name": "a"}]}),
+                vec![small; 3],
+                Some("OutOfpods"),
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "7950m"}}}]}),
+                vec![small],
+                Some("OutOfcpu"),
+            ),
+        ];
+        for (s, admitted, expected) in cases {
+            let result = admit(&spec(s.clone()), &labels, NODE, &admitted);
+            assert_eq!(
+                result.err().map(|r| r.reason),
+                expected.map(str::to_owned),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejection_messages_match_the_kubelet() {
+        let s =
+            spec(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10"}}}]}));
+        let r = admit(&s, &BTreeMap::new(), NODE, &[]).unwrap_err();
+        assert_eq!(
+            r.message,
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 10000, used: 0, capacity: 8000"
+        );
+    }
+}

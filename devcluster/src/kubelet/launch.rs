@@ -1,0 +1,522 @@
+//! Preparing one container start: "pull" the image (image map), build the environment and the
+//! command, write the volumes, and describe the process (or the virtual program) to run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, ServiceAccount};
+use kube::api::{Api, PostParams};
+
+use super::DEFAULT_PATH;
+use super::env::{self, EnvSources};
+use super::pod_state::StartErrorKind;
+use super::volumes::{self, HostPathKind, VolumeContent, VolumeSources};
+use crate::images::{ResolvedImage, Runtime};
+use crate::node::sim::{SimContext, SimNode};
+use crate::shim::{BindMount, ContainerSpec, MountSource, RootSpec};
+
+/// Why a container cannot start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StartFailure {
+    pub kind: StartErrorKind,
+    pub message: String,
+}
+
+impl StartFailure {
+    fn new(kind: StartErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A program the kubelet plays itself instead of running a process (pause, sleep, agentless).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum VirtualProgram {
+    /// Waits until stopped; exits 0 on SIGTERM, as `pause` does.
+    Pause,
+    /// Waits until stopped; dies of the signal, as `sleep` does.
+    Sleep,
+    /// Prints a banner, sleeps, exits with the code (dies of a signal before that).
+    Agentless {
+        banner: String,
+        sleep: Duration,
+        exit_code: i32,
+    },
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub(crate) enum Launch {
+    Virtual(VirtualProgram),
+    Process(Box<ContainerSpec>),
+}
+
+/// Identifies the container start (for file names).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StartIds<'a> {
+    pub pod_dir: &'a Path,
+    pub container_key: &'a str,
+    pub host_ip: &'a str,
+    pub pod_ip: &'a str,
+}
+
+pub(crate) async fn prepare(
+    ctx: &SimContext,
+    node: &SimNode,
+    pod: &Pod,
+    container: &Container,
+    ids: StartIds<'_>,
+) -> Result<Launch, StartFailure> {
+    let image_name = container.image.clone().unwrap_or_default();
+    let image = ctx
+        .opts
+        .image_map
+        .resolve(&image_name)
+        .map_err(|e| StartFailure::new(StartErrorKind::ImagePull, e.to_string()))?;
+    if node.light && !image.runtime.runs_on_light_nodes() {
+        return Err(StartFailure::new(
+            StartErrorKind::Create,
+            format!("image {image_name:?} needs a full (non-light) node"),
+        ));
+    }
+    let spec = pod.spec.as_ref();
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let runs_process = match image.runtime {
+        Runtime::Pause | Runtime::Sleep => false,
+        Runtime::Agentless => {
+            !node.light && container.command.as_ref().is_some_and(|c| !c.is_empty())
+        }
+        Runtime::NodeShell | Runtime::Container | Runtime::SkyhookAgent => true,
+    };
+    let no_volumes = Vec::new();
+    let pod_volumes = spec.and_then(|s| s.volumes.as_ref()).unwrap_or(&no_volumes);
+
+    let (mut cm_names, mut secret_names) = env::referenced_objects(container);
+    let mut wants_token = false;
+    if runs_process {
+        let (cms, secrets, token) = volumes::referenced_objects(pod_volumes);
+        cm_names.extend(cms);
+        secret_names.extend(secrets);
+        wants_token = token;
+    }
+    let config_maps = fetch_config_maps(ctx, &namespace, &cm_names)
+        .await
+        .map_err(|m| StartFailure::new(StartErrorKind::CreateConfig, m))?;
+    let secrets = fetch_secrets(ctx, &namespace, &secret_names)
+        .await
+        .map_err(|m| StartFailure::new(StartErrorKind::CreateConfig, m))?;
+
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let hostname = if host_network {
+        node.name.clone()
+    } else {
+        pod_name
+    };
+    let base = base_env(ctx, &image, &hostname);
+    let sources = EnvSources {
+        pod,
+        host_ip: ids.host_ip,
+        pod_ip: ids.pod_ip,
+        config_maps: &config_maps,
+        secrets: &secrets,
+        base: &base,
+        allocatable_cpu_millis: ctx.allocatable.cpu_millis,
+        allocatable_memory: ctx.allocatable.memory,
+    };
+    let environment = env::resolve_env(&sources, container)
+        .map_err(|e| StartFailure::new(StartErrorKind::CreateConfig, e.to_string()))?;
+    let argv = env::resolve_command(container, &image.entrypoint, &image.cmd, &environment);
+
+    if !runs_process {
+        return Ok(Launch::Virtual(virtual_program(
+            image.runtime,
+            &argv,
+            container,
+            &environment,
+            node.light,
+        )));
+    }
+    let Some(processes) = &ctx.processes else {
+        return Err(StartFailure::new(
+            StartErrorKind::Create,
+            format!("image {image_name:?} needs a full (non-light) node"),
+        ));
+    };
+    if let Some(package) = &image.package
+        && !package.is_dir()
+    {
+        return Err(StartFailure::new(
+            StartErrorKind::ImagePull,
+            format!(
+                "image {image_name:?} maps to package directory {} which does not exist",
+                package.display()
+            ),
+        ));
+    }
+    let agent_bin = if image.runtime == Runtime::SkyhookAgent {
+        if !processes.agent_bin.is_file() {
+            return Err(StartFailure::new(
+                StartErrorKind::ImagePull,
+                format!(
+                    "image {image_name:?} runs the skyhook-agent binary, not found at {}; build it with `cargo build -p agent` or set SKYHOOK_AGENT_BIN",
+                    processes.agent_bin.display()
+                ),
+            ));
+        }
+        Some(processes.agent_bin.clone())
+    } else {
+        None
+    };
+
+    let token = if wants_token {
+        Some(
+            request_token(ctx, pod)
+                .await
+                .map_err(|m| StartFailure::new(StartErrorKind::VolumeSetup, m))?,
+        )
+    } else {
+        None
+    };
+    let volume_sources = VolumeSources {
+        pod,
+        config_maps: &config_maps,
+        secrets: &secrets,
+        token: token.as_deref(),
+    };
+    let mounts = volume_mounts(node, container, pod_volumes, &volume_sources, ids.pod_dir)
+        .map_err(|m| StartFailure::new(StartErrorKind::VolumeSetup, m))?;
+
+    let root = match image.runtime {
+        Runtime::NodeShell => RootSpec::Node {
+            path: node.paths.root.clone(),
+        },
+        _ => RootSpec::Container {
+            scratch: node.paths.scratch.clone(),
+            node_root: node.paths.root.clone(),
+            control_dir: node.paths.control.clone(),
+            boot_id_file: node.paths.boot_id.clone(),
+            package: image.package.clone(),
+            agent_bin,
+        },
+    };
+    let containers_dir = ids.pod_dir.join("containers");
+    Ok(Launch::Process(Box::new(ContainerSpec {
+        holder_pid: processes.holder_pid,
+        hostname,
+        root,
+        mounts,
+        argv,
+        env: environment.into_iter().collect(),
+        working_dir: container.working_dir.clone(),
+        namespace_file: Some(containers_dir.join(format!("{}.ns", ids.container_key))),
+        error_file: Some(containers_dir.join(format!("{}.err", ids.container_key))),
+    })))
+}
+
+/// PATH, HOSTNAME, the API server's service variables, then the image's ENV.
+fn base_env(ctx: &SimContext, image: &ResolvedImage, hostname: &str) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::from([
+        ("PATH".to_owned(), DEFAULT_PATH.to_owned()),
+        ("HOSTNAME".to_owned(), hostname.to_owned()),
+    ]);
+    if let Some((host, port)) = ctx.opts.apiserver_url.as_deref().and_then(host_and_port) {
+        env.insert("KUBERNETES_SERVICE_HOST".to_owned(), host.clone());
+        env.insert("KUBERNETES_SERVICE_PORT".to_owned(), port.clone());
+        env.insert("KUBERNETES_SERVICE_PORT_HTTPS".to_owned(), port.clone());
+        env.insert("KUBERNETES_PORT".to_owned(), format!("tcp://{host}:{port}"));
+    }
+    env.extend(image.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// `https://127.0.0.1:6443/` → (`127.0.0.1`, `6443`).
+fn host_and_port(url: &str) -> Option<(String, String)> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next()?;
+    let (host, port) = authority.rsplit_once(':')?;
+    Some((host.trim_matches(['[', ']']).to_owned(), port.to_owned()))
+}
+
+fn virtual_program(
+    runtime: Runtime,
+    argv: &[String],
+    container: &Container,
+    env: &BTreeMap<String, String>,
+    light: bool,
+) -> VirtualProgram {
+    match runtime {
+        Runtime::Pause => VirtualProgram::Pause,
+        Runtime::Agentless => {
+            let sleep_len = env.get("SLEEP_LEN").map_or("0", String::as_str);
+            let exit_code = env.get("EXIT_CODE").map_or("0", String::as_str);
+            let skipped = light && container.command.as_ref().is_some_and(|c| !c.is_empty());
+            let banner = if skipped {
+                format!(
+                    "agentless on a light node: command {argv:?} not run; sleep for {sleep_len} and exit with {exit_code}"
+                )
+            } else {
+                format!(
+                    "agentless [{}] sleep for {sleep_len} and exit with {exit_code}",
+                    argv.join(" ")
+                )
+            };
+            VirtualProgram::Agentless {
+                banner,
+                sleep: sleep_len
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .map_or(Duration::ZERO, Duration::from_secs_f64),
+                // `exit N` in a shell: modulo 256; not a number is the shell's error, 2.
+                exit_code: exit_code
+                    .trim()
+                    .parse::<i64>()
+                    .map_or(2, |c| i32::try_from(c.rem_euclid(256)).unwrap_or(2)),
+            }
+        }
+        _ => VirtualProgram::Sleep,
+    }
+}
+
+async fn fetch_config_maps(
+    ctx: &SimContext,
+    namespace: &str,
+    names: &BTreeSet<String>,
+) -> Result<BTreeMap<String, ConfigMap>, String> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut found = BTreeMap::new();
+    for name in names {
+        match api.get_opt(name).await {
+            Ok(Some(cm)) => {
+                found.insert(name.clone(), cm);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("failed to get configmap {namespace}/{name}: {e}")),
+        }
+    }
+    Ok(found)
+}
+
+async fn fetch_secrets(
+    ctx: &SimContext,
+    namespace: &str,
+    names: &BTreeSet<String>,
+) -> Result<BTreeMap<String, Secret>, String> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut found = BTreeMap::new();
+    for name in names {
+        match api.get_opt(name).await {
+            Ok(Some(secret)) => {
+                found.insert(name.clone(), secret);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("failed to get secret {namespace}/{name}: {e}")),
+        }
+    }
+    Ok(found)
+}
+
+/// A token for the pod's service account, bound to the pod, as the kubelet requests it.
+async fn request_token(ctx: &SimContext, pod: &Pod) -> Result<String, String> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let account = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_else(|| "default".to_owned());
+    let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &namespace);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(3607),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Pod".to_owned()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
+        },
+        ..TokenRequest::default()
+    };
+    let response = api
+        .create_token_request(&account, &PostParams::default(), &request)
+        .await
+        .map_err(|e| {
+            format!("MountVolume.SetUp failed: failed to fetch token for service account {namespace}/{account}: {e}")
+        })?;
+    Ok(response.status.map(|s| s.token).unwrap_or_default())
+}
+
+/// Writes the volumes `container` mounts and returns the bind mounts into its root.
+fn volume_mounts(
+    node: &SimNode,
+    container: &Container,
+    pod_volumes: &[k8s_openapi::api::core::v1::Volume],
+    sources: &VolumeSources<'_>,
+    pod_dir: &Path,
+) -> Result<Vec<BindMount>, String> {
+    let mut mounts = Vec::new();
+    for mount in container.volume_mounts.iter().flatten() {
+        let volume = pod_volumes
+            .iter()
+            .find(|v| v.name == mount.name)
+            .ok_or_else(|| format!("volume {:?} is mounted but not declared", mount.name))?;
+        let content = volumes::content(volume, sources).map_err(|e| e.to_string())?;
+        let sub_path = mount.sub_path.as_deref().filter(|s| !s.is_empty());
+        let mut read_only = mount.read_only.unwrap_or(false);
+        let source = match content {
+            VolumeContent::HostPath { path, kind } => {
+                let path = match sub_path {
+                    Some(sub) => format!("{}/{sub}", path.trim_end_matches('/')),
+                    None => path,
+                };
+                MountSource::Node {
+                    node_root: node.paths.root.clone(),
+                    path,
+                    directory: kind == HostPathKind::Directory || sub_path.is_some(),
+                }
+            }
+            VolumeContent::EmptyDir => {
+                let dir = pod_dir.join("volumes").join(&volume.name);
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+                MountSource::Machine(with_sub_path(dir, sub_path))
+            }
+            VolumeContent::Files(files) => {
+                let dir = pod_dir.join("volumes").join(&volume.name);
+                write_files(&dir, &files)?;
+                // ConfigMap, Secret, downward API and projected volumes are always read-only.
+                read_only = true;
+                MountSource::Machine(with_sub_path(dir, sub_path))
+            }
+        };
+        mounts.push(BindMount {
+            source,
+            target: mount.mount_path.clone(),
+            read_only,
+        });
+    }
+    Ok(mounts)
+}
+
+fn with_sub_path(dir: PathBuf, sub_path: Option<&str>) -> PathBuf {
+    match sub_path {
+        Some(sub) => dir.join(sub.trim_start_matches('/')),
+        None => dir,
+    }
+}
+
+fn write_files(dir: &Path, files: &[volumes::VolumeFile]) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    for file in files {
+        let relative = Path::new(&file.path);
+        if relative.is_absolute()
+            || relative
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(format!(
+                "volume file path {:?} must be relative, without '..'",
+                file.path
+            ));
+        }
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("failed to create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, &file.data)
+            .map_err(|e| format!("failed to write {}: {e}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file.mode))
+            .map_err(|e| format!("failed to chmod {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_api_server_urls() {
+        let cases = [
+            ("https://127.0.0.1:6443", Some(("127.0.0.1", "6443"))),
+            ("https://127.0.0.1:6443/", Some(("127.0.0.1", "6443"))),
+            ("https://[::1]:443", Some(("::1", "443"))),
+            ("https://example", None),
+        ];
+        for (url, expected) in cases {
+            let got = host_and_port(url);
+            assert_eq!(
+                got.as_ref().map(|(h, p)| (h.as_str(), p.as_str())),
+                expected,
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn agentless_reads_sleep_and_exit_code() {
+        let container: Container =
+            serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
+        let cases: &[(Option<&str>, Option<&str>, Duration, i32)] = &[
+            (None, None, Duration::ZERO, 0),
+            (Some("2"), Some("3"), Duration::from_secs(2), 3),
+            (Some("0.5"), Some("256"), Duration::from_millis(500), 0),
+            (Some("x"), Some("-1"), Duration::ZERO, 255),
+            (None, Some("oops"), Duration::ZERO, 2),
+        ];
+        for (sleep, code, expected_sleep, expected_code) in cases {
+            let mut env = BTreeMap::new();
+            if let Some(s) = sleep {
+                env.insert("SLEEP_LEN".to_owned(), (*s).to_owned());
+            }
+            if let Some(c) = code {
+                env.insert("EXIT_CODE".to_owned(), (*c).to_owned());
+            }
+            let program = virtual_program(
+                Runtime::Agentless,
+                &["apply".into(), "/root".into()],
+                &container,
+                &env,
+                false,
+            );
+            let VirtualProgram::Agentless {
+                sleep,
+                exit_code,
+                banner,
+            } = program
+            else {
+                panic!("expected agentless");
+            };
+            assert_eq!(
+                (sleep, exit_code),
+                (*expected_sleep, *expected_code),
+                "{sleep:?} {code:?}"
+            );
+            assert!(banner.starts_with("agentless [apply /root]"));
+        }
+    }
+
+    #[test]
+    fn pause_and_sleep_are_virtual_programs() {
+        let container: Container =
+            serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
+        let env = BTreeMap::new();
+        assert_eq!(
+            virtual_program(Runtime::Pause, &[], &container, &env, true),
+            VirtualProgram::Pause
+        );
+        assert_eq!(
+            virtual_program(Runtime::Sleep, &[], &container, &env, true),
+            VirtualProgram::Sleep
+        );
+    }
+}

@@ -1,0 +1,343 @@
+//! Running containers: processes started through the `__container` entry point, and virtual
+//! programs played by the kubelet itself. Each reports its exit on the pod worker's channel.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use super::launch::{Launch, StartFailure, VirtualProgram};
+use super::pod_state::{ContainerRef, StartErrorKind};
+use crate::node::sim::{ProcessRuntime, SimNode};
+use crate::shim::{self, START_ERROR_EXIT, mount_namespace_id};
+
+/// How a container ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExitEvent {
+    pub container: ContainerRef,
+    pub attempt: u32,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub at: Timestamp,
+    /// Set when the process never got to exec its command.
+    pub start_error: Option<String>,
+}
+
+/// A running container. Dropping it leaves the process to its wait task (which kills it when
+/// the worker goes away); the live-container count of the node drops with it.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub attempt: u32,
+    control: Control,
+    _live: LiveGuard,
+}
+
+#[derive(Debug)]
+enum Control {
+    Process(Pid),
+    Virtual(watch::Sender<Option<Signal>>),
+}
+
+impl Running {
+    pub fn signal(&self, signal: Signal) {
+        match &self.control {
+            Control::Process(pid) => {
+                if let Err(error) = nix::sys::signal::kill(*pid, signal) {
+                    tracing::debug!(pid = pid.as_raw(), %error, "failed to signal container");
+                }
+            }
+            Control::Virtual(stop) => {
+                stop.send_replace(Some(signal));
+            }
+        }
+    }
+}
+
+/// Counts the node's running containers, so a shutdown can wait for all of them.
+#[derive(Debug)]
+struct LiveGuard(Arc<SimNode>);
+
+impl LiveGuard {
+    fn new(node: Arc<SimNode>) -> Self {
+        node.live_containers.send_modify(|n| *n += 1);
+        Self(node)
+    }
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.0
+            .live_containers
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// Where a start writes its files.
+#[derive(Debug, Clone)]
+pub(crate) struct StartFiles {
+    pub spec: PathBuf,
+    pub log: PathBuf,
+}
+
+/// Starts a prepared container; the exit arrives on `exits`.
+/// The containers of one pod: their wait tasks (aborted, killing the processes, when the pod
+/// worker goes away) and the channel their exits arrive on.
+#[derive(Debug)]
+pub(crate) struct Supervisor {
+    tasks: JoinSet<()>,
+    exits_tx: mpsc::UnboundedSender<ExitEvent>,
+    exits_rx: mpsc::UnboundedReceiver<ExitEvent>,
+}
+
+impl Supervisor {
+    pub fn new() -> Self {
+        let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        Self {
+            tasks: JoinSet::new(),
+            exits_tx,
+            exits_rx,
+        }
+    }
+
+    /// The next container exit.
+    pub async fn next_exit(&mut self) -> Option<ExitEvent> {
+        while self.tasks.try_join_next().is_some() {}
+        self.exits_rx.recv().await
+    }
+
+    /// Starts a prepared container; its exit arrives through [`Supervisor::next_exit`].
+    pub fn start(
+        &mut self,
+        node: &Arc<SimNode>,
+        processes: Option<&ProcessRuntime>,
+        launch: Launch,
+        container: ContainerRef,
+        attempt: u32,
+        files: &StartFiles,
+    ) -> Result<Running, StartFailure> {
+        start(
+            node,
+            processes,
+            launch,
+            (container, attempt),
+            files,
+            &mut self.tasks,
+            &self.exits_tx,
+        )
+    }
+}
+
+fn start(
+    node: &Arc<SimNode>,
+    processes: Option<&ProcessRuntime>,
+    launch: Launch,
+    (container, attempt): (ContainerRef, u32),
+    files: &StartFiles,
+    tasks: &mut JoinSet<()>,
+    exits: &mpsc::UnboundedSender<ExitEvent>,
+) -> Result<Running, StartFailure> {
+    let log = open_log(&files.log)?;
+    let exits = exits.clone();
+    let control = match launch {
+        Launch::Virtual(program) => {
+            let (stop, stop_rx) = watch::channel(None);
+            tasks.spawn(play(program, log, stop_rx, container, attempt, exits));
+            Control::Virtual(stop)
+        }
+        Launch::Process(spec) => {
+            let processes = processes.ok_or_else(|| StartFailure {
+                kind: StartErrorKind::Create,
+                message: "this node runs no processes (light node)".to_owned(),
+            })?;
+            let create_error = |message: String| StartFailure {
+                kind: StartErrorKind::Create,
+                message,
+            };
+            let json = serde_json::to_vec(&spec).map_err(|e| create_error(e.to_string()))?;
+            if let Some(parent) = files.spec.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    create_error(format!("failed to create {}: {e}", parent.display()))
+                })?;
+            }
+            std::fs::write(&files.spec, json).map_err(|e| {
+                create_error(format!("failed to write {}: {e}", files.spec.display()))
+            })?;
+            let stderr = log.try_clone().map_err(|e| {
+                create_error(format!("failed to open {}: {e}", files.log.display()))
+            })?;
+            let mut child = tokio::process::Command::new(&processes.devcluster_bin)
+                .args(shim::container_args(&files.spec))
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(stderr)
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| {
+                    create_error(format!(
+                        "failed to run {}: {e}",
+                        processes.devcluster_bin.display()
+                    ))
+                })?;
+            let pid = child
+                .id()
+                .and_then(|p| i32::try_from(p).ok())
+                .map(Pid::from_raw)
+                .ok_or_else(|| create_error("the container process vanished".to_owned()))?;
+            let sweeper = NamespaceSweeper {
+                namespace_file: spec.namespace_file.clone(),
+                holder_pid: processes.holder_pid,
+            };
+            let error_file = spec.error_file.clone();
+            tasks.spawn(async move {
+                let status = child.wait().await;
+                drop(sweeper);
+                let (code, signal) = match status {
+                    Ok(status) => {
+                        use std::os::unix::process::ExitStatusExt;
+                        (status.code(), status.signal())
+                    }
+                    Err(_) => (None, None),
+                };
+                let start_error = match (code, &error_file) {
+                    (Some(c), Some(path)) if c == i32::from(START_ERROR_EXIT) => {
+                        std::fs::read_to_string(path).ok()
+                    }
+                    _ => None,
+                };
+                let _ = exits.send(ExitEvent {
+                    container,
+                    attempt,
+                    code,
+                    signal,
+                    at: super::now(),
+                    start_error,
+                });
+            });
+            Control::Process(pid)
+        }
+    };
+    Ok(Running {
+        attempt,
+        control,
+        _live: LiveGuard::new(node.clone()),
+    })
+}
+
+fn open_log(path: &Path) -> Result<File, StartFailure> {
+    let failure = |e: std::io::Error| StartFailure {
+        kind: StartErrorKind::Create,
+        message: format!("failed to open log file {}: {e}", path.display()),
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(failure)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(failure)
+}
+
+/// Plays a virtual program until it ends or is signalled.
+async fn play(
+    program: VirtualProgram,
+    mut log: File,
+    mut stop: watch::Receiver<Option<Signal>>,
+    container: ContainerRef,
+    attempt: u32,
+    exits: mpsc::UnboundedSender<ExitEvent>,
+) {
+    use std::io::Write;
+    let (sleep, exit_code, on_term) = match &program {
+        VirtualProgram::Pause => (None, 0, Some(0)),
+        VirtualProgram::Sleep => (None, 0, None),
+        VirtualProgram::Agentless {
+            banner,
+            sleep,
+            exit_code,
+        } => {
+            // The log is the container's stdout; a failed write only loses that line.
+            let _ = writeln!(log, "{banner}");
+            (Some(*sleep), *exit_code, None)
+        }
+    };
+    let finished = async {
+        match sleep {
+            Some(duration) => tokio::time::sleep(duration).await,
+            None => std::future::pending().await,
+        }
+    };
+    let signalled = stop.wait_for(Option::is_some);
+    let (code, signal) = tokio::select! {
+        () = finished => (Some(exit_code), None),
+        signal = signalled => {
+            let signal = signal.ok().and_then(|s| *s).unwrap_or(Signal::SIGKILL);
+            match (signal, on_term) {
+                (Signal::SIGTERM, Some(code)) => (Some(code), None),
+                (signal, _) => (None, Some(signal as i32)),
+            }
+        }
+    };
+    let _ = exits.send(ExitEvent {
+        container,
+        attempt,
+        code,
+        signal,
+        at: super::now(),
+        start_error: None,
+    });
+}
+
+/// Kills every process left in a container's mount namespace once its main process is gone
+/// (or when the kubelet drops the container), as the runtime tears a container down.
+#[derive(Debug)]
+struct NamespaceSweeper {
+    namespace_file: Option<PathBuf>,
+    holder_pid: i32,
+}
+
+impl Drop for NamespaceSweeper {
+    fn drop(&mut self) {
+        let Some(path) = &self.namespace_file else {
+            return;
+        };
+        let Ok(namespace) = std::fs::read_to_string(path) else {
+            return;
+        };
+        let namespace = namespace.trim();
+        // Never sweep the holder's namespace (or our own): only a container's private one.
+        let protected = [
+            mount_namespace_id(&self.holder_pid.to_string()).ok(),
+            mount_namespace_id("self").ok(),
+        ];
+        if namespace.is_empty() || protected.iter().flatten().any(|p| p == namespace) {
+            return;
+        }
+        for pid in processes_in_namespace(namespace) {
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+        }
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+fn processes_in_namespace(namespace: &str) -> Vec<Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| mount_namespace_id(&pid.to_string()).is_ok_and(|ns| ns == namespace))
+        .map(Pid::from_raw)
+        .collect()
+}
+
+/// How long to wait for exits after SIGKILL before giving up on a container.
+pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);

@@ -1,0 +1,153 @@
+//! Simulated nodes: Node objects kept fresh (status, leases, boot ID), a host root per node (an
+//! overlay of the machine's `/` in a private mount namespace), reboots, the service journal, and
+//! the simulated kubelet that runs the pods bound to them (`crate::kubelet`).
+//!
+//! Layout under `state_dir` (`<cluster state>/nodes`):
+//!
+//! ```text
+//! holder.pid                       the process holding the mount namespace of node roots
+//! <node>/node.json                 name, index, light
+//! <node>/boot_id                   the current boot ID (also /proc/sys/kernel/random/boot_id inside)
+//! <node>/upper, work, root         the root overlay (root is mounted only in the namespace)
+//! <node>/control/requests, journal the FIFO the shims write to, and the service journal
+//! <node>/logs/<ns>_<pod>_<uid>/<container>/<restart>.log
+//! <node>/pods/<uid>/               volumes and container specs of a pod
+//! ```
+
+mod handle;
+mod heartbeat;
+mod holder;
+pub mod object;
+mod power;
+pub mod shims;
+pub(crate) mod sim;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use handle::NodeHandle;
+pub use sim::{NodeSim, start_nodes};
+
+use crate::images::{ImageMap, ImageMapError};
+use crate::kubelet::backoff::BackoffPolicy;
+
+/// The Kubernetes version the simulated kubelets report (the control plane's version).
+pub const DEFAULT_KUBELET_VERSION: &str = "v1.36.3";
+
+/// How to simulate the nodes.
+#[derive(Debug, Clone)]
+pub struct NodeSimOptions {
+    pub count: usize,
+    /// No host roots and no processes: only pause, sleep and agentless images run.
+    pub light: bool,
+    /// Nodes are `<prefix>1` .. `<prefix>N`.
+    pub name_prefix: String,
+    /// Extra labels on every node.
+    pub labels: BTreeMap<String, String>,
+    /// How long a rebooting node stays down.
+    pub reboot_delay: Duration,
+    /// `<cluster state>/nodes`.
+    pub state_dir: PathBuf,
+    pub image_map: ImageMap,
+    /// The repository root (package directories of the image map are relative to it).
+    pub workspace_root: PathBuf,
+    pub kubelet_version: String,
+    /// Capacity (and allocatable) of every node.
+    pub cpu: String,
+    pub memory: String,
+    pub max_pods: String,
+    /// The kubelet renews its lease every 10 s (a quarter of the 40 s lease).
+    pub lease_renew_interval: Duration,
+    /// The kubelet re-posts an unchanged node status every 5 minutes.
+    pub status_report_interval: Duration,
+    /// Container restart and image pull back-off.
+    pub backoff: BackoffPolicy,
+    /// At most this many API writes in flight (node creation, leases, pod status).
+    pub write_concurrency: usize,
+    /// The API server URL as containers should reach it (`KUBERNETES_SERVICE_HOST`/`_PORT`).
+    pub apiserver_url: Option<String>,
+    /// How long a rebooting node waits for its processes after SIGTERM before SIGKILL.
+    pub shutdown_grace: Duration,
+}
+
+impl NodeSimOptions {
+    /// Defaults as a kubelet has them, with the built-in image map.
+    pub fn new(
+        count: usize,
+        state_dir: PathBuf,
+        workspace_root: PathBuf,
+    ) -> Result<Self, NodeError> {
+        Ok(Self {
+            count,
+            light: false,
+            name_prefix: "node-".to_owned(),
+            labels: BTreeMap::new(),
+            reboot_delay: Duration::from_secs(5),
+            state_dir,
+            image_map: ImageMap::builtin(&workspace_root)?,
+            workspace_root,
+            kubelet_version: DEFAULT_KUBELET_VERSION.to_owned(),
+            cpu: "8".to_owned(),
+            memory: "16Gi".to_owned(),
+            max_pods: "110".to_owned(),
+            lease_renew_interval: Duration::from_secs(10),
+            status_report_interval: Duration::from_secs(300),
+            backoff: BackoffPolicy::default(),
+            write_concurrency: 32,
+            apiserver_url: None,
+            shutdown_grace: Duration::from_secs(5),
+        })
+    }
+}
+
+/// Errors of the node simulator.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    ImageMap(#[from] ImageMapError),
+    #[error("failed to {action} {path}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to {action} node {node}")]
+    Api {
+        action: &'static str,
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Shim(#[from] crate::shim::ShimError),
+    #[error("failed to start the mount namespace holder ({binary}): {reason}")]
+    Holder { binary: PathBuf, reason: String },
+    #[error("failed to mount the root of node {node}: {reason}")]
+    NodeRoot { node: String, reason: String },
+    #[error("node {node} is a light node: it has no host root")]
+    LightNode { node: String },
+    #[error("node {node} is not known in {state_dir} (is the cluster up?)")]
+    UnknownNode { node: String, state_dir: PathBuf },
+    #[error(
+        "the simulator of node {node} is not running (no reader on {path}); start the cluster first"
+    )]
+    NotRunning { node: String, path: PathBuf },
+    #[error("timed out waiting for {what}")]
+    Timeout { what: String },
+}
+
+impl NodeError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! Starting, running and stopping the simulated nodes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::holder::{self, Holder};
+use super::object::{self, LEASE_NAMESPACE, NodeFacts};
+use super::shims::{JOURNAL_FILE, REQUESTS_FIFO};
+use super::{NodeError, NodeHandle, NodeSimOptions, heartbeat, power};
+use crate::kubelet::Kubelet;
+use crate::kubelet::admission::{Allocatable, Requests};
+use crate::kubelet::quantity;
+use crate::shim::{self, NodeRootSpec};
+
+/// Field manager of every write the simulator makes.
+pub(crate) const FIELD_MANAGER: &str = "devcluster-kubelet";
+
+/// Patch parameters naming the simulator as the field manager.
+pub(crate) fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+/// Create parameters naming the simulator as the field manager.
+pub(crate) fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
+}
+
+/// Whether a node is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Power {
+    Up,
+    /// Shutting down or rebooting: the kubelet kills its containers and reports nothing.
+    Down,
+}
+
+/// Paths of one node's state.
+#[derive(Debug, Clone)]
+pub(crate) struct NodePaths {
+    pub dir: PathBuf,
+    /// The node root's mount point (inside the holder's namespace).
+    pub root: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    pub control: PathBuf,
+    pub boot_id: PathBuf,
+    pub logs: PathBuf,
+    pub pods: PathBuf,
+    /// Mount point of container roots (each in its own namespace).
+    pub scratch: PathBuf,
+}
+
+impl NodePaths {
+    pub fn new(state_dir: &Path, name: &str) -> Self {
+        let dir = state_dir.join(name);
+        Self {
+            root: dir.join("root"),
+            upper: dir.join("upper"),
+            work: dir.join("work"),
+            control: dir.join("control"),
+            boot_id: dir.join("boot_id"),
+            logs: dir.join("logs"),
+            pods: dir.join("pods"),
+            scratch: dir.join("scratch"),
+            dir,
+        }
+    }
+}
+
+/// What `node.json` records, for handles opened from another process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct NodeRecord {
+    pub name: String,
+    pub index: usize,
+    pub light: bool,
+}
+
+/// One simulated node, shared by its heartbeat, its kubelet pod workers and its handles.
+#[derive(Debug)]
+pub(crate) struct SimNode {
+    pub name: String,
+    pub index: usize,
+    pub light: bool,
+    pub paths: NodePaths,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub power: watch::Sender<Power>,
+    /// Containers (processes or virtual) currently running on the node.
+    pub live_containers: watch::Sender<usize>,
+    pub rebooting: AtomicBool,
+    pub boot_id: Mutex<String>,
+    /// Requests of the pods admitted on the node, by pod uid.
+    pub admitted: Mutex<HashMap<String, Requests>>,
+    /// Pod IP slots in use.
+    pub pod_ip_slots: Mutex<BTreeSet<u8>>,
+}
+
+impl SimNode {
+    pub fn boot_id(&self) -> String {
+        self.boot_id.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    pub fn is_up(&self) -> bool {
+        *self.power.borrow() == Power::Up
+    }
+
+    pub fn host_ip(&self) -> String {
+        object::node_ip(self.index)
+    }
+}
+
+/// How containers become processes (full nodes only).
+#[derive(Debug, Clone)]
+pub(crate) struct ProcessRuntime {
+    pub devcluster_bin: PathBuf,
+    pub agent_bin: PathBuf,
+    pub holder_pid: i32,
+}
+
+/// Shared by every part of the simulator.
+pub(crate) struct SimContext {
+    pub client: kube::Client,
+    pub opts: NodeSimOptions,
+    pub facts: NodeFacts,
+    pub allocatable: Allocatable,
+    /// Bounds API writes in flight.
+    pub writes: Semaphore,
+    pub processes: Option<ProcessRuntime>,
+}
+
+impl std::fmt::Debug for SimContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimContext")
+            .field("opts", &self.opts)
+            .field("processes", &self.processes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The running simulator. Dropping it aborts everything (containers are killed, node roots
+/// disappear with the holder); [`NodeSim::shutdown`] does the same in order.
+#[derive(Debug)]
+pub struct NodeSim {
+    ctx: Arc<SimContext>,
+    nodes: Vec<Arc<SimNode>>,
+    kubelet: Arc<Kubelet>,
+    /// The kubelet's pod watch, which owns the pod workers.
+    kubelet_task: JoinSet<()>,
+    /// Heartbeats and power request readers.
+    tasks: JoinSet<()>,
+    holder: Option<Holder>,
+}
+
+/// Starts `opts.count` nodes: host roots (unless light), Node and Lease objects, heartbeats,
+/// and the kubelet that runs pods bound to them. Returns once every Node object exists.
+pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<NodeSim, NodeError> {
+    std::fs::create_dir_all(&opts.state_dir).map_err(NodeError::io("create", &opts.state_dir))?;
+    let state_dir = std::fs::canonicalize(&opts.state_dir)
+        .map_err(NodeError::io("resolve", &opts.state_dir))?;
+    let opts = NodeSimOptions { state_dir, ..opts };
+    let facts = machine_facts(&opts);
+    let allocatable = Allocatable {
+        cpu_millis: quantity::cpu_millis(&opts.cpu).unwrap_or(8000),
+        memory: quantity::units(&opts.memory).unwrap_or(16 << 30),
+        pods: quantity::units(&opts.max_pods).unwrap_or(110),
+    };
+
+    let (holder, processes) = if opts.light {
+        (None, None)
+    } else {
+        let devcluster_bin = shim::devcluster_binary()?;
+        let holder = Holder::start(&devcluster_bin, &opts.state_dir).await?;
+        let processes = ProcessRuntime {
+            agent_bin: shim::agent_binary(&devcluster_bin),
+            devcluster_bin,
+            holder_pid: holder.pid,
+        };
+        (Some(holder), Some(processes))
+    };
+    let ctx = Arc::new(SimContext {
+        client,
+        writes: Semaphore::new(opts.write_concurrency.max(1)),
+        facts,
+        allocatable,
+        processes,
+        opts,
+    });
+
+    let nodes = create_local_nodes(&ctx).await?;
+    register_nodes(&ctx, &nodes).await?;
+
+    let kubelet = Kubelet::new(ctx.clone(), &nodes);
+    let mut kubelet_task = JoinSet::new();
+    kubelet_task.spawn(kubelet.clone().run());
+    let mut tasks = JoinSet::new();
+    tasks.spawn(heartbeat::run(ctx.clone(), nodes.clone()));
+    for node in nodes.iter().filter(|n| !n.light) {
+        tasks.spawn(power::serve_requests(ctx.clone(), node.clone()));
+    }
+    tracing::info!(
+        count = nodes.len(),
+        light = ctx.opts.light,
+        "simulated nodes started"
+    );
+    Ok(NodeSim {
+        ctx,
+        nodes,
+        kubelet,
+        kubelet_task,
+        tasks,
+        holder,
+    })
+}
+
+impl NodeSim {
+    pub fn nodes(&self) -> Vec<NodeHandle> {
+        self.nodes
+            .iter()
+            .map(|n| NodeHandle::in_process(self.ctx.clone(), n.clone()))
+            .collect()
+    }
+
+    /// Waits until every simulated node is Ready in the API.
+    pub async fn wait_ready(&self) -> Result<(), NodeError> {
+        let mut pending: BTreeSet<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        let api: Api<Node> = Api::all(self.ctx.client.clone());
+        let stream = watcher(api, watcher::Config::default()).applied_objects();
+        let wait = async {
+            futures::pin_mut!(stream);
+            while !pending.is_empty() {
+                let node = stream
+                    .try_next()
+                    .await
+                    .map_err(|e| NodeError::Timeout {
+                        what: format!("nodes to become Ready (watch failed: {e})"),
+                    })?
+                    .ok_or_else(|| NodeError::Timeout {
+                        what: "nodes to become Ready (watch ended)".to_owned(),
+                    })?;
+                if is_ready(&node)
+                    && let Some(name) = &node.metadata.name
+                {
+                    pending.remove(name);
+                }
+            }
+            Ok(())
+        };
+        tokio::time::timeout(Duration::from_secs(120), wait)
+            .await
+            .map_err(|_| NodeError::Timeout {
+                what: "nodes to become Ready".to_owned(),
+            })?
+    }
+
+    /// Stops the kubelets (killing every container), the heartbeats and the node roots.
+    pub async fn shutdown(mut self) -> Result<(), NodeError> {
+        self.kubelet.stop();
+        while self.kubelet_task.join_next().await.is_some() {}
+        self.tasks.shutdown().await;
+        if let Some(holder) = self.holder.take() {
+            holder.stop().await;
+        }
+        tracing::info!("simulated nodes stopped");
+        Ok(())
+    }
+}
+
+/// Whether a Node's Ready condition is True.
+pub(crate) fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+fn machine_facts(opts: &NodeSimOptions) -> NodeFacts {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_owned())
+        })
+        .unwrap_or_else(|| "Linux".to_owned());
+    NodeFacts {
+        kubelet_version: opts.kubelet_version.clone(),
+        kernel_version: kernel.trim().to_owned(),
+        os_image: format!("devcluster simulated node on {os}"),
+        architecture: object::kube_arch(std::env::consts::ARCH).to_owned(),
+        cpu: opts.cpu.clone(),
+        memory: opts.memory.clone(),
+        pods: opts.max_pods.clone(),
+    }
+}
+
+/// A fresh random boot ID.
+pub(crate) fn new_boot_id() -> Result<String, NodeError> {
+    let path = "/proc/sys/kernel/random/uuid";
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(NodeError::io("read", path))
+}
+
+/// Local state of every node: directories, boot IDs, control FIFOs, node roots.
+async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, NodeError> {
+    let opts = &ctx.opts;
+    let mut nodes = Vec::with_capacity(opts.count);
+    for index in 1..=opts.count {
+        let name = format!("{}{index}", opts.name_prefix);
+        let paths = NodePaths::new(&opts.state_dir, &name);
+        std::fs::create_dir_all(&paths.dir).map_err(NodeError::io("create", &paths.dir))?;
+        let boot_id = new_boot_id()?;
+        std::fs::write(&paths.boot_id, &boot_id).map_err(NodeError::io("write", &paths.boot_id))?;
+        let record = NodeRecord {
+            name: name.clone(),
+            index,
+            light: opts.light,
+        };
+        let record_path = paths.dir.join("node.json");
+        let json = serde_json::to_vec(&record).map_err(|e| NodeError::Io {
+            action: "encode",
+            path: record_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        std::fs::write(&record_path, json).map_err(NodeError::io("write", &record_path))?;
+        if !opts.light {
+            prepare_control_dir(&paths)?;
+            shim::prepare_node_upper(&paths.upper)?;
+        }
+        nodes.push(Arc::new(SimNode {
+            labels: object::node_labels(&name, &ctx.facts, &opts.labels),
+            name,
+            index,
+            light: opts.light,
+            paths,
+            power: watch::Sender::new(Power::Up),
+            live_containers: watch::Sender::new(0),
+            rebooting: AtomicBool::new(false),
+            boot_id: Mutex::new(boot_id),
+            admitted: Mutex::new(HashMap::new()),
+            pod_ip_slots: Mutex::new(BTreeSet::new()),
+        }));
+    }
+    if let Some(processes) = &ctx.processes {
+        // Mounting spawns a process per node; the machine has few cores.
+        futures::stream::iter(nodes.iter().map(|node| mount_root(processes, node)))
+            .buffer_unordered(4)
+            .try_collect::<Vec<()>>()
+            .await?;
+    }
+    Ok(nodes)
+}
+
+fn prepare_control_dir(paths: &NodePaths) -> Result<(), NodeError> {
+    std::fs::create_dir_all(&paths.control).map_err(NodeError::io("create", &paths.control))?;
+    let fifo = paths.control.join(REQUESTS_FIFO);
+    if std::fs::symlink_metadata(&fifo).is_err() {
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).map_err(
+            |e| NodeError::Io {
+                action: "create the request FIFO",
+                path: fifo.clone(),
+                source: std::io::Error::from(e),
+            },
+        )?;
+    }
+    let journal = paths.control.join(JOURNAL_FILE);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&journal)
+        .map_err(NodeError::io("create", &journal))?;
+    Ok(())
+}
+
+/// Mounts (or remounts) a node's root in the holder's namespace.
+pub(crate) async fn mount_root(
+    processes: &ProcessRuntime,
+    node: &SimNode,
+) -> Result<(), NodeError> {
+    let spec = NodeRootSpec {
+        holder_pid: processes.holder_pid,
+        upper: node.paths.upper.clone(),
+        work: node.paths.work.clone(),
+        merged: node.paths.root.clone(),
+        control_dir: node.paths.control.clone(),
+        boot_id_file: node.paths.boot_id.clone(),
+    };
+    holder::mount_node_root(
+        &processes.devcluster_bin,
+        &node.name,
+        &spec,
+        &node.paths.dir.join("root-spec.json"),
+    )
+    .await
+}
+
+/// Creates the Node and Lease objects, or refreshes existing ones, with bounded concurrency.
+async fn register_nodes(ctx: &Arc<SimContext>, nodes: &[Arc<SimNode>]) -> Result<(), NodeError> {
+    futures::stream::iter(nodes.iter().map(|node| register_node(ctx, node)))
+        .buffer_unordered(ctx.opts.write_concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError> {
+    let api_error = |action: &'static str| {
+        let name = node.name.clone();
+        move |source| NodeError::Api {
+            action,
+            node: name,
+            source,
+        }
+    };
+    let now = Timestamp::now();
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let desired = object::build_node(
+        &node.name,
+        node.index,
+        node.labels.clone(),
+        &ctx.facts,
+        &node.boot_id(),
+        now,
+    );
+    let created = nodes.create(&post_params(), &desired).await;
+    match created {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            // Left from an earlier run: take the labels and status again, keep the rest.
+            let params = patch_params();
+            let labels = serde_json::json!({"metadata": {"labels": node.labels}});
+            nodes
+                .patch(&node.name, &params, &Patch::Merge(labels))
+                .await
+                .map_err(api_error("label"))?;
+            let status = serde_json::json!({"status": desired.status});
+            nodes
+                .patch_status(&node.name, &params, &Patch::Merge(status))
+                .await
+                .map_err(api_error("update the status of"))?;
+        }
+        Err(e) => return Err(api_error("create")(e)),
+    }
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), LEASE_NAMESPACE);
+    match leases
+        .create(&post_params(), &object::build_lease(&node.name, now))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => leases
+            .patch(
+                &node.name,
+                &patch_params(),
+                &Patch::Merge(object::lease_renewal(now)),
+            )
+            .await
+            .map(|_| ())
+            .map_err(api_error("renew the lease of")),
+        Err(e) => Err(api_error("create the lease of")(e)),
+    }
+}

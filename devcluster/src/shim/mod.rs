@@ -1,0 +1,222 @@
+//! Hidden entry points of the `devcluster` binary that set up namespaces and mounts, run in a
+//! fresh single-threaded process (never after a fork of the threaded simulator):
+//!
+//! - `devcluster __hold-ns`: creates the private mount namespace where node roots are mounted
+//!   and keeps it alive until its stdin closes (so it dies with the simulator).
+//! - `devcluster __node-root SPEC.json`: (re)mounts one node's root in that namespace.
+//! - `devcluster __container SPEC.json`: enters that namespace, makes a private copy, builds the
+//!   container's root and mounts, chroots and execs the container's command.
+//!
+//! `main` calls [`run_if_requested`] before anything else.
+
+mod fs;
+mod mounts;
+mod setup;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde::{Deserialize, Serialize};
+
+pub use setup::{ShimError, mount_namespace_id};
+
+/// Exit code of a container whose setup or exec failed (the kubelet reports `StartError`).
+pub const START_ERROR_EXIT: u8 = 128;
+
+const HOLD_NS: &str = "__hold-ns";
+const NODE_ROOT: &str = "__node-root";
+const CONTAINER: &str = "__container";
+
+/// How to mount a node's root in the holder's namespace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeRootSpec {
+    pub holder_pid: i32,
+    /// The overlay's upper and work directories (on the machine) and its mount point.
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    pub merged: PathBuf,
+    /// Bind-mounted at `/run/devcluster`.
+    pub control_dir: PathBuf,
+    /// Bind-mounted over `/proc/sys/kernel/random/boot_id`.
+    pub boot_id_file: PathBuf,
+}
+
+/// How to run one container (or one `exec` in a node root).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContainerSpec {
+    pub holder_pid: i32,
+    pub hostname: String,
+    pub root: RootSpec,
+    pub mounts: Vec<BindMount>,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<String>,
+    /// Where to record the container's mount namespace id before exec, so every process left
+    /// in it can be found and killed later.
+    pub namespace_file: Option<PathBuf>,
+    /// Where to write why setup failed.
+    pub error_file: Option<PathBuf>,
+}
+
+/// The container's root filesystem.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RootSpec {
+    /// Chroot into the node's root itself (`devcluster.local/shell`, `devcluster exec`).
+    Node { path: PathBuf },
+    /// A fresh overlay of the machine's `/` on a tmpfs, with the node's `/dev`, shims, the
+    /// control directory, the package copied to `/skyhook-package` and the agent binary.
+    Container {
+        scratch: PathBuf,
+        node_root: PathBuf,
+        control_dir: PathBuf,
+        boot_id_file: PathBuf,
+        package: Option<PathBuf>,
+        agent_bin: Option<PathBuf>,
+    },
+}
+
+/// A bind mount into the container's root.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BindMount {
+    pub source: MountSource,
+    /// Absolute path inside the container's root.
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// What a bind mount shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum MountSource {
+    /// A directory on the machine (a volume the kubelet wrote).
+    Machine(PathBuf),
+    /// A path inside the node's root (a hostPath volume), resolved without leaving the root and
+    /// created if missing.
+    Node {
+        node_root: PathBuf,
+        path: String,
+        directory: bool,
+    },
+}
+
+/// Writes the command shims, the journal link and a copy of the machine's `sysctl` into a node's
+/// overlay upper directory (before it is mounted).
+pub fn prepare_node_upper(upper: &Path) -> Result<(), ShimError> {
+    setup::prepare_node_upper(upper)
+}
+
+/// Where the agent binary appears in container roots.
+pub const AGENT_PATH_IN_CONTAINER: &str = "/usr/local/bin/skyhook-agent";
+
+/// Runs a hidden entry point if `std::env::args` asks for one; `main` returns its exit code.
+pub fn run_if_requested() -> Option<ExitCode> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let command = args.get(1)?.to_str()?;
+    let spec = args.get(2).map(PathBuf::from);
+    let result = match command {
+        HOLD_NS => setup::hold_namespace(),
+        NODE_ROOT => read_spec(spec.as_deref()).and_then(|s| setup::mount_node_root(&s)),
+        CONTAINER => {
+            let spec: ContainerSpec = match read_spec(spec.as_deref()) {
+                Ok(spec) => spec,
+                Err(e) => return Some(fail(&e, None)),
+            };
+            // Only returns on failure: success replaces this process.
+            let error = setup::run_container(&spec);
+            return Some(fail(&error, spec.error_file.as_deref()));
+        }
+        _ => return None,
+    };
+    Some(match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e, None),
+    })
+}
+
+fn read_spec<T: serde::de::DeserializeOwned>(path: Option<&Path>) -> Result<T, ShimError> {
+    let path = path.ok_or(ShimError::MissingSpec)?;
+    let text = std::fs::read(path).map_err(|source| ShimError::Io {
+        action: "read spec",
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|source| ShimError::Spec {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn fail(error: &ShimError, error_file: Option<&Path>) -> ExitCode {
+    let message = error_chain(error);
+    let mut stderr = std::io::stderr();
+    // The container's stderr is its log file; nothing else can report the failure.
+    let _ = writeln!(stderr, "devcluster: {message}");
+    if let Some(path) = error_file {
+        let _ = std::fs::write(path, &message);
+    }
+    ExitCode::from(START_ERROR_EXIT)
+}
+
+/// The error and its causes on one line.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// The `devcluster` binary that provides these entry points: `DEVCLUSTER_BIN`, this executable if
+/// it is `devcluster`, or `devcluster` in the cargo target directory of this (test) executable.
+pub fn devcluster_binary() -> Result<PathBuf, ShimError> {
+    if let Some(path) = std::env::var_os("DEVCLUSTER_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().map_err(|source| ShimError::Io {
+        action: "locate the running executable",
+        path: PathBuf::from("/proc/self/exe"),
+        source,
+    })?;
+    if exe.file_name().is_some_and(|n| n == "devcluster") {
+        return Ok(exe);
+    }
+    // Tests run from target/<profile>/deps/; binaries live in target/<profile>/.
+    let candidates = exe
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("devcluster"))
+        .collect::<Vec<_>>();
+    match candidates.iter().find(|c| c.is_file()) {
+        Some(found) => Ok(found.clone()),
+        None => Err(ShimError::BinaryNotFound {
+            searched: candidates,
+        }),
+    }
+}
+
+/// The `skyhook-agent` binary run by agent images: `SKYHOOK_AGENT_BIN`, or next to the
+/// `devcluster` binary.
+pub fn agent_binary(devcluster: &Path) -> PathBuf {
+    match std::env::var_os("SKYHOOK_AGENT_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => devcluster.with_file_name("skyhook-agent"),
+    }
+}
+
+/// The argument list that runs a hidden entry point.
+pub(crate) fn hold_namespace_args() -> [&'static str; 1] {
+    [HOLD_NS]
+}
+
+pub(crate) fn node_root_args(spec: &Path) -> [OsString; 2] {
+    [NODE_ROOT.into(), spec.as_os_str().to_owned()]
+}
+
+pub(crate) fn container_args(spec: &Path) -> [OsString; 2] {
+    [CONTAINER.into(), spec.as_os_str().to_owned()]
+}

@@ -1,0 +1,417 @@
+//! The namespace and mount work of the hidden entry points. Each runs in a fresh,
+//! single-threaded process.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use nix::mount::MsFlags;
+use nix::sched::CloneFlags;
+
+use super::fs::{copy_tree, create_mount_point, resolve_in_root, write_shim_files};
+use super::mounts::{bind, detach, is_mount_point, make_private_recursive, mount_fs};
+use super::{AGENT_PATH_IN_CONTAINER, ContainerSpec, MountSource, NodeRootSpec, RootSpec};
+use crate::node::shims::{CONTROL_MOUNT, REAL_SYSCTL_PATH, node_root_files, shim_files};
+
+/// Errors of the hidden entry points; printed to the container log or the caller's stderr.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    #[error("no spec file given")]
+    MissingSpec,
+    #[error("failed to parse spec {path}")]
+    Spec {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("failed to {action} {path}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to {action} {path}")]
+    Sys {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error(
+        "path {path} cannot be used in overlay options (it contains ',' or ':'); use another state directory"
+    )]
+    OverlayPath { path: PathBuf },
+    #[error("failed to drop CAP_SYS_BOOT from the bounding set")]
+    Capabilities(#[source] caps::errors::CapsError),
+    #[error("the container has no command (the pod and the image give none)")]
+    NoCommand,
+    #[error("failed to exec {program:?}")]
+    Exec {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the devcluster binary was not found (looked for {searched:?}); build it with `cargo build -p devcluster` or set DEVCLUSTER_BIN"
+    )]
+    BinaryNotFound { searched: Vec<PathBuf> },
+}
+
+/// `__hold-ns`: a private mount namespace that lives until stdin closes.
+pub fn hold_namespace() -> Result<(), ShimError> {
+    die_with_parent()?;
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS).map_err(|source| ShimError::Sys {
+        action: "unshare the mount namespace of",
+        path: PathBuf::from("/proc/self"),
+        source,
+    })?;
+    make_private_recursive()?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "ready")
+        .and_then(|()| stdout.flush())
+        .map_err(|source| ShimError::Io {
+            action: "report readiness on",
+            path: PathBuf::from("stdout"),
+            source,
+        })?;
+    // EOF on stdin means the simulator is gone; the namespace (and every node root in it) then
+    // disappears with this process.
+    let mut sink = [0u8; 64];
+    let mut stdin = std::io::stdin();
+    while stdin.read(&mut sink).is_ok_and(|n| n > 0) {}
+    Ok(())
+}
+
+/// `__node-root`: (re)mounts a node's root in the holder's namespace. Remounting empties the
+/// node's tmpfs mounts (`/tmp`, `/run`), as a reboot does; the upper directory persists.
+pub fn mount_node_root(spec: &NodeRootSpec) -> Result<(), ShimError> {
+    enter_namespace(spec.holder_pid)?;
+    if is_mount_point(&spec.merged)? {
+        detach(&spec.merged)?;
+    }
+    for dir in [&spec.upper, &spec.work, &spec.merged] {
+        create_mount_point(dir, true)?;
+    }
+    mount_overlay(&spec.merged, &spec.upper, &spec.work)?;
+    system_mounts(&spec.merged, &spec.control_dir, &spec.boot_id_file, None)
+}
+
+/// `__container`: builds the container's root and execs its command. Returns only on failure.
+pub fn run_container(spec: &ContainerSpec) -> ShimError {
+    match prepare_container(spec) {
+        Ok(()) => {}
+        Err(e) => return e,
+    }
+    let Some((program, args)) = spec.argv.split_first() else {
+        return ShimError::NoCommand;
+    };
+    let source = std::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .exec();
+    ShimError::Exec {
+        program: program.clone(),
+        source,
+    }
+}
+
+fn prepare_container(spec: &ContainerSpec) -> Result<(), ShimError> {
+    die_with_parent()?;
+    enter_namespace(spec.holder_pid)?;
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS).map_err(|source| {
+        ShimError::Sys {
+            action: "unshare the namespaces of",
+            path: PathBuf::from("/proc/self"),
+            source,
+        }
+    })?;
+    make_private_recursive()?;
+    nix::unistd::sethostname(&spec.hostname).map_err(|source| ShimError::Sys {
+        action: "set the hostname of",
+        path: PathBuf::from("/proc/self"),
+        source,
+    })?;
+    let root = match &spec.root {
+        RootSpec::Node { path } => path.clone(),
+        RootSpec::Container {
+            scratch,
+            node_root,
+            control_dir,
+            boot_id_file,
+            package,
+            agent_bin,
+        } => container_root(
+            scratch,
+            node_root,
+            control_dir,
+            boot_id_file,
+            package.as_deref(),
+            agent_bin.as_deref(),
+        )?,
+    };
+    for m in &spec.mounts {
+        let target = resolve_in_root(&root, &m.target);
+        let source = match &m.source {
+            MountSource::Machine(path) => path.clone(),
+            MountSource::Node {
+                node_root,
+                path,
+                directory,
+            } => {
+                let source = resolve_in_root(node_root, path);
+                if !source.exists() {
+                    create_mount_point(&source, *directory)?;
+                }
+                source
+            }
+        };
+        create_mount_point(&target, source.is_dir())?;
+        bind(&source, &target, m.read_only)?;
+    }
+    if let Some(path) = &spec.namespace_file {
+        let id = mount_namespace_id("self").map_err(|source| ShimError::Io {
+            action: "read the mount namespace of",
+            path: PathBuf::from("/proc/self/ns/mnt"),
+            source,
+        })?;
+        std::fs::write(path, id).map_err(|source| ShimError::Io {
+            action: "write",
+            path: path.clone(),
+            source,
+        })?;
+    }
+    // Nothing in a node may reboot the machine, even through the syscall.
+    caps::drop(None, caps::CapSet::Bounding, caps::Capability::CAP_SYS_BOOT)
+        .map_err(ShimError::Capabilities)?;
+    nix::unistd::chroot(&root).map_err(|source| ShimError::Sys {
+        action: "chroot into",
+        path: root.clone(),
+        source,
+    })?;
+    let cwd = spec
+        .working_dir
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .unwrap_or("/");
+    if std::fs::metadata(cwd).is_err() {
+        create_mount_point(Path::new(cwd), true)?;
+    }
+    nix::unistd::chdir(cwd).map_err(|source| ShimError::Sys {
+        action: "change directory to",
+        path: PathBuf::from(cwd),
+        source,
+    })
+}
+
+/// An overlay of the machine's `/` on a private tmpfs, with the node's system mounts, the shims,
+/// the package and the agent binary.
+fn container_root(
+    scratch: &Path,
+    node_root: &Path,
+    control_dir: &Path,
+    boot_id_file: &Path,
+    package: Option<&Path>,
+    agent_bin: Option<&Path>,
+) -> Result<PathBuf, ShimError> {
+    create_mount_point(scratch, true)?;
+    mount_fs("tmpfs", scratch, MsFlags::empty(), Some("mode=755"))?;
+    let (upper, work, root) = (
+        scratch.join("upper"),
+        scratch.join("work"),
+        scratch.join("root"),
+    );
+    for dir in [&upper, &work, &root] {
+        create_mount_point(dir, true)?;
+    }
+    mount_overlay(&root, &upper, &work)?;
+    keep_real_sysctl(&root)?;
+    write_shim_files(&root, &shim_files())?;
+    system_mounts(
+        &root,
+        control_dir,
+        boot_id_file,
+        Some(&node_root.join("dev")),
+    )?;
+    if let Some(package) = package {
+        copy_tree(package, &root.join("skyhook-package"))?;
+    }
+    if let Some(agent) = agent_bin {
+        let target = resolve_in_root(&root, AGENT_PATH_IN_CONTAINER);
+        create_mount_point(&target, false)?;
+        bind(agent, &target, true)?;
+    }
+    Ok(root)
+}
+
+/// See [`super::prepare_node_upper`].
+pub fn prepare_node_upper(upper: &Path) -> Result<(), ShimError> {
+    create_mount_point(upper, true)?;
+    copy_real_sysctl(Path::new("/usr/sbin/sysctl"), upper)?;
+    let mut files = shim_files();
+    files.extend(node_root_files());
+    write_shim_files(upper, &files)
+}
+
+/// Copies the machine's `sysctl` aside before the shim shadows it, so reads still work.
+fn keep_real_sysctl(root: &Path) -> Result<(), ShimError> {
+    copy_real_sysctl(&root.join("usr/sbin/sysctl"), root)
+}
+
+fn copy_real_sysctl(real: &Path, root: &Path) -> Result<(), ShimError> {
+    if std::fs::symlink_metadata(real).is_ok_and(|m| m.is_file()) {
+        let kept = root.join(REAL_SYSCTL_PATH);
+        create_mount_point(&kept, false)?;
+        std::fs::copy(real, &kept).map_err(|source| ShimError::Io {
+            action: "copy sysctl to",
+            path: kept,
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+fn mount_overlay(merged: &Path, upper: &Path, work: &Path) -> Result<(), ShimError> {
+    for path in [merged, upper, work] {
+        if path.to_string_lossy().contains([',', ':']) {
+            return Err(ShimError::OverlayPath {
+                path: path.to_owned(),
+            });
+        }
+    }
+    let options = format!(
+        "lowerdir=/,upperdir={},workdir={}",
+        upper.display(),
+        work.display()
+    );
+    mount_fs("overlay", merged, MsFlags::empty(), Some(&options))
+}
+
+/// `/proc` (with `/proc/sys` read-only and the node's boot id), read-only `/sys`, a minimal
+/// `/dev` (or the node's), private `/tmp` and `/run`, and the control directory.
+fn system_mounts(
+    root: &Path,
+    control_dir: &Path,
+    boot_id_file: &Path,
+    node_dev: Option<&Path>,
+) -> Result<(), ShimError> {
+    let nosuid_nodev_noexec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    let proc = root.join("proc");
+    create_mount_point(&proc, true)?;
+    mount_fs("proc", &proc, nosuid_nodev_noexec, None)?;
+    for protected in ["sys", "sysrq-trigger"] {
+        let path = proc.join(protected);
+        if path.exists() {
+            bind(&path, &path, true)?;
+        }
+    }
+    bind(boot_id_file, &proc.join("sys/kernel/random/boot_id"), true)?;
+
+    let sys = root.join("sys");
+    create_mount_point(&sys, true)?;
+    mount_fs(
+        "sysfs",
+        &sys,
+        nosuid_nodev_noexec | MsFlags::MS_RDONLY,
+        None,
+    )?;
+
+    let dev = root.join("dev");
+    create_mount_point(&dev, true)?;
+    match node_dev {
+        Some(node_dev) => bind(node_dev, &dev, false)?,
+        None => minimal_dev(&dev)?,
+    }
+
+    let tmp = root.join("tmp");
+    create_mount_point(&tmp, true)?;
+    mount_fs(
+        "tmpfs",
+        &tmp,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777"),
+    )?;
+    let run = root.join("run");
+    create_mount_point(&run, true)?;
+    mount_fs(
+        "tmpfs",
+        &run,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=755"),
+    )?;
+    let control = root.join(CONTROL_MOUNT.trim_start_matches('/'));
+    create_mount_point(&control, true)?;
+    bind(control_dir, &control, false)
+}
+
+/// A tmpfs `/dev` with the harmless devices bound in from the machine, a private devpts and shm.
+fn minimal_dev(dev: &Path) -> Result<(), ShimError> {
+    mount_fs("tmpfs", dev, MsFlags::MS_NOSUID, Some("mode=755"))?;
+    for device in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let target = dev.join(device);
+        create_mount_point(&target, false)?;
+        bind(&Path::new("/dev").join(device), &target, false)?;
+    }
+    let pts = dev.join("pts");
+    create_mount_point(&pts, true)?;
+    mount_fs(
+        "devpts",
+        &pts,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    )?;
+    let shm = dev.join("shm");
+    create_mount_point(&shm, true)?;
+    mount_fs(
+        "tmpfs",
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777"),
+    )?;
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let path = dev.join(link);
+        std::os::unix::fs::symlink(target, &path).map_err(|source| ShimError::Io {
+            action: "create symlink",
+            path,
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+fn enter_namespace(holder_pid: i32) -> Result<(), ShimError> {
+    let path = PathBuf::from(format!("/proc/{holder_pid}/ns/mnt"));
+    let file = std::fs::File::open(&path).map_err(|source| ShimError::Io {
+        action: "open the node namespace",
+        path: path.clone(),
+        source,
+    })?;
+    nix::sched::setns(file, CloneFlags::CLONE_NEWNS).map_err(|source| ShimError::Sys {
+        action: "enter the mount namespace",
+        path,
+        source,
+    })
+}
+
+/// Dies with the process that started it, so containers never outlive the simulator.
+fn die_with_parent() -> Result<(), ShimError> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(|source| {
+        ShimError::Sys {
+            action: "set the parent-death signal of",
+            path: PathBuf::from("/proc/self"),
+            source,
+        }
+    })
+}
+
+/// The mount namespace id (`mnt:[4026531841]`) of a process (`"self"` or a pid).
+pub fn mount_namespace_id(pid: &str) -> std::io::Result<String> {
+    std::fs::read_link(format!("/proc/{pid}/ns/mnt")).map(|p| p.to_string_lossy().into_owned())
+}
