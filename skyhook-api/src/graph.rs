@@ -10,6 +10,8 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
+use crate::v1alpha1::Package;
+
 /// A vertex of the graph, borrowed from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PackageRef<'a> {
@@ -200,6 +202,22 @@ impl PackageGraph {
     /// Starts a graph.
     pub fn builder() -> GraphBuilder {
         GraphBuilder::default()
+    }
+
+    /// The graph of a Skyhook's `spec.packages`, each named by its map key.
+    pub fn from_packages(packages: &BTreeMap<String, Package>) -> Result<Self, GraphErrors> {
+        let mut builder = GraphBuilder::default();
+        for (name, package) in packages {
+            builder.add(
+                name,
+                &package.version,
+                package
+                    .depends_on
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_str())),
+            );
+        }
+        builder.build()
     }
 
     fn vertex(&self, i: usize) -> PackageRef<'_> {

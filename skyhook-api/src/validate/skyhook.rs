@@ -346,18 +346,9 @@ fn check_resources(field: &str, resources: &PackageResources, out: &mut Vec<Viol
 }
 
 fn check_dependencies(packages: &BTreeMap<String, Package>, out: &mut Vec<Violation>) {
-    let mut builder = PackageGraph::builder();
-    for (key, package) in packages {
-        builder.add(
-            key,
-            &package.version,
-            package
-                .depends_on
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_str())),
-        );
-    }
-    let Err(errors) = builder.build() else { return };
+    let Err(errors) = PackageGraph::from_packages(packages) else {
+        return;
+    };
     for error in errors.0 {
         let (field, hint) = match &error {
             GraphError::Duplicate { name, .. } => (format!("spec.packages.{name}"), "list each package once".to_owned()),
