@@ -48,7 +48,8 @@ pub struct CandidateNode<'a> {
 pub enum BlockReason {
     /// The node carries `skyhook.nvidia.com/ignore=true`.
     Ignored,
-    /// The node has taints the Skyhook does not tolerate (`key=value:effect`, sorted).
+    /// The node has taints the Skyhook does not tolerate, written as `kubectl taint` does
+    /// (`key=value:Effect` or `key:Effect`), sorted.
     IntolerableTaints(Vec<String>),
 }
 
@@ -86,13 +87,9 @@ pub fn block_reason(
     }
     let mut intolerable: Vec<String> = intolerable_taints(tolerations, taints)
         .into_iter()
-        .map(|t| {
-            format!(
-                "{}={}:{}",
-                t.key,
-                t.value.as_deref().unwrap_or_default(),
-                t.effect
-            )
+        .map(|t| match t.value.as_deref().filter(|v| !v.is_empty()) {
+            Some(value) => format!("{}={value}:{}", t.key, t.effect),
+            None => format!("{}:{}", t.key, t.effect),
         })
         .collect();
     if intolerable.is_empty() {
@@ -425,7 +422,7 @@ mod tests {
             s.blocked,
             [BlockedNode {
                 name: "a",
-                reason: BlockReason::IntolerableTaints(vec!["nvidia.com/gpu=:NoSchedule".into()])
+                reason: BlockReason::IntolerableTaints(vec!["nvidia.com/gpu:NoSchedule".into()])
             }]
         );
     }
@@ -498,6 +495,38 @@ mod tests {
         let c = compartment(&nodes);
         assert_eq!(select(&c, 3, 2).picks, ["a", "b"]);
         assert_eq!(select(&c, 3, 1).picks, ["a"]);
+    }
+
+    #[test]
+    fn block_reasons_name_the_taints() {
+        let taints = [
+            Taint {
+                key: "dedicated".into(),
+                value: Some("gpu".into()),
+                effect: "NoExecute".into(),
+                time_added: None,
+            },
+            Taint {
+                key: "b".into(),
+                effect: "PreferNoSchedule".into(),
+                ..Taint::default()
+            },
+        ];
+        let tolerations = node_selection_tolerations(&[], None);
+        assert_eq!(
+            block_reason(&BTreeMap::new(), &taints, &tolerations),
+            Some(BlockReason::IntolerableTaints(vec![
+                "b:PreferNoSchedule".into(),
+                "dedicated=gpu:NoExecute".into()
+            ]))
+        );
+        let ignored = BTreeMap::from([(IGNORE_LABEL.to_owned(), "true".to_owned())]);
+        assert_eq!(
+            block_reason(&ignored, &taints, &tolerations),
+            Some(BlockReason::Ignored)
+        );
+        let not_ignored = BTreeMap::from([(IGNORE_LABEL.to_owned(), "false".to_owned())]);
+        assert_eq!(block_reason(&not_ignored, &[], &tolerations), None);
     }
 
     #[test]
