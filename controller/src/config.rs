@@ -1,0 +1,831 @@
+//! The controller's configuration: upstream's environment variables (spec §2.1) with upstream's
+//! names and defaults, each also a command-line flag (a flag wins over its variable), plus our
+//! additions `DRAIN_TIMEOUT` and `REBOOT_DEADLINE`.
+//!
+//! Contract: [`Args`] holds the raw text exactly as given; [`Config::from_args`] checks every
+//! setting at once and either returns typed settings or a [`ConfigError`] listing *every*
+//! invalid setting, each naming its variable, its flag, the rejected value and how to fix it.
+//! Nothing here reads the environment except clap while parsing [`Args`].
+//!
+//! Upstream variables this binary does not read, because they belong to the separate webhook
+//! binary or have no meaning for a Rust process: `ENABLE_WEBHOOKS`, `WEBHOOK_SECRET_NAME`,
+//! `WEBHOOK_SERVICE_NAME` and `LOG_STACK_TRACE_LEVEL` (errors carry their cause chain instead of
+//! a stack trace). Setting them is harmless.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use clap::Parser;
+use skyhook_api::image::ImageRef;
+use skyhook_api::selector::{validate_dns_label, validate_dns_subdomain};
+
+use crate::duration;
+use crate::taint::TaintSpec;
+
+/// The smallest `DEFAULT_INTERVAL` upstream accepts.
+pub const MIN_DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Raw settings, from flags or environment variables. See [`Config::from_args`] for the checks.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "skyhook-controller",
+    version,
+    about = "Rolls Skyhook packages through the cluster's nodes inside their disruption budgets."
+)]
+pub struct Args {
+    /// Namespace of the package pods, ConfigMaps and the leader-election Lease.
+    #[arg(long, env = "NAMESPACE", default_value = "skyhook")]
+    pub namespace: String,
+
+    /// How often to reconcile when nothing changes (a Go duration, at least 1m).
+    #[arg(long, env = "DEFAULT_INTERVAL", default_value = "10m")]
+    pub default_interval: String,
+
+    /// Image pull Secret added to every package and interrupt pod; empty for none.
+    #[arg(long, env = "IMAGE_PULL_SECRET", default_value = "")]
+    pub image_pull_secret: String,
+
+    /// Directory on the host under which package contents are copied (absolute).
+    #[arg(long, env = "COPY_DIR_ROOT", default_value = "/var/lib/skyhook")]
+    pub copy_dir_root: String,
+
+    /// Re-run every package on a node after it reboots (for read-only or ephemeral OS images).
+    #[arg(long, env = "REAPPLY_ON_REBOOT", default_value = "false", num_args = 0..=1, default_missing_value = "true")]
+    pub reapply_on_reboot: String,
+
+    /// Taint removed from a node once every runtimeRequired Skyhook is complete on it, as
+    /// key=value:Effect.
+    #[arg(
+        long,
+        env = "RUNTIME_REQUIRED_TAINT",
+        default_value = "skyhook.nvidia.com=runtime-required:NoSchedule"
+    )]
+    pub runtime_required_taint: String,
+
+    /// Image of the main container of package and interrupt pods (with a tag).
+    #[arg(
+        long,
+        env = "PAUSE_IMAGE",
+        default_value = "registry.k8s.io/pause:3.10"
+    )]
+    pub pause_image: String,
+
+    /// Image of the agent that runs package stages (with a tag; the tag is the agent version).
+    #[arg(
+        long,
+        env = "AGENT_IMAGE",
+        default_value = "ghcr.io/nvidia/skyhook/agent:latest"
+    )]
+    pub agent_image: String,
+
+    /// Directory on the host where the agent writes its logs (absolute).
+    #[arg(long, env = "AGENT_LOG_ROOT", default_value = "/var/log/skyhook")]
+    pub agent_log_root: String,
+
+    /// Address of the /metrics endpoint, e.g. :8080; 0 disables it.
+    #[arg(long, env = "METRICS_PORT", default_value = ":8080")]
+    pub metrics_port: String,
+
+    /// Address of the /healthz and /readyz endpoints, e.g. :8081; 0 disables them.
+    #[arg(long, env = "PROBE_PORT", default_value = ":8081")]
+    pub probe_port: String,
+
+    /// Hold a Lease so only one replica reconciles at a time.
+    #[arg(long, env = "LEADER_ELECTION", default_value = "false", num_args = 0..=1, default_missing_value = "true")]
+    pub leader_election: String,
+
+    /// Log format: json or console.
+    #[arg(long, env = "LOG_ENCODER", default_value = "json")]
+    pub log_encoder: String,
+
+    /// Log level of the controller's own messages: debug, info, warn or error. RUST_LOG, when
+    /// set, replaces it with a full filter.
+    #[arg(long, env = "LOG_LEVEL", default_value = "debug")]
+    pub log_level: String,
+
+    /// Timestamp format of log lines: rfc3339, rfc3339nano, iso8601, epoch, millis or nanos.
+    #[arg(long, env = "LOG_TIME_ENCODER", default_value = "rfc3339")]
+    pub log_time_encoder: String,
+
+    /// How long to wait for a node to drain before reporting the pods and PodDisruptionBudgets
+    /// that block it (a Go duration). The node stays cordoned and the drain keeps trying.
+    #[arg(long, env = "DRAIN_TIMEOUT", default_value = "10m")]
+    pub drain_timeout: String,
+
+    /// How long a rebooting node may take to come back with a new boot ID before its interrupt is
+    /// reported as failed (a Go duration).
+    #[arg(long, env = "REBOOT_DEADLINE", default_value = "30m")]
+    pub reboot_deadline: String,
+}
+
+/// Checked configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Everything the pod and ConfigMap builders need.
+    pub pods: PodSettings,
+    /// Reconcile period when nothing changes.
+    pub default_interval: Duration,
+    /// Reset a node's state for every Skyhook when its boot ID changes.
+    pub reapply_on_reboot: bool,
+    /// Where `/metrics` listens; `None` when disabled.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` listen; `None` when disabled.
+    pub probe_addr: Option<SocketAddr>,
+    /// Whether to take a Lease before reconciling.
+    pub leader_election: bool,
+    /// Log output settings.
+    pub log: LogSettings,
+    /// Drain time after which blockers are reported.
+    pub drain_timeout: Duration,
+    /// Time a reboot may take before the interrupt counts as failed.
+    pub reboot_deadline: Duration,
+}
+
+/// The settings that shape the pods and ConfigMaps the controller creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSettings {
+    /// Namespace of pods and ConfigMaps.
+    pub namespace: String,
+    /// Pull Secret for package and interrupt pods.
+    pub image_pull_secret: Option<String>,
+    /// Copy directory root on the host, without a trailing `/`.
+    pub copy_dir_root: String,
+    /// Agent log directory root on the host, without a trailing `/`.
+    pub agent_log_root: String,
+    /// Default agent image.
+    pub agent_image: String,
+    /// The agent image's tag, reported to packages as `agentVersion`.
+    pub agent_version: String,
+    /// Main container image.
+    pub pause_image: String,
+    /// The runtime-required taint.
+    pub runtime_required_taint: TaintSpec,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEncoder {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Console,
+}
+
+/// Timestamp format of log lines, as upstream's `LOG_TIME_ENCODER`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeEncoder {
+    /// `2026-05-01T12:00:00Z`.
+    Rfc3339,
+    /// `2026-05-01T12:00:00.123456789Z`.
+    Rfc3339Nano,
+    /// `2026-05-01T12:00:00.123Z`.
+    Iso8601,
+    /// Seconds since the epoch, with a fraction.
+    Epoch,
+    /// Milliseconds since the epoch.
+    Millis,
+    /// Nanoseconds since the epoch.
+    Nanos,
+}
+
+/// Log settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogSettings {
+    /// Line format.
+    pub encoder: LogEncoder,
+    /// Level of the controller's own messages.
+    pub level: tracing::Level,
+    /// Timestamp format.
+    pub time_encoder: TimeEncoder,
+}
+
+/// One invalid setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable} (--{flag}) {problem}; {fix}")]
+pub struct SettingError {
+    /// The environment variable.
+    pub variable: &'static str,
+    /// The flag, without the leading `--`.
+    pub flag: &'static str,
+    /// What is wrong, including the rejected value.
+    pub problem: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+/// Every invalid setting found at start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError(pub Vec<SettingError>);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration")?;
+        for error in &self.0 {
+            write!(f, "\n  - {error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Collects setting errors while checking.
+struct Checker {
+    errors: Vec<SettingError>,
+}
+
+impl Checker {
+    fn fail(
+        &mut self,
+        variable: &'static str,
+        flag: &'static str,
+        problem: String,
+        fix: impl Into<String>,
+    ) {
+        self.errors.push(SettingError {
+            variable,
+            flag,
+            problem,
+            fix: fix.into(),
+        });
+    }
+
+    fn duration(
+        &mut self,
+        variable: &'static str,
+        flag: &'static str,
+        raw: &str,
+        min: Duration,
+        example: &str,
+    ) -> Duration {
+        match duration::parse(raw) {
+            Ok(value) if value >= min => value,
+            Ok(_) => {
+                self.fail(
+                    variable,
+                    flag,
+                    format!("is {raw:?}, below the minimum of {}", describe(min)),
+                    format!("set it to {} or more, e.g. {example}", describe(min)),
+                );
+                min
+            }
+            Err(error) => {
+                self.fail(
+                    variable,
+                    flag,
+                    format!("is invalid: {error}"),
+                    format!("e.g. {example}"),
+                );
+                min
+            }
+        }
+    }
+
+    fn boolean(&mut self, variable: &'static str, flag: &'static str, raw: &str) -> bool {
+        // The spellings Go's strconv.ParseBool accepts, which upstream uses.
+        match raw {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+            "0" | "f" | "F" | "false" | "FALSE" | "False" | "" => false,
+            other => {
+                self.fail(
+                    variable,
+                    flag,
+                    format!("is {other:?}, not a boolean"),
+                    "use true or false",
+                );
+                false
+            }
+        }
+    }
+
+    fn absolute_path(&mut self, variable: &'static str, flag: &'static str, raw: &str) -> String {
+        if !raw.starts_with('/') {
+            self.fail(
+                variable,
+                flag,
+                format!("is {raw:?}, not an absolute path"),
+                "give a path starting with '/', e.g. /var/lib/skyhook",
+            );
+        }
+        raw.trim_end_matches('/').to_owned()
+    }
+
+    fn bind_address(
+        &mut self,
+        variable: &'static str,
+        flag: &'static str,
+        raw: &str,
+    ) -> Option<SocketAddr> {
+        match parse_bind_address(raw) {
+            Ok(address) => address,
+            Err(()) => {
+                self.fail(
+                    variable,
+                    flag,
+                    format!("is {raw:?}, not a listen address"),
+                    "write :PORT, HOST:PORT with an IP address or localhost as HOST, or 0 to disable",
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Checks every setting. See the module documentation.
+    pub fn from_args(args: &Args) -> Result<Config, ConfigError> {
+        let mut check = Checker { errors: Vec::new() };
+
+        if let Err(problem) = validate_dns_label(&args.namespace) {
+            check.fail(
+                "NAMESPACE",
+                "namespace",
+                format!("is {:?}, not a namespace name ({problem})", args.namespace),
+                "use lowercase letters, digits and '-' (at most 63), e.g. skyhook",
+            );
+        }
+        let default_interval = check.duration(
+            "DEFAULT_INTERVAL",
+            "default-interval",
+            &args.default_interval,
+            MIN_DEFAULT_INTERVAL,
+            "10m",
+        );
+        let image_pull_secret = match args.image_pull_secret.as_str() {
+            "" => None,
+            name => match validate_dns_subdomain(name) {
+                Ok(()) => Some(name.to_owned()),
+                Err(problem) => {
+                    check.fail(
+                    "IMAGE_PULL_SECRET",
+                    "image-pull-secret",
+                    format!("is {name:?}, not a Secret name ({problem})"),
+                    "use the name of a Secret in NAMESPACE (lowercase letters, digits, '-' and '.'), or leave it empty",
+                );
+                    None
+                }
+            },
+        };
+        let copy_dir_root =
+            check.absolute_path("COPY_DIR_ROOT", "copy-dir-root", &args.copy_dir_root);
+        let agent_log_root =
+            check.absolute_path("AGENT_LOG_ROOT", "agent-log-root", &args.agent_log_root);
+        let reapply_on_reboot = check.boolean(
+            "REAPPLY_ON_REBOOT",
+            "reapply-on-reboot",
+            &args.reapply_on_reboot,
+        );
+        let leader_election =
+            check.boolean("LEADER_ELECTION", "leader-election", &args.leader_election);
+
+        let runtime_required_taint = match TaintSpec::parse(&args.runtime_required_taint) {
+            Ok(taint) => Some(taint),
+            Err(error) => {
+                check.fail(
+                    "RUNTIME_REQUIRED_TAINT",
+                    "runtime-required-taint",
+                    format!("is invalid: {error}"),
+                    "the default is skyhook.nvidia.com=runtime-required:NoSchedule",
+                );
+                None
+            }
+        };
+
+        match ImageRef::parse(&args.pause_image) {
+            Ok(image) if image.tag.is_some() || image.digest.is_some() => {}
+            Ok(_) => check.fail(
+                "PAUSE_IMAGE",
+                "pause-image",
+                format!("is {:?}, which has no tag", args.pause_image),
+                "add a tag, e.g. registry.k8s.io/pause:3.10",
+            ),
+            Err(error) => check.fail(
+                "PAUSE_IMAGE",
+                "pause-image",
+                format!("is {:?}, not an image reference: {error}", args.pause_image),
+                "e.g. registry.k8s.io/pause:3.10",
+            ),
+        }
+        let agent_version = match ImageRef::parse(&args.agent_image) {
+            Ok(ImageRef { tag: Some(tag), .. }) => tag,
+            Ok(_) => {
+                check.fail(
+                    "AGENT_IMAGE",
+                    "agent-image",
+                    format!("is {:?}, which has no tag", args.agent_image),
+                    "add the agent version as the tag, e.g. ghcr.io/nvidia/skyhook/agent:6.4.1",
+                );
+                String::new()
+            }
+            Err(error) => {
+                check.fail(
+                    "AGENT_IMAGE",
+                    "agent-image",
+                    format!("is {:?}, not an image reference: {error}", args.agent_image),
+                    "e.g. ghcr.io/nvidia/skyhook/agent:6.4.1",
+                );
+                String::new()
+            }
+        };
+
+        let metrics_addr = check.bind_address("METRICS_PORT", "metrics-port", &args.metrics_port);
+        let probe_addr = check.bind_address("PROBE_PORT", "probe-port", &args.probe_port);
+        if let (Some(metrics), Some(probe)) = (metrics_addr, probe_addr)
+            && metrics.port() == probe.port()
+        {
+            check.fail(
+                "PROBE_PORT",
+                "probe-port",
+                format!("uses port {} like METRICS_PORT", probe.port()),
+                "give the two endpoints different ports, e.g. :8080 and :8081",
+            );
+        }
+
+        let encoder = match args.log_encoder.to_ascii_lowercase().as_str() {
+            "json" => LogEncoder::Json,
+            "console" => LogEncoder::Console,
+            other => {
+                check.fail(
+                    "LOG_ENCODER",
+                    "log-encoder",
+                    format!("is {other:?}"),
+                    "use json or console",
+                );
+                LogEncoder::Json
+            }
+        };
+        let level = match args.log_level.to_ascii_lowercase().as_str() {
+            "trace" => tracing::Level::TRACE,
+            "debug" => tracing::Level::DEBUG,
+            "info" => tracing::Level::INFO,
+            "warn" => tracing::Level::WARN,
+            // zap's levels above error all mean "errors only" here.
+            "error" | "dpanic" | "panic" | "fatal" => tracing::Level::ERROR,
+            other => {
+                check.fail(
+                    "LOG_LEVEL",
+                    "log-level",
+                    format!("is {other:?}"),
+                    "use debug, info, warn or error",
+                );
+                tracing::Level::INFO
+            }
+        };
+        let time_encoder = match args.log_time_encoder.as_str() {
+            "rfc3339" | "RFC3339" => TimeEncoder::Rfc3339,
+            "rfc3339nano" | "RFC3339Nano" => TimeEncoder::Rfc3339Nano,
+            "iso8601" | "ISO8601" => TimeEncoder::Iso8601,
+            "epoch" => TimeEncoder::Epoch,
+            "millis" => TimeEncoder::Millis,
+            "nano" | "nanos" => TimeEncoder::Nanos,
+            other => {
+                check.fail(
+                    "LOG_TIME_ENCODER",
+                    "log-time-encoder",
+                    format!("is {other:?}"),
+                    "use rfc3339, rfc3339nano, iso8601, epoch, millis or nanos",
+                );
+                TimeEncoder::Rfc3339
+            }
+        };
+
+        let drain_timeout = check.duration(
+            "DRAIN_TIMEOUT",
+            "drain-timeout",
+            &args.drain_timeout,
+            Duration::from_secs(1),
+            "10m",
+        );
+        let reboot_deadline = check.duration(
+            "REBOOT_DEADLINE",
+            "reboot-deadline",
+            &args.reboot_deadline,
+            Duration::from_secs(1),
+            "30m",
+        );
+
+        match (check.errors.is_empty(), runtime_required_taint) {
+            (true, Some(runtime_required_taint)) => Ok(Config {
+                pods: PodSettings {
+                    namespace: args.namespace.clone(),
+                    image_pull_secret,
+                    copy_dir_root,
+                    agent_log_root,
+                    agent_image: args.agent_image.clone(),
+                    agent_version,
+                    pause_image: args.pause_image.clone(),
+                    runtime_required_taint,
+                },
+                default_interval,
+                reapply_on_reboot,
+                metrics_addr,
+                probe_addr,
+                leader_election,
+                log: LogSettings {
+                    encoder,
+                    level,
+                    time_encoder,
+                },
+                drain_timeout,
+                reboot_deadline,
+            }),
+            _ => Err(ConfigError(check.errors)),
+        }
+    }
+}
+
+/// `:PORT`, `PORT`, `HOST:PORT` (IPv4, `[IPv6]` or `localhost`), or `0` for disabled.
+fn parse_bind_address(raw: &str) -> Result<Option<SocketAddr>, ()> {
+    if raw == "0" {
+        return Ok(None);
+    }
+    let (host, port) = match raw.rsplit_once(':') {
+        Some((host, port)) => (host, port),
+        None => ("", raw),
+    };
+    let port: u16 = port.parse().map_err(|_| ())?;
+    let ip = match host {
+        "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        bracketed if bracketed.starts_with('[') && bracketed.ends_with(']') => {
+            bracketed[1..bracketed.len() - 1].parse().map_err(|_| ())?
+        }
+        literal => literal.parse().map_err(|_| ())?,
+    };
+    Ok(Some(SocketAddr::new(ip, port)))
+}
+
+/// A duration the way a person writes it in these settings (`1m`, `1s`).
+fn describe(value: Duration) -> String {
+    let secs = value.as_secs();
+    if secs.is_multiple_of(60) && secs > 0 {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, FromArgMatches};
+
+    use super::*;
+
+    /// Parses flags with every environment lookup switched off, so the tests do not depend on
+    /// the environment they run in.
+    fn args(flags: &[&str]) -> Args {
+        let command = Args::command().mut_args(|arg| arg.env(None));
+        let matches = command
+            .try_get_matches_from(
+                std::iter::once("skyhook-controller").chain(flags.iter().copied()),
+            )
+            .unwrap();
+        Args::from_arg_matches(&matches).unwrap()
+    }
+
+    #[test]
+    fn every_setting_has_its_upstream_variable() {
+        let want = [
+            ("namespace", "NAMESPACE"),
+            ("default_interval", "DEFAULT_INTERVAL"),
+            ("image_pull_secret", "IMAGE_PULL_SECRET"),
+            ("copy_dir_root", "COPY_DIR_ROOT"),
+            ("reapply_on_reboot", "REAPPLY_ON_REBOOT"),
+            ("runtime_required_taint", "RUNTIME_REQUIRED_TAINT"),
+            ("pause_image", "PAUSE_IMAGE"),
+            ("agent_image", "AGENT_IMAGE"),
+            ("agent_log_root", "AGENT_LOG_ROOT"),
+            ("metrics_port", "METRICS_PORT"),
+            ("probe_port", "PROBE_PORT"),
+            ("leader_election", "LEADER_ELECTION"),
+            ("log_encoder", "LOG_ENCODER"),
+            ("log_level", "LOG_LEVEL"),
+            ("log_time_encoder", "LOG_TIME_ENCODER"),
+            ("drain_timeout", "DRAIN_TIMEOUT"),
+            ("reboot_deadline", "REBOOT_DEADLINE"),
+        ];
+        let command = Args::command();
+        let got: Vec<(String, String)> = command
+            .get_arguments()
+            .filter_map(|arg| {
+                let env = arg.get_env()?.to_str()?.to_owned();
+                Some((arg.get_id().to_string(), env))
+            })
+            .collect();
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(id, env)| ((*id).to_owned(), (*env).to_owned()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let config = Config::from_args(&args(&[])).unwrap();
+        assert_eq!(
+            config,
+            Config {
+                pods: PodSettings {
+                    namespace: "skyhook".into(),
+                    image_pull_secret: None,
+                    copy_dir_root: "/var/lib/skyhook".into(),
+                    agent_log_root: "/var/log/skyhook".into(),
+                    agent_image: "ghcr.io/nvidia/skyhook/agent:latest".into(),
+                    agent_version: "latest".into(),
+                    pause_image: "registry.k8s.io/pause:3.10".into(),
+                    runtime_required_taint: TaintSpec::parse(
+                        "skyhook.nvidia.com=runtime-required:NoSchedule"
+                    )
+                    .unwrap(),
+                },
+                default_interval: Duration::from_secs(600),
+                reapply_on_reboot: false,
+                metrics_addr: Some("0.0.0.0:8080".parse().unwrap()),
+                probe_addr: Some("0.0.0.0:8081".parse().unwrap()),
+                leader_election: false,
+                log: LogSettings {
+                    encoder: LogEncoder::Json,
+                    level: tracing::Level::DEBUG,
+                    time_encoder: TimeEncoder::Rfc3339,
+                },
+                drain_timeout: Duration::from_secs(600),
+                reboot_deadline: Duration::from_secs(1800),
+            }
+        );
+    }
+
+    #[test]
+    fn flags_set_values() {
+        let config = Config::from_args(&args(&[
+            "--namespace=ops",
+            "--default-interval=1h",
+            "--image-pull-secret=node-init-secret",
+            "--copy-dir-root=/opt/skyhook/",
+            "--reapply-on-reboot",
+            "--runtime-required-taint=example.com/ready:NoExecute",
+            "--pause-image=localhost:5000/pause:3.9",
+            "--agent-image=ghcr.io/nvidia/skyhook/agent:6.4.1",
+            "--agent-log-root=/var/log/sky",
+            "--metrics-port=127.0.0.1:9090",
+            "--probe-port=0",
+            "--leader-election=TRUE",
+            "--log-encoder=Console",
+            "--log-level=warn",
+            "--log-time-encoder=millis",
+            "--drain-timeout=90s",
+            "--reboot-deadline=1h",
+        ]))
+        .unwrap();
+        assert_eq!(config.pods.namespace, "ops");
+        assert_eq!(config.default_interval, Duration::from_secs(3600));
+        assert_eq!(
+            config.pods.image_pull_secret.as_deref(),
+            Some("node-init-secret")
+        );
+        assert_eq!(config.pods.copy_dir_root, "/opt/skyhook");
+        assert!(config.reapply_on_reboot);
+        assert_eq!(
+            config.pods.runtime_required_taint.to_string(),
+            "example.com/ready:NoExecute"
+        );
+        assert_eq!(config.pods.agent_version, "6.4.1");
+        assert_eq!(config.metrics_addr, Some("127.0.0.1:9090".parse().unwrap()));
+        assert_eq!(config.probe_addr, None);
+        assert!(config.leader_election);
+        assert_eq!(config.log.encoder, LogEncoder::Console);
+        assert_eq!(config.log.level, tracing::Level::WARN);
+        assert_eq!(config.log.time_encoder, TimeEncoder::Millis);
+        assert_eq!(config.drain_timeout, Duration::from_secs(90));
+        assert_eq!(config.reboot_deadline, Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn each_invalid_setting_is_named_with_its_fix() {
+        // flag, variable, a fragment the message must contain
+        let cases = [
+            ("--namespace=Skyhook", "NAMESPACE", "e.g. skyhook"),
+            (
+                "--default-interval=30s",
+                "DEFAULT_INTERVAL",
+                "below the minimum of 1m",
+            ),
+            (
+                "--default-interval=10",
+                "DEFAULT_INTERVAL",
+                "not a duration",
+            ),
+            (
+                "--image-pull-secret=Bad_Name",
+                "IMAGE_PULL_SECRET",
+                "not a Secret name",
+            ),
+            (
+                "--copy-dir-root=var/lib/skyhook",
+                "COPY_DIR_ROOT",
+                "not an absolute path",
+            ),
+            (
+                "--agent-log-root=logs",
+                "AGENT_LOG_ROOT",
+                "not an absolute path",
+            ),
+            (
+                "--reapply-on-reboot=yes",
+                "REAPPLY_ON_REBOOT",
+                "use true or false",
+            ),
+            (
+                "--runtime-required-taint=skyhook.nvidia.com-",
+                "RUNTIME_REQUIRED_TAINT",
+                "removal",
+            ),
+            (
+                "--runtime-required-taint=a=b",
+                "RUNTIME_REQUIRED_TAINT",
+                "no effect",
+            ),
+            (
+                "--pause-image=registry.k8s.io/pause",
+                "PAUSE_IMAGE",
+                "add a tag",
+            ),
+            (
+                "--agent-image=ghcr.io/nvidia/skyhook/agent",
+                "AGENT_IMAGE",
+                "has no tag",
+            ),
+            (
+                "--agent-image=Agent:1",
+                "AGENT_IMAGE",
+                "not an image reference",
+            ),
+            (
+                "--metrics-port=eighty",
+                "METRICS_PORT",
+                "not a listen address",
+            ),
+            ("--metrics-port=:8081", "PROBE_PORT", "different ports"),
+            (
+                "--leader-election=maybe",
+                "LEADER_ELECTION",
+                "true or false",
+            ),
+            ("--log-encoder=logfmt", "LOG_ENCODER", "json or console"),
+            (
+                "--log-level=verbose",
+                "LOG_LEVEL",
+                "debug, info, warn or error",
+            ),
+            ("--log-time-encoder=unix", "LOG_TIME_ENCODER", "rfc3339"),
+            ("--drain-timeout=0s", "DRAIN_TIMEOUT", "below the minimum"),
+            (
+                "--reboot-deadline=soon",
+                "REBOOT_DEADLINE",
+                "not a duration",
+            ),
+        ];
+        for (flag, variable, fragment) in cases {
+            let error = Config::from_args(&args(&[flag])).unwrap_err();
+            assert_eq!(error.0.len(), 1, "{flag}: {error}");
+            assert_eq!(error.0[0].variable, variable, "{flag}");
+            let message = error.to_string();
+            assert!(message.contains(variable), "{message}");
+            assert!(message.contains(fragment), "{flag}: {message}");
+        }
+    }
+
+    #[test]
+    fn reports_all_errors_at_once() {
+        let error = Config::from_args(&args(&[
+            "--default-interval=5s",
+            "--copy-dir-root=relative",
+            "--log-encoder=xml",
+        ]))
+        .unwrap_err();
+        let variables: Vec<_> = error.0.iter().map(|e| e.variable).collect();
+        assert_eq!(
+            variables,
+            ["DEFAULT_INTERVAL", "COPY_DIR_ROOT", "LOG_ENCODER"]
+        );
+    }
+
+    #[test]
+    fn bind_addresses() {
+        let cases: &[(&str, Option<Option<&str>>)] = &[
+            (":8080", Some(Some("0.0.0.0:8080"))),
+            ("8080", Some(Some("0.0.0.0:8080"))),
+            ("0.0.0.0:9000", Some(Some("0.0.0.0:9000"))),
+            ("localhost:9000", Some(Some("127.0.0.1:9000"))),
+            ("[::1]:9000", Some(Some("[::1]:9000"))),
+            ("0", Some(None)),
+            ("", None),
+            (":", None),
+            (":99999", None),
+            ("example.com:80", None),
+        ];
+        for (raw, want) in cases {
+            let got = parse_bind_address(raw).ok();
+            let want = want.map(|inner| inner.map(|s| s.parse::<SocketAddr>().unwrap()));
+            assert_eq!(got, want, "{raw:?}");
+        }
+    }
+}

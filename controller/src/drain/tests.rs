@@ -1,0 +1,422 @@
+use k8s_openapi::api::core::v1::{PodSpec, PodStatus, Toleration};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::ObjectMeta;
+
+use super::*;
+
+/// A pod in a compact notation: `namespace/name`, phase, labels, then options.
+#[derive(Default)]
+struct PodDef<'a> {
+    name: &'a str,
+    phase: &'a str,
+    labels: &'a [(&'a str, &'a str)],
+    owners: &'a [&'a str],
+    toleration_key: Option<&'a str>,
+    tolerate_everything: bool,
+    mirror: bool,
+    deleting: bool,
+}
+
+fn pod(def: PodDef<'_>) -> Pod {
+    let (namespace, name) = def.name.split_once('/').unwrap();
+    let mut tolerations = Vec::new();
+    if let Some(key) = def.toleration_key {
+        tolerations.push(Toleration {
+            key: Some(key.into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoSchedule".into()),
+            ..Toleration::default()
+        });
+    }
+    if def.tolerate_everything {
+        tolerations.push(Toleration {
+            operator: Some("Exists".into()),
+            ..Toleration::default()
+        });
+    }
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            labels: Some(
+                def.labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+            ),
+            annotations: def
+                .mirror
+                .then(|| BTreeMap::from([(MIRROR_POD_ANNOTATION.into(), "x".into())])),
+            owner_references: Some(
+                def.owners
+                    .iter()
+                    .map(|kind| OwnerReference {
+                        kind: (*kind).into(),
+                        name: "owner".into(),
+                        ..OwnerReference::default()
+                    })
+                    .collect(),
+            ),
+            deletion_timestamp: def
+                .deleting
+                .then(|| Time("2026-05-01T12:00:00Z".parse().unwrap())),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            tolerations: Some(tolerations),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some(def.phase.into()),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+#[test]
+fn who_must_leave() {
+    let cases: Vec<(&str, PodDef<'_>, bool)> = vec![
+        (
+            "running workload",
+            PodDef {
+                name: "default/web",
+                phase: "Running",
+                ..PodDef::default()
+            },
+            true,
+        ),
+        (
+            "pending workload",
+            PodDef {
+                name: "default/web",
+                phase: "Pending",
+                ..PodDef::default()
+            },
+            true,
+        ),
+        (
+            "finished job",
+            PodDef {
+                name: "default/job",
+                phase: "Succeeded",
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "failed pod",
+            PodDef {
+                name: "default/bad",
+                phase: "Failed",
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "tolerates the cordon",
+            PodDef {
+                name: "default/t",
+                phase: "Running",
+                toleration_key: Some("node.kubernetes.io/unschedulable"),
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "tolerates something else",
+            PodDef {
+                name: "default/t",
+                phase: "Running",
+                toleration_key: Some("nvidia.com/gpu"),
+                ..PodDef::default()
+            },
+            true,
+        ),
+        (
+            "tolerates everything",
+            PodDef {
+                name: "default/t",
+                phase: "Running",
+                tolerate_everything: true,
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "single DaemonSet owner (upstream evicted it)",
+            PodDef {
+                name: "monitoring/agent",
+                phase: "Running",
+                owners: &["DaemonSet"],
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "DaemonSet among owners",
+            PodDef {
+                name: "monitoring/agent",
+                phase: "Running",
+                owners: &["Node", "DaemonSet"],
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "ReplicaSet owner",
+            PodDef {
+                name: "default/web",
+                phase: "Running",
+                owners: &["ReplicaSet"],
+                ..PodDef::default()
+            },
+            true,
+        ),
+        (
+            "kube-system",
+            PodDef {
+                name: "kube-system/dns",
+                phase: "Running",
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "mirror pod",
+            PodDef {
+                name: "default/static",
+                phase: "Running",
+                mirror: true,
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "a Skyhook pod",
+            PodDef {
+                name: "skyhook/pkg",
+                phase: "Running",
+                labels: &[("skyhook.nvidia.com/name", "demo")],
+                ..PodDef::default()
+            },
+            false,
+        ),
+        (
+            "being deleted",
+            PodDef {
+                name: "default/web",
+                phase: "Running",
+                deleting: true,
+                ..PodDef::default()
+            },
+            true,
+        ),
+    ];
+    for (name, def, want) in cases {
+        assert_eq!(must_evict(&pod(def)), want, "{name}");
+    }
+}
+
+#[test]
+fn drain_splits_evictions_from_terminating_pods() {
+    let pods = vec![
+        pod(PodDef {
+            name: "default/a",
+            phase: "Running",
+            ..PodDef::default()
+        }),
+        pod(PodDef {
+            name: "default/b",
+            phase: "Running",
+            deleting: true,
+            ..PodDef::default()
+        }),
+        pod(PodDef {
+            name: "kube-system/c",
+            phase: "Running",
+            ..PodDef::default()
+        }),
+        pod(PodDef {
+            name: "default/d",
+            phase: "Succeeded",
+            ..PodDef::default()
+        }),
+    ];
+    let drain = drain(&pods);
+    let names = |pods: &[&Pod]| {
+        pods.iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&drain.evict), ["a"]);
+    assert_eq!(names(&drain.terminating), ["b"]);
+    assert!(!drain.is_complete());
+
+    let settled = vec![pods[2].clone(), pods[3].clone()];
+    assert!(super::drain(&settled).is_complete());
+}
+
+#[test]
+fn interrupt_blockers_follow_pod_non_interrupt_labels() {
+    let important = pod(PodDef {
+        name: "default/important-stuff",
+        phase: "Running",
+        labels: &[("dontmess", "withme")],
+        ..PodDef::default()
+    });
+    let pending = pod(PodDef {
+        name: "default/starting",
+        phase: "Pending",
+        labels: &[("dontmess", "withme")],
+        ..PodDef::default()
+    });
+    let done = pod(PodDef {
+        name: "default/done",
+        phase: "Succeeded",
+        labels: &[("dontmess", "withme")],
+        ..PodDef::default()
+    });
+    let other = pod(PodDef {
+        name: "default/drain-on",
+        phase: "Running",
+        labels: &[("app", "x")],
+        ..PodDef::default()
+    });
+    let pods = vec![important, pending, done, other];
+    let selector = |labels: &[(&str, &str)]| LabelSelector {
+        match_labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+        ),
+        match_expressions: None,
+    };
+
+    let names = |found: Vec<&Pod>| {
+        found
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let matching = interrupt_blockers(Some(&selector(&[("dontmess", "withme")])), &pods).unwrap();
+    assert_eq!(names(matching), ["important-stuff", "starting"]);
+    assert!(
+        interrupt_blockers(None, &pods).unwrap().is_empty(),
+        "absent selector"
+    );
+    assert!(
+        interrupt_blockers(Some(&LabelSelector::default()), &pods)
+            .unwrap()
+            .is_empty(),
+        "empty selector matches nothing"
+    );
+    assert!(
+        interrupt_blockers(Some(&selector(&[("Bad Key", "x")])), &pods).is_err(),
+        "a broken selector is an error"
+    );
+}
+
+fn budget(name: &str, selector: Option<LabelSelector>, allowed: i32) -> PodDisruptionBudget {
+    let (namespace, name) = name.split_once('/').unwrap();
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            selector,
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed: allowed,
+            ..PodDisruptionBudgetStatus::default()
+        }),
+    }
+}
+
+#[test]
+fn blocker_report_names_pods_and_budgets() {
+    let web = |labels: &[(&str, &str)]| LabelSelector {
+        match_labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+        ),
+        match_expressions: None,
+    };
+    let pods = vec![
+        pod(PodDef {
+            name: "default/web-0",
+            phase: "Running",
+            labels: &[("app", "web")],
+            ..PodDef::default()
+        }),
+        pod(PodDef {
+            name: "default/cache",
+            phase: "Running",
+            labels: &[("app", "cache")],
+            ..PodDef::default()
+        }),
+        pod(PodDef {
+            name: "default/old",
+            phase: "Running",
+            deleting: true,
+            ..PodDef::default()
+        }),
+    ];
+    let budgets = vec![
+        budget("default/web-pdb", Some(web(&[("app", "web")])), 0),
+        budget("default/everything", Some(LabelSelector::default()), 0),
+        budget("default/cache-pdb", Some(web(&[("app", "cache")])), 1),
+        budget("other/web-pdb", Some(web(&[("app", "web")])), 0),
+        budget("default/no-selector", None, 0),
+    ];
+    let report = blockers(&drain(&pods), &budgets);
+    assert_eq!(
+        report.pods,
+        vec![
+            BlockingPod {
+                pod: "default/cache".into(),
+                terminating: false,
+                budgets: vec!["default/everything".into()],
+            },
+            BlockingPod {
+                pod: "default/old".into(),
+                terminating: true,
+                budgets: vec!["default/everything".into()],
+            },
+            BlockingPod {
+                pod: "default/web-0".into(),
+                terminating: false,
+                budgets: vec!["default/everything".into(), "default/web-pdb".into()],
+            },
+        ]
+    );
+    let message = report.message("kind-worker");
+    assert!(message.starts_with("drain of node kind-worker timed out; still waiting for default/cache (PodDisruptionBudget default/everything allows no disruption)"), "{message}");
+    assert!(
+        message.contains(
+            "default/old (terminating, PodDisruptionBudget default/everything allows no disruption)"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn blocker_message_is_bounded() {
+    let report = DrainBlockers {
+        pods: (0..25)
+            .map(|i| BlockingPod {
+                pod: format!("default/p{i:02}"),
+                terminating: false,
+                budgets: vec![],
+            })
+            .collect(),
+    };
+    let message = report.message("n");
+    assert!(message.ends_with("default/p09, and 15 more"), "{message}");
+}

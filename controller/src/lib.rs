@@ -1,0 +1,26 @@
+//! skyhook-controller: rolls the packages of `Skyhook` resources through the cluster's nodes.
+//!
+//! The decisions are pure functions over plain data, each in its own module and table-tested;
+//! the I/O layers around them are thin.
+//!
+//! * [`config`]: settings from upstream's environment variables or flags, checked at start.
+//! * [`names`]: names, labels and owner identity of everything the controller creates.
+//! * [`pods`]: package pods and interrupt pods, in upstream's exact shape.
+//! * [`configmaps`]: package ConfigMaps and node-metadata ConfigMaps.
+//! * [`pod_match`]: whether a running pod still belongs to the spec and the node state.
+//! * [`pod_outcome`]: what a pod's status means (success, failure, reboot in flight).
+//! * [`drain`]: which pods leave a node before an interrupt, which block it, what blocks a drain.
+//! * [`metrics`]: upstream's Prometheus gauges computed from a Skyhook's status, and reconcile metrics.
+//! * [`duration`], [`taint`]: parsing of Go durations and `kubectl taint` strings.
+//! * [`telemetry`]: JSON or console logs with upstream's log settings.
+pub mod config;
+pub mod configmaps;
+pub mod drain;
+pub mod duration;
+pub mod metrics;
+pub mod names;
+pub mod pod_match;
+pub mod pod_outcome;
+pub mod pods;
+pub mod taint;
+pub mod telemetry;

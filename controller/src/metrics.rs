@@ -1,0 +1,585 @@
+//! Prometheus metrics: upstream's per-Skyhook gauges with upstream's names and labels (spec
+//! §2.13), and the controller's own reconcile counters and latency.
+//!
+//! Contract:
+//! * [`skyhook_series`] is pure: from a Skyhook (its spec packages and its status mirror of the
+//!   nodes), the number of nodes it targets and the strategy of each compartment, it computes the
+//!   complete set of series upstream publishes for it: every status, node status, package state
+//!   and package stage, zeros included.
+//! * [`Metrics::publish`] replaces what was published for that Skyhook, removing label sets that
+//!   disappeared (a package version that left the spec, a compartment that was removed), and
+//!   [`Metrics::remove`] deletes every series of a deleted Skyhook, as upstream's e2e tests check.
+//! * Labels are bounded: Skyhook, package, version, compartment and policy names come from the
+//!   cluster's own objects, and statuses, states, stages and strategies from fixed enums. No node
+//!   name, pod name or error text is ever a label. Reconcile failures are labelled by a fixed
+//!   category.
+//!
+//! Deliberate difference: upstream set each package's state and stage gauges inside one nested
+//! loop, so a state count held only the count of the last stage seen; here each is a true count.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use skyhook_api::keys;
+use skyhook_api::v1alpha1::{Skyhook, Stage, State, Status, StrategyKind};
+
+/// The `Content-Type` of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Labels `skyhook_name`.
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkyhookLabels {
+    /// The Skyhook.
+    pub skyhook_name: String,
+}
+
+/// Labels `skyhook_name`, `status`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    /// The Skyhook.
+    pub skyhook_name: String,
+    /// A [`Status`] value.
+    pub status: String,
+}
+
+/// Labels `skyhook_name`, `package_name`, `package_version`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct PackageLabels {
+    /// The Skyhook.
+    pub skyhook_name: String,
+    /// The package.
+    pub package_name: String,
+    /// The package version.
+    pub package_version: String,
+}
+
+/// Labels of the package state gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PackageStateLabels {
+    /// The Skyhook.
+    pub skyhook_name: String,
+    /// The package.
+    pub package_name: String,
+    /// The package version.
+    pub package_version: String,
+    /// A [`State`] value.
+    pub state: String,
+}
+
+/// Labels of the package stage gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PackageStageLabels {
+    /// The Skyhook.
+    pub skyhook_name: String,
+    /// The package.
+    pub package_name: String,
+    /// The package version.
+    pub package_version: String,
+    /// A [`Stage`] value.
+    pub stage: String,
+}
+
+/// Labels of the rollout gauges.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// The Skyhook.
+    pub skyhook_name: String,
+    /// The DeploymentPolicy, or `legacy` without one.
+    pub policy_name: String,
+    /// The compartment, `__default__` for the default one.
+    pub compartment_name: String,
+    /// `fixed`, `linear`, `exponential` or `unknown`.
+    pub strategy: String,
+}
+
+/// Labels of the reconcile failure counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CategoryLabels {
+    /// A fixed error category.
+    pub category: &'static str,
+}
+
+/// The values of the eight rollout gauges of one compartment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RolloutValues {
+    /// `skyhook_rollout_matched_nodes`.
+    pub matched: i64,
+    /// `skyhook_rollout_ceiling`.
+    pub ceiling: i64,
+    /// `skyhook_rollout_in_progress`.
+    pub in_progress: i64,
+    /// `skyhook_rollout_completed`.
+    pub completed: i64,
+    /// `skyhook_rollout_progress_percent`.
+    pub progress_percent: i64,
+    /// `skyhook_rollout_current_batch` (0 without batch state).
+    pub current_batch: i64,
+    /// `skyhook_rollout_consecutive_failures`.
+    pub consecutive_failures: i64,
+    /// `skyhook_rollout_should_stop` (1 when stopped).
+    pub should_stop: i64,
+}
+
+/// Every series upstream publishes for one Skyhook.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkyhookSeries {
+    /// `skyhook_status`: 1 for the current status, 0 for every other.
+    pub status: Vec<(StatusLabels, i64)>,
+    /// `skyhook_node_status_count`: nodes per status.
+    pub node_status: Vec<(StatusLabels, i64)>,
+    /// `skyhook_node_target_count`.
+    pub target_count: (SkyhookLabels, i64),
+    /// `skyhook_package_state_count`: nodes per spec package and state.
+    pub package_state: Vec<(PackageStateLabels, i64)>,
+    /// `skyhook_package_stage_count`: nodes per spec package and stage.
+    pub package_stage: Vec<(PackageStageLabels, i64)>,
+    /// `skyhook_package_restarts_count`: restarts summed over nodes per spec package.
+    pub package_restarts: Vec<(PackageLabels, i64)>,
+    /// `skyhook_rollout_*`, one entry per compartment with a status.
+    pub rollout: Vec<(RolloutLabels, RolloutValues)>,
+}
+
+/// Computes the series of `skyhook`, which targets `target_nodes` nodes and whose compartments
+/// use `strategies` (compartments absent from it are labelled `unknown`).
+pub fn skyhook_series(
+    skyhook: &Skyhook,
+    target_nodes: usize,
+    strategies: &BTreeMap<String, StrategyKind>,
+) -> SkyhookSeries {
+    let name = skyhook.metadata.name.clone().unwrap_or_default();
+    let status = skyhook.status.clone().unwrap_or_default();
+    let current = status.status.unwrap_or(Status::Unknown);
+
+    let status_series = Status::ALL
+        .iter()
+        .map(|s| {
+            (
+                StatusLabels {
+                    skyhook_name: name.clone(),
+                    status: s.as_str().to_owned(),
+                },
+                i64::from(*s == current),
+            )
+        })
+        .collect();
+    let node_status = Status::ALL
+        .iter()
+        .map(|s| {
+            let count = status
+                .node_status
+                .values()
+                .filter(|value| *value == s)
+                .count();
+            (
+                StatusLabels {
+                    skyhook_name: name.clone(),
+                    status: s.as_str().to_owned(),
+                },
+                count_i64(count),
+            )
+        })
+        .collect();
+
+    let mut package_state = Vec::new();
+    let mut package_stage = Vec::new();
+    let mut package_restarts = Vec::new();
+    for package in skyhook.spec.packages.values() {
+        let entries: Vec<_> = status
+            .node_state
+            .values()
+            .filter_map(|node| node.get_version(&package.name, &package.version))
+            .collect();
+        let labels = PackageLabels {
+            skyhook_name: name.clone(),
+            package_name: package.name.clone(),
+            package_version: package.version.clone(),
+        };
+        for state in State::ALL {
+            let count = entries.iter().filter(|entry| entry.state == *state).count();
+            package_state.push((
+                PackageStateLabels {
+                    skyhook_name: name.clone(),
+                    package_name: package.name.clone(),
+                    package_version: package.version.clone(),
+                    state: state.as_str().to_owned(),
+                },
+                count_i64(count),
+            ));
+        }
+        for stage in Stage::ALL {
+            let count = entries.iter().filter(|entry| entry.stage == *stage).count();
+            package_stage.push((
+                PackageStageLabels {
+                    skyhook_name: name.clone(),
+                    package_name: package.name.clone(),
+                    package_version: package.version.clone(),
+                    stage: stage.as_str().to_owned(),
+                },
+                count_i64(count),
+            ));
+        }
+        let restarts = entries.iter().map(|entry| i64::from(entry.restarts)).sum();
+        package_restarts.push((labels, restarts));
+    }
+
+    let policy = skyhook
+        .spec
+        .deployment_policy
+        .clone()
+        .filter(|policy| !policy.is_empty())
+        .unwrap_or_else(|| keys::LEGACY_POLICY_NAME.to_owned());
+    let rollout = status
+        .compartment_statuses
+        .iter()
+        .map(|(compartment, counters)| {
+            let strategy = strategies
+                .get(compartment)
+                .copied()
+                .unwrap_or(StrategyKind::Unknown);
+            let batch = counters.batch_state.clone().unwrap_or_default();
+            (
+                RolloutLabels {
+                    skyhook_name: name.clone(),
+                    policy_name: policy.clone(),
+                    compartment_name: compartment.clone(),
+                    strategy: strategy.as_str().to_owned(),
+                },
+                RolloutValues {
+                    matched: counters.matched.into(),
+                    ceiling: counters.ceiling.into(),
+                    in_progress: counters.in_progress.into(),
+                    completed: counters.completed.into(),
+                    progress_percent: counters.progress_percent.into(),
+                    current_batch: batch.current_batch.into(),
+                    consecutive_failures: batch.consecutive_failures.into(),
+                    should_stop: i64::from(batch.should_stop),
+                },
+            )
+        })
+        .collect();
+
+    SkyhookSeries {
+        status: status_series,
+        node_status,
+        target_count: (
+            SkyhookLabels {
+                skyhook_name: name.clone(),
+            },
+            count_i64(target_nodes),
+        ),
+        package_state,
+        package_stage,
+        package_restarts,
+        rollout,
+    }
+}
+
+fn count_i64(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// The rollout gauge families, in the order of [`RolloutValues`]'s fields.
+#[derive(Debug, Default)]
+struct RolloutFamilies {
+    matched: Family<RolloutLabels, Gauge>,
+    ceiling: Family<RolloutLabels, Gauge>,
+    in_progress: Family<RolloutLabels, Gauge>,
+    completed: Family<RolloutLabels, Gauge>,
+    progress_percent: Family<RolloutLabels, Gauge>,
+    current_batch: Family<RolloutLabels, Gauge>,
+    consecutive_failures: Family<RolloutLabels, Gauge>,
+    should_stop: Family<RolloutLabels, Gauge>,
+}
+
+/// A rollout gauge family with the field of [`RolloutValues`] it publishes.
+type RolloutGauge<'a> = (&'a Family<RolloutLabels, Gauge>, fn(&RolloutValues) -> i64);
+
+impl RolloutFamilies {
+    fn each(&self) -> [RolloutGauge<'_>; 8] {
+        [
+            (&self.matched, |v| v.matched),
+            (&self.ceiling, |v| v.ceiling),
+            (&self.in_progress, |v| v.in_progress),
+            (&self.completed, |v| v.completed),
+            (&self.progress_percent, |v| v.progress_percent),
+            (&self.current_batch, |v| v.current_batch),
+            (&self.consecutive_failures, |v| v.consecutive_failures),
+            (&self.should_stop, |v| v.should_stop),
+        ]
+    }
+}
+
+/// The controller's metric registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    status: Family<StatusLabels, Gauge>,
+    node_status: Family<StatusLabels, Gauge>,
+    target_count: Family<SkyhookLabels, Gauge>,
+    package_state: Family<PackageStateLabels, Gauge>,
+    package_stage: Family<PackageStageLabels, Gauge>,
+    package_restarts: Family<PackageLabels, Gauge>,
+    rollout: RolloutFamilies,
+    reconcile_runs: Counter,
+    reconcile_failures: Family<CategoryLabels, Counter>,
+    reconcile_duration: Histogram,
+    published: Mutex<HashMap<String, SkyhookSeries>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric registered and no series.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let status = Family::default();
+        let node_status = Family::default();
+        let target_count = Family::default();
+        let package_state = Family::default();
+        let package_stage = Family::default();
+        let package_restarts = Family::default();
+        let rollout = RolloutFamilies::default();
+        let reconcile_runs = Counter::default();
+        let reconcile_failures = Family::default();
+        let reconcile_duration = Histogram::new(exponential_buckets(0.005, 2.0, 12));
+
+        registry.register(
+            "skyhook_status",
+            "1 for the current status of the Skyhook, 0 for every other status",
+            status.clone(),
+        );
+        registry.register(
+            "skyhook_node_status_count",
+            "Number of nodes of the Skyhook per node status",
+            node_status.clone(),
+        );
+        registry.register(
+            "skyhook_node_target_count",
+            "Number of nodes the Skyhook targets",
+            target_count.clone(),
+        );
+        registry.register(
+            "skyhook_package_state_count",
+            "Number of nodes per package state",
+            package_state.clone(),
+        );
+        registry.register(
+            "skyhook_package_stage_count",
+            "Number of nodes per package stage",
+            package_stage.clone(),
+        );
+        registry.register(
+            "skyhook_package_restarts_count",
+            "Restarts of the package's containers, summed over nodes",
+            package_restarts.clone(),
+        );
+        let rollout_help = [
+            (
+                "skyhook_rollout_matched_nodes",
+                "Nodes assigned to the compartment",
+                &rollout.matched,
+            ),
+            (
+                "skyhook_rollout_ceiling",
+                "Most nodes of the compartment in progress at once",
+                &rollout.ceiling,
+            ),
+            (
+                "skyhook_rollout_in_progress",
+                "Nodes of the compartment in progress",
+                &rollout.in_progress,
+            ),
+            (
+                "skyhook_rollout_completed",
+                "Nodes of the compartment complete",
+                &rollout.completed,
+            ),
+            (
+                "skyhook_rollout_progress_percent",
+                "Complete nodes of the compartment, in percent",
+                &rollout.progress_percent,
+            ),
+            (
+                "skyhook_rollout_current_batch",
+                "Current batch number of the compartment (0 without batches)",
+                &rollout.current_batch,
+            ),
+            (
+                "skyhook_rollout_consecutive_failures",
+                "Failed batches in a row in the compartment",
+                &rollout.consecutive_failures,
+            ),
+            (
+                "skyhook_rollout_should_stop",
+                "1 when the compartment's rollout stopped after failures",
+                &rollout.should_stop,
+            ),
+        ];
+        for (name, help, family) in rollout_help {
+            registry.register(name, help, family.clone());
+        }
+        registry.register(
+            "skyhook_controller_reconcile_runs",
+            "Reconciles started",
+            reconcile_runs.clone(),
+        );
+        registry.register(
+            "skyhook_controller_reconcile_failures",
+            "Reconciles that failed, by error category",
+            reconcile_failures.clone(),
+        );
+        registry.register(
+            "skyhook_controller_reconcile_duration_seconds",
+            "Time spent in one reconcile",
+            reconcile_duration.clone(),
+        );
+
+        Metrics {
+            registry,
+            status,
+            node_status,
+            target_count,
+            package_state,
+            package_stage,
+            package_restarts,
+            rollout,
+            reconcile_runs,
+            reconcile_failures,
+            reconcile_duration,
+            published: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Publishes `series` for `skyhook`, replacing what was published for it before.
+    pub fn publish(&self, skyhook: &str, series: SkyhookSeries) {
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(previous) = published.get(skyhook) {
+            self.delete_missing(previous, &series);
+        }
+        for (labels, value) in &series.status {
+            self.status.get_or_create(labels).set(*value);
+        }
+        for (labels, value) in &series.node_status {
+            self.node_status.get_or_create(labels).set(*value);
+        }
+        self.target_count
+            .get_or_create(&series.target_count.0)
+            .set(series.target_count.1);
+        for (labels, value) in &series.package_state {
+            self.package_state.get_or_create(labels).set(*value);
+        }
+        for (labels, value) in &series.package_stage {
+            self.package_stage.get_or_create(labels).set(*value);
+        }
+        for (labels, value) in &series.package_restarts {
+            self.package_restarts.get_or_create(labels).set(*value);
+        }
+        for (labels, values) in &series.rollout {
+            for (family, value) in self.rollout.each() {
+                family.get_or_create(labels).set(value(values));
+            }
+        }
+        published.insert(skyhook.to_owned(), series);
+    }
+
+    /// Deletes every series of `skyhook` (it was deleted).
+    pub fn remove(&self, skyhook: &str) {
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(previous) = published.remove(skyhook) {
+            self.delete_missing(&previous, &SkyhookSeries::default());
+        }
+    }
+
+    /// Removes the label sets of `previous` that `next` does not have.
+    fn delete_missing(&self, previous: &SkyhookSeries, next: &SkyhookSeries) {
+        fn stale<'a, L: PartialEq>(
+            previous: &'a [(L, impl Sized)],
+            next: &'a [(L, impl Sized)],
+        ) -> impl Iterator<Item = &'a L> + 'a {
+            previous
+                .iter()
+                .map(|(labels, _)| labels)
+                .filter(move |labels| !next.iter().any(|(other, _)| other == *labels))
+        }
+        for labels in stale(&previous.status, &next.status) {
+            self.status.remove(labels);
+        }
+        for labels in stale(&previous.node_status, &next.node_status) {
+            self.node_status.remove(labels);
+        }
+        if previous.target_count.0 != next.target_count.0 {
+            self.target_count.remove(&previous.target_count.0);
+        }
+        for labels in stale(&previous.package_state, &next.package_state) {
+            self.package_state.remove(labels);
+        }
+        for labels in stale(&previous.package_stage, &next.package_stage) {
+            self.package_stage.remove(labels);
+        }
+        for labels in stale(&previous.package_restarts, &next.package_restarts) {
+            self.package_restarts.remove(labels);
+        }
+        for labels in stale(&previous.rollout, &next.rollout) {
+            for (family, _) in self.rollout.each() {
+                family.remove(labels);
+            }
+        }
+    }
+
+    /// Counts a reconcile and measures it until the returned guard is dropped.
+    pub fn reconcile_started(&self) -> ReconcileTimer<'_> {
+        self.reconcile_runs.inc();
+        ReconcileTimer {
+            histogram: &self.reconcile_duration,
+            started: Instant::now(),
+        }
+    }
+
+    /// Counts a failed reconcile under `category` (a fixed, bounded name such as `kube-api`).
+    pub fn reconcile_failed(&self, category: &'static str) {
+        self.reconcile_failures
+            .get_or_create(&CategoryLabels { category })
+            .inc();
+    }
+
+    /// The registry in the OpenMetrics text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}
+
+/// Observes the reconcile duration when dropped.
+#[derive(Debug)]
+pub struct ReconcileTimer<'a> {
+    histogram: &'a Histogram,
+    started: Instant,
+}
+
+impl Drop for ReconcileTimer<'_> {
+    fn drop(&mut self) {
+        self.histogram.observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,392 @@
+use skyhook_api::node_state::NodeState;
+use skyhook_api::v1alpha1::{BatchState, CompartmentStatus, PackageStatus, SkyhookStatus};
+
+use super::*;
+use crate::pods::tests::{package, skyhook};
+
+fn entry(name: &str, version: &str, stage: Stage, state: State, restarts: i32) -> PackageStatus {
+    PackageStatus {
+        name: name.into(),
+        version: version.into(),
+        image: "img".into(),
+        container_sha: String::new(),
+        stage,
+        state,
+        restarts,
+    }
+}
+
+/// A Skyhook named `name` with packages `(name, version)` and the given per-node entries and
+/// node statuses.
+fn observed(
+    name: &str,
+    packages: &[(&str, &str)],
+    nodes: &[(&str, Status, Vec<PackageStatus>)],
+    status: Status,
+) -> Skyhook {
+    let mut sky = skyhook(name, vec![]);
+    for (pkg, version) in packages {
+        sky.spec
+            .packages
+            .insert((*pkg).into(), package(pkg, version, "img"));
+    }
+    sky.status = Some(SkyhookStatus {
+        status: Some(status),
+        node_status: nodes.iter().map(|(n, s, _)| ((*n).into(), *s)).collect(),
+        node_state: nodes
+            .iter()
+            .map(|(n, _, entries)| ((*n).into(), entries.iter().cloned().collect::<NodeState>()))
+            .collect(),
+        ..SkyhookStatus::default()
+    });
+    sky
+}
+
+fn value<L: PartialEq + std::fmt::Debug>(series: &[(L, i64)], labels: &L) -> i64 {
+    series
+        .iter()
+        .find(|(l, _)| l == labels)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no series {labels:?}"))
+}
+
+fn status_labels(skyhook: &str, status: &str) -> StatusLabels {
+    StatusLabels {
+        skyhook_name: skyhook.into(),
+        status: status.into(),
+    }
+}
+
+fn state_labels(skyhook: &str, package: &str, version: &str, state: &str) -> PackageStateLabels {
+    PackageStateLabels {
+        skyhook_name: skyhook.into(),
+        package_name: package.into(),
+        package_version: version.into(),
+        state: state.into(),
+    }
+}
+
+fn stage_labels(skyhook: &str, package: &str, version: &str, stage: &str) -> PackageStageLabels {
+    PackageStageLabels {
+        skyhook_name: skyhook.into(),
+        package_name: package.into(),
+        package_version: version.into(),
+        stage: stage.into(),
+    }
+}
+
+#[test]
+fn completed_simple_skyhook() {
+    let mut sky = observed(
+        "simple-skyhook",
+        &[("dexter", "1.2.3"), ("spencer", "3.2.3")],
+        &[(
+            "kind-worker",
+            Status::Complete,
+            vec![
+                entry("dexter", "1.2.3", Stage::Config, State::Complete, 0),
+                entry("spencer", "3.2.3", Stage::Config, State::Complete, 0),
+            ],
+        )],
+        Status::Complete,
+    );
+    sky.status.as_mut().unwrap().compartment_statuses = BTreeMap::from([(
+        "__default__".into(),
+        CompartmentStatus {
+            matched: 1,
+            ceiling: 1,
+            in_progress: 0,
+            completed: 1,
+            progress_percent: 100,
+            batch_state: Some(BatchState::initial()),
+        },
+    )]);
+    let strategies = BTreeMap::from([("__default__".into(), StrategyKind::Fixed)]);
+    let series = skyhook_series(&sky, 1, &strategies);
+
+    assert_eq!(series.status.len(), Status::ALL.len());
+    assert_eq!(
+        value(&series.status, &status_labels("simple-skyhook", "complete")),
+        1
+    );
+    assert_eq!(
+        value(
+            &series.status,
+            &status_labels("simple-skyhook", "in_progress")
+        ),
+        0
+    );
+    assert_eq!(
+        value(
+            &series.node_status,
+            &status_labels("simple-skyhook", "complete")
+        ),
+        1
+    );
+    assert_eq!(
+        value(
+            &series.node_status,
+            &status_labels("simple-skyhook", "erroring")
+        ),
+        0
+    );
+    assert_eq!(series.target_count.1, 1);
+    assert_eq!(series.package_state.len(), 2 * State::ALL.len());
+    assert_eq!(series.package_stage.len(), 2 * Stage::ALL.len());
+    assert_eq!(
+        value(
+            &series.package_state,
+            &state_labels("simple-skyhook", "dexter", "1.2.3", "complete")
+        ),
+        1
+    );
+    assert_eq!(
+        value(
+            &series.package_stage,
+            &stage_labels("simple-skyhook", "spencer", "3.2.3", "config")
+        ),
+        1
+    );
+    assert_eq!(
+        series.rollout,
+        vec![(
+            RolloutLabels {
+                skyhook_name: "simple-skyhook".into(),
+                policy_name: "legacy".into(),
+                compartment_name: "__default__".into(),
+                strategy: "fixed".into(),
+            },
+            RolloutValues {
+                matched: 1,
+                ceiling: 1,
+                in_progress: 0,
+                completed: 1,
+                progress_percent: 100,
+                current_batch: 1,
+                consecutive_failures: 0,
+                should_stop: 0,
+            }
+        )]
+    );
+}
+
+#[test]
+fn counts_states_and_stages_independently() {
+    // Upstream overwrote a state count with the count of the last stage it iterated.
+    let sky = observed(
+        "failure-skyhook",
+        &[("dexter", "1.2.3"), ("failure", "1.2.3")],
+        &[
+            (
+                "n1",
+                Status::Erroring,
+                vec![
+                    entry("dexter", "1.2.3", Stage::Config, State::Complete, 0),
+                    entry("failure", "1.2.3", Stage::Apply, State::Erroring, 3),
+                ],
+            ),
+            (
+                "n2",
+                Status::InProgress,
+                vec![
+                    entry("dexter", "1.2.3", Stage::Apply, State::Complete, 0),
+                    entry("failure", "1.2.3", Stage::Apply, State::Erroring, 2),
+                ],
+            ),
+            (
+                "n3",
+                Status::Waiting,
+                vec![entry("failure", "1.2.2", Stage::Config, State::Complete, 9)],
+            ),
+        ],
+        Status::Erroring,
+    );
+    let series = skyhook_series(&sky, 3, &BTreeMap::new());
+    let name = "failure-skyhook";
+    assert_eq!(
+        value(
+            &series.package_state,
+            &state_labels(name, "dexter", "1.2.3", "complete")
+        ),
+        2
+    );
+    assert_eq!(
+        value(
+            &series.package_stage,
+            &stage_labels(name, "dexter", "1.2.3", "config")
+        ),
+        1
+    );
+    assert_eq!(
+        value(
+            &series.package_stage,
+            &stage_labels(name, "dexter", "1.2.3", "apply")
+        ),
+        1
+    );
+    assert_eq!(
+        value(
+            &series.package_state,
+            &state_labels(name, "failure", "1.2.3", "erroring")
+        ),
+        2
+    );
+    assert_eq!(
+        value(
+            &series.package_stage,
+            &stage_labels(name, "failure", "1.2.3", "apply")
+        ),
+        2
+    );
+    let failure = PackageLabels {
+        skyhook_name: name.into(),
+        package_name: "failure".into(),
+        package_version: "1.2.3".into(),
+    };
+    assert_eq!(
+        value(&series.package_restarts, &failure),
+        5,
+        "other versions do not count"
+    );
+    assert_eq!(
+        value(&series.node_status, &status_labels(name, "erroring")),
+        1
+    );
+    assert_eq!(
+        value(&series.node_status, &status_labels(name, "waiting")),
+        1
+    );
+    assert_eq!(value(&series.status, &status_labels(name, "erroring")), 1);
+}
+
+#[test]
+fn policy_and_strategy_labels() {
+    let mut sky = observed("rollout", &[], &[], Status::InProgress);
+    sky.spec.deployment_policy = Some("tiers".into());
+    sky.status.as_mut().unwrap().compartment_statuses = BTreeMap::from([
+        ("critical".into(), CompartmentStatus::default()),
+        ("gone".into(), CompartmentStatus::default()),
+    ]);
+    let strategies = BTreeMap::from([("critical".into(), StrategyKind::Exponential)]);
+    let series = skyhook_series(&sky, 0, &strategies);
+    let labels: Vec<_> = series
+        .rollout
+        .iter()
+        .map(|(l, _)| {
+            (
+                l.policy_name.as_str(),
+                l.compartment_name.as_str(),
+                l.strategy.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("tiers", "critical", "exponential"),
+            ("tiers", "gone", "unknown")
+        ]
+    );
+}
+
+#[test]
+fn a_skyhook_without_status_reports_unknown() {
+    let sky = skyhook("fresh", vec![]);
+    let series = skyhook_series(&sky, 4, &BTreeMap::new());
+    assert_eq!(value(&series.status, &status_labels("fresh", "unknown")), 1);
+    assert_eq!(series.target_count.1, 4);
+    assert!(series.rollout.is_empty());
+}
+
+fn lines_for(text: &str, skyhook: &str) -> Vec<String> {
+    let needle = format!("skyhook_name=\"{skyhook}\"");
+    text.lines()
+        .filter(|line| line.contains(&needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn publish_replace_and_remove() {
+    let metrics = Metrics::new();
+    let mut sky = observed(
+        "delete-skyhook",
+        &[("a", "1.0.0"), ("b", "1.0.0")],
+        &[(
+            "n1",
+            Status::Complete,
+            vec![entry("a", "1.0.0", Stage::Config, State::Complete, 0)],
+        )],
+        Status::Complete,
+    );
+    sky.status.as_mut().unwrap().compartment_statuses =
+        BTreeMap::from([("__default__".into(), CompartmentStatus::default())]);
+    let other = observed("other", &[("x", "1")], &[], Status::Waiting);
+    metrics.publish("delete-skyhook", skyhook_series(&sky, 1, &BTreeMap::new()));
+    metrics.publish("other", skyhook_series(&other, 0, &BTreeMap::new()));
+
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains("skyhook_status{skyhook_name=\"delete-skyhook\",status=\"complete\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("skyhook_node_target_count{skyhook_name=\"delete-skyhook\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("skyhook_rollout_matched_nodes{skyhook_name=\"delete-skyhook\",policy_name=\"legacy\",compartment_name=\"__default__\",strategy=\"unknown\"} 0"),
+        "{text}"
+    );
+    assert!(text.contains("package_name=\"b\""));
+
+    // Package b leaves the spec: its series go.
+    sky.spec.packages.remove("b");
+    metrics.publish("delete-skyhook", skyhook_series(&sky, 1, &BTreeMap::new()));
+    let text = metrics.encode().unwrap();
+    assert!(
+        !lines_for(&text, "delete-skyhook")
+            .iter()
+            .any(|l| l.contains("package_name=\"b\"")),
+        "{text}"
+    );
+    assert!(
+        lines_for(&text, "delete-skyhook")
+            .iter()
+            .any(|l| l.contains("package_name=\"a\""))
+    );
+
+    metrics.remove("delete-skyhook");
+    let text = metrics.encode().unwrap();
+    assert_eq!(
+        lines_for(&text, "delete-skyhook"),
+        Vec::<String>::new(),
+        "{text}"
+    );
+    assert!(
+        !lines_for(&text, "other").is_empty(),
+        "other Skyhooks keep their series"
+    );
+}
+
+#[test]
+fn reconcile_metrics() {
+    let metrics = Metrics::new();
+    {
+        let _timer = metrics.reconcile_started();
+    }
+    metrics.reconcile_failed("kube-api");
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains("skyhook_controller_reconcile_runs_total 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("skyhook_controller_reconcile_failures_total{category=\"kube-api\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("skyhook_controller_reconcile_duration_seconds_count 1"),
+        "{text}"
+    );
+}

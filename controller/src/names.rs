@@ -1,0 +1,340 @@
+//! Names, labels and identities of the objects the controller creates (spec §2.8), computed
+//! exactly as upstream computes them so that pods, ConfigMaps and host directories keep their
+//! names when a cluster moves from upstream's operator to ours.
+//!
+//! Contract: every function here is deterministic and pure. [`OwnerSkyhook`] is the one fallible
+//! step: a Skyhook read from the API server always has a uid and a generation, and everything the
+//! controller creates is owned by one, so a Skyhook without them is rejected once, here.
+
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
+use sha2::{Digest, Sha256};
+use skyhook_api::v1alpha1::{Skyhook, Stage};
+
+use crate::config::PodSettings;
+
+/// Longest pod name and volume name the controller generates.
+pub const MAX_POD_NAME: usize = 63;
+/// Longest ConfigMap name the controller generates.
+pub const MAX_CONFIGMAP_NAME: usize = 253;
+
+/// Upstream's `generateSafeName`: the parts joined with `-`, `.` replaced by `-`, cut to
+/// `max - 9` characters, lowercased, then `-` and the first 8 hex digits of the SHA-256 of the
+/// joined (uncut, not lowercased) text. Unique per input and at most `max` characters.
+pub fn safe_name(max: usize, parts: &[&str]) -> String {
+    let joined = parts.join("-").replace('.', "-");
+    let digest = Sha256::digest(joined.as_bytes());
+    let hash8: String = digest
+        .iter()
+        .take(4)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let keep = max.saturating_sub(hash8.len() + 1);
+    let cut = match joined.char_indices().nth(keep) {
+        Some((at, _)) => &joined[..at],
+        None => joined.as_str(),
+    };
+    format!("{}-{hash8}", cut.to_lowercase())
+}
+
+/// Value of the pod label `skyhook.nvidia.com/package`: `<package>-<version>`.
+pub fn package_label(package: &str, version: &str) -> String {
+    format!("{package}-{version}")
+}
+
+/// Name of the pod running `stage` of a package on a node.
+pub fn package_pod_name(
+    skyhook: &str,
+    package: &str,
+    version: &str,
+    stage: Stage,
+    node: &str,
+) -> String {
+    safe_name(
+        MAX_POD_NAME,
+        &[skyhook, package, version, stage.as_str(), node],
+    )
+}
+
+/// Name of the interrupt pod of a node; `interrupt_type` is the CR spelling (`reboot`, `service`…).
+pub fn interrupt_pod_name(skyhook: &str, interrupt_type: &str, node: &str) -> String {
+    safe_name(MAX_POD_NAME, &[skyhook, "interrupt", interrupt_type, node])
+}
+
+/// Name of the node-metadata ConfigMap of a Skyhook on a node.
+pub fn node_metadata_configmap_name(skyhook: &str, node: &str) -> String {
+    safe_name(MAX_CONFIGMAP_NAME, &[skyhook, node, "metadata"])
+}
+
+/// Name of the volume through which a package pod mounts the node-metadata ConfigMap.
+pub fn node_metadata_volume_name(node: &str) -> String {
+    safe_name(MAX_POD_NAME, &["metadata", node])
+}
+
+/// Name of the ConfigMap holding a package's `configMap`: `<skyhook>-<package>-<version>`,
+/// lowercased.
+pub fn package_configmap_name(skyhook: &str, package: &str, version: &str) -> String {
+    format!("{skyhook}-{package}-{version}").to_lowercase()
+}
+
+/// Name of a package's init containers: the package name, cut to 43 characters as upstream
+/// does, then `-init`, `-<stage>` or `-<stage>check` (no dash before `check`).
+fn container_prefix(package: &str) -> &str {
+    match package.char_indices().nth(43) {
+        Some((at, _)) => &package[..at],
+        None => package,
+    }
+}
+
+/// Name of the init container copying the package onto the host.
+pub fn copy_container_name(package: &str) -> String {
+    format!("{}-init", container_prefix(package))
+}
+
+/// Name of the init container running `stage`.
+pub fn stage_container_name(package: &str, stage: Stage) -> String {
+    format!("{}-{}", container_prefix(package), stage.as_str())
+}
+
+/// Name of the init container running the check of `stage`.
+pub fn check_container_name(package: &str, stage: Stage) -> String {
+    format!("{}-{}check", container_prefix(package), stage.as_str())
+}
+
+/// The Skyhook that owns the objects being built, with what the builders need from it.
+#[derive(Debug, Clone)]
+pub struct OwnerSkyhook<'a> {
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// `metadata.uid`.
+    pub uid: &'a str,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `spec.additionalTolerations`.
+    pub additional_tolerations: &'a [Toleration],
+}
+
+/// A Skyhook lacks what every owned object needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OwnerError {
+    /// No `metadata.name`.
+    #[error(
+        "the Skyhook has no metadata.name; only Skyhooks read from the API server can own pods"
+    )]
+    MissingName,
+    /// No `metadata.uid` or `metadata.generation`.
+    #[error(
+        "Skyhook {name:?} has no metadata.{field}; only Skyhooks read from the API server can own pods"
+    )]
+    MissingField {
+        /// The Skyhook.
+        name: String,
+        /// `uid` or `generation`.
+        field: &'static str,
+    },
+}
+
+impl<'a> OwnerSkyhook<'a> {
+    /// Takes the identity of `skyhook`.
+    pub fn new(skyhook: &'a Skyhook) -> Result<Self, OwnerError> {
+        let meta = &skyhook.metadata;
+        let name = meta.name.as_deref().ok_or(OwnerError::MissingName)?;
+        let missing = |field| OwnerError::MissingField {
+            name: name.to_owned(),
+            field,
+        };
+        Ok(OwnerSkyhook {
+            name,
+            uid: meta.uid.as_deref().ok_or_else(|| missing("uid"))?,
+            generation: meta.generation.ok_or_else(|| missing("generation"))?,
+            additional_tolerations: &skyhook.spec.additional_tolerations,
+        })
+    }
+
+    /// The controller owner reference put on every pod and ConfigMap, so that they are garbage
+    /// collected with the Skyhook.
+    pub fn owner_reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: Skyhook::api_version(&()).into_owned(),
+            kind: Skyhook::kind(&()).into_owned(),
+            name: self.name.to_owned(),
+            uid: self.uid.to_owned(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    /// `<skyhook>-<uid>-<generation>`: the prefix of `SKYHOOK_RESOURCE_ID`.
+    pub fn resource_id(&self) -> String {
+        format!("{}-{}-{}", self.name, self.uid, self.generation)
+    }
+
+    /// The host directory a package's files are copied to:
+    /// `<COPY_DIR_ROOT>/<skyhook>/<package>-<version>-<uid>-<generation>`. New for every
+    /// generation of the Skyhook.
+    pub fn copy_dir(&self, settings: &PodSettings, package: &str, version: &str) -> String {
+        format!(
+            "{}/{}/{package}-{version}-{}-{}",
+            settings.copy_dir_root, self.name, self.uid, self.generation
+        )
+    }
+
+    /// `SKYHOOK_RESOURCE_ID` of a package: `<skyhook>-<uid>-<generation>_<package>_<version>`.
+    /// The agent keys interrupt flags by it, so an interrupt runs once per generation.
+    pub fn package_resource_id(&self, package: &str, version: &str) -> String {
+        format!("{}_{package}_{version}", self.resource_id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+    use skyhook_api::v1alpha1::SkyhookSpec;
+
+    use super::*;
+
+    #[test]
+    fn safe_name_vectors() {
+        // Expected values computed independently with Python:
+        //   name = "-".join(parts).replace(".", "-")
+        //   h = hashlib.sha256(name.encode()).hexdigest()[:8]
+        //   (name[:max - 9] + "-" + h).lower()
+        let cases: &[(usize, &[&str], &str)] = &[
+            (
+                63,
+                &["simple-skyhook", "spencer", "3.2.3", "apply", "kind-worker"],
+                "simple-skyhook-spencer-3-2-3-apply-kind-worker-16feedd1",
+            ),
+            (
+                63,
+                &[
+                    "interrupt-grouping",
+                    "dax",
+                    "1.2.3",
+                    "post-interrupt",
+                    "ip-10-0-1-23.ec2.internal",
+                ],
+                "interrupt-grouping-dax-1-2-3-post-interrupt-ip-10-0-1--9a60c736",
+            ),
+            (
+                253,
+                &["demo", "Node.Example.COM", "metadata"],
+                "demo-node-example-com-metadata-0cdd8a59",
+            ),
+            (
+                63,
+                &["metadata", "kind-worker"],
+                "metadata-kind-worker-8bfc3f3a",
+            ),
+            (
+                63,
+                &["interrupt", "interrupt", "reboot", "kind-worker"],
+                "interrupt-interrupt-reboot-kind-worker-c82cb111",
+            ),
+        ];
+        for (max, parts, want) in cases {
+            let got = safe_name(*max, parts);
+            assert_eq!(got, *want, "{parts:?}");
+            assert!(got.len() <= *max);
+        }
+    }
+
+    #[test]
+    fn safe_name_is_deterministic_and_distinguishes_long_names() {
+        let long = "n".repeat(80);
+        let a = safe_name(63, &["sky", &long, "a"]);
+        let b = safe_name(63, &["sky", &long, "b"]);
+        assert_eq!(a.len(), 63);
+        assert_eq!(a[..54], b[..54], "same cut prefix");
+        assert_ne!(a, b, "the hash tells them apart");
+        assert_eq!(a, safe_name(63, &["sky", &long, "a"]));
+    }
+
+    #[test]
+    fn container_names() {
+        assert_eq!(copy_container_name("spencer"), "spencer-init");
+        assert_eq!(
+            stage_container_name("spencer", Stage::Apply),
+            "spencer-apply"
+        );
+        assert_eq!(
+            check_container_name("spencer", Stage::Apply),
+            "spencer-applycheck"
+        );
+        assert_eq!(
+            check_container_name("dax", Stage::PostInterrupt),
+            "dax-post-interruptcheck"
+        );
+        let long = "a".repeat(50);
+        assert_eq!(
+            copy_container_name(&long),
+            format!("{}-init", "a".repeat(43))
+        );
+    }
+
+    #[test]
+    fn configmap_and_label_names() {
+        assert_eq!(
+            package_configmap_name("simple-skyhook", "dexter", "1.2.3"),
+            "simple-skyhook-dexter-1.2.3"
+        );
+        assert_eq!(
+            package_configmap_name("Sky", "baxter", "2.3.1-TEST"),
+            "sky-baxter-2.3.1-test"
+        );
+        assert_eq!(package_label("dexter", "1.2.3"), "dexter-1.2.3");
+    }
+
+    fn skyhook(uid: Option<&str>, generation: Option<i64>) -> Skyhook {
+        Skyhook {
+            metadata: ObjectMeta {
+                name: Some("demo".into()),
+                uid: uid.map(Into::into),
+                generation,
+                ..ObjectMeta::default()
+            },
+            spec: SkyhookSpec::default(),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn owner_identity() {
+        let skyhook = skyhook(Some("1234-abcd"), Some(2));
+        let owner = OwnerSkyhook::new(&skyhook).unwrap();
+        let settings = crate::pods::tests::settings();
+        assert_eq!(owner.resource_id(), "demo-1234-abcd-2");
+        assert_eq!(
+            owner.package_resource_id("tuning", "1.1.4"),
+            "demo-1234-abcd-2_tuning_1.1.4"
+        );
+        assert_eq!(
+            owner.copy_dir(&settings, "tuning", "1.1.4"),
+            "/var/lib/skyhook/demo/tuning-1.1.4-1234-abcd-2"
+        );
+        let reference = owner.owner_reference();
+        assert_eq!(reference.api_version, "skyhook.nvidia.com/v1alpha1");
+        assert_eq!(reference.kind, "Skyhook");
+        assert_eq!(reference.controller, Some(true));
+        assert_eq!(reference.block_owner_deletion, Some(true));
+    }
+
+    #[test]
+    fn owner_needs_uid_and_generation() {
+        assert_eq!(
+            OwnerSkyhook::new(&skyhook(None, Some(1))).unwrap_err(),
+            OwnerError::MissingField {
+                name: "demo".into(),
+                field: "uid"
+            }
+        );
+        assert_eq!(
+            OwnerSkyhook::new(&skyhook(Some("u"), None)).unwrap_err(),
+            OwnerError::MissingField {
+                name: "demo".into(),
+                field: "generation"
+            }
+        );
+    }
+}

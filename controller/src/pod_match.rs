@@ -1,0 +1,224 @@
+//! Pod validation (spec §2.8 "Pod validation", upstream's `ValidateRunningPackages`): whether a
+//! running package or interrupt pod still belongs to the Skyhook's spec and to the node's state.
+//! This is how a spec edit replaces running pods and how a node reset clears stray pods.
+//!
+//! Contract: [`validate_pod`] is pure and says whether one pod of a Skyhook on one node must be
+//! invalidated (marked `invalid`, after which it is deleted) and why. A pod is kept when both hold:
+//! * it matches a spec package ([`matches_package`]): the same `skyhook.nvidia.com/package` label;
+//!   the same init containers, in order, with the same names and images; the same environment once
+//!   the operator-injected variables are removed (they change with every generation); and,
+//!   for package pods, the same resources when the package sets them, or none at all when it does
+//!   not (unless the LimitRanger filled them in, which it records in the
+//!   `kubernetes.io/limit-ranger` annotation). Uninstall pods are exempt: their package has left
+//!   the spec by definition;
+//! * the node state has an entry for the pod's package version, at the pod's stage.
+//!
+//! The operator-injected variables are upstream's four agent variables plus the copy container's
+//! `SKYHOOK_DIR`. Upstream compared `SKYHOOK_DIR`, which holds the generation, so any edit of a
+//! Skyhook restarted every running pod of it, against the intent of excluding the others; we do
+//! not.
+//!
+//! Environment comparison tolerates what the API server adds on its own (an empty `value` dropped,
+//! `fieldRef.apiVersion` defaulted to `v1`), so that a pod is never invalidated in a loop because
+//! of defaulting. Resource quantities are compared as written; the API server canonicalises
+//! quantities (`0.5` becomes `500m`), so a package whose resources are written in a non-canonical
+//! form is re-created until a quantity comparison lands in `skyhook-api`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceRequirements};
+use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
+use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage};
+
+use crate::config::PodSettings;
+use crate::names::{self, OwnerSkyhook};
+use crate::pods::{interrupt_pod, package_pod};
+
+/// Annotation the LimitRanger admission plugin puts on pods whose resources it set.
+pub const LIMIT_RANGER_ANNOTATION: &str = "kubernetes.io/limit-ranger";
+
+/// Whether a pod stays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The pod belongs to the spec and the node state.
+    Keep,
+    /// The pod must be invalidated.
+    Invalidate(InvalidReason),
+}
+
+/// Why a pod is invalidated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InvalidReason {
+    /// It is already marked invalid and waits for deletion.
+    AlreadyMarked,
+    /// Its `skyhook.nvidia.com/package` annotation is missing or unreadable.
+    Unreadable,
+    /// No package of the spec matches it (the spec changed under it).
+    NoMatchingPackage,
+    /// The node state has no entry for its package version (for example after a node reset).
+    NotInNodeState,
+    /// The node state has moved its package to another stage.
+    StageMismatch {
+        /// The pod's stage.
+        pod: Stage,
+        /// The stage in the node state.
+        node_state: Stage,
+    },
+}
+
+/// Decides whether `pod`, a pod of `owner` on a node whose state for `owner` is `node_state`, is
+/// kept. See the module documentation.
+pub fn validate_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    packages: &BTreeMap<String, Package>,
+    node_state: &NodeState,
+    pod: &Pod,
+) -> Verdict {
+    let Some(annotation) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(keys::PACKAGE_ANNOTATION))
+        .and_then(|text| PodPackageAnnotation::parse(text).ok())
+    else {
+        return Verdict::Invalidate(InvalidReason::Unreadable);
+    };
+    if annotation.invalid {
+        return Verdict::Invalidate(InvalidReason::AlreadyMarked);
+    }
+    let in_spec = annotation.stage == Stage::Uninstall
+        || packages
+            .values()
+            .any(|package| matches_package(settings, owner, pod, package, annotation.stage));
+    if !in_spec {
+        return Verdict::Invalidate(InvalidReason::NoMatchingPackage);
+    }
+    match node_state.get_version(&annotation.name, &annotation.version) {
+        None => Verdict::Invalidate(InvalidReason::NotInNodeState),
+        Some(entry) if entry.stage != annotation.stage => {
+            Verdict::Invalidate(InvalidReason::StageMismatch {
+                pod: annotation.stage,
+                node_state: entry.stage,
+            })
+        }
+        Some(_) => Verdict::Keep,
+    }
+}
+
+/// Whether `pod` runs `stage` of `package` as the spec describes it now. See the module
+/// documentation for what is compared.
+pub fn matches_package(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    pod: &Pod,
+    package: &Package,
+    stage: Stage,
+) -> bool {
+    let labels = pod.metadata.labels.as_ref();
+    let label = |key: &str| {
+        labels
+            .and_then(|labels| labels.get(key))
+            .map(String::as_str)
+    };
+    if label(keys::PACKAGE_LABEL) != Some(&names::package_label(&package.name, &package.version)) {
+        return false;
+    }
+    let is_interrupt = label(keys::INTERRUPT_LABEL) == Some(keys::INTERRUPT_LABEL_VALUE);
+    let expected = if is_interrupt {
+        // Only the container name and agent image matter; the interrupt itself is not compared.
+        let any_interrupt = Interrupt {
+            type_: InterruptType::Noop,
+            services: Vec::new(),
+        };
+        interrupt_pod(settings, owner, package, &any_interrupt, "", None)
+    } else {
+        match package_pod(settings, owner, package, "", stage, None) {
+            Ok(pod) => pod,
+            Err(_) => return false,
+        }
+    };
+    let limit_ranged = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|annotations| annotations.contains_key(LIMIT_RANGER_ANNOTATION));
+    let check_resources = !is_interrupt;
+    let package_sets_resources = package
+        .resources
+        .as_ref()
+        .is_some_and(|resources| resources.any_set());
+
+    let actual = init_containers(pod);
+    let expected = init_containers(&expected);
+    actual.len() == expected.len()
+        && actual.iter().zip(expected).all(|(actual, expected)| {
+            actual.name == expected.name
+                && actual.image == expected.image
+                && package_env(&actual.env) == package_env(&expected.env)
+                && (!check_resources
+                    || resources_match(
+                        actual.resources.as_ref(),
+                        expected.resources.as_ref(),
+                        package_sets_resources,
+                        limit_ranged,
+                    ))
+        })
+}
+
+fn init_containers(pod: &Pod) -> &[Container] {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.init_containers.as_deref())
+        .unwrap_or_default()
+}
+
+/// The environment without the operator-injected variables, normalised for API defaulting.
+fn package_env(env: &Option<Vec<EnvVar>>) -> Vec<EnvVar> {
+    env.iter()
+        .flatten()
+        .filter(|var| {
+            var.name != keys::ENV_SKYHOOK_DIR
+                && !keys::OPERATOR_AGENT_ENV.contains(&var.name.as_str())
+        })
+        .map(|var| {
+            let mut var = var.clone();
+            if var.value.as_deref() == Some("") {
+                var.value = None;
+            }
+            if let Some(field) = var
+                .value_from
+                .as_mut()
+                .and_then(|source| source.field_ref.as_mut())
+                && field.api_version.is_none()
+            {
+                field.api_version = Some("v1".to_owned());
+            }
+            var
+        })
+        .collect()
+}
+
+fn resources_match(
+    actual: Option<&ResourceRequirements>,
+    expected: Option<&ResourceRequirements>,
+    package_sets_resources: bool,
+    limit_ranged: bool,
+) -> bool {
+    let lists = |requirements: Option<&ResourceRequirements>| {
+        let list = |list: Option<&BTreeMap<_, _>>| list.filter(|list| !list.is_empty()).cloned();
+        requirements.map_or((None, None), |r| {
+            (list(r.limits.as_ref()), list(r.requests.as_ref()))
+        })
+    };
+    if package_sets_resources {
+        lists(actual) == lists(expected)
+    } else {
+        limit_ranged || lists(actual) == (None, None)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,348 @@
+//! What a package or interrupt pod's status means for the node state (spec §2.9, with our fixes).
+//!
+//! Contract: [`outcome`] is pure. It reads the pod's `skyhook.nvidia.com/package` annotation, its
+//! init containers in spec order with their statuses, its phase, and the node's boot ID, and says
+//! what happened. The caller turns that into node-state updates, pod deletions and requeues.
+//!
+//! Rules:
+//! * Annotation `invalid: true` → [`PodOutcome::Invalid`] (delete the pod). A missing or unreadable
+//!   annotation → [`PodOutcome::Unrecognised`]: the pod is not one the controller can account for.
+//! * Init containers are read in spec order. A container that terminated non-zero, waits in
+//!   `CrashLoopBackOff`, or cannot start because its image cannot be pulled (`ImagePullBackOff`,
+//!   `ErrImagePull`, `InvalidImageName`, `ErrImageNeverPull`) or its container cannot be created
+//!   (`CreateContainerConfigError`, `CreateContainerError`) makes the pod [`PodOutcome::Failed`]
+//!   with that container, its exit code and the reason. Upstream left image pull failures
+//!   `in_progress` forever (#306); reporting them is the fix. The kubelet keeps retrying, so a
+//!   fixed image or Secret still lets the pod succeed later.
+//! * The pod succeeds when *every* init container of its spec terminated with exit code 0 (not
+//!   merely the last one reported); the reported container is the last one.
+//! * Reboots. A container killed by a signal (exit code 137 or 143) is not a failure when the
+//!   node's boot ID differs from the one recorded on the pod at creation
+//!   ([`crate::pods::BOOT_ID_ANNOTATION`]): the node rebooted under it and the kubelet runs it
+//!   again (the agent's flags make the re-run a no-op), so the pod is [`PodOutcome::Running`]; a
+//!   pod the kubelet will not restart (phase `Failed`, as after a graceful node shutdown) is
+//!   [`PodOutcome::RecreateAfterReboot`]. A *reboot* interrupt container killed while the boot ID
+//!   is unchanged is the shutdown it asked for: [`PodOutcome::AwaitingReboot`] until
+//!   `reboot_deadline` after the kill, then failed with reason [`REBOOT_NOT_CONFIRMED`].
+//!   Upstream marked the node `erroring` here and kept it cordoned (#633).
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod};
+use skyhook_api::keys;
+use skyhook_api::pod_annotation::PodPackageAnnotation;
+
+use crate::pods::{BOOT_ID_ANNOTATION, is_reboot_interrupt};
+
+/// Reason of a failure where a reboot interrupt's container was stopped but the node did not come
+/// back with a new boot ID within the reboot deadline.
+pub const REBOOT_NOT_CONFIRMED: &str = "RebootNotConfirmed";
+
+/// Waiting reasons that mean the container cannot start until someone fixes the package, its
+/// image or its references.
+const START_FAILURES: [&str; 7] = [
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+];
+
+/// Pod phases after which the kubelet never restarts the pod's containers.
+const TERMINAL_FAILED_PHASE: &str = "Failed";
+
+/// What [`outcome`] needs besides the pod.
+#[derive(Debug, Clone, Copy)]
+pub struct OutcomeContext<'a> {
+    /// The node's current `status.nodeInfo.bootID`.
+    pub node_boot_id: Option<&'a str>,
+    /// The current time.
+    pub now: Timestamp,
+    /// How long a reboot may take (`REBOOT_DEADLINE`).
+    pub reboot_deadline: Duration,
+}
+
+/// What a pod's status means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodOutcome {
+    /// The pod was invalidated: delete it.
+    Invalid,
+    /// The pod has no readable `skyhook.nvidia.com/package` annotation.
+    Unrecognised {
+        /// Why the annotation could not be used.
+        reason: String,
+    },
+    /// Still working, waiting to start, or being re-run after a reboot.
+    Running,
+    /// A reboot interrupt stopped its own container; the node has not come back with a new boot
+    /// ID yet. Look again by `deadline`.
+    AwaitingReboot {
+        /// When the reboot counts as failed.
+        deadline: Timestamp,
+    },
+    /// The node rebooted under the pod and the kubelet will not restart it: delete it so that it
+    /// is created again. Not a failure.
+    RecreateAfterReboot,
+    /// Every init container exited 0.
+    Succeeded {
+        /// The last init container (the check, or `interrupt`).
+        container: String,
+        /// Its restart count.
+        restarts: i32,
+    },
+    /// The pod failed; it is left for the kubelet to retry.
+    Failed(PodFailure),
+}
+
+/// Why a pod failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFailure {
+    /// The failing init container, when one is to blame.
+    pub container: Option<String>,
+    /// Its last exit code, when it ran.
+    pub exit_code: Option<i32>,
+    /// A short machine-readable reason (`Error`, `CrashLoopBackOff`, `ImagePullBackOff`…).
+    pub reason: String,
+    /// The kubelet's message, when it gave one.
+    pub message: Option<String>,
+    /// Restart count of the failing container.
+    pub restarts: i32,
+}
+
+/// Reads a pod's status. See the module documentation for the rules.
+pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
+    let annotations = pod.metadata.annotations.as_ref();
+    let annotation = match annotations.and_then(|a| a.get(keys::PACKAGE_ANNOTATION)) {
+        None => {
+            return PodOutcome::Unrecognised {
+                reason: format!("no {} annotation", keys::PACKAGE_ANNOTATION),
+            };
+        }
+        Some(text) => match PodPackageAnnotation::parse(text) {
+            Ok(annotation) => annotation,
+            Err(error) => {
+                return PodOutcome::Unrecognised {
+                    reason: format!(
+                        "unreadable {} annotation: {error}",
+                        keys::PACKAGE_ANNOTATION
+                    ),
+                };
+            }
+        },
+    };
+    if annotation.invalid {
+        return PodOutcome::Invalid;
+    }
+
+    let launch_boot_id = annotations.and_then(|a| a.get(BOOT_ID_ANNOTATION));
+    let rebooted = matches!(
+        (launch_boot_id, context.node_boot_id),
+        (Some(launch), Some(current)) if launch != current
+    );
+    let reboot_interrupt = is_reboot_interrupt(pod);
+    let status = pod.status.as_ref();
+    let terminal = status.and_then(|s| s.phase.as_deref()) == Some(TERMINAL_FAILED_PHASE);
+
+    let statuses = status
+        .and_then(|s| s.init_container_statuses.as_deref())
+        .unwrap_or_default();
+    let containers = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.init_containers.as_deref())
+        .unwrap_or_default();
+
+    let mut all_succeeded = !containers.is_empty();
+    for container in containers {
+        let Some(container_status) = statuses.iter().find(|s| s.name == container.name) else {
+            all_succeeded = false;
+            break;
+        };
+        match classify(container_status) {
+            ContainerProgress::Succeeded => continue,
+            ContainerProgress::Working => {
+                all_succeeded = false;
+                break;
+            }
+            ContainerProgress::Killed(terminated) => {
+                if rebooted {
+                    return if terminal {
+                        PodOutcome::RecreateAfterReboot
+                    } else {
+                        PodOutcome::Running
+                    };
+                }
+                if reboot_interrupt {
+                    return awaiting_reboot(pod, container_status, terminated, context);
+                }
+                return PodOutcome::Failed(terminated_failure(container_status, terminated));
+            }
+            ContainerProgress::Failed(failure) => return PodOutcome::Failed(failure),
+        }
+    }
+
+    if all_succeeded {
+        let last = containers
+            .last()
+            .and_then(|container| statuses.iter().find(|s| s.name == container.name));
+        return PodOutcome::Succeeded {
+            container: last.map(|s| s.name.clone()).unwrap_or_default(),
+            restarts: last.map_or(0, |s| s.restart_count),
+        };
+    }
+
+    if terminal {
+        if rebooted {
+            return PodOutcome::RecreateAfterReboot;
+        }
+        let reason = status.and_then(|s| s.reason.clone());
+        if reboot_interrupt && reason.as_deref().is_some_and(is_shutdown_reason) {
+            let since = pod_started(pod).unwrap_or(context.now);
+            return reboot_wait_or_fail(since, context, None, 0);
+        }
+        return PodOutcome::Failed(PodFailure {
+            container: None,
+            exit_code: None,
+            reason: reason.unwrap_or_else(|| TERMINAL_FAILED_PHASE.to_owned()),
+            message: status.and_then(|s| s.message.clone()),
+            restarts: 0,
+        });
+    }
+    PodOutcome::Running
+}
+
+/// Where one init container is.
+enum ContainerProgress<'a> {
+    Succeeded,
+    Working,
+    /// Terminated by SIGKILL or SIGTERM (or restarting after that).
+    Killed(&'a ContainerStateTerminated),
+    Failed(PodFailure),
+}
+
+fn classify(status: &ContainerStatus) -> ContainerProgress<'_> {
+    let Some(state) = status.state.as_ref() else {
+        return ContainerProgress::Working;
+    };
+    if let Some(terminated) = &state.terminated {
+        if terminated.exit_code == 0 {
+            return ContainerProgress::Succeeded;
+        }
+        if is_killed(terminated) {
+            return ContainerProgress::Killed(terminated);
+        }
+        return ContainerProgress::Failed(terminated_failure(status, terminated));
+    }
+    if let Some(waiting) = &state.waiting {
+        let reason = waiting.reason.as_deref().unwrap_or_default();
+        if START_FAILURES.contains(&reason) {
+            let last = last_termination(status);
+            if reason == "CrashLoopBackOff"
+                && let Some(last) = last
+                && is_killed(last)
+            {
+                return ContainerProgress::Killed(last);
+            }
+            return ContainerProgress::Failed(PodFailure {
+                container: Some(status.name.clone()),
+                exit_code: last.map(|t| t.exit_code),
+                reason: reason.to_owned(),
+                message: waiting.message.clone(),
+                restarts: status.restart_count,
+            });
+        }
+    }
+    ContainerProgress::Working
+}
+
+fn last_termination(status: &ContainerStatus) -> Option<&ContainerStateTerminated> {
+    status
+        .last_state
+        .as_ref()
+        .and_then(|state: &ContainerState| state.terminated.as_ref())
+}
+
+fn is_killed(terminated: &ContainerStateTerminated) -> bool {
+    matches!(terminated.exit_code, 137 | 143) || matches!(terminated.signal, Some(9 | 15))
+}
+
+/// Pod reasons the kubelet gives pods it stopped for a node shutdown.
+fn is_shutdown_reason(reason: &str) -> bool {
+    matches!(reason, "Terminated" | "Shutdown" | "NodeShutdown")
+}
+
+fn terminated_failure(
+    status: &ContainerStatus,
+    terminated: &ContainerStateTerminated,
+) -> PodFailure {
+    PodFailure {
+        container: Some(status.name.clone()),
+        exit_code: Some(terminated.exit_code),
+        reason: terminated
+            .reason
+            .clone()
+            .unwrap_or_else(|| "Error".to_owned()),
+        message: terminated.message.clone(),
+        restarts: status.restart_count,
+    }
+}
+
+fn awaiting_reboot(
+    pod: &Pod,
+    status: &ContainerStatus,
+    terminated: &ContainerStateTerminated,
+    context: OutcomeContext<'_>,
+) -> PodOutcome {
+    let since = terminated
+        .finished_at
+        .as_ref()
+        .map(|time| time.0)
+        .or_else(|| pod_started(pod))
+        .unwrap_or(context.now);
+    reboot_wait_or_fail(since, context, Some(status), terminated.exit_code)
+}
+
+fn reboot_wait_or_fail(
+    since: Timestamp,
+    context: OutcomeContext<'_>,
+    status: Option<&ContainerStatus>,
+    exit_code: i32,
+) -> PodOutcome {
+    let deadline = SignedDuration::try_from(context.reboot_deadline)
+        .ok()
+        .and_then(|limit| since.checked_add(limit).ok())
+        .unwrap_or(Timestamp::MAX);
+    if context.now < deadline {
+        return PodOutcome::AwaitingReboot { deadline };
+    }
+    PodOutcome::Failed(PodFailure {
+        container: status.map(|s| s.name.clone()),
+        exit_code: status.map(|_| exit_code),
+        reason: REBOOT_NOT_CONFIRMED.to_owned(),
+        message: Some(format!(
+            "the node was asked to reboot but its boot ID did not change within {}",
+            humantime(context.reboot_deadline)
+        )),
+        restarts: status.map_or(0, |s| s.restart_count),
+    })
+}
+
+fn pod_started(pod: &Pod) -> Option<Timestamp> {
+    pod.metadata.creation_timestamp.as_ref().map(|time| time.0)
+}
+
+/// `30m`, `1h`, `90s`: the deadline the way `REBOOT_DEADLINE` is written.
+fn humantime(value: Duration) -> String {
+    let secs = value.as_secs();
+    match secs {
+        s if s.is_multiple_of(3600) && s > 0 => format!("{}h", s / 3600),
+        s if s.is_multiple_of(60) && s > 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,478 @@
+//! The package pods and interrupt pods the controller creates, with upstream's exact shape
+//! (spec §2.8), because package authors, dashboards and the upstream e2e suite look at container
+//! names, arguments, environment and labels.
+//!
+//! Contract: [`package_pod`] and [`interrupt_pod`] are pure. They return the complete object to
+//! create (name, namespace, labels, the `skyhook.nvidia.com/package` annotation, the controller
+//! owner reference, spec). They never decide *whether* a pod should exist; the plan does.
+//!
+//! Deliberate differences from upstream:
+//! * `imagePullSecrets` is set only when `IMAGE_PULL_SECRET` is configured (upstream always adds
+//!   an entry, possibly with an empty name, which makes kubelets log errors).
+//! * The interrupt pod does not declare upstream's unused node-metadata volume (whose ConfigMap
+//!   name was computed differently and may not exist).
+//! * Interrupt pods carry the node's boot ID at creation in [`BOOT_ID_ANNOTATION`], so that an
+//!   interrupt container killed by the reboot it caused is recognised as such and not reported as
+//!   a failure (see `pod_outcome`).
+//! * The package image reference comes from `skyhook_api::image::pull_reference`, which keeps
+//!   registry ports intact (upstream #280).
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, EnvVar, HostPathVolumeSource, LocalObjectReference, Pod,
+    PodSpec, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use skyhook_api::image::{pull_reference, stored_image};
+use skyhook_api::keys;
+use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, PackageResources, Stage};
+
+use crate::config::PodSettings;
+use crate::duration::{self, DurationError};
+use crate::names::{
+    self, OwnerSkyhook, check_container_name, copy_container_name, stage_container_name,
+};
+
+/// Name of the main container of every pod the controller creates.
+pub const PAUSE_CONTAINER: &str = "pause";
+/// Name of the single init container of an interrupt pod.
+pub const INTERRUPT_CONTAINER: &str = "interrupt";
+/// Annotation on interrupt pods: the node's `status.nodeInfo.bootID` when the pod was created.
+pub const BOOT_ID_ANNOTATION: &str = "skyhook.nvidia.com/bootId";
+/// Taint key of a cordoned node, tolerated by every pod the controller creates.
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+const ROOT_VOLUME: &str = "root-mount";
+const HOST_ROOT_MOUNT: &str = "/root";
+const NODE_METADATA_MOUNT: &str = "/skyhook-package/node-metadata";
+const CONFIGMAP_MOUNT: &str = "/skyhook-package/configmaps";
+/// The copy container's command: upstream's, so existing package images keep working.
+const COPY_SCRIPT: &str =
+    "mkdir -p /root/${SKYHOOK_DIR} && cp -r /skyhook-package/* /root/${SKYHOOK_DIR}";
+
+/// A pod cannot be built from the package as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PodError {
+    /// `gracefulShutdown` is not a Go duration.
+    #[error("package {package:?} has an invalid gracefulShutdown")]
+    GracefulShutdown {
+        /// The package.
+        package: String,
+        /// Why the duration was rejected.
+        #[source]
+        source: DurationError,
+    },
+}
+
+/// The pod running `stage` (and its check) of `package` on `node`, whose current boot ID is
+/// `boot_id`.
+///
+/// For an uninstall of a package removed from the spec, pass the minimal package synthesised from
+/// the node-state entry (name, version, image): it has no env, configMap, resources or agent
+/// override, exactly like upstream's uninstall pods.
+pub fn package_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    node: &str,
+    stage: Stage,
+    boot_id: Option<&str>,
+) -> Result<Pod, PodError> {
+    let termination_grace_period_seconds = package
+        .graceful_shutdown
+        .as_deref()
+        .map(|text| {
+            duration::parse(text)
+                .map(|grace| i64::try_from(grace.as_secs()).unwrap_or(i64::MAX))
+                .map_err(|source| PodError::GracefulShutdown {
+                    package: package.name.clone(),
+                    source,
+                })
+        })
+        .transpose()?;
+
+    let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
+    let metadata_volume = names::node_metadata_volume_name(node);
+    let mut volumes = vec![
+        root_volume(),
+        configmap_volume(
+            &metadata_volume,
+            &names::node_metadata_configmap_name(owner.name, node),
+        ),
+    ];
+    let mut mounts = vec![
+        root_mount(),
+        VolumeMount {
+            name: metadata_volume,
+            mount_path: NODE_METADATA_MOUNT.to_owned(),
+            ..VolumeMount::default()
+        },
+    ];
+    if !package.config_map.is_empty() {
+        volumes.push(configmap_volume(
+            &package.name,
+            &names::package_configmap_name(owner.name, &package.name, &package.version),
+        ));
+        mounts.push(VolumeMount {
+            name: package.name.clone(),
+            mount_path: CONFIGMAP_MOUNT.to_owned(),
+            ..VolumeMount::default()
+        });
+    }
+
+    let agent_env: Vec<EnvVar> = package
+        .env
+        .iter()
+        .cloned()
+        .chain(operator_env(
+            settings,
+            owner,
+            &package.name,
+            &package.version,
+        ))
+        .collect();
+    let resources = package
+        .resources
+        .as_ref()
+        .filter(|resources| resources.any_set())
+        .map(package_resources);
+    let agent_image = agent_image(settings, package);
+    let privileged = Some(SecurityContext {
+        privileged: Some(true),
+        ..SecurityContext::default()
+    });
+
+    let copy = Container {
+        name: copy_container_name(&package.name),
+        image: Some(pull_reference(
+            &package.image,
+            &package.version,
+            package.container_sha.as_deref(),
+        )),
+        image_pull_policy: Some("Always".to_owned()),
+        command: Some(vec!["/bin/sh".to_owned()]),
+        args: Some(vec!["-c".to_owned(), COPY_SCRIPT.to_owned()]),
+        env: Some(vec![env(keys::ENV_SKYHOOK_DIR, &copy_dir)]),
+        security_context: privileged.clone(),
+        volume_mounts: Some(mounts.clone()),
+        resources: resources.clone(),
+        ..Container::default()
+    };
+    let agent_container = |name: String, mode: String| Container {
+        name,
+        image: Some(agent_image.to_owned()),
+        image_pull_policy: Some("Always".to_owned()),
+        args: Some(vec![mode, HOST_ROOT_MOUNT.to_owned(), copy_dir.clone()]),
+        env: Some(agent_env.clone()),
+        security_context: privileged.clone(),
+        volume_mounts: Some(mounts.clone()),
+        resources: resources.clone(),
+        ..Container::default()
+    };
+    let run = agent_container(
+        stage_container_name(&package.name, stage),
+        stage.as_str().to_owned(),
+    );
+    let check = agent_container(
+        check_container_name(&package.name, stage),
+        format!("{}-check", stage.as_str()),
+    );
+
+    let mut pod = base_pod(
+        settings,
+        owner,
+        package,
+        node,
+        names::package_pod_name(owner.name, &package.name, &package.version, stage, node),
+        stage,
+        vec![copy, run, check],
+        volumes,
+        boot_id,
+    );
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.termination_grace_period_seconds = termination_grace_period_seconds;
+    }
+    Ok(pod)
+}
+
+/// The pod that interrupts `node` (service restart, reboot…) on behalf of `package`, which owns
+/// the wave's merged `interrupt`. `boot_id` is the node's current boot ID, recorded on the pod.
+pub fn interrupt_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    interrupt: &Interrupt,
+    node: &str,
+    boot_id: Option<&str>,
+) -> Pod {
+    let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
+    let fixed = fixed_resources("500m", "64Mi");
+    let container = Container {
+        name: INTERRUPT_CONTAINER.to_owned(),
+        image: Some(agent_image(settings, package).to_owned()),
+        args: Some(vec![
+            Stage::Interrupt.as_str().to_owned(),
+            HOST_ROOT_MOUNT.to_owned(),
+            copy_dir,
+            interrupt_argument(interrupt),
+        ]),
+        env: Some(operator_env(
+            settings,
+            owner,
+            &package.name,
+            &package.version,
+        )),
+        security_context: Some(SecurityContext {
+            privileged: Some(true),
+            ..SecurityContext::default()
+        }),
+        volume_mounts: Some(vec![root_mount()]),
+        resources: Some(fixed),
+        ..Container::default()
+    };
+    let mut pod = base_pod(
+        settings,
+        owner,
+        package,
+        node,
+        names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node),
+        Stage::Interrupt,
+        vec![container],
+        vec![root_volume()],
+        boot_id,
+    );
+    pod.metadata.labels.get_or_insert_default().insert(
+        keys::INTERRUPT_LABEL.to_owned(),
+        keys::INTERRUPT_LABEL_VALUE.to_owned(),
+    );
+    pod
+}
+
+/// The interrupt as the agent reads it: base64 of `{"type": <agent name>, "services": [...]}`,
+/// with `services` omitted when empty, byte for byte as upstream encodes it.
+pub fn interrupt_argument(interrupt: &Interrupt) -> String {
+    let argument = AgentInterrupt {
+        kind: interrupt.type_.agent_name().to_owned(),
+        services: interrupt.services.clone(),
+    };
+    // Serialising a struct of strings cannot fail; fall back to an empty object to stay total.
+    let json = serde_json::to_string(&argument).unwrap_or_default();
+    BASE64.encode(json)
+}
+
+/// Whether `pod` is an interrupt pod whose interrupt is a reboot, read from the argument of its
+/// `interrupt` container.
+pub fn is_reboot_interrupt(pod: &Pod) -> bool {
+    let Some(spec) = &pod.spec else {
+        return false;
+    };
+    spec.init_containers
+        .iter()
+        .flatten()
+        .filter(|container| container.name == INTERRUPT_CONTAINER)
+        .filter_map(|container| container.args.as_ref()?.get(3))
+        .filter_map(|encoded| BASE64.decode(encoded).ok())
+        .filter_map(|json| serde_json::from_slice::<AgentInterrupt>(&json).ok())
+        .any(|argument| argument.kind == InterruptType::Reboot.agent_name())
+}
+
+/// The JSON inside the interrupt argument.
+#[derive(Debug, Serialize, Deserialize)]
+struct AgentInterrupt {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    services: Vec<String>,
+}
+
+/// The four variables the operator appends to the agent's environment, in upstream's order.
+pub fn operator_env(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    package: &str,
+    version: &str,
+) -> Vec<EnvVar> {
+    vec![
+        env(
+            keys::ENV_SKYHOOK_LOG_DIR,
+            &format!("{}/{}", settings.agent_log_root, owner.name),
+        ),
+        env(
+            keys::ENV_SKYHOOK_ROOT_DIR,
+            &format!("{}/{}", settings.copy_dir_root, owner.name),
+        ),
+        env(keys::ENV_COPY_RESOLV, "false"),
+        env(
+            keys::ENV_SKYHOOK_RESOURCE_ID,
+            &owner.package_resource_id(package, version),
+        ),
+    ]
+}
+
+/// The agent image of a package: its `agentImageOverride`, or the configured `AGENT_IMAGE`.
+pub fn agent_image<'a>(settings: &'a PodSettings, package: &'a Package) -> &'a str {
+    package
+        .agent_image_override
+        .as_deref()
+        .filter(|image| !image.is_empty())
+        .unwrap_or(&settings.agent_image)
+}
+
+/// The tolerations of every pod the controller creates: the cordon, the runtime-required taint
+/// (always, so packages can run on nodes it gates) and the Skyhook's additional tolerations.
+pub fn pod_tolerations(settings: &PodSettings, owner: &OwnerSkyhook<'_>) -> Vec<Toleration> {
+    let cordon = Toleration {
+        key: Some(UNSCHEDULABLE_TAINT.to_owned()),
+        operator: Some("Exists".to_owned()),
+        ..Toleration::default()
+    };
+    [cordon, settings.runtime_required_taint.toleration()]
+        .into_iter()
+        .chain(owner.additional_tolerations.iter().cloned())
+        .collect()
+}
+
+/// The requests and limits a package's `resources` put on every init container.
+pub fn package_resources(resources: &PackageResources) -> ResourceRequirements {
+    let pair = |cpu: &Option<Quantity>, memory: &Option<Quantity>| {
+        let list: BTreeMap<String, Quantity> = [("cpu", cpu), ("memory", memory)]
+            .into_iter()
+            .filter_map(|(name, quantity)| Some((name.to_owned(), quantity.clone()?)))
+            .collect();
+        Some(list).filter(|list| !list.is_empty())
+    };
+    ResourceRequirements {
+        limits: pair(&resources.cpu_limit, &resources.memory_limit),
+        requests: pair(&resources.cpu_request, &resources.memory_request),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// Metadata and spec shared by package and interrupt pods.
+#[allow(clippy::too_many_arguments)]
+fn base_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    node: &str,
+    name: String,
+    stage: Stage,
+    init_containers: Vec<Container>,
+    volumes: Vec<Volume>,
+    boot_id: Option<&str>,
+) -> Pod {
+    let annotation = PodPackageAnnotation {
+        name: package.name.clone(),
+        version: package.version.clone(),
+        skyhook: owner.name.to_owned(),
+        stage,
+        image: stored_image(&package.image),
+        container_sha: package.container_sha.clone().unwrap_or_default(),
+        invalid: false,
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(settings.namespace.clone()),
+            labels: Some(BTreeMap::from([
+                (keys::NAME_LABEL.to_owned(), owner.name.to_owned()),
+                (
+                    keys::PACKAGE_LABEL.to_owned(),
+                    names::package_label(&package.name, &package.version),
+                ),
+            ])),
+            annotations: Some(
+                std::iter::once((
+                    keys::PACKAGE_ANNOTATION.to_owned(),
+                    annotation.to_annotation(),
+                ))
+                .chain(boot_id.map(|id| (BOOT_ID_ANNOTATION.to_owned(), id.to_owned())))
+                .collect(),
+            ),
+            owner_references: Some(vec![owner.owner_reference()]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.to_owned()),
+            restart_policy: Some("OnFailure".to_owned()),
+            host_pid: Some(true),
+            host_network: Some(true),
+            init_containers: Some(init_containers),
+            containers: vec![Container {
+                name: PAUSE_CONTAINER.to_owned(),
+                image: Some(settings.pause_image.clone()),
+                resources: Some(fixed_resources("100m", "20Mi")),
+                ..Container::default()
+            }],
+            image_pull_secrets: settings.image_pull_secret.as_ref().map(|secret| {
+                vec![LocalObjectReference {
+                    name: secret.clone(),
+                }]
+            }),
+            tolerations: Some(pod_tolerations(settings, owner)),
+            volumes: Some(volumes),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn fixed_resources(cpu: &str, memory: &str) -> ResourceRequirements {
+    let list = BTreeMap::from([
+        ("cpu".to_owned(), Quantity(cpu.to_owned())),
+        ("memory".to_owned(), Quantity(memory.to_owned())),
+    ]);
+    ResourceRequirements {
+        limits: Some(list.clone()),
+        requests: Some(list),
+        ..ResourceRequirements::default()
+    }
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        value_from: None,
+    }
+}
+
+fn root_volume() -> Volume {
+    Volume {
+        name: ROOT_VOLUME.to_owned(),
+        host_path: Some(HostPathVolumeSource {
+            path: "/".to_owned(),
+            type_: None,
+        }),
+        ..Volume::default()
+    }
+}
+
+fn root_mount() -> VolumeMount {
+    VolumeMount {
+        name: ROOT_VOLUME.to_owned(),
+        mount_path: HOST_ROOT_MOUNT.to_owned(),
+        mount_propagation: Some("HostToContainer".to_owned()),
+        ..VolumeMount::default()
+    }
+}
+
+fn configmap_volume(volume: &str, configmap: &str) -> Volume {
+    Volume {
+        name: volume.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: configmap.to_owned(),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
