@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::glob::Pattern;
-use crate::v1alpha1::{Interrupt, InterruptType, Package};
+use crate::v1alpha1::{Interrupt, InterruptType, Package, PackageStatus, Stage, State};
 
 /// Whether a `configInterrupts` key applies to a changed `configMap` key: equal, or a glob
 /// (Go `filepath.Match`) matching it. A malformed glob matches only itself.
@@ -125,6 +125,65 @@ pub fn record_config_updates(
         }
     }
     keys
+}
+
+/// One node's view of a package whose `configMap` changed.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigChangeNode<'a> {
+    /// The node-state entry of the package's spec version, if any.
+    pub entry: Option<&'a PackageStatus>,
+    /// Whether a pod for the package is on the node.
+    pub pod_running: bool,
+    /// Whether the package is complete on the node (see [`crate::stage::package_complete`]).
+    pub complete: bool,
+}
+
+/// What to do with a changed package `configMap`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigChangeDecision {
+    /// Apply the change now: update the ConfigMap, record the changed keys, and send every
+    /// node back to `(in_progress, config)`. `every_node_complete` says whether the previous
+    /// change cycle ended (see [`record_config_updates`]); `delete_pods_on` lists the nodes whose
+    /// erroring pods must be deleted so they are recreated with the new data.
+    Apply {
+        /// Every node had completed the package with no pod running.
+        every_node_complete: bool,
+        /// Nodes whose pod is erroring in `config`, `interrupt` or `post-interrupt`.
+        delete_pods_on: Vec<usize>,
+    },
+    /// The package is still running somewhere: keep the change queued (the ConfigMap is not
+    /// updated yet).
+    Queue,
+}
+
+/// Whether a `configMap` change can be applied: when every node has the package complete
+/// with no pod running, or when some node has it `erroring` in `config`, `interrupt` or
+/// `post-interrupt` (a fix for a failing config should not wait). `nodes` are indexed as the
+/// caller's node list.
+pub fn config_change_decision(nodes: &[ConfigChangeNode<'_>]) -> ConfigChangeDecision {
+    let every_node_complete = nodes.iter().all(|n| n.complete && !n.pod_running);
+    let delete_pods_on: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| {
+            n.entry.is_some_and(|e| {
+                e.state == State::Erroring
+                    && matches!(
+                        e.stage,
+                        Stage::Config | Stage::Interrupt | Stage::PostInterrupt
+                    )
+            })
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if every_node_complete || !delete_pods_on.is_empty() {
+        ConfigChangeDecision::Apply {
+            every_node_complete,
+            delete_pods_on,
+        }
+    } else {
+        ConfigChangeDecision::Queue
+    }
 }
 
 #[cfg(test)]
@@ -334,6 +393,69 @@ mod tests {
         assert!(
             changed_config_keys(&old, &BTreeMap::new()).is_empty(),
             "removals do not count"
+        );
+    }
+
+    fn status(stage: Stage, state: State) -> PackageStatus {
+        PackageStatus {
+            name: "p".into(),
+            version: "1".into(),
+            image: "x".into(),
+            container_sha: String::new(),
+            stage,
+            state,
+            restarts: 0,
+        }
+    }
+
+    #[test]
+    fn config_change_applies_when_idle_or_fixing_a_failure() {
+        let done = status(Stage::Config, State::Complete);
+        let running = status(Stage::Apply, State::InProgress);
+        let failing_config = status(Stage::Config, State::Erroring);
+        let failing_apply = status(Stage::Apply, State::Erroring);
+        let node = |entry, pod_running, complete| ConfigChangeNode {
+            entry: Some(entry),
+            pod_running,
+            complete,
+        };
+        assert_eq!(
+            config_change_decision(&[node(&done, false, true), node(&done, false, true)]),
+            ConfigChangeDecision::Apply {
+                every_node_complete: true,
+                delete_pods_on: vec![]
+            }
+        );
+        assert_eq!(
+            config_change_decision(&[node(&done, false, true), node(&running, true, false)]),
+            ConfigChangeDecision::Queue
+        );
+        assert_eq!(
+            config_change_decision(&[node(&done, true, true)]),
+            ConfigChangeDecision::Queue,
+            "a pod still running counts as busy"
+        );
+        assert_eq!(
+            config_change_decision(&[
+                node(&running, true, false),
+                node(&failing_config, true, false)
+            ]),
+            ConfigChangeDecision::Apply {
+                every_node_complete: false,
+                delete_pods_on: vec![1]
+            }
+        );
+        assert_eq!(
+            config_change_decision(&[node(&failing_apply, true, false)]),
+            ConfigChangeDecision::Queue,
+            "a failing apply is not fixed by new config"
+        );
+        assert_eq!(
+            config_change_decision(&[]),
+            ConfigChangeDecision::Apply {
+                every_node_complete: true,
+                delete_pods_on: vec![]
+            }
         );
     }
 
