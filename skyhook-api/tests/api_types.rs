@@ -267,16 +267,18 @@ fn policy_defaults_and_compartment_strategy_lookup() {
     .unwrap();
     let spec: &DeploymentPolicySpec = &policy.spec;
     assert!(spec.reset_batch_state_on_completion, "CRD default is true");
-    assert_eq!(spec.strategy_for("gpu").kind(), StrategyKind::Linear);
     assert_eq!(
-        spec.strategy_for("cpu").kind(),
-        StrategyKind::Fixed,
-        "no strategy: the default"
+        spec.compartments[0]
+            .strategy
+            .as_ref()
+            .map(DeploymentStrategy::kind),
+        Some(StrategyKind::Linear)
     );
     assert_eq!(
-        spec.strategy_for(keys::DEFAULT_COMPARTMENT).kind(),
-        StrategyKind::Fixed
+        spec.compartments[1].strategy, None,
+        "no strategy stays absent"
     );
+    assert_eq!(spec.default.strategy.kind(), StrategyKind::Fixed);
     assert_eq!(spec.default.budget.percent, Some(25));
 }
 

@@ -66,7 +66,8 @@ pub struct Compartment {
     /// Most nodes of this compartment worked on at once: exactly one of `percent` or `count`.
     /// Required.
     pub budget: PolicyBudget,
-    /// Batch strategy of this compartment; the default strategy applies when omitted.
+    /// Batch strategy of this compartment. When omitted, every batch is the compartment's
+    /// ceiling, and the compartment counts as the least safe kind when compartments overlap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<DeploymentStrategy>,
 }
@@ -304,17 +305,5 @@ impl DeploymentStrategy {
             (None, None, Some(s)) => Some(exponential(s)),
             (None, None, None) => None,
         }
-    }
-}
-
-impl DeploymentPolicySpec {
-    /// The strategy of the compartment named `name`, falling back to the default strategy when
-    /// the compartment has none or does not exist (which is the case for `__default__`).
-    pub fn strategy_for(&self, name: &str) -> &DeploymentStrategy {
-        self.compartments
-            .iter()
-            .find(|compartment| compartment.name == name)
-            .and_then(|compartment| compartment.strategy.as_ref())
-            .unwrap_or(&self.default.strategy)
     }
 }
