@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook, SkyhookSpec};
 use skyhook_api::validate::{
-    MAX_SKYHOOK_NAME_LEN, ValidationContext, default_policy, deprecation_warnings,
+    MAX_SKYHOOK_NAME_LEN, ValidationContext, admission_warnings, default_policy,
     policy_delete_blockers, policy_delete_message, validate_policy, validate_skyhook,
 };
 
@@ -149,15 +149,7 @@ fn skyhook_rejection_table() {
             "packages: {dexter: {version: v1.2.3, image: busybox}}",
             &["spec.packages.dexter.version"],
         ),
-        // Image tag equals version; registry ports parse.
-        (
-            "packages: {dexter: {version: 1.2.3, image: 'ghcr.io/nvidia/skyhook/agentless:bogus'}}",
-            &["spec.packages.dexter.image"],
-        ),
-        (
-            "packages: {dexter: {version: 1.2.3, image: 'host:5000/x:1.2.4'}}",
-            &["spec.packages.dexter.image"],
-        ),
+        // Image references parse (a tag that differs from the version is only a warning).
         (
             "packages: {dexter: {version: 1.2.3, image: 'Host/UPPER'}}",
             &["spec.packages.dexter.image"],
@@ -338,17 +330,53 @@ fn skyhook_names() {
 
 #[test]
 fn warnings() {
-    assert!(deprecation_warnings(&spec("packages: {}")).is_empty());
-    let w = deprecation_warnings(&spec("pause: true"));
+    assert!(admission_warnings(&spec("packages: {}")).is_empty());
+    // A written tag that differs from the version is ignored, as upstream does, with a warning
+    // that says what is pulled instead; a registry port is not mistaken for a tag.
+    for (manifest, warned) in [
+        (
+            "packages: {dexter: {version: 1.2.3, image: 'ghcr.io/nvidia/skyhook/agentless:bogus'}}",
+            true,
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: 'host:5000/x:1.2.4'}}",
+            true,
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: 'host:5000/x:1.2.3'}}",
+            false,
+        ),
+        (
+            "packages: {dexter: {version: 1.2.3, image: 'host:5000/x'}}",
+            false,
+        ),
+    ] {
+        let parsed = spec(manifest);
+        assert!(
+            validate_skyhook(&parsed, &ValidationContext::default()).is_ok(),
+            "{manifest}"
+        );
+        let warnings = admission_warnings(&parsed);
+        assert_eq!(!warnings.is_empty(), warned, "{manifest}: {warnings:?}");
+        if warned {
+            assert!(
+                warnings[0].starts_with("spec.packages.dexter.image: the tag"),
+                "{warnings:?}"
+            );
+            assert!(
+                warnings[0].contains(":1.2.3"),
+                "names the pulled reference: {warnings:?}"
+            );
+        }
+    }
+    let w = admission_warnings(&spec("pause: true"));
     assert_eq!(w.len(), 1);
     assert!(w[0].contains("skyhook.nvidia.com/pause"), "{w:?}");
     assert_eq!(
-        deprecation_warnings(&spec("autoTaintNewNodes: true")).len(),
+        admission_warnings(&spec("autoTaintNewNodes: true")).len(),
         1
     );
-    assert!(
-        deprecation_warnings(&spec("autoTaintNewNodes: true\nruntimeRequired: true")).is_empty()
-    );
+    assert!(admission_warnings(&spec("autoTaintNewNodes: true\nruntimeRequired: true")).is_empty());
 }
 
 const POLICY: &str = r#"

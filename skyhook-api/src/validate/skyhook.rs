@@ -11,7 +11,7 @@ use super::quantity::{QuantityValue, parse_quantity};
 use super::violation::{Violation, Violations};
 use crate::glob::Pattern;
 use crate::graph::{GraphError, PackageGraph};
-use crate::image::{ImageRef, PackageImageError, validate_package_image};
+use crate::image::{ImageRef, PackageImageError, pull_reference, validate_package_image};
 use crate::interrupt::config_key_matches;
 use crate::selector::{Selector, validate_dns_label};
 use crate::v1alpha1::{Package, PackageResources, SkyhookSpec};
@@ -177,18 +177,14 @@ fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
             "remove name (it is taken from the key) or make it equal to the key",
         ));
     }
-    let version_ok = match Version::parse(&package.version) {
-        Ok(_) => true,
-        Err(err) => {
-            out.push(Violation::new(
-                format!("{field}.version"),
-                err.to_string(),
-                "use a semantic version without a leading v, e.g. 1.2.3",
-            ));
-            false
-        }
-    };
-    check_image(&field, package, version_ok, out);
+    if let Err(err) = Version::parse(&package.version) {
+        out.push(Violation::new(
+            format!("{field}.version"),
+            err.to_string(),
+            "use a semantic version without a leading v, e.g. 1.2.3",
+        ));
+    }
+    check_image(&field, package, out);
     for pattern in package.config_interrupts.keys() {
         check_config_interrupt(&field, pattern, &package.config_map, out);
     }
@@ -204,27 +200,20 @@ fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
     }
 }
 
-fn check_image(field: &str, package: &Package, version_ok: bool, out: &mut Vec<Violation>) {
+fn check_image(field: &str, package: &Package, out: &mut Vec<Violation>) {
     match validate_package_image(
         &package.image,
         &package.version,
         package.container_sha.as_deref(),
     ) {
-        Ok(_) => {}
-        // A bad version is already reported; a tag that cannot equal it adds nothing.
-        Err(PackageImageError::TagMismatch { .. }) if !version_ok => {}
+        // Upstream ignores a written tag (it pulls `image:version`), so manifests with a stale
+        // tag keep working here too; `admission_warnings` tells the user instead of rejecting.
+        Ok(_) | Err(PackageImageError::TagMismatch { .. }) => {}
         Err(PackageImageError::ContainerSha(err)) => {
             out.push(Violation::new(
                 format!("{field}.containerSHA"),
                 err.to_string(),
                 "write sha256: followed by the 64 hex digits of the image digest",
-            ));
-        }
-        Err(err @ PackageImageError::TagMismatch { .. }) => {
-            out.push(Violation::new(
-                format!("{field}.image"),
-                err.to_string(),
-                "remove the tag from image; the version is used as the tag",
             ));
         }
         Err(err) => {
@@ -370,9 +359,21 @@ fn check_dependencies(packages: &BTreeMap<String, Package>, out: &mut Vec<Violat
     }
 }
 
-/// Warnings (not errors) about deprecated or ineffective settings, for admission responses.
-pub fn deprecation_warnings(spec: &SkyhookSpec) -> Vec<String> {
+/// Warnings (not errors) about deprecated, ignored or ineffective settings, for admission
+/// responses.
+pub fn admission_warnings(spec: &SkyhookSpec) -> Vec<String> {
     let mut warnings = Vec::new();
+    for (key, package) in &spec.packages {
+        if let Ok(image) = ImageRef::parse(&package.image)
+            && let Some(tag) = image.tag.as_deref()
+            && tag != package.version
+        {
+            warnings.push(format!(
+                "spec.packages.{key}.image: the tag {tag:?} is ignored and {} is pulled; remove the tag (the version is the tag)",
+                pull_reference(&package.image, &package.version, package.container_sha.as_deref())
+            ));
+        }
+    }
     if spec.pause {
         warnings.push(
             "spec.pause is deprecated and ignored; pause with the annotation skyhook.nvidia.com/pause: \"true\"".to_owned(),
