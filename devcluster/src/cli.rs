@@ -1,0 +1,561 @@
+//! The `devcluster` command: `up` starts a daemon (`devcluster serve`) that owns the cluster, and
+//! the other commands find it through the state directory.
+
+use std::io::{BufRead, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::ListParams;
+use nix::sys::signal::Signal;
+
+use crate::controlplane::process::{self, is_alive, is_alive_running};
+use crate::controlplane::{Timeouts, binary};
+use crate::state::{ClusterRecord, StateDir, default_state_dir};
+use crate::{DevCluster, DevClusterOptions, leftovers};
+
+const CONTROLPLANE_BINARY: &str = "devcluster-controlplane";
+/// How often `up` and `down` look at the daemon while waiting for it.
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "devcluster",
+    version,
+    about = "A local Kubernetes cluster: real control plane, simulated nodes"
+)]
+pub struct Cli {
+    /// The cluster's state directory [default: .devcluster/ at the repository root]
+    #[arg(long, global = true, env = "DEVCLUSTER_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a cluster in the background; returns when the API and every node are ready and
+    /// prints the kubeconfig path.
+    Up {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Give up (and stop the daemon) after this many seconds.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+    },
+    /// Stop the cluster: every process, every mount (also after a crashed daemon).
+    Down,
+    /// Show what runs (exit status 1 if the cluster is not running).
+    Status,
+    /// Print the kubeconfig path.
+    Kubeconfig,
+    /// Run the cluster in the foreground (what `up` starts in the background).
+    #[command(hide = true)]
+    Serve {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct ClusterArgs {
+    /// Number of simulated nodes (node-1 ... node-N).
+    #[arg(long, default_value_t = 0)]
+    nodes: usize,
+    /// Nodes without overlay mounts (no root needed; for thousands of nodes).
+    #[arg(long)]
+    light: bool,
+}
+
+impl ClusterArgs {
+    fn to_args(&self) -> Vec<String> {
+        let mut args = vec![format!("--nodes={}", self.nodes)];
+        if self.light {
+            args.push("--light".to_string());
+        }
+        args
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("devcluster: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let state = resolve_state_dir(cli.state_dir)?;
+    match cli.command {
+        Command::Up { cluster, timeout } => up(&state, &cluster, Duration::from_secs(timeout)),
+        Command::Down => down(&state),
+        Command::Status => status(&state),
+        Command::Kubeconfig => kubeconfig(&state),
+        Command::Serve { cluster } => serve(&state, &cluster),
+    }
+}
+
+fn resolve_state_dir(given: Option<PathBuf>) -> anyhow::Result<StateDir> {
+    let dir = match given {
+        Some(dir) => dir,
+        None => {
+            let cwd = std::env::current_dir().context("reading the current directory")?;
+            default_state_dir(&cwd).with_context(|| {
+                format!(
+                    "{} is not inside a repository (no .git or workspace Cargo.toml above it); \
+                     pass --state-dir",
+                    cwd.display()
+                )
+            })?
+        }
+    };
+    // Absolute, so the daemon and the kubeconfig path do not depend on a working directory.
+    let dir = if dir.is_absolute() {
+        dir
+    } else {
+        std::env::current_dir()
+            .context("reading the current directory")?
+            .join(dir)
+    };
+    Ok(StateDir::new(dir))
+}
+
+fn stdout_line(line: &str) -> anyhow::Result<()> {
+    writeln!(std::io::stdout().lock(), "{line}").context("writing to stdout")
+}
+
+/// The running cluster's record, if its owner is alive.
+fn running_record(state: &StateDir) -> anyhow::Result<Option<ClusterRecord>> {
+    let path = state.cluster_info();
+    let record =
+        ClusterRecord::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(record.filter(|record| is_alive(record.owner_pid)))
+}
+
+fn daemon_pid(state: &StateDir) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(state.daemon_pid_file())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    is_alive_running(pid, "devcluster").then_some(pid)
+}
+
+fn up(state: &StateDir, cluster: &ClusterArgs, timeout: Duration) -> anyhow::Result<ExitCode> {
+    if let Some(pid) = daemon_pid(state) {
+        bail!(
+            "a cluster is already running in {} (daemon pid {pid}); `devcluster down` stops it",
+            state.root().display()
+        );
+    }
+    if let Some(record) = running_record(state)? {
+        bail!(
+            "a cluster is already running in {} (owned by process {}); stop that process first",
+            state.root().display(),
+            record.owner_pid
+        );
+    }
+    binary::locate()?;
+    if cluster.nodes > 0 && !cluster.light && !nix::unistd::Uid::effective().is_root() {
+        bail!("nodes with overlay roots need root; run as root or pass --light");
+    }
+    std::fs::create_dir_all(state.logs())
+        .with_context(|| format!("creating {}", state.logs().display()))?;
+    std::fs::write(state.progress_file(), "")
+        .with_context(|| format!("clearing {}", state.progress_file().display()))?;
+    let daemon_log_path = state.log_file("devcluster");
+    let daemon_log = std::fs::File::create(&daemon_log_path)
+        .with_context(|| format!("creating {}", daemon_log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the devcluster executable")?;
+    let mut daemon = std::process::Command::new(&exe)
+        .arg("serve")
+        .arg("--state-dir")
+        .arg(state.root())
+        .args(cluster.to_args())
+        .stdin(Stdio::null())
+        .stdout(
+            daemon_log
+                .try_clone()
+                .context("duplicating the log handle")?,
+        )
+        .stderr(daemon_log)
+        .spawn()
+        .with_context(|| format!("starting {} serve", exe.display()))?;
+    eprintln!(
+        "devcluster: starting in {} (daemon pid {}, log {})",
+        state.root().display(),
+        daemon.id(),
+        daemon_log_path.display()
+    );
+
+    let started = Instant::now();
+    let mut progress = ProgressTail::new(state.progress_file());
+    loop {
+        progress.relay();
+        if let Some(record) = ClusterRecord::read(&state.cluster_info()).ok().flatten()
+            && record.owner_pid == daemon.id()
+        {
+            progress.relay();
+            eprintln!("devcluster: up in {:.1} s", started.elapsed().as_secs_f64());
+            stdout_line(&state.kubeconfig().display().to_string())?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Some(status) = daemon.try_wait().context("checking the daemon")? {
+            progress.relay();
+            bail!(
+                "the daemon exited ({status}) before the cluster was ready; last lines of {}:\n{}",
+                daemon_log_path.display(),
+                process::log_tail(&daemon_log_path, 30)
+            );
+        }
+        if started.elapsed() > timeout {
+            process::signal_group(daemon.id(), Signal::SIGTERM);
+            bail!(
+                "the cluster was not ready after {timeout:?}; stopping it (logs in {})",
+                state.logs().display()
+            );
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Prints lines appended to the daemon's progress file since the last call.
+struct ProgressTail {
+    path: PathBuf,
+    offset: u64,
+}
+
+impl ProgressTail {
+    fn new(path: PathBuf) -> Self {
+        Self { path, offset: 0 }
+    }
+
+    fn relay(&mut self) {
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return;
+        };
+        if file.seek(std::io::SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut reader = std::io::BufReader::new(file);
+        let mut line = String::new();
+        // Only whole lines: a line still being written is read on the next call.
+        while reader.read_line(&mut line).is_ok_and(|read| read > 0) && line.ends_with('\n') {
+            self.offset += line.len() as u64;
+            eprintln!("devcluster: {}", line.trim_end());
+            line.clear();
+        }
+    }
+}
+
+fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
+    // A session of its own: closing the terminal that ran `up` must not stop the cluster.
+    if let Err(error) = nix::unistd::setsid() {
+        tracing::debug!(%error, "setsid (already a session leader?)");
+    }
+    init_tracing();
+    std::fs::write(state.daemon_pid_file(), format!("{}\n", std::process::id()))
+        .with_context(|| format!("writing {}", state.daemon_pid_file().display()))?;
+    let progress_path = state.progress_file();
+    let progress = move |line: &str| {
+        tracing::info!("{line}");
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&progress_path)
+            .and_then(|mut file| writeln!(file, "{line}"));
+        if let Err(error) = appended {
+            tracing::warn!(path = %progress_path.display(), %error, "writing progress");
+        }
+    };
+    let options = DevClusterOptions {
+        nodes: cluster.nodes,
+        light: cluster.light,
+        state_dir: Some(state.root().to_path_buf()),
+        timeouts: Timeouts::default(),
+        progress: Some(std::sync::Arc::new(progress.clone())),
+        ..DevClusterOptions::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")?;
+    let outcome = runtime.block_on(async {
+        let cluster = match DevCluster::start(options).await {
+            Ok(cluster) => cluster,
+            Err(error) => {
+                progress(&format!("failed: {error}"));
+                return Err(anyhow::Error::new(error));
+            }
+        };
+        let signal = wait_for_stop_signal().await?;
+        tracing::info!(signal, "stopping the cluster");
+        Ok(cluster)
+    });
+    let result = outcome.map(|cluster| {
+        cluster.stop();
+        ExitCode::SUCCESS
+    });
+    let _removed = std::fs::remove_file(state.daemon_pid_file());
+    result
+}
+
+async fn wait_for_stop_signal() -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    let mut hangup = signal(SignalKind::hangup()).context("installing a SIGHUP handler")?;
+    Ok(tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+        _ = hangup.recv() => "SIGHUP",
+    })
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DEVCLUSTER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _already_set = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
+    let mut stopped_something = false;
+    if let Some(pid) = daemon_pid(state) {
+        eprintln!("devcluster: stopping the daemon (pid {pid})");
+        stopped_something = true;
+        stop_process(pid, Duration::from_secs(120));
+    }
+    // Whatever a crashed daemon left: control-plane processes, pods, mounts, records.
+    let record = ClusterRecord::read(&state.cluster_info()).ok().flatten();
+    for (component, pid) in record.iter().flat_map(|record| record.components.iter()) {
+        if is_alive_running(*pid, CONTROLPLANE_BINARY) {
+            eprintln!("devcluster: stopping leftover {component} (pid {pid})");
+            stopped_something = true;
+            stop_process(*pid, Duration::from_secs(30));
+        }
+    }
+    if state.root().exists() {
+        for pid in leftovers::processes_under(state.root()) {
+            eprintln!(
+                "devcluster: killing leftover process {pid} running inside the state directory"
+            );
+            stopped_something = true;
+            signal_process(pid, Signal::SIGKILL);
+        }
+        let unmounted = leftovers::unmount_all_under(state.root()).with_context(|| {
+            format!(
+                "unmounting what is mounted under {}",
+                state.root().display()
+            )
+        })?;
+        for mount in &unmounted {
+            eprintln!("devcluster: unmounted {}", mount.display());
+        }
+        stopped_something |= !unmounted.is_empty();
+    }
+    for file in [state.cluster_info(), state.daemon_pid_file()] {
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(error).with_context(|| format!("removing {}", file.display()));
+            }
+        }
+    }
+    let message = if stopped_something {
+        "stopped"
+    } else {
+        "nothing was running"
+    };
+    eprintln!("devcluster: {message} ({})", state.root().display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM, then SIGKILL after `grace`; returns once the process is gone.
+fn stop_process(pid: u32, grace: Duration) {
+    signal_process(pid, Signal::SIGTERM);
+    let started = Instant::now();
+    while is_alive(pid) {
+        if started.elapsed() > grace {
+            eprintln!("devcluster: process {pid} ignored SIGTERM for {grace:?}; killing it");
+            signal_process(pid, Signal::SIGKILL);
+            break;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Signals one process; pids that are not positive (which `kill` reads as groups) are ignored.
+fn signal_process(pid: u32, signal: Signal) {
+    match i32::try_from(pid) {
+        Ok(raw) if raw > 1 => {
+            if let Err(error) = nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), signal) {
+                tracing::debug!(pid, ?signal, %error, "signalling");
+            }
+        }
+        _ => {}
+    }
+}
+
+fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
+    let Some(record) = running_record(state)? else {
+        eprintln!("devcluster: not running ({})", state.root().display());
+        return Ok(ExitCode::FAILURE);
+    };
+    let mut healthy = true;
+    let mut out = vec![
+        format!("state dir:  {}", state.root().display()),
+        format!("kubeconfig: {}", record.kubeconfig.display()),
+        format!("server:     {}", record.server),
+        format!("owner pid:  {}", record.owner_pid),
+        "components:".to_string(),
+    ];
+    let port_of = |name: &str| match name {
+        "etcd" => record.ports.etcd_client,
+        "kube-apiserver" => record.ports.apiserver,
+        "kube-controller-manager" => record.ports.controller_manager,
+        "kube-scheduler" => record.ports.scheduler,
+        _ => 0,
+    };
+    for (component, pid) in &record.components {
+        let alive = is_alive_running(*pid, CONTROLPLANE_BINARY);
+        healthy &= alive;
+        let state = if alive { "running" } else { "NOT RUNNING" };
+        out.push(format!(
+            "  {component:<24} pid {pid:<8} port {:<6} {state}",
+            port_of(component)
+        ));
+    }
+    match node_summary(&record.kubeconfig) {
+        Ok(lines) => out.extend(lines),
+        Err(error) => {
+            healthy = false;
+            out.push(format!("nodes: cannot list them: {error:#}"));
+        }
+    }
+    for line in out {
+        stdout_line(&line)?;
+    }
+    Ok(if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn node_summary(kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")?;
+    runtime.block_on(async {
+        let text = std::fs::read_to_string(kubeconfig)
+            .with_context(|| format!("reading {}", kubeconfig.display()))?;
+        let parsed = kube::config::Kubeconfig::from_yaml(&text)?;
+        let config = kube::Config::from_custom_kubeconfig(
+            parsed,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
+        let client = kube::Client::try_from(config)?;
+        let nodes: Api<Node> = Api::all(client);
+        let list =
+            tokio::time::timeout(Duration::from_secs(20), nodes.list(&ListParams::default()))
+                .await
+                .context("the API server did not answer within 20 s")??;
+        let mut lines = vec![format!("nodes: {}", list.items.len())];
+        for node in &list.items {
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|status| status.conditions.as_ref())
+                .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
+                .map_or("Unknown", |condition| {
+                    if condition.status == "True" {
+                        "Ready"
+                    } else {
+                        "NotReady"
+                    }
+                });
+            lines.push(format!(
+                "  {:<24} {ready}",
+                node.metadata.name.as_deref().unwrap_or("?")
+            ));
+        }
+        Ok(lines)
+    })
+}
+
+fn kubeconfig(state: &StateDir) -> anyhow::Result<ExitCode> {
+    let path = state.kubeconfig();
+    if !path.is_file() {
+        bail!(
+            "no cluster in {} ({} is missing); start one with `devcluster up`",
+            state.root().display(),
+            path.display()
+        );
+    }
+    stdout_line(&path.display().to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_gets_the_cluster_arguments_back() {
+        let cases = [
+            (
+                ClusterArgs {
+                    nodes: 0,
+                    light: false,
+                },
+                vec!["--nodes=0"],
+            ),
+            (
+                ClusterArgs {
+                    nodes: 3,
+                    light: true,
+                },
+                vec!["--nodes=3", "--light"],
+            ),
+        ];
+        for (args, expected) in cases {
+            let rendered = args.to_args();
+            assert_eq!(rendered, expected);
+            let mut argv = vec!["devcluster".to_string(), "serve".to_string()];
+            argv.extend(rendered);
+            let parsed = Cli::try_parse_from(argv).map(|cli| cli.command);
+            assert!(
+                matches!(parsed, Ok(Command::Serve { cluster }) if cluster.nodes == args.nodes && cluster.light == args.light),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn progress_tail_relays_whole_lines_once() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("progress.log");
+        std::fs::write(&path, "one\ntw")?;
+        let mut tail = ProgressTail::new(path.clone());
+        tail.relay();
+        assert_eq!(tail.offset, 4, "only the complete line is consumed");
+        std::fs::write(&path, "one\ntwo\n")?;
+        tail.relay();
+        assert_eq!(tail.offset, 8);
+        Ok(())
+    }
+}

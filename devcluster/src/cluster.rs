@@ -1,0 +1,547 @@
+//! [`DevCluster`]: the handle tests and the `devcluster` command hold on a running cluster.
+//!
+//! The cluster runs on a thread of its own with its own tokio runtime, so it works the same from a
+//! `#[tokio::test]`, from plain sync code and from the daemon, and dropping the caller's runtime
+//! cannot break it. The control-plane processes are spawned from that thread, which lives exactly
+//! as long as the cluster: their parent-death signal fires if the whole process dies.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+use crate::controlplane::ports::Ports;
+use crate::controlplane::{ControlPlane, ControlPlaneError, Timeouts, binary};
+use crate::node::{NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
+use crate::state::{ClusterRecord, StateDir, repository_root};
+
+/// Receives one human-readable line per startup milestone.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What to start. `DevClusterOptions::default()` is a control plane without nodes in a temporary
+/// state directory.
+#[derive(Clone)]
+pub struct DevClusterOptions {
+    pub nodes: usize,
+    /// Nodes without overlay mounts (no root needed, scales to thousands).
+    pub light: bool,
+    /// `None`: a temporary directory, removed on drop unless `keep_state` is set or the thread
+    /// is panicking (a failing test keeps its logs).
+    pub state_dir: Option<PathBuf>,
+    pub keep_state: bool,
+    /// Labels every node gets.
+    pub node_labels: BTreeMap<String, String>,
+    /// How long a simulated reboot keeps a node down.
+    pub reboot_delay: Duration,
+    pub timeouts: Timeouts,
+    /// `None`: milestones are logged with `tracing`.
+    pub progress: Option<Progress>,
+}
+
+impl Default for DevClusterOptions {
+    fn default() -> Self {
+        Self {
+            nodes: 0,
+            light: false,
+            state_dir: None,
+            keep_state: false,
+            node_labels: BTreeMap::new(),
+            reboot_delay: Duration::from_secs(2),
+            timeouts: Timeouts::default(),
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for DevClusterOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevClusterOptions")
+            .field("nodes", &self.nodes)
+            .field("light", &self.light)
+            .field("state_dir", &self.state_dir)
+            .field("keep_state", &self.keep_state)
+            .field("node_labels", &self.node_labels)
+            .field("reboot_delay", &self.reboot_delay)
+            .field("timeouts", &self.timeouts)
+            .field("progress", &self.progress.as_ref().map(|_| "callback"))
+            .finish()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DevClusterError {
+    #[error(transparent)]
+    ControlPlane(#[from] ControlPlaneError),
+    #[error("simulated nodes: {0}")]
+    Nodes(#[from] NodeError),
+    #[error("{count} nodes not Ready after {waited:?}; node logs are in {logs}")]
+    NodesNotReady {
+        count: usize,
+        waited: Duration,
+        logs: PathBuf,
+    },
+    #[error(
+        "a cluster is already running in {state_dir} (process {owner_pid}); stop it with \
+         `devcluster down --state-dir {state_dir}` or use another state directory"
+    )]
+    AlreadyRunning { state_dir: PathBuf, owner_pid: u32 },
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("starting the cluster's runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("the cluster thread ended without reporting (it panicked?); logs are in {0}")]
+    ThreadGone(PathBuf),
+    #[error("building a Kubernetes client for {server}: {source}")]
+    Client { server: String, source: kube::Error },
+}
+
+/// A running cluster; stopped (processes ended, node mounts removed) on drop.
+#[derive(Debug)]
+pub struct DevCluster {
+    state: StateDir,
+    temp_dir: Option<tempfile::TempDir>,
+    keep_state: bool,
+    config: kube::Config,
+    server: String,
+    ports: Ports,
+    runtime: tokio::runtime::Handle,
+    nodes: Vec<NodeHandle>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the cluster thread reports once everything is ready.
+struct Started {
+    config: kube::Config,
+    server: String,
+    ports: Ports,
+    runtime: tokio::runtime::Handle,
+    nodes: Vec<NodeHandle>,
+}
+
+type ReadySender = oneshot::Sender<Result<Started, DevClusterError>>;
+
+struct Pending {
+    ready: oneshot::Receiver<Result<Started, DevClusterError>>,
+    parts: Parts,
+}
+
+/// Everything of a cluster being started except its outcome.
+struct Parts {
+    state: StateDir,
+    temp_dir: Option<tempfile::TempDir>,
+    keep_state: bool,
+    shutdown: oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl DevCluster {
+    /// Starts a cluster and returns once the API server is ready, the namespace controllers have
+    /// run and every node is Ready.
+    pub async fn start(options: DevClusterOptions) -> Result<Self, DevClusterError> {
+        let Pending { ready, parts } = Self::launch(options)?;
+        let started = ready
+            .await
+            .unwrap_or_else(|_| Err(DevClusterError::ThreadGone(parts.state.logs())));
+        Self::finish(started, parts)
+    }
+
+    /// [`DevCluster::start`] for code without a tokio runtime; blocks the calling thread.
+    /// Do not call it from async code (use `start` there).
+    pub fn start_blocking(options: DevClusterOptions) -> Result<Self, DevClusterError> {
+        let Pending { ready, parts } = Self::launch(options)?;
+        let started = ready
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(DevClusterError::ThreadGone(parts.state.logs())));
+        Self::finish(started, parts)
+    }
+
+    fn launch(options: DevClusterOptions) -> Result<Pending, DevClusterError> {
+        let (state, temp_dir) = match &options.state_dir {
+            Some(dir) => (StateDir::new(dir.clone()), None),
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix("devcluster-")
+                    .tempdir()
+                    .map_err(|source| DevClusterError::Io {
+                        action: "creating a temporary state directory in",
+                        path: std::env::temp_dir(),
+                        source,
+                    })?;
+                (StateDir::new(temp.path()), Some(temp))
+            }
+        };
+        prepare_state_dir(&state)?;
+        let (ready_tx, ready) = oneshot::channel();
+        let (shutdown, shutdown_rx) = oneshot::channel();
+        let keep_state = options.keep_state;
+        let thread_state = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("devcluster".to_string())
+            .spawn(move || run_cluster(thread_state, options, ready_tx, shutdown_rx))
+            .map_err(DevClusterError::Runtime)?;
+        Ok(Pending {
+            ready,
+            parts: Parts {
+                state,
+                temp_dir,
+                keep_state,
+                shutdown,
+                thread,
+            },
+        })
+    }
+
+    fn finish(
+        started: Result<Started, DevClusterError>,
+        parts: Parts,
+    ) -> Result<Self, DevClusterError> {
+        match started {
+            Ok(started) => Ok(Self {
+                state: parts.state,
+                temp_dir: parts.temp_dir,
+                keep_state: parts.keep_state,
+                config: started.config,
+                server: started.server,
+                ports: started.ports,
+                runtime: started.runtime,
+                nodes: started.nodes,
+                shutdown: Some(parts.shutdown),
+                thread: Some(parts.thread),
+            }),
+            Err(error) => {
+                // The thread has cleaned up after the failure; its logs are what explains it.
+                let _joined = parts.thread.join();
+                if let Some(temp) = parts.temp_dir {
+                    let kept = temp.keep();
+                    tracing::warn!(state_dir = %kept.display(), "cluster failed to start; keeping its state directory for the logs");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.state.kubeconfig()
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.state.root()
+    }
+
+    /// The API server's URL (`https://127.0.0.1:<port>`).
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn ports(&self) -> Ports {
+        self.ports
+    }
+
+    /// A cluster-admin client. In async code it runs on the caller's runtime; called outside any
+    /// runtime, it runs on the cluster's.
+    pub fn client(&self) -> Result<kube::Client, DevClusterError> {
+        let _entered = tokio::runtime::Handle::try_current()
+            .is_err()
+            .then(|| self.runtime.enter());
+        kube::Client::try_from(self.config.clone()).map_err(|source| DevClusterError::Client {
+            server: self.server.clone(),
+            source,
+        })
+    }
+
+    /// The simulated nodes, `node-1` .. `node-N`.
+    pub fn nodes(&self) -> &[NodeHandle] {
+        &self.nodes
+    }
+
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeHandle> {
+        self.nodes.iter().find(|node| node.name() == name)
+    }
+
+    /// Client configuration for the cluster-admin user (for clients other than `kube::Client`).
+    pub fn config(&self) -> &kube::Config {
+        &self.config
+    }
+
+    /// Stops the cluster now (what drop does), waiting until every process has ended.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            // The thread also stops when the sender is dropped; sending just says it explicitly.
+            let _sent = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!(state_dir = %self.state.root().display(), "the cluster thread panicked while stopping");
+        }
+        if let Some(temp) = self.temp_dir.take()
+            && (self.keep_state || std::thread::panicking())
+        {
+            let kept = temp.keep();
+            eprintln!(
+                "devcluster: kept the state directory {} (logs in its logs/)",
+                kept.display()
+            );
+        }
+    }
+}
+
+impl Drop for DevCluster {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// Refuses a directory whose cluster still runs, and clears what a stopped one left behind.
+fn prepare_state_dir(state: &StateDir) -> Result<(), DevClusterError> {
+    let io = |action, path: &Path, source| DevClusterError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(state.root()).map_err(|source| io("creating", state.root(), source))?;
+    let record_path = state.cluster_info();
+    let record =
+        ClusterRecord::read(&record_path).map_err(|source| io("reading", &record_path, source))?;
+    if let Some(record) = record
+        && crate::controlplane::process::is_alive(record.owner_pid)
+    {
+        return Err(DevClusterError::AlreadyRunning {
+            state_dir: state.root().to_path_buf(),
+            owner_pid: record.owner_pid,
+        });
+    }
+    for entry in state.previous_run_entries() {
+        let removed = if entry.is_dir() {
+            std::fs::remove_dir_all(&entry)
+        } else {
+            std::fs::remove_file(&entry)
+        };
+        match removed {
+            Ok(()) => {}
+            Err(source) if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(io("removing", &entry, source)),
+        }
+    }
+    Ok(())
+}
+
+fn run_cluster(
+    state: StateDir,
+    options: DevClusterOptions,
+    ready: ReadySender,
+    shutdown: oneshot::Receiver<()>,
+) {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("devcluster-worker")
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _unheard = ready.send(Err(DevClusterError::Runtime(error)));
+            return;
+        }
+    };
+    runtime.block_on(serve(state, options, ready, shutdown));
+    runtime.shutdown_timeout(Duration::from_secs(10));
+}
+
+/// Runs on the cluster thread: start, report, wait for the shutdown request, stop.
+async fn serve(
+    state: StateDir,
+    options: DevClusterOptions,
+    ready: ReadySender,
+    shutdown: oneshot::Receiver<()>,
+) {
+    let progress: Progress = options
+        .progress
+        .clone()
+        .unwrap_or_else(|| Arc::new(|line: &str| tracing::info!(target: "devcluster", "{line}")));
+    let plane = match start_control_plane(&state, &options, &*progress).await {
+        Ok(plane) => plane,
+        Err(error) => {
+            let _unheard = ready.send(Err(error));
+            return;
+        }
+    };
+    let nodes = match start_simulated_nodes(&state, &options, &plane, &*progress).await {
+        Ok(nodes) => nodes,
+        Err(error) => {
+            plane.stop().await;
+            let _unheard = ready.send(Err(error));
+            return;
+        }
+    };
+    let node_handles = nodes.as_ref().map(NodeSim::nodes).unwrap_or_default();
+    let record = ClusterRecord {
+        owner_pid: std::process::id(),
+        server: plane.server().to_string(),
+        kubeconfig: state.kubeconfig(),
+        ports: plane.ports(),
+        components: plane
+            .pids()
+            .into_iter()
+            .map(|(component, pid)| (component.name().to_string(), pid))
+            .collect(),
+        nodes: node_handles
+            .iter()
+            .map(|node| node.name().to_string())
+            .collect(),
+        light: options.light,
+    };
+    let started = match record.write(&state.cluster_info()) {
+        Ok(()) => Ok(Started {
+            config: plane.config().clone(),
+            server: plane.server().to_string(),
+            ports: plane.ports(),
+            runtime: tokio::runtime::Handle::current(),
+            nodes: node_handles,
+        }),
+        Err(source) => Err(DevClusterError::Io {
+            action: "writing",
+            path: state.cluster_info(),
+            source,
+        }),
+    };
+    if started.is_ok() {
+        progress(&format!(
+            "cluster ready; kubeconfig: {}",
+            state.kubeconfig().display()
+        ));
+    }
+    if ready.send(started).is_ok() {
+        // Either an explicit request or the handle being dropped means stop.
+        let _requested = shutdown.await;
+    }
+    if let Some(nodes) = nodes
+        && let Err(error) = nodes.shutdown().await
+    {
+        tracing::error!(error = %crate::shim::error_chain(&error), "stopping the simulated nodes");
+    }
+    plane.stop().await;
+    match std::fs::remove_file(state.cluster_info()) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => {
+            tracing::warn!(path = %state.cluster_info().display(), %error, "removing the cluster record")
+        }
+    }
+}
+
+async fn start_control_plane(
+    state: &StateDir,
+    options: &DevClusterOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<ControlPlane, DevClusterError> {
+    let binary = binary::locate().map_err(ControlPlaneError::from)?;
+    Ok(ControlPlane::start(&binary, state, options.timeouts, progress).await?)
+}
+
+/// Starts the nodes and returns once all are Ready, reporting how many are as they come up.
+async fn start_simulated_nodes(
+    state: &StateDir,
+    options: &DevClusterOptions,
+    plane: &ControlPlane,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Option<NodeSim>, DevClusterError> {
+    if options.nodes == 0 {
+        return Ok(None);
+    }
+    let started = std::time::Instant::now();
+    let kind = if options.light { "light " } else { "" };
+    progress(&format!("starting {} {kind}nodes", options.nodes));
+    let client = kube::Client::try_from(plane.config().clone()).map_err(|source| {
+        DevClusterError::Client {
+            server: plane.server().to_string(),
+            source,
+        }
+    })?;
+    let workspace_root = repository_root(Path::new(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let mut sim_options = NodeSimOptions::new(options.nodes, state.nodes(), workspace_root)?;
+    sim_options.light = options.light;
+    sim_options.labels = options.node_labels.clone();
+    sim_options.reboot_delay = options.reboot_delay;
+    sim_options.apiserver_url = Some(plane.server().to_string());
+    let sim = start_nodes(client.clone(), sim_options).await?;
+
+    let outcome = {
+        let all_ready = async {
+            match tokio::time::timeout(options.timeouts.nodes, sim.wait_ready()).await {
+                Ok(result) => result.map_err(DevClusterError::from),
+                Err(_) => Err(DevClusterError::NodesNotReady {
+                    count: options.nodes,
+                    waited: started.elapsed(),
+                    logs: state.nodes(),
+                }),
+            }
+        };
+        let report = report_ready_nodes(client, options.nodes, progress);
+        tokio::pin!(all_ready, report);
+        tokio::select! {
+            outcome = &mut all_ready => outcome,
+            () = &mut report => all_ready.await,
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            progress(&format!(
+                "{n}/{n} nodes Ready ({:.1} s)",
+                started.elapsed().as_secs_f64(),
+                n = options.nodes
+            ));
+            Ok(Some(sim))
+        }
+        Err(error) => {
+            if let Err(stop_error) = sim.shutdown().await {
+                tracing::error!(error = %crate::shim::error_chain(&stop_error), "stopping the simulated nodes");
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Reports "k/N nodes Ready" whenever k changes, until all are. Only informs: readiness itself is
+/// decided by [`NodeSim::wait_ready`].
+async fn report_ready_nodes(
+    client: kube::Client,
+    expected: usize,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) {
+    let nodes: Api<Node> = Api::all(client);
+    let mut last_reported = None;
+    loop {
+        if let Ok(list) = nodes.list(&kube::api::ListParams::default()).await {
+            let ready = list
+                .items
+                .iter()
+                .filter(|node| crate::node::sim::is_ready(node))
+                .count();
+            if last_reported != Some(ready) {
+                progress(&format!("{ready}/{expected} nodes Ready"));
+                last_reported = Some(ready);
+            }
+            if ready >= expected {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

@@ -1,0 +1,276 @@
+//! The command line of each control-plane component, as a pure function of the cluster's layout.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use super::pki::PkiFiles;
+use super::ports::Ports;
+
+/// Services get addresses from this range; the first one is the `kubernetes` Service.
+pub const SERVICE_CIDR: &str = "10.96.0.0/16";
+pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
+const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Component {
+    Etcd,
+    KubeApiserver,
+    KubeControllerManager,
+    KubeScheduler,
+}
+
+impl Component {
+    /// In start order; stopped in reverse.
+    pub const ALL: [Component; 4] = [
+        Component::Etcd,
+        Component::KubeApiserver,
+        Component::KubeControllerManager,
+        Component::KubeScheduler,
+    ];
+
+    /// The multi-call binary's first argument, also the log file's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Etcd => "etcd",
+            Component::KubeApiserver => "kube-apiserver",
+            Component::KubeControllerManager => "kube-controller-manager",
+            Component::KubeScheduler => "kube-scheduler",
+        }
+    }
+
+    pub fn port(self, ports: &Ports) -> u16 {
+        match self {
+            Component::Etcd => ports.etcd_client,
+            Component::KubeApiserver => ports.apiserver,
+            Component::KubeControllerManager => ports.controller_manager,
+            Component::KubeScheduler => ports.scheduler,
+        }
+    }
+}
+
+/// Everything the command lines refer to.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub ports: Ports,
+    pub pki: PkiFiles,
+    pub kubeconfig: PathBuf,
+    pub etcd_data: PathBuf,
+    /// Working directory for kube-controller-manager and kube-scheduler (their self-signed
+    /// serving certificates).
+    pub components_dir: PathBuf,
+}
+
+/// The arguments after the component name.
+pub fn args(component: Component, layout: &Layout) -> Vec<String> {
+    let path = |path: &PathBuf| path.display().to_string();
+    let ports = &layout.ports;
+    let pki = &layout.pki;
+    let kubeconfig = path(&layout.kubeconfig);
+    let flag = |name: &str, value: &str| format!("--{name}={value}");
+    match component {
+        Component::Etcd => vec![
+            flag("name", "devcluster"),
+            flag("data-dir", &path(&layout.etcd_data)),
+            flag(
+                "client-url",
+                &format!("http://127.0.0.1:{}", ports.etcd_client),
+            ),
+            flag("peer-url", &format!("http://127.0.0.1:{}", ports.etcd_peer)),
+            // A throwaway test cluster: losing data on a machine crash is fine, and fsync on a
+            // loaded disk is what makes etcd (and so every API write) slow.
+            "--unsafe-no-fsync".to_string(),
+        ],
+        Component::KubeApiserver => vec![
+            flag(
+                "etcd-servers",
+                &format!("http://127.0.0.1:{}", ports.etcd_client),
+            ),
+            flag("bind-address", "127.0.0.1"),
+            flag("advertise-address", "127.0.0.1"),
+            flag("secure-port", &ports.apiserver.to_string()),
+            // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none
+            // rather than an error every few seconds.
+            flag("endpoint-reconciler-type", "none"),
+            flag("tls-cert-file", &path(&pki.apiserver_cert)),
+            flag("tls-private-key-file", &path(&pki.apiserver_key)),
+            flag("client-ca-file", &path(&pki.ca_cert)),
+            flag("authorization-mode", "Node,RBAC"),
+            flag("enable-admission-plugins", "NodeRestriction"),
+            flag("allow-privileged", "true"),
+            flag("service-cluster-ip-range", SERVICE_CIDR),
+            flag("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
+            flag(
+                "service-account-key-file",
+                &path(&pki.service_account_public),
+            ),
+            flag(
+                "service-account-signing-key-file",
+                &path(&pki.service_account_key),
+            ),
+            // Webhooks and aggregated APIs are reached through their Service's endpoints: there
+            // is no kube-proxy to route a ClusterIP.
+            flag("enable-aggregator-routing", "true"),
+            flag(
+                "proxy-client-cert-file",
+                &path(&pki.front_proxy_client_cert),
+            ),
+            flag("proxy-client-key-file", &path(&pki.front_proxy_client_key)),
+            flag(
+                "requestheader-client-ca-file",
+                &path(&pki.front_proxy_ca_cert),
+            ),
+            flag("requestheader-allowed-names", "front-proxy-client"),
+            flag("requestheader-username-headers", "X-Remote-User"),
+            flag("requestheader-group-headers", "X-Remote-Group"),
+            flag("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
+            flag(
+                "kubelet-client-certificate",
+                &path(&pki.kubelet_client_cert),
+            ),
+            flag("kubelet-client-key", &path(&pki.kubelet_client_key)),
+            flag("profiling", "false"),
+        ],
+        Component::KubeControllerManager => vec![
+            flag("kubeconfig", &kubeconfig),
+            flag("authentication-kubeconfig", &kubeconfig),
+            flag("authorization-kubeconfig", &kubeconfig),
+            flag("bind-address", "127.0.0.1"),
+            flag("secure-port", &ports.controller_manager.to_string()),
+            flag(
+                "cert-dir",
+                &path(&layout.components_dir.join(component.name())),
+            ),
+            flag("leader-elect", "false"),
+            flag("use-service-account-credentials", "true"),
+            flag(
+                "service-account-private-key-file",
+                &path(&pki.service_account_key),
+            ),
+            flag("root-ca-file", &path(&pki.ca_cert)),
+            flag("cluster-signing-cert-file", &path(&pki.ca_cert)),
+            flag("cluster-signing-key-file", &path(&pki.ca_key)),
+            flag("service-cluster-ip-range", SERVICE_CIDR),
+            // Tests create and delete objects in bursts; client-side throttling at the default
+            // 20 requests/s would make garbage collection and PDB status lag behind.
+            flag("kube-api-qps", "100"),
+            flag("kube-api-burst", "200"),
+            flag("profiling", "false"),
+        ],
+        Component::KubeScheduler => vec![
+            flag("kubeconfig", &kubeconfig),
+            flag("authentication-kubeconfig", &kubeconfig),
+            flag("authorization-kubeconfig", &kubeconfig),
+            flag("bind-address", "127.0.0.1"),
+            flag("secure-port", &ports.scheduler.to_string()),
+            flag(
+                "cert-dir",
+                &path(&layout.components_dir.join(component.name())),
+            ),
+            flag("leader-elect", "false"),
+            flag("profiling", "false"),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn layout() -> Layout {
+        Layout {
+            ports: Ports {
+                etcd_client: 1001,
+                etcd_peer: 1002,
+                apiserver: 1003,
+                controller_manager: 1004,
+                scheduler: 1005,
+            },
+            pki: PkiFiles::in_dir(Path::new("/s/pki")),
+            kubeconfig: PathBuf::from("/s/kubeconfig"),
+            etcd_data: PathBuf::from("/s/etcd"),
+            components_dir: PathBuf::from("/s/components"),
+        }
+    }
+
+    /// Each component is wired to the right ports and files of its own cluster.
+    #[test]
+    fn components_point_at_their_cluster() {
+        let layout = layout();
+        let cases: &[(Component, &[&str])] = &[
+            (
+                Component::Etcd,
+                &[
+                    "--data-dir=/s/etcd",
+                    "--client-url=http://127.0.0.1:1001",
+                    "--peer-url=http://127.0.0.1:1002",
+                ],
+            ),
+            (
+                Component::KubeApiserver,
+                &[
+                    "--etcd-servers=http://127.0.0.1:1001",
+                    "--secure-port=1003",
+                    "--client-ca-file=/s/pki/ca.crt",
+                    "--service-account-signing-key-file=/s/pki/sa.key",
+                    "--service-account-key-file=/s/pki/sa.pub",
+                    "--enable-aggregator-routing=true",
+                    "--service-cluster-ip-range=10.96.0.0/16",
+                ],
+            ),
+            (
+                Component::KubeControllerManager,
+                &[
+                    "--kubeconfig=/s/kubeconfig",
+                    "--secure-port=1004",
+                    "--leader-elect=false",
+                    "--service-account-private-key-file=/s/pki/sa.key",
+                    "--root-ca-file=/s/pki/ca.crt",
+                    "--cert-dir=/s/components/kube-controller-manager",
+                ],
+            ),
+            (
+                Component::KubeScheduler,
+                &[
+                    "--kubeconfig=/s/kubeconfig",
+                    "--secure-port=1005",
+                    "--leader-elect=false",
+                    "--cert-dir=/s/components/kube-scheduler",
+                ],
+            ),
+        ];
+        for (component, expected) in cases {
+            let actual = args(*component, &layout);
+            for flag in *expected {
+                assert!(
+                    actual.iter().any(|arg| arg == flag),
+                    "{component:?}: {flag} missing from {actual:?}"
+                );
+            }
+        }
+    }
+
+    /// Every component binds loopback only, so clusters never collide on, or expose, a wildcard port.
+    #[test]
+    fn servers_bind_loopback_only() {
+        let layout = layout();
+        for component in Component::ALL {
+            let actual = args(component, &layout);
+            let binds_all = actual.iter().any(|arg| arg.contains("0.0.0.0"));
+            assert!(!binds_all, "{component:?}: {actual:?}");
+        }
+    }
+
+    #[test]
+    fn the_kubernetes_service_ip_is_in_the_service_range() {
+        let (network, prefix) = SERVICE_CIDR.split_once('/').unwrap_or_default();
+        let network: Ipv4Addr = network.parse().unwrap_or(Ipv4Addr::UNSPECIFIED);
+        let prefix: u32 = prefix.parse().unwrap_or(0);
+        let mask = u32::MAX << (32 - prefix);
+        assert_eq!(u32::from(KUBERNETES_SERVICE_IP) & mask, u32::from(network));
+        assert_eq!(u32::from(KUBERNETES_SERVICE_IP), u32::from(network) + 1);
+    }
+}

@@ -1,0 +1,388 @@
+//! The control plane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler as child
+//! processes of one multi-call binary, with fresh certificates and free loopback ports.
+
+pub mod binary;
+pub mod flags;
+pub mod kubeconfig;
+pub mod pki;
+pub mod ports;
+pub mod process;
+pub mod readiness;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::state::StateDir;
+use flags::{Component, Layout};
+use pki::{Pki, PkiFiles};
+use ports::Ports;
+use process::Supervised;
+
+/// How often readiness is polled while a component starts.
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// Each single readiness probe gives up after this long, so a hung connection cannot stall the wait.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Starting over with new ports when one was taken between picking and binding it.
+const PORT_ATTEMPTS: usize = 3;
+/// A component that ignores SIGTERM this long is killed.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// Deadlines are generous: a loaded two-core machine can take minutes for a first API server start.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub etcd: Duration,
+    pub apiserver: Duration,
+    pub controllers: Duration,
+    /// From starting the node simulation until every node is Ready.
+    pub nodes: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            etcd: Duration::from_secs(120),
+            apiserver: Duration::from_secs(300),
+            controllers: Duration::from_secs(300),
+            nodes: Duration::from_secs(600),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlPlaneError {
+    #[error(transparent)]
+    Binary(#[from] binary::BinaryError),
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error(transparent)]
+    Process(#[from] process::ProcessError),
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("finding free loopback ports: {0}")]
+    Ports(std::io::Error),
+    #[error("loading the kubeconfig {path}: {message}")]
+    Kubeconfig { path: PathBuf, message: String },
+    #[error(
+        "{component} could not bind its port ({ports:?}), taken by another process {attempts} times in a row; see {log}"
+    )]
+    PortInUse {
+        component: &'static str,
+        ports: Ports,
+        attempts: usize,
+        log: PathBuf,
+    },
+    #[error("{component} exited ({status}) while starting; last lines of {log}:\n{tail}")]
+    Exited {
+        component: &'static str,
+        status: std::process::ExitStatus,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("{what} not ready after {waited:?} (last check: {last}); logs are in {logs}")]
+    NotReady {
+        what: &'static str,
+        waited: Duration,
+        last: String,
+        logs: PathBuf,
+    },
+}
+
+/// A running control plane. Dropping it kills the processes (SIGKILL); [`ControlPlane::stop`]
+/// stops them gracefully.
+#[derive(Debug)]
+pub struct ControlPlane {
+    processes: Vec<(Component, Supervised)>,
+    ports: Ports,
+    server: String,
+    config: kube::Config,
+}
+
+impl ControlPlane {
+    /// Starts every component in `state` and returns once the API server is ready and the
+    /// namespace controllers have run. `progress` receives one human-readable line per milestone.
+    ///
+    /// Must be called on a thread that outlives the cluster (see [`process`]).
+    pub async fn start(
+        binary: &Path,
+        state: &StateDir,
+        timeouts: Timeouts,
+        progress: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Self, ControlPlaneError> {
+        for dir in [state.logs(), state.components(), state.etcd_data()] {
+            std::fs::create_dir_all(&dir).map_err(|source| ControlPlaneError::Io {
+                action: "creating",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let pki = Pki::generate(flags::KUBERNETES_SERVICE_IP)?;
+        let pki_files = pki.write(&state.pki())?;
+
+        let mut attempt = 1;
+        loop {
+            let ports = Ports::pick().map_err(ControlPlaneError::Ports)?;
+            match Self::launch(binary, state, &pki, &pki_files, ports, timeouts, progress).await {
+                Err(ControlPlaneError::PortInUse { component, .. }) if attempt < PORT_ATTEMPTS => {
+                    tracing::warn!(
+                        component,
+                        attempt,
+                        "a port was taken before the component bound it; retrying with new ports"
+                    );
+                    progress(&format!(
+                        "{component}: port taken by another process, retrying with new ports"
+                    ));
+                    // The failed attempt's etcd may have initialised a member with the old URLs.
+                    reset_dir(&state.etcd_data())?;
+                    attempt += 1;
+                }
+                Err(ControlPlaneError::PortInUse { component, log, .. }) => {
+                    return Err(ControlPlaneError::PortInUse {
+                        component,
+                        ports,
+                        attempts: attempt,
+                        log,
+                    });
+                }
+                other => return other,
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn launch(
+        binary: &Path,
+        state: &StateDir,
+        pki: &Pki,
+        pki_files: &PkiFiles,
+        ports: Ports,
+        timeouts: Timeouts,
+        progress: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Self, ControlPlaneError> {
+        let server = format!("https://127.0.0.1:{}", ports.apiserver);
+        let kubeconfig_path = state.kubeconfig();
+        let kubeconfig_text = kubeconfig::admin_kubeconfig(&server, pki);
+        std::fs::write(&kubeconfig_path, &kubeconfig_text).map_err(|source| {
+            ControlPlaneError::Io {
+                action: "writing",
+                path: kubeconfig_path.clone(),
+                source,
+            }
+        })?;
+        let layout = Layout {
+            ports,
+            pki: pki_files.clone(),
+            kubeconfig: kubeconfig_path.clone(),
+            etcd_data: state.etcd_data(),
+            components_dir: state.components(),
+        };
+        let config = client_config(&kubeconfig_text, &kubeconfig_path).await?;
+        let client = kube::Client::try_from(config.clone()).map_err(|error| {
+            ControlPlaneError::Kubeconfig {
+                path: kubeconfig_path.clone(),
+                message: error.to_string(),
+            }
+        })?;
+        let mut plane = Self {
+            processes: Vec::new(),
+            ports,
+            server,
+            config,
+        };
+        let started = Instant::now();
+
+        progress(&format!("starting etcd on 127.0.0.1:{}", ports.etcd_client));
+        plane.spawn(binary, state, &layout, Component::Etcd)?;
+        plane
+            .wait_for("etcd", timeouts.etcd, state, || {
+                readiness::etcd_healthy(ports.etcd_client)
+            })
+            .await?;
+        progress(&format!(
+            "etcd ready ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        ));
+
+        progress(&format!("starting kube-apiserver on {}", plane.server));
+        plane.spawn(binary, state, &layout, Component::KubeApiserver)?;
+        plane
+            .wait_for("kube-apiserver", timeouts.apiserver, state, || {
+                readiness::apiserver_ready(&client)
+            })
+            .await?;
+        progress(&format!(
+            "kube-apiserver ready ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        ));
+
+        progress("starting kube-controller-manager and kube-scheduler");
+        plane.spawn(binary, state, &layout, Component::KubeControllerManager)?;
+        plane.spawn(binary, state, &layout, Component::KubeScheduler)?;
+        plane
+            .wait_for(
+                "the namespace controllers",
+                timeouts.controllers,
+                state,
+                || readiness::namespace_machinery_ready(&client),
+            )
+            .await?;
+        progress(&format!(
+            "control plane ready ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(plane)
+    }
+
+    fn spawn(
+        &mut self,
+        binary: &Path,
+        state: &StateDir,
+        layout: &Layout,
+        component: Component,
+    ) -> Result<(), ControlPlaneError> {
+        let mut args = vec![component.name().to_string()];
+        args.extend(flags::args(component, layout));
+        let process = Supervised::spawn(
+            component.name(),
+            binary,
+            &args,
+            &state.log_file(component.name()),
+        )?;
+        self.processes.push((component, process));
+        Ok(())
+    }
+
+    /// Polls `check` until it passes, failing early when a started process exits.
+    async fn wait_for<F, Fut>(
+        &mut self,
+        what: &'static str,
+        timeout: Duration,
+        state: &StateDir,
+        mut check: F,
+    ) -> Result<(), ControlPlaneError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
+        let started = Instant::now();
+        loop {
+            self.ensure_running()?;
+            let last = match tokio::time::timeout(PROBE_TIMEOUT, check()).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(message)) => message,
+                Err(_) => format!("no answer within {PROBE_TIMEOUT:?}"),
+            };
+            if started.elapsed() >= timeout {
+                return Err(ControlPlaneError::NotReady {
+                    what,
+                    waited: started.elapsed(),
+                    last,
+                    logs: state.logs(),
+                });
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// An error for the first process that has exited, telling a port clash apart.
+    fn ensure_running(&mut self) -> Result<(), ControlPlaneError> {
+        for (component, process) in &mut self.processes {
+            if let Some(status) = process.exited() {
+                let tail = process::log_tail(process.log(), 20);
+                let log = process.log().to_path_buf();
+                if tail.contains("address already in use") {
+                    return Err(ControlPlaneError::PortInUse {
+                        component: component.name(),
+                        ports: self.ports,
+                        attempts: 1,
+                        log,
+                    });
+                }
+                return Err(ControlPlaneError::Exited {
+                    component: component.name(),
+                    status,
+                    log,
+                    tail,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The API server's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn ports(&self) -> Ports {
+        self.ports
+    }
+
+    /// Client configuration for the cluster-admin user.
+    pub fn config(&self) -> &kube::Config {
+        &self.config
+    }
+
+    /// Component names and process ids, in start order.
+    pub fn pids(&self) -> Vec<(Component, u32)> {
+        self.processes
+            .iter()
+            .map(|(component, process)| (*component, process.pid()))
+            .collect()
+    }
+
+    /// The first component that has exited since start, if any (a crashed control plane).
+    pub fn exited_component(&mut self) -> Option<(Component, std::process::ExitStatus)> {
+        self.processes
+            .iter_mut()
+            .find_map(|(component, process)| process.exited().map(|status| (*component, status)))
+    }
+
+    /// Stops the API clients first (controllers, scheduler), then the API server, then etcd,
+    /// so nothing logs errors about a store that vanished under it.
+    pub async fn stop(mut self) {
+        let mut etcd = Vec::new();
+        let mut others = Vec::new();
+        for (component, process) in self.processes.drain(..) {
+            match component {
+                Component::Etcd => etcd.push(process),
+                _ => others.push(process),
+            }
+        }
+        futures::future::join_all(others.iter_mut().map(|process| process.stop(STOP_GRACE))).await;
+        futures::future::join_all(etcd.iter_mut().map(|process| process.stop(STOP_GRACE))).await;
+    }
+}
+
+async fn client_config(
+    kubeconfig_text: &str,
+    path: &Path,
+) -> Result<kube::Config, ControlPlaneError> {
+    let error = |message: String| ControlPlaneError::Kubeconfig {
+        path: path.to_path_buf(),
+        message,
+    };
+    let parsed =
+        kube::config::Kubeconfig::from_yaml(kubeconfig_text).map_err(|e| error(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| error(e.to_string()))
+}
+
+fn reset_dir(dir: &Path) -> Result<(), ControlPlaneError> {
+    let io = |action, source| ControlPlaneError::Io {
+        action,
+        path: dir.to_path_buf(),
+        source,
+    };
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(io("removing", source)),
+    }
+    std::fs::create_dir_all(dir).map_err(|source| io("creating", source))
+}
