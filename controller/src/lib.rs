@@ -13,14 +13,23 @@
 //! * [`metrics`]: upstream's Prometheus gauges computed from a Skyhook's status, and reconcile metrics.
 //! * [`duration`], [`taint`]: parsing of Go durations and `kubectl taint` strings.
 //! * [`telemetry`]: JSON or console logs with upstream's log settings.
+//!
+//! I/O around them: [`cache`] (reflector caches and the change trigger), [`leader`] (Lease-based
+//! leader election), [`server`] (`/metrics`, `/healthz`, `/readyz`), [`report`] (metrics from a
+//! snapshot) and [`run`] (start-up and the one-at-a-time reconcile loop).
+pub mod cache;
 pub mod config;
 pub mod configmaps;
 pub mod drain;
 pub mod duration;
+pub mod leader;
 pub mod metrics;
 pub mod names;
 pub mod pod_match;
 pub mod pod_outcome;
 pub mod pods;
+pub mod report;
+pub mod run;
+pub mod server;
 pub mod taint;
 pub mod telemetry;

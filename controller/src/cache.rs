@@ -1,0 +1,196 @@
+//! Reflector caches of everything a reconcile reads, and the trigger that wakes the reconcile
+//! loop when any of them changes.
+//!
+//! Contract: [`Caches::start`] watches Skyhooks, DeploymentPolicies and Nodes cluster-wide, and,
+//! in the controller's namespace, the pods and package ConfigMaps labelled
+//! `skyhook.nvidia.com/name` and the node-metadata ConfigMaps labelled
+//! `skyhook.nvidia.com/skyhook-node-meta`. Every change wakes the [`Notify`] it was given (one
+//! pending wake-up absorbs a burst of changes). [`Caches::snapshot`] copies the current contents
+//! of all stores at once, so one reconcile works from one view of the cluster.
+//!
+//! Pods of other namespaces (workloads to drain, pods that block an interrupt) are deliberately
+//! not cached: they are listed per node, only for nodes about to be interrupted, which keeps
+//! memory proportional to the controller's own objects rather than to the cluster.
+//!
+//! Node objects are stored without `managedFields` and without `status.images`, the two largest
+//! parts of a Node that the controller never reads.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::{StreamExt, future};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use skyhook_api::keys;
+use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
+use tokio::sync::Notify;
+use tracing::warn;
+
+/// The stores the reconcile reads.
+#[derive(Clone)]
+pub struct Caches {
+    skyhooks: Store<Skyhook>,
+    policies: Store<DeploymentPolicy>,
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    package_configmaps: Store<ConfigMap>,
+    metadata_configmaps: Store<ConfigMap>,
+}
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches").finish_non_exhaustive()
+    }
+}
+
+/// One view of every cache, taken at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Every Skyhook.
+    pub skyhooks: Vec<Arc<Skyhook>>,
+    /// Every DeploymentPolicy.
+    pub policies: Vec<Arc<DeploymentPolicy>>,
+    /// Every Node.
+    pub nodes: Vec<Arc<Node>>,
+    /// The controller's package and interrupt pods.
+    pub pods: Vec<Arc<Pod>>,
+    /// The controller's package ConfigMaps.
+    pub package_configmaps: Vec<Arc<ConfigMap>>,
+    /// The controller's node-metadata ConfigMaps.
+    pub metadata_configmaps: Vec<Arc<ConfigMap>>,
+}
+
+impl Caches {
+    /// Starts watching. The returned future drives every watch and never ends on its own; run it
+    /// for as long as the caches are used. `changed` is woken on every change.
+    pub fn start(
+        client: &Client,
+        namespace: &str,
+        changed: Arc<Notify>,
+    ) -> (Caches, impl Future<Output = ()> + Send + 'static) {
+        let owned = watcher::Config::default().labels(keys::NAME_LABEL);
+        let node_meta = watcher::Config::default().labels(keys::NODE_META_LABEL);
+
+        let (skyhooks, skyhooks_watch) = reflect(
+            Api::<Skyhook>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+            |_| {},
+        );
+        let (policies, policies_watch) = reflect(
+            Api::<DeploymentPolicy>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+            |_| {},
+        );
+        let (nodes, nodes_watch) = reflect(
+            Api::<Node>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+            slim_node,
+        );
+        let (pods, pods_watch) = reflect(
+            Api::<Pod>::namespaced(client.clone(), namespace),
+            owned.clone(),
+            changed.clone(),
+            |pod: &mut Pod| pod.managed_fields_mut().clear(),
+        );
+        let (package_configmaps, package_configmaps_watch) = reflect(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            owned,
+            changed.clone(),
+            |cm: &mut ConfigMap| cm.managed_fields_mut().clear(),
+        );
+        let (metadata_configmaps, metadata_configmaps_watch) = reflect(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            node_meta,
+            changed,
+            |cm: &mut ConfigMap| cm.managed_fields_mut().clear(),
+        );
+
+        let drive = async move {
+            futures::join!(
+                skyhooks_watch,
+                policies_watch,
+                nodes_watch,
+                pods_watch,
+                package_configmaps_watch,
+                metadata_configmaps_watch,
+            );
+        };
+        (
+            Caches {
+                skyhooks,
+                policies,
+                nodes,
+                pods,
+                package_configmaps,
+                metadata_configmaps,
+            },
+            drive,
+        )
+    }
+
+    /// Waits until every cache holds a complete first listing.
+    pub async fn wait_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.skyhooks.wait_until_ready().await?;
+        self.policies.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
+        self.package_configmaps.wait_until_ready().await?;
+        self.metadata_configmaps.wait_until_ready().await
+    }
+
+    /// Copies the current contents of every cache.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            skyhooks: self.skyhooks.state(),
+            policies: self.policies.state(),
+            nodes: self.nodes.state(),
+            pods: self.pods.state(),
+            package_configmaps: self.package_configmaps.state(),
+            metadata_configmaps: self.metadata_configmaps.state(),
+        }
+    }
+}
+
+/// A store for `api` filtered by `config`, and the future that keeps it current, waking
+/// `changed` on every event and trimming each object with `trim` before it is stored.
+fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    changed: Arc<Notify>,
+    trim: fn(&mut K),
+) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store();
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let drive = watcher(api, config)
+        .default_backoff()
+        .modify(trim)
+        .reflect(writer)
+        .for_each(move |event| {
+            match event {
+                Ok(_) => changed.notify_one(),
+                Err(error) => warn!(%kind, error = %error, "watch failed; retrying"),
+            }
+            future::ready(())
+        });
+    (store, drive)
+}
+
+/// Drops the parts of a Node the controller never reads.
+fn slim_node(node: &mut Node) {
+    node.managed_fields_mut().clear();
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+    }
+}

@@ -1,0 +1,247 @@
+//! Publishing each Skyhook's metrics from a cache snapshot (the metrics half of upstream's
+//! `ReportState`), and removing the series of Skyhooks that are gone.
+//!
+//! Contract: [`skyhook_metrics`] is pure: for every Skyhook of the snapshot it counts the nodes its
+//! `nodeSelectors` select (an empty selector selects every node; one that does not parse selects
+//! none) and names the strategy of each of its compartments (the policy's compartments plus
+//! `__default__`; a single Fixed `__default__` without a policy; none while the policy is
+//! missing), then computes the series with [`crate::metrics::skyhook_series`].
+//! [`MetricsReporter::report`] publishes them and deletes the series of Skyhooks that left the
+//! snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use skyhook_api::budget::{legacy_compartments, policy_compartments};
+use skyhook_api::selector::Selector;
+use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
+
+use crate::cache::Snapshot;
+use crate::metrics::{Metrics, SkyhookSeries, skyhook_series};
+
+/// The nodes `skyhook` targets.
+pub fn target_count(skyhook: &Skyhook, nodes: &[Arc<Node>]) -> usize {
+    let selector = skyhook
+        .spec
+        .node_selectors
+        .as_ref()
+        .map_or_else(Selector::everything, Selector::parse_or_nothing);
+    let no_labels = BTreeMap::new();
+    nodes
+        .iter()
+        .filter(|node| selector.matches(node.metadata.labels.as_ref().unwrap_or(&no_labels)))
+        .count()
+}
+
+/// The strategy of each compartment of `skyhook`.
+pub fn compartment_strategies(
+    skyhook: &Skyhook,
+    policies: &[Arc<DeploymentPolicy>],
+    targets: usize,
+) -> BTreeMap<String, StrategyKind> {
+    let compartments = match skyhook.spec.deployment_policy.as_deref() {
+        None | Some("") => legacy_compartments(skyhook.spec.interruption_budget.as_ref(), targets),
+        Some(name) => match policies
+            .iter()
+            .find(|policy| policy.metadata.name.as_deref() == Some(name))
+        {
+            Some(policy) => policy_compartments(&policy.spec),
+            None => Vec::new(),
+        },
+    };
+    compartments
+        .iter()
+        .map(|compartment| (compartment.name.clone(), compartment.strategy_kind()))
+        .collect()
+}
+
+/// The series of every Skyhook in `snapshot`, by Skyhook name.
+pub fn skyhook_metrics(snapshot: &Snapshot) -> BTreeMap<String, SkyhookSeries> {
+    snapshot
+        .skyhooks
+        .iter()
+        .filter_map(|skyhook| {
+            let name = skyhook.metadata.name.clone()?;
+            let targets = target_count(skyhook, &snapshot.nodes);
+            let strategies = compartment_strategies(skyhook, &snapshot.policies, targets);
+            Some((name, skyhook_series(skyhook, targets, &strategies)))
+        })
+        .collect()
+}
+
+/// Publishes metrics and remembers which Skyhooks have series.
+#[derive(Debug)]
+pub struct MetricsReporter {
+    metrics: Arc<Metrics>,
+    published: BTreeSet<String>,
+}
+
+impl MetricsReporter {
+    /// A reporter into `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        MetricsReporter {
+            metrics,
+            published: BTreeSet::new(),
+        }
+    }
+
+    /// Publishes the series of every Skyhook in `snapshot` and removes those of Skyhooks that are
+    /// gone.
+    pub fn report(&mut self, snapshot: &Snapshot) {
+        let series = skyhook_metrics(snapshot);
+        for gone in self.published.difference(&series.keys().cloned().collect()) {
+            self.metrics.remove(gone);
+        }
+        self.published = series.keys().cloned().collect();
+        for (name, series) in series {
+            self.metrics.publish(&name, series);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use kube::api::ObjectMeta;
+    use skyhook_api::v1alpha1::{
+        Compartment, DeploymentPolicySpec, DeploymentStrategy, ExponentialStrategy, PolicyBudget,
+        PolicyDefault,
+    };
+
+    use super::*;
+    use crate::pods::tests::skyhook;
+
+    fn node(name: &str, labels: &[(&str, &str)]) -> Arc<Node> {
+        Arc::new(Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).into(), (*v).into()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        })
+    }
+
+    fn selector(labels: &[(&str, &str)]) -> LabelSelector {
+        LabelSelector {
+            match_labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+            ),
+            match_expressions: None,
+        }
+    }
+
+    #[test]
+    fn targets_follow_node_selectors() {
+        let nodes = vec![
+            node("a", &[("skyhook.nvidia.com/test-node", "skyhooke2e")]),
+            node("b", &[("skyhook.nvidia.com/test-node", "skyhooke2e")]),
+            node("c", &[]),
+        ];
+        let mut sky = skyhook("s", vec![]);
+        assert_eq!(
+            target_count(&sky, &nodes),
+            3,
+            "no selector selects every node"
+        );
+        sky.spec.node_selectors = Some(LabelSelector::default());
+        assert_eq!(
+            target_count(&sky, &nodes),
+            3,
+            "an empty selector selects every node"
+        );
+        sky.spec.node_selectors = Some(selector(&[("skyhook.nvidia.com/test-node", "skyhooke2e")]));
+        assert_eq!(target_count(&sky, &nodes), 2);
+        sky.spec.node_selectors = Some(selector(&[("bad key!", "x")]));
+        assert_eq!(
+            target_count(&sky, &nodes),
+            0,
+            "a broken selector selects nothing"
+        );
+    }
+
+    #[test]
+    fn strategies() {
+        let policy = Arc::new(DeploymentPolicy {
+            metadata: ObjectMeta {
+                name: Some("tiers".into()),
+                ..ObjectMeta::default()
+            },
+            spec: DeploymentPolicySpec {
+                default: PolicyDefault {
+                    budget: PolicyBudget {
+                        percent: Some(50),
+                        count: None,
+                    },
+                    strategy: DeploymentStrategy {
+                        exponential: Some(ExponentialStrategy::default()),
+                        ..DeploymentStrategy::default()
+                    },
+                },
+                compartments: vec![Compartment {
+                    name: "critical".into(),
+                    selector: selector(&[("tier", "critical")]),
+                    budget: PolicyBudget {
+                        percent: None,
+                        count: Some(1),
+                    },
+                    strategy: None,
+                }],
+                reset_batch_state_on_completion: true,
+            },
+        });
+        let mut sky = skyhook("s", vec![]);
+        assert_eq!(
+            compartment_strategies(&sky, &[], 3),
+            BTreeMap::from([("__default__".into(), StrategyKind::Fixed)])
+        );
+        sky.spec.deployment_policy = Some("tiers".into());
+        assert_eq!(
+            compartment_strategies(&sky, std::slice::from_ref(&policy), 3),
+            BTreeMap::from([
+                ("critical".into(), StrategyKind::Unknown),
+                ("__default__".into(), StrategyKind::Exponential),
+            ])
+        );
+        sky.spec.deployment_policy = Some("missing".into());
+        assert!(compartment_strategies(&sky, &[policy], 3).is_empty());
+    }
+
+    #[test]
+    fn reporter_removes_deleted_skyhooks() {
+        let metrics = Arc::new(Metrics::new());
+        let mut reporter = MetricsReporter::new(metrics.clone());
+        let snapshot = Snapshot {
+            skyhooks: vec![
+                Arc::new(skyhook("kept", vec![])),
+                Arc::new(skyhook("deleted", vec![])),
+            ],
+            nodes: vec![node("a", &[])],
+            ..Snapshot::default()
+        };
+        reporter.report(&snapshot);
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains("skyhook_node_target_count{skyhook_name=\"deleted\"} 1"),
+            "{text}"
+        );
+
+        let snapshot = Snapshot {
+            skyhooks: vec![Arc::new(skyhook("kept", vec![]))],
+            ..snapshot
+        };
+        reporter.report(&snapshot);
+        let text = metrics.encode().unwrap();
+        assert!(!text.contains("skyhook_name=\"deleted\""), "{text}");
+        assert!(text.contains("skyhook_name=\"kept\""), "{text}");
+    }
+}

@@ -1,0 +1,191 @@
+//! Start-up wiring and the reconcile loop: connect to the API server, serve the endpoints, take the
+//! leader Lease when asked, fill the caches, then reconcile one snapshot at a time whenever a
+//! cache changes, and at least every `DEFAULT_INTERVAL`.
+//!
+//! Contract: only one reconcile runs at a time, always over one snapshot of the caches. A replica
+//! that loses the Lease returns an error at once (the process then exits and restarts as a
+//! standby). SIGTERM and Ctrl-C release the Lease and return.
+//!
+//! What a reconcile does today: publish every Skyhook's metrics from its status and drop the
+//! series of deleted Skyhooks ([`crate::report`]). The rollout itself (plan and apply) plugs into
+//! [`reconcile_loop`].
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::future;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use skyhook_api::v1alpha1::Skyhook;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tracing::{error, info};
+
+use crate::cache::Caches;
+use crate::config::Config;
+use crate::leader::{LeaderElector, LeaseTimings};
+use crate::metrics::Metrics;
+use crate::report::MetricsReporter;
+use crate::server::{self, Readiness};
+
+/// Runs the controller until it is stopped or loses leadership.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let client = Client::try_default().await.context(
+        "failed to configure a Kubernetes client; run in a pod with a service account or set KUBECONFIG",
+    )?;
+    check_crd(&client).await?;
+
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Arc::new(Readiness::default());
+    let mut servers = JoinSet::new();
+    if let Some(address) = config.metrics_addr {
+        servers.spawn(server::serve(address, server::metrics(metrics.clone())));
+        info!(%address, "serving /metrics");
+    }
+    if let Some(address) = config.probe_addr {
+        servers.spawn(server::serve(address, server::probes(readiness.clone())));
+        info!(%address, "serving /healthz and /readyz");
+    }
+    readiness.set_ready();
+
+    let elector = config.leader_election.then(|| {
+        LeaderElector::new(
+            Api::<Lease>::namespaced(client.clone(), &config.pods.namespace),
+            identity(),
+            LeaseTimings::default(),
+        )
+    });
+
+    let servers_failed = async {
+        match servers.join_next().await {
+            Some(Ok(Err(error))) => anyhow::Error::new(error),
+            Some(Err(panic)) => anyhow::Error::new(panic).context("an HTTP server task failed"),
+            Some(Ok(Ok(()))) | None => future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        result = lead_and_reconcile(&client, &config, metrics, elector.as_ref()) => result,
+        error = servers_failed => Err(error),
+        () = shutdown_signal() => {
+            info!("shutting down");
+            Ok(())
+        }
+    };
+    if let Some(elector) = &elector {
+        elector.release().await;
+    }
+    outcome
+}
+
+/// Fails with a clear message when the Skyhook CRD is not installed or not readable.
+async fn check_crd(client: &Client) -> anyhow::Result<()> {
+    let skyhooks = Api::<Skyhook>::all(client.clone());
+    match skyhooks.list(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(anyhow::anyhow!(
+            "the Skyhook CRD (skyhooks.skyhook.nvidia.com) is not installed; apply chart/crds before starting the controller"
+        )),
+        Err(error) => Err(anyhow::Error::new(error).context(
+            "failed to list Skyhooks; check the API server address and the controller's RBAC",
+        )),
+    }
+}
+
+/// Takes the Lease (when enabled), fills the caches and reconciles until leadership is lost.
+async fn lead_and_reconcile(
+    client: &Client,
+    config: &Config,
+    metrics: Arc<Metrics>,
+    elector: Option<&LeaderElector>,
+) -> anyhow::Result<()> {
+    if let Some(elector) = elector {
+        info!(identity = elector.identity(), "waiting to become leader");
+        elector.acquire().await;
+    }
+    let changed = Arc::new(Notify::new());
+    let (caches, drive) = Caches::start(client, &config.pods.namespace, changed.clone());
+    let watches = tokio::spawn(drive);
+    let result = async {
+        caches
+            .wait_ready()
+            .await
+            .context("the caches stopped before their first listing")?;
+        info!("caches synced");
+        let lost = async {
+            match elector {
+                Some(elector) => elector.hold().await,
+                None => future::pending().await,
+            }
+        };
+        tokio::select! {
+            error = lost => Err(anyhow::Error::new(error)),
+            never = reconcile_loop(&caches, &changed, metrics, config.default_interval) => match never {},
+        }
+    }
+    .await;
+    watches.abort();
+    result
+}
+
+/// Reconciles one snapshot at a time: after every cache change, and at least every `interval`.
+pub async fn reconcile_loop(
+    caches: &Caches,
+    changed: &Notify,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+) -> Infallible {
+    let mut reporter = MetricsReporter::new(metrics.clone());
+    loop {
+        {
+            let _timer = metrics.reconcile_started();
+            let snapshot = caches.snapshot();
+            reporter.report(&snapshot);
+        }
+        tokio::select! {
+            () = changed.notified() => {}
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// This replica's identity in the Lease: the pod name (hostname) and a per-process suffix, so a
+/// restarted process never mistakes its predecessor's Lease for its own.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|name| name.trim().to_owned())
+        })
+        .unwrap_or_else(|| "skyhook-controller".to_owned());
+    format!(
+        "{host}_{}_{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    )
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                error!(error = %error, "failed to listen for SIGTERM");
+                future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
