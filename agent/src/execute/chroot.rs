@@ -110,9 +110,10 @@ pub fn exec(spec_json: &str) -> u8 {
             };
         }
     }
+    // stdin and stderr are inherited: a node root may have no /dev/null to open.
     let chroot_env = match Command::new("env")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
+        .stdin(Stdio::inherit())
+        .stderr(Stdio::inherit())
         .output()
     {
         Ok(output) if output.status.success() => parse_env_output(&output.stdout),

@@ -10,10 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use jiff::Zoned;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::host::{CommandOutcome, CommandSpec, FsChange, Host, HostError};
-
 
 #[derive(Debug)]
 pub struct RealHost {
@@ -36,25 +34,17 @@ pub enum StartError {
 
 impl RealHost {
     /// Starts the runtime and takes over SIGTERM: from now on it only sets a flag, so the agent
-    /// stops after the current step instead of dying in the middle of it.
+    /// stops after the current step instead of dying in the middle of it. The flag is set in
+    /// the signal handler itself, so a SIGTERM sent before a command exits (the shutdown that
+    /// a `reboot` starts) is visible by the time the agent sees that exit.
     pub fn new(buffer_limit: usize) -> Result<Self, StartError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+        let terminated = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
+            .map_err(StartError::Signal)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(StartError::Runtime)?;
-        let mut sigterm = {
-            let _context = runtime.enter();
-            signal(SignalKind::terminate()).map_err(StartError::Signal)?
-        };
-        let terminated = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&terminated);
-        runtime.spawn(async move {
-            while sigterm.recv().await.is_some() {
-                flag.store(true, Ordering::SeqCst);
-                tracing::warn!("received SIGTERM: stopping after the current step");
-            }
-        });
         let helper = std::env::current_exe().map_err(StartError::Executable)?;
         Ok(RealHost {
             runtime,

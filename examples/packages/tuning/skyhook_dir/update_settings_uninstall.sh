@@ -1,0 +1,23 @@
+#!/bin/bash
+# uninstall: remove every drop-in this package wrote.
+set -euo pipefail
+. "$(dirname "$0")/tuning_lib.sh"
+
+remove_file "$SYSCTL_DROPIN"
+remove_file "$LIMITS_DROPIN"
+
+units_changed=false
+for unit in $(installed_units); do
+  remove_file "$(service_dropin "$unit")"
+  rmdir "$(dirname "$(service_dropin "$unit")")" 2> /dev/null || true
+  units_changed=true
+done
+if [ "$units_changed" = true ]; then
+  systemctl daemon-reload
+fi
+
+if [ -e "$GRUB_DROPIN" ]; then
+  remove_file "$GRUB_DROPIN"
+  regenerate_grub_config
+fi
+# Settings already applied stay in effect until the services restart or the node reboots.
