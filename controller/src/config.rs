@@ -17,11 +17,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use clap::Parser;
+use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::image::ImageRef;
+use skyhook_api::runtime_required::parse_taint;
 use skyhook_api::selector::{validate_dns_label, validate_dns_subdomain};
 
 use crate::duration;
-use crate::taint::TaintSpec;
 
 /// The smallest `DEFAULT_INTERVAL` upstream accepts.
 pub const MIN_DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -120,7 +121,7 @@ pub struct Args {
 }
 
 /// Checked configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Everything the pod and ConfigMap builders need.
     pub pods: PodSettings,
@@ -143,7 +144,7 @@ pub struct Config {
 }
 
 /// The settings that shape the pods and ConfigMaps the controller creates.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PodSettings {
     /// Namespace of pods and ConfigMaps.
     pub namespace: String,
@@ -160,7 +161,7 @@ pub struct PodSettings {
     /// Main container image.
     pub pause_image: String,
     /// The runtime-required taint.
-    pub runtime_required_taint: TaintSpec,
+    pub runtime_required_taint: Taint,
 }
 
 /// Log line format.
@@ -377,14 +378,14 @@ impl Config {
         let leader_election =
             check.boolean("LEADER_ELECTION", "leader-election", &args.leader_election);
 
-        let runtime_required_taint = match TaintSpec::parse(&args.runtime_required_taint) {
+        let runtime_required_taint = match parse_taint(&args.runtime_required_taint) {
             Ok(taint) => Some(taint),
             Err(error) => {
                 check.fail(
                     "RUNTIME_REQUIRED_TAINT",
                     "runtime-required-taint",
-                    format!("is invalid: {error}"),
-                    "the default is skyhook.nvidia.com=runtime-required:NoSchedule",
+                    format!("is rejected: {error}"),
+                    "or unset it for the default",
                 );
                 None
             }
@@ -632,10 +633,12 @@ mod tests {
                     agent_image: "ghcr.io/nvidia/skyhook/agent:latest".into(),
                     agent_version: "latest".into(),
                     pause_image: "registry.k8s.io/pause:3.10".into(),
-                    runtime_required_taint: TaintSpec::parse(
-                        "skyhook.nvidia.com=runtime-required:NoSchedule"
-                    )
-                    .unwrap(),
+                    runtime_required_taint: Taint {
+                        key: "skyhook.nvidia.com".into(),
+                        value: Some("runtime-required".into()),
+                        effect: "NoSchedule".into(),
+                        time_added: None,
+                    },
                 },
                 default_interval: Duration::from_secs(600),
                 reapply_on_reboot: false,
@@ -684,8 +687,13 @@ mod tests {
         assert_eq!(config.pods.copy_dir_root, "/opt/skyhook");
         assert!(config.reapply_on_reboot);
         assert_eq!(
-            config.pods.runtime_required_taint.to_string(),
-            "example.com/ready:NoExecute"
+            config.pods.runtime_required_taint,
+            Taint {
+                key: "example.com/ready".into(),
+                value: None,
+                effect: "NoExecute".into(),
+                time_added: None,
+            }
         );
         assert_eq!(config.pods.agent_version, "6.4.1");
         assert_eq!(config.metrics_addr, Some("127.0.0.1:9090".parse().unwrap()));
@@ -741,7 +749,7 @@ mod tests {
             (
                 "--runtime-required-taint=a=b",
                 "RUNTIME_REQUIRED_TAINT",
-                "no effect",
+                "Effect' part is missing",
             ),
             (
                 "--pause-image=registry.k8s.io/pause",

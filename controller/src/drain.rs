@@ -25,8 +25,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use skyhook_api::keys;
 use skyhook_api::selector::{self, Selector, SelectorProblem};
-
-use crate::pods::UNSCHEDULABLE_TAINT;
+use skyhook_api::toleration::UNSCHEDULABLE_TAINT_KEY;
 
 /// Annotation the kubelet puts on the API mirror of a static pod.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -72,7 +71,7 @@ pub fn must_evict(pod: &Pod) -> bool {
         .is_some_and(|tolerations| {
             tolerations.iter().any(|toleration| {
                 let key = toleration.key.as_deref().unwrap_or_default();
-                key == UNSCHEDULABLE_TAINT
+                key == UNSCHEDULABLE_TAINT_KEY
                     || (key.is_empty() && toleration.operator.as_deref() == Some("Exists"))
             })
         });

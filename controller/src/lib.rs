@@ -11,7 +11,7 @@
 //! * [`pod_outcome`]: what a pod's status means (success, failure, reboot in flight).
 //! * [`drain`]: which pods leave a node before an interrupt, which block it, what blocks a drain.
 //! * [`metrics`]: upstream's Prometheus gauges computed from a Skyhook's status, and reconcile metrics.
-//! * [`duration`], [`taint`]: parsing of Go durations and `kubectl taint` strings.
+//! * [`duration`]: Go duration strings (`DEFAULT_INTERVAL`, `gracefulShutdown`).
 //! * [`telemetry`]: JSON or console logs with upstream's log settings.
 //!
 //! I/O around them: [`cache`] (reflector caches and the change trigger), [`leader`] (Lease-based
@@ -31,5 +31,4 @@ pub mod pods;
 pub mod report;
 pub mod run;
 pub mod server;
-pub mod taint;
 pub mod telemetry;

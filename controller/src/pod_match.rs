@@ -19,18 +19,19 @@
 //! not.
 //!
 //! Environment comparison tolerates what the API server adds on its own (an empty `value` dropped,
-//! `fieldRef.apiVersion` defaulted to `v1`), so that a pod is never invalidated in a loop because
-//! of defaulting. Resource quantities are compared as written; the API server canonicalises
-//! quantities (`0.5` becomes `500m`), so a package whose resources are written in a non-canonical
-//! form is re-created until a quantity comparison lands in `skyhook-api`.
+//! `fieldRef.apiVersion` defaulted to `v1`) and compares resource quantities by value, because the
+//! API server rewrites them in canonical form (`0.5` becomes `500m`); a pod is therefore never
+//! invalidated in a loop because of defaulting.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage};
+use skyhook_api::validate::{QuantityValue, parse_quantity};
 
 use crate::config::PodSettings;
 use crate::names::{self, OwnerSkyhook};
@@ -207,17 +208,42 @@ fn resources_match(
     package_sets_resources: bool,
     limit_ranged: bool,
 ) -> bool {
-    let lists = |requirements: Option<&ResourceRequirements>| {
-        let list = |list: Option<&BTreeMap<_, _>>| list.filter(|list| !list.is_empty()).cloned();
-        requirements.map_or((None, None), |r| {
-            (list(r.limits.as_ref()), list(r.requests.as_ref()))
-        })
-    };
     if package_sets_resources {
         lists(actual) == lists(expected)
     } else {
         limit_ranged || lists(actual) == (None, None)
     }
+}
+
+/// Limits and requests by value.
+fn lists(requirements: Option<&ResourceRequirements>) -> (ResourceValues<'_>, ResourceValues<'_>) {
+    requirements.map_or((None, None), |r| {
+        (values(r.limits.as_ref()), values(r.requests.as_ref()))
+    })
+}
+
+/// A resource list by value, `None` when absent or empty.
+type ResourceValues<'a> = Option<BTreeMap<&'a str, QuantityOrText<'a>>>;
+
+/// A resource list by value; a quantity that does not parse is kept as its text, so it still
+/// compares equal only to itself. `None` for an absent or empty list.
+fn values(list: Option<&BTreeMap<String, Quantity>>) -> ResourceValues<'_> {
+    let list = list.filter(|list| !list.is_empty())?;
+    Some(
+        list.iter()
+            .map(|(name, quantity)| {
+                let value = parse_quantity(&quantity.0)
+                    .map_or(QuantityOrText::Text(&quantity.0), QuantityOrText::Value);
+                (name.as_str(), value)
+            })
+            .collect(),
+    )
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum QuantityOrText<'a> {
+    Value(QuantityValue),
+    Text(&'a str),
 }
 
 #[cfg(test)]

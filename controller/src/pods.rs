@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use skyhook_api::image::{pull_reference, stored_image};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::toleration::{UNSCHEDULABLE_TAINT_KEY, toleration_for};
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, PackageResources, Stage};
 
 use crate::config::PodSettings;
@@ -45,8 +46,6 @@ pub const PAUSE_CONTAINER: &str = "pause";
 pub const INTERRUPT_CONTAINER: &str = "interrupt";
 /// Annotation on interrupt pods: the node's `status.nodeInfo.bootID` when the pod was created.
 pub const BOOT_ID_ANNOTATION: &str = "skyhook.nvidia.com/bootId";
-/// Taint key of a cordoned node, tolerated by every pod the controller creates.
-pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 const ROOT_VOLUME: &str = "root-mount";
 const HOST_ROOT_MOUNT: &str = "/root";
@@ -328,11 +327,11 @@ pub fn agent_image<'a>(settings: &'a PodSettings, package: &'a Package) -> &'a s
 /// (always, so packages can run on nodes it gates) and the Skyhook's additional tolerations.
 pub fn pod_tolerations(settings: &PodSettings, owner: &OwnerSkyhook<'_>) -> Vec<Toleration> {
     let cordon = Toleration {
-        key: Some(UNSCHEDULABLE_TAINT.to_owned()),
+        key: Some(UNSCHEDULABLE_TAINT_KEY.to_owned()),
         operator: Some("Exists".to_owned()),
         ..Toleration::default()
     };
-    [cordon, settings.runtime_required_taint.toleration()]
+    [cordon, toleration_for(&settings.runtime_required_taint)]
         .into_iter()
         .chain(owner.additional_tolerations.iter().cloned())
         .collect()

@@ -194,6 +194,15 @@ fn resource_rules() {
             Verdict::Keep,
         ),
         (
+            "same resources written another way",
+            pod_for(&sky, &with, Stage::Apply),
+            Package {
+                resources: Some(resources("0.05", "33554432")),
+                ..with.clone()
+            },
+            Verdict::Keep,
+        ),
+        (
             "resources changed",
             pod_for(&sky, &with, Stage::Apply),
             Package {

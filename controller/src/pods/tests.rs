@@ -11,8 +11,9 @@ use skyhook_api::v1alpha1::{
     Interrupt, InterruptType, Package, PackageResources, Skyhook, SkyhookSpec, Stage,
 };
 
+use skyhook_api::toleration::toleration_for;
+
 use super::*;
-use crate::taint::TaintSpec;
 
 const SHA: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const UID: &str = "0f6c3d2a-1111-2222-3333-444455556666";
@@ -26,8 +27,10 @@ pub(crate) fn settings() -> PodSettings {
         agent_image: "ghcr.io/nvidia/skyhook/agentless:6.2.0".into(),
         agent_version: "6.2.0".into(),
         pause_image: "registry.k8s.io/pause:3.10".into(),
-        runtime_required_taint: TaintSpec::parse("skyhook.nvidia.com=runtime-required:NoSchedule")
-            .unwrap(),
+        runtime_required_taint: skyhook_api::runtime_required::parse_taint(
+            "skyhook.nvidia.com=runtime-required:NoSchedule",
+        )
+        .unwrap(),
     }
 }
 
@@ -509,7 +512,11 @@ fn tolerations_and_pull_secret() {
             Some("node.kubernetes.io/unschedulable")
         );
         assert_eq!(tolerations[0].operator.as_deref(), Some("Exists"));
-        assert_eq!(tolerations[1], settings.runtime_required_taint.toleration());
+        assert_eq!(
+            tolerations[1],
+            toleration_for(&settings.runtime_required_taint)
+        );
+        assert_eq!(tolerations[1].operator.as_deref(), Some("Equal"));
         assert_eq!(tolerations[2], extra);
         assert_eq!(spec.image_pull_secrets.unwrap()[0].name, "node-init-secret");
     }
