@@ -1,0 +1,320 @@
+//! The admission decision (pure): one AdmissionRequest and the cluster's [`Lookups`] in, one
+//! AdmissionResponse out. Every rule comes from `skyhook_api::validate`; this module only
+//! dispatches on the endpoint, kind and operation and shapes the answer so `kubectl apply`
+//! prints every violation with its field.
+
+use std::collections::BTreeSet;
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
+use serde::de::DeserializeOwned;
+use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
+use skyhook_api::validate::{
+    ValidationContext, Violations, admission_warnings, default_policy, policy_delete_blockers,
+    policy_delete_message, validate_policy, validate_skyhook,
+};
+
+use crate::lookups::Lookups;
+
+/// The API group of both resources.
+pub const GROUP: &str = "skyhook.nvidia.com";
+
+/// The four webhook endpoints, with upstream's paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// Validates Skyhook creates and updates.
+    ValidateSkyhook,
+    /// Mutates Skyhooks: nothing to change, kept so upstream's configuration works unchanged.
+    MutateSkyhook,
+    /// Validates DeploymentPolicy creates and updates, and protects referenced ones from delete.
+    ValidatePolicy,
+    /// Fills in the DeploymentPolicy strategy defaults.
+    MutatePolicy,
+}
+
+impl Endpoint {
+    /// Every endpoint.
+    pub const ALL: [Endpoint; 4] = [
+        Endpoint::ValidateSkyhook,
+        Endpoint::MutateSkyhook,
+        Endpoint::ValidatePolicy,
+        Endpoint::MutatePolicy,
+    ];
+
+    /// The HTTP path the API server calls.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::ValidateSkyhook => "/validate-skyhook-nvidia-com-v1alpha1-skyhook",
+            Endpoint::MutateSkyhook => "/mutate-skyhook-nvidia-com-v1alpha1-skyhook",
+            Endpoint::ValidatePolicy => "/validate-skyhook-nvidia-com-v1alpha1-deploymentpolicy",
+            Endpoint::MutatePolicy => "/mutate-skyhook-nvidia-com-v1alpha1-deploymentpolicy",
+        }
+    }
+
+    /// The endpoint served at `path`.
+    pub fn from_path(path: &str) -> Option<Endpoint> {
+        Endpoint::ALL.into_iter().find(|e| e.path() == path)
+    }
+
+    /// The kind this endpoint admits.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Endpoint::ValidateSkyhook | Endpoint::MutateSkyhook => "Skyhook",
+            Endpoint::ValidatePolicy | Endpoint::MutatePolicy => "DeploymentPolicy",
+        }
+    }
+}
+
+/// Decides one admission request sent to `endpoint`.
+pub fn admit(
+    endpoint: Endpoint,
+    request: &AdmissionRequest<DynamicObject>,
+    lookups: &dyn Lookups,
+) -> AdmissionResponse {
+    let response = AdmissionResponse::from(request);
+    let kind = &request.kind;
+    if kind.group != GROUP || kind.kind != endpoint.kind() {
+        return deny_bad_request(
+            response,
+            format!(
+                "{} admits {GROUP}/{}, but the request is for {}/{} {:?}; check the rules of the webhook configuration",
+                endpoint.path(),
+                endpoint.kind(),
+                kind.group,
+                kind.kind,
+                request.name
+            ),
+        );
+    }
+    match (endpoint, &request.operation) {
+        (Endpoint::ValidateSkyhook, Operation::Create | Operation::Update) => {
+            validate_skyhook_request(response, request, lookups)
+        }
+        (Endpoint::ValidatePolicy, Operation::Create | Operation::Update) => {
+            validate_policy_request(response, request)
+        }
+        (Endpoint::ValidatePolicy, Operation::Delete) => {
+            protect_policy_delete(response, request, lookups)
+        }
+        (Endpoint::MutatePolicy, Operation::Create | Operation::Update) => {
+            default_policy_request(response, request)
+        }
+        // Deleting a Skyhook, and mutating one, need no decision.
+        _ => response,
+    }
+}
+
+fn validate_skyhook_request(
+    response: AdmissionResponse,
+    request: &AdmissionRequest<DynamicObject>,
+    lookups: &dyn Lookups,
+) -> AdmissionResponse {
+    let skyhook: Skyhook = match typed_object(request) {
+        Ok(skyhook) => skyhook,
+        Err(reason) => return deny_bad_request(response, reason),
+    };
+    let warnings = admission_warnings(&skyhook.spec);
+    let response = with_warnings(response, warnings);
+    if is_unchanged_or_deleting(request, &skyhook) {
+        // Metadata-only updates (finalizers, annotations such as pause) and the final updates
+        // of a deletion must go through even if the spec no longer validates: refusing them
+        // would leave the object stuck.
+        return response;
+    }
+    let names_policy = skyhook
+        .spec
+        .deployment_policy
+        .as_deref()
+        .is_some_and(|p| !p.is_empty());
+    let known_policies: Option<BTreeSet<String>> = lookups.policy_names();
+    if names_policy && known_policies.is_none() {
+        return deny_unavailable(
+            response,
+            "the webhook has not loaded the DeploymentPolicies yet, so spec.deploymentPolicy cannot be checked; retry in a few seconds",
+        );
+    }
+    let context = ValidationContext {
+        name: Some(request.name.as_str()).filter(|n| !n.is_empty()),
+        known_policies: known_policies.as_ref(),
+    };
+    match validate_skyhook(&skyhook.spec, &context) {
+        Ok(()) => response,
+        Err(violations) => deny_invalid(response, "Skyhook", &request.name, &violations),
+    }
+}
+
+/// An UPDATE whose spec did not change, or of an object already being deleted.
+fn is_unchanged_or_deleting(request: &AdmissionRequest<DynamicObject>, skyhook: &Skyhook) -> bool {
+    if !matches!(request.operation, Operation::Update) {
+        return false;
+    }
+    if skyhook.metadata.deletion_timestamp.is_some() {
+        return true;
+    }
+    match (&request.object, &request.old_object) {
+        (Some(new), Some(old)) => new.data.get("spec") == old.data.get("spec"),
+        _ => false,
+    }
+}
+
+fn validate_policy_request(
+    response: AdmissionResponse,
+    request: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let policy: DeploymentPolicy = match typed_object(request) {
+        Ok(policy) => policy,
+        Err(reason) => return deny_bad_request(response, reason),
+    };
+    match validate_policy(&policy.spec) {
+        Ok(()) => response,
+        Err(violations) => deny_invalid(response, "DeploymentPolicy", &request.name, &violations),
+    }
+}
+
+fn protect_policy_delete(
+    response: AdmissionResponse,
+    request: &AdmissionRequest<DynamicObject>,
+    lookups: &dyn Lookups,
+) -> AdmissionResponse {
+    let Some(skyhooks) = lookups.skyhooks() else {
+        return deny_unavailable(
+            response,
+            "the webhook has not loaded the Skyhooks yet, so it cannot tell whether this DeploymentPolicy is still used; retry in a few seconds",
+        );
+    };
+    let blockers = policy_delete_blockers(&request.name, &skyhooks);
+    if blockers.is_empty() {
+        return response;
+    }
+    deny(
+        response,
+        policy_delete_message(&request.name, &blockers),
+        403,
+        "Forbidden",
+    )
+}
+
+fn default_policy_request(
+    response: AdmissionResponse,
+    request: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let policy: DeploymentPolicy = match typed_object(request) {
+        Ok(policy) => policy,
+        Err(reason) => return deny_bad_request(response, reason),
+    };
+    let defaulted = default_policy(&policy.spec);
+    if defaulted == policy.spec {
+        return response;
+    }
+    // Diffing the typed spec before and after defaulting yields exactly the filled-in fields;
+    // every parent they are added under exists in the request because defaults only go into
+    // strategies the user wrote.
+    let before = serde_json::json!({ "spec": policy.spec });
+    let after = serde_json::json!({ "spec": defaulted });
+    let patch = json_patch::diff(&before, &after);
+    match response.clone().with_patch(patch) {
+        Ok(patched) => patched,
+        Err(err) => deny_bad_request(
+            response,
+            format!(
+                "failed to encode the defaults patch of DeploymentPolicy {:?}: {err}",
+                request.name
+            ),
+        ),
+    }
+}
+
+/// The request's `object` as the typed resource, or why it is not one.
+fn typed_object<K: DeserializeOwned>(
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<K, String> {
+    let kind = &request.kind.kind;
+    let Some(object) = &request.object else {
+        return Err(format!(
+            "the {:?} request for {kind} {:?} carries no object",
+            operation_name(&request.operation),
+            request.name
+        ));
+    };
+    serde_json::to_value(object)
+        .and_then(serde_json::from_value)
+        .map_err(|err| format!("the object is not a valid {kind} {:?}: {err}", request.name))
+}
+
+/// The operation as the API server spells it.
+pub fn operation_name(operation: &Operation) -> &'static str {
+    match operation {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+fn with_warnings(mut response: AdmissionResponse, warnings: Vec<String>) -> AdmissionResponse {
+    if !warnings.is_empty() {
+        response.warnings = Some(warnings);
+    }
+    response
+}
+
+/// A 422 `Invalid` denial listing every violation, in the message (what `kubectl apply` shows)
+/// and as field causes (what API clients read).
+fn deny_invalid(
+    response: AdmissionResponse,
+    kind: &str,
+    name: &str,
+    violations: &Violations,
+) -> AdmissionResponse {
+    let mut response = deny(
+        response,
+        format!("{kind} {name:?} is invalid: {violations}"),
+        422,
+        "Invalid",
+    );
+    response.result.details = Some(StatusDetails {
+        name: name.to_owned(),
+        group: GROUP.to_owned(),
+        kind: kind.to_owned(),
+        causes: violations
+            .as_slice()
+            .iter()
+            .map(|v| StatusCause {
+                reason: "FieldValueInvalid".to_owned(),
+                message: if v.hint.is_empty() {
+                    v.message.clone()
+                } else {
+                    format!("{} (fix: {})", v.message, v.hint)
+                },
+                field: v.field.clone(),
+            })
+            .collect(),
+        uid: String::new(),
+        retry_after_seconds: 0,
+    });
+    response
+}
+
+fn deny_bad_request(response: AdmissionResponse, reason: String) -> AdmissionResponse {
+    deny(response, reason, 400, "BadRequest")
+}
+
+fn deny_unavailable(response: AdmissionResponse, reason: &str) -> AdmissionResponse {
+    deny(response, reason, 503, "ServiceUnavailable")
+}
+
+/// A denial with an HTTP-style status code and a Kubernetes `StatusReason`, which the API
+/// server passes on to the client (`Error from server (<reason>)`).
+fn deny(
+    response: AdmissionResponse,
+    message: impl ToString,
+    code: u16,
+    reason: &str,
+) -> AdmissionResponse {
+    let mut response = response.deny(message);
+    response.result.status = Some(StatusSummary::Failure);
+    response.result.code = code;
+    response.result.reason = reason.to_owned();
+    response
+}

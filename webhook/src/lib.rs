@@ -1,0 +1,13 @@
+//! skyhook-webhook: admission for Skyhooks and DeploymentPolicies. The decisions
+//! ([`admit`], [`review`]) are pure; [`server`], [`tls`] and [`cache`] are the thin I/O around
+//! them and [`run`] wires them together.
+
+pub mod admit;
+pub mod cache;
+pub mod lookups;
+pub mod metrics;
+pub mod review;
+pub mod run;
+pub mod server;
+pub mod telemetry;
+pub mod tls;

@@ -1,0 +1,151 @@
+//! Startup wiring: flags, certificate reloading, cluster caches, the two servers, and shutdown
+//! on SIGTERM or Ctrl-C.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::cache::cluster_cache;
+use crate::metrics::Metrics;
+use crate::server::{Admin, Admission, admin_router, admission_router, serve_tls};
+use crate::telemetry::LogFormat;
+use crate::tls::{self, ReloadingCert};
+
+/// How often the certificate files are checked for a rotation. Kubernetes refreshes mounted
+/// Secrets within about a minute, so a few seconds adds little to that.
+const CERT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Command-line flags of `skyhook-webhook`.
+#[derive(Debug, clap::Parser)]
+#[command(
+    version,
+    about = "Admission webhook for Skyhook and DeploymentPolicy objects"
+)]
+pub struct Args {
+    /// Directory holding tls.crt and tls.key (PEM); re-read when they change.
+    #[arg(long, env = "WEBHOOK_CERT_DIR", default_value_os_t = default_cert_dir())]
+    pub cert_dir: PathBuf,
+    /// HTTPS port of the admission endpoints.
+    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9443)]
+    pub port: u16,
+    /// Plain-HTTP port of /healthz, /readyz and /metrics.
+    #[arg(long, env = "WEBHOOK_ADMIN_PORT", default_value_t = 8081)]
+    pub admin_port: u16,
+    /// Log line format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+    /// Namespace the webhook runs in (its Service and certificate Secret live there). Only
+    /// logged for now: certificate self-management, which needs it, is not built yet.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "skyhook")]
+    pub namespace: String,
+}
+
+/// Upstream's default: `<tmp>/k8s-webhook-server/serving-certs`.
+fn default_cert_dir() -> PathBuf {
+    std::env::temp_dir().join("k8s-webhook-server/serving-certs")
+}
+
+/// Runs the webhook until SIGTERM or Ctrl-C.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        cert_dir = %args.cert_dir.display(),
+        port = args.port,
+        admin_port = args.admin_port,
+        namespace = %args.namespace,
+        "starting skyhook-webhook"
+    );
+    let provider = tls::provider();
+    let certs = Arc::new(ReloadingCert::new(&args.cert_dir, Arc::clone(&provider)));
+    if let Err(err) = certs.reload() {
+        // The mount may lag behind the container start; the watcher below keeps trying and
+        // /readyz stays false until a certificate is served.
+        tracing::warn!(error = %tls::error_chain(&err), "no serving certificate yet");
+    }
+    tokio::spawn(Arc::clone(&certs).watch(CERT_POLL_INTERVAL));
+
+    let client = kube::Client::try_default()
+        .await
+        .context("failed to create a Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let (cache, fill_cache) = cluster_cache(client);
+    tokio::spawn(fill_cache);
+
+    let metrics = Arc::new(Metrics::default());
+    let admission = admission_router(Admission {
+        lookups: Arc::new(cache.clone()),
+        metrics: Arc::clone(&metrics),
+    });
+    let ready_certs = Arc::clone(&certs);
+    let admin = admin_router(Admin {
+        metrics,
+        ready: Arc::new(move || ready_certs.has_cert() && cache.is_synced()),
+    });
+    let tls_config = Arc::new(tls::server_config(certs, provider)?);
+
+    let admission_addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, args.port));
+    let admin_addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, args.admin_port));
+    let admission_listener = TcpListener::bind(admission_addr)
+        .await
+        .with_context(|| format!("failed to listen on {admission_addr} for admission"))?;
+    let admin_listener = TcpListener::bind(admin_addr)
+        .await
+        .with_context(|| format!("failed to listen on {admin_addr} for the admin port"))?;
+
+    let (stop, stopped) = watch::channel(false);
+    let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let admission_server = serve_tls(
+        admission_listener,
+        tls_config,
+        admission,
+        until_stopped(stopped.clone()),
+    );
+    let admin_server = async {
+        axum::serve(admin_listener, admin)
+            .with_graceful_shutdown(until_stopped(stopped.clone()))
+            .await
+            .context("admin server failed")
+    };
+    let signals = async {
+        let signal = shutdown_signal().await;
+        tracing::info!(signal, "shutting down");
+        let _ = stop.send(true);
+        Ok::<(), anyhow::Error>(())
+    };
+    tracing::info!(%admission_addr, %admin_addr, "serving");
+    let ((), admin_result, signal_result) = tokio::join!(admission_server, admin_server, signals);
+    admin_result?;
+    signal_result?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Waits for SIGTERM (how Kubernetes stops a pod) or Ctrl-C, and names it.
+async fn shutdown_signal() -> &'static str {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM; only Ctrl-C stops the webhook");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => "SIGINT",
+        () = term => "SIGTERM",
+    }
+}
