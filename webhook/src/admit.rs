@@ -134,13 +134,18 @@ fn validate_skyhook_request(
             "the webhook has not loaded the DeploymentPolicies yet, so spec.deploymentPolicy cannot be checked; retry in a few seconds",
         );
     }
+    let name = skyhook
+        .metadata
+        .name
+        .as_deref()
+        .unwrap_or(request.name.as_str());
     let context = ValidationContext {
-        name: Some(request.name.as_str()).filter(|n| !n.is_empty()),
+        name: Some(name).filter(|n| !n.is_empty()),
         known_policies: known_policies.as_ref(),
     };
     match validate_skyhook(&skyhook.spec, &context) {
         Ok(()) => response,
-        Err(violations) => deny_invalid(response, "Skyhook", &request.name, &violations),
+        Err(violations) => deny_invalid(response, "Skyhook", name, &violations),
     }
 }
 
