@@ -49,6 +49,9 @@ fn package(version: &str) -> Value {
     json!({"tuning": {"version": version, "image": "ghcr.io/nvidia/skyhook-packages/shellscript"}})
 }
 
+/// (case, endpoint, body, lookups, allowed, fragment of the message)
+type Case<'a> = (&'a str, Endpoint, Vec<u8>, &'a dyn Lookups, bool, &'a str);
+
 #[test]
 fn dispatch_table() {
     let valid = json!({"packages": package("1.0.0")});
@@ -59,8 +62,7 @@ fn dispatch_table() {
     let policy = json!({"apiVersion": "skyhook.nvidia.com/v1alpha1", "kind": "DeploymentPolicy", "metadata": {"name": "subject"}, "spec": {"default": {"budget": {"count": 1}, "strategy": {"fixed": {}}}}});
     let not_synced: &dyn Lookups = &NotSynced;
     let empty: &dyn Lookups = &Snapshot::default();
-    // (case, endpoint, body, lookups, allowed, message fragment)
-    let cases: Vec<(&str, Endpoint, Vec<u8>, &dyn Lookups, bool, &str)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "a policy reference cannot be checked before the cache syncs",
             Endpoint::ValidateSkyhook,
