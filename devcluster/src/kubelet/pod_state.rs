@@ -293,6 +293,14 @@ impl PodRuntime {
         }
     }
 
+    /// The container's end was not observed by the runtime (it died with the node): it is
+    /// reported as lost when the sandbox is.
+    pub fn on_lost(&mut self, container: ContainerRef) {
+        if let Some(run) = self.record_mut(container).and_then(|r| r.current.as_mut()) {
+            run.finished = None;
+        }
+    }
+
     /// The node went down (or the kubelet lost its containers): every container is gone. A
     /// container that was running ends as the runtime reports a lost one (`Unknown`, 255). Under
     /// `Never` a pod that had started containers fails; otherwise everything runs again, init
@@ -616,6 +624,15 @@ mod tests {
         assert_eq!(rt.plan(t(6)).start, vec![ContainerRef::Init(0)]);
         rt.on_started(ContainerRef::Init(0), "c", t(6), POLICY);
         assert_eq!(rt.init[0].restart_count(), 1);
+
+        // A container killed by the shutdown itself also reads as lost.
+        let mut rt = pod(RestartPolicy::Always, 0, 1);
+        rt.plan(t(0));
+        rt.on_started(ContainerRef::Main(0), "a", t(0), POLICY);
+        exit(&mut rt, ContainerRef::Main(0), 143, 4);
+        rt.on_lost(ContainerRef::Main(0));
+        rt.on_sandbox_lost(t(5));
+        assert_eq!(rt.main[0].previous.as_ref().map(|p| p.exit_code), Some(255));
 
         let mut rt = pod(RestartPolicy::Never, 0, 1);
         rt.plan(t(0));

@@ -411,7 +411,12 @@ impl Worker {
     /// The node is down: kill everything as a shutdown does, report nothing, wait for boot.
     /// Returns false when the pod disappeared meanwhile.
     async fn ride_out_shutdown(&mut self) -> bool {
+        let killed: Vec<ContainerRef> = self.rt.running().collect();
         self.stop_all(self.ctx.opts.shutdown_grace).await;
+        // The runtime goes down with the node: after the boot these read as lost (255, Unknown).
+        for container in killed {
+            self.rt.on_lost(container);
+        }
         self.rt.on_sandbox_lost(now());
         loop {
             if *self.power.borrow_and_update() == Power::Up {

@@ -134,6 +134,10 @@ pub enum NodeError {
         "the simulator of node {node} is not running (no reader on {path}); start the cluster first"
     )]
     NotRunning { node: String, path: PathBuf },
+    #[error(
+        "simulated nodes already run from {state_dir} (namespace holder process {pid}); stop that cluster first"
+    )]
+    AlreadyRunning { state_dir: PathBuf, pid: i32 },
     #[error("timed out waiting for {what}")]
     Timeout { what: String },
 }

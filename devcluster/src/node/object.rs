@@ -206,6 +206,15 @@ pub fn status_patch(
     })
 }
 
+/// Whether a Node's Ready condition is True.
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
 /// The node's Lease, held by the node itself.
 pub fn build_lease(name: &str, now: Timestamp) -> Lease {
     Lease {
@@ -276,6 +285,7 @@ mod tests {
             .find(|c| c.type_ == "Ready")
             .unwrap();
         assert_eq!(ready.status, "True");
+        assert!(is_ready(&node));
         let info = status.node_info.as_ref().unwrap();
         assert_eq!(info.boot_id, "boot-1");
         assert_eq!(info.kubelet_version, "v1.36.3");

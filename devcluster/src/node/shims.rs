@@ -66,11 +66,17 @@ pub fn shim_files() -> Vec<ShimFile> {
     files
 }
 
-/// Files only a node root gets: the journal at its conventional place.
+/// Files only a node root gets: the journal at its conventional place. The link is relative so
+/// it also resolves when the root is read from the machine (through `/proc/<pid>/root`).
 pub fn node_root_files() -> Vec<ShimFile> {
+    let depth = NODE_JOURNAL_PATH.matches('/').count();
+    let up = "../".repeat(depth);
     vec![ShimFile::Symlink {
         path: NODE_JOURNAL_PATH.to_owned(),
-        target: format!("{CONTROL_MOUNT}/{JOURNAL_FILE}"),
+        target: format!(
+            "{up}{}/{JOURNAL_FILE}",
+            CONTROL_MOUNT.trim_start_matches('/')
+        ),
     }]
 }
 
@@ -186,6 +192,17 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn journal_link_is_relative() {
+        assert_eq!(
+            node_root_files(),
+            vec![ShimFile::Symlink {
+                path: "var/log/devcluster-journal".into(),
+                target: "../../run/devcluster/journal".into(),
+            }]
+        );
     }
 
     #[test]

@@ -25,6 +25,8 @@ use crate::kubelet::admission::{Allocatable, Requests};
 use crate::kubelet::quantity;
 use crate::shim::{self, NodeRootSpec};
 
+pub(crate) use super::object::is_ready;
+
 /// Field manager of every write the simulator makes.
 pub(crate) const FIELD_MANAGER: &str = "devcluster-kubelet";
 
@@ -174,6 +176,9 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
     std::fs::create_dir_all(&opts.state_dir).map_err(NodeError::io("create", &opts.state_dir))?;
     let state_dir = std::fs::canonicalize(&opts.state_dir)
         .map_err(NodeError::io("resolve", &opts.state_dir))?;
+    if let Some(pid) = holder::running_holder(&state_dir) {
+        return Err(NodeError::AlreadyRunning { state_dir, pid });
+    }
     let opts = NodeSimOptions { state_dir, ..opts };
     let facts = machine_facts(&opts);
     let allocatable = Allocatable {
@@ -282,15 +287,6 @@ impl NodeSim {
     }
 }
 
-/// Whether a Node's Ready condition is True.
-pub(crate) fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
-}
-
 fn machine_facts(opts: &NodeSimOptions) -> NodeFacts {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let os = std::fs::read_to_string("/etc/os-release")
@@ -327,6 +323,10 @@ async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, 
     for index in 1..=opts.count {
         let name = format!("{}{index}", opts.name_prefix);
         let paths = NodePaths::new(&opts.state_dir, &name);
+        // A new node is a new machine: nothing of an earlier run's node survives.
+        if paths.dir.exists() {
+            std::fs::remove_dir_all(&paths.dir).map_err(NodeError::io("remove", &paths.dir))?;
+        }
         std::fs::create_dir_all(&paths.dir).map_err(NodeError::io("create", &paths.dir))?;
         let boot_id = new_boot_id()?;
         std::fs::write(&paths.boot_id, &boot_id).map_err(NodeError::io("write", &paths.boot_id))?;

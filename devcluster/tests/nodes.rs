@@ -1,0 +1,714 @@
+//! The simulated nodes and kubelet on a real control plane: node objects, host roots, pod
+//! lifecycles as the kubelet reports them, eviction, graceful deletion, reboots, the service
+//! journal and light nodes.
+//!
+//! One control plane serves every test of this file; each test uses its own namespace and its own
+//! nodes where it changes them (a reboot), so tests do not depend on each other.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use devcluster::kubelet::backoff::BackoffPolicy;
+use devcluster::node::{NodeHandle, NodeSimOptions, start_nodes};
+use devcluster::{DevCluster, DevClusterOptions};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+
+/// Full nodes `node-1..4` and light nodes `light-1..3`.
+const FULL_NODES: usize = 4;
+const LIGHT_NODES: usize = 3;
+const WAIT: Duration = Duration::from_secs(90);
+
+struct Fixture {
+    config: kube::Config,
+    full: Vec<NodeHandle>,
+    light: Vec<NodeHandle>,
+    nodes_state: PathBuf,
+    _cluster: DevCluster,
+}
+
+/// Starts the shared cluster once. The node simulators run on a runtime of their own that lives
+/// as long as the test process.
+fn fixture() -> Result<&'static Fixture> {
+    static FIXTURE: OnceLock<Result<Fixture, String>> = OnceLock::new();
+    FIXTURE
+        .get_or_init(|| {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = sender.send(Err(format!("failed to build a runtime: {e}")));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let started = start_fixture().await.map_err(|e| format!("{e:#}"));
+                    let failed = started.is_err();
+                    let _ = sender.send(started);
+                    if !failed {
+                        std::future::pending::<()>().await;
+                    }
+                });
+            });
+            receiver
+                .recv()
+                .unwrap_or_else(|_| Err("the fixture thread ended without reporting".to_owned()))
+        })
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("failed to start the test cluster: {e}"))
+}
+
+async fn start_fixture() -> Result<Fixture> {
+    // A fixed directory, cleared by the next run: the fixture is never dropped.
+    let state_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("devcluster-nodes-test");
+    let cluster = DevCluster::start(DevClusterOptions {
+        state_dir: Some(state_dir),
+        ..DevClusterOptions::default()
+    })
+    .await?;
+    let client = kube::Client::try_from(cluster.config().clone())?;
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let nodes_state = cluster.state_dir().join("nodes");
+    let sim_options = |count, light: bool, prefix: &str, dir: PathBuf| -> Result<NodeSimOptions> {
+        Ok(NodeSimOptions {
+            light,
+            name_prefix: prefix.to_owned(),
+            labels: BTreeMap::from([("devcluster-test".to_owned(), "nodes".to_owned())]),
+            reboot_delay: Duration::from_secs(2),
+            backoff: BackoffPolicy {
+                initial: Duration::from_secs(2),
+                max: Duration::from_secs(10),
+            },
+            shutdown_grace: Duration::from_secs(3),
+            ..NodeSimOptions::new(count, dir, workspace.clone())?
+        })
+    };
+    let full = start_nodes(
+        client.clone(),
+        sim_options(FULL_NODES, false, "node-", nodes_state.clone())?,
+    )
+    .await?;
+    let light = start_nodes(
+        client.clone(),
+        sim_options(
+            LIGHT_NODES,
+            true,
+            "light-",
+            cluster.state_dir().join("light-nodes"),
+        )?,
+    )
+    .await?;
+    full.wait_ready().await?;
+    light.wait_ready().await?;
+    let fixture = Fixture {
+        config: cluster.config().clone(),
+        full: full.nodes(),
+        light: light.nodes(),
+        nodes_state,
+        _cluster: cluster,
+    };
+    // The simulators live as long as this runtime's thread, which never returns.
+    std::mem::forget(full);
+    std::mem::forget(light);
+    Ok(fixture)
+}
+
+impl Fixture {
+    /// A client for the calling test's runtime. kube retries 429 answers by default, for many
+    /// minutes; an eviction refused by a budget must come back as the error it is.
+    fn client(&self) -> Result<kube::Client> {
+        let mut config = self.config.clone();
+        config.default_retry = false;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    fn node(&self, name: &str) -> Result<&NodeHandle> {
+        self.full
+            .iter()
+            .chain(&self.light)
+            .find(|n| n.name() == name)
+            .with_context(|| format!("no node {name}"))
+    }
+}
+
+/// A fresh namespace for one test.
+async fn namespace(client: &kube::Client, name: &str) -> Result<Api<Pod>> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    // The service account controller creates `default`; pods need it to be admitted.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), name);
+    tokio::time::timeout(
+        WAIT,
+        await_condition(accounts, "default", conditions::is_created()),
+    )
+    .await
+    .context("waiting for the default service account")??;
+    Ok(Api::namespaced(client.clone(), name))
+}
+
+fn pod(name: &str, node: &str, spec: serde_json::Value) -> Result<Pod> {
+    let mut spec = spec;
+    spec["nodeName"] = json!(node);
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"test": name}},
+        "spec": spec,
+    }))?)
+}
+
+async fn create(pods: &Api<Pod>, pod: &Pod) -> Result<()> {
+    pods.create(&PostParams::default(), pod).await?;
+    Ok(())
+}
+
+/// Waits until `check` holds for the pod.
+async fn wait_pod(
+    pods: &Api<Pod>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Pod) -> bool,
+) -> Result<Pod> {
+    let condition = move |pod: Option<&Pod>| pod.is_some_and(&check);
+    let pod = tokio::time::timeout(WAIT, await_condition(pods.clone(), name, condition))
+        .await
+        .with_context(|| format!("timed out waiting for pod {name} to be {what}"))??;
+    pod.with_context(|| format!("pod {name} vanished"))
+}
+
+async fn wait_gone(pods: &Api<Pod>, name: &str, uid: &str) -> Result<()> {
+    tokio::time::timeout(
+        WAIT,
+        await_condition(pods.clone(), name, conditions::is_deleted(uid)),
+    )
+    .await
+    .with_context(|| format!("timed out waiting for pod {name} to be removed"))??;
+    Ok(())
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+    let status = pod.status.as_ref()?;
+    status
+        .container_statuses
+        .iter()
+        .chain(status.init_container_statuses.iter())
+        .flatten()
+        .find(|c| c.name == name)
+}
+
+fn waiting_reason<'a>(pod: &'a Pod, name: &str) -> Option<&'a str> {
+    container(pod, name)?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .as_deref()
+}
+
+fn terminated_exit(pod: &Pod, name: &str) -> Option<i32> {
+    Some(
+        container(pod, name)?
+            .state
+            .as_ref()?
+            .terminated
+            .as_ref()?
+            .exit_code,
+    )
+}
+
+fn pod_condition(pod: &Pod, type_: &str) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+fn boot_id(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn nodes_register_ready_with_kubelet_labels_and_leases() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+    for handle in fx.full.iter().chain(&fx.light) {
+        let node = nodes.get(handle.name()).await?;
+        assert!(node_ready(&node), "{} is not Ready", handle.name());
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("kubernetes.io/hostname").map(String::as_str),
+            Some(handle.name())
+        );
+        assert_eq!(
+            labels.get("kubernetes.io/os").map(String::as_str),
+            Some("linux")
+        );
+        assert!(labels.contains_key("kubernetes.io/arch"));
+        assert_eq!(
+            labels.get("devcluster-test").map(String::as_str),
+            Some("nodes")
+        );
+        assert_eq!(boot_id(&node), handle.boot_id()?);
+        let lease = leases.get(handle.name()).await?;
+        let spec = lease.spec.context("lease without spec")?;
+        assert_eq!(spec.holder_identity.as_deref(), Some(handle.name()));
+        assert!(spec.renew_time.is_some());
+        assert_eq!(handle.is_light(), handle.root().is_none());
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_changes_only_its_own_node_root() -> Result<()> {
+    let fx = fixture()?;
+    let pods = namespace(&fx.client()?, "isolation").await?;
+    let file = format!("etc/devcluster-test-{}", std::process::id());
+    let script = format!("echo written-by-node-1 > /{file}");
+    create(
+        &pods,
+        &pod(
+            "writer",
+            "node-1",
+            json!({"restartPolicy": "Never",
+                   "containers": [{"name": "sh", "image": "devcluster.local/shell", "args": [script]}]}),
+        )?,
+    )
+    .await?;
+    let done = wait_pod(&pods, "writer", "Succeeded", |p| phase(p) == "Succeeded").await?;
+    assert_eq!(terminated_exit(&done, "sh"), Some(0));
+
+    let node1 = fx.node("node-1")?.root().context("node-1 has a root")?;
+    let node2 = fx.node("node-2")?.root().context("node-2 has a root")?;
+    assert_eq!(
+        std::fs::read_to_string(node1.join(&file))?,
+        "written-by-node-1\n"
+    );
+    assert!(!node2.join(&file).exists(), "node-2 sees node-1's file");
+    assert!(
+        !PathBuf::from("/").join(&file).exists(),
+        "the machine sees node-1's file"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn exit_codes_restart_counts_and_crash_loops_are_reported() -> Result<()> {
+    let fx = fixture()?;
+    let pods = namespace(&fx.client()?, "exits").await?;
+    let shell = |name: &str, policy: &str, script: &str| {
+        pod(
+            name,
+            "node-2",
+            json!({"restartPolicy": policy,
+                   "containers": [{"name": "main", "image": "devcluster.local/shell", "args": [script]}]}),
+        )
+    };
+    create(&pods, &shell("fails-once", "Never", "exit 3")?).await?;
+    create(&pods, &shell("succeeds", "Never", "exit 0")?).await?;
+    create(&pods, &shell("crashes", "OnFailure", "exit 4")?).await?;
+
+    let failed = wait_pod(&pods, "fails-once", "Failed", |p| phase(p) == "Failed").await?;
+    let term = container(&failed, "main")
+        .and_then(|c| c.state.as_ref()?.terminated.clone())
+        .context("terminated state")?;
+    assert_eq!((term.exit_code, term.reason.as_deref()), (3, Some("Error")));
+
+    let ok = wait_pod(&pods, "succeeds", "Succeeded", |p| phase(p) == "Succeeded").await?;
+    let term = container(&ok, "main")
+        .and_then(|c| c.state.as_ref()?.terminated.clone())
+        .context("terminated state")?;
+    assert_eq!(
+        (term.exit_code, term.reason.as_deref()),
+        (0, Some("Completed"))
+    );
+    assert!(term.started_at.is_some() && term.finished_at.is_some());
+
+    let looping = wait_pod(&pods, "crashes", "in CrashLoopBackOff", |p| {
+        waiting_reason(p, "main") == Some("CrashLoopBackOff")
+    })
+    .await?;
+    let status = container(&looping, "main").context("status")?;
+    assert!(
+        status.restart_count >= 1,
+        "restart count {}",
+        status.restart_count
+    );
+    let last = status
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .context("last state")?;
+    assert_eq!(last.exit_code, 4);
+    assert_eq!(phase(&looping), "Running");
+    assert_eq!(pod_condition(&looping, "Ready").as_deref(), Some("False"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn init_containers_env_and_volumes_run_like_kubernetes() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let pods = namespace(&client, "env-volumes").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, "env-volumes");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "settings"},
+        "data": {"greeting": "hello", "file.txt": "from-configmap"}
+    }))?;
+    config_maps.create(&PostParams::default(), &cm).await?;
+    let spec = json!({
+        "restartPolicy": "Never",
+        "volumes": [
+            {"name": "settings", "configMap": {"name": "settings"}},
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "host", "hostPath": {"path": "/var/lib/devcluster-test"}}
+        ],
+        "initContainers": [{
+            "name": "first", "image": "devcluster.local/shell",
+            "args": ["echo init > /scratch/order"],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]
+        }],
+        "containers": [{
+            "name": "main", "image": "devcluster.local/shell",
+            "env": [
+                {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
+                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "MESSAGE", "value": "$(GREETING) from $(NODE)"}
+            ],
+            "command": ["/bin/sh", "-c"],
+            "args": ["cat /scratch/order /config/file.txt; echo \"$MESSAGE $POD\" > /host/out"],
+            "volumeMounts": [
+                {"name": "settings", "mountPath": "/config"},
+                {"name": "scratch", "mountPath": "/scratch"},
+                {"name": "host", "mountPath": "/host"}
+            ]
+        }]
+    });
+    create(&pods, &pod("envvol", "node-2", spec)?).await?;
+    let done = wait_pod(&pods, "envvol", "Succeeded", |p| phase(p) == "Succeeded").await?;
+    assert_eq!(terminated_exit(&done, "first"), Some(0));
+    assert_eq!(pod_condition(&done, "Initialized").as_deref(), Some("True"));
+
+    let root = fx.node("node-2")?.root().context("node-2 root")?;
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/devcluster-test/out"))?,
+        "hello from node-2 envvol\n"
+    );
+    let uid = done.metadata.uid.clone().unwrap_or_default();
+    let log = fx
+        .nodes_state
+        .join("node-2/logs")
+        .join(format!("env-volumes_envvol_{uid}"))
+        .join("main/0.log");
+    assert_eq!(std::fs::read_to_string(&log)?, "init\nfrom-configmap");
+    Ok(())
+}
+
+#[tokio::test]
+async fn unmapped_images_back_off() -> Result<()> {
+    let fx = fixture()?;
+    let pods = namespace(&fx.client()?, "pulls").await?;
+    create(
+        &pods,
+        &pod(
+            "unknown",
+            "light-1",
+            json!({"containers": [{"name": "main", "image": "example.com/not/mapped:1"}]}),
+        )?,
+    )
+    .await?;
+    let pod = wait_pod(&pods, "unknown", "in ImagePullBackOff", |p| {
+        waiting_reason(p, "main") == Some("ImagePullBackOff")
+    })
+    .await?;
+    let message = container(&pod, "main")
+        .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("not in devcluster's image map"),
+        "{message}"
+    );
+    assert_eq!(phase(&pod), "Pending");
+    Ok(())
+}
+
+#[tokio::test]
+async fn eviction_honours_pod_disruption_budgets() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let pods = namespace(&client, "eviction").await?;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client, "eviction");
+    for (name, node) in [("web-1", "light-2"), ("web-2", "light-3")] {
+        let mut p = pod(
+            name,
+            node,
+            json!({"containers": [{"name": "main", "image": "devcluster.local/sleep"}]}),
+        )?;
+        p.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
+        create(&pods, &p).await?;
+        wait_pod(&pods, name, "Ready", |p| {
+            pod_condition(p, "Ready").as_deref() == Some("True")
+        })
+        .await?;
+    }
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}
+    }))?;
+    pdbs.create(&PostParams::default(), &pdb).await?;
+    let observed = |generation: i64, healthy: i32| {
+        move |p: Option<&PodDisruptionBudget>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.observed_generation == Some(generation) && s.current_healthy == healthy
+            })
+        }
+    };
+    tokio::time::timeout(WAIT, await_condition(pdbs.clone(), "web", observed(1, 2))).await??;
+
+    let refused = pods.evict("web-1", &EvictParams::default()).await;
+    match refused {
+        Err(kube::Error::Api(e)) if e.code == 429 => {}
+        other => bail!("eviction should be refused by the budget, got {other:?}"),
+    }
+
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": 1}})),
+    )
+    .await?;
+    tokio::time::timeout(WAIT, await_condition(pdbs.clone(), "web", observed(2, 2))).await??;
+    let uid = pods.get("web-1").await?.metadata.uid.unwrap_or_default();
+    pods.evict("web-1", &EvictParams::default()).await?;
+    wait_gone(&pods, "web-1", &uid).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn graceful_deletion_delivers_sigterm() -> Result<()> {
+    let fx = fixture()?;
+    let pods = namespace(&fx.client()?, "graceful").await?;
+    let marker = format!("var/tmp/sigterm-{}", std::process::id());
+    let script = format!(
+        "trap 'echo terminated > /{marker}; exit 0' TERM; echo started; while true; do sleep 0.2; done"
+    );
+    create(
+        &pods,
+        &pod(
+            "trapper",
+            "node-1",
+            json!({"terminationGracePeriodSeconds": 20,
+                   "containers": [{"name": "main", "image": "devcluster.local/shell", "args": [script]}]}),
+        )?,
+    )
+    .await?;
+    let running = wait_pod(&pods, "trapper", "Running", |p| phase(p) == "Running").await?;
+    let uid = running.metadata.uid.clone().unwrap_or_default();
+    pods.delete("trapper", &DeleteParams::default()).await?;
+    wait_gone(&pods, "trapper", &uid).await?;
+    let root = fx.node("node-1")?.root().context("node-1 root")?;
+    assert_eq!(std::fs::read_to_string(root.join(&marker))?, "terminated\n");
+    Ok(())
+}
+
+#[tokio::test]
+async fn reboot_inside_a_node_changes_boot_id_and_reruns_pods() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let pods = namespace(&client, "reboot").await?;
+    let nodes: Api<Node> = Api::all(client);
+    let before = nodes.get("node-3").await?;
+    // As skyhook's interrupt pod does: an init container reboots the node once, then succeeds
+    // when the kubelet re-runs it after the boot.
+    let marker = format!("/var/lib/rebooted-{}", std::process::id());
+    let script =
+        format!("test -f {marker} && exit 0; touch {marker}; reboot; echo unreachable; exit 1");
+    create(
+        &pods,
+        &pod(
+            "rebooter",
+            "node-3",
+            json!({"restartPolicy": "OnFailure",
+                   "initContainers": [{"name": "interrupt", "image": "devcluster.local/shell", "args": [script]}],
+                   "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}),
+        )?,
+    )
+    .await?;
+    let old_boot = boot_id(&before);
+    let changed =
+        move |n: Option<&Node>| n.is_some_and(|n| boot_id(n) != old_boot && node_ready(n));
+    tokio::time::timeout(WAIT, await_condition(nodes.clone(), "node-3", changed))
+        .await
+        .context("node-3 did not come back with a new boot ID")??;
+    assert_ne!(fx.node("node-3")?.boot_id()?, boot_id(&before));
+
+    let rerun = wait_pod(&pods, "rebooter", "Running after the reboot", |p| {
+        phase(p) == "Running"
+    })
+    .await?;
+    let init = container(&rerun, "interrupt").context("init status")?;
+    assert_eq!(init.restart_count, 1);
+    let last = init.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+    assert_eq!(last.map(|t| t.exit_code), Some(255), "{init:?}");
+    assert_eq!(terminated_exit(&rerun, "interrupt"), Some(0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn service_commands_land_in_the_journal() -> Result<()> {
+    let fx = fixture()?;
+    let pods = namespace(&fx.client()?, "journal").await?;
+    let script = "systemctl daemon-reload && systemctl restart containerd && \
+                  test \"$(systemctl is-active containerd)\" = active && service procps force-reload";
+    create(
+        &pods,
+        &pod(
+            "services",
+            "node-4",
+            json!({"restartPolicy": "Never",
+                   "containers": [{"name": "main", "image": "devcluster.local/shell", "args": [script]}]}),
+        )?,
+    )
+    .await?;
+    let done = wait_pod(&pods, "services", "finished", |p| {
+        matches!(phase(p), "Succeeded" | "Failed")
+    })
+    .await?;
+    assert_eq!(phase(&done), "Succeeded");
+    let journal = fx.node("node-4")?.journal()?;
+    for expected in [
+        "systemctl daemon-reload",
+        "systemctl restart containerd",
+        "systemctl is-active containerd",
+        "service procps force-reload",
+    ] {
+        assert!(
+            journal.iter().any(|line| line.ends_with(expected)),
+            "{expected:?} not in {journal:?}"
+        );
+    }
+    let root = fx.node("node-4")?.root().context("node-4 root")?;
+    let in_root = std::fs::read_to_string(root.join("var/log/devcluster-journal"))?;
+    assert!(in_root.contains("systemctl restart containerd"));
+
+    let output = fx
+        .node("node-4")?
+        .exec(&["systemctl", "is-enabled", "kubelet"])
+        .await?;
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "enabled\n");
+    Ok(())
+}
+
+#[tokio::test]
+async fn light_nodes_run_pause_and_agentless_only() -> Result<()> {
+    let fx = fixture()?;
+    let pods = namespace(&fx.client()?, "light").await?;
+    create(
+        &pods,
+        &pod(
+            "package",
+            "light-1",
+            json!({"restartPolicy": "OnFailure",
+                   "initContainers": [
+                       {"name": "copy", "image": "ghcr.io/nvidia/skyhook/agentless:6.2.0",
+                        "command": ["/bin/sh", "-c", "mkdir -p /root/x && cp -r /skyhook-package/* /root/x"]},
+                       {"name": "apply", "image": "ghcr.io/nvidia/skyhook/agentless:6.2.0",
+                        "args": ["apply", "/root", "/x"],
+                        "env": [{"name": "SLEEP_LEN", "value": "1"}]}
+                   ],
+                   "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}),
+        )?,
+    )
+    .await?;
+    let running = wait_pod(&pods, "package", "Running", |p| phase(p) == "Running").await?;
+    assert_eq!(terminated_exit(&running, "copy"), Some(0));
+    assert_eq!(terminated_exit(&running, "apply"), Some(0));
+
+    create(
+        &pods,
+        &pod(
+            "failing",
+            "light-1",
+            json!({"restartPolicy": "OnFailure",
+                   "initContainers": [{"name": "apply", "image": "ghcr.io/nvidia/skyhook/agentless:6.2.0",
+                                       "env": [{"name": "EXIT_CODE", "value": "2"}]}],
+                   "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}),
+        )?,
+    )
+    .await?;
+    let failing = wait_pod(&pods, "failing", "restarting", |p| {
+        container(p, "apply").is_some_and(|c| c.restart_count >= 1)
+    })
+    .await?;
+    let last = container(&failing, "apply").and_then(|c| {
+        c.last_state
+            .as_ref()?
+            .terminated
+            .as_ref()
+            .map(|t| t.exit_code)
+    });
+    assert_eq!(last, Some(2));
+
+    create(
+        &pods,
+        &pod(
+            "shell",
+            "light-2",
+            json!({"containers": [{"name": "main", "image": "devcluster.local/shell", "args": ["true"]}]}),
+        )?,
+    )
+    .await?;
+    let refused = wait_pod(&pods, "shell", "refused", |p| {
+        waiting_reason(p, "main") == Some("CreateContainerError")
+    })
+    .await?;
+    let message = container(&refused, "main")
+        .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("needs a full (non-light) node"),
+        "{message}"
+    );
+    Ok(())
+}
