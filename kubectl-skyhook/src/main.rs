@@ -1,0 +1,42 @@
+//! `kubectl-skyhook`: parse the command line, run it, print errors on stderr with a hint.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use kubectl_skyhook::cli::Cli;
+use kubectl_skyhook::run::{Console, error_chain, run};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = if cli.global.verbose { "debug" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .init();
+    // The process-wide TLS provider must be chosen before the first client exists; a second
+    // install can only fail because one is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let stdout = std::io::stdout();
+    let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let mut out = stdout.lock();
+    let mut input = std::io::stdin().lock();
+    let mut console = Console {
+        out: &mut out,
+        input: &mut input,
+        colour,
+    };
+    match run(cli, &mut console).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("Error: {}", error_chain(&error));
+            eprintln!("Hint: {}", error.hint());
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! The mutating verbs as pure patch planners: the objects and the arguments in, the merge
+//! patches to send (with what each does, in words) out. Only annotation, label and status
+//! merge patches; never a full update.
+
+use serde_json::{Map, Value, json};
+use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
+use skyhook_api::v1alpha1::{Skyhook, Stage, State};
+
+use crate::cluster::{self, Cluster, name_of};
+use crate::pattern::{NodePattern, matches_any};
+
+/// What a patch is sent to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A Skyhook's metadata.
+    Skyhook(String),
+    /// A Skyhook's status subresource.
+    SkyhookStatus(String),
+    /// A node's metadata.
+    Node(String),
+}
+
+/// One JSON merge patch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    /// Where it goes.
+    pub target: Target,
+    /// The merge patch body.
+    pub body: Value,
+    /// What it does, completing "Would …" (dry run) and "Failed to …" (errors).
+    pub description: String,
+}
+
+/// A verb's plan: what to tell the user, the patches, and what to say once they are applied.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Change {
+    /// Printed before confirmation (and in a dry run).
+    pub summary: Vec<String>,
+    /// The patches, in order.
+    pub patches: Vec<Patch>,
+    /// Printed after every patch succeeded.
+    pub done: Vec<String>,
+    /// Things that need no change (e.g. "already ignored"), printed either way.
+    pub notes: Vec<String>,
+    /// Whether the verb asks `Continue? [y/N]:` unless `--confirm` or `--dry-run`.
+    pub confirm: bool,
+}
+
+impl Change {
+    /// The dry-run lines: `[dry-run] Would <description>` per patch.
+    pub fn dry_run(&self) -> Vec<String> {
+        self.patches
+            .iter()
+            .map(|p| format!("[dry-run] Would {}", p.description))
+            .collect()
+    }
+}
+
+/// A planner refusing its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The package is not in the Skyhook's spec.
+    #[error(
+        "package {package:?} is not in the spec of Skyhook {skyhook:?}; `kubectl skyhook package status` lists what is on the nodes"
+    )]
+    UnknownPackage {
+        /// The package asked for.
+        package: String,
+        /// The Skyhook.
+        skyhook: String,
+    },
+    /// A stage that `package rerun` cannot start from.
+    #[error("cannot rerun from stage {stage:?}: use apply, config, interrupt or post-interrupt")]
+    UnsupportedStage {
+        /// The stage asked for.
+        stage: String,
+    },
+}
+
+/// `pause`, `resume`, `disable`, `enable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Set `skyhook.nvidia.com/pause`.
+    Pause,
+    /// Remove `skyhook.nvidia.com/pause`.
+    Resume,
+    /// Set `skyhook.nvidia.com/disable`.
+    Disable,
+    /// Remove `skyhook.nvidia.com/disable`.
+    Enable,
+}
+
+impl Lifecycle {
+    const fn annotation(self) -> &'static str {
+        match self {
+            Lifecycle::Pause | Lifecycle::Resume => keys::PAUSE_ANNOTATION,
+            Lifecycle::Disable | Lifecycle::Enable => keys::DISABLE_ANNOTATION,
+        }
+    }
+
+    const fn sets(self) -> bool {
+        matches!(self, Lifecycle::Pause | Lifecycle::Disable)
+    }
+
+    const fn verb(self) -> &'static str {
+        match self {
+            Lifecycle::Pause => "pause",
+            Lifecycle::Resume => "resume",
+            Lifecycle::Disable => "disable",
+            Lifecycle::Enable => "enable",
+        }
+    }
+
+    const fn past(self) -> &'static str {
+        match self {
+            Lifecycle::Pause => "paused",
+            Lifecycle::Resume => "resumed",
+            Lifecycle::Disable => "disabled",
+            Lifecycle::Enable => "enabled",
+        }
+    }
+}
+
+/// Sets or removes the pause or disable annotation. A Skyhook already in the wanted state
+/// gets no patch, only a note.
+pub fn lifecycle(skyhook: &Skyhook, verb: Lifecycle) -> Change {
+    let name = name_of(&skyhook.metadata);
+    let is_set = match verb {
+        Lifecycle::Pause | Lifecycle::Resume => skyhook.is_paused(),
+        Lifecycle::Disable | Lifecycle::Enable => skyhook.is_disabled(),
+    };
+    if is_set == verb.sets() {
+        let already = match verb {
+            Lifecycle::Pause => "already paused",
+            Lifecycle::Resume => "not paused",
+            Lifecycle::Disable => "already disabled",
+            Lifecycle::Enable => "not disabled",
+        };
+        return Change {
+            notes: vec![format!("Skyhook {name:?} is {already}")],
+            ..Change::default()
+        };
+    }
+    let value = if verb.sets() {
+        json!("true")
+    } else {
+        Value::Null
+    };
+    Change {
+        summary: vec![format!("This will {} Skyhook {name:?}.", verb.verb())],
+        patches: vec![Patch {
+            target: Target::Skyhook(name.to_owned()),
+            body: json!({"metadata": {"annotations": {verb.annotation(): value}}}),
+            description: format!("{} Skyhook {name:?}", verb.verb()),
+        }],
+        done: vec![format!("Skyhook {name:?} {}", verb.past())],
+        notes: Vec::new(),
+        confirm: true,
+    }
+}
+
+/// The merge patch that resets every compartment with a batch state to `{currentBatch: 1}`
+/// (the other counters removed), or `None` when no compartment has one.
+fn batch_reset_patch(skyhook: &Skyhook) -> Option<(Patch, usize)> {
+    let name = name_of(&skyhook.metadata);
+    let compartments: Map<String, Value> = skyhook
+        .status
+        .as_ref()?
+        .compartment_statuses
+        .iter()
+        .filter(|(_, c)| c.batch_state.is_some())
+        .map(|(compartment, _)| {
+            (
+                compartment.clone(),
+                json!({"batchState": {
+                    "currentBatch": 1,
+                    "consecutiveFailures": null,
+                    "completedNodes": null,
+                    "failedNodes": null,
+                    "shouldStop": null,
+                    "lastBatchSize": null,
+                    "lastBatchFailed": null,
+                }}),
+            )
+        })
+        .collect();
+    if compartments.is_empty() {
+        return None;
+    }
+    let count = compartments.len();
+    Some((
+        Patch {
+            target: Target::SkyhookStatus(name.to_owned()),
+            body: json!({"status": {"compartmentStatuses": compartments}}),
+            description: format!(
+                "reset the batch state of {count} compartment(s) of Skyhook {name:?} to currentBatch 1"
+            ),
+        },
+        count,
+    ))
+}
+
+/// `reset <skyhook>`: clears the Skyhook's keys from every node carrying its node state, then
+/// (unless `skip_batch_reset`) resets the batch state of every compartment.
+pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Change {
+    let name = name_of(&skyhook.metadata);
+    let state_key = keys::node_state_annotation(name);
+    let mut change = Change {
+        confirm: true,
+        ..Change::default()
+    };
+    let mut nodes: Vec<(&str, usize)> = cluster
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let value = cluster::annotations(node).get(&state_key)?;
+            let packages = NodeState::parse(value).map_or(0, |s| s.len());
+            Some((name_of(&node.metadata), packages))
+        })
+        .collect();
+    nodes.sort_unstable();
+    if nodes.is_empty() {
+        change
+            .notes
+            .push(format!("No node has node state for Skyhook {name:?}"));
+    } else {
+        change.summary.push(format!(
+            "Skyhook {name:?}: resetting node state on {} node(s):",
+            nodes.len()
+        ));
+    }
+    for (node, packages) in &nodes {
+        change
+            .summary
+            .push(format!("  - {node} ({packages} packages)"));
+        change.patches.push(Patch {
+            target: Target::Node((*node).to_owned()),
+            body: json!({"metadata": {
+                "annotations": {
+                    state_key.clone(): null,
+                    keys::node_status_key(name): null,
+                    keys::cordon_annotation(name): null,
+                    keys::node_version_annotation(name): null,
+                    keys::auto_taint_annotation(name): null,
+                },
+                "labels": {keys::node_status_key(name): null},
+            }}),
+            description: format!("remove the node state of Skyhook {name:?} from node {node:?}"),
+        });
+    }
+    if !nodes.is_empty() {
+        change
+            .done
+            .push(format!("Skyhook {name:?} reset on {} node(s)", nodes.len()));
+    }
+    if let Some((patch, count)) = batch_reset_patch(skyhook).filter(|_| !skip_batch_reset) {
+        change.summary.push(format!(
+            "Batch state of {count} compartment(s) goes back to batch 1."
+        ));
+        change.patches.push(patch);
+        change
+            .done
+            .push(format!("Batch state of Skyhook {name:?} reset"));
+    }
+    change
+}
+
+/// `deployment-policy reset <skyhook>`: every compartment's batch state back to batch 1.
+pub fn deployment_policy_reset(skyhook: &Skyhook) -> Change {
+    let name = name_of(&skyhook.metadata);
+    let statuses = skyhook.status.as_ref().map(|s| &s.compartment_statuses);
+    let total = statuses.map_or(0, |s| s.len());
+    let mut change = Change {
+        confirm: true,
+        ..Change::default()
+    };
+    let with_state: Vec<(String, i32)> = statuses
+        .into_iter()
+        .flatten()
+        .filter_map(|(c, status)| {
+            status
+                .batch_state
+                .as_ref()
+                .map(|b| (c.clone(), b.current_batch))
+        })
+        .collect();
+    change.summary.push(format!(
+        "Compartments: {total} total, {} with batch state",
+        with_state.len()
+    ));
+    change.summary.extend(
+        with_state
+            .iter()
+            .map(|(c, batch)| format!("  - {c}: current batch {batch}")),
+    );
+    match batch_reset_patch(skyhook) {
+        Some((patch, _)) => {
+            change.patches.push(patch);
+            change
+                .done
+                .push(format!("Batch state of Skyhook {name:?} reset"));
+        }
+        None => change
+            .notes
+            .push(format!("Skyhook {name:?} has no batch state to reset")),
+    }
+    change
+}
+
+/// `node reset <patterns> --skyhook X`: removes only `nodeState_X` from the matching nodes.
+pub fn node_reset(cluster: &Cluster, skyhook: &str, patterns: &[NodePattern]) -> Change {
+    let state_key = keys::node_state_annotation(skyhook);
+    let mut change = Change {
+        confirm: true,
+        ..Change::default()
+    };
+    for node in matching_nodes(cluster, patterns) {
+        let node_name = name_of(&node.metadata);
+        if !cluster::annotations(node).contains_key(&state_key) {
+            continue;
+        }
+        change.summary.push(format!("  - {node_name}"));
+        change.patches.push(Patch {
+            target: Target::Node(node_name.to_owned()),
+            body: json!({"metadata": {"annotations": {state_key.clone(): null}}}),
+            description: format!(
+                "remove the node state of Skyhook {skyhook:?} from node {node_name:?}"
+            ),
+        });
+        change
+            .done
+            .push(format!("Node {node_name:?} reset for Skyhook {skyhook:?}"));
+    }
+    if change.patches.is_empty() {
+        change.notes.push(format!(
+            "No matching node has node state for Skyhook {skyhook:?}"
+        ));
+    } else {
+        change.summary.insert(
+            0,
+            format!(
+                "Resetting the node state of Skyhook {skyhook:?} on {} node(s):",
+                change.patches.len()
+            ),
+        );
+    }
+    change
+}
+
+/// `node ignore` (`ignore = true`) or `node unignore`: sets or removes
+/// `skyhook.nvidia.com/ignore=true` on the matching nodes.
+pub fn node_ignore(cluster: &Cluster, patterns: &[NodePattern], ignore: bool) -> Change {
+    let mut change = Change::default();
+    for node in matching_nodes(cluster, patterns) {
+        let node_name = name_of(&node.metadata);
+        let ignored = cluster::labels(node)
+            .get(keys::IGNORE_LABEL)
+            .is_some_and(|v| v == "true");
+        if ignored == ignore {
+            change.notes.push(format!(
+                "Node {node_name:?} {}",
+                if ignore {
+                    "already ignored"
+                } else {
+                    "not ignored"
+                }
+            ));
+            continue;
+        }
+        let value = if ignore { json!("true") } else { Value::Null };
+        change.patches.push(Patch {
+            target: Target::Node(node_name.to_owned()),
+            body: json!({"metadata": {"labels": {keys::IGNORE_LABEL: value}}}),
+            description: format!(
+                "{} node {node_name:?}",
+                if ignore { "ignore" } else { "unignore" }
+            ),
+        });
+        change.done.push(format!(
+            "Node {node_name:?} {}",
+            if ignore { "ignored" } else { "unignored" }
+        ));
+    }
+    if change.patches.is_empty() && change.notes.is_empty() {
+        change.notes.push("No node matches".to_owned());
+    }
+    change
+}
+
+/// `package rerun <pkg> --skyhook X --node P... [--stage S]`: on matching nodes that have the
+/// spec version's entry, deletes it (the package starts over at apply; the annotation goes
+/// when it becomes empty) or, with `stage`, sets it to `(stage, in_progress)`.
+pub fn package_rerun(
+    cluster: &Cluster,
+    skyhook: &Skyhook,
+    package: &str,
+    patterns: &[NodePattern],
+    stage: Option<Stage>,
+) -> Result<Change, PlanError> {
+    let name = name_of(&skyhook.metadata);
+    let spec = skyhook
+        .spec
+        .packages
+        .get(package)
+        .ok_or_else(|| PlanError::UnknownPackage {
+            package: package.to_owned(),
+            skyhook: name.to_owned(),
+        })?;
+    if let Some(stage @ (Stage::Uninstall | Stage::Upgrade)) = stage {
+        return Err(PlanError::UnsupportedStage {
+            stage: stage.as_str().to_owned(),
+        });
+    }
+    let state_key = keys::node_state_annotation(name);
+    let mut change = Change {
+        confirm: true,
+        ..Change::default()
+    };
+    for node in matching_nodes(cluster, patterns) {
+        let node_name = name_of(&node.metadata);
+        let Some(Ok(mut state)) = cluster::annotations(node)
+            .get(&state_key)
+            .map(|v| NodeState::parse(v))
+        else {
+            continue;
+        };
+        let Some(entry) = state.get_version(package, &spec.version).cloned() else {
+            continue;
+        };
+        let how = match stage {
+            None => {
+                state.remove(&entry.key());
+                "from the start".to_owned()
+            }
+            Some(stage) => {
+                state.upsert(skyhook_api::v1alpha1::PackageStatus {
+                    stage,
+                    state: State::InProgress,
+                    ..entry
+                });
+                format!("from stage {stage}")
+            }
+        };
+        let value = if state.is_empty() {
+            Value::Null
+        } else {
+            Value::String(state.to_annotation())
+        };
+        change.summary.push(format!("  - {node_name}"));
+        change.patches.push(Patch {
+            target: Target::Node(node_name.to_owned()),
+            body: json!({"metadata": {"annotations": {state_key.clone(): value}}}),
+            description: format!(
+                "rerun package {package:?} ({}) on node {node_name:?} {how}",
+                spec.version
+            ),
+        });
+        change.done.push(format!(
+            "Package {package:?} will rerun on node {node_name:?} {how}"
+        ));
+    }
+    if change.patches.is_empty() {
+        change.notes.push(format!(
+            "No matching node has package {package:?} version {} of Skyhook {name:?}",
+            spec.version
+        ));
+    } else {
+        change.summary.insert(
+            0,
+            format!(
+                "Rerunning package {package:?} of Skyhook {name:?} on {} node(s):",
+                change.patches.len()
+            ),
+        );
+    }
+    Ok(change)
+}
+
+fn matching_nodes<'c>(
+    cluster: &'c Cluster,
+    patterns: &'c [NodePattern],
+) -> impl Iterator<Item = &'c k8s_openapi::api::core::v1::Node> + 'c {
+    let mut nodes: Vec<_> = cluster
+        .nodes
+        .iter()
+        .filter(move |node| !patterns.is_empty() && matches_any(patterns, name_of(&node.metadata)))
+        .collect();
+    nodes.sort_by_key(|node| name_of(&node.metadata));
+    nodes.into_iter()
+}

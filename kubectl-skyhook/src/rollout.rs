@@ -1,0 +1,300 @@
+//! One Skyhook's rollout as the rules in `skyhook-api` see it: which nodes it selects, each
+//! node's state and status, its compartments with their ceilings and batch states, and what
+//! the next selection would pick or block. Shared by `status <name>` and `plan`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use skyhook_api::budget::{
+    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, Selection, assign_nodes,
+    legacy_compartments, policy_compartments,
+};
+use skyhook_api::interrupt::has_interrupt;
+use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
+use skyhook_api::ordering::{SkyhookProgress, node_ready};
+use skyhook_api::runtime_required::parse_taint;
+use skyhook_api::selector::Selector;
+use skyhook_api::stage::node_complete;
+use skyhook_api::toleration::node_selection_tolerations;
+use skyhook_api::v1alpha1::{BatchState, Skyhook, Status};
+
+use crate::cluster::{self, Cluster, name_of};
+
+/// The operator's default runtime-required taint. The plugin cannot see the operator's
+/// configuration, so a runtime-required Skyhook is assumed to tolerate the default taint.
+pub const DEFAULT_RUNTIME_REQUIRED_TAINT: &str = "skyhook.nvidia.com=runtime-required:NoSchedule";
+
+/// One node selected by the Skyhook.
+#[derive(Debug, Clone)]
+pub struct NodeFacts<'c> {
+    /// The node.
+    pub node: &'c Node,
+    /// Its name.
+    pub name: &'c str,
+    /// Its `nodeState_<skyhook>` annotation, empty when absent or unreadable.
+    pub state: NodeState,
+    /// Why the annotation could not be read, if it could not.
+    pub state_error: Option<String>,
+    /// Its `status_<skyhook>` annotation (`unknown` when absent).
+    pub status: Status,
+    /// Whether every package is complete on it.
+    pub complete: bool,
+    /// Whether higher-priority Skyhooks let this one work on it.
+    pub ready: bool,
+    /// Whether an earlier batch picked it (`status.nodePriority`).
+    pub picked: bool,
+}
+
+/// One compartment with its nodes and the selection the rules would make now.
+#[derive(Debug, Clone)]
+pub struct CompartmentView<'c> {
+    /// The compartment.
+    pub spec: CompartmentSpec,
+    /// Indexes into [`Rollout::nodes`].
+    pub nodes: Vec<usize>,
+    /// The ceiling over its nodes.
+    pub ceiling: usize,
+    /// The batch state from status, or the initial one.
+    pub batch_state: BatchState,
+    /// What selection picks and blocks now.
+    pub selection: Selection<'c>,
+    /// Complete nodes.
+    pub complete: usize,
+    /// Nodes in progress.
+    pub in_progress: usize,
+    /// Erroring, incomplete nodes.
+    pub erroring: usize,
+}
+
+/// The rollout of one Skyhook.
+#[derive(Debug, Clone)]
+pub struct Rollout<'c> {
+    /// The Skyhook.
+    pub skyhook: &'c Skyhook,
+    /// Its name.
+    pub name: &'c str,
+    /// The nodes it selects, in name order.
+    pub nodes: Vec<NodeFacts<'c>>,
+    /// Its compartments in policy order; empty when the policy is missing.
+    pub compartments: Vec<CompartmentView<'c>>,
+    /// The named DeploymentPolicy does not exist.
+    pub policy_missing: bool,
+}
+
+impl<'c> Rollout<'c> {
+    /// Analyses `skyhook` (which need not be in `cluster`, for `plan`) against the cluster.
+    pub fn new(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Self {
+        let name = name_of(&skyhook.metadata);
+        let progress = all_progress(cluster, skyhook);
+        let target = progress
+            .iter()
+            .find(|p| p.name == name)
+            .cloned()
+            .unwrap_or_else(|| progress_of(skyhook, cluster));
+        let status = skyhook.status.as_ref();
+        let mut nodes: Vec<NodeFacts<'c>> = selected_nodes(skyhook, cluster)
+            .map(|node| {
+                let node_name = name_of(&node.metadata);
+                let (state, state_error) = read_state(node, name);
+                NodeFacts {
+                    node,
+                    name: node_name,
+                    complete: is_complete(skyhook, &state),
+                    state,
+                    state_error,
+                    status: node_status(node, name),
+                    ready: node_ready(&progress, &target, node_name),
+                    picked: status.is_some_and(|s| s.node_priority.contains_key(node_name)),
+                }
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(b.name));
+
+        let (specs, policy_missing) = match skyhook.spec.deployment_policy.as_deref() {
+            Some(policy) => match cluster.policy(policy) {
+                Some(policy) => (policy_compartments(&policy.spec), false),
+                None => (Vec::new(), true),
+            },
+            None => (
+                legacy_compartments(skyhook.spec.interruption_budget.as_ref(), nodes.len()),
+                false,
+            ),
+        };
+        let labelled: Vec<(&str, &BTreeMap<String, String>)> = nodes
+            .iter()
+            .map(|n| (n.name, cluster::labels(n.node)))
+            .collect();
+        let assignment: BTreeMap<String, String> = assign_nodes(&specs, &labelled)
+            .into_iter()
+            .map(|(node, compartment)| (node.to_owned(), compartment.to_owned()))
+            .collect();
+        let tolerations = tolerations(skyhook);
+        let compartments = specs
+            .into_iter()
+            .map(|spec| {
+                let members: Vec<usize> = nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| assignment.get(n.name) == Some(&spec.name))
+                    .map(|(index, _)| index)
+                    .collect();
+                let candidates: Vec<CandidateNode<'c>> =
+                    members.iter().map(|&i| candidate(&nodes[i])).collect();
+                let classified = CompartmentNodes::new(candidates, &tolerations);
+                let ceiling = spec.ceiling(members.len());
+                let batch_state = status
+                    .and_then(|s| s.compartment_statuses.get(&spec.name))
+                    .and_then(|c| c.batch_state.clone())
+                    .unwrap_or_else(BatchState::initial);
+                let selection = classified.select(spec.strategy.as_ref(), &batch_state, ceiling);
+                CompartmentView {
+                    complete: classified.complete(),
+                    in_progress: classified.in_progress(),
+                    erroring: classified.erroring(),
+                    spec,
+                    nodes: members,
+                    ceiling,
+                    batch_state,
+                    selection,
+                }
+            })
+            .collect();
+        Rollout {
+            skyhook,
+            name,
+            nodes,
+            compartments,
+            policy_missing,
+        }
+    }
+
+    /// The compartment a node is in.
+    pub fn compartment_of(&self, node_index: usize) -> Option<&CompartmentView<'c>> {
+        self.compartments
+            .iter()
+            .find(|c| c.nodes.contains(&node_index))
+    }
+
+    /// Why a node cannot be worked on now, if it cannot: the ignore label or intolerable
+    /// taints (the rules' own reasons).
+    pub fn block_reason(&self, node: &str) -> Option<&BlockReason> {
+        self.compartments
+            .iter()
+            .flat_map(|c| &c.selection.blocked)
+            .find(|b| b.name == node)
+            .map(|b| &b.reason)
+    }
+}
+
+/// The tolerations node selection uses for `skyhook`.
+pub fn tolerations(skyhook: &Skyhook) -> Vec<k8s_openapi::api::core::v1::Toleration> {
+    let runtime_taint: Option<Taint> = skyhook
+        .spec
+        .runtime_required
+        .then(|| parse_taint(DEFAULT_RUNTIME_REQUIRED_TAINT).ok())
+        .flatten();
+    node_selection_tolerations(&skyhook.spec.additional_tolerations, runtime_taint.as_ref())
+}
+
+/// A node as selection sees it.
+pub fn candidate<'c>(facts: &NodeFacts<'c>) -> CandidateNode<'c> {
+    CandidateNode {
+        name: facts.name,
+        created: cluster::created(facts.node),
+        labels: cluster::labels(facts.node),
+        taints: cluster::taints(facts.node),
+        status: facts.status,
+        complete: facts.complete,
+        ready: facts.ready,
+        picked: facts.picked,
+    }
+}
+
+/// The nodes `skyhook` selects (an absent selector selects every node).
+pub fn selected_nodes<'c>(
+    skyhook: &Skyhook,
+    cluster: &'c Cluster,
+) -> impl Iterator<Item = &'c Node> + use<'c> {
+    let selector = skyhook
+        .spec
+        .node_selectors
+        .as_ref()
+        .map_or_else(Selector::everything, Selector::parse_or_nothing);
+    cluster
+        .nodes
+        .iter()
+        .filter(move |node| selector.matches(cluster::labels(node)))
+}
+
+/// The node's `nodeState_<skyhook>`, or an empty state and why it could not be read.
+pub fn read_state(node: &Node, skyhook: &str) -> (NodeState, Option<String>) {
+    match cluster::annotations(node).get(&keys::node_state_annotation(skyhook)) {
+        None => (NodeState::new(), None),
+        Some(value) => match NodeState::parse(value) {
+            Ok(state) => (state, None),
+            Err(error) => (NodeState::new(), Some(error.to_string())),
+        },
+    }
+}
+
+/// The node's `status_<skyhook>` annotation; `unknown` when absent or not a status.
+pub fn node_status(node: &Node, skyhook: &str) -> Status {
+    cluster::annotations(node)
+        .get(&keys::node_status_key(skyhook))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(Status::Unknown)
+}
+
+/// Whether every package of `skyhook` is complete in `state` (the node completion rule, with
+/// each package's effective interrupt).
+pub fn is_complete(skyhook: &Skyhook, state: &NodeState) -> bool {
+    let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
+    node_complete(state, &skyhook.spec.packages, |package| {
+        skyhook
+            .spec
+            .packages
+            .get(package)
+            .is_some_and(|p| has_interrupt(p, changed_keys(updates, package)))
+    })
+}
+
+/// The config keys changed in the current change cycle of a package.
+pub fn changed_keys<'s>(
+    updates: Option<&'s BTreeMap<String, Vec<String>>>,
+    package: &str,
+) -> &'s [String] {
+    updates
+        .and_then(|u| u.get(package))
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+fn progress_of<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> SkyhookProgress<'c> {
+    let name = name_of(&skyhook.metadata);
+    SkyhookProgress {
+        name,
+        priority: skyhook.spec.priority,
+        disabled: skyhook.is_disabled(),
+        sequencing: skyhook.spec.sequencing,
+        nodes: selected_nodes(skyhook, cluster)
+            .map(|node| {
+                let (state, _) = read_state(node, name);
+                (name_of(&node.metadata), is_complete(skyhook, &state))
+            })
+            .collect(),
+    }
+}
+
+/// The progress of every Skyhook in the cluster, except a cluster Skyhook of the same name as
+/// `target`, which `target` replaces (so `plan` judges the planned spec).
+fn all_progress<'c>(cluster: &'c Cluster, target: &'c Skyhook) -> Vec<SkyhookProgress<'c>> {
+    let target_name = name_of(&target.metadata);
+    cluster
+        .skyhooks
+        .iter()
+        .filter(|s| name_of(&s.metadata) != target_name)
+        .chain(std::iter::once(target))
+        .map(|s| progress_of(s, cluster))
+        .collect()
+}

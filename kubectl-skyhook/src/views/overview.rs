@@ -1,0 +1,111 @@
+//! `status` without a name: one row per Skyhook.
+
+use serde::Serialize;
+
+use crate::cluster::{Cluster, name_of};
+use crate::output::{Block, Cell, Table, View};
+use crate::rollout::Rollout;
+
+/// `status` JSON/YAML: `{skyhooks: [...]}` in priority order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkyhookOverview {
+    /// One entry per Skyhook.
+    pub skyhooks: Vec<SkyhookRow>,
+}
+
+/// One Skyhook at a glance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkyhookRow {
+    /// Name.
+    pub name: String,
+    /// Status as the operator last recorded it (`unknown` before its first reconcile).
+    pub status: String,
+    /// Priority (lower runs first).
+    pub priority: i32,
+    /// Selected nodes where every package is complete.
+    pub complete_nodes: usize,
+    /// Selected nodes.
+    pub total_nodes: usize,
+    /// Nodes `in_progress`.
+    pub in_progress: usize,
+    /// Nodes `erroring`.
+    pub erroring: usize,
+    /// The pause annotation is set.
+    pub paused: bool,
+    /// The disable annotation is set.
+    pub disabled: bool,
+    /// The DeploymentPolicy, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+/// Summarises every Skyhook, in priority order (then name).
+pub fn overview(cluster: &Cluster) -> SkyhookOverview {
+    let mut skyhooks: Vec<SkyhookRow> = cluster
+        .skyhooks
+        .iter()
+        .map(|skyhook| {
+            let rollout = Rollout::new(skyhook, cluster);
+            let count = |status| rollout.nodes.iter().filter(|n| n.status == status).count();
+            SkyhookRow {
+                name: name_of(&skyhook.metadata).to_owned(),
+                status: skyhook
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.status)
+                    .map_or("unknown", |s| s.as_str())
+                    .to_owned(),
+                priority: skyhook.spec.priority,
+                complete_nodes: rollout.nodes.iter().filter(|n| n.complete).count(),
+                total_nodes: rollout.nodes.len(),
+                in_progress: count(skyhook_api::v1alpha1::Status::InProgress),
+                erroring: count(skyhook_api::v1alpha1::Status::Erroring),
+                paused: skyhook.is_paused(),
+                disabled: skyhook.is_disabled(),
+                policy: skyhook.spec.deployment_policy.clone(),
+            }
+        })
+        .collect();
+    skyhooks.sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
+    SkyhookOverview { skyhooks }
+}
+
+impl View for SkyhookOverview {
+    fn blocks(&self, _wide: bool) -> Vec<Block> {
+        if self.skyhooks.is_empty() {
+            return vec![Block::Line("No Skyhooks found.".into())];
+        }
+        let headers = [
+            "NAME",
+            "STATUS",
+            "PRIORITY",
+            "COMPLETE",
+            "IN-PROGRESS",
+            "ERRORING",
+            "PAUSED/DISABLED",
+            "POLICY",
+        ];
+        let mut table = Table::new(&headers);
+        for row in &self.skyhooks {
+            let held = match (row.paused, row.disabled) {
+                (true, true) => "paused,disabled",
+                (true, false) => "paused",
+                (false, true) => "disabled",
+                (false, false) => "-",
+            };
+            table.push(vec![
+                Cell::plain(&row.name),
+                Cell::status(&row.status),
+                Cell::plain(row.priority.to_string()),
+                Cell::plain(format!("{}/{}", row.complete_nodes, row.total_nodes)),
+                Cell::plain(row.in_progress.to_string()),
+                Cell::plain(row.erroring.to_string()),
+                Cell::status(held),
+                Cell::plain(row.policy.as_deref().unwrap_or("legacy")),
+            ]);
+        }
+        vec![Block::Table(table)]
+    }
+}

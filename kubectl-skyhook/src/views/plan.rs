@@ -1,0 +1,368 @@
+//! `plan -f SCR.yaml`: a dry run of a Skyhook against the current cluster. Which nodes match,
+//! which compartment and batch each falls in, which stages and interrupt each would get, and
+//! which would be blocked and why. Every decision comes from the rules in `skyhook-api`;
+//! nothing is changed.
+
+use std::collections::BTreeMap;
+use std::iter::successors;
+
+use serde::Serialize;
+use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentNodes};
+use skyhook_api::interrupt::{effective_interrupts, has_interrupt, merge_interrupts};
+use skyhook_api::node_state::NodeState;
+use skyhook_api::stage::{package_complete, stage_after};
+use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Status};
+use skyhook_api::version::compare_precedence;
+
+use crate::cluster::{Cluster, name_of};
+use crate::output::{Block, Cell, Table, Tone, View};
+use crate::rollout::{Rollout, candidate, changed_keys, tolerations};
+
+/// `plan` JSON/YAML.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanView {
+    /// The planned Skyhook.
+    pub skyhook_name: String,
+    /// Whether a Skyhook of that name already exists (its progress and batch state are used).
+    pub exists: bool,
+    /// Its DeploymentPolicy, absent in legacy mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Every node the selector matches, by name.
+    pub nodes: Vec<PlannedNode>,
+    /// Remarks that apply to the whole plan.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// What would happen on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedNode {
+    /// Node name.
+    pub node_name: String,
+    /// Its compartment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compartment: Option<String>,
+    /// The batch it would be worked on in, assuming every earlier batch succeeds; absent
+    /// when it is complete or blocked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<i32>,
+    /// The packages with stages still to run.
+    pub packages: Vec<PlannedPackage>,
+    /// The interrupt the node would get, as `type` or `service(a,b)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupt: Option<String>,
+    /// Why the node would not be worked on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<String>,
+}
+
+/// The stages one package would run on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedPackage {
+    /// Package name.
+    pub name: String,
+    /// Version the stages run for.
+    pub version: String,
+    /// Stages in order.
+    pub stages: Vec<String>,
+}
+
+/// Plans `planned` (typically read from a file) against `cluster`. If a Skyhook of the same
+/// name exists, its status (batch states, picked nodes, config updates) is carried over.
+pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
+    let name = name_of(&planned.metadata);
+    let existing = cluster.skyhook(name);
+    let mut effective = planned.clone();
+    if let Some(existing) = existing {
+        effective.status.clone_from(&existing.status);
+        effective
+            .metadata
+            .annotations
+            .clone_from(&existing.metadata.annotations);
+    }
+    let rollout = Rollout::new(&effective, cluster);
+    let tolerations = tolerations(&effective);
+    let mut batches: BTreeMap<&str, i32> = BTreeMap::new();
+    for compartment in &rollout.compartments {
+        let candidates: Vec<CandidateNode<'_>> = compartment
+            .nodes
+            .iter()
+            .map(|&i| candidate(&rollout.nodes[i]))
+            .collect();
+        simulate_batches(candidates, &tolerations, compartment, &mut batches);
+    }
+    let mut notes = Vec::new();
+    let held = if rollout.policy_missing {
+        let note = format!(
+            "DeploymentPolicy {:?} does not exist: no node would be worked on",
+            planned
+                .spec
+                .deployment_policy
+                .as_deref()
+                .unwrap_or_default()
+        );
+        notes.push(note.clone());
+        Some(note)
+    } else if effective.is_disabled() || effective.is_paused() {
+        let note = format!(
+            "the Skyhook is {}: no node would be worked on until it is {}",
+            if effective.is_disabled() {
+                "disabled"
+            } else {
+                "paused"
+            },
+            if effective.is_disabled() {
+                "enabled"
+            } else {
+                "resumed"
+            },
+        );
+        notes.push(note.clone());
+        Some(note)
+    } else {
+        None
+    };
+    if rollout.nodes.is_empty() {
+        notes.push("no node matches spec.nodeSelectors".into());
+    }
+    let updates = effective.status.as_ref().map(|s| &s.config_updates);
+    let nodes = rollout
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(index, facts)| {
+            let packages = planned_packages(&facts.state, &planned.spec.packages, |pkg, p| {
+                has_interrupt(p, changed_keys(updates, pkg))
+            });
+            let interrupt = node_interrupt(&packages, &planned.spec.packages, |pkg, p| {
+                effective_interrupts(p, changed_keys(updates, pkg))
+            });
+            let blocked = held.clone().or_else(|| {
+                if facts.complete {
+                    None
+                } else if let Some(reason) = rollout.block_reason(facts.name) {
+                    Some(match reason {
+                        BlockReason::Ignored => {
+                            "ignored (label skyhook.nvidia.com/ignore=true)".to_owned()
+                        }
+                        BlockReason::IntolerableTaints(taints) => {
+                            format!("does not tolerate {}", taints.join(", "))
+                        }
+                    })
+                } else if !facts.ready {
+                    Some("waits for higher-priority Skyhooks to complete".to_owned())
+                } else {
+                    None
+                }
+            });
+            PlannedNode {
+                node_name: facts.name.to_owned(),
+                compartment: rollout.compartment_of(index).map(|c| c.spec.name.clone()),
+                batch: if blocked.is_some() {
+                    None
+                } else {
+                    batches.get(facts.name).copied()
+                },
+                packages,
+                interrupt,
+                blocked,
+            }
+        })
+        .collect();
+    PlanView {
+        skyhook_name: name.to_owned(),
+        exists: existing.is_some(),
+        policy: planned.spec.deployment_policy.clone(),
+        nodes,
+        notes,
+    }
+}
+
+/// Runs the compartment's node selection batch after batch, each batch succeeding, and
+/// records the batch number of every node picked. A stopped compartment picks nothing.
+fn simulate_batches<'c>(
+    mut candidates: Vec<CandidateNode<'c>>,
+    tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    compartment: &crate::rollout::CompartmentView<'_>,
+    batches: &mut BTreeMap<&'c str, i32>,
+) {
+    let mut state = compartment.batch_state.clone();
+    // Each round completes at least one node, so the loop ends within one round per node.
+    for _ in 0..=candidates.len() {
+        let selection = CompartmentNodes::new(candidates.clone(), tolerations).select(
+            compartment.spec.strategy.as_ref(),
+            &state,
+            compartment.ceiling,
+        );
+        if selection.picks.is_empty() {
+            return;
+        }
+        for pick in &selection.picks {
+            batches.insert(pick, state.current_batch.max(1));
+        }
+        for node in &mut candidates {
+            if selection.picks.contains(&node.name) {
+                node.complete = true;
+                node.status = Status::Complete;
+                node.picked = true;
+            }
+        }
+        let size = i32::try_from(selection.picks.len()).unwrap_or(i32::MAX);
+        state.current_batch = state.current_batch.max(1) + 1;
+        state.last_batch_size = size;
+        state.last_batch_failed = false;
+        state.consecutive_failures = 0;
+        state.completed_nodes = state.completed_nodes.saturating_add(size);
+    }
+}
+
+/// The stages every package would still run on a node with `state`: spec packages in name
+/// order, then uninstalls of packages no longer in the spec.
+pub fn planned_packages(
+    state: &NodeState,
+    packages: &BTreeMap<String, Package>,
+    has_interrupt: impl Fn(&str, &Package) -> bool,
+) -> Vec<PlannedPackage> {
+    let mut planned: Vec<PlannedPackage> = packages
+        .iter()
+        .map(|(name, package)| PlannedPackage {
+            name: name.clone(),
+            version: package.version.clone(),
+            stages: package_stages(state, name, package, has_interrupt(name, package))
+                .iter()
+                .map(|s| s.as_str().to_owned())
+                .collect(),
+        })
+        .filter(|p| !p.stages.is_empty())
+        .collect();
+    planned.extend(
+        state
+            .iter()
+            .filter(|(key, _)| !packages.contains_key(key.name()))
+            .map(|(key, _)| PlannedPackage {
+                name: key.name().to_owned(),
+                version: key.version().to_owned(),
+                stages: vec![Stage::Uninstall.as_str().to_owned()],
+            }),
+    );
+    planned
+}
+
+/// The stages one spec package still runs, from its node-state entries.
+fn package_stages(state: &NodeState, name: &str, package: &Package, interrupt: bool) -> Vec<Stage> {
+    let chain = |start: Stage| -> Vec<Stage> {
+        successors(Some(start), |stage| stage_after(*stage, interrupt))
+            .take(Stage::ALL.len())
+            .collect()
+    };
+    if let Some(entry) = state.get_version(name, &package.version) {
+        if package_complete(Some(entry), interrupt) {
+            return Vec::new();
+        }
+        if entry.state == State::Complete {
+            return stage_after(entry.stage, interrupt)
+                .map(chain)
+                .unwrap_or_default();
+        }
+        return chain(entry.stage);
+    }
+    let newer_than_installed = state
+        .entries_of(name)
+        .map(|(key, _)| compare_precedence(&package.version, key.version()).map(|o| o.is_gt()));
+    match newer_than_installed.collect::<Result<Vec<bool>, _>>() {
+        Ok(found) if found.is_empty() => chain(Stage::Apply),
+        Ok(found) if found.iter().all(|newer| *newer) => chain(Stage::Upgrade),
+        _ => chain(Stage::Uninstall),
+    }
+}
+
+/// The one interrupt the node would get from the packages that reach `interrupt`.
+fn node_interrupt(
+    planned: &[PlannedPackage],
+    packages: &BTreeMap<String, Package>,
+    interrupts_of: impl Fn(&str, &Package) -> Vec<skyhook_api::v1alpha1::Interrupt>,
+) -> Option<String> {
+    let wave: BTreeMap<String, Vec<skyhook_api::v1alpha1::Interrupt>> = planned
+        .iter()
+        .filter(|p| p.stages.iter().any(|s| s == Stage::Interrupt.as_str()))
+        .filter_map(|p| {
+            packages
+                .get(&p.name)
+                .map(|package| (p.name.clone(), interrupts_of(&p.name, package)))
+        })
+        .collect();
+    let merged = merge_interrupts(&wave)?;
+    let kind = match merged.interrupt.type_ {
+        InterruptType::Reboot => "reboot",
+        InterruptType::Service => "service",
+        InterruptType::Noop => "noop",
+        InterruptType::RestartAllServices => "restartAllServices",
+    };
+    Some(if merged.interrupt.services.is_empty() {
+        format!("{kind} (by {})", merged.owner)
+    } else {
+        format!(
+            "{kind}({}) (by {})",
+            merged.interrupt.services.join(","),
+            merged.owner
+        )
+    })
+}
+
+impl View for PlanView {
+    fn blocks(&self, _wide: bool) -> Vec<Block> {
+        let mut blocks = vec![Block::Heading(format!(
+            "Plan for Skyhook {} ({}), policy {}: {} matching node(s). Nothing is changed.",
+            self.skyhook_name,
+            if self.exists { "exists" } else { "new" },
+            self.policy.as_deref().unwrap_or("legacy"),
+            self.nodes.len(),
+        ))];
+        for note in &self.notes {
+            blocks.push(Block::Line(format!("Note: {note}")));
+        }
+        if self.nodes.is_empty() {
+            return blocks;
+        }
+        let mut table = Table::new(&[
+            "NODE",
+            "COMPARTMENT",
+            "BATCH",
+            "STAGES",
+            "INTERRUPT",
+            "BLOCKED",
+        ]);
+        for node in &self.nodes {
+            let stages = if node.packages.is_empty() {
+                "complete".to_owned()
+            } else {
+                node.packages
+                    .iter()
+                    .map(|p| format!("{}@{}: {}", p.name, p.version, p.stages.join(">")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            table.push(vec![
+                Cell::plain(&node.node_name),
+                Cell::plain(node.compartment.as_deref().unwrap_or("-")),
+                Cell::plain(node.batch.map_or_else(|| "-".to_owned(), |b| b.to_string())),
+                Cell::plain(stages),
+                Cell::plain(node.interrupt.as_deref().unwrap_or("-")),
+                Cell {
+                    text: node.blocked.clone().unwrap_or_else(|| "-".to_owned()),
+                    tone: if node.blocked.is_some() {
+                        Tone::Warn
+                    } else {
+                        Tone::Plain
+                    },
+                },
+            ]);
+        }
+        blocks.push(Block::Table(table));
+        blocks
+    }
+}

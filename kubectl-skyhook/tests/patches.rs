@@ -1,0 +1,349 @@
+//! Table tests of the patch planners: the exact merge patches and messages of every verb.
+
+mod common;
+
+use kubectl_skyhook::patches::{self, Lifecycle, PlanError, Target};
+use kubectl_skyhook::pattern::parse_all;
+use serde_json::{Value, json};
+use skyhook_api::node_state::NodeState;
+use skyhook_api::v1alpha1::{Skyhook, Stage};
+
+fn with_annotations(mut skyhook: Skyhook, annotations: &[(&str, &str)]) -> Skyhook {
+    skyhook.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    skyhook
+}
+
+#[test]
+fn lifecycle_verbs_set_or_remove_one_annotation() {
+    let plain = common::demo();
+    let paused = with_annotations(common::demo(), &[("skyhook.nvidia.com/pause", "true")]);
+    let disabled = with_annotations(common::demo(), &[("skyhook.nvidia.com/disable", "true")]);
+    for (skyhook, verb, annotation, value, done, dry_run) in [
+        (
+            &plain,
+            Lifecycle::Pause,
+            "skyhook.nvidia.com/pause",
+            json!("true"),
+            "Skyhook \"demo\" paused",
+            "[dry-run] Would pause Skyhook \"demo\"",
+        ),
+        (
+            &paused,
+            Lifecycle::Resume,
+            "skyhook.nvidia.com/pause",
+            Value::Null,
+            "Skyhook \"demo\" resumed",
+            "[dry-run] Would resume Skyhook \"demo\"",
+        ),
+        (
+            &plain,
+            Lifecycle::Disable,
+            "skyhook.nvidia.com/disable",
+            json!("true"),
+            "Skyhook \"demo\" disabled",
+            "[dry-run] Would disable Skyhook \"demo\"",
+        ),
+        (
+            &disabled,
+            Lifecycle::Enable,
+            "skyhook.nvidia.com/disable",
+            Value::Null,
+            "Skyhook \"demo\" enabled",
+            "[dry-run] Would enable Skyhook \"demo\"",
+        ),
+    ] {
+        let change = patches::lifecycle(skyhook, verb);
+        assert_eq!(change.patches.len(), 1, "{verb:?}");
+        assert_eq!(change.patches[0].target, Target::Skyhook("demo".into()));
+        assert_eq!(
+            change.patches[0].body,
+            json!({"metadata": {"annotations": {annotation: value}}}),
+            "{verb:?}"
+        );
+        assert_eq!(change.done, [done]);
+        assert_eq!(change.dry_run(), [dry_run]);
+        assert!(change.confirm);
+    }
+}
+
+#[test]
+fn lifecycle_verbs_with_nothing_to_do_only_say_so() {
+    let plain = common::demo();
+    let paused = with_annotations(common::demo(), &[("skyhook.nvidia.com/pause", "true")]);
+    for (skyhook, verb, note) in [
+        (
+            &paused,
+            Lifecycle::Pause,
+            "Skyhook \"demo\" is already paused",
+        ),
+        (&plain, Lifecycle::Resume, "Skyhook \"demo\" is not paused"),
+        (
+            &plain,
+            Lifecycle::Enable,
+            "Skyhook \"demo\" is not disabled",
+        ),
+        // Resume leaves disable alone: a paused and disabled Skyhook stays disabled.
+        (
+            &with_annotations(common::demo(), &[("skyhook.nvidia.com/disable", "true")]),
+            Lifecycle::Disable,
+            "Skyhook \"demo\" is already disabled",
+        ),
+    ] {
+        let change = patches::lifecycle(skyhook, verb);
+        assert!(change.patches.is_empty(), "{verb:?}");
+        assert_eq!(change.notes, [note]);
+    }
+}
+
+#[test]
+fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_state() {
+    let cluster = common::cluster();
+    let demo = cluster.skyhook("demo").unwrap();
+    let change = patches::reset(&cluster, demo, false);
+    let targets: Vec<&Target> = change.patches.iter().map(|p| &p.target).collect();
+    assert_eq!(
+        targets,
+        [
+            &Target::Node("node-a".into()),
+            &Target::Node("node-b".into()),
+            &Target::Node("node-c".into()),
+            &Target::Node("node-f".into()),
+            &Target::SkyhookStatus("demo".into()),
+        ]
+    );
+    assert_eq!(
+        change.patches[0].body,
+        json!({"metadata": {
+            "annotations": {
+                "skyhook.nvidia.com/nodeState_demo": null,
+                "skyhook.nvidia.com/status_demo": null,
+                "skyhook.nvidia.com/cordon_demo": null,
+                "skyhook.nvidia.com/version_demo": null,
+                "skyhook.nvidia.com/autoTaint_demo": null,
+            },
+            "labels": {"skyhook.nvidia.com/status_demo": null},
+        }})
+    );
+    assert_eq!(
+        change.patches[4].body,
+        json!({"status": {"compartmentStatuses": {"__default__": {"batchState": {
+            "currentBatch": 1, "consecutiveFailures": null, "completedNodes": null,
+            "failedNodes": null, "shouldStop": null, "lastBatchSize": null, "lastBatchFailed": null,
+        }}}}})
+    );
+    assert_eq!(
+        change.summary,
+        [
+            "Skyhook \"demo\": resetting node state on 4 node(s):",
+            "  - node-a (1 packages)",
+            "  - node-b (1 packages)",
+            "  - node-c (1 packages)",
+            "  - node-f (1 packages)",
+            "Batch state of 1 compartment(s) goes back to batch 1.",
+        ]
+    );
+    assert_eq!(
+        change.done,
+        [
+            "Skyhook \"demo\" reset on 4 node(s)",
+            "Batch state of Skyhook \"demo\" reset"
+        ]
+    );
+
+    let skip = patches::reset(&cluster, demo, true);
+    assert_eq!(skip.patches.len(), 4);
+    assert!(
+        skip.patches
+            .iter()
+            .all(|p| matches!(p.target, Target::Node(_)))
+    );
+}
+
+#[test]
+fn reset_without_node_state_only_resets_batches() {
+    let cluster = common::cluster();
+    let mut lonely = cluster.skyhook("demo").unwrap().clone();
+    lonely.metadata.name = Some("lonely".into());
+    let change = patches::reset(&cluster, &lonely, false);
+    assert_eq!(
+        change.notes,
+        ["No node has node state for Skyhook \"lonely\""]
+    );
+    assert_eq!(change.patches.len(), 1);
+    assert_eq!(
+        change.patches[0].target,
+        Target::SkyhookStatus("lonely".into())
+    );
+}
+
+#[test]
+fn deployment_policy_reset_reports_and_resets_compartments_with_batch_state() {
+    let cluster = common::cluster();
+    let change = patches::deployment_policy_reset(cluster.skyhook("gpu").unwrap());
+    assert_eq!(
+        change.summary,
+        [
+            "Compartments: 2 total, 1 with batch state",
+            "  - __default__: current batch 3"
+        ]
+    );
+    assert_eq!(change.patches.len(), 1);
+    assert_eq!(
+        change.patches[0].body["status"]["compartmentStatuses"]["__default__"]["batchState"]["currentBatch"],
+        json!(1)
+    );
+    assert!(
+        change.patches[0].body["status"]["compartmentStatuses"]
+            .get("canary")
+            .is_none()
+    );
+    assert_eq!(
+        change.dry_run(),
+        [
+            "[dry-run] Would reset the batch state of 1 compartment(s) of Skyhook \"gpu\" to currentBatch 1"
+        ]
+    );
+
+    let fresh = common::demo();
+    let nothing = patches::deployment_policy_reset(&fresh);
+    assert!(nothing.patches.is_empty());
+    assert_eq!(
+        nothing.notes,
+        ["Skyhook \"demo\" has no batch state to reset"]
+    );
+}
+
+#[test]
+fn node_reset_removes_only_the_node_state_on_matching_nodes() {
+    let cluster = common::cluster();
+    for (patterns, expected) in [
+        (vec!["node-a"], vec!["node-a"]),
+        (vec!["node-[ab]"], vec!["node-a", "node-b"]),
+        (
+            vec!["node-.*"],
+            vec!["node-a", "node-b", "node-c", "node-f"],
+        ),
+        (vec!["node-d"], vec![]),
+        (vec!["node"], vec![]),
+    ] {
+        let patterns =
+            parse_all(&patterns.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>()).unwrap();
+        let change = patches::node_reset(&cluster, "demo", &patterns);
+        let nodes: Vec<String> = change
+            .patches
+            .iter()
+            .map(|p| match &p.target {
+                Target::Node(n) => n.clone(),
+                other => panic!("unexpected target {other:?}"),
+            })
+            .collect();
+        assert_eq!(nodes, expected);
+        for patch in &change.patches {
+            assert_eq!(
+                patch.body,
+                json!({"metadata": {"annotations": {"skyhook.nvidia.com/nodeState_demo": null}}})
+            );
+        }
+        if expected.is_empty() {
+            assert_eq!(
+                change.notes,
+                ["No matching node has node state for Skyhook \"demo\""]
+            );
+        }
+    }
+}
+
+#[test]
+fn ignore_and_unignore_set_the_label_and_report_no_ops() {
+    let cluster = common::cluster();
+    let patterns = parse_all(&["node-[cd]".into()]).unwrap();
+    let ignore = patches::node_ignore(&cluster, &patterns, true);
+    assert_eq!(ignore.notes, ["Node \"node-d\" already ignored"]);
+    assert_eq!(ignore.patches.len(), 1);
+    assert_eq!(ignore.patches[0].target, Target::Node("node-c".into()));
+    assert_eq!(
+        ignore.patches[0].body,
+        json!({"metadata": {"labels": {"skyhook.nvidia.com/ignore": "true"}}})
+    );
+    assert_eq!(ignore.done, ["Node \"node-c\" ignored"]);
+
+    let unignore = patches::node_ignore(&cluster, &patterns, false);
+    assert_eq!(unignore.notes, ["Node \"node-c\" not ignored"]);
+    assert_eq!(
+        unignore.patches[0].body,
+        json!({"metadata": {"labels": {"skyhook.nvidia.com/ignore": null}}})
+    );
+    assert_eq!(unignore.patches[0].target, Target::Node("node-d".into()));
+
+    let none = patches::node_ignore(&cluster, &parse_all(&["nope".into()]).unwrap(), true);
+    assert_eq!(none.notes, ["No node matches"]);
+}
+
+#[allow(clippy::unwrap_used)] // A patch with a broken annotation must fail the test.
+fn node_state_in(body: &Value) -> Option<NodeState> {
+    body["metadata"]["annotations"]["skyhook.nvidia.com/nodeState_demo"]
+        .as_str()
+        .map(|v| NodeState::parse(v).unwrap())
+}
+
+#[test]
+fn rerun_deletes_or_rewinds_the_spec_version_entry() {
+    let cluster = common::cluster();
+    let demo = cluster.skyhook("demo").unwrap();
+    let all = parse_all(&["node-.*".into()]).unwrap();
+
+    // Without a stage the entry goes; the only entry going removes the annotation.
+    let change = patches::package_rerun(&cluster, demo, "tuning", &all, None).unwrap();
+    assert_eq!(
+        change.patches.len(),
+        4,
+        "every node with the entry, not node-d/node-e"
+    );
+    for patch in &change.patches {
+        assert_eq!(
+            patch.body,
+            json!({"metadata": {"annotations": {"skyhook.nvidia.com/nodeState_demo": null}}})
+        );
+    }
+
+    // With a stage the entry becomes (stage, in_progress), everything else kept.
+    let change = patches::package_rerun(
+        &cluster,
+        demo,
+        "tuning",
+        &parse_all(&["node-a".into()]).unwrap(),
+        Some(Stage::Config),
+    )
+    .unwrap();
+    assert_eq!(change.patches.len(), 1);
+    let state = node_state_in(&change.patches[0].body).unwrap();
+    let entry = state.get_version("tuning", "1.1.0").unwrap();
+    assert_eq!(
+        (entry.stage.as_str(), entry.state.as_str()),
+        ("config", "in_progress")
+    );
+    assert_eq!(entry.image, "ghcr.io/nvidia/skyhook-packages/shellscript");
+    assert_eq!(
+        change.dry_run(),
+        ["[dry-run] Would rerun package \"tuning\" (1.1.0) on node \"node-a\" from stage config"]
+    );
+}
+
+#[test]
+fn rerun_refuses_unknown_packages() {
+    let cluster = common::cluster();
+    let demo = cluster.skyhook("demo").unwrap();
+    let error = patches::package_rerun(&cluster, demo, "nope", &[], None).unwrap_err();
+    assert_eq!(
+        error,
+        PlanError::UnknownPackage {
+            package: "nope".into(),
+            skyhook: "demo".into()
+        }
+    );
+}

@@ -1,0 +1,94 @@
+//! Golden rendering of every view in every format.
+
+mod common;
+
+use kubectl_skyhook::output::{OutputFormat, View, render};
+use kubectl_skyhook::pattern::parse_all;
+use kubectl_skyhook::views;
+
+const FORMATS: [(OutputFormat, &str); 4] = [
+    (OutputFormat::Table, "txt"),
+    (OutputFormat::Wide, "wide.txt"),
+    (OutputFormat::Json, "json"),
+    (OutputFormat::Yaml, "yaml"),
+];
+
+#[allow(clippy::unwrap_used)] // A view that cannot render must fail the test.
+fn check_all(name: &str, view: &impl View) {
+    for (format, extension) in FORMATS {
+        let rendered = render(view, format, false).unwrap();
+        common::golden(&format!("{name}.{extension}"), &rendered);
+    }
+}
+
+#[test]
+fn status_overview() {
+    check_all("status", &views::overview(&common::cluster()));
+}
+
+#[test]
+fn status_detail() {
+    let cluster = common::cluster();
+    check_all(
+        "status-demo",
+        &views::skyhook_detail(&cluster, "demo").unwrap(),
+    );
+    check_all(
+        "status-gpu",
+        &views::skyhook_detail(&cluster, "gpu").unwrap(),
+    );
+    assert!(views::skyhook_detail(&cluster, "missing").is_none());
+}
+
+#[test]
+fn node_list() {
+    check_all("node-list", &views::node_list(&common::cluster(), "demo"));
+}
+
+#[test]
+fn node_status() {
+    let cluster = common::cluster();
+    check_all("node-status", &views::node_status(&cluster, &[], None));
+    let only_f = views::node_status(
+        &cluster,
+        &parse_all(&["node-[f]".into()]).unwrap(),
+        Some("gpu"),
+    );
+    check_all("node-status-filtered", &only_f);
+}
+
+#[test]
+fn package_status() {
+    check_all(
+        "package-status",
+        &views::package_status(&common::cluster(), "demo", "tuning", &[]),
+    );
+}
+
+#[test]
+fn plan_of_the_demo() {
+    check_all(
+        "plan-demo",
+        &views::plan(&common::cluster(), &common::demo()),
+    );
+}
+
+#[test]
+fn colour_appears_only_when_asked() {
+    let view = views::overview(&common::cluster());
+    assert!(
+        !render(&view, OutputFormat::Table, false)
+            .unwrap()
+            .contains('\u{1b}')
+    );
+    assert!(
+        render(&view, OutputFormat::Table, true)
+            .unwrap()
+            .contains('\u{1b}')
+    );
+    assert!(
+        !render(&view, OutputFormat::Json, true)
+            .unwrap()
+            .contains('\u{1b}')
+    );
+}
