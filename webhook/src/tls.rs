@@ -189,7 +189,8 @@ impl ReloadingCert {
     /// Re-reads the files every `interval`, forever. Failures are logged and retried; the
     /// previous certificate stays in service meanwhile.
     pub async fn watch(self: Arc<Self>, interval: Duration) {
-        let mut ticks = tokio::time::interval(interval);
+        // The caller has just loaded the files; the first check is one interval away.
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_error: Option<String> = None;
         loop {
