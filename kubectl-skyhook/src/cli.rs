@@ -18,7 +18,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     name = "kubectl-skyhook",
     bin_name = "kubectl skyhook",
     version = VERSION,
-    propagate_version = true,
+    // `--version` prints "Skyhook plugin: <version>", as upstream's plugin does.
+    display_name = "Skyhook plugin:",
     after_help = "Examples:\n  kubectl skyhook status\n  kubectl skyhook status demo\n  kubectl skyhook plan -f examples/demo.yaml\n  kubectl skyhook pause demo --confirm\n  kubectl skyhook node list --skyhook demo -o wide"
 )]
 pub struct Cli {

@@ -9,7 +9,20 @@ use kubectl_skyhook::run::{Console, error_chain, run};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // Help and --version go to stdout with success; every usage error (an unknown
+            // -o value included) goes to stderr with exit code 1, as kubectl plugins do.
+            let failed = error.use_stderr();
+            let _ = error.print();
+            return if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     let level = if cli.global.verbose { "debug" } else { "warn" };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -11,6 +11,7 @@ use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentNodes};
 use skyhook_api::interrupt::{effective_interrupts, has_interrupt, merge_interrupts};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::stage::{package_complete, stage_after};
+use skyhook_api::status::{NodeStatusInput, node_status};
 use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Status};
 use skyhook_api::version::compare_precedence;
 
@@ -91,7 +92,20 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
         let candidates: Vec<CandidateNode<'_>> = compartment
             .nodes
             .iter()
-            .map(|&i| candidate(&rollout.nodes[i]))
+            .map(|&i| {
+                // The status the operator would introspect before selecting: e.g. a node
+                // marked complete that a new version makes incomplete goes back to `unknown`.
+                let mut node = candidate(&rollout.nodes[i]);
+                node.status = node_status(NodeStatusInput {
+                    current: node.status,
+                    complete: node.complete,
+                    ready: node.ready,
+                    disabled: false,
+                    paused: false,
+                    has_compartments: true,
+                });
+                node
+            })
             .collect();
         simulate_batches(candidates, &tolerations, compartment, &mut batches);
     }

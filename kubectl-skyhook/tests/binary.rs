@@ -1,0 +1,81 @@
+//! The built binary: version output, exit codes, errors on stderr with a hint, completion.
+
+use std::process::{Command, Output};
+
+#[allow(clippy::unwrap_used)] // A binary that cannot start must fail the test.
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-skyhook"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", "/nonexistent-home-for-kubectl-skyhook-tests")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn version_flag_and_client_only_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let flag = run(&["--version"]);
+    assert!(flag.status.success());
+    assert_eq!(text(&flag.stdout), format!("Skyhook plugin: {version}\n"));
+
+    let client = run(&["version", "--client-only"]);
+    assert!(client.status.success());
+    assert_eq!(
+        text(&client.stdout),
+        format!("Skyhook plugin:\t{version}\n")
+    );
+}
+
+#[test]
+fn usage_errors_exit_1_on_stderr() {
+    for args in [
+        &["status", "-o", "bogus"][..],
+        &["frobnicate"],
+        &["node", "ignore"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(text(&out.stderr).contains("error"), "{args:?}");
+    }
+}
+
+#[test]
+fn cluster_errors_exit_1_with_a_hint() {
+    let out = run(&["status", "--kubeconfig", "/nonexistent/kubeconfig"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("Error: failed to load the kubeconfig"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("/nonexistent/kubeconfig"), "{stderr}");
+    assert!(stderr.contains("Hint: check --kubeconfig"), "{stderr}");
+}
+
+#[test]
+fn completion_scripts_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef kubectl-skyhook"),
+        ("fish", "complete -c kubectl-skyhook"),
+    ] {
+        let out = run(&["completion", shell]);
+        assert!(out.status.success(), "{shell}");
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains("deployment-policy"), "{shell}");
+    }
+}
+
+#[test]
+fn help_shows_examples() {
+    let out = run(&["node", "list", "--help"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("kubectl skyhook node list --skyhook demo"));
+}
