@@ -538,7 +538,7 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
 }
 
 impl View for SkyhookDetail {
-    fn blocks(&self, _wide: bool) -> Vec<Block> {
+    fn blocks(&self, wide: bool) -> Vec<Block> {
         let mut blocks = vec![
             Block::Heading(format!(
                 "Skyhook: {}   Status: {}   Priority: {}   Policy: {}{}{}",
@@ -589,10 +589,18 @@ impl View for SkyhookDetail {
             blocks.push(Block::Line(String::new()));
             blocks.push(Block::Table(table));
         }
-        if !self.nodes.is_empty() {
+        // Complete nodes need no attention: the table lists them only with -o wide, so that
+        // a large rollout shows what is left.
+        let listed: Vec<&NodeRow> = self
+            .nodes
+            .iter()
+            .filter(|n| wide || n.status != "complete")
+            .collect();
+        let hidden = self.nodes.len() - listed.len();
+        if !listed.is_empty() {
             let mut table =
                 Table::new(&["NODE", "STATUS", "COMPARTMENT", "PACKAGE", "STAGE", "STATE"]);
-            for n in &self.nodes {
+            for n in listed {
                 table.push(vec![
                     Cell::plain(&n.name),
                     Cell::status(&n.status),
@@ -604,6 +612,11 @@ impl View for SkyhookDetail {
             }
             blocks.push(Block::Line(String::new()));
             blocks.push(Block::Table(table));
+        }
+        if hidden > 0 {
+            blocks.push(Block::Line(format!(
+                "({hidden} complete node(s) not listed; -o wide lists them)"
+            )));
         }
         if !self.erroring.is_empty() {
             let mut table = Table::new(&[
