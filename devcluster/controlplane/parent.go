@@ -18,9 +18,13 @@ func init() {
 	followParent()
 }
 
-// followParent makes the kernel send SIGTERM to this process when its supervisor dies, so a
-// killed test or daemon never leaves a control plane running. The supervisor can do this only
-// with unsafe code between fork and exec; here it is an ordinary system call.
+// followParent makes the kernel kill this process when its supervisor dies, so a killed test or
+// daemon never leaves a control plane running. The supervisor can do this only with unsafe code
+// between fork and exec; here it is an ordinary system call.
+//
+// SIGKILL rather than SIGTERM: all components get the signal at once, and a kube-apiserver
+// shutting down gracefully while etcd vanishes under it can wait minutes on its storage. Nobody
+// uses a cluster whose supervisor is gone; graceful stops are the supervisor's job.
 func followParent() {
 	value := os.Getenv(parentPIDEnv)
 	if value == "" {
@@ -31,7 +35,7 @@ func followParent() {
 		fmt.Fprintf(os.Stderr, "%s=%q is not a process id\n", parentPIDEnv, value)
 		os.Exit(2)
 	}
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "setting the parent-death signal: %v\n", err)
 		os.Exit(1)
 	}

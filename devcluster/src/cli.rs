@@ -15,6 +15,7 @@ use nix::sys::signal::Signal;
 
 use crate::controlplane::process::{self, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
+use crate::node::NodeHandle;
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
 use crate::{DevCluster, DevClusterOptions, leftovers};
 
@@ -53,6 +54,15 @@ enum Command {
     Status,
     /// Print the kubeconfig path.
     Kubeconfig,
+    /// Run a command in a node's root (`devcluster exec node-1 -- cat /etc/os-release`); exits
+    /// with the command's status.
+    Exec {
+        /// The node, e.g. node-1.
+        node: String,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Run the cluster in the foreground (what `up` starts in the background).
     #[command(hide = true)]
     Serve {
@@ -99,6 +109,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Down => down(&state),
         Command::Status => status(&state),
         Command::Kubeconfig => kubeconfig(&state),
+        Command::Exec { node, command } => exec(&state, &node, &command),
         Command::Serve { cluster } => serve(&state, &cluster),
     }
 }
@@ -495,6 +506,41 @@ fn node_summary(kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
         }
         Ok(lines)
     })
+}
+
+fn exec(state: &StateDir, node: &str, command: &[String]) -> anyhow::Result<ExitCode> {
+    if running_record(state)?.is_none() {
+        bail!(
+            "no cluster is running in {}; start one with `devcluster up`",
+            state.root().display()
+        );
+    }
+    let handle = NodeHandle::open(&state.nodes(), node)?;
+    let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")?;
+    let output = runtime
+        .block_on(handle.exec(&argv))
+        .with_context(|| format!("running {command:?} in {node}"))?;
+    std::io::stdout()
+        .lock()
+        .write_all(&output.stdout)
+        .context("writing to stdout")?;
+    std::io::stderr()
+        .lock()
+        .write_all(&output.stderr)
+        .context("writing to stderr")?;
+    // A command killed by a signal reports 128 + the signal number, as shells do.
+    let code = output
+        .status
+        .code()
+        .or_else(|| {
+            std::os::unix::process::ExitStatusExt::signal(&output.status).map(|signal| 128 + signal)
+        })
+        .unwrap_or(1);
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
 fn kubeconfig(state: &StateDir) -> anyhow::Result<ExitCode> {

@@ -75,8 +75,9 @@ impl StateDir {
     }
 
     /// The entries a previous cluster left that a new one must not reuse: its certificates and
-    /// ports are gone, so its etcd data and kubeconfig would only mislead. Node state is cleared
-    /// by the node simulation, which knows what it mounted there.
+    /// ports are gone, so its etcd data and kubeconfig would only mislead. Logs are not among
+    /// them (the daemon's log is opened before the cluster starts); each component truncates
+    /// its own. Node state is cleared by the node simulation, which knows what it mounted there.
     pub fn previous_run_entries(&self) -> Vec<PathBuf> {
         vec![
             self.kubeconfig(),
@@ -84,7 +85,6 @@ impl StateDir {
             self.pki(),
             self.etcd_data(),
             self.components(),
-            self.logs(),
         ]
     }
 }

@@ -238,6 +238,32 @@ fn the_command_starts_three_ready_nodes_and_stops_them() -> TestResult {
         .collect();
     assert_eq!(ready, ["node-1", "node-2", "node-3"], "{listing}");
 
+    // exec runs inside the node's own root: a file written there is not the machine's.
+    let written = devcluster(
+        state.path(),
+        &[
+            "exec",
+            "node-2",
+            "--",
+            "sh",
+            "-c",
+            "echo node-2 > /etc/devcluster-exec-test && cat /etc/devcluster-exec-test; exit 7",
+        ],
+    )?;
+    assert_eq!(written.status.code(), Some(7), "{}", text(&written.stderr));
+    assert_eq!(text(&written.stdout), "node-2");
+    assert!(
+        !Path::new("/etc/devcluster-exec-test").exists(),
+        "exec wrote to the machine's /etc"
+    );
+    let unknown = devcluster(state.path(), &["exec", "node-9", "--", "true"])?;
+    assert!(!unknown.status.success());
+    assert!(
+        text(&unknown.stderr).contains("node-9"),
+        "{}",
+        text(&unknown.stderr)
+    );
+
     let status = devcluster(state.path(), &["status"])?;
     assert!(
         status.status.success(),

@@ -120,6 +120,15 @@ impl ControlPlane {
                 source,
             })?;
         }
+        // Each log starts empty for a new cluster; retries below append to it.
+        for component in Component::ALL {
+            let log = state.log_file(component.name());
+            std::fs::write(&log, "").map_err(|source| ControlPlaneError::Io {
+                action: "truncating",
+                path: log.clone(),
+                source,
+            })?;
+        }
         let pki = Pki::generate(flags::KUBERNETES_SERVICE_IP)?;
         let pki_files = pki.write(&state.pki())?;
 

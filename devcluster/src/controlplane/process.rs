@@ -2,8 +2,8 @@
 //! SIGTERM and then SIGKILL.
 //!
 //! If the supervising process dies without cleaning up, the children must not outlive it: the
-//! binary asks the kernel for SIGTERM on its parent's death when `DEVCLUSTER_PARENT_PID` is set
-//! (see `controlplane/main.go`). The parent-death signal follows the *thread* that spawned the
+//! binary asks the kernel for SIGKILL on its parent's death when `DEVCLUSTER_PARENT_PID` is set
+//! (see `controlplane/parent.go`). The parent-death signal follows the *thread* that spawned the
 //! child, so spawn from a thread that lives as long as the cluster (never a blocking-pool thread).
 
 use std::fs::OpenOptions;
