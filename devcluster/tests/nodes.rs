@@ -110,8 +110,8 @@ async fn start_fixture() -> Result<Fixture> {
         )?,
     )
     .await?;
-    full.wait_ready().await?;
-    light.wait_ready().await?;
+    tokio::time::timeout(WAIT, full.wait_ready()).await??;
+    tokio::time::timeout(WAIT, light.wait_ready()).await??;
     let fixture = Fixture {
         config: cluster.config().clone(),
         full: full.nodes(),
@@ -641,6 +641,44 @@ async fn service_commands_land_in_the_journal() -> Result<()> {
 }
 
 #[tokio::test]
+async fn nothing_in_a_node_can_reboot_the_machine() -> Result<()> {
+    const CAP_SYS_BOOT: u32 = 22;
+    let fx = fixture()?;
+    let node = fx.node("node-4")?;
+    let status = node.exec(&["cat", "/proc/self/status"]).await?;
+    let text = String::from_utf8_lossy(&status.stdout);
+    let bounding = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .context("no CapBnd line")?;
+    let bounding = u64::from_str_radix(bounding.trim(), 16)?;
+    assert_eq!(
+        bounding & (1 << CAP_SYS_BOOT),
+        0,
+        "CAP_SYS_BOOT is still in {bounding:x}"
+    );
+    for command in [
+        "reboot",
+        "shutdown",
+        "halt",
+        "poweroff",
+        "systemctl",
+        "service",
+    ] {
+        for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
+            let path = format!("{dir}/{command}");
+            let link = node.exec(&["readlink", "-f", &path]).await?;
+            assert_eq!(
+                String::from_utf8_lossy(&link.stdout).trim(),
+                "/usr/lib/devcluster/node-shim",
+                "{path} is not the shim"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn light_nodes_run_pause_and_agentless_only() -> Result<()> {
     let fx = fixture()?;
     let pods = namespace(&fx.client()?, "light").await?;
@@ -709,6 +747,76 @@ async fn light_nodes_run_pause_and_agentless_only() -> Result<()> {
     assert!(
         message.contains("needs a full (non-light) node"),
         "{message}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn skyhook_package_pods_copy_the_package_onto_the_node() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let pods = namespace(&client, "package").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, "package");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "demo-agentless-1.0.0"},
+        "data": {"game.properties": "lives=3"}
+    }))?;
+    config_maps.create(&PostParams::default(), &cm).await?;
+    // The shape of the operator's package pod (spec §2.8), with agentless as the agent image as
+    // upstream's e2e tests use it.
+    let copy_dir = format!(
+        "/var/lib/skyhook/demo/agentless-1.0.0-{}-1",
+        std::process::id()
+    );
+    let mounts = json!([
+        {"name": "root-mount", "mountPath": "/root", "mountPropagation": "HostToContainer"},
+        {"name": "configmaps", "mountPath": "/skyhook-package/configmaps"}
+    ]);
+    let agent = |name: &str, stage: &str| {
+        json!({"name": name, "image": "ghcr.io/nvidia/skyhook/agentless:6.2.0",
+               "args": [stage, "/root", copy_dir], "volumeMounts": mounts,
+               "env": [{"name": "SLEEP_LEN", "value": "0"}, {"name": "SKYHOOK_RESOURCE_ID", "value": "demo_agentless_1.0.0"}],
+               "securityContext": {"privileged": true}})
+    };
+    let spec = json!({
+        "restartPolicy": "OnFailure", "hostNetwork": true, "hostPID": true,
+        "volumes": [
+            {"name": "root-mount", "hostPath": {"path": "/"}},
+            {"name": "configmaps", "configMap": {"name": "demo-agentless-1.0.0"}}
+        ],
+        "initContainers": [
+            {"name": "agentless-init", "image": "ghcr.io/nvidia/skyhook/agentless:6.2.0",
+             "command": ["/bin/sh"],
+             "args": ["-c", "mkdir -p /root/${SKYHOOK_DIR} && cp -r /skyhook-package/* /root/${SKYHOOK_DIR}"],
+             "env": [{"name": "SKYHOOK_DIR", "value": copy_dir}],
+             "volumeMounts": mounts, "securityContext": {"privileged": true}},
+            agent("agentless-apply", "apply"),
+            agent("agentless-applycheck", "apply-check")
+        ],
+        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]
+    });
+    create(&pods, &pod("agentless-apply", "node-4", spec)?).await?;
+    let running = wait_pod(&pods, "agentless-apply", "Running", |p| {
+        phase(p) == "Running"
+    })
+    .await?;
+    for name in ["agentless-init", "agentless-apply", "agentless-applycheck"] {
+        assert_eq!(terminated_exit(&running, name), Some(0), "{name}");
+    }
+    let copied = fx
+        .node("node-4")?
+        .root()
+        .context("node-4 root")?
+        .join(copy_dir.trim_start_matches('/'));
+    assert!(
+        copied.join("config.json").is_file(),
+        "package not copied to {}",
+        copied.display()
+    );
+    assert!(copied.join("skyhook_dir/agentless.sh").is_file());
+    assert_eq!(
+        std::fs::read_to_string(copied.join("configmaps/game.properties"))?,
+        "lives=3"
     );
     Ok(())
 }

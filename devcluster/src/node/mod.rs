@@ -138,8 +138,8 @@ pub enum NodeError {
         "simulated nodes already run from {state_dir} (namespace holder process {pid}); stop that cluster first"
     )]
     AlreadyRunning { state_dir: PathBuf, pid: i32 },
-    #[error("timed out waiting for {what}")]
-    Timeout { what: String },
+    #[error("failed to watch nodes until they are Ready: {reason}")]
+    Watch { reason: String },
 }
 
 impl NodeError {

@@ -4,7 +4,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
@@ -242,36 +241,30 @@ impl NodeSim {
             .collect()
     }
 
-    /// Waits until every simulated node is Ready in the API.
+    /// Waits until every simulated node is Ready in the API. It does not time out by itself:
+    /// callers bound it (thousands of nodes take a while).
     pub async fn wait_ready(&self) -> Result<(), NodeError> {
         let mut pending: BTreeSet<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         let api: Api<Node> = Api::all(self.ctx.client.clone());
         let stream = watcher(api, watcher::Config::default()).applied_objects();
-        let wait = async {
-            futures::pin_mut!(stream);
-            while !pending.is_empty() {
-                let node = stream
-                    .try_next()
-                    .await
-                    .map_err(|e| NodeError::Timeout {
-                        what: format!("nodes to become Ready (watch failed: {e})"),
-                    })?
-                    .ok_or_else(|| NodeError::Timeout {
-                        what: "nodes to become Ready (watch ended)".to_owned(),
-                    })?;
-                if is_ready(&node)
-                    && let Some(name) = &node.metadata.name
-                {
-                    pending.remove(name);
-                }
+        futures::pin_mut!(stream);
+        while !pending.is_empty() {
+            let node = stream
+                .try_next()
+                .await
+                .map_err(|e| NodeError::Watch {
+                    reason: e.to_string(),
+                })?
+                .ok_or_else(|| NodeError::Watch {
+                    reason: "the watch ended".to_owned(),
+                })?;
+            if is_ready(&node)
+                && let Some(name) = &node.metadata.name
+            {
+                pending.remove(name);
             }
-            Ok(())
-        };
-        tokio::time::timeout(Duration::from_secs(120), wait)
-            .await
-            .map_err(|_| NodeError::Timeout {
-                what: "nodes to become Ready".to_owned(),
-            })?
+        }
+        Ok(())
     }
 
     /// Stops the kubelets (killing every container), the heartbeats and the node roots.
