@@ -276,6 +276,30 @@ pub enum PackageCommand {
         #[arg(long = "node")]
         nodes: Vec<String>,
     },
+    /// Print the logs of a package's pods (only while the pods exist; successful pods are
+    /// deleted quickly).
+    #[command(
+        after_help = "Examples:\n  kubectl skyhook package logs tuning --skyhook demo\n  kubectl skyhook package logs tuning --skyhook demo --node worker-1 --stage config -f"
+    )]
+    Logs {
+        /// The package.
+        package: String,
+        /// The Skyhook.
+        #[arg(long)]
+        skyhook: String,
+        /// Only pods on these nodes (names or anchored regexes); repeatable.
+        #[arg(long = "node")]
+        nodes: Vec<String>,
+        /// Only the container of this stage (e.g. apply, config, interrupt).
+        #[arg(long, value_parser = parse_stage)]
+        stage: Option<Stage>,
+        /// Keep streaming new log lines.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Lines from the end of each log; -1 prints everything.
+        #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+        tail: i64,
+    },
     /// Run a package again on the matching nodes, from the start or from a stage.
     #[command(
         after_help = "Examples:\n  kubectl skyhook package rerun tuning --skyhook demo --node worker-1\n  kubectl skyhook package rerun tuning --skyhook demo --node 'worker-.*' --stage config -y"
@@ -296,6 +320,11 @@ pub enum PackageCommand {
         #[arg(short = 'y', long)]
         confirm: bool,
     },
+}
+
+/// Any stage.
+fn parse_stage(value: &str) -> Result<Stage, String> {
+    value.parse::<Stage>().map_err(|error| error.to_string())
 }
 
 /// The stages `package rerun --stage` accepts.
@@ -458,6 +487,51 @@ mod tests {
                 assert_eq!(nodes, ["a", "b"]);
                 assert_eq!(stage, Some(Stage::PostInterrupt));
             }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn logs_defaults_to_the_whole_log() {
+        match parse(&["package", "logs", "p", "--skyhook", "s"])
+            .unwrap()
+            .command
+        {
+            Command::Package {
+                action:
+                    PackageCommand::Logs {
+                        tail,
+                        follow,
+                        stage,
+                        ..
+                    },
+            } => assert_eq!((tail, follow, stage), (-1, false, None)),
+            other => panic!("parsed as {other:?}"),
+        }
+        match parse(&[
+            "package",
+            "logs",
+            "p",
+            "--skyhook",
+            "s",
+            "-f",
+            "--tail",
+            "20",
+            "--stage",
+            "apply",
+        ])
+        .unwrap()
+        .command
+        {
+            Command::Package {
+                action:
+                    PackageCommand::Logs {
+                        tail,
+                        follow,
+                        stage,
+                        ..
+                    },
+            } => assert_eq!((tail, follow, stage), (20, true, Some(Stage::Apply))),
             other => panic!("parsed as {other:?}"),
         }
     }

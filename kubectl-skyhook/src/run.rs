@@ -4,9 +4,10 @@
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
+use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ListParams, Patch as KubePatch, PatchParams};
+use kube::api::{ListParams, LogParams, Patch as KubePatch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Api, Client, Config};
 use skyhook_api::keys;
@@ -333,6 +334,37 @@ async fn package(
                 global,
             )
         }
+        PackageCommand::Logs {
+            package,
+            skyhook,
+            nodes,
+            stage,
+            follow,
+            tail,
+        } => {
+            let patterns = pattern::parse_all(&nodes)?;
+            let pods = Api::<Pod>::namespaced(client.clone(), &global.namespace);
+            let listed = pods
+                .list(&ListParams::default().labels(&format!("{}={skyhook}", keys::NAME_LABEL)))
+                .await
+                .map_err(|source| RunError::Read {
+                    action: format!("list package pods in namespace {:?}", global.namespace),
+                    source,
+                })?;
+            let targets =
+                crate::logs::log_targets(&listed.items, &skyhook, &package, &patterns, stage);
+            if targets.is_empty() {
+                return console.line(&format!(
+                    "No pods of package {package:?} of Skyhook {skyhook:?} exist in namespace {:?} (pods that succeeded are deleted quickly)",
+                    global.namespace
+                ));
+            }
+            for target in targets {
+                console.line(&target.header())?;
+                print_log(&pods, &target, follow, tail, console).await?;
+            }
+            Ok(())
+        }
         PackageCommand::Rerun {
             package,
             skyhook,
@@ -346,6 +378,43 @@ async fn package(
             apply(&client, global, console, &change, confirm).await
         }
     }
+}
+
+/// Prints one container's log, or streams it with `follow`.
+async fn print_log(
+    pods: &Api<Pod>,
+    target: &crate::logs::LogTarget,
+    follow: bool,
+    tail: i64,
+    console: &mut Console<'_>,
+) -> Result<(), RunError> {
+    let params = LogParams {
+        container: Some(target.container.clone()),
+        follow,
+        tail_lines: (tail >= 0).then_some(tail),
+        ..LogParams::default()
+    };
+    let failed = |source| RunError::Read {
+        action: format!(
+            "read the log of {}/{} container {}",
+            target.namespace, target.pod, target.container
+        ),
+        source,
+    };
+    if !follow {
+        let text = pods.logs(&target.pod, &params).await.map_err(failed)?;
+        return console.print(&text);
+    }
+    let mut lines = pods
+        .log_stream(&target.pod, &params)
+        .await
+        .map_err(failed)?
+        .lines();
+    while let Some(line) = lines.next().await {
+        let line = line.map_err(|source| RunError::Terminal { source })?;
+        console.line(&line)?;
+    }
+    Ok(())
 }
 
 /// Prints the change, asks unless confirmed, then sends the patches in order (or, in a dry
