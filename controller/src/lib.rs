@@ -13,6 +13,8 @@
 //! * [`metrics`]: upstream's Prometheus gauges computed from a Skyhook's status, and reconcile metrics.
 //! * [`duration`]: Go duration strings (`DEFAULT_INTERVAL`, `gracefulShutdown`).
 //! * [`telemetry`]: JSON or console logs with upstream's log settings.
+//! * [`reconcile`]: the [`reconcile::snapshot::Snapshot`] one reconcile reads and the pure
+//!   [`reconcile::plan::plan`] of every write it makes.
 //!
 //! I/O around them: [`cache`] (reflector caches and the change trigger), [`leader`] (Lease-based
 //! leader election), [`server`] (`/metrics`, `/healthz`, `/readyz`), [`report`] (metrics from a
@@ -28,6 +30,7 @@ pub mod names;
 pub mod pod_match;
 pub mod pod_outcome;
 pub mod pods;
+pub mod reconcile;
 pub mod report;
 pub mod run;
 pub mod server;

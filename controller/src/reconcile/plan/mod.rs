@@ -1,0 +1,230 @@
+//! The pure plan: from one [`Snapshot`], the configuration and the time, every write of one
+//! reconcile (spec §2.2–§2.12).
+//!
+//! Contract: [`plan`] is synchronous, reads no clock and touches no client. Node bookkeeping is
+//! computed on working copies of the nodes and returned as per-node patches of exactly what
+//! changed, so a reconcile writes in proportion to what changed, never to cluster size. The
+//! rules themselves live in `skyhook_api` (ordering, budget, stage, interrupt, status,
+//! runtime_required, toleration) and in the controller's builders (`pods`, `configmaps`,
+//! `drain`, `pod_match`); this module sequences them:
+//!
+//! 1. auto-taint new nodes and track reboots by boot ID ([`taints`], [`skyhooks`]);
+//! 2. turn pod outcomes into node-state edits, deletions and Events ([`pod_results`]);
+//! 3. per Skyhook in (priority, name) order: finalizer, version changes, config updates, pod
+//!    validation, node statuses, compartments and batch selection, then packages on the
+//!    selected nodes with cordon, drain and the wave's merged interrupt ([`skyhooks`],
+//!    [`packages`]), and the Skyhook status ([`status`]);
+//! 4. remove the runtime-required taint per node ([`taints`]); uncordon with ownership.
+//!
+//! Deliberate choices: a drain's start is recorded in the node annotation
+//! [`CORDONED_AT_PREFIX`]`<skyhook>` (RFC 3339) so that the drain timeout survives restarts; an
+//! invalidated pod is deleted at once rather than first annotated `invalid`.
+
+mod packages;
+mod pod_results;
+mod skyhooks;
+mod status;
+mod taints;
+mod work;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
+use skyhook_api::v1alpha1::SkyhookStatus;
+
+use crate::config::Config;
+
+use super::snapshot::Snapshot;
+use work::NodeWork;
+
+/// Node annotation prefix recording when a Skyhook cordoned the node (its drain started).
+pub const CORDONED_AT_PREFIX: &str = "skyhook.nvidia.com/cordonedAt_";
+/// How often a reconcile looks again at a node that is being drained or held by protected
+/// pods: workload pods are not watched, so their departure wakes nothing.
+pub const DRAIN_POLL: Duration = Duration::from_secs(5);
+/// Skyhook condition naming the pods and budgets that block a drain past its timeout.
+pub const CONDITION_DRAIN_BLOCKED: &str = "skyhook.nvidia.com/DrainBlocked";
+/// Version written to `version_<skyhook>` on the nodes a Skyhook works on.
+pub const CONTROLLER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Every write of one reconcile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// Per node, what changes (only nodes with a change).
+    pub nodes: BTreeMap<String, NodePatch>,
+    /// Pods to create, after the ConfigMaps.
+    pub create_pods: Vec<Pod>,
+    /// Pods to delete, by name in the controller's namespace, with why.
+    pub delete_pods: BTreeMap<String, String>,
+    /// Evictions to request.
+    pub evictions: Vec<Eviction>,
+    /// ConfigMaps to create or replace.
+    pub upsert_configmaps: Vec<ConfigMap>,
+    /// ConfigMaps to delete, by name in the controller's namespace.
+    pub delete_configmaps: BTreeSet<String>,
+    /// Skyhook statuses to write (only those that changed), by Skyhook name.
+    pub statuses: BTreeMap<String, SkyhookStatus>,
+    /// Finalizer changes, by Skyhook name: `true` adds, `false` removes.
+    pub finalizers: BTreeMap<String, bool>,
+    /// Events to emit.
+    pub events: Vec<PlannedEvent>,
+    /// Look again after this long even if nothing changes; `None` when only watches matter.
+    pub requeue_after: Option<Duration>,
+}
+
+/// What changes on one node. `None` values remove the key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodePatch {
+    /// Annotations to set (`Some`) or remove (`None`).
+    pub annotations: BTreeMap<String, Option<String>>,
+    /// Labels to set (`Some`) or remove (`None`).
+    pub labels: BTreeMap<String, Option<String>>,
+    /// New `spec.unschedulable`.
+    pub unschedulable: Option<bool>,
+    /// The node's complete taint list after the change, when it changed.
+    pub taints: Option<Vec<Taint>>,
+    /// Node conditions to set, as `(type, status, reason)`.
+    pub conditions: Vec<(String, String, String)>,
+}
+
+impl NodePatch {
+    fn is_empty(&self) -> bool {
+        self.annotations.is_empty()
+            && self.labels.is_empty()
+            && self.unschedulable.is_none()
+            && self.taints.is_none()
+            && self.conditions.is_empty()
+    }
+}
+
+/// An eviction through the Eviction API.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Eviction {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The node being drained.
+    pub node: String,
+}
+
+/// What an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventTarget {
+    /// A Node, by name.
+    Node(String),
+    /// A Skyhook, by name.
+    Skyhook(String),
+}
+
+/// An Event to emit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedEvent {
+    /// The object.
+    pub target: EventTarget,
+    /// `Normal` or `Warning`.
+    pub warning: bool,
+    /// Upstream's reasons: `Apply`, `Interrupt`, `State`, `Reboot`; ours: `DrainBlocked`.
+    pub reason: &'static str,
+    /// A sentence.
+    pub message: String,
+}
+
+/// Computes the plan of one reconcile.
+pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
+    let mut planner = Planner::new(snapshot, config, now);
+    planner.auto_taint();
+    planner.pod_results();
+    planner.skyhooks();
+    planner.runtime_required();
+    planner.finish()
+}
+
+/// The working state of one plan.
+struct Planner<'s> {
+    snapshot: &'s Snapshot,
+    config: &'s Config,
+    now: Timestamp,
+    nodes: BTreeMap<&'s str, NodeWork<'s>>,
+    plan: Plan,
+    /// Per (skyhook, node): complete after this plan's edits (runtime-required removal).
+    completion: BTreeMap<(String, String), bool>,
+    /// Pods created by this plan, per node.
+    created_on: BTreeMap<String, Vec<(String, String)>>,
+}
+
+impl<'s> Planner<'s> {
+    fn new(snapshot: &'s Snapshot, config: &'s Config, now: Timestamp) -> Self {
+        Planner {
+            snapshot,
+            config,
+            now,
+            nodes: snapshot
+                .nodes
+                .iter()
+                .map(|n| (n.name.as_str(), NodeWork::new(n)))
+                .collect(),
+            plan: Plan::default(),
+            completion: BTreeMap::new(),
+            created_on: BTreeMap::new(),
+        }
+    }
+
+    fn requeue(&mut self, after: Duration) {
+        self.plan.requeue_after = Some(self.plan.requeue_after.map_or(after, |d| d.min(after)));
+    }
+
+    fn event(&mut self, target: EventTarget, warning: bool, reason: &'static str, message: String) {
+        self.plan.events.push(PlannedEvent {
+            target,
+            warning,
+            reason,
+            message,
+        });
+    }
+
+    fn delete_pod(&mut self, name: &str, why: impl Into<String>) {
+        self.plan
+            .delete_pods
+            .entry(name.to_owned())
+            .or_insert_with(|| why.into());
+    }
+
+    /// Whether a pod of `skyhook` labelled `package_label` is on `node` and stays after this plan.
+    fn pod_exists(&self, skyhook: &str, node: &str, package_label: &str) -> bool {
+        self.snapshot.pods.iter().any(|p| {
+            p.skyhook == skyhook
+                && p.node == node
+                && p.package_label == package_label
+                && !self.plan.delete_pods.contains_key(&p.name)
+        }) || self.created_on.get(node).is_some_and(|created| {
+            created
+                .iter()
+                .any(|(s, label)| s == skyhook && label == package_label)
+        })
+    }
+
+    /// Whether any Skyhook pod is on `node`, including those this plan deletes (they are still
+    /// running until they are gone) or creates.
+    fn any_skyhook_pod_on(&self, node: &str) -> bool {
+        self.snapshot.pods.iter().any(|p| p.node == node)
+            || self.created_on.get(node).is_some_and(|c| !c.is_empty())
+    }
+
+    fn finish(mut self) -> Plan {
+        for (name, work) in &self.nodes {
+            let patch = work.patch();
+            if !patch.is_empty() {
+                self.plan.nodes.insert((*name).to_owned(), patch);
+            }
+        }
+        self.plan.evictions.sort();
+        self.plan.evictions.dedup();
+        self.plan
+    }
+}

@@ -1,0 +1,449 @@
+//! One Skyhook per pass, in (priority, name) order (spec §2.2 step 6–7, §2.3, §2.4, §2.11,
+//! §2.12): finalizer or deletion cleanup, reboot tracking, version changes, config updates, pod
+//! validation, node statuses, compartments and batches, then the packages of the selected nodes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use skyhook_api::budget::{
+    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, assign_nodes, block_reason,
+    evaluate_batch, legacy_compartments, policy_compartments,
+};
+use skyhook_api::interrupt::has_interrupt;
+use skyhook_api::keys;
+use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
+use skyhook_api::stage::{apply_edits, node_complete, version_changes};
+use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
+use skyhook_api::toleration::node_selection_tolerations;
+use skyhook_api::v1alpha1::{BatchState, Skyhook, SkyhookStatus, Status};
+
+use super::status::Outcome;
+use super::taints::matched_nodes;
+use super::{EventTarget, Planner};
+use crate::names::OwnerSkyhook;
+use crate::pod_match::{Verdict, validate_pod};
+use crate::reconcile::snapshot::NodeView;
+
+/// What node selection found across all of a Skyhook's nodes.
+#[derive(Debug, Default)]
+pub(super) struct Blocking {
+    pub(super) intolerable: Vec<String>,
+    pub(super) ignored: Vec<String>,
+}
+
+impl<'s> Planner<'s> {
+    pub(super) fn skyhooks(&mut self) {
+        let snapshot = self.snapshot;
+        let mut order: Vec<&'s Skyhook> = snapshot
+            .skyhooks
+            .iter()
+            .filter(|s| s.metadata.name.is_some())
+            .collect();
+        order.sort_by(|a, b| {
+            priority_order(
+                (
+                    a.spec.priority,
+                    a.metadata.name.as_deref().unwrap_or_default(),
+                ),
+                (
+                    b.spec.priority,
+                    b.metadata.name.as_deref().unwrap_or_default(),
+                ),
+            )
+        });
+        let mut earlier: Vec<SkyhookProgress<'s>> = Vec::new();
+        for skyhook in order {
+            if let Some(progress) = self.skyhook(skyhook, &earlier) {
+                earlier.push(progress);
+            }
+        }
+    }
+
+    fn skyhook(
+        &mut self,
+        skyhook: &'s Skyhook,
+        earlier: &[SkyhookProgress<'s>],
+    ) -> Option<SkyhookProgress<'s>> {
+        let name = skyhook.metadata.name.as_deref()?;
+        let has_finalizer = skyhook
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == keys::FINALIZER);
+        if skyhook.metadata.deletion_timestamp.is_some() {
+            for work in self.nodes.values_mut() {
+                work.release_cordon(name);
+            }
+            if has_finalizer {
+                self.plan.finalizers.insert(name.to_owned(), false);
+            }
+            return None;
+        }
+        if !has_finalizer {
+            self.plan.finalizers.insert(name.to_owned(), true);
+        }
+        let owner = match OwnerSkyhook::new(skyhook) {
+            Ok(owner) => owner,
+            Err(error) => {
+                self.event(
+                    EventTarget::Skyhook(name.to_owned()),
+                    true,
+                    "Invalid",
+                    error.to_string(),
+                );
+                return None;
+            }
+        };
+        let matched = matched_nodes(skyhook, &self.snapshot.nodes);
+        let matched_names: BTreeSet<&str> = matched.iter().map(|n| n.name.as_str()).collect();
+        let old = skyhook.status.clone().unwrap_or_default();
+        let mut status = old.clone();
+        status
+            .node_boot_ids
+            .retain(|n, _| matched_names.contains(n.as_str()));
+        status
+            .node_priority
+            .retain(|n, _| matched_names.contains(n.as_str()));
+        status
+            .node_state
+            .retain(|n, _| matched_names.contains(n.as_str()));
+        status
+            .node_status
+            .retain(|n, _| matched_names.contains(n.as_str()));
+
+        for node in &matched {
+            self.track_reboot(name, node, &mut status);
+        }
+        let version_changed = self.version_changes(skyhook, name, &matched, &mut status);
+        self.config_updates(skyhook, &owner, &matched, &mut status);
+        self.validate_pods(skyhook, &owner);
+
+        let packages = &skyhook.spec.packages;
+        let updates = status.config_updates.clone();
+        let has_int = |pkg: &str| {
+            packages
+                .get(pkg)
+                .is_some_and(|p| has_interrupt(p, updates.get(pkg).map_or(&[][..], Vec::as_slice)))
+        };
+        let mut complete: BTreeMap<&'s str, bool> = BTreeMap::new();
+        for node in &matched {
+            if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
+                let done = node_complete(work.state(name), packages, has_int);
+                complete.insert(node.name.as_str(), done);
+            }
+        }
+        let progress = SkyhookProgress {
+            name,
+            priority: skyhook.spec.priority,
+            disabled: skyhook.is_disabled(),
+            sequencing: skyhook.spec.sequencing,
+            nodes: complete.clone(),
+        };
+
+        let policy_name = skyhook.spec.deployment_policy.as_deref();
+        let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
+        let policy_missing = policy_name.is_some() && policy.is_none();
+        let (disabled, paused) = (skyhook.is_disabled(), skyhook.is_paused());
+        let ready: BTreeMap<&str, bool> = matched
+            .iter()
+            .map(|n| (n.name.as_str(), node_ready(earlier, &progress, &n.name)))
+            .collect();
+        for node in &matched {
+            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
+                continue;
+            };
+            let next = node_status(NodeStatusInput {
+                current: work.status(name),
+                complete: complete.get(node.name.as_str()).copied().unwrap_or(false),
+                ready: ready.get(node.name.as_str()).copied().unwrap_or(false),
+                disabled,
+                paused,
+                has_compartments: !policy_missing,
+            });
+            work.set_status(name, next);
+        }
+
+        let mut outcome = Outcome {
+            version_changed,
+            policy_missing,
+            ..Outcome::default()
+        };
+        if !disabled && !paused && !policy_missing {
+            let compartments = match policy {
+                Some(policy) => policy_compartments(policy),
+                None => {
+                    legacy_compartments(skyhook.spec.interruption_budget.as_ref(), matched.len())
+                }
+            };
+            let picks = self.select(
+                skyhook,
+                name,
+                &matched,
+                &compartments,
+                &ready,
+                &complete,
+                &mut status,
+                &mut outcome,
+            );
+            for node in picks {
+                self.run_node(skyhook, &owner, &node, &status.config_updates, &mut outcome);
+            }
+        }
+
+        let mut completed = Vec::new();
+        for node in &matched {
+            let done = complete.get(node.name.as_str()).copied().unwrap_or(false);
+            self.completion
+                .insert((name.to_owned(), node.name.clone()), done);
+            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
+                continue;
+            };
+            if done {
+                status.node_priority.remove(&node.name);
+                work.release_cordon(name);
+            }
+            let (not_ready, reason) = if done {
+                ("False", keys::NODE_NOT_READY_REASON_COMPLETE)
+            } else {
+                ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
+            };
+            work.set_condition(keys::node_not_ready_condition(name), not_ready, reason);
+            let erroring = node_erroring(work.state(name));
+            work.set_condition(
+                keys::node_erroring_condition(name),
+                if erroring { "True" } else { "False" },
+                if erroring {
+                    keys::NODE_ERRORING_REASON
+                } else {
+                    keys::NODE_NOT_ERRORING_REASON
+                },
+            );
+            if work.state(name).is_empty() {
+                status.node_state.remove(&node.name);
+            } else {
+                status
+                    .node_state
+                    .insert(node.name.clone(), work.state(name).clone());
+            }
+            let node_status = work.status(name);
+            if node_status == Status::Complete
+                && node
+                    .annotations
+                    .get(&keys::node_status_key(name))
+                    .map(String::as_str)
+                    != Some("complete")
+            {
+                completed.push(node.name.clone());
+            }
+            status.node_status.insert(node.name.clone(), node_status);
+            if !node
+                .annotations
+                .contains_key(&keys::node_version_annotation(name))
+                || node
+                    .annotations
+                    .get(&keys::node_version_annotation(name))
+                    .map(String::as_str)
+                    != Some(super::CONTROLLER_VERSION)
+            {
+                work.set_annotation(
+                    keys::node_version_annotation(name),
+                    super::CONTROLLER_VERSION.to_owned(),
+                );
+            }
+        }
+        for node in completed {
+            self.event(
+                EventTarget::Node(node),
+                false,
+                "State",
+                format!("Skyhook [{name}] complete."),
+            );
+        }
+        for (node, work) in &mut self.nodes {
+            if !matched_names.contains(node) {
+                work.release_cordon(name);
+            }
+        }
+        self.finish_status(skyhook, name, &old, status, outcome);
+        Some(progress)
+    }
+
+    /// Records the node's boot ID; with `REAPPLY_ON_REBOOT`, a changed boot ID resets the node
+    /// for this Skyhook so every package runs again (spec §2.11).
+    fn track_reboot(&mut self, name: &str, node: &NodeView, status: &mut SkyhookStatus) {
+        let Some(boot_id) = node.boot_id.as_deref() else {
+            return;
+        };
+        let previous = status
+            .node_boot_ids
+            .insert(node.name.clone(), boot_id.to_owned());
+        let rebooted = previous.is_some_and(|p| p != boot_id);
+        if rebooted && self.config.reapply_on_reboot {
+            if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
+                work.reset(name);
+            }
+            status.node_state.remove(&node.name);
+            status.node_status.remove(&node.name);
+            let message = format!(
+                "node [{}] rebooted; re-applying Skyhook [{name}]",
+                node.name
+            );
+            self.event(
+                EventTarget::Node(node.name.clone()),
+                false,
+                "Reboot",
+                message.clone(),
+            );
+            self.event(
+                EventTarget::Skyhook(name.to_owned()),
+                false,
+                "Reboot",
+                message,
+            );
+        }
+    }
+
+    /// Upgrades, downgrades and removals turn into node-state edits (spec §2.6).
+    fn version_changes(
+        &mut self,
+        skyhook: &Skyhook,
+        name: &str,
+        matched: &[&NodeView],
+        status: &mut SkyhookStatus,
+    ) -> bool {
+        let mut changed = false;
+        for node in matched {
+            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
+                continue;
+            };
+            let state = work.state(name);
+            let changes = version_changes(state, &skyhook.spec.packages);
+            if changes.edits.is_empty() {
+                continue;
+            }
+            apply_edits(state, &changes.edits);
+            for package in &changes.changed_packages {
+                status.config_updates.remove(package);
+            }
+            work.set_status(name, Status::InProgress);
+            changed = true;
+        }
+        changed
+    }
+
+    /// Deletes the Skyhook's pods that no longer match the spec or the node state.
+    fn validate_pods(&mut self, skyhook: &Skyhook, owner: &OwnerSkyhook<'_>) {
+        let snapshot = self.snapshot;
+        for pod in snapshot.pods.iter().filter(|p| p.skyhook == owner.name) {
+            if pod.deleting || self.plan.delete_pods.contains_key(&pod.name) {
+                continue;
+            }
+            let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
+                self.delete_pod(&pod.name, "its node is gone");
+                continue;
+            };
+            let state = work.state(owner.name).clone();
+            if let Verdict::Invalidate(reason) = validate_pod(
+                &self.config.pods,
+                owner,
+                &skyhook.spec.packages,
+                &state,
+                &pod.pod,
+            ) {
+                self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
+            }
+        }
+    }
+
+    /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work
+    /// on (never more in progress per compartment than its ceiling).
+    #[allow(clippy::too_many_arguments)]
+    fn select(
+        &mut self,
+        skyhook: &Skyhook,
+        name: &str,
+        matched: &[&'s NodeView],
+        compartments: &[CompartmentSpec],
+        ready: &BTreeMap<&str, bool>,
+        complete: &BTreeMap<&str, bool>,
+        status: &mut SkyhookStatus,
+        outcome: &mut Outcome,
+    ) -> Vec<String> {
+        let runtime_taint = self.config.pods.runtime_required_taint.clone();
+        let tolerations = node_selection_tolerations(
+            &skyhook.spec.additional_tolerations,
+            skyhook.spec.runtime_required.then_some(&runtime_taint),
+        );
+        let labels: Vec<(&str, &std::collections::BTreeMap<String, String>)> = matched
+            .iter()
+            .map(|n| (n.name.as_str(), &n.labels))
+            .collect();
+        let assignment = assign_nodes(compartments, &labels);
+        let facts: Vec<(&'s NodeView, Vec<k8s_openapi::api::core::v1::Taint>, Status)> = matched
+            .iter()
+            .map(|n| {
+                let work = self.nodes.get(n.name.as_str());
+                (
+                    *n,
+                    work.map(|w| w.taints.clone()).unwrap_or_default(),
+                    work.map_or(Status::Unknown, |w| w.status(name)),
+                )
+            })
+            .collect();
+        for (node, taints, _) in &facts {
+            match block_reason(&node.labels, taints, &tolerations) {
+                Some(BlockReason::Ignored) => outcome.blocking.ignored.push(node.name.clone()),
+                Some(BlockReason::IntolerableTaints(t)) => outcome
+                    .blocking
+                    .intolerable
+                    .push(format!("{}: {}", node.name, t.join(", "))),
+                None => {}
+            }
+        }
+        let mut picks = Vec::new();
+        let mut compartment_statuses = BTreeMap::new();
+        for compartment in compartments {
+            let candidates: Vec<CandidateNode<'_>> = facts
+                .iter()
+                .filter(|(n, _, _)| {
+                    assignment.get(n.name.as_str()) == Some(&compartment.name.as_str())
+                })
+                .map(|(n, taints, current)| CandidateNode {
+                    name: n.name.as_str(),
+                    created: n.created,
+                    labels: &n.labels,
+                    taints,
+                    status: *current,
+                    complete: complete.get(n.name.as_str()).copied().unwrap_or(false),
+                    ready: ready.get(n.name.as_str()).copied().unwrap_or(false),
+                    picked: status.node_priority.contains_key(&n.name),
+                })
+                .collect();
+            let members = CompartmentNodes::new(candidates, &tolerations);
+            let ceiling = compartment.ceiling(members.len());
+            let state = status
+                .compartment_statuses
+                .get(&compartment.name)
+                .and_then(|s| s.batch_state.clone())
+                .unwrap_or_else(BatchState::initial);
+            let (state, _) =
+                evaluate_batch(compartment.strategy.as_ref(), &state, members.observation());
+            let selection = members.select(compartment.strategy.as_ref(), &state, ceiling);
+            for blocked in &selection.blocked {
+                if let Some(work) = self.nodes.get_mut(blocked.name) {
+                    work.set_status(name, Status::Blocked);
+                }
+            }
+            for node in &selection.newly_picked {
+                status
+                    .node_priority
+                    .insert((*node).to_owned(), Time(self.now));
+            }
+            picks.extend(selection.picks.iter().map(|n| (*n).to_owned()));
+            compartment_statuses.insert(compartment.name.clone(), members.status(ceiling, state));
+        }
+        status.compartment_statuses = compartment_statuses;
+        picks
+    }
+}

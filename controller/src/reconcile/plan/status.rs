@@ -1,0 +1,231 @@
+//! The Skyhook status subresource (spec §2.5, §2.13): node statuses and states mirrored from
+//! the nodes, counters, compartments, conditions (with `Ready`) and `observedGeneration`.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use skyhook_api::budget::{reset_batch_state_enabled, reset_batch_states};
+use skyhook_api::keys;
+use skyhook_api::status::{SkyhookOverrides, counters, ready_condition, skyhook_status};
+use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
+
+use super::skyhooks::Blocking;
+use super::{CONDITION_DRAIN_BLOCKED, EventTarget, Planner};
+
+/// What one Skyhook's pass found, for its status.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    pub(super) version_changed: bool,
+    pub(super) policy_missing: bool,
+    pub(super) blocking: Blocking,
+    /// The last package launch, for the `ApplyPackage` condition.
+    pub(super) applied: Option<String>,
+    /// Drains past their timeout, one message per node.
+    pub(super) drain_blocked: Vec<String>,
+}
+
+/// Sets a condition, keeping its transition time when its status did not change.
+fn set_condition(conditions: &mut Vec<Condition>, condition: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) => {
+            let keep_time = existing.status == condition.status;
+            let time = existing.last_transition_time.clone();
+            *existing = condition;
+            if keep_time {
+                existing.last_transition_time = time;
+            }
+        }
+        None => conditions.push(condition),
+    }
+}
+
+fn condition(
+    type_: &str,
+    true_: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    Condition {
+        type_: type_.to_owned(),
+        status: if true_ { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time: Time(now),
+    }
+}
+
+impl Planner<'_> {
+    pub(super) fn finish_status(
+        &mut self,
+        skyhook: &Skyhook,
+        name: &str,
+        old: &SkyhookStatus,
+        mut status: SkyhookStatus,
+        outcome: Outcome,
+    ) {
+        let generation = skyhook.metadata.generation;
+        let now = self.now;
+        let next = skyhook_status(
+            status.node_status.values().copied(),
+            SkyhookOverrides {
+                disabled: skyhook.is_disabled(),
+                paused: skyhook.is_paused(),
+                policy_missing: outcome.policy_missing,
+            },
+        );
+        let counted = counters(&status.node_status, &skyhook.spec.packages);
+        status.complete_nodes = counted.complete_nodes;
+        status.nodes_in_progress = counted.nodes_in_progress;
+        status.package_list = counted.package_list;
+        let previous = old.status;
+        status.status = Some(next);
+        let entering_complete = next == Status::Complete && previous != Some(Status::Complete);
+        if next == Status::Complete {
+            status.observed_generation = generation;
+        }
+        let policy = skyhook
+            .spec
+            .deployment_policy
+            .as_deref()
+            .and_then(|p| self.snapshot.policies.get(p));
+        if (entering_complete || outcome.version_changed)
+            && reset_batch_state_enabled(skyhook.spec.deployment_policy_options.as_ref(), policy)
+        {
+            reset_batch_states(&mut status.compartment_statuses);
+        }
+
+        let conditions = &mut status.conditions;
+        if previous != Some(next) {
+            let from = previous.map_or_else(|| "none".to_owned(), |s| s.to_string());
+            let message = format!("Transitioned [{from}] -> [{next}]");
+            set_condition(
+                conditions,
+                condition(
+                    keys::CONDITION_TRANSITION,
+                    next == Status::Complete,
+                    next.as_str(),
+                    message,
+                    generation,
+                    now,
+                ),
+            );
+            self.plan.events.push(super::PlannedEvent {
+                target: EventTarget::Skyhook(name.to_owned()),
+                warning: false,
+                reason: "State",
+                message: format!("Skyhook transitioned [{from}] -> [{next}]"),
+            });
+        }
+        let previous_ready = conditions
+            .iter()
+            .find(|c| c.type_ == keys::CONDITION_READY)
+            .cloned();
+        set_condition(
+            conditions,
+            ready_condition(next, generation, previous_ready.as_ref(), Time(now)),
+        );
+        if let Some(applied) = outcome.applied {
+            set_condition(
+                conditions,
+                condition(
+                    keys::CONDITION_APPLY_PACKAGE,
+                    true,
+                    "ApplyPackage",
+                    applied,
+                    generation,
+                    now,
+                ),
+            );
+        }
+        let intolerable = &outcome.blocking.intolerable;
+        set_condition(
+            conditions,
+            condition(
+                keys::CONDITION_TAINT_NOT_TOLERABLE,
+                !intolerable.is_empty(),
+                if intolerable.is_empty() {
+                    "TaintsTolerated"
+                } else {
+                    "TaintNotTolerable"
+                },
+                if intolerable.is_empty() {
+                    "every node's taints are tolerated".to_owned()
+                } else {
+                    format!(
+                        "nodes with taints the Skyhook does not tolerate: {}",
+                        intolerable.join("; ")
+                    )
+                },
+                generation,
+                now,
+            ),
+        );
+        let ignored = &outcome.blocking.ignored;
+        set_condition(
+            conditions,
+            condition(
+                keys::CONDITION_NODES_IGNORED,
+                !ignored.is_empty(),
+                if ignored.is_empty() {
+                    "NoNodesIgnored"
+                } else {
+                    "NodesIgnored"
+                },
+                if ignored.is_empty() {
+                    "no node is ignored".to_owned()
+                } else {
+                    format!(
+                        "nodes labelled {}=true: {}",
+                        keys::IGNORE_LABEL,
+                        ignored.join(", ")
+                    )
+                },
+                generation,
+                now,
+            ),
+        );
+        upsert_or_remove(
+            conditions,
+            keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
+            outcome.policy_missing.then(|| {
+                condition(
+                    keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
+                    true,
+                    "DeploymentPolicyNotFound",
+                    format!(
+                        "DeploymentPolicy {:?} does not exist; create it or fix spec.deploymentPolicy",
+                        skyhook.spec.deployment_policy.as_deref().unwrap_or_default()
+                    ),
+                    generation,
+                    now,
+                )
+            }),
+        );
+        upsert_or_remove(
+            conditions,
+            CONDITION_DRAIN_BLOCKED,
+            (!outcome.drain_blocked.is_empty()).then(|| {
+                condition(
+                    CONDITION_DRAIN_BLOCKED,
+                    true,
+                    "DrainTimeout",
+                    outcome.drain_blocked.join("; "),
+                    generation,
+                    now,
+                )
+            }),
+        );
+        if status != *old {
+            self.plan.statuses.insert(name.to_owned(), status);
+        }
+    }
+}
+
+fn upsert_or_remove(conditions: &mut Vec<Condition>, type_: &str, condition: Option<Condition>) {
+    match condition {
+        Some(condition) => set_condition(conditions, condition),
+        None => conditions.retain(|c| c.type_ != type_),
+    }
+}

@@ -1,0 +1,7 @@
+//! Plan tests: a small in-memory cluster ([`sim::Sim`]) applies each plan as the I/O layer
+//! would, and the tests play the kubelet by settling pods, then assert the exact node states,
+//! pods, patches and statuses of spec §6.1's scenarios.
+
+mod budget;
+mod scenarios;
+mod sim;

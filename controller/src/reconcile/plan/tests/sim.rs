@@ -1,0 +1,418 @@
+//! A fake cluster for plan tests: it applies plans to a [`Snapshot`] and lets tests decide pod
+//! outcomes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ObjectMeta;
+use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
+use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::v1alpha1::{Package, Skyhook, SkyhookSpec, Stage, State, Status};
+
+use crate::config::{Config, LogEncoder, LogSettings, PodSettings, TimeEncoder};
+use crate::pod_outcome::{PodFailure, PodOutcome};
+use crate::reconcile::plan::{Plan, plan};
+use crate::reconcile::snapshot::{NodeView, OwnedConfigMap, OwnedPod, Snapshot};
+
+pub(super) const TEST_LABEL: &str = "skyhook.nvidia.com/test-node";
+pub(super) const IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless";
+
+pub(super) fn config() -> Config {
+    Config {
+        pods: PodSettings {
+            namespace: "skyhook".into(),
+            image_pull_secret: None,
+            copy_dir_root: "/var/lib/skyhook".into(),
+            agent_log_root: "/var/log/skyhook".into(),
+            agent_image: "ghcr.io/nvidia/skyhook/agentless:6.2.0".into(),
+            agent_version: "6.2.0".into(),
+            pause_image: "registry.k8s.io/pause:3.10".into(),
+            runtime_required_taint: runtime_taint(),
+        },
+        default_interval: Duration::from_secs(600),
+        reapply_on_reboot: false,
+        metrics_addr: None,
+        probe_addr: None,
+        leader_election: false,
+        log: LogSettings {
+            encoder: LogEncoder::Json,
+            level: tracing::Level::DEBUG,
+            time_encoder: TimeEncoder::Rfc3339,
+        },
+        drain_timeout: Duration::from_secs(600),
+        reboot_deadline: Duration::from_secs(1800),
+    }
+}
+
+pub(super) fn runtime_taint() -> Taint {
+    taint("skyhook.nvidia.com", Some("runtime-required"))
+}
+
+pub(super) fn taint(key: &str, value: Option<&str>) -> Taint {
+    Taint {
+        key: key.into(),
+        value: value.map(Into::into),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }
+}
+
+pub(super) fn start() -> Timestamp {
+    "2026-01-01T00:00:00Z"
+        .parse()
+        .expect("a valid timestamp literal")
+}
+
+/// A ready node selected by the test label, created `index` seconds after [`start`].
+pub(super) fn node(name: &str, index: i64) -> NodeView {
+    NodeView {
+        name: name.into(),
+        labels: BTreeMap::from([(TEST_LABEL.to_owned(), "skyhooke2e".to_owned())]),
+        created: Some(start() - jiff::SignedDuration::from_secs(1000 - index)),
+        boot_id: Some("boot-1".into()),
+        ready: true,
+        ..NodeView::default()
+    }
+}
+
+pub(super) fn package(name: &str, version: &str) -> Package {
+    Package {
+        name: name.into(),
+        version: version.into(),
+        image: IMAGE.into(),
+        ..Package::default()
+    }
+}
+
+pub(super) fn depends(mut package: Package, on: &[(&str, &str)]) -> Package {
+    package.depends_on = on
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    package
+}
+
+/// A Skyhook selecting the test nodes, already carrying the finalizer.
+pub(super) fn skyhook(name: &str, packages: Vec<Package>) -> Skyhook {
+    Skyhook {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            generation: Some(1),
+            finalizers: Some(vec![keys::FINALIZER.to_owned()]),
+            ..ObjectMeta::default()
+        },
+        spec: SkyhookSpec {
+            node_selectors: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    TEST_LABEL.to_owned(),
+                    "skyhooke2e".to_owned(),
+                )])),
+                match_expressions: None,
+            }),
+            packages: packages.into_iter().map(|p| (p.name.clone(), p)).collect(),
+            ..SkyhookSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// A workload pod on `node`.
+pub(super) fn workload(name: &str, node: &str, labels: &[(&str, &str)]) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.into()),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+/// A pod as the test sees it: (skyhook, package, version, stage).
+pub(super) type PodKey = (String, String, String, Stage);
+
+pub(super) struct Sim {
+    pub(super) snapshot: Snapshot,
+    pub(super) config: Config,
+    pub(super) now: Timestamp,
+}
+
+impl Sim {
+    pub(super) fn new(nodes: Vec<NodeView>, skyhooks: Vec<Skyhook>) -> Self {
+        Sim {
+            snapshot: Snapshot {
+                skyhooks,
+                nodes,
+                ..Snapshot::default()
+            },
+            config: config(),
+            now: start(),
+        }
+    }
+
+    /// Plans once and applies the plan.
+    pub(super) fn step(&mut self) -> Plan {
+        let planned = plan(&self.snapshot, &self.config, self.now);
+        self.apply(&planned);
+        self.now += jiff::SignedDuration::from_secs(1);
+        planned
+    }
+
+    fn apply(&mut self, planned: &Plan) {
+        let snapshot = &mut self.snapshot;
+        for (name, patch) in &planned.nodes {
+            let node = snapshot
+                .nodes
+                .iter_mut()
+                .find(|n| n.name == *name)
+                .expect("plans only patch known nodes");
+            for (key, value) in &patch.annotations {
+                match value {
+                    Some(v) => node.annotations.insert(key.clone(), v.clone()),
+                    None => node.annotations.remove(key),
+                };
+            }
+            for (key, value) in &patch.labels {
+                match value {
+                    Some(v) => node.labels.insert(key.clone(), v.clone()),
+                    None => node.labels.remove(key),
+                };
+            }
+            if let Some(unschedulable) = patch.unschedulable {
+                node.unschedulable = unschedulable;
+            }
+            if let Some(taints) = &patch.taints {
+                node.taints.clone_from(taints);
+            }
+            for condition in &patch.conditions {
+                node.conditions.retain(|c| c.0 != condition.0);
+                node.conditions.push(condition.clone());
+            }
+        }
+        snapshot
+            .pods
+            .retain(|p| !planned.delete_pods.contains_key(&p.name));
+        for pod in &planned.create_pods {
+            snapshot.pods.push(owned(pod.clone()));
+        }
+        for eviction in &planned.evictions {
+            if let Some(pods) = snapshot.workload_pods.get_mut(&eviction.node) {
+                pods.retain(|p| p.metadata.name.as_deref() != Some(eviction.name.as_str()));
+            }
+        }
+        for cm in &planned.upsert_configmaps {
+            let labels = cm.metadata.labels.clone().unwrap_or_default();
+            let name = cm.metadata.name.clone().unwrap_or_default();
+            let node = cm
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))
+                .cloned();
+            let data = cm.data.clone().unwrap_or_default();
+            if let Some(skyhook) = labels.get(keys::NODE_META_LABEL) {
+                snapshot.metadata_configmaps.insert(
+                    name,
+                    OwnedConfigMap {
+                        skyhook: skyhook.clone(),
+                        node,
+                        data,
+                    },
+                );
+            } else if let Some(skyhook) = labels.get(keys::NAME_LABEL) {
+                snapshot.package_configmaps.insert(
+                    name,
+                    OwnedConfigMap {
+                        skyhook: skyhook.clone(),
+                        node: None,
+                        data,
+                    },
+                );
+            }
+        }
+        for name in &planned.delete_configmaps {
+            snapshot.package_configmaps.remove(name);
+            snapshot.metadata_configmaps.remove(name);
+        }
+        for skyhook in &mut snapshot.skyhooks {
+            let name = skyhook.metadata.name.clone().unwrap_or_default();
+            if let Some(status) = planned.statuses.get(&name) {
+                skyhook.status = Some(status.clone());
+            }
+            match planned.finalizers.get(&name) {
+                Some(true) => skyhook
+                    .metadata
+                    .finalizers
+                    .get_or_insert_default()
+                    .push(keys::FINALIZER.to_owned()),
+                Some(false) => skyhook
+                    .metadata
+                    .finalizers
+                    .get_or_insert_default()
+                    .retain(|f| f != keys::FINALIZER),
+                None => {}
+            }
+        }
+    }
+
+    /// The pods of the controller, as (skyhook, package, version, stage), sorted.
+    pub(super) fn pods(&self) -> Vec<PodKey> {
+        let mut pods: Vec<PodKey> = self.snapshot.pods.iter().filter_map(key).collect();
+        pods.sort();
+        pods
+    }
+
+    /// Settles every running pod: `fail` decides which ones fail.
+    pub(super) fn settle(&mut self, fail: impl Fn(&PodPackageAnnotation) -> bool) {
+        for pod in &mut self.snapshot.pods {
+            if pod.outcome != PodOutcome::Running {
+                continue;
+            }
+            let Some(annotation) = &pod.annotation else {
+                continue;
+            };
+            pod.outcome = if fail(annotation) {
+                PodOutcome::Failed(PodFailure {
+                    container: Some(format!("{}-{}", annotation.name, annotation.stage)),
+                    exit_code: Some(2),
+                    reason: "Error".into(),
+                    message: None,
+                    restarts: 2,
+                })
+            } else {
+                PodOutcome::Succeeded {
+                    container: "check".into(),
+                    restarts: 0,
+                }
+            };
+        }
+    }
+
+    /// Steps and settles every pod successfully until nothing is left to do; returns every pod
+    /// created on the way, in creation order.
+    pub(super) fn run(&mut self, max_steps: usize) -> Vec<PodKey> {
+        let mut created = Vec::new();
+        for _ in 0..max_steps {
+            let planned = self.step();
+            created.extend(
+                planned
+                    .create_pods
+                    .iter()
+                    .map(|p| key(&owned(p.clone())).expect("created pods are annotated")),
+            );
+            if planned.create_pods.is_empty()
+                && planned.delete_pods.is_empty()
+                && planned.nodes.is_empty()
+                && planned.statuses.is_empty()
+                && self.snapshot.pods.is_empty()
+            {
+                return created;
+            }
+            self.settle(|_| false);
+        }
+        created
+    }
+
+    pub(super) fn node(&self, name: &str) -> &NodeView {
+        self.snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .expect("the test names a known node")
+    }
+
+    /// The node state of `skyhook` on `node` as `(key, stage, state)` rows.
+    pub(super) fn state(&self, skyhook: &str, node: &str) -> Vec<(String, Stage, State)> {
+        self.node(node)
+            .annotations
+            .get(&keys::node_state_annotation(skyhook))
+            .map(|text| NodeState::parse(text).expect("the plan writes readable state"))
+            .map(|state| {
+                state
+                    .iter()
+                    .map(|(k, e)| (k.as_str().to_owned(), e.stage, e.state))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub(super) fn node_status(&self, skyhook: &str, node: &str) -> Option<String> {
+        self.node(node)
+            .annotations
+            .get(&keys::node_status_key(skyhook))
+            .cloned()
+    }
+
+    pub(super) fn skyhook_status(&self, skyhook: &str) -> Option<Status> {
+        self.skyhook(skyhook).status.as_ref().and_then(|s| s.status)
+    }
+
+    pub(super) fn skyhook(&self, name: &str) -> &Skyhook {
+        self.snapshot
+            .skyhooks
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+            .expect("the test names a known Skyhook")
+    }
+
+    pub(super) fn skyhook_mut(&mut self, name: &str) -> &mut Skyhook {
+        self.snapshot
+            .skyhooks
+            .iter_mut()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+            .expect("the test names a known Skyhook")
+    }
+}
+
+fn key(pod: &OwnedPod) -> Option<PodKey> {
+    let a = pod.annotation.as_ref()?;
+    Some((
+        a.skyhook.clone(),
+        a.name.clone(),
+        a.version.clone(),
+        a.stage,
+    ))
+}
+
+/// A created pod as the cache would hold it, still running.
+pub(super) fn owned(pod: Pod) -> OwnedPod {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    OwnedPod {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        node: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default(),
+        skyhook: labels.get(keys::NAME_LABEL).cloned().unwrap_or_default(),
+        package_label: labels.get(keys::PACKAGE_LABEL).cloned().unwrap_or_default(),
+        annotation: pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
+            .and_then(|t| PodPackageAnnotation::parse(t).ok()),
+        interrupt: labels.contains_key(keys::INTERRUPT_LABEL),
+        deleting: false,
+        outcome: PodOutcome::Running,
+        pod,
+    }
+}

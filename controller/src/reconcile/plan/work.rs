@@ -1,0 +1,192 @@
+//! A working copy of one node: the plan edits it in place, and [`NodeWork::patch`] returns only
+//! what differs from the node as read.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Taint;
+use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
+use skyhook_api::runtime_required::has_taint;
+use skyhook_api::v1alpha1::Status;
+
+use super::{CORDONED_AT_PREFIX, NodePatch};
+use crate::reconcile::snapshot::NodeView;
+
+#[derive(Debug, Clone)]
+pub(super) struct NodeWork<'s> {
+    pub(super) view: &'s NodeView,
+    annotations: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
+    pub(super) taints: Vec<Taint>,
+    unschedulable: bool,
+    conditions: BTreeMap<String, (String, String)>,
+    /// Node states parsed on first use, by Skyhook; written back in [`NodeWork::patch`].
+    states: BTreeMap<String, NodeState>,
+}
+
+impl<'s> NodeWork<'s> {
+    pub(super) fn new(view: &'s NodeView) -> Self {
+        NodeWork {
+            view,
+            annotations: view.annotations.clone(),
+            labels: view.labels.clone(),
+            taints: view.taints.clone(),
+            unschedulable: view.unschedulable,
+            conditions: view
+                .conditions
+                .iter()
+                .map(|(t, s, r)| (t.clone(), (s.clone(), r.clone())))
+                .collect(),
+            states: BTreeMap::new(),
+        }
+    }
+
+    pub(super) fn annotations(&self) -> &BTreeMap<String, String> {
+        &self.annotations
+    }
+
+    /// The node state of `skyhook`; an unreadable annotation reads as empty, so the packages
+    /// run again (the agent's flags keep that idempotent).
+    pub(super) fn state(&mut self, skyhook: &str) -> &mut NodeState {
+        let annotations = &self.annotations;
+        self.states.entry(skyhook.to_owned()).or_insert_with(|| {
+            annotations
+                .get(&keys::node_state_annotation(skyhook))
+                .and_then(|text| NodeState::parse(text).ok())
+                .unwrap_or_default()
+        })
+    }
+
+    /// The node status of `skyhook` as last written, `unknown` when absent.
+    pub(super) fn status(&self, skyhook: &str) -> Status {
+        self.annotations
+            .get(&keys::node_status_key(skyhook))
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(Status::Unknown)
+    }
+
+    pub(super) fn set_status(&mut self, skyhook: &str, status: Status) {
+        let key = keys::node_status_key(skyhook);
+        self.annotations.insert(key.clone(), status.to_string());
+        self.labels.insert(key, status.to_string());
+    }
+
+    /// Forgets `skyhook` on this node: state, status annotation and label.
+    pub(super) fn reset(&mut self, skyhook: &str) {
+        self.states.insert(skyhook.to_owned(), NodeState::new());
+        let key = keys::node_status_key(skyhook);
+        self.annotations.remove(&key);
+        self.labels.remove(&key);
+    }
+
+    pub(super) fn set_annotation(&mut self, key: String, value: String) {
+        self.annotations.insert(key, value);
+    }
+
+    pub(super) fn set_condition(&mut self, type_: String, status: &str, reason: &str) {
+        self.conditions
+            .insert(type_, (status.to_owned(), reason.to_owned()));
+    }
+
+    /// Cordons the node for `skyhook`, recording ownership and when.
+    pub(super) fn cordon(&mut self, skyhook: &str, now: &str) {
+        self.annotations
+            .insert(keys::cordon_annotation(skyhook), "true".to_owned());
+        self.annotations
+            .entry(format!("{CORDONED_AT_PREFIX}{skyhook}"))
+            .or_insert_with(|| now.to_owned());
+        self.unschedulable = true;
+    }
+
+    /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook
+    /// holds one. Does nothing when `skyhook` holds none, so an administrator's cordon stays.
+    pub(super) fn release_cordon(&mut self, skyhook: &str) {
+        if self
+            .annotations
+            .remove(&keys::cordon_annotation(skyhook))
+            .is_none()
+        {
+            return;
+        }
+        self.annotations
+            .remove(&format!("{CORDONED_AT_PREFIX}{skyhook}"));
+        let others = self
+            .annotations
+            .keys()
+            .any(|k| k.starts_with(keys::CORDON_ANNOTATION_PREFIX));
+        if !others {
+            self.unschedulable = false;
+        }
+    }
+
+    pub(super) fn add_taint(&mut self, taint: &Taint) {
+        if !has_taint(&self.taints, taint) {
+            self.taints.push(taint.clone());
+        }
+    }
+
+    pub(super) fn remove_taint(&mut self, taint: &Taint) {
+        self.taints
+            .retain(|t| !has_taint(std::slice::from_ref(t), taint));
+    }
+
+    /// What differs from the node as read.
+    pub(super) fn patch(&self) -> NodePatch {
+        let mut annotations = self.annotations.clone();
+        for (skyhook, state) in &self.states {
+            let key = keys::node_state_annotation(skyhook);
+            if state.is_empty() {
+                annotations.remove(&key);
+            } else {
+                let text = state.to_annotation();
+                let unchanged = self
+                    .view
+                    .annotations
+                    .get(&key)
+                    .and_then(|old| NodeState::parse(old).ok())
+                    .is_some_and(|old| old == *state);
+                if !unchanged {
+                    annotations.insert(key, text);
+                } else if let Some(old) = self.view.annotations.get(&key) {
+                    annotations.insert(key, old.clone());
+                }
+            }
+        }
+        NodePatch {
+            annotations: diff(&self.view.annotations, &annotations),
+            labels: diff(&self.view.labels, &self.labels),
+            unschedulable: (self.unschedulable != self.view.unschedulable)
+                .then_some(self.unschedulable),
+            taints: (self.taints != self.view.taints).then(|| self.taints.clone()),
+            conditions: self
+                .conditions
+                .iter()
+                .filter(|(type_, (status, reason))| {
+                    !self
+                        .view
+                        .conditions
+                        .iter()
+                        .any(|(t, s, r)| t == *type_ && s == status && r == reason)
+                })
+                .map(|(t, (s, r))| (t.clone(), s.clone(), r.clone()))
+                .collect(),
+        }
+    }
+}
+
+fn diff(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> BTreeMap<String, Option<String>> {
+    let mut out: BTreeMap<String, Option<String>> = new
+        .iter()
+        .filter(|(k, v)| old.get(*k) != Some(v))
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    out.extend(
+        old.keys()
+            .filter(|k| !new.contains_key(*k))
+            .map(|k| (k.clone(), None)),
+    );
+    out
+}

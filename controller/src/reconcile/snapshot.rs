@@ -1,0 +1,249 @@
+//! The plain data one reconcile reads: every Skyhook and DeploymentPolicy, the nodes reduced to
+//! what the rules look at, the controller's own pods with their outcome already classified, its
+//! ConfigMaps, the workload pods of the nodes being drained, and the PodDisruptionBudgets.
+//!
+//! Contract: [`Snapshot::build`] is pure. It takes the reflector snapshot plus the per-node pod
+//! listings the I/O layer fetched (only for nodes a Skyhook has cordoned, see
+//! [`Snapshot::nodes_to_list`]) and classifies each owned pod with [`pod_outcome::outcome`] at the
+//! given time, so that the plan never reads a clock.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use skyhook_api::keys;
+use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
+
+use crate::cache;
+use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
+
+/// Everything a plan reads.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Every Skyhook.
+    pub skyhooks: Vec<Skyhook>,
+    /// Every DeploymentPolicy spec, by name.
+    pub policies: BTreeMap<String, DeploymentPolicySpec>,
+    /// Every node.
+    pub nodes: Vec<NodeView>,
+    /// The controller's package and interrupt pods.
+    pub pods: Vec<OwnedPod>,
+    /// The package ConfigMaps, by name.
+    pub package_configmaps: BTreeMap<String, OwnedConfigMap>,
+    /// The node-metadata ConfigMaps, by name.
+    pub metadata_configmaps: BTreeMap<String, OwnedConfigMap>,
+    /// All pods (any namespace) of the nodes listed in [`Snapshot::nodes_to_list`], by node. A
+    /// node missing here has not been listed: the plan waits rather than guess.
+    pub workload_pods: BTreeMap<String, Vec<Pod>>,
+    /// Every PodDisruptionBudget, to explain a stuck drain.
+    pub pdbs: Vec<PodDisruptionBudget>,
+}
+
+/// What the rules read of a node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeView {
+    /// Node name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<Timestamp>,
+    /// `status.nodeInfo.bootID`.
+    pub boot_id: Option<String>,
+    /// The kubelet's `Ready` condition is True.
+    pub ready: bool,
+    /// The node's conditions as `(type, status, reason)`.
+    pub conditions: Vec<(String, String, String)>,
+}
+
+/// One of the controller's pods, read once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedPod {
+    /// The pod as cached (validation compares its containers with the spec).
+    pub pod: Pod,
+    /// Pod name.
+    pub name: String,
+    /// `spec.nodeName`.
+    pub node: String,
+    /// The `skyhook.nvidia.com/name` label.
+    pub skyhook: String,
+    /// The `skyhook.nvidia.com/package` label (`<pkg>-<version>`).
+    pub package_label: String,
+    /// The parsed `skyhook.nvidia.com/package` annotation.
+    pub annotation: Option<PodPackageAnnotation>,
+    /// It is an interrupt pod.
+    pub interrupt: bool,
+    /// It has a deletion timestamp.
+    pub deleting: bool,
+    /// What its status means.
+    pub outcome: PodOutcome,
+}
+
+/// A ConfigMap the controller owns, reduced to what the plan compares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnedConfigMap {
+    /// The owning Skyhook (label `skyhook.nvidia.com/name` or `skyhook-node-meta`).
+    pub skyhook: String,
+    /// For node-metadata ConfigMaps, the node (annotation `skyhook.nvidia.com/Node.name`).
+    pub node: Option<String>,
+    /// Data.
+    pub data: BTreeMap<String, String>,
+}
+
+impl Snapshot {
+    /// Builds the snapshot from the caches, the workload pods listed per node and the budgets.
+    pub fn build(
+        cached: &cache::Snapshot,
+        workload_pods: BTreeMap<String, Vec<Pod>>,
+        pdbs: Vec<PodDisruptionBudget>,
+        now: Timestamp,
+        reboot_deadline: Duration,
+    ) -> Snapshot {
+        let nodes: Vec<NodeView> = cached.nodes.iter().map(|n| node_view(n)).collect();
+        let boot_ids: BTreeMap<&str, Option<&str>> = nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
+            .collect();
+        let pods = cached
+            .pods
+            .iter()
+            .filter_map(|pod| {
+                let node = pod.spec.as_ref()?.node_name.clone()?;
+                let context = OutcomeContext {
+                    node_boot_id: boot_ids.get(node.as_str()).copied().flatten(),
+                    now,
+                    reboot_deadline,
+                };
+                Some(owned_pod(pod, node, context))
+            })
+            .collect();
+        Snapshot {
+            skyhooks: cached.skyhooks.iter().map(|s| (**s).clone()).collect(),
+            policies: cached
+                .policies
+                .iter()
+                .filter_map(|p| Some((p.metadata.name.clone()?, p.spec.clone())))
+                .collect(),
+            nodes,
+            pods,
+            package_configmaps: owned_configmaps(&cached.package_configmaps, keys::NAME_LABEL),
+            metadata_configmaps: owned_configmaps(
+                &cached.metadata_configmaps,
+                keys::NODE_META_LABEL,
+            ),
+            workload_pods,
+            pdbs,
+        }
+    }
+
+    /// The nodes whose pods the I/O layer must list before planning: those a Skyhook cordoned,
+    /// which are the only ones a plan may drain or hold for `podNonInterruptLabels`.
+    pub fn nodes_to_list(nodes: &[std::sync::Arc<Node>]) -> Vec<String> {
+        nodes
+            .iter()
+            .filter(|node| {
+                node.metadata.annotations.as_ref().is_some_and(|a| {
+                    a.keys()
+                        .any(|k| k.starts_with(keys::CORDON_ANNOTATION_PREFIX))
+                })
+            })
+            .filter_map(|node| node.metadata.name.clone())
+            .collect()
+    }
+}
+
+/// Reduces a Node to a [`NodeView`].
+pub fn node_view(node: &Node) -> NodeView {
+    let spec = node.spec.as_ref();
+    let status = node.status.as_ref();
+    let conditions = status
+        .and_then(|s| s.conditions.as_ref())
+        .map(|conditions| {
+            conditions
+                .iter()
+                .map(|c| {
+                    (
+                        c.type_.clone(),
+                        c.status.clone(),
+                        c.reason.clone().unwrap_or_default(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    NodeView {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        annotations: node.metadata.annotations.clone().unwrap_or_default(),
+        taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        created: node.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        boot_id: status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|info| info.boot_id.clone())
+            .filter(|id| !id.is_empty()),
+        ready: conditions
+            .iter()
+            .any(|(type_, status, _)| type_ == "Ready" && status == "True"),
+        conditions,
+    }
+}
+
+fn owned_pod(pod: &Pod, node: String, context: OutcomeContext<'_>) -> OwnedPod {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let annotation = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
+        .and_then(|text| PodPackageAnnotation::parse(text).ok());
+    OwnedPod {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        node,
+        skyhook: labels.get(keys::NAME_LABEL).cloned().unwrap_or_default(),
+        package_label: labels.get(keys::PACKAGE_LABEL).cloned().unwrap_or_default(),
+        interrupt: labels
+            .get(keys::INTERRUPT_LABEL)
+            .is_some_and(|v| v == keys::INTERRUPT_LABEL_VALUE),
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+        outcome: pod_outcome::outcome(pod, context),
+        annotation,
+        pod: pod.clone(),
+    }
+}
+
+fn owned_configmaps(
+    configmaps: &[std::sync::Arc<ConfigMap>],
+    owner_label: &str,
+) -> BTreeMap<String, OwnedConfigMap> {
+    configmaps
+        .iter()
+        .filter_map(|cm| {
+            let name = cm.metadata.name.clone()?;
+            let skyhook = cm.metadata.labels.as_ref()?.get(owner_label)?.clone();
+            let node = cm
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))
+                .cloned();
+            Some((
+                name,
+                OwnedConfigMap {
+                    skyhook,
+                    node,
+                    data: cm.data.clone().unwrap_or_default(),
+                },
+            ))
+        })
+        .collect()
+}
