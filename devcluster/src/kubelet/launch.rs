@@ -71,6 +71,13 @@ pub(crate) async fn prepare(
     container: &Container,
     ids: StartIds<'_>,
 ) -> Result<Launch, StartFailure> {
+    if container.restart_policy.as_deref() == Some("Always") {
+        // A sidecar never exits; running it as a plain init container would hang the pod.
+        return Err(StartFailure::new(
+            StartErrorKind::Create,
+            "sidecar init containers (restartPolicy: Always) are not supported by devcluster",
+        ));
+    }
     let image_name = container.image.clone().unwrap_or_default();
     let image = ctx
         .opts
