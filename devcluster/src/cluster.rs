@@ -534,12 +534,13 @@ async fn report_ready_nodes(
                 .iter()
                 .filter(|node| crate::node::sim::is_ready(node))
                 .count();
+            if ready >= expected {
+                // The caller reports completion, with the time it took.
+                return;
+            }
             if last_reported != Some(ready) {
                 progress(&format!("{ready}/{expected} nodes Ready"));
                 last_reported = Some(ready);
-            }
-            if ready >= expected {
-                return;
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
