@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{Skyhook, Stage, State};
+use skyhook_api::version::compare_precedence;
 
 use crate::cluster::{self, Cluster, name_of};
 use crate::pattern::{NodePattern, matches_any};
@@ -70,6 +71,16 @@ pub enum PlanError {
         /// The Skyhook.
         skyhook: String,
     },
+    /// The operator is too old to honour the lifecycle annotations.
+    #[error(
+        "cannot {verb}: operator {version} ignores the annotation; pause and disable need operator v{MIN_LIFECYCLE_OPERATOR} or later"
+    )]
+    OperatorTooOld {
+        /// The verb refused.
+        verb: &'static str,
+        /// The operator version found.
+        version: String,
+    },
     /// A stage that `package rerun` cannot start from.
     #[error("cannot rerun from stage {stage:?}: use apply, config, interrupt or post-interrupt")]
     UnsupportedStage {
@@ -122,10 +133,47 @@ impl Lifecycle {
     }
 }
 
+/// The oldest operator that honours the pause and disable annotations.
+pub const MIN_LIFECYCLE_OPERATOR: &str = "0.8.0";
+
+/// The operator version that judges whether the lifecycle annotations work: the Skyhook's
+/// `skyhook.nvidia.com/version` annotation (written by the operator), else the version of
+/// the operator Deployment.
+pub fn operator_version_of<'a>(
+    skyhook: &'a Skyhook,
+    deployment: Option<&'a str>,
+) -> Option<&'a str> {
+    skyhook
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+        .map(String::as_str)
+        .or(deployment)
+}
+
+/// Whether an operator of `version` is older than [`MIN_LIFECYCLE_OPERATOR`]. An unknown or
+/// unreadable version is given the benefit of the doubt.
+fn operator_too_old(version: &str) -> bool {
+    let bare = version.strip_prefix('v').unwrap_or(version);
+    compare_precedence(bare, MIN_LIFECYCLE_OPERATOR).is_ok_and(|o| o.is_lt())
+}
+
 /// Sets or removes the pause or disable annotation. A Skyhook already in the wanted state
-/// gets no patch, only a note.
-pub fn lifecycle(skyhook: &Skyhook, verb: Lifecycle) -> Change {
+/// gets no patch, only a note. Refused when `operator` (see [`operator_version_of`]) is older
+/// than [`MIN_LIFECYCLE_OPERATOR`], which ignores the annotations.
+pub fn lifecycle(
+    skyhook: &Skyhook,
+    verb: Lifecycle,
+    operator: Option<&str>,
+) -> Result<Change, PlanError> {
     let name = name_of(&skyhook.metadata);
+    if let Some(version) = operator.filter(|v| operator_too_old(v)) {
+        return Err(PlanError::OperatorTooOld {
+            verb: verb.verb(),
+            version: version.to_owned(),
+        });
+    }
     let is_set = match verb {
         Lifecycle::Pause | Lifecycle::Resume => skyhook.is_paused(),
         Lifecycle::Disable | Lifecycle::Enable => skyhook.is_disabled(),
@@ -137,17 +185,17 @@ pub fn lifecycle(skyhook: &Skyhook, verb: Lifecycle) -> Change {
             Lifecycle::Disable => "already disabled",
             Lifecycle::Enable => "not disabled",
         };
-        return Change {
+        return Ok(Change {
             notes: vec![format!("Skyhook {name:?} is {already}")],
             ..Change::default()
-        };
+        });
     }
     let value = if verb.sets() {
         json!("true")
     } else {
         Value::Null
     };
-    Change {
+    Ok(Change {
         summary: vec![format!("This will {} Skyhook {name:?}.", verb.verb())],
         patches: vec![Patch {
             target: Target::Skyhook(name.to_owned()),
@@ -157,7 +205,7 @@ pub fn lifecycle(skyhook: &Skyhook, verb: Lifecycle) -> Change {
         done: vec![format!("Skyhook {name:?} {}", verb.past())],
         notes: Vec::new(),
         confirm: true,
-    }
+    })
 }
 
 /// The merge patch that resets every compartment with a batch state to `{currentBatch: 1}`

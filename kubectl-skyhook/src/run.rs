@@ -22,6 +22,10 @@ use crate::patches::{self, Change, Lifecycle, Patch, PlanError, Target};
 use crate::pattern::{self, PatternError};
 use crate::views;
 
+/// How long `pause`/`disable` wait for the operator Deployment before going ahead without
+/// knowing its version.
+const OPERATOR_LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Field manager recorded on every patch.
 const FIELD_MANAGER: &str = "kubectl-skyhook";
 
@@ -124,6 +128,9 @@ impl RunError {
             }
             RunError::Pattern(_) => {
                 "a pattern with regex meta characters is an anchored regex; plain names match exactly"
+            }
+            RunError::Plan(PlanError::OperatorTooOld { .. }) => {
+                "upgrade the Skyhook operator; older operators pause through spec.pause"
             }
             RunError::Plan(_) => "see `kubectl skyhook <command> --help`",
             RunError::Output(_) | RunError::Terminal { .. } => "try another -o format",
@@ -264,7 +271,16 @@ async fn lifecycle(
 ) -> Result<(), RunError> {
     let client = client(global).await?;
     let skyhook = get_skyhook(&client, &target.skyhook).await?;
-    let change = patches::lifecycle(&skyhook, verb);
+    // The Deployment is only consulted when the operator has not annotated the Skyhook.
+    let deployment = match patches::operator_version_of(&skyhook, None) {
+        Some(_) => None,
+        None => tokio::time::timeout(OPERATOR_LOOKUP_TIMEOUT, operator_version(global))
+            .await
+            .ok()
+            .and_then(Result::ok),
+    };
+    let operator = patches::operator_version_of(&skyhook, deployment.as_deref());
+    let change = patches::lifecycle(&skyhook, verb, operator)?;
     apply(&client, global, console, &change, target.confirm).await
 }
 

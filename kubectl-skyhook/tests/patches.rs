@@ -57,7 +57,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             "[dry-run] Would enable Skyhook \"demo\"",
         ),
     ] {
-        let change = patches::lifecycle(skyhook, verb);
+        let change = patches::lifecycle(skyhook, verb, None).unwrap();
         assert_eq!(change.patches.len(), 1, "{verb:?}");
         assert_eq!(change.patches[0].target, Target::Skyhook("demo".into()));
         assert_eq!(
@@ -94,9 +94,34 @@ fn lifecycle_verbs_with_nothing_to_do_only_say_so() {
             "Skyhook \"demo\" is already disabled",
         ),
     ] {
-        let change = patches::lifecycle(skyhook, verb);
+        let change = patches::lifecycle(skyhook, verb, None).unwrap();
         assert!(change.patches.is_empty(), "{verb:?}");
         assert_eq!(change.notes, [note]);
+    }
+}
+
+#[test]
+fn lifecycle_verbs_refuse_operators_older_than_0_8_0() {
+    let annotated = with_annotations(common::demo(), &[("skyhook.nvidia.com/version", "v0.7.3")]);
+    for (skyhook, deployment, allowed) in [
+        (&annotated, None, false),
+        // The operator's annotation wins over the Deployment.
+        (&annotated, Some("v0.13.0"), false),
+        (&common::demo(), Some("v0.7.9"), false),
+        (&common::demo(), Some("0.8.0"), true),
+        (&common::demo(), Some("v0.13.0"), true),
+        (&common::demo(), Some("not-a-version"), true),
+        (&common::demo(), None, true),
+    ] {
+        let operator = patches::operator_version_of(skyhook, deployment);
+        let result = patches::lifecycle(skyhook, Lifecycle::Pause, operator);
+        assert_eq!(result.is_ok(), allowed, "{operator:?}");
+        if let Err(error) = result {
+            assert!(
+                matches!(error, PlanError::OperatorTooOld { verb: "pause", .. }),
+                "{error}"
+            );
+        }
     }
 }
 
