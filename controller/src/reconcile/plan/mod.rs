@@ -156,6 +156,8 @@ struct Planner<'s> {
     completion: BTreeMap<(String, String), bool>,
     /// Pods created by this plan, per node.
     created_on: BTreeMap<String, Vec<(String, String)>>,
+    /// Pods this plan deletes because they succeeded.
+    succeeded: BTreeSet<String>,
 }
 
 impl<'s> Planner<'s> {
@@ -172,6 +174,7 @@ impl<'s> Planner<'s> {
             plan: Plan::default(),
             completion: BTreeMap::new(),
             created_on: BTreeMap::new(),
+            succeeded: BTreeSet::new(),
         }
     }
 
@@ -179,13 +182,17 @@ impl<'s> Planner<'s> {
         self.plan.requeue_after = Some(self.plan.requeue_after.map_or(after, |d| d.min(after)));
     }
 
+    /// Adds an Event unless this plan already emits the same one.
     fn event(&mut self, target: EventTarget, warning: bool, reason: &'static str, message: String) {
-        self.plan.events.push(PlannedEvent {
+        let event = PlannedEvent {
             target,
             warning,
             reason,
             message,
-        });
+        };
+        if !self.plan.events.contains(&event) {
+            self.plan.events.push(event);
+        }
     }
 
     fn delete_pod(&mut self, name: &str, why: impl Into<String>) {
@@ -195,13 +202,16 @@ impl<'s> Planner<'s> {
             .or_insert_with(|| why.into());
     }
 
-    /// Whether a pod of `skyhook` labelled `package_label` is on `node` and stays after this plan.
+    /// Whether a pod of `skyhook` labelled `package_label` is on `node`. A pod this plan
+    /// deletes because it succeeded no longer counts (the next stage's pod has another name);
+    /// any other pod being deleted still does, so a replacement with the same name waits for
+    /// it to be gone.
     fn pod_exists(&self, skyhook: &str, node: &str, package_label: &str) -> bool {
         self.snapshot.pods.iter().any(|p| {
             p.skyhook == skyhook
                 && p.node == node
                 && p.package_label == package_label
-                && !self.plan.delete_pods.contains_key(&p.name)
+                && !self.succeeded.contains(&p.name)
         }) || self.created_on.get(node).is_some_and(|created| {
             created
                 .iter()

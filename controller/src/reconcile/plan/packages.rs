@@ -336,7 +336,9 @@ impl<'s> Planner<'s> {
         });
         if timed_out {
             let message = blockers(&pending, &snapshot.pdbs).message(node);
-            outcome.drain_blocked.push(message.clone());
+            if !outcome.drain_blocked.contains(&message) {
+                outcome.drain_blocked.push(message.clone());
+            }
             self.event(
                 EventTarget::Node(node.to_owned()),
                 true,

@@ -47,6 +47,7 @@ impl Planner<'_> {
                     let edits = on_pod_succeeded(state, annotation, *restarts, packages);
                     apply_edits(state, &edits);
                     self.delete_pod(&pod.name, "succeeded");
+                    self.succeeded.insert(pod.name.clone());
                     self.event(
                         EventTarget::Node(pod.node.clone()),
                         false,

@@ -3,5 +3,6 @@
 //! pods, patches and statuses of spec §6.1's scenarios.
 
 mod budget;
+mod changes;
 mod scenarios;
 mod sim;

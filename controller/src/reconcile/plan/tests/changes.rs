@@ -1,0 +1,239 @@
+//! Spec changes and node events after a rollout: config updates (spec §2.6), pod invalidation
+//! (§2.8), reboots (§2.11), a missing DeploymentPolicy (§2.4) and `serial`.
+
+use std::collections::BTreeMap;
+
+use skyhook_api::keys;
+use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage, State, Status};
+
+use super::sim::{Sim, node, package, skyhook};
+
+fn row(key: &str, stage: Stage, state: State) -> (String, Stage, State) {
+    (key.into(), stage, state)
+}
+
+fn configured() -> Package {
+    let mut dexter = package("dexter", "1.2.3");
+    dexter.interrupt = Some(Interrupt {
+        type_: InterruptType::Reboot,
+        services: Vec::new(),
+    });
+    dexter.config_interrupts = BTreeMap::from([(
+        "*.properties".to_owned(),
+        Interrupt {
+            type_: InterruptType::Service,
+            services: vec!["rsyslog".into()],
+        },
+    )]);
+    dexter.config_map = BTreeMap::from([
+        ("game.properties".to_owned(), "lives=3".to_owned()),
+        ("ui.json".to_owned(), "{}".to_owned()),
+    ]);
+    dexter
+}
+
+fn set_config(sim: &mut Sim, key: &str, value: &str) {
+    if let Some(p) = sim.skyhook_mut("config").spec.packages.get_mut("dexter") {
+        p.config_map.insert(key.to_owned(), value.to_owned());
+    }
+}
+
+#[test]
+fn config_changes_rerun_config_and_interrupt_only_for_matching_keys() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("config", vec![configured()])],
+    );
+    sim.snapshot
+        .workload_pods
+        .insert("worker".into(), Vec::new());
+    sim.run(30);
+    assert_eq!(
+        sim.state("config", "worker"),
+        vec![row("dexter|1.2.3", Stage::PostInterrupt, State::Complete)]
+    );
+
+    // A key no config interrupt matches: config runs again and is terminal.
+    set_config(&mut sim, "ui.json", r#"{"a":1}"#);
+    let planned = sim.step();
+    assert!(
+        planned
+            .upsert_configmaps
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some("config-dexter-1.2.3")),
+        "the changed ConfigMap is written"
+    );
+    assert_eq!(
+        sim.pods(),
+        vec![(
+            "config".into(),
+            "dexter".into(),
+            "1.2.3".into(),
+            Stage::Config
+        )]
+    );
+    let updates = sim
+        .skyhook("config")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .config_updates;
+    assert_eq!(updates.get("dexter"), Some(&vec!["ui.json".to_owned()]));
+    sim.settle(|_| false);
+    sim.run(30);
+    assert_eq!(
+        sim.state("config", "worker"),
+        vec![row("dexter|1.2.3", Stage::Config, State::Complete)]
+    );
+    assert_eq!(sim.skyhook_status("config"), Some(Status::Complete));
+
+    // A key the glob matches: config, then the config interrupt, then post-interrupt.
+    set_config(&mut sim, "game.properties", "lives=9");
+    sim.step();
+    let updates = sim
+        .skyhook("config")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .config_updates;
+    assert_eq!(
+        updates.get("dexter"),
+        Some(&vec!["game.properties".to_owned()]),
+        "replaced, not appended, after completion"
+    );
+    sim.settle(|_| false);
+    let created = sim.run(30);
+    assert!(
+        created.iter().any(|p| p.3 == Stage::Interrupt),
+        "{created:?}"
+    );
+    assert_eq!(
+        sim.state("config", "worker"),
+        vec![row("dexter|1.2.3", Stage::PostInterrupt, State::Complete)]
+    );
+}
+
+#[test]
+fn a_spec_edit_replaces_the_running_pod() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("edit", vec![package("one", "1.0.0")])],
+    );
+    sim.step();
+    if let Some(p) = sim.skyhook_mut("edit").spec.packages.get_mut("one") {
+        p.image = "example.com/fixed".into();
+    }
+    let planned = sim.step();
+    assert_eq!(planned.delete_pods.len(), 1);
+    assert!(
+        planned.create_pods.is_empty(),
+        "the replacement waits for the old pod to go"
+    );
+    let planned = sim.step();
+    let images: Vec<String> = planned
+        .create_pods
+        .iter()
+        .flat_map(|p| {
+            p.spec
+                .iter()
+                .flat_map(|s| s.init_containers.iter().flatten())
+        })
+        .filter_map(|c| c.image.clone())
+        .collect();
+    assert!(
+        images.contains(&"example.com/fixed:1.0.0".to_owned()),
+        "{images:?}"
+    );
+}
+
+#[test]
+fn reapply_on_reboot_resets_the_node_when_its_boot_id_changes() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("reboot", vec![package("one", "1.0.0")])],
+    );
+    sim.config.reapply_on_reboot = true;
+    sim.run(10);
+    assert_eq!(sim.skyhook_status("reboot"), Some(Status::Complete));
+    let boot_ids = sim
+        .skyhook("reboot")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .node_boot_ids;
+    assert_eq!(boot_ids.get("worker").map(String::as_str), Some("boot-1"));
+
+    sim.snapshot.nodes[0].boot_id = Some("boot-2".into());
+    let planned = sim.step();
+    assert!(planned.events.iter().any(|e| e.reason == "Reboot"));
+    assert_eq!(
+        sim.pods(),
+        vec![("reboot".into(), "one".into(), "1.0.0".into(), Stage::Apply)]
+    );
+    let boot_ids = sim
+        .skyhook("reboot")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .node_boot_ids;
+    assert_eq!(boot_ids.get("worker").map(String::as_str), Some("boot-2"));
+}
+
+#[test]
+fn a_reboot_without_reapply_only_records_the_boot_id() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("reboot", vec![package("one", "1.0.0")])],
+    );
+    sim.run(10);
+    sim.snapshot.nodes[0].boot_id = Some("boot-2".into());
+    let planned = sim.step();
+    assert!(planned.create_pods.is_empty());
+    assert_eq!(sim.skyhook_status("reboot"), Some(Status::Complete));
+}
+
+#[test]
+fn a_missing_policy_blocks_the_skyhook_and_says_so() {
+    let mut s = skyhook("policy", vec![package("one", "1.0.0")]);
+    s.spec.deployment_policy = Some("nope".into());
+    let mut sim = Sim::new(vec![node("worker", 0)], vec![s]);
+    sim.step();
+    assert!(sim.pods().is_empty());
+    assert_eq!(sim.skyhook_status("policy"), Some(Status::Blocked));
+    assert_eq!(
+        sim.node_status("policy", "worker").as_deref(),
+        Some("unknown")
+    );
+    let conditions = sim
+        .skyhook("policy")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .conditions;
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND && c.status == "True")
+    );
+}
+
+#[test]
+fn serial_runs_one_package_at_a_time() {
+    let mut s = skyhook(
+        "serial",
+        vec![package("aa", "1.0.0"), package("bb", "1.0.0")],
+    );
+    s.spec.serial = true;
+    let mut sim = Sim::new(vec![node("worker", 0)], vec![s]);
+    let created = sim.run(20);
+    let stages: Vec<(String, Stage)> = created.into_iter().map(|p| (p.1, p.3)).collect();
+    assert_eq!(
+        stages,
+        vec![
+            ("aa".into(), Stage::Apply),
+            ("aa".into(), Stage::Config),
+            ("bb".into(), Stage::Apply),
+            ("bb".into(), Stage::Config),
+        ]
+    );
+}
