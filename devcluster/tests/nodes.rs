@@ -21,9 +21,9 @@ use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
-/// Full nodes `node-1..4` and light nodes `light-1..3`.
-const FULL_NODES: usize = 4;
-const LIGHT_NODES: usize = 3;
+/// Full nodes `node-1..5` and light nodes `light-1..4`.
+const FULL_NODES: usize = 5;
+const LIGHT_NODES: usize = 4;
 const WAIT: Duration = Duration::from_secs(90);
 
 struct Fixture {
@@ -818,5 +818,67 @@ async fn skyhook_package_pods_copy_the_package_onto_the_node() -> Result<()> {
         std::fs::read_to_string(copied.join("configmaps/game.properties"))?,
         "lives=3"
     );
+    Ok(())
+}
+
+/// Waits until the node is Ready with a boot ID other than `old`.
+async fn wait_rebooted(nodes: &Api<Node>, name: &str, old: String) -> Result<Node> {
+    let changed = move |n: Option<&Node>| n.is_some_and(|n| boot_id(n) != old && node_ready(n));
+    let node = tokio::time::timeout(WAIT, await_condition(nodes.clone(), name, changed))
+        .await
+        .with_context(|| format!("{name} did not come back with a new boot ID"))??;
+    node.with_context(|| format!("node {name} vanished"))
+}
+
+#[tokio::test]
+async fn a_handle_from_another_process_reboots_through_the_fifo() -> Result<()> {
+    let fx = fixture()?;
+    let nodes: Api<Node> = Api::all(fx.client()?);
+    // As `devcluster` commands do: a handle built from the state directory alone.
+    let handle = NodeHandle::open(&fx.nodes_state, "node-5")?;
+    let before = handle.boot_id()?;
+    assert_eq!(boot_id(&nodes.get("node-5").await?), before);
+    assert!(handle.root().is_some());
+    handle.reboot().await?;
+    let after = wait_rebooted(&nodes, "node-5", before.clone()).await?;
+    assert_eq!(handle.boot_id()?, boot_id(&after));
+    let journal = handle.journal()?;
+    assert!(
+        journal.is_empty(),
+        "a reboot by handle runs no command: {journal:?}"
+    );
+    assert!(NodeHandle::open(&fx.nodes_state, "node-99").is_err());
+    Ok(())
+}
+
+#[tokio::test]
+async fn light_nodes_reboot_and_rerun_their_pods() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let pods = namespace(&client, "light-reboot").await?;
+    let nodes: Api<Node> = Api::all(client);
+    create(
+        &pods,
+        &pod(
+            "workload",
+            "light-4",
+            json!({"containers": [{"name": "main", "image": "devcluster.local/sleep"}]}),
+        )?,
+    )
+    .await?;
+    wait_pod(&pods, "workload", "Running", |p| phase(p) == "Running").await?;
+    let handle = fx.node("light-4")?;
+    let before = handle.boot_id()?;
+    handle.reboot().await?;
+    wait_rebooted(&nodes, "light-4", before).await?;
+    let rerun = wait_pod(&pods, "workload", "restarted", |p| {
+        container(p, "main").is_some_and(|c| c.restart_count == 1)
+            && pod_condition(p, "Ready").as_deref() == Some("True")
+    })
+    .await?;
+    let last = container(&rerun, "main")
+        .and_then(|c| c.last_state.as_ref()?.terminated.as_ref())
+        .map(|t| (t.exit_code, t.reason.clone()));
+    assert_eq!(last, Some((255, Some("Unknown".to_owned()))));
     Ok(())
 }
