@@ -208,9 +208,23 @@ async fn garbage_gets_http_200_and_a_denial_with_a_reason() {
             );
         }
     }
+    let oversized = vec![b' '; webhook::server::MAX_BODY_BYTES + 1];
+    let stream = connect(server.addr, Arc::clone(&config)).await.unwrap();
+    let (status, response) = request(stream, "POST", Endpoint::ValidateSkyhook.path(), oversized)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let review: Value = serde_json::from_slice(&response).unwrap();
+    assert_eq!(review["response"]["allowed"], false);
+    assert!(
+        review["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most")
+    );
     let metrics = server.metrics.encode().unwrap();
     assert!(
-        metrics.contains(r#"skyhook_webhook_admissions_total{kind="Skyhook",operation="unknown",result="malformed"} 6"#),
+        metrics.contains(r#"skyhook_webhook_admissions_total{kind="Skyhook",operation="unknown",result="malformed"} 7"#),
         "{metrics}"
     );
     server.shutdown().await;
