@@ -377,7 +377,11 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
     }
     for file in [state.cluster_info(), state.daemon_pid_file()] {
         match std::fs::remove_file(&file) {
-            Ok(()) => {}
+            Ok(()) => {
+                if !stopped_something {
+                    eprintln!("devcluster: removed the stale {}", file.display());
+                }
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => {
                 return Err(error).with_context(|| format!("removing {}", file.display()));
@@ -421,7 +425,13 @@ fn signal_process(pid: u32, signal: Signal) {
 
 fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
     let Some(record) = running_record(state)? else {
-        eprintln!("devcluster: not running ({})", state.root().display());
+        let stale = state.cluster_info().exists();
+        let hint = if stale {
+            "; its owner died: `devcluster down` cleans up what it left"
+        } else {
+            ""
+        };
+        eprintln!("devcluster: not running ({}){hint}", state.root().display());
         return Ok(ExitCode::FAILURE);
     };
     let mut healthy = true;
