@@ -162,6 +162,12 @@ pub struct VersionArgs {
 pub struct StatusArgs {
     /// A Skyhook to show in detail; all Skyhooks when omitted.
     pub skyhook: Option<String>,
+    /// Refresh until every selected node is complete (printing only when something changed).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// How often `--watch` reads the cluster again.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, requires = "watch")]
+    pub interval: Duration,
 }
 
 /// `plan` arguments.

@@ -219,14 +219,43 @@ pub async fn run(cli: Cli, console: &mut Console<'_>) -> Result<(), RunError> {
         }
         Command::Status(args) => {
             let client = client(&global).await?;
-            let cluster = read_cluster(&client, &global, args.skyhook.is_some()).await?;
-            match args.skyhook {
-                None => console.show(&views::overview(&cluster), &global),
-                Some(name) => {
-                    let detail = views::skyhook_detail(&cluster, &name)
-                        .ok_or(RunError::SkyhookNotFound { name })?;
-                    console.show(&detail, &global)
+            let mut shown = String::new();
+            loop {
+                let cluster = read_cluster(&client, &global, args.skyhook.is_some()).await?;
+                let (text, complete) = match &args.skyhook {
+                    None => {
+                        let view = views::overview(&cluster);
+                        (
+                            render(&view, global.output, console.colour)?,
+                            view.complete(),
+                        )
+                    }
+                    Some(name) => {
+                        let view = views::skyhook_detail(&cluster, name)
+                            .ok_or_else(|| RunError::SkyhookNotFound { name: name.clone() })?;
+                        (
+                            render(&view, global.output, console.colour)?,
+                            view.complete(),
+                        )
+                    }
+                };
+                if text != shown {
+                    if !shown.is_empty() {
+                        // A terminal shows the latest state in place; a pipe gets a history.
+                        console.print(if console.colour {
+                            "\u{1b}[H\u{1b}[2J"
+                        } else {
+                            "\n"
+                        })?;
+                    }
+                    console.print(&text)?;
+                    shown = text;
                 }
+                if !args.watch || complete {
+                    return Ok(());
+                }
+                // A refresh interval for a human watching, not a synchronisation point.
+                tokio::time::sleep(args.interval).await;
             }
         }
         Command::Plan(args) => {

@@ -92,3 +92,30 @@ fn colour_appears_only_when_asked() {
             .contains('\u{1b}')
     );
 }
+
+#[test]
+fn watch_stops_only_when_every_node_is_complete() {
+    let mut cluster = common::cluster();
+    assert!(!views::overview(&cluster).complete());
+    assert!(!views::skyhook_detail(&cluster, "demo").unwrap().complete());
+    let done = common::progress(
+        "demo",
+        "complete",
+        &[common::tuning("config", "complete", 0)],
+    );
+    for node in &mut cluster.nodes {
+        let annotations = node
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        for (key, value) in done.as_object().unwrap() {
+            annotations.insert(key.clone(), value.as_str().unwrap().to_owned());
+        }
+        if let Some(labels) = node.metadata.labels.as_mut() {
+            labels.remove("skyhook.nvidia.com/ignore");
+        }
+    }
+    assert!(views::skyhook_detail(&cluster, "demo").unwrap().complete());
+    // gpu's driver is only applied on node-f.
+    assert!(!views::overview(&cluster).complete());
+}

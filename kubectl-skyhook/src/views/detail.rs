@@ -93,6 +93,9 @@ pub struct NodeRow {
     pub status: String,
     /// Its compartment.
     pub compartment: String,
+    /// Whether every package is complete on it (the completion rule, whatever its status
+    /// annotation says).
+    pub complete: bool,
     /// The package it is working on (or waits to start), absent when complete.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<String>,
@@ -139,6 +142,13 @@ pub struct BlockedNodeRow {
     pub reason: String,
     /// The label, the taints, or the pods the drain waits for.
     pub detail: String,
+}
+
+impl SkyhookDetail {
+    /// Whether every selected node is complete (`status <name> --watch` stops).
+    pub fn complete(&self) -> bool {
+        self.complete_nodes == self.total_nodes
+    }
 }
 
 /// The detail of the Skyhook `name`, or `None` when there is no such Skyhook.
@@ -238,6 +248,7 @@ fn node_row(rollout: &Rollout<'_>, index: usize, facts: &NodeFacts<'_>) -> NodeR
         compartment: rollout
             .compartment_of(index)
             .map_or_else(|| "-".to_owned(), |c| c.spec.name.clone()),
+        complete: facts.complete,
         package: current.as_ref().map(|c| c.0.clone()),
         stage: current.as_ref().and_then(|c| c.1.clone()),
         state: current.map(|c| c.2),
@@ -591,11 +602,7 @@ impl View for SkyhookDetail {
         }
         // Complete nodes need no attention: the table lists them only with -o wide, so that
         // a large rollout shows what is left.
-        let listed: Vec<&NodeRow> = self
-            .nodes
-            .iter()
-            .filter(|n| wide || n.status != "complete")
-            .collect();
+        let listed: Vec<&NodeRow> = self.nodes.iter().filter(|n| wide || !n.complete).collect();
         let hidden = self.nodes.len() - listed.len();
         if !listed.is_empty() {
             let mut table =

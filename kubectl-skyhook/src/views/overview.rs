@@ -41,6 +41,15 @@ pub struct SkyhookRow {
     pub policy: Option<String>,
 }
 
+impl SkyhookOverview {
+    /// Whether every Skyhook is complete on every node it selects (`status --watch` stops).
+    pub fn complete(&self) -> bool {
+        self.skyhooks
+            .iter()
+            .all(|s| s.complete_nodes == s.total_nodes)
+    }
+}
+
 /// Summarises every Skyhook, in priority order (then name).
 pub fn overview(cluster: &Cluster) -> SkyhookOverview {
     let mut skyhooks: Vec<SkyhookRow> = cluster
