@@ -6,9 +6,11 @@
 //! that loses the Lease returns an error at once (the process then exits and restarts as a
 //! standby). SIGTERM and Ctrl-C release the Lease and return.
 //!
-//! What a reconcile does today: publish every Skyhook's metrics from its status and drop the
-//! series of deleted Skyhooks ([`crate::report`]). The rollout itself (plan and apply) plugs into
-//! [`reconcile_loop`].
+//! A reconcile publishes every Skyhook's metrics from its status ([`crate::report`]), lists the
+//! pods of the nodes a Skyhook has cordoned (workload pods are not cached), builds the
+//! [`Snapshot`], computes the pure [`plan`] and applies it ([`apply`]). It runs again on the next
+//! cache change, when the plan asks for it (drains, reboot deadlines), shortly after a failed
+//! write, and at least every `DEFAULT_INTERVAL`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,18 +18,26 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::future;
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use skyhook_api::v1alpha1::Skyhook;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::cache::Caches;
 use crate::config::Config;
 use crate::leader::{LeaderElector, LeaseTimings};
 use crate::metrics::Metrics;
+use crate::reconcile::apply::apply;
+use crate::reconcile::plan::plan;
+use crate::reconcile::snapshot::Snapshot;
 use crate::report::MetricsReporter;
 use crate::server::{self, Readiness};
 
@@ -122,7 +132,7 @@ async fn lead_and_reconcile(
         };
         tokio::select! {
             error = lost => Err(anyhow::Error::new(error)),
-            never = reconcile_loop(&caches, &changed, metrics, config.default_interval) => match never {},
+            never = reconcile_loop(client, config, &caches, &changed, metrics) => match never {},
         }
     }
     .await;
@@ -130,25 +140,94 @@ async fn lead_and_reconcile(
     result
 }
 
-/// Reconciles one snapshot at a time: after every cache change, and at least every `interval`.
+/// How soon a reconcile runs again after a write failed.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// Reconciles one snapshot at a time: after every cache change, when the last plan asked for it,
+/// and at least every `DEFAULT_INTERVAL`.
 pub async fn reconcile_loop(
+    client: &Client,
+    config: &Config,
     caches: &Caches,
     changed: &Notify,
     metrics: Arc<Metrics>,
-    interval: Duration,
 ) -> Infallible {
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "skyhook-controller".to_owned(),
+            instance: Some(identity()),
+        },
+    );
     let mut reporter = MetricsReporter::new(metrics.clone());
     loop {
-        {
+        let wait = {
             let _timer = metrics.reconcile_started();
-            let snapshot = caches.snapshot();
-            reporter.report(&snapshot);
-        }
+            let cached = caches.snapshot();
+            reporter.report(&cached);
+            reconcile_once(client, config, &recorder, &cached).await
+        };
         tokio::select! {
             () = changed.notified() => {}
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(wait) => {}
         }
     }
+}
+
+/// Plans and applies once; returns how long to wait at most before the next reconcile.
+async fn reconcile_once(
+    client: &Client,
+    config: &Config,
+    recorder: &Recorder,
+    cached: &crate::cache::Snapshot,
+) -> Duration {
+    let now = jiff::Timestamp::now();
+    let to_list = Snapshot::nodes_to_list(&cached.nodes);
+    let workload_pods = list_pods_on(client, &to_list).await;
+    let pdbs = if to_list.is_empty() {
+        Vec::new()
+    } else {
+        match Api::<PodDisruptionBudget>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list.items,
+            Err(error) => {
+                warn!(error = %error, "failed to list PodDisruptionBudgets; drain reports will not name them");
+                Vec::new()
+            }
+        }
+    };
+    let snapshot = Snapshot::build(cached, workload_pods, pdbs, now, config.reboot_deadline);
+    let planned = plan(&snapshot, config, now);
+    let mut wait = config.default_interval;
+    if let Some(after) = planned.requeue_after {
+        wait = wait.min(after);
+    }
+    let failures = apply(client, recorder, &config.pods.namespace, &snapshot, planned).await;
+    if failures > 0 {
+        wait = wait.min(RETRY_AFTER_FAILURE);
+    }
+    wait
+}
+
+/// All pods (any namespace) of each node in `nodes`. A node whose listing fails is left out, so
+/// the plan waits for it instead of draining blind.
+async fn list_pods_on(client: &Client, nodes: &[String]) -> BTreeMap<String, Vec<Pod>> {
+    let api = Api::<Pod>::all(client.clone());
+    let mut listed = BTreeMap::new();
+    for node in nodes {
+        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        match api.list(&params).await {
+            Ok(list) => {
+                listed.insert(node.clone(), list.items);
+            }
+            Err(error) => {
+                warn!(node = %node, error = %error, "failed to list the pods of a cordoned node")
+            }
+        }
+    }
+    listed
 }
 
 /// This replica's identity in the Lease: the pod name (hostname) and a per-process suffix, so a

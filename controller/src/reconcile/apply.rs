@@ -1,0 +1,289 @@
+//! Carries out a [`Plan`] against the API server, in an order that keeps the cluster safe if a
+//! step fails half-way: finalizers first (nothing is owned before it can be cleaned up),
+//! ConfigMaps before the pods that mount them, node patches (cordons) before evictions, pod
+//! deletions before creations, statuses, Events, and finalizer removals last.
+//!
+//! Contract: every write is a patch or a create/delete of one object; a Node is never replaced
+//! whole. Node metadata and spec use a JSON merge patch (removals as `null`), node conditions a
+//! strategic merge patch of the status keyed by condition type, ConfigMaps and Skyhook statuses
+//! server-side apply with the field manager [`FIELD_MANAGER`], so fields the plan drops are
+//! removed. A failed write is logged and counted; the next reconcile plans again from what the
+//! caches then show. `Plan` is destructured exhaustively so a new field cannot be ignored.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Pod};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource};
+use serde_json::{Map, Value, json};
+use skyhook_api::keys;
+use skyhook_api::v1alpha1::Skyhook;
+use tracing::{debug, warn};
+
+use super::plan::{EventTarget, NodePatch, Plan, PlannedEvent};
+use super::snapshot::Snapshot;
+
+/// Field manager of every server-side apply the controller makes.
+pub const FIELD_MANAGER: &str = "skyhook-controller";
+
+/// Applies `plan`; returns how many writes failed.
+pub async fn apply(
+    client: &Client,
+    recorder: &Recorder,
+    namespace: &str,
+    snapshot: &Snapshot,
+    plan: Plan,
+) -> usize {
+    let Plan {
+        nodes,
+        create_pods,
+        delete_pods,
+        evictions,
+        upsert_configmaps,
+        delete_configmaps,
+        statuses,
+        finalizers,
+        events,
+        requeue_after: _,
+    } = plan;
+    let mut failures = 0;
+    // 404: already gone (deletes) or the object left meanwhile; the next plan sees it.
+    let mut check = |what: &str, name: &str, result: Result<(), kube::Error>| {
+        if let Err(error) = result
+            && !is_status(&error, 404)
+        {
+            warn!(what, name, error = %error, "write failed; the next reconcile retries");
+            failures += 1;
+        }
+    };
+    let skyhooks = Api::<Skyhook>::all(client.clone());
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let node_api = Api::<Node>::all(client.clone());
+    let ssa = PatchParams::apply(FIELD_MANAGER).force();
+
+    for (name, add) in finalizers.iter().filter(|(_, add)| **add) {
+        let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
+        check("add finalizer", name, result);
+    }
+    for configmap in upsert_configmaps {
+        let name = configmap.metadata.name.clone().unwrap_or_default();
+        let mut body = configmap;
+        body.metadata.managed_fields = None;
+        let value = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": body.metadata,
+            "data": body.data,
+        });
+        let result = configmaps
+            .patch(&name, &ssa, &Patch::Apply(value))
+            .await
+            .map(drop);
+        check("apply configmap", &name, result);
+    }
+    for (name, patch) in &nodes {
+        let result = patch_node(&node_api, name, patch).await;
+        check("patch node", name, result);
+    }
+    for eviction in evictions {
+        let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
+        match api.evict(&eviction.name, &EvictParams::default()).await {
+            Ok(_) => debug!(pod = %eviction.name, node = %eviction.node, "evicted"),
+            // 429: a PodDisruptionBudget refuses it now; the drain polls again.
+            Err(error) if is_status(&error, 429) => {
+                debug!(pod = %eviction.name, node = %eviction.node, "eviction refused by a disruption budget");
+            }
+            Err(error) => check("evict pod", &eviction.name, Err(error)),
+        }
+    }
+    for (name, why) in delete_pods {
+        debug!(pod = %name, reason = %why, "deleting pod");
+        let result = pods.delete(&name, &DeleteParams::default()).await.map(drop);
+        check("delete pod", &name, result);
+    }
+    for pod in create_pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        // 409: a pod with this deterministic name exists already (a plan made from a cache
+        // that had not yet seen the previous creation); that pod is the one wanted.
+        let result = match pods.create(&PostParams::default(), &pod).await {
+            Err(error) if is_status(&error, 409) => Ok(()),
+            other => other.map(drop),
+        };
+        check("create pod", &name, result);
+    }
+    for name in delete_configmaps {
+        let result = configmaps
+            .delete(&name, &DeleteParams::default())
+            .await
+            .map(drop);
+        check("delete configmap", &name, result);
+    }
+    for (name, status) in statuses {
+        let value = json!({
+            "apiVersion": Skyhook::api_version(&()),
+            "kind": Skyhook::kind(&()),
+            "status": status,
+        });
+        let result = skyhooks
+            .patch_status(&name, &ssa, &Patch::Apply(value))
+            .await
+            .map(drop);
+        check("apply skyhook status", &name, result);
+    }
+    for event in events {
+        let reference = reference(snapshot, &event);
+        let PlannedEvent {
+            target: _,
+            warning,
+            reason,
+            message,
+        } = event;
+        let published = recorder
+            .publish(
+                &Event {
+                    type_: if warning {
+                        EventType::Warning
+                    } else {
+                        EventType::Normal
+                    },
+                    reason: reason.to_owned(),
+                    note: Some(message),
+                    action: reason.to_owned(),
+                    secondary: None,
+                },
+                &reference,
+            )
+            .await;
+        if let Err(error) = published {
+            debug!(reason, error = %error, "event not published");
+        }
+    }
+    for (name, add) in finalizers.iter().filter(|(_, add)| !**add) {
+        let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
+        check("remove finalizer", name, result);
+    }
+    failures
+}
+
+fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// Writes the Skyhook's finalizer list with ours added or removed, guarded by the
+/// resourceVersion read so that a concurrent edit of the list is not lost.
+async fn set_finalizer(
+    api: &Api<Skyhook>,
+    snapshot: &Snapshot,
+    name: &str,
+    add: bool,
+) -> Result<(), kube::Error> {
+    let Some(skyhook) = snapshot
+        .skyhooks
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+    else {
+        return Ok(());
+    };
+    let mut finalizers: Vec<String> = skyhook.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.retain(|f| f != keys::FINALIZER);
+    if add {
+        finalizers.push(keys::FINALIZER.to_owned());
+    }
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": skyhook.metadata.resource_version,
+            "finalizers": finalizers,
+        }
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(drop)
+}
+
+/// The node's metadata and spec as one merge patch, its conditions as one strategic merge
+/// patch of the status.
+async fn patch_node(api: &Api<Node>, name: &str, patch: &NodePatch) -> Result<(), kube::Error> {
+    let NodePatch {
+        annotations,
+        labels,
+        unschedulable,
+        taints,
+        conditions,
+    } = patch;
+    let mut metadata = Map::new();
+    if !annotations.is_empty() {
+        metadata.insert("annotations".into(), json!(annotations));
+    }
+    if !labels.is_empty() {
+        metadata.insert("labels".into(), json!(labels));
+    }
+    let mut spec = Map::new();
+    if let Some(unschedulable) = unschedulable {
+        spec.insert("unschedulable".into(), json!(unschedulable));
+    }
+    if let Some(taints) = taints {
+        spec.insert("taints".into(), json!(taints));
+    }
+    if !metadata.is_empty() || !spec.is_empty() {
+        let mut body = Map::new();
+        if !metadata.is_empty() {
+            body.insert("metadata".into(), Value::Object(metadata));
+        }
+        if !spec.is_empty() {
+            body.insert("spec".into(), Value::Object(spec));
+        }
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(Value::Object(body)),
+        )
+        .await?;
+    }
+    if !conditions.is_empty() {
+        let now = jiff::Timestamp::now().to_string();
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|(type_, status, reason)| {
+                json!({
+                    "type": type_,
+                    "status": status,
+                    "reason": reason,
+                    "lastTransitionTime": now,
+                    "lastHeartbeatTime": now,
+                })
+            })
+            .collect();
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": conditions}})),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The object an Event is about.
+fn reference(snapshot: &Snapshot, event: &PlannedEvent) -> ObjectReference {
+    match &event.target {
+        EventTarget::Node(name) => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.clone()),
+            ..ObjectReference::default()
+        },
+        EventTarget::Skyhook(name) => snapshot
+            .skyhooks
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name.as_str()))
+            .map_or_else(
+                || ObjectReference {
+                    api_version: Some(Skyhook::api_version(&()).into_owned()),
+                    kind: Some(Skyhook::kind(&()).into_owned()),
+                    name: Some(name.clone()),
+                    ..ObjectReference::default()
+                },
+                |s| s.object_ref(&()),
+            ),
+    }
+}
