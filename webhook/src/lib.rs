@@ -4,6 +4,7 @@
 
 pub mod admit;
 pub mod cache;
+pub mod cert_plan;
 pub mod lookups;
 pub mod metrics;
 pub mod review;
