@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 
@@ -17,6 +18,8 @@ pub struct Cluster {
     pub pods: Vec<Pod>,
     /// Every DeploymentPolicy.
     pub policies: Vec<DeploymentPolicy>,
+    /// PodDisruptionBudgets, read when a drain may be waiting on them.
+    pub pdbs: Vec<PodDisruptionBudget>,
 }
 
 static NO_STRINGS: BTreeMap<String, String> = BTreeMap::new();

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, LogParams, Patch as KubePatch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Api, Client, Config};
@@ -594,6 +595,7 @@ async fn read_cluster(
         )
         .await?,
         pods: Vec::new(),
+        pdbs: Vec::new(),
     };
     if pods {
         let package_pods = Api::<Pod>::namespaced(client.clone(), &global.namespace)
@@ -615,6 +617,13 @@ async fn read_cluster(
             })
             .map(|node| cluster::name_of(&node.metadata).to_owned())
             .collect();
+        if !cordoned.is_empty() {
+            cluster.pdbs = list(
+                Api::<PodDisruptionBudget>::all(client.clone()),
+                "list PodDisruptionBudgets",
+            )
+            .await?;
+        }
         for node in cordoned {
             let on_node = Api::<Pod>::all(client.clone())
                 .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))

@@ -3,9 +3,11 @@
 //! its exit code or reason and restarts; blocked nodes and why; what happens next.
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Serialize;
 use skyhook_api::budget::BlockReason;
 use skyhook_api::keys;
+use skyhook_api::selector::Selector;
 use skyhook_api::v1alpha1::{PackageStatus, State, Status};
 
 use crate::cluster::{self, Cluster, name_of, pod_label, pod_node};
@@ -184,7 +186,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         .iter()
         .flat_map(|facts| erroring_packages(facts, name, &cluster.pods))
         .collect();
-    let blocked = blocked_nodes(&rollout, &cluster.pods);
+    let blocked = blocked_nodes(&rollout, &cluster.pods, &cluster.pdbs);
     let warnings = rollout
         .nodes
         .iter()
@@ -392,7 +394,11 @@ fn failure_of(status: &ContainerStatus) -> Option<Failure> {
     })
 }
 
-fn blocked_nodes(rollout: &Rollout<'_>, pods: &[Pod]) -> Vec<BlockedNodeRow> {
+fn blocked_nodes(
+    rollout: &Rollout<'_>,
+    pods: &[Pod],
+    pdbs: &[PodDisruptionBudget],
+) -> Vec<BlockedNodeRow> {
     let mut rows = Vec::new();
     for facts in &rollout.nodes {
         match rollout.block_reason(facts.name) {
@@ -424,11 +430,17 @@ fn blocked_nodes(rollout: &Rollout<'_>, pods: &[Pod]) -> Vec<BlockedNodeRow> {
                     )
                 })
                 .map(|pod| {
-                    format!(
-                        "{}/{}",
-                        pod.metadata.namespace.as_deref().unwrap_or_default(),
-                        name_of(&pod.metadata)
-                    )
+                    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                    let held_by = holding_budgets(pod, pdbs);
+                    if held_by.is_empty() {
+                        format!("{namespace}/{}", name_of(&pod.metadata))
+                    } else {
+                        format!(
+                            "{namespace}/{} (held by PodDisruptionBudget {})",
+                            name_of(&pod.metadata),
+                            held_by.join(", ")
+                        )
+                    }
                 })
                 .collect();
             let detail = if remaining.is_empty() {
@@ -444,6 +456,28 @@ fn blocked_nodes(rollout: &Rollout<'_>, pods: &[Pod]) -> Vec<BlockedNodeRow> {
         }
     }
     rows
+}
+
+/// The PodDisruptionBudgets of the pod's namespace that select it and allow no disruption
+/// now, which is what keeps an eviction from succeeding. A budget without a selector
+/// selects nothing (policy/v1).
+fn holding_budgets(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Vec<String> {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    pdbs.iter()
+        .filter(|pdb| pdb.metadata.namespace == pod.metadata.namespace)
+        .filter(|pdb| {
+            pdb.status
+                .as_ref()
+                .is_some_and(|s| s.disruptions_allowed <= 0)
+        })
+        .filter(|pdb| {
+            pdb.spec
+                .as_ref()
+                .and_then(|spec| spec.selector.as_ref())
+                .is_some_and(|selector| Selector::parse_or_nothing(selector).matches(&labels))
+        })
+        .map(|pdb| name_of(&pdb.metadata).to_owned())
+        .collect()
 }
 
 fn owned_by_daemon_set(pod: &Pod) -> bool {

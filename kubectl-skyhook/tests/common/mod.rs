@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kubectl_skyhook::cluster::Cluster;
 use serde_json::{Value, json};
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
@@ -57,7 +58,7 @@ fn demo_labels() -> Value {
 }
 
 /// The demo rolled out on five nodes, plus a paused Skyhook with a DeploymentPolicy:
-/// - node-a complete, node-b applying, node-c erroring in config (exit code 3, 2 restarts),
+/// - node-a complete, node-b applying and cordoned (draining `shop/web-1`, held by a budget), node-c erroring in config (exit code 3, 2 restarts),
 /// - node-d ignored, node-e tainted `dedicated=gpu:NoSchedule`, node-f not selected.
 pub fn cluster() -> Cluster {
     let mut demo = demo();
@@ -115,10 +116,53 @@ pub fn cluster() -> Cluster {
         &[tuning("config", "complete", 0)],
     )["skyhook.nvidia.com/nodeState_demo"]
         .clone();
+    // node-b is being drained for demo: a web pod held by a budget, a free one, and a
+    // DaemonSet pod, which a drain leaves alone.
+    let on_b = |name: &str, labels: Value, owner: Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop", "labels": labels, "ownerReferences": owner},
+            "spec": {"nodeName": "node-b", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap()
+    };
+    let held = on_b("web-1", json!({"app": "web"}), json!([]));
+    let free = on_b("batch-1", json!({"app": "batch"}), json!([]));
+    let daemon = on_b(
+        "agent-x",
+        json!({"app": "agent"}),
+        json!([{"apiVersion": "apps/v1",
+        "kind": "DaemonSet", "name": "agent", "uid": "u"}]),
+    );
+    let pdb = |name: &str, app: &str, allowed: i32| -> PodDisruptionBudget {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "minAvailable": 1},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1},
+        }))
+        .unwrap()
+    };
+    let mut node_b = node(
+        "node-b",
+        2,
+        demo_labels(),
+        progress("demo", "in_progress", &[tuning("apply", "in_progress", 0)]),
+        json!([]),
+    );
+    node_b
+        .spec
+        .get_or_insert_with(Default::default)
+        .unschedulable = Some(true);
+    node_b
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("skyhook.nvidia.com/cordon_demo".into(), "true".into());
     Cluster {
+        pdbs: vec![pdb("web-pdb", "web", 0), pdb("batch-pdb", "batch", 1)],
         skyhooks: vec![demo, gpu],
         policies: vec![policy],
-        pods: vec![pod],
+        pods: vec![pod, held, free, daemon],
         nodes: vec![
             node(
                 "node-a",
@@ -127,13 +171,7 @@ pub fn cluster() -> Cluster {
                 progress("demo", "complete", &[tuning("config", "complete", 0)]),
                 json!([]),
             ),
-            node(
-                "node-b",
-                2,
-                demo_labels(),
-                progress("demo", "in_progress", &[tuning("apply", "in_progress", 0)]),
-                json!([]),
-            ),
+            node_b,
             node(
                 "node-c",
                 3,
