@@ -268,6 +268,20 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
         })
         .collect();
     nodes.sort_unstable();
+    // Removing cordon_<skyhook> does not uncordon: say so, or the node looks forgotten.
+    let mut still_cordoned: Vec<&str> = cluster
+        .nodes
+        .iter()
+        .filter(|node| cluster::annotations(node).contains_key(&state_key))
+        .filter(|node| cluster::unschedulable(node))
+        .filter(|node| {
+            cluster::annotations(node)
+                .get(&keys::cordon_annotation(name))
+                .is_some_and(|v| v == "true")
+        })
+        .map(|node| name_of(&node.metadata))
+        .collect();
+    still_cordoned.sort_unstable();
     if nodes.is_empty() {
         change
             .notes
@@ -302,6 +316,11 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
             .done
             .push(format!("Skyhook {name:?} reset on {} node(s)", nodes.len()));
     }
+    change.done.extend(still_cordoned.iter().map(|node| {
+        format!(
+            "Node {node:?} stays cordoned: `kubectl uncordon {node}` makes it schedulable again"
+        )
+    }));
     if let Some((patch, count)) = batch_reset_patch(skyhook).filter(|_| !skip_batch_reset) {
         change.summary.push(format!(
             "Batch state of {count} compartment(s) goes back to batch 1."

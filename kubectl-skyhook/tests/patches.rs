@@ -176,6 +176,7 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
         change.done,
         [
             "Skyhook \"demo\" reset on 4 node(s)",
+            "Node \"node-b\" stays cordoned: `kubectl uncordon node-b` makes it schedulable again",
             "Batch state of Skyhook \"demo\" reset"
         ]
     );
