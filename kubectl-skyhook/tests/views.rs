@@ -119,3 +119,62 @@ fn watch_stops_only_when_every_node_is_complete() {
     // gpu's driver is only applied on node-f.
     assert!(!views::overview(&cluster).complete());
 }
+
+#[test]
+fn what_happens_next_when_held() {
+    let mut cluster = common::cluster();
+    let demo = cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo"))
+        .unwrap();
+    demo.spec.deployment_policy = Some("missing".into());
+    let detail = views::skyhook_detail(&cluster, "demo").unwrap();
+    assert!(detail.compartments.is_empty());
+    assert_eq!(
+        detail.next,
+        [
+            "nothing: DeploymentPolicy \"missing\" does not exist; create it or remove spec.deploymentPolicy"
+        ]
+    );
+
+    let demo = cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo"))
+        .unwrap();
+    demo.spec.deployment_policy = None;
+    demo.metadata.annotations =
+        Some([("skyhook.nvidia.com/disable".to_owned(), "true".to_owned())].into());
+    let detail = views::skyhook_detail(&cluster, "demo").unwrap();
+    assert!(detail.disabled);
+    assert_eq!(
+        detail.next,
+        ["nothing: the Skyhook is disabled; `kubectl skyhook enable demo` lets it work again"]
+    );
+
+    let gpu = views::skyhook_detail(&cluster, "gpu").unwrap();
+    assert!(
+        gpu.compartments
+            .iter()
+            .any(|c| c.name == "__default__" && c.should_stop)
+    );
+}
+
+#[test]
+fn a_stopped_compartment_says_how_to_restart() {
+    let mut cluster = common::cluster();
+    let gpu = cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("gpu"))
+        .unwrap();
+    gpu.metadata.annotations = None;
+    let detail = views::skyhook_detail(&cluster, "gpu").unwrap();
+    assert_eq!(
+        detail.next,
+        [
+            "compartment __default__: stopped after 2 failed batches in a row; `kubectl skyhook deployment-policy reset gpu` starts it again"
+        ]
+    );
+}
