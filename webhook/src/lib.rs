@@ -5,6 +5,7 @@
 pub mod admit;
 pub mod cache;
 pub mod cert_plan;
+pub mod issue;
 pub mod lookups;
 pub mod metrics;
 pub mod review;

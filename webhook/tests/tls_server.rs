@@ -111,9 +111,17 @@ fn client_config(
 type Tls = tokio_rustls::client::TlsStream<TcpStream>;
 
 async fn connect(addr: SocketAddr, config: Arc<ClientConfig>) -> std::io::Result<Tls> {
+    connect_as(addr, config, "localhost").await
+}
+
+async fn connect_as(
+    addr: SocketAddr,
+    config: Arc<ClientConfig>,
+    name: &str,
+) -> std::io::Result<Tls> {
     let tcp = TcpStream::connect(addr).await?;
     TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .connect(ServerName::try_from(name.to_owned()).unwrap(), tcp)
         .await
 }
 
@@ -349,4 +357,43 @@ async fn admin_port_reports_health_readiness_and_metrics() {
     assert!(text.contains(
         r#"skyhook_webhook_admissions_total{kind="DeploymentPolicy",operation="DELETE",result="denied"} 1"#
     ));
+}
+
+#[tokio::test]
+async fn an_issued_certificate_is_trusted_through_its_ca_for_both_service_names() {
+    use rustls::pki_types::pem::PemObject as _;
+    let service = "skyhook-webhook.skyhook.svc";
+    let fixed: jiff::Timestamp = "2026-06-01T10:30:00Z".parse().unwrap();
+    let expires = webhook::issue::issue(service, fixed).unwrap().expires;
+    assert_eq!(expires, "2027-06-01T00:00:00Z".parse().unwrap());
+
+    // Handshakes check validity against the real clock.
+    let issued = webhook::issue::issue(service, jiff::Timestamp::now()).unwrap();
+    assert!(!format!("{issued:?}").contains("PRIVATE"));
+    let dir = tempfile::tempdir().unwrap();
+    replace(dir.path(), tls::CERT_FILE, &issued.cert);
+    replace(dir.path(), tls::KEY_FILE, &issued.key);
+    let server = Server::start(dir.path()).await;
+    let ca = CertificateDer::from_pem_slice(issued.ca.as_bytes()).unwrap();
+    let trusting_ca = client_config(&[&ca], &[&version::TLS13]);
+    for name in [service.to_owned(), format!("{service}.cluster.local")] {
+        let stream = connect_as(server.addr, Arc::clone(&trusting_ca), &name)
+            .await
+            .unwrap();
+        let (status, _) = request(
+            stream,
+            "POST",
+            Endpoint::ValidateSkyhook.path(),
+            demo_review(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 200);
+    }
+    assert!(
+        connect_as(server.addr, trusting_ca, "other.skyhook.svc")
+            .await
+            .is_err()
+    );
+    server.shutdown().await;
 }
