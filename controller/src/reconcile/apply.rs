@@ -46,15 +46,6 @@ pub async fn apply(
         requeue_after: _,
     } = plan;
     let mut failures = 0;
-    // 404: already gone (deletes) or the object left meanwhile; the next plan sees it.
-    let mut check = |what: &str, name: &str, result: Result<(), kube::Error>| {
-        if let Err(error) = result
-            && !is_status(&error, 404)
-        {
-            warn!(what, name, error = %error, "write failed; the next reconcile retries");
-            failures += 1;
-        }
-    };
     let skyhooks = Api::<Skyhook>::all(client.clone());
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
@@ -63,7 +54,7 @@ pub async fn apply(
 
     for (name, add) in finalizers.iter().filter(|(_, add)| **add) {
         let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
-        check("add finalizer", name, result);
+        failures += failed("add finalizer", name, result);
     }
     for configmap in upsert_configmaps {
         let name = configmap.metadata.name.clone().unwrap_or_default();
@@ -79,12 +70,16 @@ pub async fn apply(
             .patch(&name, &ssa, &Patch::Apply(value))
             .await
             .map(drop);
-        check("apply configmap", &name, result);
+        failures += failed("apply configmap", &name, result);
     }
+    let failures_before_nodes = failures;
     for (name, patch) in &nodes {
         let result = patch_node(&node_api, name, patch).await;
-        check("patch node", name, result);
+        failures += failed("patch node", name, result);
     }
+    // The statuses mirror the node state and record boot IDs that must follow a node reset:
+    // written only when every node patch landed, else the next plan computes them again.
+    let nodes_written = failures == failures_before_nodes;
     for eviction in evictions {
         let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
         match api.evict(&eviction.name, &EvictParams::default()).await {
@@ -93,13 +88,13 @@ pub async fn apply(
             Err(error) if is_status(&error, 429) => {
                 debug!(pod = %eviction.name, node = %eviction.node, "eviction refused by a disruption budget");
             }
-            Err(error) => check("evict pod", &eviction.name, Err(error)),
+            Err(error) => failures += failed("evict pod", &eviction.name, Err(error)),
         }
     }
     for (name, why) in delete_pods {
         debug!(pod = %name, reason = %why, "deleting pod");
         let result = pods.delete(&name, &DeleteParams::default()).await.map(drop);
-        check("delete pod", &name, result);
+        failures += failed("delete pod", &name, result);
     }
     for pod in create_pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -109,16 +104,16 @@ pub async fn apply(
             Err(error) if is_status(&error, 409) => Ok(()),
             other => other.map(drop),
         };
-        check("create pod", &name, result);
+        failures += failed("create pod", &name, result);
     }
     for name in delete_configmaps {
         let result = configmaps
             .delete(&name, &DeleteParams::default())
             .await
             .map(drop);
-        check("delete configmap", &name, result);
+        failures += failed("delete configmap", &name, result);
     }
-    for (name, status) in statuses {
+    for (name, status) in statuses.into_iter().filter(|_| nodes_written) {
         let value = json!({
             "apiVersion": Skyhook::api_version(&()),
             "kind": Skyhook::kind(&()),
@@ -128,7 +123,7 @@ pub async fn apply(
             .patch_status(&name, &ssa, &Patch::Apply(value))
             .await
             .map(drop);
-        check("apply skyhook status", &name, result);
+        failures += failed("apply skyhook status", &name, result);
     }
     for event in events {
         let reference = reference(snapshot, &event);
@@ -160,9 +155,21 @@ pub async fn apply(
     }
     for (name, add) in finalizers.iter().filter(|(_, add)| !**add) {
         let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
-        check("remove finalizer", name, result);
+        failures += failed("remove finalizer", name, result);
     }
     failures
+}
+
+/// 1 when `result` is a failure worth retrying (logged), 0 otherwise. 404 means already gone
+/// (deletes) or the object left meanwhile; the next plan sees it.
+fn failed(what: &str, name: &str, result: Result<(), kube::Error>) -> usize {
+    match result {
+        Err(error) if !is_status(&error, 404) => {
+            warn!(what, name, error = %error, "write failed; the next reconcile retries");
+            1
+        }
+        _ => 0,
+    }
 }
 
 fn is_status(error: &kube::Error, code: u16) -> bool {

@@ -49,6 +49,9 @@ pub const CORDONED_AT_PREFIX: &str = "skyhook.nvidia.com/cordonedAt_";
 pub const DRAIN_POLL: Duration = Duration::from_secs(5);
 /// Skyhook condition naming the pods and budgets that block a drain past its timeout.
 pub const CONDITION_DRAIN_BLOCKED: &str = "skyhook.nvidia.com/DrainBlocked";
+/// Skyhook condition set while the spec breaks the validation rules (the webhook was
+/// bypassed or is older); nothing of that Skyhook runs until it is fixed.
+pub const CONDITION_SPEC_INVALID: &str = "skyhook.nvidia.com/SpecInvalid";
 /// Version written to `version_<skyhook>` on the nodes a Skyhook works on.
 pub const CONTROLLER_VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -16,6 +16,7 @@ use skyhook_api::stage::{apply_edits, node_complete, version_changes};
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::v1alpha1::{BatchState, Skyhook, SkyhookStatus, Status};
+use skyhook_api::validate::{ValidationContext, validate_skyhook};
 
 use super::status::Outcome;
 use super::taints::matched_nodes;
@@ -82,6 +83,14 @@ impl<'s> Planner<'s> {
         }
         if !has_finalizer {
             self.plan.finalizers.insert(name.to_owned(), true);
+        }
+        let context = ValidationContext {
+            name: Some(name),
+            known_policies: None,
+        };
+        if let Err(violations) = validate_skyhook(&skyhook.spec, &context) {
+            self.invalid(skyhook, name, &violations.to_string());
+            return None;
         }
         let owner = match OwnerSkyhook::new(skyhook) {
             Ok(owner) => owner,

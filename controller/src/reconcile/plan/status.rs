@@ -9,7 +9,7 @@ use skyhook_api::status::{SkyhookOverrides, counters, ready_condition, skyhook_s
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 
 use super::skyhooks::Blocking;
-use super::{CONDITION_DRAIN_BLOCKED, EventTarget, Planner};
+use super::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID, EventTarget, Planner};
 
 /// What one Skyhook's pass found, for its status.
 #[derive(Debug, Default)]
@@ -57,6 +57,32 @@ fn condition(
 }
 
 impl Planner<'_> {
+    /// Reports an invalid spec on the Skyhook; its nodes are left as they are.
+    pub(super) fn invalid(&mut self, skyhook: &Skyhook, name: &str, violations: &str) {
+        let old = skyhook.status.clone().unwrap_or_default();
+        let mut status = old.clone();
+        set_condition(
+            &mut status.conditions,
+            condition(
+                CONDITION_SPEC_INVALID,
+                true,
+                "SpecInvalid",
+                format!("nothing runs until the spec is fixed: {violations}"),
+                skyhook.metadata.generation,
+                self.now,
+            ),
+        );
+        if status != old {
+            self.event(
+                EventTarget::Skyhook(name.to_owned()),
+                true,
+                "SpecInvalid",
+                violations.to_owned(),
+            );
+            self.plan.statuses.insert(name.to_owned(), status);
+        }
+    }
+
     pub(super) fn finish_status(
         &mut self,
         skyhook: &Skyhook,
@@ -203,6 +229,7 @@ impl Planner<'_> {
                 )
             }),
         );
+        conditions.retain(|c| c.type_ != CONDITION_SPEC_INVALID);
         upsert_or_remove(
             conditions,
             CONDITION_DRAIN_BLOCKED,

@@ -237,3 +237,40 @@ fn serial_runs_one_package_at_a_time() {
         ]
     );
 }
+
+#[test]
+fn an_invalid_spec_runs_nothing_and_says_why() {
+    let mut s = skyhook("invalid", vec![package("one", "1.0.0")]);
+    s.spec.priority = 0;
+    let mut sim = Sim::new(vec![node("worker", 0)], vec![s]);
+    let planned = sim.step();
+    assert!(planned.create_pods.is_empty() && planned.nodes.is_empty());
+    let conditions = sim
+        .skyhook("invalid")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .conditions;
+    let invalid = conditions
+        .iter()
+        .find(|c| c.type_ == crate::reconcile::plan::CONDITION_SPEC_INVALID);
+    assert!(
+        invalid.is_some_and(|c| c.status == "True" && c.message.contains("spec.priority")),
+        "{conditions:?}"
+    );
+
+    sim.skyhook_mut("invalid").spec.priority = 1;
+    sim.step();
+    let conditions = sim
+        .skyhook("invalid")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .conditions;
+    assert!(
+        !conditions
+            .iter()
+            .any(|c| c.type_ == crate::reconcile::plan::CONDITION_SPEC_INVALID)
+    );
+    assert_eq!(sim.pods().len(), 1);
+}
