@@ -410,6 +410,7 @@ impl<'s> Planner<'s> {
                 None => {}
             }
         }
+        let all_complete = complete.values().all(|done| *done);
         let mut picks = Vec::new();
         let mut compartment_statuses = BTreeMap::new();
         for compartment in compartments {
@@ -436,8 +437,13 @@ impl<'s> Planner<'s> {
                 .get(&compartment.name)
                 .and_then(|s| s.batch_state.clone())
                 .unwrap_or_else(BatchState::initial);
-            let (state, _) =
-                evaluate_batch(compartment.strategy.as_ref(), &state, members.observation());
+            // Batches are evaluated only while the Skyhook is not complete, so a state reset
+            // on completion stays reset.
+            let state = if all_complete {
+                state
+            } else {
+                evaluate_batch(compartment.strategy.as_ref(), &state, members.observation()).0
+            };
             let selection = members.select(compartment.strategy.as_ref(), &state, ceiling);
             for blocked in &selection.blocked {
                 if let Some(work) = self.nodes.get_mut(blocked.name) {

@@ -4,5 +4,6 @@
 
 mod budget;
 mod changes;
+mod policy;
 mod scenarios;
 mod sim;
