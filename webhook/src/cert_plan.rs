@@ -8,8 +8,7 @@
 //! - The webhook is ready only when it serves the Secret's certificate and every webhook trusts
 //!   the Secret's CA.
 //!
-//! The I/O layer that reads the Secret and configurations and carries out the actions is not
-//! built yet.
+//! [`crate::cert_sync`] observes and carries the plan out.
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -139,6 +138,22 @@ fn issue(reason: IssueReason, recheck_at: Timestamp) -> CertPlan {
         actions: vec![Action::Issue(reason)],
         ready: false,
         recheck_at,
+    }
+}
+
+/// The `ca.crt` to store with a newly issued CA: the new CA, then the CA it replaces (only that
+/// one, not older ones). API servers trust both while replicas still serve the previous
+/// certificate, so a rotation fails no request; the older CA drops out at the next rotation.
+pub fn ca_bundle(new_ca: &str, previous: Option<&str>) -> String {
+    const END: &str = "-----END CERTIFICATE-----";
+    let previous_ca = previous
+        .and_then(|p| p.find(END).map(|at| &p[..at + END.len()]))
+        .map(str::trim);
+    match previous_ca {
+        Some(old) if !old.is_empty() && old != new_ca.trim() => {
+            format!("{}\n{old}\n", new_ca.trim_end())
+        }
+        _ => new_ca.to_owned(),
     }
 }
 
@@ -297,6 +312,19 @@ mod tests {
             assert_eq!(plan.actions, actions, "{name}");
             assert_eq!(plan.ready, ready, "{name}");
         }
+    }
+
+    #[test]
+    fn a_new_ca_is_bundled_with_only_the_one_it_replaces() {
+        let block =
+            |n: &str| format!("-----BEGIN CERTIFICATE-----\n{n}\n-----END CERTIFICATE-----\n");
+        let (a, b, c) = (block("A"), block("B"), block("C"));
+        assert_eq!(ca_bundle(&a, None), a);
+        assert_eq!(ca_bundle(&b, Some(&a)), format!("{b}{a}"));
+        // B+A rotated to C keeps B only.
+        assert_eq!(ca_bundle(&c, Some(&format!("{b}{a}"))), format!("{c}{b}"));
+        assert_eq!(ca_bundle(&a, Some(&a)), a);
+        assert_eq!(ca_bundle(&a, Some("garbage")), a);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -11,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cache::cluster_cache;
+use crate::cert_sync::CertSync;
 use crate::metrics::Metrics;
 use crate::server::{Admin, Admission, admin_router, admission_router, serve_tls};
 use crate::telemetry::LogFormat;
@@ -39,10 +41,26 @@ pub struct Args {
     /// Log line format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
-    /// Namespace the webhook runs in (its Service and certificate Secret live there). Only
-    /// logged for now: certificate self-management, which needs it, is not built yet.
+    /// Namespace the webhook runs in; its Service and certificate Secret live there.
     #[arg(long, env = "POD_NAMESPACE", default_value = "skyhook")]
     pub namespace: String,
+    /// Manage the certificate: issue it into --cert-secret, keep the caBundle of both webhook
+    /// configurations current, renew it 7 days before expiry, and serve it. Without this flag
+    /// the files in --cert-dir come from elsewhere (a mounted Secret, cert-manager).
+    #[arg(long, env = "WEBHOOK_MANAGE_CERTS")]
+    pub manage_certs: bool,
+    /// Secret holding the managed certificate.
+    #[arg(long, env = "WEBHOOK_CERT_SECRET", default_value = "webhook-cert")]
+    pub cert_secret: String,
+    /// Name of the webhook's Service; the certificate is issued for <name>.<namespace>.svc.
+    #[arg(long, env = "WEBHOOK_SERVICE", default_value = "skyhook-webhook")]
+    pub service: String,
+    /// ValidatingWebhookConfiguration whose caBundle is kept current.
+    #[arg(long, default_value = "skyhook-operator-validating-webhook")]
+    pub validating_webhook_configuration: String,
+    /// MutatingWebhookConfiguration whose caBundle is kept current.
+    #[arg(long, default_value = "skyhook-operator-mutating-webhook")]
+    pub mutating_webhook_configuration: String,
 }
 
 /// Upstream's default: `<tmp>/k8s-webhook-server/serving-certs`.
@@ -58,6 +76,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         port = args.port,
         admin_port = args.admin_port,
         namespace = %args.namespace,
+        manage_certs = args.manage_certs,
         "starting skyhook-webhook"
     );
     let provider = tls::provider();
@@ -72,8 +91,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("failed to create a Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    let (cache, fill_cache) = cluster_cache(client);
+    let (cache, fill_cache) = cluster_cache(client.clone());
     tokio::spawn(fill_cache);
+    let certs_trusted = Arc::new(AtomicBool::new(!args.manage_certs));
+    if args.manage_certs {
+        let sync = CertSync {
+            namespace: args.namespace.clone(),
+            secret: args.cert_secret.clone(),
+            service: format!("{}.{}.svc", args.service, args.namespace),
+            validating: args.validating_webhook_configuration.clone(),
+            mutating: args.mutating_webhook_configuration.clone(),
+        };
+        tokio::spawn(sync.run(client, Arc::clone(&certs), Arc::clone(&certs_trusted)));
+    }
 
     let metrics = Arc::new(Metrics::default());
     let admission = admission_router(Admission {
@@ -83,7 +113,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let ready_certs = Arc::clone(&certs);
     let admin = admin_router(Admin {
         metrics,
-        ready: Arc::new(move || ready_certs.has_cert() && cache.is_synced()),
+        ready: Arc::new(move || {
+            ready_certs.has_cert() && certs_trusted.load(Ordering::Acquire) && cache.is_synced()
+        }),
     });
     let tls_config = Arc::new(tls::server_config(certs, provider)?);
 
