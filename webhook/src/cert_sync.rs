@@ -330,3 +330,59 @@ fn stored_cert(secret: &Secret) -> StoredCert {
         service: annotation(SERVICE_ANNOTATION),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_secret_and_treats_empty_values_as_absent() {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                annotations: Some(BTreeMap::from([
+                    (
+                        EXPIRATION_ANNOTATION.to_owned(),
+                        "2027-06-01T00:00:00Z".to_owned(),
+                    ),
+                    (SERVICE_ANNOTATION.to_owned(), "svc.ns.svc".to_owned()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([
+                ("ca.crt".to_owned(), ByteString(b"CA".to_vec())),
+                ("tls.crt".to_owned(), ByteString(b"CERT".to_vec())),
+                ("tls.key".to_owned(), ByteString(Vec::new())),
+            ])),
+            ..Secret::default()
+        };
+        assert_eq!(
+            stored_cert(&secret),
+            StoredCert {
+                ca: Some("CA".into()),
+                cert: Some("CERT".into()),
+                key: None,
+                expires: Some("2027-06-01T00:00:00Z".parse().unwrap()),
+                service: Some("svc.ns.svc".into()),
+            }
+        );
+        let unreadable = Secret {
+            metadata: ObjectMeta {
+                annotations: Some(BTreeMap::from([(
+                    EXPIRATION_ANNOTATION.to_owned(),
+                    "next year".to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            ..Secret::default()
+        };
+        assert_eq!(stored_cert(&unreadable), StoredCert::default());
+        assert_eq!(
+            trust("c", "w", Some(&ByteString(Vec::new()))).ca_bundle,
+            None
+        );
+        assert_eq!(
+            trust("c", "w", Some(&ByteString(b"CA".to_vec()))).ca_bundle,
+            Some("CA".into())
+        );
+    }
+}
