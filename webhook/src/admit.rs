@@ -110,18 +110,18 @@ fn validate_skyhook_request(
     request: &AdmissionRequest<DynamicObject>,
     lookups: &dyn Lookups,
 ) -> AdmissionResponse {
+    if is_unchanged_or_deleting(request) {
+        // Metadata-only updates (finalizers, annotations such as pause) and the final updates
+        // of a deletion must go through even if the spec no longer validates or decodes:
+        // refusing them would leave the object stuck.
+        return response;
+    }
     let skyhook: Skyhook = match typed_object(request) {
         Ok(skyhook) => skyhook,
         Err(reason) => return deny_bad_request(response, reason),
     };
     let warnings = admission_warnings(&skyhook.spec);
     let response = with_warnings(response, warnings);
-    if is_unchanged_or_deleting(request, &skyhook) {
-        // Metadata-only updates (finalizers, annotations such as pause) and the final updates
-        // of a deletion must go through even if the spec no longer validates: refusing them
-        // would leave the object stuck.
-        return response;
-    }
     let names_policy = skyhook
         .spec
         .deployment_policy
@@ -150,14 +150,12 @@ fn validate_skyhook_request(
 }
 
 /// An UPDATE whose spec did not change, or of an object already being deleted.
-fn is_unchanged_or_deleting(request: &AdmissionRequest<DynamicObject>, skyhook: &Skyhook) -> bool {
+fn is_unchanged_or_deleting(request: &AdmissionRequest<DynamicObject>) -> bool {
     if !matches!(request.operation, Operation::Update) {
         return false;
     }
-    if skyhook.metadata.deletion_timestamp.is_some() {
-        return true;
-    }
     match (&request.object, &request.old_object) {
+        (Some(new), _) if new.metadata.deletion_timestamp.is_some() => true,
         (Some(new), Some(old)) => new.data.get("spec") == old.data.get("spec"),
         _ => false,
     }

@@ -111,6 +111,19 @@ fn dispatch_table() {
             "",
         ),
         (
+            "a metadata-only update of an object that no longer decodes is allowed",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "UPDATE",
+                skyhook(json!({"packages": ["not", "a", "map"]}), named.clone()),
+                skyhook(json!({"packages": ["not", "a", "map"]}), named.clone()),
+            ),
+            empty,
+            true,
+            "",
+        ),
+        (
             "a spec change to an invalid spec is refused",
             Endpoint::ValidateSkyhook,
             body(
