@@ -17,7 +17,7 @@ use kube::{Api, Client, Resource};
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::Skyhook;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::plan::{EventTarget, NodePatch, Plan, PlannedEvent};
 use super::snapshot::Snapshot;
@@ -45,6 +45,28 @@ pub async fn apply(
         events,
         requeue_after: _,
     } = plan;
+    let writes = nodes.len()
+        + create_pods.len()
+        + delete_pods.len()
+        + evictions.len()
+        + upsert_configmaps.len()
+        + delete_configmaps.len()
+        + statuses.len()
+        + finalizers.len();
+    if writes > 0 {
+        info!(
+            nodes = nodes.len(),
+            create_pods = create_pods.len(),
+            delete_pods = delete_pods.len(),
+            evictions = evictions.len(),
+            upsert_configmaps = upsert_configmaps.len(),
+            delete_configmaps = delete_configmaps.len(),
+            statuses = statuses.len(),
+            finalizers = finalizers.len(),
+            events = events.len(),
+            "applying plan"
+        );
+    }
     let mut failures = 0;
     let skyhooks = Api::<Skyhook>::all(client.clone());
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
