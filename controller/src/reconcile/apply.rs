@@ -155,6 +155,10 @@ pub async fn apply(
             reason,
             message,
         } = event;
+        // The recorder folds events with the same (reason, action, object) into one series
+        // showing only the first note; the note (shortened to the API's 128-character limit)
+        // as the action keeps distinct messages distinct and still folds true repeats.
+        let action: String = message.chars().take(128).collect();
         let published = recorder
             .publish(
                 &Event {
@@ -165,7 +169,7 @@ pub async fn apply(
                     },
                     reason: reason.to_owned(),
                     note: Some(message),
-                    action: reason.to_owned(),
+                    action,
                     secondary: None,
                 },
                 &reference,

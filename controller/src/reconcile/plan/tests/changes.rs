@@ -274,3 +274,47 @@ fn an_invalid_spec_runs_nothing_and_says_why() {
     );
     assert_eq!(sim.pods().len(), 1);
 }
+
+#[test]
+fn a_reboot_interrupt_waiting_for_its_reboot_asks_to_look_again_at_the_deadline() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("wait", vec![package("one", "1.0.0")])],
+    );
+    sim.step();
+    let deadline = sim.now + jiff::SignedDuration::from_secs(90);
+    if let Some(pod) = sim.snapshot.pods.first_mut() {
+        pod.outcome = crate::pod_outcome::PodOutcome::AwaitingReboot { deadline };
+    }
+    let planned = sim.step();
+    assert!(planned.delete_pods.is_empty() && planned.create_pods.is_empty());
+    assert_eq!(
+        planned.requeue_after,
+        Some(std::time::Duration::from_secs(90))
+    );
+    assert_eq!(
+        sim.state("wait", "worker"),
+        vec![row("one|1.0.0", Stage::Apply, State::InProgress)],
+        "not an error"
+    );
+}
+
+#[test]
+fn a_pod_the_reboot_stopped_for_good_is_replaced() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("again", vec![package("one", "1.0.0")])],
+    );
+    sim.step();
+    if let Some(pod) = sim.snapshot.pods.first_mut() {
+        pod.outcome = crate::pod_outcome::PodOutcome::RecreateAfterReboot;
+    }
+    let planned = sim.step();
+    assert_eq!(planned.delete_pods.len(), 1);
+    let planned = sim.step();
+    assert_eq!(planned.create_pods.len(), 1, "the same stage runs again");
+    assert_eq!(
+        sim.pods(),
+        vec![("again".into(), "one".into(), "1.0.0".into(), Stage::Apply)]
+    );
+}
