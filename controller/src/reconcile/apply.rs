@@ -42,6 +42,7 @@ pub async fn apply(
         delete_configmaps,
         statuses,
         finalizers,
+        skyhook_annotations,
         events,
         requeue_after: _,
     } = plan;
@@ -52,7 +53,8 @@ pub async fn apply(
         + upsert_configmaps.len()
         + delete_configmaps.len()
         + statuses.len()
-        + finalizers.len();
+        + finalizers.len()
+        + skyhook_annotations.len();
     if writes > 0 {
         info!(
             nodes = nodes.len(),
@@ -77,6 +79,14 @@ pub async fn apply(
     for (name, add) in finalizers.iter().filter(|(_, add)| **add) {
         let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
         failures += failed("add finalizer", name, result);
+    }
+    for (name, annotations) in &skyhook_annotations {
+        let patch = json!({"metadata": {"annotations": annotations}});
+        let result = skyhooks
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(drop);
+        failures += failed("annotate skyhook", name, result);
     }
     for configmap in upsert_configmaps {
         let name = configmap.metadata.name.clone().unwrap_or_default();

@@ -74,6 +74,8 @@ pub struct Plan {
     pub statuses: BTreeMap<String, SkyhookStatus>,
     /// Finalizer changes, by Skyhook name: `true` adds, `false` removes.
     pub finalizers: BTreeMap<String, bool>,
+    /// Annotations to set on Skyhooks (the controller version), by Skyhook name.
+    pub skyhook_annotations: BTreeMap<String, BTreeMap<String, String>>,
     /// Events to emit.
     pub events: Vec<PlannedEvent>,
     /// Look again after this long even if nothing changes; `None` when only watches matter.

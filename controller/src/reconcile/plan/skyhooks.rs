@@ -104,6 +104,20 @@ impl<'s> Planner<'s> {
                 return None;
             }
         };
+        let version = skyhook
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::VERSION_ANNOTATION));
+        if version.map(String::as_str) != Some(super::CONTROLLER_VERSION) {
+            self.plan.skyhook_annotations.insert(
+                name.to_owned(),
+                BTreeMap::from([(
+                    keys::VERSION_ANNOTATION.to_owned(),
+                    super::CONTROLLER_VERSION.to_owned(),
+                )]),
+            );
+        }
         let matched = matched_nodes(skyhook, &self.snapshot.nodes);
         let matched_names: BTreeSet<&str> = matched.iter().map(|n| n.name.as_str()).collect();
         let old = skyhook.status.clone().unwrap_or_default();

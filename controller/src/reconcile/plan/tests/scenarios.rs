@@ -462,6 +462,18 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
             .map(String::as_str),
         Some(crate::reconcile::plan::CONTROLLER_VERSION)
     );
+    let annotations = sim
+        .skyhook("interrupt-grouping")
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get(keys::VERSION_ANNOTATION)
+            .map(String::as_str),
+        Some(crate::reconcile::plan::CONTROLLER_VERSION)
+    );
 }
 
 #[test]

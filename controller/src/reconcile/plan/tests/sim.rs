@@ -257,6 +257,13 @@ impl Sim {
             if let Some(status) = planned.statuses.get(&name) {
                 skyhook.status = Some(status.clone());
             }
+            if let Some(annotations) = planned.skyhook_annotations.get(&name) {
+                skyhook
+                    .metadata
+                    .annotations
+                    .get_or_insert_default()
+                    .extend(annotations.clone());
+            }
             match planned.finalizers.get(&name) {
                 Some(true) => skyhook
                     .metadata
