@@ -58,6 +58,11 @@ impl<'s> Planner<'s> {
         let Some(work) = self.nodes.get_mut(node) else {
             return;
         };
+        // A pod pinned to a node whose kubelet is not Ready cannot start, and a node in that
+        // state must not be cordoned or drained on Skyhook's behalf: wait for it.
+        if !work.view.ready {
+            return;
+        }
         let state = work.state(name).clone();
         let runnable: Vec<Package> = graph
             .runnable(|p| {

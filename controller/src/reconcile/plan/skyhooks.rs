@@ -138,9 +138,14 @@ impl<'s> Planner<'s> {
         for node in &matched {
             self.track_reboot(name, node, &mut status);
         }
-        let version_changed = self.version_changes(skyhook, name, &matched, &mut status);
-        self.config_updates(skyhook, &owner, &matched, &mut status);
-        self.validate_pods(skyhook, &owner);
+        // A paused Skyhook changes nothing on its nodes (upstream skips it right after
+        // reporting its state), so a spec edit made while paused takes effect on resume.
+        let paused = skyhook.is_paused();
+        let version_changed = !paused && self.version_changes(skyhook, name, &matched, &mut status);
+        if !paused {
+            self.config_updates(skyhook, &owner, &matched, &mut status);
+            self.validate_pods(skyhook, &owner);
+        }
 
         let packages = &skyhook.spec.packages;
         let updates = status.config_updates.clone();
@@ -167,7 +172,7 @@ impl<'s> Planner<'s> {
         let policy_name = skyhook.spec.deployment_policy.as_deref();
         let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
         let policy_missing = policy_name.is_some() && policy.is_none();
-        let (disabled, paused) = (skyhook.is_disabled(), skyhook.is_paused());
+        let disabled = skyhook.is_disabled();
         let ready: BTreeMap<&str, bool> = matched
             .iter()
             .map(|n| (n.name.as_str(), node_ready(earlier, &progress, &n.name)))

@@ -318,3 +318,50 @@ fn a_pod_the_reboot_stopped_for_good_is_replaced() {
         vec![("again".into(), "one".into(), "1.0.0".into(), Stage::Apply)]
     );
 }
+
+#[test]
+fn nothing_starts_on_a_node_whose_kubelet_is_not_ready() {
+    let mut down = node("worker", 0);
+    down.ready = false;
+    let mut sim = Sim::new(
+        vec![down],
+        vec![skyhook("down", vec![package("one", "1.0.0")])],
+    );
+    sim.step();
+    assert!(sim.pods().is_empty());
+    sim.snapshot.nodes[0].ready = true;
+    sim.step();
+    assert_eq!(sim.pods().len(), 1);
+}
+
+#[test]
+fn a_paused_skyhook_applies_spec_changes_only_on_resume() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("pause", vec![package("one", "1.0.0")])],
+    );
+    sim.run(10);
+    let skyhook = sim.skyhook_mut("pause");
+    skyhook.metadata.annotations = Some(BTreeMap::from([(
+        keys::PAUSE_ANNOTATION.to_owned(),
+        "true".to_owned(),
+    )]));
+    if let Some(p) = skyhook.spec.packages.get_mut("one") {
+        p.version = "1.0.1".into();
+    }
+    sim.step();
+    assert_eq!(
+        sim.state("pause", "worker"),
+        vec![row("one|1.0.0", Stage::Config, State::Complete)]
+    );
+    assert_eq!(sim.skyhook_status("pause"), Some(Status::Paused));
+    sim.skyhook_mut("pause").metadata.annotations = None;
+    sim.step();
+    assert_eq!(
+        sim.state("pause", "worker"),
+        vec![
+            row("one|1.0.0", Stage::Config, State::Complete),
+            row("one|1.0.1", Stage::Upgrade, State::InProgress),
+        ]
+    );
+}
