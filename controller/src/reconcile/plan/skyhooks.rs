@@ -1,21 +1,17 @@
-//! One Skyhook per pass, in (priority, name) order (spec §2.2 step 6–7, §2.3, §2.4, §2.11,
-//! §2.12): finalizer or deletion cleanup, reboot tracking, version changes, config updates, pod
-//! validation, node statuses, compartments and batches, then the packages of the selected nodes.
+//! One Skyhook per pass, in (priority, name) order (spec §2.2 step 6–7, §2.3, §2.11, §2.12):
+//! finalizer or deletion cleanup, validation, reboot tracking, version changes, config updates,
+//! pod validation, node statuses with per-node priority gating, then selection
+//! ([`super::selection`]) and the packages of the selected nodes, node conditions, uncordon.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use skyhook_api::budget::{
-    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, assign_nodes, block_reason,
-    evaluate_batch, legacy_compartments, policy_compartments,
-};
+use skyhook_api::budget::{legacy_compartments, policy_compartments};
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
 use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
 use skyhook_api::stage::{apply_edits, node_complete, version_changes};
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
-use skyhook_api::toleration::node_selection_tolerations;
-use skyhook_api::v1alpha1::{BatchState, Skyhook, SkyhookStatus, Status};
+use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
 
 use super::status::Outcome;
@@ -24,13 +20,6 @@ use super::{EventTarget, Planner};
 use crate::names::OwnerSkyhook;
 use crate::pod_match::{Verdict, validate_pod};
 use crate::reconcile::snapshot::NodeView;
-
-/// What node selection found across all of a Skyhook's nodes.
-#[derive(Debug, Default)]
-pub(super) struct Blocking {
-    pub(super) intolerable: Vec<String>,
-    pub(super) ignored: Vec<String>,
-}
 
 impl<'s> Planner<'s> {
     pub(super) fn skyhooks(&mut self) {
@@ -382,102 +371,5 @@ impl<'s> Planner<'s> {
                 self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
             }
         }
-    }
-
-    /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work
-    /// on (never more in progress per compartment than its ceiling).
-    #[allow(clippy::too_many_arguments)]
-    fn select(
-        &mut self,
-        skyhook: &Skyhook,
-        name: &str,
-        matched: &[&'s NodeView],
-        compartments: &[CompartmentSpec],
-        ready: &BTreeMap<&str, bool>,
-        complete: &BTreeMap<&str, bool>,
-        status: &mut SkyhookStatus,
-        outcome: &mut Outcome,
-    ) -> Vec<String> {
-        let runtime_taint = self.config.pods.runtime_required_taint.clone();
-        let tolerations = node_selection_tolerations(
-            &skyhook.spec.additional_tolerations,
-            skyhook.spec.runtime_required.then_some(&runtime_taint),
-        );
-        let labels: Vec<(&str, &std::collections::BTreeMap<String, String>)> = matched
-            .iter()
-            .map(|n| (n.name.as_str(), &n.labels))
-            .collect();
-        let assignment = assign_nodes(compartments, &labels);
-        let facts: Vec<(&'s NodeView, Vec<k8s_openapi::api::core::v1::Taint>, Status)> = matched
-            .iter()
-            .map(|n| {
-                let work = self.nodes.get(n.name.as_str());
-                (
-                    *n,
-                    work.map(|w| w.taints.clone()).unwrap_or_default(),
-                    work.map_or(Status::Unknown, |w| w.status(name)),
-                )
-            })
-            .collect();
-        for (node, taints, _) in &facts {
-            match block_reason(&node.labels, taints, &tolerations) {
-                Some(BlockReason::Ignored) => outcome.blocking.ignored.push(node.name.clone()),
-                Some(BlockReason::IntolerableTaints(t)) => outcome
-                    .blocking
-                    .intolerable
-                    .push(format!("{}: {}", node.name, t.join(", "))),
-                None => {}
-            }
-        }
-        let all_complete = complete.values().all(|done| *done);
-        let mut picks = Vec::new();
-        let mut compartment_statuses = BTreeMap::new();
-        for compartment in compartments {
-            let candidates: Vec<CandidateNode<'_>> = facts
-                .iter()
-                .filter(|(n, _, _)| {
-                    assignment.get(n.name.as_str()) == Some(&compartment.name.as_str())
-                })
-                .map(|(n, taints, current)| CandidateNode {
-                    name: n.name.as_str(),
-                    created: n.created,
-                    labels: &n.labels,
-                    taints,
-                    status: *current,
-                    complete: complete.get(n.name.as_str()).copied().unwrap_or(false),
-                    ready: ready.get(n.name.as_str()).copied().unwrap_or(false),
-                    picked: status.node_priority.contains_key(&n.name),
-                })
-                .collect();
-            let members = CompartmentNodes::new(candidates, &tolerations);
-            let ceiling = compartment.ceiling(members.len());
-            let state = status
-                .compartment_statuses
-                .get(&compartment.name)
-                .and_then(|s| s.batch_state.clone())
-                .unwrap_or_else(BatchState::initial);
-            // Batches are evaluated only while the Skyhook is not complete, so a state reset
-            // on completion stays reset.
-            let state = if all_complete {
-                state
-            } else {
-                evaluate_batch(compartment.strategy.as_ref(), &state, members.observation()).0
-            };
-            let selection = members.select(compartment.strategy.as_ref(), &state, ceiling);
-            for blocked in &selection.blocked {
-                if let Some(work) = self.nodes.get_mut(blocked.name) {
-                    work.set_status(name, Status::Blocked);
-                }
-            }
-            for node in &selection.newly_picked {
-                status
-                    .node_priority
-                    .insert((*node).to_owned(), Time(self.now));
-            }
-            picks.extend(selection.picks.iter().map(|n| (*n).to_owned()));
-            compartment_statuses.insert(compartment.name.clone(), members.status(ceiling, state));
-        }
-        status.compartment_statuses = compartment_statuses;
-        picks
     }
 }

@@ -8,7 +8,7 @@ use skyhook_api::keys;
 use skyhook_api::status::{SkyhookOverrides, counters, ready_condition, skyhook_status};
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 
-use super::skyhooks::Blocking;
+use super::selection::Blocking;
 use super::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID, EventTarget, Planner};
 
 /// What one Skyhook's pass found, for its status.
