@@ -8,14 +8,14 @@
 //! runtime_required, toleration) and in the controller's builders (`pods`, `configmaps`,
 //! `drain`, `pod_match`); this module sequences them:
 //!
-//! 1. auto-taint new nodes and track reboots by boot ID ([`taints`], [`skyhooks`]);
-//! 2. turn pod outcomes into node-state edits, deletions and Events ([`pod_results`]);
+//! 1. auto-taint new nodes and track reboots by boot ID (`taints`, `skyhooks`);
+//! 2. turn pod outcomes into node-state edits, deletions and Events (`pod_results`);
 //! 3. per Skyhook in (priority, name) order: finalizer, validation, version changes, config
-//!    updates ([`configs`]), pod validation, node statuses ([`skyhooks`]), compartments and
-//!    batch selection ([`selection`]), then packages on the selected nodes ([`packages`]) with
-//!    cordon, drain and the wave's merged interrupt ([`interrupts`]), and the Skyhook status
-//!    ([`status`]);
-//! 4. remove the runtime-required taint per node ([`taints`]); uncordon with ownership.
+//!    updates (`configs`), pod validation, node statuses (`skyhooks`), compartments and
+//!    batch selection (`selection`), then packages on the selected nodes (`packages`) with
+//!    cordon, drain and the wave's merged interrupt (`interrupts`), and the Skyhook status
+//!    (`status`);
+//! 4. remove the runtime-required taint per node (`taints`); uncordon with ownership.
 //!
 //! Deliberate choices: a drain's start is recorded in the node annotation
 //! [`CORDONED_AT_PREFIX`]`<skyhook>` (RFC 3339) so that the drain timeout survives restarts; an

@@ -1,7 +1,7 @@
 //! Packages on one selected node (spec §2.7): the runnable wave after pending uninstalls, the
 //! wave's merged interrupt with its owner and `skipped` entries, one pod per (node, package,
 //! stage) after its node-metadata ConfigMap. Cordon, drain and the interrupt pod are in
-//! [`super::interrupts`]; package ConfigMaps in [`super::configs`].
+//! `interrupts`; package ConfigMaps in `configs`.
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! One Skyhook per pass, in (priority, name) order (spec §2.2 step 6–7, §2.3, §2.11, §2.12):
 //! finalizer or deletion cleanup, validation, reboot tracking, version changes, config updates,
 //! pod validation, node statuses with per-node priority gating, then selection
-//! ([`super::selection`]) and the packages of the selected nodes, node conditions, uncordon.
+//! (`selection`) and the packages of the selected nodes, node conditions, uncordon.
 
 use std::collections::{BTreeMap, BTreeSet};
 
