@@ -247,3 +247,126 @@ fn owned_configmaps(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn node(name: &str, annotations: &[(&str, &str)], ready: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                unschedulable: Some(true),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..NodeCondition::default()
+                }]),
+                node_info: Some(NodeSystemInfo {
+                    boot_id: "b-1".into(),
+                    ..NodeSystemInfo::default()
+                }),
+                ..NodeStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn only_cordoned_nodes_have_their_pods_listed() {
+        let nodes = vec![
+            Arc::new(node("plain", &[], "True")),
+            Arc::new(node(
+                "cordoned",
+                &[("skyhook.nvidia.com/cordon_a", "true")],
+                "True",
+            )),
+            Arc::new(node(
+                "other",
+                &[("skyhook.nvidia.com/status_a", "complete")],
+                "True",
+            )),
+        ];
+        assert_eq!(Snapshot::nodes_to_list(&nodes), vec!["cordoned".to_owned()]);
+    }
+
+    #[test]
+    fn a_node_view_keeps_what_the_rules_read() {
+        let cases = [("True", true), ("False", false), ("Unknown", false)];
+        for (condition, ready) in cases {
+            let view = node_view(&node("n", &[], condition));
+            assert_eq!(view.ready, ready, "Ready={condition}");
+            assert!(view.unschedulable);
+            assert_eq!(view.boot_id.as_deref(), Some("b-1"));
+            assert_eq!(
+                view.conditions,
+                vec![("Ready".to_owned(), condition.to_owned(), String::new())]
+            );
+        }
+    }
+
+    #[test]
+    fn owned_pods_are_classified_against_their_nodes_boot_id() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                labels: Some(BTreeMap::from([
+                    (keys::NAME_LABEL.to_owned(), "s".to_owned()),
+                    (keys::PACKAGE_LABEL.to_owned(), "one-1.0.0".to_owned()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: Some("n".into()),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let cached = cache::Snapshot {
+            nodes: vec![Arc::new(node("n", &[], "True"))],
+            pods: vec![Arc::new(pod)],
+            ..cache::Snapshot::default()
+        };
+        let now: Timestamp = "2026-01-01T00:00:00Z"
+            .parse()
+            .expect("a valid timestamp literal");
+        let snapshot = Snapshot::build(
+            &cached,
+            BTreeMap::new(),
+            Vec::new(),
+            now,
+            Duration::from_secs(60),
+        );
+        let owned = &snapshot.pods[0];
+        assert_eq!(
+            (
+                owned.node.as_str(),
+                owned.skyhook.as_str(),
+                owned.package_label.as_str()
+            ),
+            ("n", "s", "one-1.0.0")
+        );
+        assert!(owned.annotation.is_none());
+        assert!(
+            matches!(owned.outcome, PodOutcome::Unrecognised { .. }),
+            "{:?}",
+            owned.outcome
+        );
+    }
+}
