@@ -23,9 +23,15 @@ async fn main() -> ExitCode {
             };
         }
     };
-    let level = if cli.global.verbose { "debug" } else { "warn" };
+    // --verbose shows the plugin's own steps, not every HTTP detail of the client.
+    let level = if cli.global.verbose {
+        "warn,kubectl_skyhook=debug"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),

@@ -492,7 +492,7 @@ async fn apply(
     }
     for patch in &change.patches {
         send(client, patch).await?;
-        tracing::info!(description = %patch.description, "patched");
+        tracing::debug!(description = %patch.description, body = %patch.body, "patched");
     }
     for line in &change.done {
         console.line(line)?;
@@ -640,6 +640,14 @@ async fn read_cluster(
             );
         }
     }
+    tracing::debug!(
+        skyhooks = cluster.skyhooks.len(),
+        nodes = cluster.nodes.len(),
+        policies = cluster.policies.len(),
+        pods = cluster.pods.len(),
+        pdbs = cluster.pdbs.len(),
+        "read the cluster"
+    );
     Ok(cluster)
 }
 
