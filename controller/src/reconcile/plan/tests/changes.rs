@@ -365,3 +365,81 @@ fn a_paused_skyhook_applies_spec_changes_only_on_resume() {
         ]
     );
 }
+
+#[test]
+fn a_node_reset_by_hand_removes_stray_pods_and_runs_again() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("cleanup", vec![package("aa", "1.0.0")])],
+    );
+    sim.step();
+    sim.settle(|_| false);
+    sim.step();
+    assert_eq!(
+        sim.pods(),
+        vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Config)]
+    );
+    sim.snapshot.nodes[0]
+        .annotations
+        .remove(&keys::node_state_annotation("cleanup"));
+    let planned = sim.step();
+    assert_eq!(
+        planned.delete_pods.len(),
+        1,
+        "the config pod no longer matches the node state"
+    );
+    sim.step();
+    assert_eq!(
+        sim.pods(),
+        vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Apply)]
+    );
+}
+
+#[test]
+fn removing_every_package_uninstalls_them_and_releases_the_node() {
+    let mut reboot = package("dogs", "1.2.6");
+    reboot.interrupt = Some(Interrupt {
+        type_: InterruptType::Reboot,
+        services: Vec::new(),
+    });
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("gone", vec![reboot, package("cats", "6.2.0")])],
+    );
+    sim.snapshot
+        .workload_pods
+        .insert("worker".into(), Vec::new());
+    sim.run(30);
+    assert_eq!(sim.skyhook_status("gone"), Some(Status::Complete));
+    sim.skyhook_mut("gone").spec.packages.clear();
+    sim.step();
+    assert_eq!(
+        sim.state("gone", "worker"),
+        vec![
+            row("cats|6.2.0", Stage::Uninstall, State::InProgress),
+            row("dogs|1.2.6", Stage::Uninstall, State::InProgress),
+        ]
+    );
+    assert_eq!(
+        sim.pods(),
+        vec![
+            (
+                "gone".into(),
+                "cats".into(),
+                "6.2.0".into(),
+                Stage::Uninstall
+            ),
+            (
+                "gone".into(),
+                "dogs".into(),
+                "1.2.6".into(),
+                Stage::Uninstall
+            ),
+        ]
+    );
+    sim.settle(|_| false);
+    sim.run(10);
+    assert!(sim.state("gone", "worker").is_empty());
+    assert_eq!(sim.skyhook_status("gone"), Some(Status::Complete));
+    assert!(!sim.node("worker").unschedulable);
+}
