@@ -34,8 +34,9 @@ pub struct Cli {
 /// kubectl's connection flags plus output and dry-run.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, global = true, env = "KUBECONFIG", value_name = "PATH")]
+    /// Path to the kubeconfig file (default: the files in $KUBECONFIG, merged as kubectl
+    /// does, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use.
     #[arg(long, global = true)]
