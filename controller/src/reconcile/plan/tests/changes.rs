@@ -443,3 +443,44 @@ fn removing_every_package_uninstalls_them_and_releases_the_node() {
     assert_eq!(sim.skyhook_status("gone"), Some(Status::Complete));
     assert!(!sim.node("worker").unschedulable);
 }
+
+#[test]
+fn a_config_change_while_the_package_runs_is_queued_until_it_completes() {
+    let mut plain = package("dexter", "1.2.3");
+    plain.config_map = BTreeMap::from([("game.properties".to_owned(), "lives=3".to_owned())]);
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("config", vec![plain])],
+    );
+    sim.step();
+    set_config(&mut sim, "game.properties", "lives=9");
+    let planned = sim.step();
+    assert!(
+        !planned
+            .upsert_configmaps
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some("config-dexter-1.2.3")),
+        "queued while the apply pod runs"
+    );
+    sim.settle(|_| false);
+    sim.run(20);
+    let data = &sim.snapshot.package_configmaps["config-dexter-1.2.3"].data;
+    assert_eq!(
+        data.get("game.properties").map(String::as_str),
+        Some("lives=9")
+    );
+    assert_eq!(
+        sim.state("config", "worker"),
+        vec![row("dexter|1.2.3", Stage::Config, State::Complete)]
+    );
+    let updates = sim
+        .skyhook("config")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .config_updates;
+    assert_eq!(
+        updates.get("dexter"),
+        Some(&vec!["game.properties".to_owned()])
+    );
+}
