@@ -15,6 +15,7 @@ async fn main() -> ExitCode {
             // Help and --version go to stdout with success; every usage error (an unknown
             // -o value included) goes to stderr with exit code 1, as kubectl plugins do.
             let failed = error.use_stderr();
+            // If even the usage message cannot be written there is nobody left to tell.
             let _ = error.print();
             return if failed {
                 ExitCode::FAILURE
