@@ -112,6 +112,15 @@ fn lifecycle_verbs_refuse_operators_older_than_0_8_0() {
         (&common::demo(), Some("v0.13.0"), true),
         (&common::demo(), Some("not-a-version"), true),
         (&common::demo(), None, true),
+        // This workspace's controller annotates its own (non-upstream) version number.
+        (
+            &with_annotations(
+                common::demo(),
+                &[("skyhook.nvidia.com/version", env!("CARGO_PKG_VERSION"))],
+            ),
+            None,
+            true,
+        ),
     ] {
         let operator = patches::operator_version_of(skyhook, deployment);
         let result = patches::lifecycle(skyhook, Lifecycle::Pause, operator);
