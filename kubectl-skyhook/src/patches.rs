@@ -153,13 +153,12 @@ pub fn operator_version_of<'a>(
 }
 
 /// Whether an operator of `version` is older than [`MIN_LIFECYCLE_OPERATOR`]. An unknown or
-/// unreadable version is given the benefit of the doubt, and so is this workspace's own
-/// controller: it is released with the plugin, shares its version number (which does not
-/// follow upstream's numbering) and honours the annotations.
+/// unreadable version is given the benefit of the doubt. Our own controller records the
+/// upstream release it is compatible with
+/// ([`skyhook_api::keys::COMPATIBLE_OPERATOR_VERSION`]), so it passes like upstream's.
 fn operator_too_old(version: &str) -> bool {
     let bare = version.strip_prefix('v').unwrap_or(version);
-    bare != env!("CARGO_PKG_VERSION")
-        && compare_precedence(bare, MIN_LIFECYCLE_OPERATOR).is_ok_and(|o| o.is_lt())
+    compare_precedence(bare, MIN_LIFECYCLE_OPERATOR).is_ok_and(|o| o.is_lt())
 }
 
 /// Sets or removes the pause or disable annotation. A Skyhook already in the wanted state

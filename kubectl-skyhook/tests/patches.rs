@@ -112,11 +112,14 @@ fn lifecycle_verbs_refuse_operators_older_than_0_8_0() {
         (&common::demo(), Some("v0.13.0"), true),
         (&common::demo(), Some("not-a-version"), true),
         (&common::demo(), None, true),
-        // This workspace's controller annotates its own (non-upstream) version number.
+        // This workspace's controller annotates the upstream release it is compatible with.
         (
             &with_annotations(
                 common::demo(),
-                &[("skyhook.nvidia.com/version", env!("CARGO_PKG_VERSION"))],
+                &[(
+                    "skyhook.nvidia.com/version",
+                    skyhook_api::keys::COMPATIBLE_OPERATOR_VERSION,
+                )],
             ),
             None,
             true,

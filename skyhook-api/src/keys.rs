@@ -14,6 +14,12 @@ pub const PAUSE_ANNOTATION: &str = "skyhook.nvidia.com/pause";
 pub const DISABLE_ANNOTATION: &str = "skyhook.nvidia.com/disable";
 /// Skyhook annotation: the operator version that last migrated the Skyhook.
 pub const VERSION_ANNOTATION: &str = "skyhook.nvidia.com/version";
+/// The operator version we write into [`VERSION_ANNOTATION`] and `version_<skyhook>`: the
+/// upstream release whose node state and behaviour we are compatible with. Upstream tools read
+/// these annotations (its operator to decide on migrations, its CLI to refuse pausing operators
+/// older than v0.8.0), so our own crate version, which follows a different numbering, must not
+/// appear there.
+pub const COMPATIBLE_OPERATOR_VERSION: &str = "v0.13.0";
 
 /// Finalizer on every Skyhook, removed after cleanup (uncordon, metrics) on deletion.
 pub const FINALIZER: &str = "skyhook.nvidia.com/skyhook";
