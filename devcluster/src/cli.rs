@@ -15,6 +15,7 @@ use nix::sys::signal::Signal;
 
 use crate::controlplane::process::{self, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
+use crate::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::node::NodeHandle;
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
 use crate::{DevCluster, DevClusterOptions, leftovers};
@@ -63,6 +64,20 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Install skyhook into the running cluster: apply the CRDs from chart/crds/, create the
+    /// `skyhook` namespace and its LimitRange, and run `skyhook-controller` in the background
+    /// (log in <state>/logs/skyhook-controller.log). Restarts a controller already running.
+    Install {
+        /// Directory of the CRD manifests [default: chart/crds/ of this workspace]
+        #[arg(long)]
+        crds: Option<PathBuf>,
+        /// The controller's AGENT_IMAGE [default: the controller's own default]
+        #[arg(long)]
+        agent_image: Option<String>,
+        /// Give up after this many seconds if the controller is not ready.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
     /// Run the cluster in the foreground (what `up` starts in the background).
     #[command(hide = true)]
     Serve {
@@ -110,6 +125,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status => status(&state),
         Command::Kubeconfig => kubeconfig(&state),
         Command::Exec { node, command } => exec(&state, &node, &command),
+        Command::Install {
+            crds,
+            agent_image,
+            timeout,
+        } => install(
+            &state,
+            InstallOptions {
+                crds_dir: crds,
+                agent_image,
+                ready_timeout: Duration::from_secs(timeout),
+                ..InstallOptions::default()
+            },
+        ),
         Command::Serve { cluster } => serve(&state, &cluster),
     }
 }
@@ -342,6 +370,10 @@ fn init_tracing() {
 
 fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
     let mut stopped_something = false;
+    if let Some(pid) = install::stop_recorded_controller(state, Duration::from_secs(30)) {
+        eprintln!("devcluster: stopped {CONTROLLER_BINARY} (pid {pid})");
+        stopped_something = true;
+    }
     if let Some(pid) = daemon_pid(state) {
         eprintln!("devcluster: stopping the daemon (pid {pid})");
         stopped_something = true;
@@ -458,6 +490,18 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
             port_of(component)
         ));
     }
+    match ControllerRecord::running(state) {
+        Some(controller) => out.push(format!(
+            "  {CONTROLLER_BINARY:<24} pid {:<8} port {:<6} running (metrics port {}, log {})",
+            controller.pid,
+            controller.probe_port,
+            controller.metrics_port,
+            controller.log.display()
+        )),
+        None => out.push(format!(
+            "  {CONTROLLER_BINARY:<24} not installed (`devcluster install` runs it)"
+        )),
+    }
     match node_summary(&record.kubeconfig) {
         Ok(lines) => out.extend(lines),
         Err(error) => {
@@ -481,15 +525,7 @@ fn node_summary(kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
         .build()
         .context("starting a tokio runtime")?;
     runtime.block_on(async {
-        let text = std::fs::read_to_string(kubeconfig)
-            .with_context(|| format!("reading {}", kubeconfig.display()))?;
-        let parsed = kube::config::Kubeconfig::from_yaml(&text)?;
-        let config = kube::Config::from_custom_kubeconfig(
-            parsed,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await?;
-        let client = kube::Client::try_from(config)?;
+        let client = client_for(kubeconfig).await?;
         let nodes: Api<Node> = Api::all(client);
         let list =
             tokio::time::timeout(Duration::from_secs(20), nodes.list(&ListParams::default()))
@@ -516,6 +552,60 @@ fn node_summary(kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
         }
         Ok(lines)
     })
+}
+
+async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let text = std::fs::read_to_string(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let parsed = kube::config::Kubeconfig::from_yaml(&text)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn install(state: &StateDir, options: InstallOptions) -> anyhow::Result<ExitCode> {
+    let Some(record) = running_record(state)? else {
+        bail!(
+            "no cluster is running in {}; start one with `devcluster up`",
+            state.root().display()
+        );
+    };
+    if let Some(pid) = install::stop_recorded_controller(state, Duration::from_secs(30)) {
+        eprintln!("devcluster: stopped the running {CONTROLLER_BINARY} (pid {pid}) to restart it");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")?;
+    let started = Instant::now();
+    let controller = runtime.block_on(async {
+        let client = client_for(&record.kubeconfig).await?;
+        eprintln!(
+            "devcluster: applying the CRDs, the {} namespace and its LimitRange",
+            install::NAMESPACE
+        );
+        let crds_dir = options
+            .crds_dir
+            .clone()
+            .unwrap_or_else(install::default_crds_dir);
+        let crds = install::apply_crds(&client, &crds_dir).await?;
+        eprintln!("devcluster: CRDs established: {}", crds.join(", "));
+        install::apply_namespace(&client).await?;
+        eprintln!("devcluster: starting {CONTROLLER_BINARY} and waiting for /readyz");
+        anyhow::Ok(install::start_controller(state, &options).await?)
+    })?;
+    let record = controller.detach();
+    eprintln!(
+        "devcluster: {CONTROLLER_BINARY} ready in {:.1} s (pid {}, metrics on 127.0.0.1:{}, probes on 127.0.0.1:{})",
+        started.elapsed().as_secs_f64(),
+        record.pid,
+        record.metrics_port,
+        record.probe_port
+    );
+    eprintln!("devcluster: controller log: {}", record.log.display());
+    stdout_line(&record.log.display().to_string())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn exec(state: &StateDir, node: &str, command: &[String]) -> anyhow::Result<ExitCode> {

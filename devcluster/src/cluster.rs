@@ -17,6 +17,7 @@ use kube::Api;
 
 use crate::controlplane::ports::Ports;
 use crate::controlplane::{ControlPlane, ControlPlaneError, Timeouts, binary};
+use crate::install::{ControllerProcess, InstallError, InstallOptions};
 use crate::node::{NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
 use crate::state::{ClusterRecord, StateDir, repository_root};
 
@@ -272,6 +273,19 @@ impl DevCluster {
     /// Client configuration for the cluster-admin user (for clients other than `kube::Client`).
     pub fn config(&self) -> &kube::Config {
         &self.config
+    }
+
+    /// Applies the skyhook CRDs, the `skyhook` namespace and its LimitRange, and starts
+    /// `skyhook-controller` against this cluster; returns once the controller is ready. The
+    /// controller stops when the returned handle is dropped (drop it before the cluster).
+    pub async fn install(
+        &self,
+        options: InstallOptions,
+    ) -> Result<ControllerProcess, InstallError> {
+        let client = self
+            .client()
+            .map_err(|error| InstallError::Client(error.to_string()))?;
+        crate::install::install(&client, &self.state, &options).await
     }
 
     /// Stops the cluster now (what drop does), waiting until every process has ended.

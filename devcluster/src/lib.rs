@@ -14,6 +14,7 @@ pub mod cli;
 mod cluster;
 pub mod controlplane;
 pub mod images;
+pub mod install;
 pub mod kubelet;
 mod leftovers;
 pub mod node;
@@ -21,3 +22,4 @@ pub mod shim;
 pub mod state;
 
 pub use cluster::{DevCluster, DevClusterError, DevClusterOptions, Progress};
+pub use install::{ControllerProcess, InstallError, InstallOptions};

@@ -1,0 +1,618 @@
+//! `devcluster install`: the skyhook CRDs, the `skyhook` namespace with upstream's LimitRange, and
+//! `skyhook-controller` running against the cluster as a background process.
+//!
+//! The pure parts ([`controller_env`], [`limit_range`]) are plain data; the rest talks to the API
+//! server and starts the process. The controller's log is `<state>/logs/skyhook-controller.log`
+//! and its pid, ports and log path are recorded in `<state>/skyhook-controller.json` so that
+//! `devcluster status` and `down` find it.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, LimitRangeSpec, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::Api;
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::controlplane::process::{is_alive_running, signal_group};
+use crate::state::StateDir;
+
+/// The namespace of the controller's pods, ConfigMaps and Lease, as upstream's chart installs it.
+pub const NAMESPACE: &str = "skyhook";
+/// The controller's binary name (also what `status` and `down` look for in `/proc/<pid>/cmdline`).
+pub const CONTROLLER_BINARY: &str = "skyhook-controller";
+/// Field manager of everything `install` applies.
+const FIELD_MANAGER: &str = "devcluster-install";
+/// How often the controller's `/readyz` is asked while waiting.
+const READY_POLL: Duration = Duration::from_millis(250);
+
+/// What to install.
+#[derive(Debug, Clone)]
+pub struct InstallOptions {
+    /// Directory of the CRD manifests; `None`: `chart/crds/` of this workspace.
+    pub crds_dir: Option<PathBuf>,
+    /// The controller binary; `None`: `SKYHOOK_CONTROLLER_BIN`, else `skyhook-controller` next to
+    /// the `devcluster` binary.
+    pub controller_binary: Option<PathBuf>,
+    /// `AGENT_IMAGE`; `None`: the controller's default (which devcluster maps to the built agent).
+    pub agent_image: Option<String>,
+    /// Further controller environment variables (they override the defaults).
+    pub extra_env: BTreeMap<String, String>,
+    /// How long the controller may take to answer `/readyz`.
+    pub ready_timeout: Duration,
+}
+
+impl Default for InstallOptions {
+    fn default() -> Self {
+        Self {
+            crds_dir: None,
+            controller_binary: None,
+            agent_image: None,
+            extra_env: BTreeMap::new(),
+            ready_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing the CRD manifest {path}: {source}")]
+    Manifest {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
+    #[error("no CRD manifests (*.yaml) in {0}; pass the chart's crds directory")]
+    NoCrds(PathBuf),
+    #[error("applying {what}: {source}")]
+    Apply { what: String, source: kube::Error },
+    #[error("CRD {name} was not Established within {waited:?}")]
+    CrdNotEstablished { name: String, waited: Duration },
+    #[error(
+        "the skyhook-controller binary was not found at {0}; build it with `cargo build -p controller` \
+         (same CARGO_TARGET_DIR as devcluster) or set SKYHOOK_CONTROLLER_BIN"
+    )]
+    ControllerMissing(PathBuf),
+    #[error(
+        "the skyhook-agent binary was not found at {0}; build it with `cargo build -p agent` \
+         (same CARGO_TARGET_DIR as devcluster) or set SKYHOOK_AGENT_BIN"
+    )]
+    AgentMissing(PathBuf),
+    #[error("building a client for the cluster: {0}")]
+    Client(String),
+    #[error("locating the devcluster binary: {0}")]
+    Shim(#[from] crate::shim::ShimError),
+    #[error("no free port for the controller's {0} endpoint: {1}")]
+    Port(&'static str, std::io::Error),
+    #[error("starting {binary}: {source}")]
+    Spawn {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "skyhook-controller exited ({status}) before it was ready; last lines of {log}:\n{tail}"
+    )]
+    ControllerExited {
+        status: std::process::ExitStatus,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error(
+        "skyhook-controller (pid {pid}) did not answer /readyz within {waited:?}; stopping it; last lines of {log}:\n{tail}"
+    )]
+    ControllerNotReady {
+        pid: u32,
+        waited: Duration,
+        log: PathBuf,
+        tail: String,
+    },
+}
+
+/// Where a running controller is: what `status` shows and `down` stops.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ControllerRecord {
+    pub pid: u32,
+    pub metrics_port: u16,
+    pub probe_port: u16,
+    pub log: PathBuf,
+}
+
+impl ControllerRecord {
+    pub fn path(state: &StateDir) -> PathBuf {
+        state.root().join("skyhook-controller.json")
+    }
+
+    /// The recorded controller, if its process still runs.
+    pub fn running(state: &StateDir) -> Option<Self> {
+        let text = std::fs::read_to_string(Self::path(state)).ok()?;
+        let record: Self = serde_json::from_str(&text).ok()?;
+        is_alive_running(record.pid, CONTROLLER_BINARY).then_some(record)
+    }
+
+    fn write(&self, state: &StateDir) -> Result<(), InstallError> {
+        let path = Self::path(state);
+        let text = serde_json::to_string_pretty(self).map_err(|error| InstallError::Io {
+            action: "serialising",
+            path: path.clone(),
+            source: std::io::Error::other(error),
+        })?;
+        std::fs::write(&path, text).map_err(|source| InstallError::Io {
+            action: "writing",
+            path,
+            source,
+        })
+    }
+}
+
+/// The controller's environment on a devcluster (later entries win over earlier ones).
+pub fn controller_env(
+    kubeconfig: &Path,
+    metrics_port: u16,
+    probe_port: u16,
+    agent_image: Option<&str>,
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::from([
+        ("KUBECONFIG".to_string(), kubeconfig.display().to_string()),
+        ("NAMESPACE".to_string(), NAMESPACE.to_string()),
+        ("LOG_ENCODER".to_string(), "console".to_string()),
+        ("LOG_LEVEL".to_string(), "info".to_string()),
+        (
+            "METRICS_PORT".to_string(),
+            format!("127.0.0.1:{metrics_port}"),
+        ),
+        ("PROBE_PORT".to_string(), format!("127.0.0.1:{probe_port}")),
+    ]);
+    if let Some(image) = agent_image {
+        env.insert("AGENT_IMAGE".to_string(), image.to_string());
+    }
+    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// Upstream chart's LimitRange for the controller's namespace: package pods without resources get
+/// these requests and limits.
+pub fn limit_range() -> LimitRange {
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.to_string())),
+            ("memory".to_string(), Quantity(memory.to_string())),
+        ])
+    };
+    LimitRange {
+        metadata: ObjectMeta {
+            name: Some("skyhook-limit-range".to_string()),
+            namespace: Some(NAMESPACE.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LimitRangeSpec {
+            limits: vec![LimitRangeItem {
+                type_: "Container".to_string(),
+                default: Some(quantities("500m", "512Mi")),
+                default_request: Some(quantities("250m", "256Mi")),
+                ..LimitRangeItem::default()
+            }],
+        }),
+    }
+}
+
+/// The workspace's `chart/crds/`.
+pub fn default_crds_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart/crds")
+}
+
+/// `SKYHOOK_CONTROLLER_BIN`, else `skyhook-controller` next to the devcluster binary.
+pub fn controller_binary() -> Result<PathBuf, InstallError> {
+    match std::env::var_os("SKYHOOK_CONTROLLER_BIN") {
+        Some(path) => Ok(PathBuf::from(path)),
+        None => Ok(crate::shim::devcluster_binary()?.with_file_name(CONTROLLER_BINARY)),
+    }
+}
+
+/// Applies the CRDs (server-side) and waits until each is Established.
+pub async fn apply_crds(client: &kube::Client, dir: &Path) -> Result<Vec<String>, InstallError> {
+    let io = |action, path: &Path, source| InstallError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| io("reading", dir, source))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(InstallError::NoCrds(dir.to_path_buf()));
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|source| io("reading", file, source))?;
+        let crd: CustomResourceDefinition =
+            serde_yaml::from_str(&text).map_err(|source| InstallError::Manifest {
+                path: file.clone(),
+                source,
+            })?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|source| InstallError::Apply {
+                what: format!("CRD {name} from {}", file.display()),
+                source,
+            })?;
+        names.push(name);
+    }
+    let waited = Duration::from_secs(60);
+    for name in &names {
+        let established = await_condition(crds.clone(), name, conditions::is_crd_established());
+        let done = tokio::time::timeout(waited, established).await;
+        if !matches!(done, Ok(Ok(Some(_)))) {
+            return Err(InstallError::CrdNotEstablished {
+                name: name.clone(),
+                waited,
+            });
+        }
+    }
+    Ok(names)
+}
+
+/// Applies the `skyhook` namespace and its LimitRange (server-side).
+pub async fn apply_namespace(client: &kube::Client) -> Result<(), InstallError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.to_string()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .patch(NAMESPACE, &params, &Patch::Apply(&namespace))
+        .await
+        .map_err(|source| InstallError::Apply {
+            what: format!("namespace {NAMESPACE}"),
+            source,
+        })?;
+    let range = limit_range();
+    let name = range.metadata.name.clone().unwrap_or_default();
+    Api::<LimitRange>::namespaced(client.clone(), NAMESPACE)
+        .patch(&name, &params, &Patch::Apply(&range))
+        .await
+        .map_err(|source| InstallError::Apply {
+            what: format!("LimitRange {NAMESPACE}/{name}"),
+            source,
+        })?;
+    Ok(())
+}
+
+/// A `skyhook-controller` process started by [`start_controller`]. Dropping it stops the
+/// controller unless [`ControllerProcess::detach`] was called.
+#[derive(Debug)]
+pub struct ControllerProcess {
+    child: Option<Child>,
+    record: ControllerRecord,
+}
+
+impl ControllerProcess {
+    pub fn record(&self) -> &ControllerRecord {
+        &self.record
+    }
+
+    /// Leaves the controller running after this handle (and this process) is gone.
+    pub fn detach(mut self) -> ControllerRecord {
+        self.child = None;
+        self.record.clone()
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`; waits for the exit.
+    pub fn stop(&mut self, grace: Duration) {
+        if let Some(mut child) = self.child.take() {
+            stop_child(&mut child, grace);
+        }
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(10));
+    }
+}
+
+fn stop_child(child: &mut Child, grace: Duration) {
+    signal_group(child.id(), Signal::SIGTERM);
+    let started = Instant::now();
+    while matches!(child.try_wait(), Ok(None)) {
+        if started.elapsed() > grace {
+            signal_group(child.id(), Signal::SIGKILL);
+            let _reaped = child.wait();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Stops the controller recorded in `state` (if it runs) and removes the record; returns its pid.
+pub fn stop_recorded_controller(state: &StateDir, grace: Duration) -> Option<u32> {
+    let record = ControllerRecord::running(state);
+    if let Some(record) = &record {
+        signal_group(record.pid, Signal::SIGTERM);
+        let started = Instant::now();
+        while is_alive_running(record.pid, CONTROLLER_BINARY) {
+            if started.elapsed() > grace {
+                signal_group(record.pid, Signal::SIGKILL);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let _removed = std::fs::remove_file(ControllerRecord::path(state));
+    record.map(|record| record.pid)
+}
+
+fn free_port(endpoint: &'static str) -> Result<u16, InstallError> {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|error| InstallError::Port(endpoint, error))
+}
+
+/// Starts the controller against the cluster of `state` (in its own process group, output in
+/// `<state>/logs/skyhook-controller.log`) and waits until its `/readyz` answers 200.
+pub async fn start_controller(
+    state: &StateDir,
+    options: &InstallOptions,
+) -> Result<ControllerProcess, InstallError> {
+    let binary = match &options.controller_binary {
+        Some(binary) => binary.clone(),
+        None => controller_binary()?,
+    };
+    if !binary.is_file() {
+        return Err(InstallError::ControllerMissing(binary));
+    }
+    let agent = crate::shim::agent_binary(&crate::shim::devcluster_binary()?);
+    if !agent.is_file() {
+        return Err(InstallError::AgentMissing(agent));
+    }
+    let metrics_port = free_port("metrics")?;
+    let probe_port = free_port("probe")?;
+    let env = controller_env(
+        &state.kubeconfig(),
+        metrics_port,
+        probe_port,
+        options.agent_image.as_deref(),
+        &options.extra_env,
+    );
+    let log = state.log_file(CONTROLLER_BINARY);
+    let io = |action, path: &Path, source| InstallError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(state.logs())
+        .map_err(|source| io("creating", &state.logs(), source))?;
+    let log_file = std::fs::File::create(&log).map_err(|source| io("creating", &log, source))?;
+    let log_err = log_file
+        .try_clone()
+        .map_err(|source| io("duplicating the handle of", &log, source))?;
+    let child = std::process::Command::new(&binary)
+        .envs(&env)
+        .current_dir(state.root())
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(log_err)
+        // Its own group: a terminal's Ctrl-C on `devcluster install` does not reach it.
+        .process_group(0)
+        .spawn()
+        .map_err(|source| InstallError::Spawn {
+            binary: binary.clone(),
+            source,
+        })?;
+    let record = ControllerRecord {
+        pid: child.id(),
+        metrics_port,
+        probe_port,
+        log: log.clone(),
+    };
+    let mut process = ControllerProcess {
+        child: Some(child),
+        record,
+    };
+    process.record.write(state)?;
+    let started = Instant::now();
+    loop {
+        if let Some(child) = process.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            process.child = None;
+            return Err(InstallError::ControllerExited {
+                status,
+                tail: crate::controlplane::process::log_tail(&log, 30),
+                log,
+            });
+        }
+        if readyz(probe_port).await {
+            return Ok(process);
+        }
+        if started.elapsed() > options.ready_timeout {
+            let pid = process.record.pid;
+            process.stop(Duration::from_secs(10));
+            return Err(InstallError::ControllerNotReady {
+                pid,
+                waited: options.ready_timeout,
+                tail: crate::controlplane::process::log_tail(&log, 30),
+                log,
+            });
+        }
+        tokio::time::sleep(READY_POLL).await;
+    }
+}
+
+/// Whether `GET /readyz` on the probe port answers 200.
+async fn readyz(port: u16) -> bool {
+    let ask = async {
+        let mut stream =
+            tokio::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port)).await?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await?;
+        Ok::<_, std::io::Error>(head)
+    };
+    match tokio::time::timeout(Duration::from_secs(2), ask).await {
+        Ok(Ok(head)) => is_ok_status_line(&head),
+        _ => false,
+    }
+}
+
+/// Whether the first bytes of an HTTP response are a 200 status line.
+fn is_ok_status_line(head: &[u8]) -> bool {
+    head.starts_with(b"HTTP/1.") && head.get(8..12) == Some(b" 200".as_slice())
+}
+
+/// Everything `install` does: CRDs, namespace and LimitRange, then the controller (ready).
+pub async fn install(
+    client: &kube::Client,
+    state: &StateDir,
+    options: &InstallOptions,
+) -> Result<ControllerProcess, InstallError> {
+    let crds_dir = options.crds_dir.clone().unwrap_or_else(default_crds_dir);
+    let names = apply_crds(client, &crds_dir).await?;
+    tracing::info!(crds = ?names, "CRDs established");
+    apply_namespace(client).await?;
+    start_controller(state, options).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_env_has_the_devcluster_defaults_and_extras_win() {
+        type Pairs = &'static [(&'static str, &'static str)];
+        let cases: [(Option<&str>, Pairs, Pairs); 3] = [
+            (
+                None,
+                &[],
+                &[
+                    ("KUBECONFIG", "/state/kubeconfig"),
+                    ("NAMESPACE", "skyhook"),
+                    ("LOG_ENCODER", "console"),
+                    ("LOG_LEVEL", "info"),
+                    ("METRICS_PORT", "127.0.0.1:1001"),
+                    ("PROBE_PORT", "127.0.0.1:1002"),
+                ],
+            ),
+            (
+                Some("example.com/agent:1.0"),
+                &[],
+                &[("AGENT_IMAGE", "example.com/agent:1.0")],
+            ),
+            (
+                None,
+                &[("LOG_LEVEL", "debug"), ("DRAIN_TIMEOUT", "1m")],
+                &[("LOG_LEVEL", "debug"), ("DRAIN_TIMEOUT", "1m")],
+            ),
+        ];
+        for (agent_image, extra, expected) in cases {
+            let extra = extra
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect();
+            let env = controller_env(
+                Path::new("/state/kubeconfig"),
+                1001,
+                1002,
+                agent_image,
+                &extra,
+            );
+            for (key, value) in expected {
+                assert_eq!(
+                    env.get(*key).map(String::as_str),
+                    Some(*value),
+                    "{key} in {env:?}"
+                );
+            }
+            assert_eq!(
+                env.contains_key("AGENT_IMAGE"),
+                agent_image.is_some(),
+                "{env:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn limit_range_matches_upstream_defaults() {
+        let range = limit_range();
+        let item = &range
+            .spec
+            .as_ref()
+            .map(|spec| spec.limits.clone())
+            .unwrap_or_default()[0];
+        let get = |map: &Option<BTreeMap<String, Quantity>>, key: &str| {
+            map.as_ref().and_then(|m| m.get(key)).map(|q| q.0.clone())
+        };
+        assert_eq!(item.type_, "Container");
+        assert_eq!(get(&item.default, "cpu").as_deref(), Some("500m"));
+        assert_eq!(get(&item.default, "memory").as_deref(), Some("512Mi"));
+        assert_eq!(get(&item.default_request, "cpu").as_deref(), Some("250m"));
+        assert_eq!(
+            get(&item.default_request, "memory").as_deref(),
+            Some("256Mi")
+        );
+        assert_eq!(range.metadata.namespace.as_deref(), Some(NAMESPACE));
+    }
+
+    #[test]
+    fn status_line_check() {
+        let cases: [(&[u8], bool); 5] = [
+            (b"HTTP/1.1 200 ", true),
+            (b"HTTP/1.0 200 ", true),
+            (b"HTTP/1.1 503 ", false),
+            (b"HTTP/1.1 20", false),
+            (b"SSH-2.0-Open", false),
+        ];
+        for (head, ok) in cases {
+            assert_eq!(
+                is_ok_status_line(head),
+                ok,
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
+
+    #[test]
+    fn bundled_crds_parse() -> Result<(), Box<dyn std::error::Error>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(default_crds_dir())? {
+            let path = entry?.path();
+            let crd: CustomResourceDefinition =
+                serde_yaml::from_str(&std::fs::read_to_string(&path)?)?;
+            names.push(crd.metadata.name.unwrap_or_default());
+        }
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "deploymentpolicies.skyhook.nvidia.com",
+                "skyhooks.skyhook.nvidia.com"
+            ]
+        );
+        Ok(())
+    }
+}
