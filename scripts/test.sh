@@ -23,4 +23,13 @@ if cargo tree -p skyhook-api -e normal --prefix none | grep -E '^(tokio|hyper|ax
 fi
 
 step "running the tests (cargo test --workspace)"
-cargo test --workspace --locked --no-fail-fast
+log=$(mktemp "${TMPDIR:-/tmp}/skyhook-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
+
+# One closing line over every test binary (cargo's own last line is often a crate's empty
+# doc-test run, which reads as "no test ran").
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1); if ($i ~ /^ignored;?$/) s += $(i-1) } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+exit "$status"
