@@ -16,6 +16,17 @@ impl QuantityValue {
     pub fn is_positive(self) -> bool {
         self.0 > 0
     }
+
+    /// The value in thousandths of its unit (CPU in millicores), rounded up as the API server
+    /// rounds requests.
+    pub fn milli_ceil(self) -> i128 {
+        self.0.div_euclid(1_000_000) + i128::from(self.0.rem_euclid(1_000_000) != 0)
+    }
+
+    /// The value in whole units (bytes for memory, a count for pods), rounded up.
+    pub fn units_ceil(self) -> i128 {
+        self.0.div_euclid(1_000_000_000) + i128::from(self.0.rem_euclid(1_000_000_000) != 0)
+    }
 }
 
 /// Why a quantity did not parse.
@@ -156,6 +167,28 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(nanos(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn rounded_conversions() {
+        let cases: &[(&str, i128, i128)] = &[
+            // text, milli, units
+            ("1", 1000, 1),
+            ("100m", 100, 1),
+            ("0.5", 500, 1),
+            ("1.5", 1500, 2),
+            ("2500m", 2500, 3),
+            ("20Mi", 20 * 1024 * 1024 * 1000, 20 * 1024 * 1024),
+            ("129e6", 129_000_000_000, 129_000_000),
+            ("0.1m", 1, 1),
+            ("-1", -1000, -1),
+            ("0", 0, 0),
+        ];
+        for (text, milli, units) in cases {
+            let value = parse_quantity(text).unwrap();
+            assert_eq!(value.milli_ceil(), *milli, "{text}");
+            assert_eq!(value.units_ceil(), *units, "{text}");
         }
     }
 
