@@ -1,0 +1,109 @@
+//! A devcluster with skyhook installed, and the Kubernetes calls the tests share.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use devcluster::{ControllerProcess, DevCluster, DevClusterOptions, InstallOptions};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
+
+/// A running cluster with the controller. Fields drop in order: the controller stops before the
+/// cluster it talks to.
+#[derive(Debug)]
+pub struct Installed {
+    pub controller: ControllerProcess,
+    pub cluster: DevCluster,
+}
+
+impl Installed {
+    /// The last lines of the controller's log, for failure messages.
+    pub fn controller_log_tail(&self, lines: usize) -> String {
+        devcluster::controlplane::process::log_tail(&self.controller.record().log, lines)
+    }
+}
+
+/// Builds the binaries, starts a cluster of `nodes` full nodes and installs skyhook into it.
+pub async fn install(nodes: usize) -> anyhow::Result<Installed> {
+    crate::build_binaries()?;
+    let cluster = DevCluster::start(DevClusterOptions {
+        nodes,
+        ..DevClusterOptions::default()
+    })
+    .await
+    .context("starting the devcluster")?;
+    let controller = cluster
+        .install(InstallOptions::default())
+        .await
+        .context("installing skyhook into the devcluster")?;
+    Ok(Installed {
+        controller,
+        cluster,
+    })
+}
+
+/// The Skyhook resource API (cluster scoped).
+pub fn skyhook_api(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("skyhook.nvidia.com", "v1alpha1", "Skyhook"),
+        "skyhooks",
+    );
+    Api::all_with(client.clone(), &resource)
+}
+
+/// Applies a one-document Skyhook manifest verbatim (server-side apply); returns its name.
+pub async fn apply_manifest(client: &kube::Client, path: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let object: DynamicObject =
+        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let kind = object.types.as_ref().map(|types| types.kind.as_str());
+    if kind != Some("Skyhook") {
+        bail!("{} holds a {kind:?}, not a Skyhook", path.display());
+    }
+    let name = object
+        .metadata
+        .name
+        .clone()
+        .with_context(|| format!("{} has no metadata.name", path.display()))?;
+    skyhook_api(client)
+        .patch(&name, &PatchParams::apply("e2e"), &Patch::Apply(&object))
+        .await
+        .with_context(|| format!("applying {}", path.display()))?;
+    Ok(name)
+}
+
+/// Waits until the Skyhook's `status.status` is `wanted`; returns the Skyhook then.
+pub async fn wait_for_skyhook_status(
+    client: &kube::Client,
+    name: &str,
+    wanted: &str,
+    timeout: Duration,
+) -> anyhow::Result<DynamicObject> {
+    let wanted_owned = wanted.to_string();
+    let reached = move |object: Option<&DynamicObject>| {
+        object.is_some_and(|object| skyhook_status(object) == Some(wanted_owned.as_str()))
+    };
+    let waited =
+        tokio::time::timeout(timeout, await_condition(skyhook_api(client), name, reached)).await;
+    match waited {
+        Ok(Ok(Some(object))) => Ok(object),
+        Ok(Ok(None)) => bail!("Skyhook {name} was deleted while waiting for {wanted}"),
+        Ok(Err(error)) => Err(error).with_context(|| format!("watching Skyhook {name}")),
+        Err(_) => {
+            let last = skyhook_api(client).get_opt(name).await.ok().flatten();
+            bail!(
+                "Skyhook {name} did not reach {wanted} within {timeout:?}; last status: {}",
+                last.map_or_else(
+                    || "(gone)".to_string(),
+                    |object| object.data["status"].to_string()
+                )
+            )
+        }
+    }
+}
+
+/// A Skyhook's `status.status`.
+pub fn skyhook_status(object: &DynamicObject) -> Option<&str> {
+    object.data.get("status")?.get("status")?.as_str()
+}
