@@ -95,8 +95,10 @@ while :; do
 done
 
 step "the rollout is complete in ${elapsed}s (demo total $(($(date +%s) - demo_started))s)"
-echo '$ kubectl get nodes -o jsonpath='"'"'{range .items[*]}{.metadata.name}{"\t"}{.metadata.annotations.skyhook\.nvidia\.com/nodeState_demo}{"\n"}{end}'"'"
-kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.metadata.annotations.skyhook\.nvidia\.com/nodeState_demo}{"\n"}{end}'
+# The seed README's own command, verbatim.
+seed_jsonpath='{range .items[?(@.metadata.labels.skyhook\.nvidia\.com/test-node=="demo")]}{.metadata.annotations.skyhook\.nvidia\.com/nodeState_demo}{"\n"}{end}'
+echo "\$ kubectl get nodes -o jsonpath='$seed_jsonpath'"
+kubectl get nodes -o jsonpath="$seed_jsonpath"
 for node in "${node_names[@]}"; do
   echo
   echo "\$ devcluster exec $node -- cat /skyhook-hello-world"
