@@ -106,4 +106,10 @@ chmod 0755 "$tmp_binary"
 mv -f "$tmp_binary" "$binary"
 elapsed=$(($(date +%s) - started))
 echo "control plane built in $((elapsed / 60))m$((elapsed % 60))s: $binary" >&2
+
+# Each build is ~120 MB; keep this one and the previous one (another checkout may still use it).
+ls -1dt -- "$SKYHOOK_CACHE/controlplane"/*/ | tail -n +3 | while IFS= read -r stale; do
+  echo "removing an old control-plane build: $stale" >&2
+  rm -rf -- "$stale"
+done
 echo "$binary"
