@@ -43,9 +43,15 @@ use crate::server::{self, Readiness};
 
 /// Runs the controller until it is stopped or loses leadership.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    let client = Client::try_default().await.context(
+    let mut client_config = kube::Config::infer().await.context(
         "failed to configure a Kubernetes client; run in a pod with a service account or set KUBECONFIG",
     )?;
+    // kube retries 429 answers for many minutes by default. An eviction refused by a
+    // PodDisruptionBudget answers 429 and must come back at once as "blocked", or the one
+    // reconcile at a time would stall behind it; the reconcile loop does its own retrying.
+    client_config.default_retry = false;
+    let client = Client::try_from(client_config)
+        .context("failed to build a Kubernetes client from the inferred configuration")?;
     check_crd(&client).await?;
 
     let metrics = Arc::new(Metrics::new());
