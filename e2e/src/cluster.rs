@@ -25,6 +25,14 @@ impl Installed {
 
 /// Builds the binaries, starts a cluster of `nodes` full nodes and installs skyhook into it.
 pub async fn install(nodes: usize) -> anyhow::Result<Installed> {
+    install_with_env(nodes, &[]).await
+}
+
+/// [`install`], with extra controller environment variables (e.g. a short `DRAIN_TIMEOUT`).
+pub async fn install_with_env(
+    nodes: usize,
+    controller_env: &[(&str, &str)],
+) -> anyhow::Result<Installed> {
     crate::build_binaries()?;
     let cluster = DevCluster::start(DevClusterOptions {
         nodes,
@@ -33,7 +41,13 @@ pub async fn install(nodes: usize) -> anyhow::Result<Installed> {
     .await
     .context("starting the devcluster")?;
     let controller = cluster
-        .install(InstallOptions::default())
+        .install(InstallOptions {
+            extra_env: controller_env
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
+            ..InstallOptions::default()
+        })
         .await
         .context("installing skyhook into the devcluster")?;
     Ok(Installed {

@@ -7,5 +7,6 @@ mod cluster;
 
 pub use binaries::build_binaries;
 pub use cluster::{
-    Installed, apply_manifest, install, skyhook_api, skyhook_status, wait_for_skyhook_status,
+    Installed, apply_manifest, install, install_with_env, skyhook_api, skyhook_status,
+    wait_for_skyhook_status,
 };
