@@ -273,8 +273,18 @@ async fn nodes_register_ready_with_kubelet_labels_and_leases() -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
     for handle in fx.full.iter().chain(&fx.light) {
-        let node = nodes.get(handle.name()).await?;
-        assert!(node_ready(&node), "{} is not Ready", handle.name());
+        // Other tests reboot some of these nodes meanwhile: wait until the node is Ready with
+        // the boot ID its handle reports, rather than asserting one snapshot.
+        let settled = |n: Option<&Node>| {
+            n.is_some_and(|n| node_ready(n) && handle.boot_id().is_ok_and(|id| id == boot_id(n)))
+        };
+        let node =
+            tokio::time::timeout(WAIT, await_condition(nodes.clone(), handle.name(), settled))
+                .await
+                .with_context(|| {
+                    format!("{} did not become Ready with its boot ID", handle.name())
+                })??
+                .with_context(|| format!("node {} vanished", handle.name()))?;
         let labels = node.metadata.labels.clone().unwrap_or_default();
         assert_eq!(
             labels.get("kubernetes.io/hostname").map(String::as_str),
@@ -289,7 +299,6 @@ async fn nodes_register_ready_with_kubelet_labels_and_leases() -> Result<()> {
             labels.get("devcluster-test").map(String::as_str),
             Some("nodes")
         );
-        assert_eq!(boot_id(&node), handle.boot_id()?);
         let lease = leases.get(handle.name()).await?;
         let spec = lease.spec.context("lease without spec")?;
         assert_eq!(spec.holder_identity.as_deref(), Some(handle.name()));
