@@ -113,9 +113,9 @@ pub fn content(volume: &Volume, sources: &VolumeSources<'_>) -> Result<VolumeCon
     }
     if let Some(cm) = &volume.config_map {
         let mode = mode_or(cm.default_mode, 0o644);
-        let files = config_map_files(
+        let files = keyed_files(
             name,
-            &cm.name,
+            KeySource::ConfigMap(&cm.name),
             cm.items.as_deref(),
             cm.optional,
             mode,
@@ -126,9 +126,9 @@ pub fn content(volume: &Volume, sources: &VolumeSources<'_>) -> Result<VolumeCon
     if let Some(s) = &volume.secret {
         let mode = mode_or(s.default_mode, 0o644);
         let secret_name = s.secret_name.clone().unwrap_or_default();
-        let files = secret_files(
+        let files = keyed_files(
             name,
-            &secret_name,
+            KeySource::Secret(&secret_name),
             s.items.as_deref(),
             s.optional,
             mode,
@@ -146,9 +146,9 @@ pub fn content(volume: &Volume, sources: &VolumeSources<'_>) -> Result<VolumeCon
         let mut files = Vec::new();
         for source in p.sources.iter().flatten() {
             if let Some(cm) = &source.config_map {
-                files.extend(config_map_files(
+                files.extend(keyed_files(
                     name,
-                    &cm.name,
+                    KeySource::ConfigMap(&cm.name),
                     cm.items.as_deref(),
                     cm.optional,
                     mode,
@@ -156,9 +156,9 @@ pub fn content(volume: &Volume, sources: &VolumeSources<'_>) -> Result<VolumeCon
                 )?);
             }
             if let Some(s) = &source.secret {
-                files.extend(secret_files(
+                files.extend(keyed_files(
                     name,
-                    &s.name,
+                    KeySource::Secret(&s.name),
                     s.items.as_deref(),
                     s.optional,
                     mode,
@@ -231,61 +231,69 @@ fn select_files(
     Ok(files)
 }
 
-fn config_map_files(
-    volume: &str,
-    name: &str,
-    items: Option<&[KeyToPath]>,
-    optional: Option<bool>,
-    mode: u32,
-    sources: &VolumeSources<'_>,
-) -> Result<Vec<VolumeFile>, VolumeError> {
-    let optional = optional == Some(true);
-    let Some(cm) = sources.config_maps.get(name) else {
-        if optional {
-            return Ok(Vec::new());
-        }
-        return Err(VolumeError::ConfigMapNotFound {
-            volume: volume.to_owned(),
-            name: name.to_owned(),
-        });
-    };
-    let mut data: BTreeMap<String, Vec<u8>> = cm
-        .data
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
-        .collect();
-    for (k, v) in cm.binary_data.iter().flatten() {
-        data.insert(k.clone(), v.0.clone());
-    }
-    select_files(volume, "configMap", &data, items, optional, mode)
+/// The object a configMap or secret volume (or projection) takes its keys from.
+#[derive(Debug, Clone, Copy)]
+enum KeySource<'a> {
+    ConfigMap(&'a str),
+    Secret(&'a str),
 }
 
-fn secret_files(
+/// The files of a configMap or secret volume: every key, or the selected `items`. A missing
+/// object is an error unless the volume is optional.
+fn keyed_files(
     volume: &str,
-    name: &str,
+    source: KeySource<'_>,
     items: Option<&[KeyToPath]>,
     optional: Option<bool>,
     mode: u32,
     sources: &VolumeSources<'_>,
 ) -> Result<Vec<VolumeFile>, VolumeError> {
     let optional = optional == Some(true);
-    let Some(secret) = sources.secrets.get(name) else {
+    let (kind, data) = match source {
+        KeySource::ConfigMap(name) => (
+            "configMap",
+            sources.config_maps.get(name).map(|cm| {
+                let mut data: BTreeMap<String, Vec<u8>> = cm
+                    .data
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                    .collect();
+                for (k, v) in cm.binary_data.iter().flatten() {
+                    data.insert(k.clone(), v.0.clone());
+                }
+                data
+            }),
+        ),
+        KeySource::Secret(name) => (
+            "secret",
+            sources.secrets.get(name).map(|secret| {
+                secret
+                    .data
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.0.clone()))
+                    .collect::<BTreeMap<String, Vec<u8>>>()
+            }),
+        ),
+    };
+    let Some(data) = data else {
         if optional {
             return Ok(Vec::new());
         }
-        return Err(VolumeError::SecretNotFound {
-            volume: volume.to_owned(),
-            name: name.to_owned(),
+        let volume = volume.to_owned();
+        return Err(match source {
+            KeySource::ConfigMap(name) => VolumeError::ConfigMapNotFound {
+                volume,
+                name: name.to_owned(),
+            },
+            KeySource::Secret(name) => VolumeError::SecretNotFound {
+                volume,
+                name: name.to_owned(),
+            },
         });
     };
-    let data: BTreeMap<String, Vec<u8>> = secret
-        .data
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.0.clone()))
-        .collect();
-    select_files(volume, "secret", &data, items, optional, mode)
+    select_files(volume, kind, &data, items, optional, mode)
 }
 
 fn downward_files(
