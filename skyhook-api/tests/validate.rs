@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook, SkyhookSpec};
 use skyhook_api::validate::{
-    MAX_SKYHOOK_NAME_LEN, ValidationContext, admission_warnings, default_policy,
+    MAX_SKYHOOK_NAME_LEN, PolicyReference, ValidationContext, admission_warnings, default_policy,
     policy_delete_blockers, policy_delete_message, validate_policy, validate_skyhook,
 };
 
@@ -513,7 +513,7 @@ fn delete_protection() {
     let skyhook = |name: &str, policy: Option<&str>| {
         let mut s = Skyhook::new(name, SkyhookSpec::default());
         s.spec.deployment_policy = policy.map(Into::into);
-        s
+        PolicyReference::from(&s)
     };
     let skyhooks = [
         skyhook("b", Some("rollout")),

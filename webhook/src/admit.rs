@@ -180,13 +180,13 @@ fn protect_policy_delete(
     request: &AdmissionRequest<DynamicObject>,
     lookups: &dyn Lookups,
 ) -> AdmissionResponse {
-    let Some(skyhooks) = lookups.skyhooks() else {
+    let Some(references) = lookups.policy_references() else {
         return deny_unavailable(
             response,
             "the webhook has not loaded the Skyhooks yet, so it cannot tell whether this DeploymentPolicy is still used; retry in a few seconds",
         );
     };
-    let blockers = policy_delete_blockers(&request.name, &skyhooks);
+    let blockers = policy_delete_blockers(&request.name, &references);
     if blockers.is_empty() {
         return response;
     }

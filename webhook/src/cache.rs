@@ -13,7 +13,8 @@ use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
-use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, SkyhookSpec};
+use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
+use skyhook_api::validate::PolicyReference;
 
 use crate::lookups::Lookups;
 
@@ -93,7 +94,7 @@ impl Lookups for ClusterCache {
             .then(|| self.policies.state().iter().map(|p| p.name_any()).collect())
     }
 
-    fn skyhooks(&self) -> Option<Vec<Skyhook>> {
+    fn policy_references(&self) -> Option<Vec<PolicyReference>> {
         self.is_synced().then(|| {
             self.skyhooks
                 .state()
@@ -105,19 +106,15 @@ impl Lookups for ClusterCache {
 }
 
 /// The part of a stored Skyhook that admission reads: its name and `spec.deploymentPolicy`.
-fn policy_reference(object: &DynamicObject) -> Skyhook {
-    let deployment_policy = object
-        .data
-        .pointer("/spec/deploymentPolicy")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned);
-    Skyhook::new(
-        &object.name_any(),
-        SkyhookSpec {
-            deployment_policy,
-            ..SkyhookSpec::default()
-        },
-    )
+fn policy_reference(object: &DynamicObject) -> PolicyReference {
+    PolicyReference {
+        skyhook: object.name_any(),
+        policy: object
+            .data
+            .pointer("/spec/deploymentPolicy")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+    }
 }
 
 #[cfg(test)]
@@ -134,8 +131,12 @@ mod tests {
             "spec": {"deploymentPolicy": "ramp", "packages": ["not", "a", "map"]},
         }))
         .unwrap();
-        let skyhook = policy_reference(&object);
-        assert_eq!(skyhook.name_any(), "old");
-        assert_eq!(skyhook.spec.deployment_policy.as_deref(), Some("ramp"));
+        assert_eq!(
+            policy_reference(&object),
+            PolicyReference {
+                skyhook: "old".to_owned(),
+                policy: Some("ramp".to_owned()),
+            }
+        );
     }
 }

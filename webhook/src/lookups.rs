@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use skyhook_api::v1alpha1::Skyhook;
+use skyhook_api::validate::PolicyReference;
 
 /// Cluster state consulted by admission. `None` means "not known yet" (the caches have not
 /// synced), in which case a check that needs the answer denies and asks for a retry rather
@@ -13,8 +14,8 @@ use skyhook_api::v1alpha1::Skyhook;
 pub trait Lookups {
     /// Names of the DeploymentPolicies that exist.
     fn policy_names(&self) -> Option<BTreeSet<String>>;
-    /// The Skyhooks that exist.
-    fn skyhooks(&self) -> Option<Vec<Skyhook>>;
+    /// Which DeploymentPolicy each existing Skyhook names.
+    fn policy_references(&self) -> Option<Vec<PolicyReference>>;
 }
 
 /// A fixed view of the cluster.
@@ -31,7 +32,7 @@ impl Lookups for Snapshot {
         Some(self.policy_names.clone())
     }
 
-    fn skyhooks(&self) -> Option<Vec<Skyhook>> {
-        Some(self.skyhooks.clone())
+    fn policy_references(&self) -> Option<Vec<PolicyReference>> {
+        Some(self.skyhooks.iter().map(PolicyReference::from).collect())
     }
 }

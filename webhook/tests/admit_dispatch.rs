@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use skyhook_api::v1alpha1::Skyhook;
+use skyhook_api::validate::PolicyReference;
 use webhook::admit::Endpoint;
 use webhook::lookups::{Lookups, Snapshot};
 use webhook::review::review;
@@ -18,7 +18,7 @@ impl Lookups for NotSynced {
     fn policy_names(&self) -> Option<BTreeSet<String>> {
         None
     }
-    fn skyhooks(&self) -> Option<Vec<Skyhook>> {
+    fn policy_references(&self) -> Option<Vec<PolicyReference>> {
         None
     }
 }

@@ -6,7 +6,9 @@ mod quantity;
 mod skyhook;
 mod violation;
 
-pub use policy::{default_policy, policy_delete_blockers, policy_delete_message, validate_policy};
+pub use policy::{
+    PolicyReference, default_policy, policy_delete_blockers, policy_delete_message, validate_policy,
+};
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use skyhook::{MAX_SKYHOOK_NAME_LEN, ValidationContext, admission_warnings, validate_skyhook};
 pub use violation::{Violation, Violations};

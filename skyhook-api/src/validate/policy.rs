@@ -238,13 +238,33 @@ fn default_strategy(strategy: &mut DeploymentStrategy) {
     }
 }
 
+/// What delete protection reads of a Skyhook: its name and the DeploymentPolicy it names.
+/// Callers that cannot decode a whole Skyhook (an object stored by an older version) can still
+/// build one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyReference {
+    /// The Skyhook's name.
+    pub skyhook: String,
+    /// Its `spec.deploymentPolicy`, if any.
+    pub policy: Option<String>,
+}
+
+impl From<&Skyhook> for PolicyReference {
+    fn from(skyhook: &Skyhook) -> Self {
+        Self {
+            skyhook: skyhook.metadata.name.clone().unwrap_or_default(),
+            policy: skyhook.spec.deployment_policy.clone(),
+        }
+    }
+}
+
 /// The Skyhooks (sorted names) whose `spec.deploymentPolicy` is `policy`: while any remains,
 /// deleting the policy is refused.
-pub fn policy_delete_blockers(policy: &str, skyhooks: &[Skyhook]) -> Vec<String> {
-    let mut names: Vec<String> = skyhooks
+pub fn policy_delete_blockers(policy: &str, references: &[PolicyReference]) -> Vec<String> {
+    let mut names: Vec<String> = references
         .iter()
-        .filter(|s| s.spec.deployment_policy.as_deref() == Some(policy))
-        .map(|s| s.metadata.name.clone().unwrap_or_default())
+        .filter(|r| r.policy.as_deref() == Some(policy))
+        .map(|r| r.skyhook.clone())
         .collect();
     names.sort();
     names
