@@ -1,5 +1,6 @@
 //! A devcluster with skyhook installed, and the Kubernetes calls the tests share.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -21,6 +22,11 @@ impl Installed {
     pub fn controller_log_tail(&self, lines: usize) -> String {
         devcluster::controlplane::process::log_tail(&self.controller.record().log, lines)
     }
+
+    /// The controller's Prometheus port on 127.0.0.1 (see [`crate::metrics`]).
+    pub fn metrics_port(&self) -> u16 {
+        self.controller.record().metrics_port
+    }
 }
 
 /// Builds the binaries, starts a cluster of `nodes` full nodes and installs skyhook into it.
@@ -33,19 +39,67 @@ pub async fn install_with_env(
     nodes: usize,
     controller_env: &[(&str, &str)],
 ) -> anyhow::Result<Installed> {
+    install_with(Setup {
+        nodes,
+        controller_env: controller_env
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect(),
+        ..Setup::default()
+    })
+    .await
+}
+
+/// What [`install_with`] starts.
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    pub nodes: usize,
+    /// Nodes without overlay mounts: enough for the `agentless` image, which runs no process.
+    pub light: bool,
+    /// Labels every node gets.
+    pub node_labels: BTreeMap<String, String>,
+    /// The controller's `AGENT_IMAGE`; `None`: its default (the built skyhook-agent).
+    pub agent_image: Option<String>,
+    /// Extra controller environment variables.
+    pub controller_env: BTreeMap<String, String>,
+}
+
+impl Setup {
+    /// Upstream's core e2e set-up (spec §6.1): `nodes` light nodes labelled
+    /// `skyhook.nvidia.com/test-node=skyhooke2e`, and `ghcr.io/nvidia/skyhook/agentless:6.2.0` as
+    /// the agent image, so every stage sleeps `SLEEP_LEN` and exits `EXIT_CODE` from the package env.
+    pub fn agentless(nodes: usize) -> Self {
+        Self {
+            nodes,
+            light: true,
+            node_labels: BTreeMap::from([(TEST_NODE_LABEL.to_owned(), TEST_NODE_VALUE.to_owned())]),
+            agent_image: Some(AGENTLESS_AGENT_IMAGE.to_owned()),
+            controller_env: BTreeMap::new(),
+        }
+    }
+}
+
+/// The label upstream's e2e Skyhooks select their nodes by, and its value.
+pub const TEST_NODE_LABEL: &str = "skyhook.nvidia.com/test-node";
+pub const TEST_NODE_VALUE: &str = "skyhooke2e";
+/// Upstream's e2e agent image (the operator's `AGENT_IMAGE` in its test deployment).
+pub const AGENTLESS_AGENT_IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless:6.2.0";
+
+/// Builds the binaries, starts a cluster as `setup` says and installs skyhook into it.
+pub async fn install_with(setup: Setup) -> anyhow::Result<Installed> {
     crate::build_binaries()?;
     let cluster = DevCluster::start(DevClusterOptions {
-        nodes,
+        nodes: setup.nodes,
+        light: setup.light,
+        node_labels: setup.node_labels,
         ..DevClusterOptions::default()
     })
     .await
     .context("starting the devcluster")?;
     let controller = cluster
         .install(InstallOptions {
-            extra_env: controller_env
-                .iter()
-                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-                .collect(),
+            agent_image: setup.agent_image,
+            extra_env: setup.controller_env,
             ..InstallOptions::default()
         })
         .await

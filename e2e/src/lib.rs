@@ -1,12 +1,21 @@
 //! Shared set-up of the end-to-end tests in `tests/`: the binaries they run (built on demand in
 //! the test's own cargo target directory), a devcluster with skyhook installed, and helpers to
-//! apply manifests and wait for Skyhook states.
+//! apply manifests, wait for states, read node bookkeeping, record pods and scrape metrics.
 
+mod apply;
 mod binaries;
 mod cluster;
+pub mod metrics;
+pub mod nodes;
+pub mod pods;
+mod recorder;
+mod wait;
 
+pub use apply::{apply_yaml, merge_patch_skyhook};
 pub use binaries::build_binaries;
 pub use cluster::{
-    Installed, apply_manifest, install, install_with_env, skyhook_api, skyhook_status,
-    wait_for_skyhook_status,
+    AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,
+    install, install_with, install_with_env, skyhook_api, skyhook_status, wait_for_skyhook_status,
 };
+pub use recorder::Recorder;
+pub use wait::{WAIT, wait_for, within};

@@ -1,0 +1,76 @@
+//! Applying YAML of any kind (server-side apply through API discovery) and patching Skyhooks.
+
+use anyhow::{Context, bail};
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::discovery::{Scope, pinned_kind};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Field manager of everything the tests apply.
+const FIELD_MANAGER: &str = "e2e";
+
+/// Server-side applies every document of `yaml` (any kinds; namespaced objects without a
+/// namespace go to `default`), forcing ownership of the fields it sets. Returns `Kind/name` of
+/// each object, in order.
+pub async fn apply_yaml(client: &kube::Client, yaml: &str) -> anyhow::Result<Vec<String>> {
+    let mut applied = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(yaml) {
+        let value = Value::deserialize(document).context("parsing a YAML document")?;
+        if value.is_null() {
+            continue;
+        }
+        let object: DynamicObject =
+            serde_json::from_value(value).context("reading a YAML document as an object")?;
+        applied.push(apply_object(client, &object).await?);
+    }
+    Ok(applied)
+}
+
+async fn apply_object(client: &kube::Client, object: &DynamicObject) -> anyhow::Result<String> {
+    let Some(types) = object.types.as_ref() else {
+        bail!("a document has no apiVersion/kind: {object:?}");
+    };
+    let name = object
+        .metadata
+        .name
+        .as_deref()
+        .with_context(|| format!("a {} has no metadata.name", types.kind))?;
+    let gvk = GroupVersionKind::try_from(types).with_context(|| {
+        format!(
+            "{} {name}: bad apiVersion {}",
+            types.kind, types.api_version
+        )
+    })?;
+    let (resource, capabilities) = pinned_kind(client, &gvk)
+        .await
+        .with_context(|| format!("discovering {gvk:?} for {name}"))?;
+    let api: Api<DynamicObject> = match capabilities.scope {
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+        Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            object.metadata.namespace.as_deref().unwrap_or("default"),
+            &resource,
+        ),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {} {name}", types.kind))?;
+    Ok(format!("{}/{name}", types.kind))
+}
+
+/// JSON merge patch of the Skyhook `name`'s spec or metadata (`patch` is the whole patch object).
+pub async fn merge_patch_skyhook(
+    client: &kube::Client,
+    name: &str,
+    patch: &Value,
+) -> anyhow::Result<()> {
+    crate::skyhook_api(client)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .with_context(|| format!("merge-patching Skyhook {name} with {patch}"))?;
+    Ok(())
+}

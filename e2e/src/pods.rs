@@ -1,0 +1,71 @@
+//! The pods the controller creates for a Skyhook (spec §2.8) and what tests read from them.
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::api::Api;
+use kube::runtime::watcher;
+use serde_json::Value;
+
+use crate::Recorder;
+
+/// The namespace of package and interrupt pods.
+pub const NAMESPACE: &str = devcluster::install::NAMESPACE;
+
+/// Records every version of every pod of `skyhook` (label `skyhook.nvidia.com/name`).
+pub async fn record_pods(client: &kube::Client, skyhook: &str) -> anyhow::Result<Recorder<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = format!("skyhook.nvidia.com/name={skyhook}");
+    Recorder::start(pods, watcher::Config::default().labels(&selector)).await
+}
+
+/// The decoded `skyhook.nvidia.com/package` annotation: `{name, version, skyhook, stage, image…}`.
+pub fn package_annotation(pod: &Pod) -> Option<Value> {
+    let text = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get("skyhook.nvidia.com/package")?;
+    serde_json::from_str(text).ok()
+}
+
+/// `(package name, stage)` from the pod's package annotation.
+pub fn package_and_stage(pod: &Pod) -> Option<(String, String)> {
+    let annotation = package_annotation(pod)?;
+    Some((
+        annotation["name"].as_str()?.to_owned(),
+        annotation["stage"].as_str()?.to_owned(),
+    ))
+}
+
+/// The pod's init containers.
+pub fn init_containers(pod: &Pod) -> &[Container] {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.init_containers.as_deref())
+        .unwrap_or_default()
+}
+
+/// The names of the pod's init containers, in order.
+pub fn init_container_names(pod: &Pod) -> Vec<&str> {
+    init_containers(pod)
+        .iter()
+        .map(|container| container.name.as_str())
+        .collect()
+}
+
+/// The first recorded pod (any version) for `package` at `stage`.
+pub fn find_pod<'a>(pods: &'a [Pod], package: &str, stage: &str) -> Option<&'a Pod> {
+    pods.iter().find(|pod| {
+        package_and_stage(pod).is_some_and(|(name, found)| name == package && found == stage)
+    })
+}
+
+/// The distinct `(package, stage)` pairs of the recorded pods, in order of first appearance.
+pub fn package_stages(pods: &[Pod]) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    for pair in pods.iter().filter_map(package_and_stage) {
+        if !seen.contains(&pair) {
+            seen.push(pair);
+        }
+    }
+    seen
+}
