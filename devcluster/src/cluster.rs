@@ -288,6 +288,15 @@ impl DevCluster {
         crate::install::install(&client, &self.state, &options).await
     }
 
+    /// Starts one more `skyhook-controller` against this cluster, without applying anything
+    /// (see [`InstallOptions::replica`] for a second replica next to the installed one).
+    pub async fn start_controller(
+        &self,
+        options: InstallOptions,
+    ) -> Result<ControllerProcess, InstallError> {
+        crate::install::start_controller(&self.state, &options).await
+    }
+
     /// Stops the cluster now (what drop does), waiting until every process has ended.
     pub fn stop(mut self) {
         self.shut_down();

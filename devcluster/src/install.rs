@@ -47,6 +47,10 @@ pub struct InstallOptions {
     pub extra_env: BTreeMap<String, String>,
     /// How long the controller may take to answer `/readyz`.
     pub ready_timeout: Duration,
+    /// `Some(name)`: a further replica next to the installed controller (leader-election tests):
+    /// its log is `<state>/logs/skyhook-controller-<name>.log` and it is not recorded, so
+    /// `status` and `down` keep tracking the first one.
+    pub replica: Option<String>,
 }
 
 impl Default for InstallOptions {
@@ -57,6 +61,7 @@ impl Default for InstallOptions {
             agent_image: None,
             extra_env: BTreeMap::new(),
             ready_timeout: Duration::from_secs(120),
+            replica: None,
         }
     }
 }
@@ -318,6 +323,15 @@ impl ControllerProcess {
         self.record.clone()
     }
 
+    /// SIGKILL at once, as a crash or an OOM kill would end it (no Lease release, no cleanup);
+    /// waits for the exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal_group(child.id(), Signal::SIGKILL);
+            let _reaped = child.wait();
+        }
+    }
+
     /// SIGTERM, then SIGKILL after `grace`; waits for the exit.
     pub fn stop(&mut self, grace: Duration) {
         if let Some(mut child) = self.child.take() {
@@ -396,7 +410,10 @@ pub async fn start_controller(
         options.agent_image.as_deref(),
         &options.extra_env,
     );
-    let log = state.log_file(CONTROLLER_BINARY);
+    let log = match &options.replica {
+        Some(replica) => state.log_file(&format!("{CONTROLLER_BINARY}-{replica}")),
+        None => state.log_file(CONTROLLER_BINARY),
+    };
     let io = |action, path: &Path, source| InstallError::Io {
         action,
         path: path.to_path_buf(),
@@ -431,7 +448,9 @@ pub async fn start_controller(
         child: Some(child),
         record,
     };
-    process.record.write(state)?;
+    if options.replica.is_none() {
+        process.record.write(state)?;
+    }
     let started = Instant::now();
     loop {
         if let Some(child) = process.child.as_mut()
