@@ -2,7 +2,7 @@
 //! configurations and the certificate being served, decide what to do. The rules are in spec
 //! §2.14:
 //! - Issue a new certificate when the Secret is missing or incomplete, was issued for another
-//!   Service, has no readable expiry, or expires within [`RENEW_BEFORE`].
+//!   Service or other extra names, has no readable expiry, or expires within [`RENEW_BEFORE`].
 //! - Otherwise, patch every webhook whose `caBundle` differs from the Secret's CA, and write the
 //!   Secret's pair to disk when the served files differ.
 //! - The webhook is ready only when it serves the Secret's certificate and every webhook trusts
@@ -30,6 +30,9 @@ pub struct StoredCert {
     pub expires: Option<Timestamp>,
     /// The `skyhook.nvidia.com/service` annotation: the Service the certificate was issued for.
     pub service: Option<String>,
+    /// The `skyhook.nvidia.com/extra-names` annotation: further names the certificate was issued
+    /// for (empty when absent).
+    pub extra_names: Vec<String>,
 }
 
 /// One webhook inside a Validating or Mutating WebhookConfiguration.
@@ -54,6 +57,8 @@ pub struct Observed<'a> {
     pub served: Option<&'a str>,
     /// The Service the certificate must be valid for (`<svc>.<ns>.svc`).
     pub service: &'a str,
+    /// Further names (DNS names or IP addresses) the certificate must be valid for.
+    pub extra_names: &'a [String],
 }
 
 /// Why a new certificate is needed.
@@ -63,6 +68,8 @@ pub enum IssueReason {
     Missing,
     /// Issued for another Service.
     ServiceChanged,
+    /// Issued for other extra names (`--cert-extra-name` changed).
+    ExtraNamesChanged,
     /// The expiration annotation is absent or unreadable.
     UnknownExpiry,
     /// Expires within [`RENEW_BEFORE`].
@@ -102,6 +109,9 @@ pub fn cert_plan(observed: &Observed<'_>, now: Timestamp) -> CertPlan {
     };
     if stored.service.as_deref() != Some(observed.service) {
         return issue(IssueReason::ServiceChanged, recheck);
+    }
+    if stored.extra_names != observed.extra_names {
+        return issue(IssueReason::ExtraNamesChanged, recheck);
     }
     let Some(expires) = stored.expires else {
         return issue(IssueReason::UnknownExpiry, recheck);
@@ -174,6 +184,7 @@ mod tests {
             key: Some("KEY".into()),
             expires: Some(now() + SignedDuration::from_hours(24 * expires_in_days)),
             service: Some(SERVICE.into()),
+            extra_names: Vec::new(),
         }
     }
 
@@ -204,6 +215,10 @@ mod tests {
         };
         let other_service = StoredCert {
             service: Some("old.skyhook.svc".into()),
+            ..stored(300)
+        };
+        let other_names = StoredCert {
+            extra_names: vec!["127.0.0.1".into()],
             ..stored(300)
         };
         let no_expiry = StoredCert {
@@ -242,6 +257,14 @@ mod tests {
                 &trusted,
                 Some("CERT"),
                 vec![Action::Issue(IssueReason::ServiceChanged)],
+                false,
+            ),
+            (
+                "issued with other extra names",
+                Some(&other_names),
+                &trusted,
+                Some("CERT"),
+                vec![Action::Issue(IssueReason::ExtraNamesChanged)],
                 false,
             ),
             (
@@ -306,6 +329,7 @@ mod tests {
                     webhooks,
                     served,
                     service: SERVICE,
+                    extra_names: &[],
                 },
                 now(),
             );
@@ -338,6 +362,7 @@ mod tests {
                     webhooks: &webhooks,
                     served: Some("CERT"),
                     service: SERVICE,
+                    extra_names: &[],
                 },
                 now(),
             )
@@ -355,6 +380,7 @@ mod tests {
                 webhooks: &webhooks,
                 served: Some("CERT"),
                 service: SERVICE,
+                extra_names: &[],
             },
             now(),
         );

@@ -28,6 +28,7 @@ use crate::tls::{CERT_FILE, KEY_FILE, ReloadingCert, error_chain};
 
 const EXPIRATION_ANNOTATION: &str = "skyhook.nvidia.com/expiration";
 const SERVICE_ANNOTATION: &str = "skyhook.nvidia.com/service";
+const EXTRA_NAMES_ANNOTATION: &str = "skyhook.nvidia.com/extra-names";
 /// The longest wait between passes: configurations reset by a Helm upgrade are repaired this
 /// quickly.
 const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -68,6 +69,8 @@ pub struct CertSync {
     pub secret: String,
     /// `<svc>.<ns>.svc` of the webhook's Service.
     pub service: String,
+    /// Further names the certificate is issued for.
+    pub extra_names: Vec<String>,
     /// The ValidatingWebhookConfiguration to keep trusting the CA.
     pub validating: String,
     /// The MutatingWebhookConfiguration to keep trusting the CA.
@@ -151,6 +154,7 @@ impl CertSync {
                 webhooks: &webhooks,
                 served: served.as_deref(),
                 service: &self.service,
+                extra_names: &self.extra_names,
             },
             now,
         );
@@ -183,7 +187,7 @@ impl CertSync {
         existing: Option<&Secret>,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let issued = issue(&self.service, now).map_err(Error::Issue)?;
+        let issued = issue(&self.service, &self.extra_names, now).map_err(Error::Issue)?;
         let previous_ca = existing.map(stored_cert).and_then(|s| s.ca);
         let ca = ca_bundle(&issued.ca, previous_ca.as_deref());
         let data = BTreeMap::from([
@@ -191,10 +195,16 @@ impl CertSync {
             ("tls.crt".to_owned(), ByteString(issued.cert.into_bytes())),
             ("tls.key".to_owned(), ByteString(issued.key.into_bytes())),
         ]);
-        let annotations = BTreeMap::from([
+        let mut annotations = BTreeMap::from([
             (EXPIRATION_ANNOTATION.to_owned(), issued.expires.to_string()),
             (SERVICE_ANNOTATION.to_owned(), self.service.clone()),
         ]);
+        if !self.extra_names.is_empty() {
+            annotations.insert(
+                EXTRA_NAMES_ANNOTATION.to_owned(),
+                self.extra_names.join(","),
+            );
+        }
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(self.secret.clone()),
@@ -328,6 +338,15 @@ fn stored_cert(secret: &Secret) -> StoredCert {
         key: field("tls.key"),
         expires: annotation(EXPIRATION_ANNOTATION).and_then(|e| e.parse().ok()),
         service: annotation(SERVICE_ANNOTATION),
+        extra_names: annotation(EXTRA_NAMES_ANNOTATION)
+            .map(|names| {
+                names
+                    .split(',')
+                    .filter(|name| !name.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -345,6 +364,10 @@ mod tests {
                         "2027-06-01T00:00:00Z".to_owned(),
                     ),
                     (SERVICE_ANNOTATION.to_owned(), "svc.ns.svc".to_owned()),
+                    (
+                        EXTRA_NAMES_ANNOTATION.to_owned(),
+                        "127.0.0.1,webhook.local".to_owned(),
+                    ),
                 ])),
                 ..ObjectMeta::default()
             },
@@ -363,6 +386,7 @@ mod tests {
                 key: None,
                 expires: Some("2027-06-01T00:00:00Z".parse().unwrap()),
                 service: Some("svc.ns.svc".into()),
+                extra_names: vec!["127.0.0.1".into(), "webhook.local".into()],
             }
         );
         let unreadable = Secret {

@@ -56,8 +56,10 @@ pub enum Error {
 }
 
 /// Issues a CA and a serving certificate valid for `<service>` and `<service>.cluster.local`
-/// (`service` is `<svc>.<ns>.svc`), from a day before `now` (clock skew) for [`VALIDITY`].
-pub fn issue(service: &str, now: Timestamp) -> Result<Issued, Error> {
+/// (`service` is `<svc>.<ns>.svc`) and each of `extra_names` (DNS names or IP addresses, e.g.
+/// `127.0.0.1` for an API server that calls the webhook by URL), from a day before `now` (clock
+/// skew) for [`VALIDITY`].
+pub fn issue(service: &str, extra_names: &[String], now: Timestamp) -> Result<Issued, Error> {
     let fail = |source| Error::Issue {
         service: service.to_owned(),
         source,
@@ -85,9 +87,13 @@ pub fn issue(service: &str, now: Timestamp) -> Result<Issued, Error> {
     let ca_key = KeyPair::generate().map_err(fail)?;
     let ca = CertifiedIssuer::self_signed(ca_params, ca_key).map_err(fail)?;
 
-    let mut params =
-        CertificateParams::new(vec![service.to_owned(), format!("{service}.cluster.local")])
-            .map_err(fail)?;
+    let names = [service.to_owned(), format!("{service}.cluster.local")]
+        .into_iter()
+        .chain(extra_names.iter().cloned())
+        .collect::<Vec<_>>();
+    // rcgen makes a name that parses as an IP address an IP SAN, which is what TLS clients
+    // check an address against.
+    let mut params = CertificateParams::new(names).map_err(fail)?;
     params
         .distinguished_name
         .push(DnType::CommonName, service.to_owned());

@@ -55,6 +55,15 @@ pub struct Args {
     /// Name of the webhook's Service; the certificate is issued for <name>.<namespace>.svc.
     #[arg(long, env = "WEBHOOK_SERVICE", default_value = "skyhook-webhook")]
     pub service: String,
+    /// With --manage-certs: a further DNS name or IP address the certificate is issued for
+    /// (repeatable, or comma-separated in the variable), e.g. 127.0.0.1 when the API server
+    /// calls the webhook by `clientConfig.url` rather than through the Service.
+    #[arg(
+        long = "cert-extra-name",
+        env = "WEBHOOK_CERT_EXTRA_NAMES",
+        value_delimiter = ','
+    )]
+    pub cert_extra_names: Vec<String>,
     /// ValidatingWebhookConfiguration whose caBundle is kept current.
     #[arg(long, default_value = "skyhook-operator-validating-webhook")]
     pub validating_webhook_configuration: String,
@@ -99,6 +108,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             namespace: args.namespace.clone(),
             secret: args.cert_secret.clone(),
             service: format!("{}.{}.svc", args.service, args.namespace),
+            extra_names: args.cert_extra_names.clone(),
             validating: args.validating_webhook_configuration.clone(),
             mutating: args.mutating_webhook_configuration.clone(),
         };

@@ -360,15 +360,16 @@ async fn admin_port_reports_health_readiness_and_metrics() {
 }
 
 #[tokio::test]
-async fn an_issued_certificate_is_trusted_through_its_ca_for_both_service_names() {
+async fn an_issued_certificate_is_trusted_through_its_ca_for_both_service_names_and_extra_names() {
     use rustls::pki_types::pem::PemObject as _;
     let service = "skyhook-webhook.skyhook.svc";
     let fixed: jiff::Timestamp = "2026-06-01T10:30:00Z".parse().unwrap();
-    let expires = webhook::issue::issue(service, fixed).unwrap().expires;
+    let expires = webhook::issue::issue(service, &[], fixed).unwrap().expires;
     assert_eq!(expires, "2027-06-01T00:00:00Z".parse().unwrap());
 
     // Handshakes check validity against the real clock.
-    let issued = webhook::issue::issue(service, jiff::Timestamp::now()).unwrap();
+    let extra = ["127.0.0.1".to_owned(), "webhook.local".to_owned()];
+    let issued = webhook::issue::issue(service, &extra, jiff::Timestamp::now()).unwrap();
     assert!(!format!("{issued:?}").contains("PRIVATE"));
     let dir = tempfile::tempdir().unwrap();
     replace(dir.path(), tls::CERT_FILE, &issued.cert);
@@ -376,8 +377,9 @@ async fn an_issued_certificate_is_trusted_through_its_ca_for_both_service_names(
     let server = Server::start(dir.path()).await;
     let ca = CertificateDer::from_pem_slice(issued.ca.as_bytes()).unwrap();
     let trusting_ca = client_config(&[&ca], &[&version::TLS13]);
-    for name in [service.to_owned(), format!("{service}.cluster.local")] {
-        let stream = connect_as(server.addr, Arc::clone(&trusting_ca), &name)
+    let names = [service.to_owned(), format!("{service}.cluster.local")];
+    for name in names.iter().chain(&extra) {
+        let stream = connect_as(server.addr, Arc::clone(&trusting_ca), name)
             .await
             .unwrap();
         let (status, _) = request(
@@ -390,10 +392,13 @@ async fn an_issued_certificate_is_trusted_through_its_ca_for_both_service_names(
         .unwrap();
         assert_eq!(status, 200);
     }
-    assert!(
-        connect_as(server.addr, trusting_ca, "other.skyhook.svc")
-            .await
-            .is_err()
-    );
+    for other in ["other.skyhook.svc", "127.0.0.2"] {
+        assert!(
+            connect_as(server.addr, Arc::clone(&trusting_ca), other)
+                .await
+                .is_err(),
+            "{other}"
+        );
+    }
     server.shutdown().await;
 }
