@@ -4,6 +4,7 @@
 
 mod apply;
 mod binaries;
+pub mod budget;
 mod cluster;
 pub mod metrics;
 pub mod nodes;
