@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Map, Value};
 
 /// `skyhook.nvidia.com/nodeState_<skyhook>`.
@@ -99,8 +99,24 @@ pub fn skyhook_keys(node: &Node) -> String {
             .map(|(key, value)| format!("{key}={value}"))
             .collect::<Vec<_>>()
     };
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_.starts_with("skyhook.nvidia.com/"))
+        .map(|c| {
+            format!(
+                "{}={}/{}",
+                c.type_,
+                c.status,
+                c.reason.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>();
     format!(
-        "annotations {:?}; labels {:?}; unschedulable {}",
+        "annotations {:?}; labels {:?}; conditions {conditions:?}; unschedulable {}",
         pick(node.metadata.annotations.as_ref()),
         pick(node.metadata.labels.as_ref()),
         is_cordoned(node)
@@ -127,6 +143,114 @@ pub async fn wait_for_node(
             )))
         }
     }
+}
+
+/// The node's taints as `key=value:effect` (`key:effect` without a value), in order.
+pub fn taints(node: &Node) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|spec| spec.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|taint| match &taint.value {
+            Some(value) => format!("{}={value}:{}", taint.key, taint.effect),
+            None => format!("{}:{}", taint.key, taint.effect),
+        })
+        .collect()
+}
+
+/// Adds the taint `key[=value]:effect` to node `name` (no-op if present).
+pub async fn add_taint(client: &kube::Client, name: &str, taint: &str) -> anyhow::Result<()> {
+    let parsed = parse_taint(taint)?;
+    edit_taints(client, name, |taints| {
+        if !taints.iter().any(|t| same_taint(t, &parsed)) {
+            taints.push(parsed.clone());
+        }
+    })
+    .await
+}
+
+/// Removes the taint `key[=value]:effect` from node `name` (no-op if absent).
+pub async fn remove_taint(client: &kube::Client, name: &str, taint: &str) -> anyhow::Result<()> {
+    let parsed = parse_taint(taint)?;
+    edit_taints(client, name, |taints| {
+        taints.retain(|t| !same_taint(t, &parsed));
+    })
+    .await
+}
+
+fn same_taint(a: &Taint, b: &Taint) -> bool {
+    a.key == b.key && a.value == b.value && a.effect == b.effect
+}
+
+fn parse_taint(text: &str) -> anyhow::Result<Taint> {
+    let (key_value, effect) = text
+        .rsplit_once(':')
+        .with_context(|| format!("taint {text:?} has no :effect"))?;
+    let (key, value) = match key_value.split_once('=') {
+        Some((key, value)) => (key, Some(value.to_owned())),
+        None => (key_value, None),
+    };
+    Ok(Taint {
+        key: key.to_owned(),
+        value,
+        effect: effect.to_owned(),
+        time_added: None,
+    })
+}
+
+/// Read-modify-write of the node's taints, guarded by its resourceVersion so that a taint the
+/// controller writes meanwhile is not lost (a conflict re-reads and retries).
+async fn edit_taints(
+    client: &kube::Client,
+    name: &str,
+    edit: impl Fn(&mut Vec<Taint>),
+) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    loop {
+        let node = nodes
+            .get(name)
+            .await
+            .with_context(|| format!("reading node {name}"))?;
+        let mut taints = node
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.taints.clone())
+            .unwrap_or_default();
+        edit(&mut taints);
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": node.metadata.resource_version},
+            "spec": {"taints": taints}
+        });
+        match nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(response)) if response.code == 409 => continue,
+            Err(error) => {
+                return Err(error).with_context(|| format!("setting the taints of node {name}"));
+            }
+        }
+    }
+}
+
+/// Waits until `condition` holds for all nodes at once (keyed by name); returns them then.
+pub async fn wait_for_nodes(
+    client: &kube::Client,
+    what: &str,
+    condition: impl Fn(&BTreeMap<String, Node>) -> bool,
+) -> anyhow::Result<BTreeMap<String, Node>> {
+    let by_name = |nodes: &[Node]| {
+        nodes
+            .iter()
+            .map(|node| (node.metadata.name.clone().unwrap_or_default(), node.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let nodes: Api<Node> = Api::all(client.clone());
+    let config = kube::runtime::watcher::Config::default();
+    let found = crate::wait::wait_for_all(nodes, config, what, |nodes| condition(&by_name(nodes)));
+    Ok(by_name(&found.await?))
 }
 
 /// Waits until the node's [`stages`] for `skyhook` equal `expected`.
