@@ -91,6 +91,17 @@ impl fmt::Display for Violation {
 
 /// Whether `skyhook` cordoned `node` or has it `in_progress`.
 pub fn node_busy_for(node: &Node, skyhook: &str) -> bool {
+    cordoned_by(node, skyhook)
+        || node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&format!("skyhook.nvidia.com/status_{skyhook}")))
+            .is_some_and(|status| status == "in_progress")
+}
+
+/// Whether `skyhook` holds `node` cordoned (`cordon_<skyhook>` on an unschedulable node).
+pub fn cordoned_by(node: &Node, skyhook: &str) -> bool {
     let annotation = |key: &str| {
         node.metadata
             .annotations
@@ -103,11 +114,7 @@ pub fn node_busy_for(node: &Node, skyhook: &str) -> bool {
         .as_ref()
         .and_then(|spec| spec.unschedulable)
         .unwrap_or(false);
-    let cordoned = unschedulable
-        && annotation(&format!("skyhook.nvidia.com/cordon_{skyhook}")) == Some("true");
-    let in_progress =
-        annotation(&format!("skyhook.nvidia.com/status_{skyhook}")) == Some("in_progress");
-    cordoned || in_progress
+    unschedulable && annotation(&format!("skyhook.nvidia.com/cordon_{skyhook}")) == Some("true")
 }
 
 /// The (Skyhook, node) a pod keeps busy: one of the controller's pods, bound to a node, not
@@ -154,9 +161,16 @@ pub struct BudgetReport {
     pub peaks: BTreeMap<(String, String), usize>,
     /// Watch events checked.
     pub events: usize,
+    /// Per Skyhook, the nodes it was ever seen holding cordoned.
+    pub cordoned: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl BudgetReport {
+    /// The nodes `skyhook` was ever seen holding cordoned.
+    pub fn cordoned(&self, skyhook: &str) -> BTreeSet<String> {
+        self.cordoned.get(skyhook).cloned().unwrap_or_default()
+    }
+
     /// The most nodes of `compartment` of `skyhook` busy at once.
     pub fn peak(&self, skyhook: &str, compartment: &str) -> usize {
         self.peaks
@@ -335,6 +349,19 @@ async fn sample(
             Either::Node(event) => {
                 if node_store.apply(event) {
                     nodes_listed = true;
+                    for budget in &checker.budgets {
+                        let held = node_store
+                            .objects
+                            .iter()
+                            .filter(|(_, node)| cordoned_by(node, &budget.skyhook))
+                            .map(|(name, _)| name.clone());
+                        checker
+                            .report
+                            .cordoned
+                            .entry(budget.skyhook.clone())
+                            .or_default()
+                            .extend(held);
+                    }
                     checker.check(Source::Nodes, |skyhook| {
                         node_store
                             .objects
