@@ -12,6 +12,7 @@
 //! * [`drain`]: which pods leave a node before an interrupt, which block it, what blocks a drain.
 //! * [`metrics`]: upstream's Prometheus gauges computed from a Skyhook's status, and reconcile metrics.
 //! * [`duration`]: Go duration strings (`DEFAULT_INTERVAL`, `gracefulShutdown`).
+//! * [`api_requests`]: the verb and resource of each API request the controller sends, counted.
 //! * [`telemetry`]: JSON or console logs with upstream's log settings.
 //! * [`reconcile`]: the [`reconcile::snapshot::Snapshot`] one reconcile reads and the pure
 //!   [`reconcile::plan::plan`] of every write it makes.
@@ -19,6 +20,7 @@
 //! I/O around them: [`cache`] (reflector caches and the change trigger), [`leader`] (Lease-based
 //! leader election), [`server`] (`/metrics`, `/healthz`, `/readyz`), [`report`] (metrics from a
 //! snapshot) and [`run`] (start-up and the one-at-a-time reconcile loop).
+pub mod api_requests;
 pub mod cache;
 pub mod config;
 pub mod configmaps;

@@ -107,6 +107,15 @@ pub struct CategoryLabels {
     pub category: &'static str,
 }
 
+/// Labels of the controller's API request counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiRequestLabels {
+    /// A Kubernetes verb (fixed set).
+    pub verb: &'static str,
+    /// The resource, with its subresource (`skyhooks/status`).
+    pub resource: String,
+}
+
 /// The values of the eight rollout gauges of one compartment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RolloutValues {
@@ -331,6 +340,7 @@ pub struct Metrics {
     reconcile_runs: Counter,
     reconcile_failures: Family<CategoryLabels, Counter>,
     reconcile_duration: Histogram,
+    api_requests: Family<ApiRequestLabels, Counter>,
     published: Mutex<HashMap<String, SkyhookSeries>>,
 }
 
@@ -354,6 +364,7 @@ impl Metrics {
         let reconcile_runs = Counter::default();
         let reconcile_failures = Family::default();
         let reconcile_duration = Histogram::new(exponential_buckets(0.005, 2.0, 12));
+        let api_requests = Family::default();
 
         registry.register(
             "skyhook_status",
@@ -445,6 +456,11 @@ impl Metrics {
             "Time spent in one reconcile",
             reconcile_duration.clone(),
         );
+        registry.register(
+            "skyhook_api_requests",
+            "Requests the controller sent to the API server, by verb and resource",
+            api_requests.clone(),
+        );
 
         Metrics {
             registry,
@@ -458,6 +474,7 @@ impl Metrics {
             reconcile_runs,
             reconcile_failures,
             reconcile_duration,
+            api_requests,
             published: Mutex::new(HashMap::new()),
         }
     }
@@ -557,6 +574,13 @@ impl Metrics {
     pub fn reconcile_failed(&self, category: &'static str) {
         self.reconcile_failures
             .get_or_create(&CategoryLabels { category })
+            .inc();
+    }
+
+    /// Counts one API request (see [`crate::api_requests`]).
+    pub fn count_api_request(&self, verb: &'static str, resource: String) {
+        self.api_requests
+            .get_or_create(&ApiRequestLabels { verb, resource })
             .inc();
     }
 

@@ -31,6 +31,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+use crate::api_requests::counting_client;
 use crate::cache::Caches;
 use crate::config::Config;
 use crate::leader::{LeaderElector, LeaseTimings};
@@ -50,11 +51,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // PodDisruptionBudget answers 429 and must come back at once as "blocked", or the one
     // reconcile at a time would stall behind it; the reconcile loop does its own retrying.
     client_config.default_retry = false;
-    let client = Client::try_from(client_config)
+    let metrics = Arc::new(Metrics::new());
+    let client = counting_client(client_config, metrics.clone())
         .context("failed to build a Kubernetes client from the inferred configuration")?;
     check_crd(&client).await?;
 
-    let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::default());
     let mut servers = JoinSet::new();
     if let Some(address) = config.metrics_addr {
