@@ -18,6 +18,7 @@ use crate::controlplane::{Timeouts, binary};
 use crate::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::node::NodeHandle;
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
+use crate::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
 use crate::{DevCluster, DevClusterOptions, leftovers};
 
 const CONTROLPLANE_BINARY: &str = "devcluster-controlplane";
@@ -77,6 +78,12 @@ enum Command {
         /// Give up after this many seconds if the controller is not ready.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// Also run `skyhook-webhook` in the background (log in
+        /// <state>/logs/skyhook-webhook.log) and register upstream's webhook configurations for
+        /// it, so invalid Skyhooks and DeploymentPolicies are refused at apply time. Without it,
+        /// configurations left by an earlier `--webhook` install are removed.
+        #[arg(long)]
+        webhook: bool,
     },
     /// Run the cluster in the foreground (what `up` starts in the background).
     #[command(hide = true)]
@@ -129,6 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crds,
             agent_image,
             timeout,
+            webhook,
         } => install(
             &state,
             InstallOptions {
@@ -137,6 +145,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ready_timeout: Duration::from_secs(timeout),
                 ..InstallOptions::default()
             },
+            webhook.then(|| WebhookOptions {
+                ready_timeout: Duration::from_secs(timeout),
+                ..WebhookOptions::default()
+            }),
         ),
         Command::Serve { cluster } => serve(&state, &cluster),
     }
@@ -374,6 +386,10 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
         eprintln!("devcluster: stopped {CONTROLLER_BINARY} (pid {pid})");
         stopped_something = true;
     }
+    if let Some(pid) = webhook::stop_recorded_webhook(state, Duration::from_secs(30)) {
+        eprintln!("devcluster: stopped {WEBHOOK_BINARY} (pid {pid})");
+        stopped_something = true;
+    }
     if let Some(pid) = daemon_pid(state) {
         eprintln!("devcluster: stopping the daemon (pid {pid})");
         stopped_something = true;
@@ -502,6 +518,19 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
             "  {CONTROLLER_BINARY:<24} not installed (`devcluster install` runs it)"
         )),
     }
+    match WebhookRecord::running(state) {
+        Some(webhook) => out.push(format!(
+            "  {WEBHOOK_BINARY:<24} pid {:<8} port {:<6} running (https://127.0.0.1:{}, admin port {}, log {})",
+            webhook.pid,
+            webhook.port,
+            webhook.port,
+            webhook.admin_port,
+            webhook.log.display()
+        )),
+        None => out.push(format!(
+            "  {WEBHOOK_BINARY:<24} not installed (`devcluster install --webhook` runs it)"
+        )),
+    }
     match node_summary(&record.kubeconfig) {
         Ok(lines) => out.extend(lines),
         Err(error) => {
@@ -564,7 +593,11 @@ async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-fn install(state: &StateDir, options: InstallOptions) -> anyhow::Result<ExitCode> {
+fn install(
+    state: &StateDir,
+    options: InstallOptions,
+    webhook_options: Option<WebhookOptions>,
+) -> anyhow::Result<ExitCode> {
     let Some(record) = running_record(state)? else {
         bail!(
             "no cluster is running in {}; start one with `devcluster up`",
@@ -573,6 +606,9 @@ fn install(state: &StateDir, options: InstallOptions) -> anyhow::Result<ExitCode
     };
     if let Some(pid) = install::stop_recorded_controller(state, Duration::from_secs(30)) {
         eprintln!("devcluster: stopped the running {CONTROLLER_BINARY} (pid {pid}) to restart it");
+    }
+    if let Some(pid) = webhook::stop_recorded_webhook(state, Duration::from_secs(30)) {
+        eprintln!("devcluster: stopped the running {WEBHOOK_BINARY} (pid {pid})");
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -592,9 +628,36 @@ fn install(state: &StateDir, options: InstallOptions) -> anyhow::Result<ExitCode
         let crds = install::apply_crds(&client, &crds_dir).await?;
         eprintln!("devcluster: CRDs established: {}", crds.join(", "));
         install::apply_namespace(&client).await?;
+        // The webhook first: the controller's own Skyhook updates go through it.
+        let webhook = match &webhook_options {
+            Some(webhook_options) => {
+                eprintln!(
+                    "devcluster: starting {WEBHOOK_BINARY}, registering its configurations and waiting until the API server reaches it"
+                );
+                let webhook_started = Instant::now();
+                let process = webhook::start_webhook(&client, state, webhook_options).await?;
+                eprintln!(
+                    "devcluster: {WEBHOOK_BINARY} serving the API server in {:.1} s (pid {}, https://127.0.0.1:{}, log {})",
+                    webhook_started.elapsed().as_secs_f64(),
+                    process.record().pid,
+                    process.record().port,
+                    process.record().log.display()
+                );
+                Some(process)
+            }
+            None => {
+                webhook::unregister(&client).await?;
+                None
+            }
+        };
         eprintln!("devcluster: starting {CONTROLLER_BINARY} and waiting for /readyz");
-        anyhow::Ok(install::start_controller(state, &options).await?)
+        let controller = install::start_controller(state, &options).await?;
+        anyhow::Ok((controller, webhook))
     })?;
+    let (controller, webhook) = controller;
+    if let Some(webhook) = webhook {
+        let _record = webhook.detach();
+    }
     let record = controller.detach();
     eprintln!(
         "devcluster: {CONTROLLER_BINARY} ready in {:.1} s (pid {}, metrics on 127.0.0.1:{}, probes on 127.0.0.1:{})",

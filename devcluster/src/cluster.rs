@@ -297,6 +297,20 @@ impl DevCluster {
         crate::install::start_controller(&self.state, &options).await
     }
 
+    /// Registers upstream's webhook configurations and starts `skyhook-webhook` against this
+    /// cluster (after [`DevCluster::install`]: it needs the CRDs and the namespace); returns once
+    /// the API server gets answers through it. The webhook stops when the handle is dropped (drop
+    /// it before the cluster).
+    pub async fn install_webhook(
+        &self,
+        options: crate::webhook::WebhookOptions,
+    ) -> Result<crate::webhook::WebhookProcess, crate::webhook::WebhookError> {
+        let client = self
+            .client()
+            .map_err(|error| InstallError::Client(error.to_string()))?;
+        crate::webhook::install_webhook(&client, &self.state, &options).await
+    }
+
     /// Stops the cluster now (what drop does), waiting until every process has ended.
     pub fn stop(mut self) {
         self.shut_down();

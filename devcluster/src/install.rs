@@ -346,7 +346,7 @@ impl Drop for ControllerProcess {
     }
 }
 
-fn stop_child(child: &mut Child, grace: Duration) {
+pub(crate) fn stop_child(child: &mut Child, grace: Duration) {
     signal_group(child.id(), Signal::SIGTERM);
     let started = Instant::now();
     while matches!(child.try_wait(), Ok(None)) {
@@ -377,7 +377,7 @@ pub fn stop_recorded_controller(state: &StateDir, grace: Duration) -> Option<u32
     record.map(|record| record.pid)
 }
 
-fn free_port(endpoint: &'static str) -> Result<u16, InstallError> {
+pub(crate) fn free_port(endpoint: &'static str) -> Result<u16, InstallError> {
     std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
@@ -481,7 +481,7 @@ pub async fn start_controller(
 }
 
 /// Whether `GET /readyz` on the probe port answers 200.
-async fn readyz(port: u16) -> bool {
+pub(crate) async fn readyz(port: u16) -> bool {
     let ask = async {
         let mut stream =
             tokio::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port)).await?;

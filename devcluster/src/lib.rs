@@ -20,6 +20,8 @@ mod leftovers;
 pub mod node;
 pub mod shim;
 pub mod state;
+pub mod webhook;
 
 pub use cluster::{DevCluster, DevClusterError, DevClusterOptions, Progress};
 pub use install::{ControllerProcess, InstallError, InstallOptions};
+pub use webhook::{WebhookError, WebhookOptions, WebhookProcess};
