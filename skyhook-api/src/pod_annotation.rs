@@ -19,7 +19,9 @@ pub struct PodPackageAnnotation {
     pub skyhook: String,
     /// Stage the pod runs (`interrupt` for interrupt pods).
     pub stage: Stage,
-    /// Package image without tag.
+    /// Package image without tag. Go's decoder reads a missing field as empty, and pods made by
+    /// hand (upstream's pod-finalizer test) carry no image, so it may be absent.
+    #[serde(default)]
     pub image: String,
     /// Digest the package image is pulled by, when pinned.
     #[serde(
@@ -59,6 +61,17 @@ mod tests {
             let parsed = PodPackageAnnotation::parse(case).unwrap();
             assert_eq!(parsed.to_annotation(), case);
         }
+    }
+
+    #[test]
+    fn a_hand_made_annotation_without_image_reads_as_empty_image() {
+        let parsed = PodPackageAnnotation::parse(
+            r#"{"name":"foobar","version":"1.2.3","stage":"apply","skyhook":"foobar"}"#,
+        )
+        .unwrap();
+        assert_eq!(parsed.image, "");
+        assert_eq!(parsed.stage, Stage::Apply);
+        assert_eq!(parsed.skyhook, "foobar");
     }
 
     #[test]
