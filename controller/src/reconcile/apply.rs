@@ -105,8 +105,14 @@ pub async fn apply(
         failures += failed("apply configmap", &name, result);
     }
     let failures_before_nodes = failures;
+    let mut unpatched_nodes = std::collections::BTreeSet::new();
     for (name, patch) in &nodes {
-        let result = patch_node(&node_api, name, patch).await;
+        let read = snapshot.nodes.iter().find(|node| &node.name == name);
+        let resource_version = read.and_then(|node| node.resource_version.as_deref());
+        let result = patch_node(&node_api, name, patch, resource_version).await;
+        if is_status_result(&result, 409) {
+            unpatched_nodes.insert(name.as_str());
+        }
         failures += failed("patch node", name, result);
     }
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
@@ -130,6 +136,13 @@ pub async fn apply(
     }
     for pod in create_pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
+        // The node changed under the plan (409 above): the pod was planned from a node state
+        // that is gone; the next plan decides again from the fresh one.
+        let node = pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref());
+        if node.is_some_and(|node| unpatched_nodes.contains(node)) {
+            debug!(pod = %name, "not created: its node changed since the plan was made");
+            continue;
+        }
         // 409: a pod with this deterministic name exists already (a plan made from a cache
         // that had not yet seen the previous creation); that pod is the one wanted.
         let result = match pods.create(&PostParams::default(), &pod).await {
@@ -212,6 +225,10 @@ fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
 }
 
+fn is_status_result(result: &Result<(), kube::Error>, code: u16) -> bool {
+    result.as_ref().is_err_and(|error| is_status(error, code))
+}
+
 /// Writes the Skyhook's finalizer list with ours added or removed, guarded by the
 /// resourceVersion read so that a concurrent edit of the list is not lost.
 async fn set_finalizer(
@@ -243,45 +260,19 @@ async fn set_finalizer(
         .map(drop)
 }
 
-/// The node's metadata and spec as one merge patch, its conditions as one strategic merge
-/// patch of the status.
-async fn patch_node(api: &Api<Node>, name: &str, patch: &NodePatch) -> Result<(), kube::Error> {
-    let NodePatch {
-        annotations,
-        labels,
-        unschedulable,
-        taints,
-        conditions,
-    } = patch;
-    let mut metadata = Map::new();
-    if !annotations.is_empty() {
-        metadata.insert("annotations".into(), json!(annotations));
+/// The node's metadata and spec as one merge patch (conditional on `resource_version`, see
+/// [`node_merge_patch`]), its conditions as one strategic merge patch of the status.
+async fn patch_node(
+    api: &Api<Node>,
+    name: &str,
+    patch: &NodePatch,
+    resource_version: Option<&str>,
+) -> Result<(), kube::Error> {
+    if let Some(body) = node_merge_patch(patch, resource_version) {
+        api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+            .await?;
     }
-    if !labels.is_empty() {
-        metadata.insert("labels".into(), json!(labels));
-    }
-    let mut spec = Map::new();
-    if let Some(unschedulable) = unschedulable {
-        spec.insert("unschedulable".into(), json!(unschedulable));
-    }
-    if let Some(taints) = taints {
-        spec.insert("taints".into(), json!(taints));
-    }
-    if !metadata.is_empty() || !spec.is_empty() {
-        let mut body = Map::new();
-        if !metadata.is_empty() {
-            body.insert("metadata".into(), Value::Object(metadata));
-        }
-        if !spec.is_empty() {
-            body.insert("spec".into(), Value::Object(spec));
-        }
-        api.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(Value::Object(body)),
-        )
-        .await?;
-    }
+    let conditions = &patch.conditions;
     if !conditions.is_empty() {
         let now = jiff::Timestamp::now().to_string();
         let conditions: Vec<Value> = conditions
@@ -328,5 +319,92 @@ fn reference(snapshot: &Snapshot, event: &PlannedEvent) -> ObjectReference {
                 },
                 |s| s.object_ref(&()),
             ),
+    }
+}
+
+/// The merge patch of the node's metadata and spec, `None` when neither changes. The
+/// annotations, labels and taint list written were computed from the node as read at
+/// `resource_version`, so the patch carries it: a node edited since (an administrator's node
+/// reset, a taint added) makes the API server answer 409 instead of the write undoing the edit.
+fn node_merge_patch(patch: &NodePatch, resource_version: Option<&str>) -> Option<Value> {
+    let mut metadata = Map::new();
+    if !patch.annotations.is_empty() {
+        metadata.insert("annotations".into(), json!(patch.annotations));
+    }
+    if !patch.labels.is_empty() {
+        metadata.insert("labels".into(), json!(patch.labels));
+    }
+    let mut spec = Map::new();
+    if let Some(unschedulable) = patch.unschedulable {
+        spec.insert("unschedulable".into(), json!(unschedulable));
+    }
+    if let Some(taints) = &patch.taints {
+        spec.insert("taints".into(), json!(taints));
+    }
+    if metadata.is_empty() && spec.is_empty() {
+        return None;
+    }
+    if let Some(resource_version) = resource_version {
+        metadata.insert("resourceVersion".into(), json!(resource_version));
+    }
+    let mut body = Map::new();
+    body.insert("metadata".into(), Value::Object(metadata));
+    if !spec.is_empty() {
+        body.insert("spec".into(), Value::Object(spec));
+    }
+    Some(Value::Object(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::{NodePatch, node_merge_patch};
+
+    #[test]
+    fn node_merge_patches_are_conditional_on_the_version_read() {
+        let state = NodePatch {
+            annotations: BTreeMap::from([("a".to_owned(), Some("1".to_owned()))]),
+            ..NodePatch::default()
+        };
+        let cordon = NodePatch {
+            unschedulable: Some(true),
+            labels: BTreeMap::from([("s".to_owned(), None)]),
+            ..NodePatch::default()
+        };
+        let conditions_only = NodePatch {
+            conditions: vec![("T".into(), "True".into(), "R".into())],
+            ..NodePatch::default()
+        };
+        let cases = [
+            (
+                &state,
+                Some("42"),
+                Some(json!({"metadata": {"annotations": {"a": "1"}, "resourceVersion": "42"}})),
+            ),
+            (
+                &state,
+                None,
+                Some(json!({"metadata": {"annotations": {"a": "1"}}})),
+            ),
+            (
+                &cordon,
+                Some("7"),
+                Some(json!({
+                    "metadata": {"labels": {"s": null}, "resourceVersion": "7"},
+                    "spec": {"unschedulable": true}
+                })),
+            ),
+            (&conditions_only, Some("7"), None),
+        ];
+        for (patch, version, expected) in cases {
+            assert_eq!(
+                node_merge_patch(patch, version),
+                expected,
+                "{patch:?} at {version:?}"
+            );
+        }
     }
 }

@@ -63,6 +63,10 @@ pub struct NodeView {
     pub ready: bool,
     /// The node's conditions as `(type, status, reason)`.
     pub conditions: Vec<(String, String, String)>,
+    /// `metadata.resourceVersion` as read: node patches planned from this view are made
+    /// conditional on it, so a concurrent edit (an administrator deleting the node state) is
+    /// never overwritten with stale bookkeeping.
+    pub resource_version: Option<String>,
 }
 
 /// One of the controller's pods, read once.
@@ -195,6 +199,7 @@ pub fn node_view(node: &Node) -> NodeView {
             .iter()
             .any(|(type_, status, _)| type_ == "Ready" && status == "True"),
         conditions,
+        resource_version: node.metadata.resource_version.clone(),
     }
 }
 
