@@ -3,6 +3,7 @@
 //! apply manifests, wait for states, read node bookkeeping, record pods and scrape metrics.
 
 mod apply;
+pub mod bench;
 mod binaries;
 pub mod budget;
 mod cluster;

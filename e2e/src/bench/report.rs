@@ -1,0 +1,338 @@
+//! What each benchmark case reports: one JSON object per case on stdout, and Markdown tables
+//! (the README's Performance section) on stderr. Everything here is pure.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// The controller's API requests over a case: by verb, and by `verb resource`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Requests {
+    pub by_verb: BTreeMap<String, u64>,
+    pub by_verb_and_resource: BTreeMap<String, u64>,
+}
+
+impl Requests {
+    /// Requests that change state (`create`, `update`, `patch`, `delete`, `deletecollection`).
+    pub fn writes(&self) -> u64 {
+        const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+        WRITES
+            .iter()
+            .filter_map(|verb| self.by_verb.get(*verb))
+            .sum()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.by_verb.values().sum()
+    }
+}
+
+/// A rollout from apply to `complete`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RolloutReport {
+    /// `rollout` (one package) or `chain` (three dependent packages, a service interrupt).
+    pub case: &'static str,
+    pub nodes: usize,
+    pub budget_percent: u32,
+    pub packages: usize,
+    /// Complete Skyhooks already on the cluster while this one rolled out.
+    pub other_skyhooks: usize,
+    pub wall_seconds: f64,
+    pub controller_cpu_seconds: f64,
+    pub controller_peak_rss_mib: f64,
+    pub apiserver_cpu_seconds: f64,
+    pub requests: Requests,
+    pub writes_per_node_package: f64,
+}
+
+/// A settled cluster with complete Skyhooks, measured over a while.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IdleReport {
+    pub case: &'static str,
+    pub nodes: usize,
+    pub skyhooks: usize,
+    pub measured_seconds: f64,
+    pub controller_cpu_seconds_per_minute: f64,
+    pub controller_rss_mib: f64,
+    pub apiserver_cpu_seconds_per_minute: f64,
+    pub requests_per_minute: f64,
+    pub requests: Requests,
+}
+
+/// Server-side dry-run creates of one kind of Skyhook through the API server and the webhook.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdmissionReport {
+    pub case: &'static str,
+    /// `valid` (allowed) or `invalid` (denied by the webhook).
+    pub object: &'static str,
+    pub concurrency: usize,
+    pub requests: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub per_second: f64,
+}
+
+/// `kubectl skyhook status` over all Skyhooks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusReport {
+    pub case: &'static str,
+    pub nodes: usize,
+    pub skyhooks: usize,
+    pub runs: usize,
+    pub median_seconds: f64,
+    pub min_seconds: f64,
+}
+
+/// One case's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum CaseReport {
+    Rollout(RolloutReport),
+    Idle(IdleReport),
+    Admission(AdmissionReport),
+    Status(StatusReport),
+}
+
+/// The `q` quantile (0..=1) of `values` by the nearest-rank method; `None` when empty.
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    // Nearest rank: the smallest value with at least q of the values at or below it.
+    let rank = (q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.saturating_sub(1)).copied()
+}
+
+/// `create 1200, patch 3400, list 2` ordered by count, largest first.
+fn verb_summary(requests: &Requests) -> String {
+    let mut verbs: Vec<(&String, &u64)> = requests.by_verb.iter().collect();
+    verbs.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    verbs
+        .iter()
+        .map(|(verb, count)| format!("{verb} {count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The cases as Markdown tables, one per kind of case, in the order the kinds first appear.
+pub fn markdown_tables(reports: &[CaseReport]) -> String {
+    let mut out = String::new();
+    let rollouts: Vec<&RolloutReport> = reports
+        .iter()
+        .filter_map(|r| match r {
+            CaseReport::Rollout(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    if !rollouts.is_empty() {
+        out.push_str(
+            "| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | API server CPU |\n\
+             |---|---:|---:|---:|---:|---:|---|---:|---:|\n",
+        );
+        for r in rollouts {
+            let _ = writeln!(
+                out,
+                "| {} ({} pkg) | {} | {}% | {:.1} s | {:.1} s | {:.0} MiB | {} ({}) | {:.2} | {:.1} s |",
+                r.case,
+                r.packages,
+                r.nodes,
+                r.budget_percent,
+                r.wall_seconds,
+                r.controller_cpu_seconds,
+                r.controller_peak_rss_mib,
+                r.requests.total(),
+                verb_summary(&r.requests),
+                r.writes_per_node_package,
+                r.apiserver_cpu_seconds,
+            );
+        }
+        out.push('\n');
+    }
+    let idles: Vec<&IdleReport> = reports
+        .iter()
+        .filter_map(|r| match r {
+            CaseReport::Idle(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    if !idles.is_empty() {
+        out.push_str(
+            "| idle | nodes | Skyhooks | controller CPU/min | RSS | requests/min | API server CPU/min |\n\
+             |---|---:|---:|---:|---:|---|---:|\n",
+        );
+        for r in idles {
+            let _ = writeln!(
+                out,
+                "| {:.0} s measured | {} | {} | {:.2} s | {:.0} MiB | {:.1} ({}) | {:.2} s |",
+                r.measured_seconds,
+                r.nodes,
+                r.skyhooks,
+                r.controller_cpu_seconds_per_minute,
+                r.controller_rss_mib,
+                r.requests_per_minute,
+                verb_summary(&r.requests),
+                r.apiserver_cpu_seconds_per_minute,
+            );
+        }
+        out.push('\n');
+    }
+    let admissions: Vec<&AdmissionReport> = reports
+        .iter()
+        .filter_map(|r| match r {
+            CaseReport::Admission(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    if !admissions.is_empty() {
+        out.push_str(
+            "| admission (dry-run create) | concurrency | requests | p50 | p99 | per second |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        for r in admissions {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.1} ms | {:.1} ms | {:.0} |",
+                r.object, r.concurrency, r.requests, r.p50_ms, r.p99_ms, r.per_second,
+            );
+        }
+        out.push('\n');
+    }
+    let statuses: Vec<&StatusReport> = reports
+        .iter()
+        .filter_map(|r| match r {
+            CaseReport::Status(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    if !statuses.is_empty() {
+        out.push_str(
+            "| `kubectl skyhook status` | nodes | Skyhooks | runs | median | min |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        for r in statuses {
+            let _ = writeln!(
+                out,
+                "| all Skyhooks | {} | {} | {} | {:.2} s | {:.2} s |",
+                r.nodes, r.skyhooks, r.runs, r.median_seconds, r.min_seconds,
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn requests(pairs: &[(&str, u64)]) -> Requests {
+        Requests {
+            by_verb: pairs.iter().map(|(v, c)| ((*v).to_owned(), *c)).collect(),
+            by_verb_and_resource: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        let cases: [(&[f64], f64, Option<f64>); 7] = [
+            (&[], 0.5, None),
+            (&[7.0], 0.99, Some(7.0)),
+            (&[3.0, 1.0, 2.0], 0.5, Some(2.0)),
+            (&hundred, 0.5, Some(50.0)),
+            (&hundred, 0.99, Some(99.0)),
+            (&hundred, 1.0, Some(100.0)),
+            (&[1.0, f64::NAN, 2.0], 0.0, Some(1.0)),
+        ];
+        for (values, q, expected) in cases {
+            assert_eq!(quantile(values, q), expected, "{values:?} q={q}");
+        }
+    }
+
+    #[test]
+    fn writes_count_only_changing_verbs() {
+        let cases = [
+            (requests(&[]), 0, 0),
+            (requests(&[("get", 5), ("list", 2), ("watch", 4)]), 0, 11),
+            (
+                requests(&[("create", 3), ("patch", 10), ("delete", 3), ("list", 1)]),
+                16,
+                17,
+            ),
+            (requests(&[("update", 1), ("deletecollection", 2)]), 3, 3),
+        ];
+        for (requests, writes, total) in cases {
+            assert_eq!(
+                (requests.writes(), requests.total()),
+                (writes, total),
+                "{requests:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn verbs_are_summarised_largest_first() {
+        let summary = verb_summary(&requests(&[("create", 3), ("patch", 10), ("delete", 3)]));
+        assert_eq!(summary, "patch 10, create 3, delete 3");
+    }
+
+    #[test]
+    fn tables_have_one_row_per_case_and_skip_absent_kinds() {
+        let reports = [
+            CaseReport::Rollout(RolloutReport {
+                case: "rollout",
+                nodes: 100,
+                budget_percent: 10,
+                packages: 1,
+                other_skyhooks: 0,
+                wall_seconds: 12.34,
+                controller_cpu_seconds: 1.5,
+                controller_peak_rss_mib: 40.2,
+                apiserver_cpu_seconds: 7.0,
+                requests: requests(&[("create", 200), ("patch", 400)]),
+                writes_per_node_package: 6.0,
+            }),
+            CaseReport::Status(StatusReport {
+                case: "status",
+                nodes: 1000,
+                skyhooks: 3,
+                runs: 5,
+                median_seconds: 0.5,
+                min_seconds: 0.25,
+            }),
+        ];
+        let tables = markdown_tables(&reports);
+        let expected = "\
+| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | API server CPU |
+|---|---:|---:|---:|---:|---:|---|---:|---:|
+| rollout (1 pkg) | 100 | 10% | 12.3 s | 1.5 s | 40 MiB | 600 (patch 400, create 200) | 6.00 | 7.0 s |
+
+| `kubectl skyhook status` | nodes | Skyhooks | runs | median | min |
+|---|---:|---:|---:|---:|---:|
+| all Skyhooks | 1000 | 3 | 5 | 0.50 s | 0.25 s |
+
+";
+        assert_eq!(tables, expected);
+    }
+
+    #[test]
+    fn json_lines_are_flat_objects_named_by_case() -> Result<(), serde_json::Error> {
+        let report = CaseReport::Admission(AdmissionReport {
+            case: "admission",
+            object: "invalid",
+            concurrency: 16,
+            requests: 400,
+            p50_ms: 3.0,
+            p99_ms: 9.5,
+            per_second: 800.0,
+        });
+        let json = serde_json::to_value(&report)?;
+        assert_eq!(json["case"], "admission");
+        assert_eq!(json["object"], "invalid");
+        assert_eq!(json["concurrency"], 16);
+        Ok(())
+    }
+}

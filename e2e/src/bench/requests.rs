@@ -1,0 +1,99 @@
+//! The controller's API requests over an interval, from two scrapes of its own counter
+//! `skyhook_api_requests_total{verb,resource}`.
+
+use std::collections::BTreeMap;
+
+use super::report::Requests;
+use crate::metrics::Sample;
+
+/// The controller's request counter.
+const COUNTER: &str = "skyhook_api_requests_total";
+
+/// Cumulative request counts by (verb, resource) in one scrape.
+pub type Counts = BTreeMap<(String, String), u64>;
+
+/// The request counters of a scrape.
+pub fn counts(samples: &[Sample]) -> Counts {
+    samples
+        .iter()
+        .filter(|sample| sample.name == COUNTER)
+        .filter_map(|sample| {
+            let verb = sample.labels.get("verb")?.clone();
+            let resource = sample.labels.get("resource")?.clone();
+            // Counters are whole numbers; the text format writes them as floats.
+            Some(((verb, resource), sample.value.max(0.0).round() as u64))
+        })
+        .collect()
+}
+
+/// What was requested between two scrapes of the same process. A series absent before started
+/// at zero.
+pub fn between(before: &Counts, after: &Counts) -> Requests {
+    let mut requests = Requests::default();
+    for ((verb, resource), count) in after {
+        let previous = before
+            .get(&(verb.clone(), resource.clone()))
+            .copied()
+            .unwrap_or(0);
+        let delta = count.saturating_sub(previous);
+        if delta == 0 {
+            continue;
+        }
+        *requests.by_verb.entry(verb.clone()).or_default() += delta;
+        *requests
+            .by_verb_and_resource
+            .entry(format!("{verb} {resource}"))
+            .or_default() += delta;
+    }
+    requests
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(name: &str, verb: &str, resource: &str, value: f64) -> Sample {
+        Sample {
+            name: name.to_owned(),
+            labels: BTreeMap::from([
+                ("verb".to_owned(), verb.to_owned()),
+                ("resource".to_owned(), resource.to_owned()),
+            ]),
+            value,
+        }
+    }
+
+    #[test]
+    fn deltas_by_verb_and_resource() {
+        let before = counts(&[
+            sample(COUNTER, "patch", "nodes", 10.0),
+            sample(COUNTER, "list", "pods", 3.0),
+            sample("other_total", "patch", "nodes", 99.0),
+        ]);
+        let after = counts(&[
+            sample(COUNTER, "patch", "nodes", 25.0),
+            sample(COUNTER, "list", "pods", 3.0),
+            sample(COUNTER, "create", "pods", 4.0),
+            sample(COUNTER, "patch", "skyhooks/status", 2.0),
+        ]);
+        let requests = between(&before, &after);
+        assert_eq!(
+            requests.by_verb,
+            BTreeMap::from([("create".to_owned(), 4), ("patch".to_owned(), 17)])
+        );
+        assert_eq!(
+            requests.by_verb_and_resource,
+            BTreeMap::from([
+                ("create pods".to_owned(), 4),
+                ("patch nodes".to_owned(), 15),
+                ("patch skyhooks/status".to_owned(), 2),
+            ])
+        );
+    }
+
+    #[test]
+    fn nothing_between_equal_scrapes() {
+        let scrape = counts(&[sample(COUNTER, "get", "leases", 7.0)]);
+        assert_eq!(between(&scrape, &scrape), Requests::default());
+    }
+}
