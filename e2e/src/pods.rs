@@ -17,6 +17,43 @@ pub async fn record_pods(client: &kube::Client, skyhook: &str) -> anyhow::Result
     Recorder::start(pods, watcher::Config::default().labels(&selector)).await
 }
 
+/// Waits until `condition` holds for the live pods (not being deleted) of `skyhook`; returns
+/// them then. The error shows `(node, package, stage)` of the pods as they were last.
+pub async fn wait_for_live_pods(
+    client: &kube::Client,
+    skyhook: &str,
+    what: &str,
+    condition: impl Fn(&[Pod]) -> bool,
+) -> anyhow::Result<Vec<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = format!("skyhook.nvidia.com/name={skyhook}");
+    let config = watcher::Config::default().labels(&selector);
+    match crate::wait::wait_for_all(pods.clone(), config, what, condition).await {
+        Ok(live) => Ok(live),
+        Err(error) => {
+            let last = pods
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await
+                .map(|list| placements(&list.items));
+            Err(error.context(format!("pods of {skyhook} last: {last:?}")))
+        }
+    }
+}
+
+/// `(node, package, stage)` of each pod with a package annotation, sorted.
+pub fn placements(pods: &[Pod]) -> Vec<(String, String, String)> {
+    let mut placed: Vec<(String, String, String)> = pods
+        .iter()
+        .filter_map(|pod| {
+            let (package, stage) = package_and_stage(pod)?;
+            let node = pod.spec.as_ref()?.node_name.clone()?;
+            Some((node, package, stage))
+        })
+        .collect();
+    placed.sort();
+    placed
+}
+
 /// The decoded `skyhook.nvidia.com/package` annotation: `{name, version, skyhook, stage, image…}`.
 pub fn package_annotation(pod: &Pod) -> Option<Value> {
     let text = pod
