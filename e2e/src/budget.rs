@@ -328,9 +328,11 @@ async fn sample(
 ) -> anyhow::Result<Checker> {
     let selector = watcher::Config::default().labels(SKYHOOK_NAME_LABEL);
     let node_events = watcher::watcher(nodes, watcher::Config::default())
-        .map_ok(Either::Node)
+        .map_ok(|event| Either::Node(Box::new(event)))
         .boxed();
-    let pod_events = watcher::watcher(pods, selector).map_ok(Either::Pod).boxed();
+    let pod_events = watcher::watcher(pods, selector)
+        .map_ok(|event| Either::Pod(Box::new(event)))
+        .boxed();
     let mut events = futures::stream::select(node_events, pod_events);
     let mut checker = Checker::new(budgets);
     let mut node_store = Store::<Node>::new();
@@ -347,7 +349,7 @@ async fn sample(
             .context("watching Nodes and the controller's pods")?;
         match event {
             Either::Node(event) => {
-                if node_store.apply(event) {
+                if node_store.apply(*event) {
                     nodes_listed = true;
                     for budget in &checker.budgets {
                         let held = node_store
@@ -373,7 +375,7 @@ async fn sample(
                 }
             }
             Either::Pod(event) => {
-                if pod_store.apply(event) {
+                if pod_store.apply(*event) {
                     pods_listed = true;
                     checker.check(Source::Pods, |skyhook| {
                         pod_store
@@ -396,9 +398,10 @@ async fn sample(
     }
 }
 
+/// An event of either watch (boxed: a Pod is much larger than a Node).
 enum Either {
-    Node(Event<Node>),
-    Pod(Event<Pod>),
+    Node(Box<Event<Node>>),
+    Pod(Box<Event<Pod>>),
 }
 
 #[cfg(test)]
