@@ -23,6 +23,19 @@ impl Installed {
         devcluster::controlplane::process::log_tail(&self.controller.record().log, lines)
     }
 
+    /// Waits for the Skyhook's `status.status` to be `wanted`, with the controller's log tail
+    /// in the error.
+    pub async fn wait_for_status(
+        &self,
+        skyhook: &str,
+        wanted: &str,
+    ) -> anyhow::Result<DynamicObject> {
+        let client = self.cluster.client()?;
+        wait_for_skyhook_status(&client, skyhook, wanted, crate::WAIT)
+            .await
+            .with_context(|| format!("controller log tail:\n{}", self.controller_log_tail(40)))
+    }
+
     /// The controller's Prometheus port on 127.0.0.1 (see [`crate::metrics`]).
     pub fn metrics_port(&self) -> u16 {
         self.controller.record().metrics_port

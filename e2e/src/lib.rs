@@ -6,6 +6,7 @@ mod apply;
 pub mod bench;
 mod binaries;
 pub mod budget;
+pub mod checks;
 mod cluster;
 pub mod metrics;
 pub mod nodes;
@@ -19,5 +20,5 @@ pub use cluster::{
     AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,
     install, install_with, install_with_env, skyhook_api, skyhook_status, wait_for_skyhook_status,
 };
-pub use recorder::Recorder;
+pub use recorder::{Recorder, record_node};
 pub use wait::{WAIT, wait_for, within};

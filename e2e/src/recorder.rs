@@ -96,3 +96,12 @@ impl<K> Drop for Recorder<K> {
         self.task.abort();
     }
 }
+
+/// Records every version of the Node `name` (its node-state annotations as they change).
+pub async fn record_node(
+    client: &kube::Client,
+    name: &str,
+) -> anyhow::Result<Recorder<k8s_openapi::api::core::v1::Node>> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    Recorder::start(Api::all(client.clone()), config).await
+}

@@ -5,18 +5,14 @@
 //! Intermediate states that upstream polls for (a pod at some stage, a package in progress) are
 //! asserted on recorded watch histories instead, so a one-second stage cannot slip past.
 
-use std::collections::BTreeMap;
-
 use anyhow::Context;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams};
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use e2e::nodes::{self, expect_stages, stages};
 use e2e::pods::{self, find_pod, init_container_names, init_containers};
-use e2e::{Installed, Recorder, Setup, metrics};
+use e2e::{Setup, checks, metrics};
 
 const NODE: &str = "node-1";
 const AGENTLESS: &str = "ghcr.io/nvidia/skyhook/agentless";
@@ -90,10 +86,12 @@ async fn simple_skyhook() -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     e2e::apply_yaml(&client, LIMIT_RANGE).await?;
     let pod_log = pods::record_pods(&client, "simple-skyhook").await?;
-    let node_log = record_node(&client).await?;
+    let node_log = e2e::record_node(&client, NODE).await?;
     e2e::apply_yaml(&client, SIMPLE).await?;
 
-    let skyhook = complete(&installed, "simple-skyhook").await?;
+    let skyhook = installed
+        .wait_for_status("simple-skyhook", "complete")
+        .await?;
     let node = Api::<Node>::all(client.clone()).get(NODE).await?;
     let state = nodes::node_state(&node, "simple-skyhook")?;
     assert_eq!(
@@ -108,7 +106,7 @@ async fn simple_skyhook() -> anyhow::Result<()> {
         }),
         "final node state"
     );
-    assert_complete_node(&node, "simple-skyhook");
+    checks::wait_for_complete_node(&client, NODE, "simple-skyhook").await?;
     assert_eq!(
         skyhook.data["status"]["nodeState"][NODE],
         Value::Object(state)
@@ -148,7 +146,11 @@ async fn simple_skyhook() -> anyhow::Result<()> {
         init_container_names(spencer),
         ["spencer-init", "spencer-apply", "spencer-applycheck"]
     );
-    assert_owned_by_skyhook(&spencer.metadata, "simple-skyhook");
+    assert!(
+        checks::owned_by_skyhook(&spencer.metadata, "simple-skyhook"),
+        "{:?}",
+        spencer.metadata.owner_references
+    );
     let args = |pod: &Pod, index: usize| init_containers(pod)[index].args.clone();
     let spencer_apply = args(spencer, 1).unwrap_or_default();
     assert_eq!(spencer_apply.len(), 3, "{spencer_apply:?}");
@@ -158,7 +160,7 @@ async fn simple_skyhook() -> anyhow::Result<()> {
     assert_eq!(spencer_check[..2], ["apply-check", "/root"]);
     for container in init_containers(spencer) {
         assert_eq!(
-            resources(container),
+            checks::resources(container),
             ("500m", "256Mi", "500m", "256Mi"),
             "{}: the LimitRange fills in a package without resources",
             container.name
@@ -176,7 +178,7 @@ async fn simple_skyhook() -> anyhow::Result<()> {
     );
     for container in init_containers(foobar) {
         assert_eq!(
-            resources(container),
+            checks::resources(container),
             ("50m", "32Mi", "50m", "32Mi"),
             "{}: the package's resources override the LimitRange",
             container.name
@@ -191,7 +193,11 @@ async fn simple_skyhook() -> anyhow::Result<()> {
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), pods::NAMESPACE);
     let package_map = configmaps.get("simple-skyhook-dexter-1.2.3").await?;
-    assert_owned_by_skyhook(&package_map.metadata, "simple-skyhook");
+    assert!(
+        checks::owned_by_skyhook(&package_map.metadata, "simple-skyhook"),
+        "{:?}",
+        package_map.metadata.owner_references
+    );
     assert_eq!(
         package_map
             .metadata
@@ -213,7 +219,11 @@ async fn simple_skyhook() -> anyhow::Result<()> {
         .await?;
     assert_eq!(metadata.items.len(), 1, "one metadata ConfigMap per node");
     let metadata = &metadata.items[0];
-    assert_owned_by_skyhook(&metadata.metadata, "simple-skyhook");
+    assert!(
+        checks::owned_by_skyhook(&metadata.metadata, "simple-skyhook"),
+        "{:?}",
+        metadata.metadata.owner_references
+    );
     let data = metadata.data.clone().unwrap_or_default();
     assert_eq!(
         data.keys().collect::<Vec<_>>(),
@@ -309,7 +319,9 @@ async fn simple_update_skyhook() -> anyhow::Result<()> {
     let installed = e2e::install_with(Setup::agentless(1)).await?;
     let client = installed.cluster.client()?;
     e2e::apply_yaml(&client, SIMPLE_UPDATE).await?;
-    complete(&installed, "simple-update-skyhook").await?;
+    installed
+        .wait_for_status("simple-update-skyhook", "complete")
+        .await?;
 
     // A merge patch: the three packages stay, two are added.
     e2e::merge_patch_skyhook(
@@ -331,8 +343,10 @@ async fn simple_update_skyhook() -> anyhow::Result<()> {
     .await?;
     e2e::wait_for_skyhook_status(&client, "simple-update-skyhook", "in_progress", e2e::WAIT)
         .await?;
-    complete(&installed, "simple-update-skyhook").await?;
-    let node = nodes::wait_for_stages(
+    installed
+        .wait_for_status("simple-update-skyhook", "complete")
+        .await?;
+    nodes::wait_for_stages(
         &client,
         NODE,
         "simple-update-skyhook",
@@ -345,12 +359,16 @@ async fn simple_update_skyhook() -> anyhow::Result<()> {
         ],
     )
     .await?;
-    assert_complete_node(&node, "simple-update-skyhook");
+    checks::wait_for_complete_node(&client, NODE, "simple-update-skyhook").await?;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), pods::NAMESPACE);
     let baxter = configmaps
         .get("simple-update-skyhook-baxter-2.3.1-test")
         .await?;
-    assert_owned_by_skyhook(&baxter.metadata, "simple-update-skyhook");
+    assert!(
+        checks::owned_by_skyhook(&baxter.metadata, "simple-update-skyhook"),
+        "{:?}",
+        baxter.metadata.owner_references
+    );
     assert_eq!(
         baxter.data.unwrap_or_default().get("game.properties"),
         Some(&"lives=5\n".to_owned())
@@ -392,9 +410,9 @@ async fn depends_on() -> anyhow::Result<()> {
     let installed = e2e::install_with(Setup::agentless(1)).await?;
     let client = installed.cluster.client()?;
     let pod_log = pods::record_pods(&client, "depends-on").await?;
-    let node_log = record_node(&client).await?;
+    let node_log = e2e::record_node(&client, NODE).await?;
     e2e::apply_yaml(&client, DEPENDS_ON).await?;
-    let skyhook = complete(&installed, "depends-on").await?;
+    let skyhook = installed.wait_for_status("depends-on", "complete").await?;
 
     let expected = expect_stages(&[
         ("aa-fast|1.2.3", "config", "complete"),
@@ -527,69 +545,4 @@ async fn failure_skyhook() -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
-}
-
-/// Waits for the Skyhook to be `complete`, with the controller's log on failure.
-async fn complete(installed: &Installed, name: &str) -> anyhow::Result<kube::api::DynamicObject> {
-    let client = installed.cluster.client()?;
-    e2e::wait_for_skyhook_status(&client, name, "complete", e2e::WAIT)
-        .await
-        .with_context(|| installed.controller_log_tail(40))
-}
-
-/// Records every version of the test node.
-async fn record_node(client: &kube::Client) -> anyhow::Result<Recorder<Node>> {
-    let config = watcher::Config::default().fields(&format!("metadata.name={NODE}"));
-    Recorder::start(Api::all(client.clone()), config).await
-}
-
-/// Upstream's complete-node assertions: status label and annotation, node conditions, uncordoned.
-fn assert_complete_node(node: &Node, skyhook: &str) {
-    assert_eq!(
-        nodes::node_status(node, skyhook),
-        (Some("complete"), Some("complete")),
-        "status_{skyhook}"
-    );
-    assert_eq!(
-        nodes::node_condition(node, &format!("skyhook.nvidia.com/{skyhook}/NotReady")),
-        Some(("False", "Complete"))
-    );
-    assert_eq!(
-        nodes::node_condition(node, &format!("skyhook.nvidia.com/{skyhook}/Erroring")),
-        Some(("False", "Not Erroring"))
-    );
-    assert!(
-        !nodes::is_cordoned(node),
-        "{skyhook} left the node cordoned"
-    );
-}
-
-/// The object has a controller ownerRef to the Skyhook `skyhook` that blocks owner deletion.
-fn assert_owned_by_skyhook(metadata: &kube::api::ObjectMeta, skyhook: &str) {
-    let owners = metadata.owner_references.clone().unwrap_or_default();
-    assert!(
-        owners.iter().any(|owner| owner.kind == "Skyhook"
-            && owner.name == skyhook
-            && owner.api_version == "skyhook.nvidia.com/v1alpha1"
-            && owner.controller == Some(true)
-            && owner.block_owner_deletion == Some(true)),
-        "{:?} is not owned by Skyhook {skyhook}: {owners:?}",
-        metadata.name
-    );
-}
-
-/// `(cpu limit, memory limit, cpu request, memory request)` of a container.
-fn resources(container: &Container) -> (&str, &str, &str, &str) {
-    fn get<'a>(map: Option<&'a BTreeMap<String, Quantity>>, key: &str) -> &'a str {
-        map.and_then(|m| m.get(key)).map_or("", |q| q.0.as_str())
-    }
-    let resources = container.resources.as_ref();
-    let limits = resources.and_then(|r| r.limits.as_ref());
-    let requests = resources.and_then(|r| r.requests.as_ref());
-    (
-        get(limits, "cpu"),
-        get(limits, "memory"),
-        get(requests, "cpu"),
-        get(requests, "memory"),
-    )
 }
