@@ -183,7 +183,8 @@ mod tests {
     #[test]
     fn find_matches_a_subset_of_labels() {
         let samples = parse("m{a=\"1\",b=\"2\"} 3\nm{a=\"1\",b=\"9\"} 4\n");
-        let cases: [(&[(&str, &str)], Option<f64>); 4] = [
+        type Labels<'a> = &'a [(&'a str, &'a str)];
+        let cases: [(Labels, Option<f64>); 4] = [
             (&[("b", "9")], Some(4.0)),
             (&[("a", "1"), ("b", "2")], Some(3.0)),
             (&[("a", "1")], Some(3.0)),
