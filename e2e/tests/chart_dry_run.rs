@@ -1,0 +1,159 @@
+//! The rendered chart against a real API server: `helm template` output for several value sets
+//! goes through `kubectl apply --dry-run=server --validate=strict` on a devcluster, so the real
+//! kube-apiserver checks every object (schema, field validation with unknown and duplicate fields
+//! refused, defaulting, admission) without creating it. This replaces kubeconform, whose schemas
+//! would have to come from GitHub.
+
+// Shared with chart_template.rs, which uses all of it; this test needs only part.
+#[allow(dead_code)]
+#[path = "support/helm.rs"]
+mod helm;
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail, ensure};
+use devcluster::{DevCluster, DevClusterOptions};
+
+/// `kubectl apply --dry-run=server --validate=strict -f -` of `manifests`; kubectl's output.
+fn dry_run(kubeconfig: &std::path::Path, manifests: &str) -> anyhow::Result<(bool, String)> {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "apply",
+            "--dry-run=server",
+            "--validate=strict",
+            "--server-side",
+            "--field-manager=chart-dry-run",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running kubectl (is it installed?)")?;
+    child
+        .stdin
+        .take()
+        .context("kubectl's stdin")?
+        .write_all(manifests.as_bytes())?;
+    let output = child.wait_with_output()?;
+    Ok((
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    ))
+}
+
+#[tokio::test]
+async fn rendered_manifests_pass_the_api_servers_own_validation() -> anyhow::Result<()> {
+    e2e::build_binaries()?;
+    let cluster = DevCluster::start(DevClusterOptions::default())
+        .await
+        .context("starting the devcluster")?;
+    let kubeconfig = cluster.kubeconfig_path();
+    let created = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["create", "namespace", "skyhook"])
+        .output()?;
+    ensure!(
+        created.status.success(),
+        "creating the namespace: {}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+
+    // (case, --set values, --set-json values); cert-manager's kinds do not exist on a devcluster,
+    // so that mode is covered by chart_template.rs only.
+    let cases: [(&str, &[&str], &[&str]); 6] = [
+        ("defaults", &[], &[]),
+        (
+            "every opt-in",
+            &[
+                "rbac.createSkyhookViewerRole=true",
+                "rbac.createSkyhookEditorRole=true",
+                "metrics.addServiceAccountBinding=true",
+                "imagePullSecret=regcred",
+                "useHostNetwork=true",
+                "estimatedNodeCount=400",
+                "estimatedPackageCount=5",
+            ],
+            &[],
+        ),
+        (
+            "placement",
+            &[],
+            &[
+                r#"controllerManager.tolerations=[{"key":"dedicated","operator":"Equal","value":"system-cpu","effect":"NoSchedule"}]"#,
+                r#"controllerManager.nodeAffinity.matchExpressions=[{"key":"pool","operator":"In","values":["system"]}]"#,
+            ],
+        ),
+        (
+            "no webhook, no cleanup, no LimitRange",
+            &["webhook.enable=false", "cleanup.enabled=false"],
+            &["limitRange=null"],
+        ),
+        (
+            "an existing Secret",
+            &[
+                "webhook.certificates.mode=secret",
+                "webhook.certificates.caBundle=Q0EK",
+            ],
+            &[],
+        ),
+        (
+            "one replica without leader election",
+            &[
+                "controllerManager.replicas=1",
+                "controllerManager.manager.env.leaderElection=false",
+                "controllerManager.podDisruptionBudget.minAvailable=null",
+                "webhook.replicas=1",
+                "webhook.podDisruptionBudget.minAvailable=null",
+            ],
+            &[],
+        ),
+    ];
+    let mut default_manifests = String::new();
+    for (case, set, set_json) in cases {
+        let output = helm::template("skyhook-operator", "skyhook", set, set_json)?;
+        ensure!(
+            output.status.success(),
+            "{case}: helm template failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let manifests = String::from_utf8_lossy(&output.stdout).into_owned();
+        let objects = helm::parse_documents(&manifests)?.len();
+        let (ok, said) = dry_run(&kubeconfig, &manifests)?;
+        ensure!(ok, "{case}: the API server refused the chart:\n{said}");
+        let accepted = said
+            .lines()
+            .filter(|line| line.contains("(server dry run)"))
+            .count();
+        ensure!(
+            accepted == objects,
+            "{case}: {accepted} of {objects} objects accepted:\n{said}"
+        );
+        if case == "defaults" {
+            default_manifests = manifests;
+        }
+    }
+
+    // The check can fail: a misspelt field is refused by strict field validation.
+    let broken = default_manifests.replacen("  replicas: 2", "  replica: 2", 1);
+    if broken == default_manifests {
+        bail!("the default render has no `replicas: 2` to break");
+    }
+    let (ok, said) = dry_run(&kubeconfig, &broken)?;
+    ensure!(!ok, "a misspelt field was accepted:\n{said}");
+    // Server-side apply names the field the schema does not declare.
+    ensure!(
+        said.contains(".spec.replica: field not declared in schema"),
+        "{said}"
+    );
+    Ok(())
+}
