@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 
-# Debian packages some tests use (overlay mounts, process tools). Installed only when missing.
+# Debian packages some tests use (overlay mounts, process tools, curl for the webhook's TLS
+# check). Installed only when missing.
 need_apt=()
-for bin_pkg in "mount:mount" "ps:procps" "unshare:util-linux"; do
+for bin_pkg in "mount:mount" "ps:procps" "unshare:util-linux" "curl:curl"; do
   bin=${bin_pkg%%:*}; pkg=${bin_pkg##*:}
   command -v "$bin" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
