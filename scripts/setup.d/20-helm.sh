@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds a pinned helm v3 from its Go module (no binary downloads are possible here) for the chart
-# tests (chart-tests/): `helm lint`, `helm template`, and `helm install` against a devcluster.
+# tests (e2e/tests/chart_*.rs): `helm lint`, `helm template`, and server-side dry-runs of the render.
 #
 # The binary is cached at $SKYHOOK_CACHE/helm/<version>/helm; the tests look it up at the same
-# path (chart-tests/src/helm.rs holds the same version). A cached build makes this script return
+# path (e2e/tests/support/helm.rs holds the same version; a test checks they agree). A cached build makes this script return
 # at once. The first build compiles ~900 packages, a few minutes on two cores, so it reports
 # progress. Prints the binary's path on stdout.
 set -euo pipefail
