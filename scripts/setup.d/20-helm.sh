@@ -3,9 +3,9 @@
 # tests (e2e/tests/chart_*.rs): `helm lint`, `helm template`, and server-side dry-runs of the render.
 #
 # The binary is cached at $SKYHOOK_CACHE/helm/<version>/helm; the tests look it up at the same
-# path (e2e/tests/support/helm.rs holds the same version; a test checks they agree). A cached build makes this script return
-# at once. The first build compiles ~900 packages, a few minutes on two cores, so it reports
-# progress. Prints the binary's path on stdout.
+# path (e2e/tests/support/helm.rs holds the same version; a test checks they agree). A cached
+# build makes this script return at once. The first build compiles a few hundred packages (about
+# 6 minutes on two cores), so it reports progress. Prints the binary's path on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/common.sh
