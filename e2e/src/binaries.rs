@@ -1,7 +1,8 @@
 //! The binaries a cluster test runs: `devcluster` (node simulator entry points),
-//! `skyhook-controller` and `skyhook-agent`. `cargo test -p e2e` builds only this crate's test
-//! executables, so the first test of a process builds them with cargo, in the cargo target
-//! directory the test executable lives in, where devcluster looks for them.
+//! `skyhook-controller`, `skyhook-agent` and `kubectl-skyhook` (run through `kubectl`).
+//! `cargo test -p e2e` builds only this crate's test executables, so the first test of a process
+//! builds them with cargo, in the cargo target directory the test executable lives in, where
+//! devcluster (and the CLI tests) look for them.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -9,7 +10,7 @@ use std::sync::OnceLock;
 use anyhow::{Context, bail};
 
 /// The packages whose binaries the tests run.
-const PACKAGES: [&str; 3] = ["devcluster", "controller", "agent"];
+const PACKAGES: [&str; 4] = ["devcluster", "controller", "agent", "kubectl-skyhook"];
 
 /// Builds the binaries once per test process (cargo returns at once when they are up to date).
 pub fn build_binaries() -> anyhow::Result<()> {
