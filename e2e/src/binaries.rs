@@ -1,5 +1,6 @@
 //! The binaries a cluster test runs: `devcluster` (node simulator entry points),
-//! `skyhook-controller`, `skyhook-agent` and `kubectl-skyhook` (run through `kubectl`).
+//! `skyhook-controller`, `skyhook-webhook`, `skyhook-agent` and `kubectl-skyhook` (run through
+//! `kubectl`).
 //! `cargo test -p e2e` builds only this crate's test executables, so the first test of a process
 //! builds them with cargo, in the cargo target directory the test executable lives in, where
 //! devcluster (and the CLI tests) look for them.
@@ -10,7 +11,13 @@ use std::sync::OnceLock;
 use anyhow::{Context, bail};
 
 /// The packages whose binaries the tests run.
-const PACKAGES: [&str; 4] = ["devcluster", "controller", "agent", "kubectl-skyhook"];
+const PACKAGES: [&str; 5] = [
+    "devcluster",
+    "controller",
+    "webhook",
+    "agent",
+    "kubectl-skyhook",
+];
 
 /// Builds the binaries once per test process (cargo returns at once when they are up to date).
 pub fn build_binaries() -> anyhow::Result<()> {
