@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 const SKYHOOK_NAME_LABEL: &str = "skyhook.nvidia.com/name";
 /// Namespace of the controller's pods on a devcluster.
 const CONTROLLER_NAMESPACE: &str = "skyhook";
-/// Violations kept for the failure message (the count is always complete).
+/// Distinct violations kept for the failure message (the count is always complete).
 const KEPT_VIOLATIONS: usize = 20;
 
 /// One compartment of one Skyhook: its nodes and how many of them may be busy at once.
@@ -215,7 +215,9 @@ impl Checker {
             }
             for violation in over_ceiling(budget, &busy, source) {
                 self.violation_count += 1;
-                if self.violations.len() < KEPT_VIOLATIONS {
+                // Every later event repeats a lasting violation; keep each distinct one once.
+                if self.violations.len() < KEPT_VIOLATIONS && !self.violations.contains(&violation)
+                {
                     self.violations.push(violation);
                 }
             }
@@ -310,7 +312,7 @@ impl BudgetSampler {
         if checker.violation_count > 0 {
             let listed: Vec<String> = checker.violations.iter().map(ToString::to_string).collect();
             bail!(
-                "the budget was exceeded {} times; first ones:\n{}",
+                "the budget was exceeded in {} checked states; the first distinct ones:\n{}",
                 checker.violation_count,
                 listed.join("\n")
             );

@@ -173,6 +173,23 @@ async fn legacy_compatibility() -> anyhow::Result<()> {
     .await?;
     assert_eq!(matched_ceiling(&done, "__default__"), (6, 3));
     assert_eq!(completed(&done, "__default__"), 6);
+    let port = installed.controller.record().metrics_port;
+    let labels = [
+        ("skyhook_name", NAME),
+        ("policy_name", "legacy"),
+        ("compartment_name", "__default__"),
+        ("strategy", "fixed"),
+    ];
+    e2e::metrics::wait_for_metric(port, "skyhook_rollout_completed", &labels, Some(6.0)).await?;
+    let samples = scrape(port).await?;
+    assert_eq!(
+        find(&samples, "skyhook_rollout_matched_nodes", &labels),
+        Some(6.0)
+    );
+    assert_eq!(
+        find(&samples, "skyhook_rollout_ceiling", &labels),
+        Some(3.0)
+    );
     let report = sampler.finish().await?;
     assert_eq!(
         report.peak(NAME, "__default__"),
