@@ -1,7 +1,8 @@
 //! Carries out a [`Plan`] against the API server, in an order that keeps the cluster safe if a
-//! step fails half-way: finalizers first (nothing is owned before it can be cleaned up),
-//! ConfigMaps before the pods that mount them, node patches (cordons) before evictions, pod
-//! deletions before creations, statuses, Events, and finalizer removals last.
+//! step fails half-way: finalizers first (nothing is owned before it can be cleaned up), node
+//! patches (node state, cordons) before the ConfigMaps and evictions that follow from them,
+//! ConfigMaps before the pods that mount them, pod deletions before creations, statuses, Events,
+//! and finalizer removals last.
 //!
 //! Contract: every write is a patch or a create/delete of one object; a Node is never replaced
 //! whole. Node metadata and spec use a JSON merge patch (removals as `null`), node conditions a
@@ -88,6 +89,29 @@ pub async fn apply(
             .map(drop);
         failures += failed("annotate skyhook", name, result);
     }
+    let failures_before_nodes = failures;
+    let mut node_changed_under_plan = false;
+    for (name, patch) in &nodes {
+        let read = snapshot.nodes.iter().find(|node| &node.name == name);
+        let resource_version = read.and_then(|node| node.resource_version.as_deref());
+        let result = patch_node(&node_api, name, patch, resource_version).await;
+        node_changed_under_plan |= is_status_result(&result, 409);
+        failures += failed("patch node", name, result);
+    }
+    // The statuses mirror the node state and record boot IDs that must follow a node reset:
+    // written only when every node patch landed, else the next plan computes them again.
+    let nodes_written = failures == failures_before_nodes;
+    // A node changed since the plan read it (409 above): the ConfigMaps and pods were planned
+    // from a node state that is gone. Writing a package ConfigMap's new data without the node
+    // states that send the nodes back to `config` would lose the config change for good, so
+    // neither is written; the next plan decides again from the fresh nodes.
+    if node_changed_under_plan {
+        debug!("a node changed under the plan; ConfigMaps and pods wait for the next plan");
+    }
+    let upsert_configmaps = upsert_configmaps
+        .into_iter()
+        .filter(|_| !node_changed_under_plan);
+    let create_pods = create_pods.into_iter().filter(|_| !node_changed_under_plan);
     for configmap in upsert_configmaps {
         let name = configmap.metadata.name.clone().unwrap_or_default();
         let mut body = configmap;
@@ -104,20 +128,6 @@ pub async fn apply(
             .map(drop);
         failures += failed("apply configmap", &name, result);
     }
-    let failures_before_nodes = failures;
-    let mut unpatched_nodes = std::collections::BTreeSet::new();
-    for (name, patch) in &nodes {
-        let read = snapshot.nodes.iter().find(|node| &node.name == name);
-        let resource_version = read.and_then(|node| node.resource_version.as_deref());
-        let result = patch_node(&node_api, name, patch, resource_version).await;
-        if is_status_result(&result, 409) {
-            unpatched_nodes.insert(name.as_str());
-        }
-        failures += failed("patch node", name, result);
-    }
-    // The statuses mirror the node state and record boot IDs that must follow a node reset:
-    // written only when every node patch landed, else the next plan computes them again.
-    let nodes_written = failures == failures_before_nodes;
     for eviction in evictions {
         let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
         match api.evict(&eviction.name, &EvictParams::default()).await {
@@ -136,13 +146,6 @@ pub async fn apply(
     }
     for pod in create_pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        // The node changed under the plan (409 above): the pod was planned from a node state
-        // that is gone; the next plan decides again from the fresh one.
-        let node = pod.spec.as_ref().and_then(|spec| spec.node_name.as_deref());
-        if node.is_some_and(|node| unpatched_nodes.contains(node)) {
-            debug!(pod = %name, "not created: its node changed since the plan was made");
-            continue;
-        }
         // 409: a pod with this deterministic name exists already (a plan made from a cache
         // that had not yet seen the previous creation); that pod is the one wanted.
         let result = match pods.create(&PostParams::default(), &pod).await {
