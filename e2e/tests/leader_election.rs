@@ -16,7 +16,7 @@ use serde_json::json;
 
 const LEASE: &str = "3c22c1ae.nvidia.com";
 const SKYHOOK: &str = "failover";
-const NODES: usize = 3;
+const NODES: usize = 2;
 
 fn holder(lease: &Lease) -> Option<&str> {
     lease.spec.as_ref()?.holder_identity.as_deref()
@@ -78,7 +78,7 @@ async fn the_standby_finishes_the_rollout_after_the_leader_is_killed() -> anyhow
                 "restarter": {
                     "version": "1.2.3",
                     "image": "ghcr.io/nvidia/skyhook/agentless",
-                    "env": [{"name": "SLEEP_LEN", "value": "2"}],
+                    "env": [{"name": "SLEEP_LEN", "value": "1"}],
                     "interrupt": {"type": "service", "services": ["cron"]}
                 }
             }
@@ -124,6 +124,13 @@ async fn the_standby_finishes_the_rollout_after_the_leader_is_killed() -> anyhow
     )
     .await?
     .context("the Lease vanished")?;
+    // The identity is `<host>_<pid>_<start>`: the standby's pid names the new holder.
+    let standby_pid = format!("_{}_", standby.record().pid);
+    assert!(
+        holder(&taken).is_some_and(|holder| holder.contains(&standby_pid)),
+        "the standby (pid {}) holds the Lease: {taken:?}",
+        standby.record().pid
+    );
     assert!(
         taken
             .spec
