@@ -457,7 +457,9 @@ async fn wait_for_complete_generation(
     )
     .await
     .with_context(|| installed.controller_log_tail(40))?;
-    nodes::wait_for_stages(&client, NODE, skyhook, expected).await
+    nodes::wait_for_stages(&client, NODE, skyhook, expected)
+        .await
+        .with_context(|| installed.controller_log_tail(40))
 }
 
 async fn generation_of(client: &kube::Client, skyhook: &str) -> anyhow::Result<i64> {
