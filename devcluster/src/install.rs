@@ -187,6 +187,15 @@ pub fn controller_env(
     env
 }
 
+/// The log name of a controller process: `skyhook-controller`, or `skyhook-controller-<replica>`
+/// for a further replica, so two replicas never write one file.
+pub fn log_name(replica: Option<&str>) -> String {
+    match replica {
+        Some(replica) => format!("{CONTROLLER_BINARY}-{replica}"),
+        None => CONTROLLER_BINARY.to_owned(),
+    }
+}
+
 /// Upstream chart's LimitRange for the controller's namespace: package pods without resources get
 /// these requests and limits.
 pub fn limit_range() -> LimitRange {
@@ -410,10 +419,7 @@ pub async fn start_controller(
         options.agent_image.as_deref(),
         &options.extra_env,
     );
-    let log = match &options.replica {
-        Some(replica) => state.log_file(&format!("{CONTROLLER_BINARY}-{replica}")),
-        None => state.log_file(CONTROLLER_BINARY),
-    };
+    let log = state.log_file(&log_name(options.replica.as_deref()));
     let io = |action, path: &Path, source| InstallError::Io {
         action,
         path: path.to_path_buf(),
@@ -571,6 +577,17 @@ mod tests {
                 agent_image.is_some(),
                 "{env:?}"
             );
+        }
+    }
+
+    #[test]
+    fn each_replica_logs_to_its_own_file() {
+        let cases = [
+            (None, "skyhook-controller"),
+            (Some("standby"), "skyhook-controller-standby"),
+        ];
+        for (replica, expected) in cases {
+            assert_eq!(log_name(replica), expected, "{replica:?}");
         }
     }
 
