@@ -108,13 +108,22 @@ fn describe(status: &ContainerStatus) -> String {
     if state.is_some_and(|s| s.running.is_some()) {
         return "running".to_owned();
     }
-    match state
+    let mut text = match state
         .and_then(|s| s.waiting.as_ref())
         .and_then(|w| w.reason.as_deref())
     {
         Some(reason) => format!("waiting: {reason}"),
         None => "waiting".to_owned(),
+    };
+    // A container waiting to restart printed the log of its last run: say how that ended.
+    if let Some(last) = status
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+    {
+        text.push_str(&format!(", last exit code {}", last.exit_code));
     }
+    text
 }
 
 #[cfg(test)]
@@ -181,6 +190,44 @@ mod tests {
                 json!([status("tuning2-apply", done)]),
             ),
         ]
+    }
+
+    #[test]
+    fn container_states_in_a_few_words() {
+        let cases = [
+            (
+                json!({"terminated": {"exitCode": 0}}),
+                json!(null),
+                "completed",
+            ),
+            (
+                json!({"terminated": {"exitCode": 2}}),
+                json!(null),
+                "failed: exit code 2",
+            ),
+            (
+                json!({"running": {}}),
+                json!({"terminated": {"exitCode": 2}}),
+                "running",
+            ),
+            (
+                json!({"waiting": {"reason": "PodInitializing"}}),
+                json!(null),
+                "waiting: PodInitializing",
+            ),
+            (json!({"waiting": {}}), json!(null), "waiting"),
+            (
+                json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+                json!({"terminated": {"exitCode": 2}}),
+                "waiting: CrashLoopBackOff, last exit code 2",
+            ),
+        ];
+        for (state, last_state, expected) in cases {
+            let mut value = status("c", state);
+            value["lastState"] = last_state;
+            let container: ContainerStatus = serde_json::from_value(value).unwrap();
+            assert_eq!(describe(&container), expected, "{container:?}");
+        }
     }
 
     fn headers(targets: &[LogTarget]) -> Vec<String> {

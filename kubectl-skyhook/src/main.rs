@@ -24,11 +24,13 @@ async fn main() -> ExitCode {
             };
         }
     };
-    // --verbose shows the plugin's own steps, not every HTTP detail of the client.
+    // --verbose shows the plugin's own steps, not every HTTP detail of the client. Without it,
+    // the client's own "failed with status 500" lines are silenced: the plugin reports every
+    // failed request once, in its error message.
     let level = if cli.global.verbose {
         "warn,kubectl_skyhook=debug"
     } else {
-        "warn"
+        "warn,kube_client=off"
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -34,6 +34,15 @@ pub enum RunError {
         #[source]
         source: kube::Error,
     },
+    /// A container log could not be read.
+    #[error("failed to read the log of {container}")]
+    Log {
+        /// `<namespace>/<pod> container <name>`.
+        container: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
     /// A Skyhook that does not exist.
     #[error("Skyhook {name:?} not found")]
     SkyhookNotFound {
@@ -98,6 +107,9 @@ impl RunError {
             RunError::Read { .. } => {
                 "check that the cluster is reachable, the Skyhook CRDs are installed, and you may list these objects"
             }
+            RunError::Log { .. } => {
+                "the API server fetches logs from the node's kubelet, as for `kubectl logs`: check that it can reach the node and that the pod still exists"
+            }
             RunError::SkyhookNotFound { .. } => "`kubectl skyhook status` lists the Skyhooks",
             RunError::Patch { .. } => {
                 "check that you may patch the object; `--dry-run` shows the intended change"
@@ -118,14 +130,94 @@ impl RunError {
     }
 }
 
-/// An error and its causes on one line: `a: b: c`.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
+/// An error and its causes on one line: `a: b: c`. An API server's refusal reads as its
+/// code and message (kube's own text repeats the message and dumps the whole Status), and a
+/// cause whose text is already on the line is not repeated.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let (part, source) = match cause.downcast_ref::<kube::Error>() {
+            // The Status is both the message and the source: say it once.
+            Some(kube::Error::Api(status)) => (api_status_text(status), None),
+            _ => (cause.to_string(), cause.source()),
+        };
+        if !part.is_empty() && !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+        next = source;
     }
     text
+}
+
+/// `the API server answered 404 (NotFound): skyhooks "x" not found`.
+fn api_status_text(status: &kube::core::Status) -> String {
+    let mut text = format!("the API server answered {}", status.code);
+    if !status.reason.is_empty() {
+        text.push_str(&format!(" ({})", status.reason));
+    }
+    if !status.message.is_empty() {
+        text.push_str(": ");
+        text.push_str(&status.message);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            ..kube::core::Status::default()
+        }))
+    }
+
+    #[test]
+    fn error_chains_read_as_one_line() {
+        let log_failure = RunError::Log {
+            container: "skyhook/p container c".to_owned(),
+            source: api_error(
+                500,
+                "",
+                "Get \"https://node-3:10250/containerLogs\": no such host",
+            ),
+        };
+        let not_found = RunError::Read {
+            action: "get Skyhook \"x\"".to_owned(),
+            source: api_error(
+                404,
+                "NotFound",
+                "skyhooks.skyhook.nvidia.com \"x\" not found",
+            ),
+        };
+        let io = RunError::ReadManifest {
+            path: PathBuf::from("/x.yaml"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory"),
+        };
+        let repeated = RunError::Terminal {
+            source: std::io::Error::other("failed to write the output or read the answer"),
+        };
+        let cases: [(&RunError, &str); 4] = [
+            (
+                &log_failure,
+                "failed to read the log of skyhook/p container c: the API server answered 500: Get \"https://node-3:10250/containerLogs\": no such host",
+            ),
+            (
+                &not_found,
+                "failed to get Skyhook \"x\": the API server answered 404 (NotFound): skyhooks.skyhook.nvidia.com \"x\" not found",
+            ),
+            (&io, "failed to read /x.yaml: No such file or directory"),
+            (&repeated, "failed to write the output or read the answer"),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(error_chain(error), expected, "{error:?}");
+        }
+    }
 }

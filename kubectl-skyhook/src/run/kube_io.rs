@@ -33,9 +33,9 @@ pub(super) async fn print_log(
         tail_lines: (tail >= 0).then_some(tail),
         ..LogParams::default()
     };
-    let failed = |source| RunError::Read {
-        action: format!(
-            "read the log of {}/{} container {}",
+    let failed = |source| RunError::Log {
+        container: format!(
+            "{}/{} container {}",
             target.namespace, target.pod, target.container
         ),
         source,

@@ -239,8 +239,12 @@ async fn package(
             let targets =
                 crate::logs::log_targets(&listed.items, &skyhook, &package, &patterns, stage);
             if targets.is_empty() {
+                let container = stage.map_or_else(
+                    || "a started container".to_owned(),
+                    |stage| format!("a container {package}-{stage}"),
+                );
                 return console.line(&format!(
-                    "No pods of package {package:?} of Skyhook {skyhook:?} exist in namespace {:?} (pods that succeeded are deleted quickly)",
+                    "No log to show: no pod of package {package:?} of Skyhook {skyhook:?} in namespace {:?} has {container} (pods that succeeded are deleted quickly)",
                     global.namespace
                 ));
             }
