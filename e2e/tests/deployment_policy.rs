@@ -578,6 +578,15 @@ async fn batch_state_reset() -> anyhow::Result<()> {
         &[("tier", "tier1"), ("reset", "keep")],
     )
     .await?;
+    let mut budgets = budget(
+        INHERITS,
+        vec![compartment_budget("tier1", &inherit_nodes, 3)],
+    );
+    budgets.extend(budget(
+        KEEPS,
+        vec![compartment_budget("tier1", &keep_nodes, 3)],
+    ));
+    let sampler = BudgetSampler::start(&client, budgets).await?;
     e2e::apply_yaml(
         &client,
         &policy_manifest(
@@ -637,5 +646,10 @@ async fn batch_state_reset() -> anyhow::Result<()> {
         "the override keeps the batch state: {}",
         compartment(&kept, "tier1")
     );
+    let report = sampler.finish().await?;
+    for skyhook in [INHERITS, KEEPS] {
+        // Exponential from 1: the second batch takes the other two nodes at once.
+        assert_eq!(report.peak(skyhook, "tier1"), 2, "{skyhook}: {report:?}");
+    }
     Ok(())
 }
