@@ -653,3 +653,71 @@ async fn batch_state_reset() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A failing batch stops the rollout (beyond §6.2, the failure half of the strategy rules):
+/// fixed batches of 1 with `failureThreshold: 1` and a package that exits 1. The first node
+/// fails, the batch is evaluated as failed while less than `safetyLimit` of the nodes are done,
+/// and the compartment stops: `shouldStop`, the should_stop metric, and no other node picked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_stops_the_rollout() -> anyhow::Result<()> {
+    const NAME: &str = "failure-stop";
+    const POLICY: &str = "failure-policy";
+    let installed = cluster(4).await?;
+    let client = installed.cluster.client()?;
+    e2e::apply_yaml(
+        &client,
+        &policy_manifest(
+            POLICY,
+            json!({
+                "default": {
+                    "budget": {"count": 1},
+                    "strategy": {"fixed": {
+                        "initialBatch": 1, "failureThreshold": 1, "safetyLimit": 50
+                    }}
+                }
+            }),
+        ),
+    )
+    .await?;
+    let mut skyhook: Value = serde_json::from_str(&skyhook_manifest(
+        NAME,
+        json!({e2e::TEST_NODE_LABEL: e2e::TEST_NODE_VALUE}),
+        json!({"deploymentPolicy": POLICY}),
+        0,
+    ))?;
+    skyhook["spec"]["packages"]["agentless"]["env"] = json!([{"name": "EXIT_CODE", "value": "1"}]);
+    e2e::apply_yaml(&client, &skyhook.to_string()).await?;
+    let stopped = wait_skyhook(&installed, NAME, "the default compartment to stop", |s| {
+        compartment(s, "__default__")["batchState"]["shouldStop"] == json!(true)
+    })
+    .await?;
+    let state = &compartment(&stopped, "__default__")["batchState"];
+    assert_eq!(number(&state["consecutiveFailures"]), 1, "{state}");
+    let port = installed.controller.record().metrics_port;
+    let labels = [
+        ("skyhook_name", NAME),
+        ("policy_name", POLICY),
+        ("compartment_name", "__default__"),
+        ("strategy", "fixed"),
+    ];
+    e2e::metrics::wait_for_metric(port, "skyhook_rollout_should_stop", &labels, Some(1.0)).await?;
+    let api: Api<Node> = Api::all(client.clone());
+    let statuses: Vec<String> = api
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .map(|node| {
+            e2e::nodes::node_status(node, NAME)
+                .0
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "erroring").count(),
+        1,
+        "only the first batch's node ran: {statuses:?}"
+    );
+    Ok(())
+}
