@@ -270,6 +270,23 @@ mod tests {
                 Runtime::Container,
                 Some("/ws/examples/packages/tuned"),
             ),
+            // The Helm chart's images.
+            (
+                "ghcr.io/skyhook-rs/skyhook-controller:0.1.0",
+                Runtime::Container,
+                None,
+            ),
+            (
+                "ghcr.io/skyhook-rs/skyhook-webhook:0.1.0",
+                Runtime::Container,
+                None,
+            ),
+            (
+                "ghcr.io/skyhook-rs/skyhook-agent:0.1.0",
+                Runtime::SkyhookAgent,
+                None,
+            ),
+            ("registry.k8s.io/kubectl:v1.33.0", Runtime::Container, None),
         ];
         for (image, runtime, package) in cases {
             let resolved = map().resolve(image).unwrap();

@@ -180,6 +180,8 @@ pub(crate) async fn prepare(
         None
     };
 
+    let argv = resolve_workspace_binary(argv, &image_name)?;
+
     let token = if wants_token {
         Some(
             request_token(ctx, pod)
@@ -329,6 +331,38 @@ async fn fetch_secrets(
     Ok(found)
 }
 
+/// Image-map entrypoints may name a built workspace binary as `@bin/<name>`: the file `<name>`
+/// next to the devcluster binary. That is how the Helm chart's controller and webhook images run
+/// on a devcluster: container roots overlay the machine's `/`, so the binary is visible at its
+/// own path.
+const WORKSPACE_BINARY_PREFIX: &str = "@bin/";
+
+fn resolve_workspace_binary(
+    mut argv: Vec<String>,
+    image_name: &str,
+) -> Result<Vec<String>, StartFailure> {
+    let Some(name) = argv
+        .first()
+        .and_then(|program| program.strip_prefix(WORKSPACE_BINARY_PREFIX))
+    else {
+        return Ok(argv);
+    };
+    let path = crate::shim::devcluster_binary()
+        .map_err(|e| StartFailure::new(StartErrorKind::ImagePull, e.to_string()))?
+        .with_file_name(name);
+    if !path.is_file() {
+        return Err(StartFailure::new(
+            StartErrorKind::ImagePull,
+            format!(
+                "image {image_name:?} runs the workspace binary {name}, not found at {}; build it with cargo (same CARGO_TARGET_DIR as devcluster)",
+                path.display()
+            ),
+        ));
+    }
+    argv[0] = path.display().to_string();
+    Ok(argv)
+}
+
 /// A token for the pod's service account, bound to the pod, as the kubelet requests it.
 async fn request_token(ctx: &SimContext, pod: &Pod) -> Result<String, String> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
@@ -450,6 +484,23 @@ fn write_files(dir: &Path, files: &[volumes::VolumeFile]) -> Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_binaries_resolve_next_to_devcluster_or_fail_as_a_pull() {
+        let argv = |args: &[&str]| args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        // Not a workspace binary: unchanged.
+        let plain = resolve_workspace_binary(argv(&["kubectl", "get"]), "k").unwrap();
+        assert_eq!(plain, argv(&["kubectl", "get"]));
+        // A binary that is not built: ImagePull, naming what is missing.
+        let missing =
+            resolve_workspace_binary(argv(&["@bin/no-such-binary", "-v"]), "img").unwrap_err();
+        assert_eq!(missing.kind, StartErrorKind::ImagePull);
+        assert!(
+            missing.message.contains("no-such-binary"),
+            "{}",
+            missing.message
+        );
+    }
 
     #[test]
     fn splits_api_server_urls() {
