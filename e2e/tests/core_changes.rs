@@ -130,7 +130,7 @@ async fn config_skyhook() -> anyhow::Result<()> {
         &all_post_interrupt,
     )
     .await?;
-    let phase3 = &pod_log.seen()[before..];
+    let phase3 = &created_since(&pod_log.seen(), before);
     assert_eq!(
         stages_run(phase3),
         BTreeSet::from([
@@ -171,7 +171,7 @@ async fn config_skyhook() -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(
-        stages_run(&pod_log.seen()[before..]),
+        stages_run(&created_since(&pod_log.seen(), before)),
         BTreeSet::from([pair("baxter", "config"), pair("dexter", "config")]),
         "phase 4 pods"
     );
@@ -201,7 +201,7 @@ async fn config_skyhook() -> anyhow::Result<()> {
         ],
     )
     .await?;
-    let phase5 = &pod_log.seen()[before..];
+    let phase5 = &created_since(&pod_log.seen(), before);
     let interrupt = find_pod(phase5, "dexter", "interrupt").context("no glob interrupt pod")?;
     assert_eq!(
         interrupt_json(interrupt)?,
@@ -411,7 +411,7 @@ async fn uninstall_upgrade_skyhook() -> anyhow::Result<()> {
     );
     checks::wait_for_complete_node(&client, NODE, "uninstall-upgrade-skyhook").await?;
     assert_eq!(
-        stages_run(&pod_log.seen()[before..]),
+        stages_run(&created_since(&pod_log.seen(), before)),
         BTreeSet::from([pair("dogs", "uninstall"), pair("nullptr", "uninstall")])
     );
     let skyhook = e2e::skyhook_api(&client)
@@ -469,6 +469,25 @@ async fn generation_of(client: &kube::Client, skyhook: &str) -> anyhow::Result<i
         .metadata
         .generation
         .context("a Skyhook without metadata.generation")
+}
+
+/// The recorded versions of pods first seen at or after index `before` (versions of older pods,
+/// such as their deletion, are left out).
+fn created_since(seen: &[Pod], before: usize) -> Vec<Pod> {
+    let older: BTreeSet<&str> = seen[..before]
+        .iter()
+        .filter_map(|pod| pod.metadata.uid.as_deref())
+        .collect();
+    seen[before..]
+        .iter()
+        .filter(|pod| {
+            pod.metadata
+                .uid
+                .as_deref()
+                .is_some_and(|uid| !older.contains(uid))
+        })
+        .cloned()
+        .collect()
 }
 
 /// The `(package, stage)` pairs of the recorded pods.
