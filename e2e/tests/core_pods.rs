@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
 
+use e2e::checks::owned_by_skyhook;
 use e2e::nodes::{
     expect_stages, has_status, node_condition, stages, wait_for_node, wait_for_nodes,
 };
@@ -194,15 +195,7 @@ async fn validate_packages_replaces_stale_pods() -> anyhow::Result<()> {
         stages(node, NAME) == fixed
     })
     .await?;
-    assert!(has_status(&node, NAME, "complete"));
-    assert_eq!(
-        node_condition(&node, &format!("skyhook.nvidia.com/{NAME}/NotReady")),
-        Some(("False", "Complete"))
-    );
-    assert_eq!(
-        node_condition(&node, &format!("skyhook.nvidia.com/{NAME}/Erroring")),
-        Some(("False", "Not Erroring"))
-    );
+    e2e::checks::check_complete_node(&node, NAME)?;
 
     let seen = pods.seen();
     let replacement = seen.iter().find(|pod| {
@@ -528,6 +521,9 @@ spec:
       env: [{name: SLEEP_LEN, value: "1"}]
 "#;
 
+/// A metric series (name, labels) and the value it should have.
+type ExpectedSeries<'a> = (&'a str, Vec<(&'a str, &'a str)>, f64);
+
 /// Every metric family that carries a `skyhook_name` label.
 const SKYHOOK_METRICS: [&str; 14] = [
     "skyhook_status",
@@ -584,7 +580,10 @@ async fn deleting_a_skyhook_removes_its_metrics() -> anyhow::Result<()> {
         data.keys().collect::<Vec<_>>(),
         ["game.properties", "ui.properties"]
     );
-    assert_owned_by(&package_map, NAME);
+    ensure!(
+        owned_by_skyhook(&package_map.metadata, NAME),
+        "{package_map:?}"
+    );
     let meta = config_maps
         .list(
             &ListParams::default().labels(&format!("skyhook.nvidia.com/skyhook-node-meta={NAME}")),
@@ -596,7 +595,7 @@ async fn deleting_a_skyhook_removes_its_metrics() -> anyhow::Result<()> {
             meta.items.len()
         );
     };
-    assert_owned_by(meta, NAME);
+    ensure!(owned_by_skyhook(&meta.metadata, NAME), "{meta:?}");
     let data = meta.data.clone().unwrap_or_default();
     assert_eq!(
         data.keys().collect::<Vec<_>>(),
@@ -612,7 +611,7 @@ async fn deleting_a_skyhook_removes_its_metrics() -> anyhow::Result<()> {
         ("compartment_name", "__default__"),
         ("strategy", "fixed"),
     ];
-    let mut expected: Vec<(&str, Vec<(&str, &str)>, f64)> = vec![
+    let mut expected: Vec<ExpectedSeries> = vec![
         ("skyhook_node_target_count", ours.to_vec(), 1.0),
         (
             "skyhook_node_status_count",
@@ -665,19 +664,4 @@ async fn deleting_a_skyhook_removes_its_metrics() -> anyhow::Result<()> {
         .collect();
     assert!(left.is_empty(), "series left after the deletion: {left:?}");
     Ok(())
-}
-
-fn assert_owned_by(config_map: &ConfigMap, skyhook: &str) {
-    let owners = config_map
-        .metadata
-        .owner_references
-        .clone()
-        .unwrap_or_default();
-    assert!(
-        owners
-            .iter()
-            .any(|o| o.kind == "Skyhook" && o.name == skyhook && o.controller == Some(true)),
-        "{:?} is not owned by Skyhook {skyhook}: {owners:?}",
-        config_map.metadata.name
-    );
 }
