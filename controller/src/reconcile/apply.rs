@@ -11,6 +11,8 @@
 //! removed. A failed write is logged and counted; the next reconcile plans again from what the
 //! caches then show. `Plan` is destructured exhaustively so a new field cannot be ignored.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Pod};
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -20,7 +22,7 @@ use skyhook_api::keys;
 use skyhook_api::v1alpha1::Skyhook;
 use tracing::{debug, info, warn};
 
-use super::plan::{EventTarget, NodePatch, Plan, PlannedEvent};
+use super::plan::{EventTarget, NodePatch, Plan, PlannedEvent, node_write_order};
 use super::snapshot::Snapshot;
 
 /// Field manager of every server-side apply the controller makes.
@@ -91,16 +93,30 @@ pub async fn apply(
     }
     let failures_before_nodes = failures;
     let mut node_changed_under_plan = false;
-    for (name, patch) in &nodes {
-        let read = snapshot.nodes.iter().find(|node| &node.name == name);
+    // Releases before takes, and takes only once every release landed: a plan never holds a
+    // newly picked node next to one it failed to release (see `node_write_order`).
+    let (others, takes) = node_write_order(&nodes);
+    let mut held_back = BTreeSet::new();
+    for name in others.into_iter().chain(takes.iter().copied()) {
+        let Some(patch) = nodes.get(name) else {
+            continue;
+        };
+        if takes.contains(&name) && failures > failures_before_nodes {
+            held_back.insert(name.to_owned());
+            continue;
+        }
+        let read = snapshot.nodes.iter().find(|node| node.name == name);
         let resource_version = read.and_then(|node| node.resource_version.as_deref());
         let result = patch_node(&node_api, name, patch, resource_version).await;
         node_changed_under_plan |= is_status_result(&result, 409);
         failures += failed("patch node", name, result);
     }
+    if !held_back.is_empty() {
+        debug!(nodes = ?held_back, "a node patch failed; the nodes this plan takes wait for the next plan");
+    }
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
     // written only when every node patch landed, else the next plan computes them again.
-    let nodes_written = failures == failures_before_nodes;
+    let nodes_written = failures == failures_before_nodes && held_back.is_empty();
     // A node changed since the plan read it (409 above): the ConfigMaps and pods were planned
     // from a node state that is gone. Writing a package ConfigMap's new data without the node
     // states that send the nodes back to `config` would lose the config change for good, so
@@ -128,7 +144,10 @@ pub async fn apply(
             .map(drop);
         failures += failed("apply configmap", &name, result);
     }
-    for eviction in evictions {
+    for eviction in evictions
+        .into_iter()
+        .filter(|eviction| !held_back.contains(&eviction.node))
+    {
         let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
         match api.evict(&eviction.name, &EvictParams::default()).await {
             Ok(_) => debug!(pod = %eviction.name, node = %eviction.node, "evicted"),
@@ -144,7 +163,13 @@ pub async fn apply(
         let result = pods.delete(&name, &DeleteParams::default()).await.map(drop);
         failures += failed("delete pod", &name, result);
     }
-    for pod in create_pods {
+    let on_held_back_node = |pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|spec| spec.node_name.as_ref())
+            .is_some_and(|node| held_back.contains(node))
+    };
+    for pod in create_pods.filter(|pod| !on_held_back_node(pod)) {
         let name = pod.metadata.name.clone().unwrap_or_default();
         // 409: a pod with this deterministic name exists already (a plan made from a cache
         // that had not yet seen the previous creation); that pod is the one wanted.

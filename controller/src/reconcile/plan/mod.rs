@@ -104,6 +104,17 @@ pub struct NodePatch {
 }
 
 impl NodePatch {
+    /// Whether the patch takes the node into a Skyhook's work: it cordons the node or sets a
+    /// Skyhook's node status (label `status_<skyhook>`) to `in_progress`.
+    pub fn takes_node(&self) -> bool {
+        let status_prefix = format!("{}/status_", skyhook_api::keys::GROUP);
+        self.unschedulable == Some(true)
+            || self.labels.iter().any(|(key, value)| {
+                key.starts_with(&status_prefix)
+                    && value.as_deref() == Some(skyhook_api::v1alpha1::Status::InProgress.as_str())
+            })
+    }
+
     fn is_empty(&self) -> bool {
         self.annotations.is_empty()
             && self.labels.is_empty()
@@ -111,6 +122,20 @@ impl NodePatch {
             && self.taints.is_none()
             && self.conditions.is_empty()
     }
+}
+
+/// The order the node patches of a plan are written in: `(others, takes)`, each by node name.
+/// A plan that finishes one node (complete, uncordoned) and picks the next in the same reconcile
+/// must never hold both at once, or a compartment briefly has more nodes busy than its ceiling:
+/// so every patch that takes a node ([`NodePatch::takes_node`]) comes after all the others, and
+/// the apply step writes the takes only when all the others landed (a release refused with 409
+/// because the node changed under the plan leaves its node busy until the next reconcile).
+pub fn node_write_order(nodes: &BTreeMap<String, NodePatch>) -> (Vec<&str>, Vec<&str>) {
+    let (takes, others): (Vec<&str>, Vec<&str>) = nodes
+        .keys()
+        .map(String::as_str)
+        .partition(|name| nodes.get(*name).is_some_and(NodePatch::takes_node));
+    (others, takes)
 }
 
 /// An eviction through the Eviction API.

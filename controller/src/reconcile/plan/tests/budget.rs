@@ -4,10 +4,77 @@
 //! may start, as upstream's batch evaluation has it; stopping on failures is the policy's
 //! `failureThreshold`.
 
+use std::collections::BTreeMap;
+
 use proptest::prelude::*;
 use skyhook_api::v1alpha1::InterruptionBudget;
 
+use super::super::{NodePatch, node_write_order};
 use super::sim::{Sim, node, package, skyhook};
+
+/// One plan finishes node-9 (complete, uncordoned) and takes node-7 (in progress, cordoned):
+/// written in name order, node-7 would be busy before node-9 is released, and with node-9's
+/// patch refused (409) both would stay busy until the next reconcile, over a ceiling of 1. The
+/// releases come first, whatever the names.
+#[test]
+fn node_patches_release_before_they_take() {
+    let status = |value: &str| {
+        BTreeMap::from([(
+            "skyhook.nvidia.com/status_budget".to_owned(),
+            Some(value.to_owned()),
+        )])
+    };
+    let release = NodePatch {
+        labels: status("complete"),
+        unschedulable: Some(false),
+        ..NodePatch::default()
+    };
+    let pick = NodePatch {
+        labels: status("in_progress"),
+        ..NodePatch::default()
+    };
+    let cordon = NodePatch {
+        unschedulable: Some(true),
+        ..NodePatch::default()
+    };
+    let conditions = NodePatch {
+        conditions: vec![("T".into(), "True".into(), "R".into())],
+        ..NodePatch::default()
+    };
+    let other_label = NodePatch {
+        labels: BTreeMap::from([(
+            "example.com/status_x".to_owned(),
+            Some("in_progress".to_owned()),
+        )]),
+        ..NodePatch::default()
+    };
+    type Case<'a> = (Vec<(&'a str, &'a NodePatch)>, Vec<&'a str>, Vec<&'a str>);
+    let cases: [Case; 4] = [
+        (
+            vec![("node-7", &pick), ("node-9", &release)],
+            vec!["node-9"],
+            vec!["node-7"],
+        ),
+        (
+            vec![("node-1", &cordon), ("node-2", &conditions)],
+            vec!["node-2"],
+            vec!["node-1"],
+        ),
+        (
+            vec![("node-1", &other_label), ("node-2", &release)],
+            vec!["node-1", "node-2"],
+            vec![],
+        ),
+        (vec![], vec![], vec![]),
+    ];
+    for (patches, others, takes) in cases {
+        let nodes: BTreeMap<String, NodePatch> = patches
+            .iter()
+            .map(|(name, patch)| ((*name).to_owned(), (*patch).clone()))
+            .collect();
+        assert_eq!(node_write_order(&nodes), (others, takes), "{patches:?}");
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
