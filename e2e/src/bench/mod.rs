@@ -240,7 +240,8 @@ mod tests {
             edit(&mut selection);
             plan(&selection)
         };
-        let cases: [(fn(&mut Selection), Vec<(usize, Vec<Step>)>); 5] = [
+        type Case = (fn(&mut Selection), Vec<(usize, Vec<Step>)>);
+        let cases: [Case; 5] = [
             (|_| {}, vec![]),
             (|s| s.chain = Some((1000, 10)), vec![(1000, vec![CHAIN])]),
             (
