@@ -54,6 +54,9 @@ fn skyhook(name: &str, group: &str, extra_spec: Value) -> String {
     .to_string()
 }
 
+/// Nodes and the labels each of them gets.
+type NodeLabels<'a> = (&'a [String], Vec<(&'a str, &'a str)>);
+
 fn compartment(name: &str, nodes: &[String], ceiling: usize) -> CompartmentBudget {
     CompartmentBudget::new(name, nodes.iter().map(String::as_str), ceiling)
 }
@@ -64,7 +67,7 @@ async fn interrupting_rollouts_never_exceed_a_ceiling() -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     let (count_nodes, percent_nodes) = (names(1, 5), names(6, 10));
     let (fixed_nodes, linear_nodes, default_nodes) = (names(11, 15), names(16, 19), names(20, 21));
-    let mut labels: Vec<(&[String], Vec<(&str, &str)>)> = vec![
+    let mut labels: Vec<NodeLabels<'_>> = vec![
         (&count_nodes, vec![("group", "count")]),
         (&percent_nodes, vec![("group", "percent")]),
         (&fixed_nodes, vec![("group", "policy"), ("pool", "fixed")]),
