@@ -87,14 +87,7 @@ package() {
   local bin=$1 archive=$2 stage
   stage=$(mktemp -d "${TMPDIR:-/tmp}/kubectl-skyhook-archive.XXXXXX")
   install -m 0755 "$bin" "$stage/kubectl-skyhook"
-  if [ -f LICENSE ]; then
-    install -m 0644 LICENSE "$stage/LICENSE"
-  else
-    license=$(sed -n 's/^license = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
-    printf 'kubectl-skyhook %s is licensed under %s (SPDX-License-Identifier: %s).\n' \
-      "$version" "$license" "$license" >"$stage/LICENSE"
-    chmod 0644 "$stage/LICENSE"
-  fi
+  install -m 0644 LICENSE "$stage/LICENSE"
   # Fixed order, owners and times, and no gzip timestamp: the same binary gives the same bytes.
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$stage" -cf - \
     kubectl-skyhook LICENSE | gzip -9 -n >"$out/$archive"
