@@ -11,7 +11,10 @@
 //! removed. A failed write is logged and counted; the next reconcile plans again from what the
 //! caches then show. `Plan` is destructured exhaustively so a new field cannot be ignored.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+
+use futures::{StreamExt, stream};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Pod};
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
@@ -91,65 +94,93 @@ pub async fn apply(
             .map(drop);
         failures += failed("annotate skyhook", name, result);
     }
-    let failures_before_nodes = failures;
-    let mut node_changed_under_plan = false;
+    let read_versions: HashMap<&str, Option<&str>> = snapshot
+        .nodes
+        .iter()
+        .map(|node| (node.name.as_str(), node.resource_version.as_deref()))
+        .collect();
     // Releases before takes, and takes only once every release landed: a plan never holds a
     // newly picked node next to one it failed to release (see `node_write_order`).
     let (others, takes) = node_write_order(&nodes);
-    let mut held_back = BTreeSet::new();
-    for name in others.into_iter().chain(takes.iter().copied()) {
-        let Some(patch) = nodes.get(name) else {
-            continue;
-        };
-        if takes.contains(&name) && failures > failures_before_nodes {
-            held_back.insert(name.to_owned());
-            continue;
-        }
-        let read = snapshot.nodes.iter().find(|node| node.name == name);
-        let resource_version = read.and_then(|node| node.resource_version.as_deref());
-        let result = patch_node(&node_api, name, patch, resource_version).await;
-        node_changed_under_plan |= is_status_result(&result, 409);
-        failures += failed("patch node", name, result);
-    }
-    if !held_back.is_empty() {
-        debug!(nodes = ?held_back, "a node patch failed; the nodes this plan takes wait for the next plan");
-    }
+    let mut refused = BTreeSet::new();
+    let mut node_changed_under_plan =
+        patch_nodes(&node_api, &nodes, &read_versions, others, &mut refused).await;
+    let held_back: BTreeSet<String> = if refused.is_empty() {
+        node_changed_under_plan |=
+            patch_nodes(&node_api, &nodes, &read_versions, takes, &mut refused).await;
+        BTreeSet::new()
+    } else {
+        debug!(nodes = ?takes, "a node patch failed; the nodes this plan takes wait for the next plan");
+        takes.into_iter().map(str::to_owned).collect()
+    };
+    failures += refused.len();
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
     // written only when every node patch landed, else the next plan computes them again.
-    let nodes_written = failures == failures_before_nodes && held_back.is_empty();
-    // A node changed since the plan read it (409 above): the ConfigMaps and pods were planned
-    // from a node state that is gone. Writing a package ConfigMap's new data without the node
-    // states that send the nodes back to `config` would lose the config change for good, so
-    // neither is written; the next plan decides again from the fresh nodes.
-    if node_changed_under_plan {
-        debug!("a node changed under the plan; ConfigMaps and pods wait for the next plan");
-    }
-    let upsert_configmaps = upsert_configmaps
-        .into_iter()
-        .filter(|_| !node_changed_under_plan);
-    let create_pods = create_pods.into_iter().filter(|_| !node_changed_under_plan);
-    for configmap in upsert_configmaps {
-        let name = configmap.metadata.name.clone().unwrap_or_default();
-        let mut body = configmap;
-        body.metadata.managed_fields = None;
-        let value = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": body.metadata,
-            "data": body.data,
+    let nodes_written = refused.is_empty() && held_back.is_empty();
+    // Pods, evictions and ConfigMaps were planned from the node states as read. On a node whose
+    // patch failed or was held back that state is gone or not yet written: its work waits for
+    // the next plan. A changed package ConfigMap is held back too when any node changed under
+    // the plan (409): its new data without the node states that send those nodes back to
+    // `config` would lose the config change for good. New ConfigMaps (first rollout, a new
+    // version) carry no such change and are always written, so a large rollout whose nodes
+    // keep changing (heartbeats, labels) is never starved of them.
+    let skipped_nodes: BTreeSet<&str> = refused
+        .iter()
+        .chain(held_back.iter())
+        .map(String::as_str)
+        .collect();
+    let (upsert_configmaps, held_configmaps): (Vec<ConfigMap>, Vec<ConfigMap>) =
+        upsert_configmaps.into_iter().partition(|configmap| {
+            !node_changed_under_plan
+                || configmap
+                    .metadata
+                    .name
+                    .as_ref()
+                    .is_none_or(|name| !snapshot.package_configmaps.contains_key(name))
         });
-        let result = configmaps
-            .patch(&name, &ssa, &Patch::Apply(value))
-            .await
-            .map(drop);
+    let held_configmaps: BTreeSet<String> = held_configmaps
+        .into_iter()
+        .filter_map(|configmap| configmap.metadata.name)
+        .collect();
+    if !held_configmaps.is_empty() {
+        debug!(configmaps = ?held_configmaps, "a node changed under the plan; changed ConfigMaps and the pods mounting them wait for the next plan");
+    }
+    let configmap_results = concurrently(upsert_configmaps, |configmap| {
+        let (configmaps, ssa) = (&configmaps, &ssa);
+        async move {
+            let name = configmap.metadata.name.clone().unwrap_or_default();
+            let mut body = configmap;
+            body.metadata.managed_fields = None;
+            let value = json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": body.metadata,
+                "data": body.data,
+            });
+            let result = configmaps
+                .patch(&name, ssa, &Patch::Apply(value))
+                .await
+                .map(drop);
+            (name, result)
+        }
+    })
+    .await;
+    for (name, result) in configmap_results {
         failures += failed("apply configmap", &name, result);
     }
-    for eviction in evictions
-        .into_iter()
-        .filter(|eviction| !held_back.contains(&eviction.node))
-    {
-        let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
-        match api.evict(&eviction.name, &EvictParams::default()).await {
+    let eviction_results = concurrently(
+        evictions
+            .into_iter()
+            .filter(|eviction| !skipped_nodes.contains(eviction.node.as_str())),
+        |eviction| async move {
+            let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
+            let result = api.evict(&eviction.name, &EvictParams::default()).await;
+            (eviction, result)
+        },
+    )
+    .await;
+    for (eviction, result) in eviction_results {
+        match result {
             Ok(_) => debug!(pod = %eviction.name, node = %eviction.node, "evicted"),
             // 429: a PodDisruptionBudget refuses it now; the drain polls again.
             Err(error) if is_status(&error, 429) => {
@@ -158,25 +189,46 @@ pub async fn apply(
             Err(error) => failures += failed("evict pod", &eviction.name, Err(error)),
         }
     }
-    for (name, why) in delete_pods {
-        debug!(pod = %name, reason = %why, "deleting pod");
-        let result = pods.delete(&name, &DeleteParams::default()).await.map(drop);
+    let delete_results = concurrently(delete_pods, |(name, why)| {
+        let pods = &pods;
+        async move {
+            debug!(pod = %name, reason = %why, "deleting pod");
+            let result = pods.delete(&name, &DeleteParams::default()).await.map(drop);
+            (name, result)
+        }
+    })
+    .await;
+    for (name, result) in delete_results {
         failures += failed("delete pod", &name, result);
     }
-    let on_held_back_node = |pod: &Pod| {
-        pod.spec
-            .as_ref()
-            .and_then(|spec| spec.node_name.as_ref())
-            .is_some_and(|node| held_back.contains(node))
+    let creatable = |pod: &Pod| {
+        let spec = pod.spec.as_ref();
+        let on_skipped_node = spec
+            .and_then(|spec| spec.node_name.as_deref())
+            .is_some_and(|node| skipped_nodes.contains(node));
+        let mounts_held_configmap = spec
+            .and_then(|spec| spec.volumes.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|volume| volume.config_map.as_ref())
+            .any(|source| held_configmaps.contains(&source.name));
+        !on_skipped_node && !mounts_held_configmap
     };
-    for pod in create_pods.filter(|pod| !on_held_back_node(pod)) {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        // 409: a pod with this deterministic name exists already (a plan made from a cache
-        // that had not yet seen the previous creation); that pod is the one wanted.
-        let result = match pods.create(&PostParams::default(), &pod).await {
-            Err(error) if is_status(&error, 409) => Ok(()),
-            other => other.map(drop),
-        };
+    let create_results = concurrently(create_pods.into_iter().filter(creatable), |pod| {
+        let pods = &pods;
+        async move {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            // 409: a pod with this deterministic name exists already (a plan made from a cache
+            // that had not yet seen the previous creation); that pod is the one wanted.
+            let result = match pods.create(&PostParams::default(), &pod).await {
+                Err(error) if is_status(&error, 409) => Ok(()),
+                other => other.map(drop),
+            };
+            (name, result)
+        }
+    })
+    .await;
+    for (name, result) in create_results {
         failures += failed("create pod", &name, result);
     }
     for name in delete_configmaps {
@@ -237,6 +289,25 @@ pub async fn apply(
     failures
 }
 
+/// How many writes of one phase are in flight at once: a plan for thousands of nodes must not
+/// take minutes of round trips (nodes change meanwhile and refuse the conditional patches), and
+/// 32 stays far below the API server's default limit of 200 mutating requests in flight.
+const WRITES_IN_FLIGHT: usize = 32;
+
+/// Runs `write` over `items` with at most [`WRITES_IN_FLIGHT`] at once; results in any order.
+/// The writes of one phase touch distinct objects, so their order within the phase is free.
+async fn concurrently<T, R, F, Fut>(items: impl IntoIterator<Item = T>, write: F) -> Vec<R>
+where
+    F: FnMut(T) -> Fut,
+    Fut: Future<Output = R>,
+{
+    stream::iter(items)
+        .map(write)
+        .buffer_unordered(WRITES_IN_FLIGHT)
+        .collect()
+        .await
+}
+
 /// 1 when `result` is a failure worth retrying (logged), 0 otherwise. 404 means already gone
 /// (deletes) or the object left meanwhile; the next plan sees it.
 fn failed(what: &str, name: &str, result: Result<(), kube::Error>) -> usize {
@@ -286,6 +357,36 @@ async fn set_finalizer(
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map(drop)
+}
+
+/// Patches the nodes `names` concurrently, adding those whose patch failed to `refused`;
+/// returns whether any was refused because the node changed since the plan read it (409).
+async fn patch_nodes(
+    api: &Api<Node>,
+    nodes: &BTreeMap<String, NodePatch>,
+    read_versions: &HashMap<&str, Option<&str>>,
+    names: Vec<&str>,
+    refused: &mut BTreeSet<String>,
+) -> bool {
+    let results = concurrently(names, |name| async move {
+        let result = match nodes.get(name) {
+            Some(patch) => {
+                let version = read_versions.get(name).copied().flatten();
+                patch_node(api, name, patch, version).await
+            }
+            None => Ok(()),
+        };
+        (name, result)
+    })
+    .await;
+    let mut changed_under_plan = false;
+    for (name, result) in results {
+        changed_under_plan |= is_status_result(&result, 409);
+        if failed("patch node", name, result) > 0 {
+            refused.insert(name.to_owned());
+        }
+    }
+    changed_under_plan
 }
 
 /// The node's metadata and spec as one merge patch (conditional on `resource_version`, see
