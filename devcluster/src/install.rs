@@ -21,7 +21,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::controlplane::process::{is_alive_running, signal_group};
+use crate::controlplane::process::{is_alive_running, read_record, signal_group, write_record};
 use crate::state::StateDir;
 
 /// The namespace of the controller's pods, ConfigMaps and Lease, as upstream's chart installs it.
@@ -141,19 +141,13 @@ impl ControllerRecord {
 
     /// The recorded controller, if its process still runs.
     pub fn running(state: &StateDir) -> Option<Self> {
-        let text = std::fs::read_to_string(Self::path(state)).ok()?;
-        let record: Self = serde_json::from_str(&text).ok()?;
+        let record: Self = read_record(&Self::path(state))?;
         is_alive_running(record.pid, CONTROLLER_BINARY).then_some(record)
     }
 
     fn write(&self, state: &StateDir) -> Result<(), InstallError> {
         let path = Self::path(state);
-        let text = serde_json::to_string_pretty(self).map_err(|error| InstallError::Io {
-            action: "serialising",
-            path: path.clone(),
-            source: std::io::Error::other(error),
-        })?;
-        std::fs::write(&path, text).map_err(|source| InstallError::Io {
+        write_record(&path, self).map_err(|source| InstallError::Io {
             action: "writing",
             path,
             source,

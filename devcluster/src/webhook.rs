@@ -29,7 +29,9 @@ use kube::api::{
 use nix::sys::signal::Signal;
 use std::os::unix::process::CommandExt;
 
-use crate::controlplane::process::{is_alive_running, log_tail, signal_group};
+use crate::controlplane::process::{
+    is_alive_running, log_tail, read_record, signal_group, write_record,
+};
 use crate::install::{NAMESPACE, free_port, readyz, stop_child};
 use crate::state::StateDir;
 
@@ -126,19 +128,13 @@ impl WebhookRecord {
 
     /// The recorded webhook, if its process still runs.
     pub fn running(state: &StateDir) -> Option<Self> {
-        let text = std::fs::read_to_string(Self::path(state)).ok()?;
-        let record: Self = serde_json::from_str(&text).ok()?;
+        let record: Self = read_record(&Self::path(state))?;
         is_alive_running(record.pid, WEBHOOK_BINARY).then_some(record)
     }
 
     fn write(&self, state: &StateDir) -> Result<(), WebhookError> {
         let path = Self::path(state);
-        let text = serde_json::to_string_pretty(self).map_err(|error| WebhookError::Io {
-            action: "serialising",
-            path: path.clone(),
-            source: std::io::Error::other(error),
-        })?;
-        std::fs::write(&path, text).map_err(|source| WebhookError::Io {
+        write_record(&path, self).map_err(|source| WebhookError::Io {
             action: "writing",
             path,
             source,

@@ -4,7 +4,7 @@ use anyhow::{Context, bail};
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{Scope, pinned_kind};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Field manager of everything the tests apply.
 const FIELD_MANAGER: &str = "e2e";
@@ -73,4 +73,19 @@ pub async fn merge_patch_skyhook(
         .await
         .with_context(|| format!("merge-patching Skyhook {name} with {patch}"))?;
     Ok(())
+}
+
+/// A Skyhook manifest (JSON, which is YAML) named `name` with `spec`, into which the top-level
+/// fields of `extra_spec` are merged (a scenario's budget, policy or pause on a common spec).
+pub fn skyhook_manifest(name: &str, mut spec: Value, extra_spec: Value) -> String {
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({
+        "apiVersion": "skyhook.nvidia.com/v1alpha1",
+        "kind": "Skyhook",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+    .to_string()
 }

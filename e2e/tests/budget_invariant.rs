@@ -31,7 +31,7 @@ fn names(first: usize, last: usize) -> Vec<String> {
 /// A Skyhook selecting `group=<group>`, whose agentless package sleeps a second per stage and
 /// restarts a service (cordon, drain, interrupt pod).
 fn skyhook(name: &str, group: &str, extra_spec: Value) -> String {
-    let mut spec = json!({
+    let spec = json!({
         "nodeSelectors": {"matchLabels": {"group": group}},
         "packages": {
             "restarter": {
@@ -42,16 +42,7 @@ fn skyhook(name: &str, group: &str, extra_spec: Value) -> String {
             }
         }
     });
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
-        spec.extend(extra.clone());
-    }
-    json!({
-        "apiVersion": "skyhook.nvidia.com/v1alpha1",
-        "kind": "Skyhook",
-        "metadata": {"name": name},
-        "spec": spec
-    })
-    .to_string()
+    e2e::skyhook_manifest(name, spec, extra_spec)
 }
 
 /// Nodes and the labels each of them gets.

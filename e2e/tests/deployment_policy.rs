@@ -103,20 +103,11 @@ async fn cluster(count: usize) -> anyhow::Result<e2e::Installed> {
 }
 
 fn skyhook_manifest(name: &str, selector: Value, extra_spec: Value, sleep: u32) -> String {
-    let mut spec = json!({
+    let spec = json!({
         "nodeSelectors": {"matchLabels": selector},
         "packages": package(sleep),
     });
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
-        spec.extend(extra.clone());
-    }
-    json!({
-        "apiVersion": "skyhook.nvidia.com/v1alpha1",
-        "kind": "Skyhook",
-        "metadata": {"name": name},
-        "spec": spec
-    })
-    .to_string()
+    e2e::skyhook_manifest(name, spec, extra_spec)
 }
 
 fn policy_manifest(name: &str, spec: Value) -> String {

@@ -142,6 +142,19 @@ pub fn is_alive(pid: u32) -> bool {
     !matches!(state, None | Some('Z' | 'X'))
 }
 
+/// A background process's record (pid, ports, log) read back from `path`; `None` when it is
+/// missing or unreadable, which callers treat as "not running".
+pub fn read_record<R: serde::de::DeserializeOwned>(path: &Path) -> Option<R> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Writes a background process's record to `path` as pretty JSON.
+pub fn write_record(path: &Path, record: &impl serde::Serialize) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(record).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
+}
+
 /// Whether `pid` is a live process whose command line contains `needle` (so a recycled pid is
 /// never mistaken for one of ours).
 pub fn is_alive_running(pid: u32, needle: &str) -> bool {

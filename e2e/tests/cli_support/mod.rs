@@ -117,7 +117,7 @@ pub fn agentless_skyhook(
         .iter()
         .map(|(name, value)| json!({"name": name, "value": value}))
         .collect();
-    let mut spec = json!({
+    let spec = json!({
         "nodeSelectors": {"matchLabels": match_labels},
         "packages": {PACKAGE: {
             "version": VERSION,
@@ -125,16 +125,7 @@ pub fn agentless_skyhook(
             "env": env,
         }},
     });
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
-        spec.extend(extra.clone());
-    }
-    json!({
-        "apiVersion": "skyhook.nvidia.com/v1alpha1",
-        "kind": "Skyhook",
-        "metadata": {"name": name},
-        "spec": spec,
-    })
-    .to_string()
+    e2e::skyhook_manifest(name, spec, extra_spec)
 }
 
 /// `"<package>|<version>"`, the key of the agentless package in a node state.
