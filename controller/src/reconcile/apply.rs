@@ -250,7 +250,7 @@ pub async fn apply(
             .map(drop);
         failures += failed("apply skyhook status", &name, result);
     }
-    for event in events {
+    concurrently(events, |event| async move {
         let reference = reference(snapshot, &event);
         let PlannedEvent {
             target: _,
@@ -281,7 +281,8 @@ pub async fn apply(
         if let Err(error) = published {
             debug!(reason, error = %error, "event not published");
         }
-    }
+    })
+    .await;
     for (name, add) in finalizers.iter().filter(|(_, add)| !**add) {
         let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
         failures += failed("remove finalizer", name, result);
