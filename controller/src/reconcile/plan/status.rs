@@ -244,9 +244,26 @@ impl Planner<'_> {
                 )
             }),
         );
+        bound_node_state_mirror(&mut status);
         if status != *old {
             self.plan.statuses.insert(name.to_owned(), status);
         }
+    }
+}
+
+/// The largest `status.nodeState` mirror (as JSON) the status keeps. Server-side apply records
+/// every map key again in `managedFields`, and etcd refuses requests over 1.5 MiB: at 5,000
+/// nodes the mirror alone made the status unwritable ("etcdserver: request is too large"), so
+/// the Skyhook never reported progress or completion.
+pub const NODE_STATE_MIRROR_MAX_BYTES: usize = 512 * 1024;
+
+/// Empties `status.nodeState` when it exceeds [`NODE_STATE_MIRROR_MAX_BYTES`]. It is only a
+/// mirror: the `nodeState_<name>` node annotations stay the source of truth, and `nodeStatus`
+/// and the counts still say where every node stands.
+pub fn bound_node_state_mirror(status: &mut SkyhookStatus) {
+    let size = serde_json::to_vec(&status.node_state).map_or(usize::MAX, |json| json.len());
+    if size > NODE_STATE_MIRROR_MAX_BYTES {
+        status.node_state.clear();
     }
 }
 
@@ -254,5 +271,36 @@ fn upsert_or_remove(conditions: &mut Vec<Condition>, type_: &str, condition: Opt
     match condition {
         Some(condition) => set_condition(conditions, condition),
         None => conditions.retain(|c| c.type_ != type_),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use skyhook_api::node_state::NodeState;
+    use skyhook_api::v1alpha1::SkyhookStatus;
+
+    use super::bound_node_state_mirror;
+
+    fn status_of(nodes: usize) -> SkyhookStatus {
+        let state = NodeState::parse(
+            r#"{"pkg|1.2.3":{"name":"pkg","version":"1.2.3","image":"ghcr.io/nvidia/skyhook/agentless","stage":"config","state":"complete"}}"#,
+        )
+        .unwrap();
+        let mut status = SkyhookStatus::default();
+        for index in 0..nodes {
+            status
+                .node_state
+                .insert(format!("node-{index}"), state.clone());
+        }
+        status
+    }
+
+    #[test]
+    fn the_node_state_mirror_is_kept_until_it_would_make_the_status_unwritable() {
+        for (nodes, kept) in [(0, 0), (3, 3), (1_000, 1_000), (5_000, 0)] {
+            let mut status = status_of(nodes);
+            bound_node_state_mirror(&mut status);
+            assert_eq!(status.node_state.len(), kept, "{nodes} nodes");
+        }
     }
 }
