@@ -253,9 +253,11 @@ impl Planner<'_> {
 
 /// The largest `status.nodeState` mirror (as JSON) the status keeps. Server-side apply records
 /// every map key again in `managedFields`, and etcd refuses requests over 1.5 MiB: at 5,000
-/// nodes the mirror alone made the status unwritable ("etcdserver: request is too large"), so
-/// the Skyhook never reported progress or completion.
-pub const NODE_STATE_MIRROR_MAX_BYTES: usize = 512 * 1024;
+/// nodes the mirror made the status unwritable ("etcdserver: request is too large"), so the
+/// Skyhook never reported progress or completion. The other per-node maps (`nodeStatus`,
+/// `nodeBootIds`, `nodePriority`) and their managed fields take about 170 bytes per node, so
+/// 256 KiB keeps a 5,000-node status near 1 MiB.
+pub const NODE_STATE_MIRROR_MAX_BYTES: usize = 256 * 1024;
 
 /// Empties `status.nodeState` when it exceeds [`NODE_STATE_MIRROR_MAX_BYTES`]. It is only a
 /// mirror: the `nodeState_<name>` node annotations stay the source of truth, and `nodeStatus`
