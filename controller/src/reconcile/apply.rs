@@ -26,7 +26,7 @@ use skyhook_api::v1alpha1::Skyhook;
 use tracing::{debug, info, warn};
 
 use super::plan::{EventTarget, NodePatch, Plan, PlannedEvent, node_write_order};
-use super::snapshot::Snapshot;
+use super::snapshot::{OwnedConfigMap, Snapshot};
 
 /// Field manager of every server-side apply the controller makes.
 pub const FIELD_MANAGER: &str = "skyhook-controller";
@@ -117,61 +117,45 @@ pub async fn apply(
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
     // written only when every node patch landed, else the next plan computes them again.
     let nodes_written = refused.is_empty() && held_back.is_empty();
-    // Pods, evictions and ConfigMaps were planned from the node states as read. On a node whose
-    // patch failed or was held back that state is gone or not yet written: its work waits for
-    // the next plan. A changed package ConfigMap is held back too when any node changed under
-    // the plan (409): its new data without the node states that send those nodes back to
-    // `config` would lose the config change for good. New ConfigMaps (first rollout, a new
-    // version) carry no such change and are always written, so a large rollout whose nodes
-    // keep changing (heartbeats, labels) is never starved of them.
-    let skipped_nodes: BTreeSet<&str> = refused
-        .iter()
-        .chain(held_back.iter())
-        .map(String::as_str)
-        .collect();
-    let (upsert_configmaps, held_configmaps): (Vec<ConfigMap>, Vec<ConfigMap>) =
-        upsert_configmaps.into_iter().partition(|configmap| {
-            !node_changed_under_plan
-                || configmap
-                    .metadata
-                    .name
-                    .as_ref()
-                    .is_none_or(|name| !snapshot.package_configmaps.contains_key(name))
-        });
-    let held_configmaps: BTreeSet<String> = held_configmaps
-        .into_iter()
-        .filter_map(|configmap| configmap.metadata.name)
-        .collect();
-    if !held_configmaps.is_empty() {
-        debug!(configmaps = ?held_configmaps, "a node changed under the plan; changed ConfigMaps and the pods mounting them wait for the next plan");
+    let waiting = Waiting::after_node_patches(
+        refused.into_iter().chain(held_back).collect(),
+        node_changed_under_plan,
+        &upsert_configmaps,
+        &snapshot.package_configmaps,
+    );
+    if !waiting.configmaps.is_empty() {
+        debug!(configmaps = ?waiting.configmaps, "a node changed under the plan; changed ConfigMaps and the pods mounting them wait for the next plan");
     }
-    let configmap_results = concurrently(upsert_configmaps, |configmap| {
-        let (configmaps, ssa) = (&configmaps, &ssa);
-        async move {
-            let name = configmap.metadata.name.clone().unwrap_or_default();
-            let mut body = configmap;
-            body.metadata.managed_fields = None;
-            let value = json!({
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": body.metadata,
-                "data": body.data,
-            });
-            let result = configmaps
-                .patch(&name, ssa, &Patch::Apply(value))
-                .await
-                .map(drop);
-            (name, result)
-        }
-    })
+    let configmap_results = concurrently(
+        upsert_configmaps
+            .into_iter()
+            .filter(|configmap| waiting.writes_configmap(configmap)),
+        |configmap| {
+            let (configmaps, ssa) = (&configmaps, &ssa);
+            async move {
+                let name = configmap.metadata.name.clone().unwrap_or_default();
+                let mut body = configmap;
+                body.metadata.managed_fields = None;
+                let value = json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": body.metadata,
+                    "data": body.data,
+                });
+                let result = configmaps
+                    .patch(&name, ssa, &Patch::Apply(value))
+                    .await
+                    .map(drop);
+                (name, result)
+            }
+        },
+    )
     .await;
-    for (name, result) in configmap_results {
-        failures += failed("apply configmap", &name, result);
-    }
+    failures += failures_of("apply configmap", configmap_results);
     let eviction_results = concurrently(
         evictions
             .into_iter()
-            .filter(|eviction| !skipped_nodes.contains(eviction.node.as_str())),
+            .filter(|eviction| !waiting.nodes.contains(&eviction.node)),
         |eviction| async move {
             let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
             let result = api.evict(&eviction.name, &EvictParams::default()).await;
@@ -198,39 +182,27 @@ pub async fn apply(
         }
     })
     .await;
-    for (name, result) in delete_results {
-        failures += failed("delete pod", &name, result);
-    }
-    let creatable = |pod: &Pod| {
-        let spec = pod.spec.as_ref();
-        let on_skipped_node = spec
-            .and_then(|spec| spec.node_name.as_deref())
-            .is_some_and(|node| skipped_nodes.contains(node));
-        let mounts_held_configmap = spec
-            .and_then(|spec| spec.volumes.as_ref())
+    failures += failures_of("delete pod", delete_results);
+    let create_results = concurrently(
+        create_pods
             .into_iter()
-            .flatten()
-            .filter_map(|volume| volume.config_map.as_ref())
-            .any(|source| held_configmaps.contains(&source.name));
-        !on_skipped_node && !mounts_held_configmap
-    };
-    let create_results = concurrently(create_pods.into_iter().filter(creatable), |pod| {
-        let pods = &pods;
-        async move {
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            // 409: a pod with this deterministic name exists already (a plan made from a cache
-            // that had not yet seen the previous creation); that pod is the one wanted.
-            let result = match pods.create(&PostParams::default(), &pod).await {
-                Err(error) if is_status(&error, 409) => Ok(()),
-                other => other.map(drop),
-            };
-            (name, result)
-        }
-    })
+            .filter(|pod| waiting.creates_pod(pod)),
+        |pod| {
+            let pods = &pods;
+            async move {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                // 409: a pod with this deterministic name exists already (a plan made from a
+                // cache that had not yet seen the previous creation); that pod is the one wanted.
+                let result = match pods.create(&PostParams::default(), &pod).await {
+                    Err(error) if is_status(&error, 409) => Ok(()),
+                    other => other.map(drop),
+                };
+                (name, result)
+            }
+        },
+    )
     .await;
-    for (name, result) in create_results {
-        failures += failed("create pod", &name, result);
-    }
+    failures += failures_of("create pod", create_results);
     for name in delete_configmaps {
         let result = configmaps
             .delete(&name, &DeleteParams::default())
@@ -307,6 +279,66 @@ where
         .buffer_unordered(WRITES_IN_FLIGHT)
         .collect()
         .await
+}
+
+/// The work of a plan that waits for the next one, decided once the node patches are done.
+/// Pods, evictions and ConfigMaps were planned from the node states as read: on a node whose
+/// patch was refused or held back that state is gone or not yet written, so its pods and
+/// evictions wait. A changed package ConfigMap waits too when any node changed under the plan
+/// (409): its new data without the node states that send those nodes back to `config` would
+/// lose the config change for good; the pods mounting it wait with it. New ConfigMaps (a first
+/// rollout, a new version) carry no such change and never wait, so a large rollout whose nodes
+/// keep changing (heartbeats, labels) is never starved of them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Waiting {
+    nodes: BTreeSet<String>,
+    configmaps: BTreeSet<String>,
+}
+
+impl Waiting {
+    fn after_node_patches(
+        nodes: BTreeSet<String>,
+        node_changed_under_plan: bool,
+        upserts: &[ConfigMap],
+        existing: &BTreeMap<String, OwnedConfigMap>,
+    ) -> Self {
+        let configmaps = upserts
+            .iter()
+            .filter_map(|configmap| configmap.metadata.name.clone())
+            .filter(|name| node_changed_under_plan && existing.contains_key(name))
+            .collect();
+        Waiting { nodes, configmaps }
+    }
+
+    fn writes_configmap(&self, configmap: &ConfigMap) -> bool {
+        configmap
+            .metadata
+            .name
+            .as_ref()
+            .is_none_or(|name| !self.configmaps.contains(name))
+    }
+
+    fn creates_pod(&self, pod: &Pod) -> bool {
+        let spec = pod.spec.as_ref();
+        let on_waiting_node = spec
+            .and_then(|spec| spec.node_name.as_ref())
+            .is_some_and(|node| self.nodes.contains(node));
+        let mounts_waiting_configmap = spec
+            .and_then(|spec| spec.volumes.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|volume| volume.config_map.as_ref())
+            .any(|source| self.configmaps.contains(&source.name));
+        !on_waiting_node && !mounts_waiting_configmap
+    }
+}
+
+/// How many of `results` failed (each logged, see [`failed`]).
+fn failures_of(what: &str, results: Vec<(String, Result<(), kube::Error>)>) -> usize {
+    results
+        .into_iter()
+        .map(|(name, result)| failed(what, &name, result))
+        .sum()
 }
 
 /// 1 when `result` is a failure worth retrying (logged), 0 otherwise. 404 means already gone
@@ -491,7 +523,85 @@ mod tests {
 
     use serde_json::json;
 
-    use super::{NodePatch, node_merge_patch};
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+
+    use super::{NodePatch, OwnedConfigMap, Waiting, node_merge_patch};
+
+    fn configmap(name: &str) -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    }
+
+    fn pod(node: &str, mounts: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{node}-{mounts}")},
+            "spec": {
+                "nodeName": node,
+                "containers": [],
+                "volumes": [{"name": "config", "configMap": {"name": mounts}}],
+            }
+        }))
+        .unwrap()
+    }
+
+    /// A refused node holds back only its own pods; a 409 anywhere holds back changed package
+    /// ConfigMaps and the pods mounting them, never new ones.
+    #[test]
+    fn only_the_work_planned_from_a_lost_node_state_waits() {
+        let upserts = [configmap("changed"), configmap("new")];
+        let existing = BTreeMap::from([("changed".to_owned(), OwnedConfigMap::default())]);
+        let refused = || ["node-2".to_owned()].into();
+        // (refused nodes, a 409 among them, configmap, pod) -> (written, created)
+        let cases = [
+            (
+                refused(),
+                true,
+                "changed",
+                ("node-1", "changed"),
+                (false, false),
+            ),
+            (refused(), true, "new", ("node-1", "new"), (true, true)),
+            (refused(), true, "new", ("node-2", "new"), (true, false)),
+            (
+                refused(),
+                false,
+                "changed",
+                ("node-1", "changed"),
+                (true, true),
+            ),
+            (
+                refused(),
+                false,
+                "changed",
+                ("node-2", "changed"),
+                (true, false),
+            ),
+            (
+                Default::default(),
+                true,
+                "changed",
+                ("node-1", "new"),
+                (false, true),
+            ),
+            (
+                Default::default(),
+                false,
+                "new",
+                ("node-1", "changed"),
+                (true, true),
+            ),
+        ];
+        for (nodes, conflict, written, (node, mounts), expected) in cases {
+            let waiting = Waiting::after_node_patches(nodes, conflict, &upserts, &existing);
+            let got = (
+                waiting.writes_configmap(&configmap(written)),
+                waiting.creates_pod(&pod(node, mounts)),
+            );
+            assert_eq!(
+                got, expected,
+                "409: {conflict}, {written}, pod on {node} mounting {mounts}"
+            );
+        }
+    }
 
     #[test]
     fn node_merge_patches_are_conditional_on_the_version_read() {
