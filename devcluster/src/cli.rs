@@ -583,7 +583,8 @@ fn node_summary(kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
     })
 }
 
-async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+/// A client for the cluster of `kubeconfig`.
+pub async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     let text = std::fs::read_to_string(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
     let parsed = kube::config::Kubeconfig::from_yaml(&text)?;

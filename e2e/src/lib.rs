@@ -8,6 +8,7 @@ mod binaries;
 pub mod budget;
 pub mod checks;
 mod cluster;
+pub mod devcluster_cli;
 pub mod metrics;
 pub mod nodes;
 pub mod pods;

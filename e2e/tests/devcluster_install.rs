@@ -2,101 +2,36 @@
 //! background with its log in the state directory, `status` shows it, a second `install`
 //! restarts it, `down` stops it.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-use anyhow::{Context, ensure};
+use e2e::devcluster_cli::{DevclusterCli, runs};
 use k8s_openapi::api::core::v1::LimitRange;
 use kube::Api;
 
-struct Cli {
-    binary: PathBuf,
-    state: tempfile::TempDir,
-}
-
-impl Cli {
-    fn run(&self, args: &[&str]) -> anyhow::Result<Output> {
-        Command::new(&self.binary)
-            .arg("--state-dir")
-            .arg(self.state.path())
-            .args(args)
-            .output()
-            .with_context(|| format!("running devcluster {args:?}"))
-    }
-
-    fn succeed(&self, args: &[&str]) -> anyhow::Result<(String, String)> {
-        let output = self.run(args)?;
-        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
-        ensure!(
-            output.status.success(),
-            "devcluster {args:?} failed ({}):\n{stdout}\n{stderr}",
-            output.status
-        );
-        Ok((stdout, stderr))
-    }
-
-    fn controller_pid(&self) -> anyhow::Result<u32> {
-        let path = self.state.path().join("skyhook-controller.json");
-        let record: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?,
-        )?;
-        record["pid"]
-            .as_u64()
-            .and_then(|pid| u32::try_from(pid).ok())
-            .with_context(|| format!("no pid in {record}"))
-    }
-}
-
-impl Drop for Cli {
-    fn drop(&mut self) {
-        // Whatever the test did, nothing it started may outlive it.
-        let _stopped = self.run(&["down"]);
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).trim().to_string()
-}
-
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| cmdline.contains("skyhook-controller"))
-        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.contains(") Z "))
-}
-
-async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let parsed = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(kube::Client::try_from(config)?)
-}
+const CONTROLLER: &str = "skyhook-controller";
 
 #[tokio::test]
 async fn install_runs_the_controller_until_down() -> anyhow::Result<()> {
-    e2e::build_binaries()?;
-    let cli = Cli {
-        binary: devcluster::shim::devcluster_binary()?,
-        state: tempfile::tempdir()?,
-    };
+    let cli = DevclusterCli::new()?;
     let (kubeconfig, _) = cli.succeed(&["up", "--nodes", "0"])?;
 
     let (log, stderr) = cli.succeed(&["install"])?;
     assert_eq!(
         Path::new(&log),
-        cli.state.path().join("logs/skyhook-controller.log")
+        cli.state_dir().join("logs/skyhook-controller.log")
     );
     assert!(Path::new(&log).is_file(), "{log}");
     assert!(stderr.contains("skyhook-controller ready"), "{stderr}");
-    let first = cli.controller_pid()?;
+    let first = cli.recorded_pid(CONTROLLER)?;
     assert!(
-        running(first),
+        runs(first, CONTROLLER),
         "pid {first} does not run skyhook-controller"
     );
 
-    let ranges: Api<LimitRange> = Api::namespaced(client(Path::new(&kubeconfig)).await?, "skyhook");
+    let ranges: Api<LimitRange> = Api::namespaced(
+        devcluster::cli::client_for(Path::new(&kubeconfig)).await?,
+        "skyhook",
+    );
     let range = ranges.get("skyhook-limit-range").await?;
     let limits = range.spec.map(|spec| spec.limits).unwrap_or_default();
     let default_cpu = limits
@@ -118,12 +53,15 @@ async fn install_runs_the_controller_until_down() -> anyhow::Result<()> {
 
     let (_, stderr) = cli.succeed(&["install"])?;
     assert!(stderr.contains(&format!("pid {first}")), "{stderr}");
-    let second = cli.controller_pid()?;
+    let second = cli.recorded_pid(CONTROLLER)?;
     assert_ne!(first, second);
-    assert!(!running(first), "the first controller still runs");
-    assert!(running(second));
+    assert!(!runs(first, CONTROLLER), "the first controller still runs");
+    assert!(runs(second, CONTROLLER));
 
     cli.succeed(&["down"])?;
-    assert!(!running(second), "down left the controller running");
+    assert!(
+        !runs(second, CONTROLLER),
+        "down left the controller running"
+    );
     Ok(())
 }

@@ -3,85 +3,14 @@
 //! `--webhook` stops it and removes its configurations (so writes are no longer refused by a
 //! webhook that is gone), and `down` stops everything.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use anyhow::ensure;
+use e2e::devcluster_cli::{DevclusterCli, runs, text};
 
-use anyhow::{Context, ensure};
-
-struct Cli {
-    binary: PathBuf,
-    state: tempfile::TempDir,
-}
-
-impl Cli {
-    fn run(&self, args: &[&str]) -> anyhow::Result<Output> {
-        Command::new(&self.binary)
-            .arg("--state-dir")
-            .arg(self.state.path())
-            .args(args)
-            .output()
-            .with_context(|| format!("running devcluster {args:?}"))
-    }
-
-    fn succeed(&self, args: &[&str]) -> anyhow::Result<(String, String)> {
-        let output = self.run(args)?;
-        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
-        ensure!(
-            output.status.success(),
-            "devcluster {args:?} failed ({}):\n{stdout}\n{stderr}",
-            output.status
-        );
-        Ok((stdout, stderr))
-    }
-
-    fn kubectl(&self, args: &[&str]) -> anyhow::Result<Output> {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.state.path().join("kubeconfig"))
-            .args(args)
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-            .output()
-            .with_context(|| format!("running kubectl {args:?} (is kubectl installed?)"))
-    }
-
-    fn webhook_pid(&self) -> anyhow::Result<u32> {
-        let path = self.state.path().join("skyhook-webhook.json");
-        let record: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?,
-        )?;
-        record["pid"]
-            .as_u64()
-            .and_then(|pid| u32::try_from(pid).ok())
-            .with_context(|| format!("no pid in {record}"))
-    }
-}
-
-impl Drop for Cli {
-    fn drop(&mut self) {
-        // Whatever the test did, nothing it started may outlive it.
-        let _stopped = self.run(&["down"]);
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).trim().to_string()
-}
-
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| cmdline.contains("skyhook-webhook"))
-        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.contains(") Z "))
-}
+const WEBHOOK: &str = "skyhook-webhook";
 
 #[test]
 fn install_webhook_refuses_invalid_objects_until_installed_without_it() -> anyhow::Result<()> {
-    e2e::build_binaries()?;
-    let cli = Cli {
-        binary: devcluster::shim::devcluster_binary()?,
-        state: tempfile::tempdir()?,
-    };
+    let cli = DevclusterCli::new()?;
     cli.succeed(&["up", "--nodes", "0"])?;
 
     let (_, stderr) = cli.succeed(&["install", "--webhook"])?;
@@ -89,8 +18,8 @@ fn install_webhook_refuses_invalid_objects_until_installed_without_it() -> anyho
         stderr.contains("skyhook-webhook serving the API server"),
         "{stderr}"
     );
-    let pid = cli.webhook_pid()?;
-    ensure!(running(pid), "pid {pid} does not run skyhook-webhook");
+    let pid = cli.recorded_pid(WEBHOOK)?;
+    ensure!(runs(pid, WEBHOOK), "pid {pid} does not run skyhook-webhook");
     let (status, _) = cli.succeed(&["status"])?;
     ensure!(
         status.lines().any(|line| line.contains("skyhook-webhook")
@@ -114,7 +43,10 @@ fn install_webhook_refuses_invalid_objects_until_installed_without_it() -> anyho
         stderr.contains(&format!("stopped the running skyhook-webhook (pid {pid})")),
         "{stderr}"
     );
-    ensure!(!running(pid), "install without --webhook left it running");
+    ensure!(
+        !runs(pid, WEBHOOK),
+        "install without --webhook left it running"
+    );
     let configurations = cli.kubectl(&[
         "get",
         "validatingwebhookconfigurations,mutatingwebhookconfigurations",
@@ -136,8 +68,8 @@ fn install_webhook_refuses_invalid_objects_until_installed_without_it() -> anyho
 
     // And down stops a webhook that runs.
     cli.succeed(&["install", "--webhook"])?;
-    let pid = cli.webhook_pid()?;
+    let pid = cli.recorded_pid(WEBHOOK)?;
     cli.succeed(&["down"])?;
-    ensure!(!running(pid), "down left the webhook running");
+    ensure!(!runs(pid, WEBHOOK), "down left the webhook running");
     Ok(())
 }
