@@ -21,7 +21,9 @@ use kube::runtime::wait::{await_condition, conditions};
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::controlplane::process::{is_alive_running, read_record, signal_group, write_record};
+use crate::controlplane::process::{
+    is_alive_running, read_record, signal_group, stop_process, write_record,
+};
 use crate::state::StateDir;
 
 /// The namespace of the controller's pods, ConfigMaps and Lease, as upstream's chart installs it.
@@ -366,15 +368,7 @@ pub(crate) fn stop_child(child: &mut Child, grace: Duration) {
 pub fn stop_recorded_controller(state: &StateDir, grace: Duration) -> Option<u32> {
     let record = ControllerRecord::running(state);
     if let Some(record) = &record {
-        signal_group(record.pid, Signal::SIGTERM);
-        let started = Instant::now();
-        while is_alive_running(record.pid, CONTROLLER_BINARY) {
-            if started.elapsed() > grace {
-                signal_group(record.pid, Signal::SIGKILL);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        stop_process(record.pid, CONTROLLER_BINARY, grace);
     }
     let _removed = std::fs::remove_file(ControllerRecord::path(state));
     record.map(|record| record.pid)

@@ -26,11 +26,10 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
     PostParams,
 };
-use nix::sys::signal::Signal;
 use std::os::unix::process::CommandExt;
 
 use crate::controlplane::process::{
-    is_alive_running, log_tail, read_record, signal_group, write_record,
+    is_alive_running, log_tail, read_record, stop_process, write_record,
 };
 use crate::install::{NAMESPACE, free_port, readyz, stop_child};
 use crate::state::StateDir;
@@ -336,15 +335,7 @@ pub async fn unregister(client: &kube::Client) -> Result<(), WebhookError> {
 pub fn stop_recorded_webhook(state: &StateDir, grace: Duration) -> Option<u32> {
     let record = WebhookRecord::running(state);
     if let Some(record) = &record {
-        signal_group(record.pid, Signal::SIGTERM);
-        let started = Instant::now();
-        while is_alive_running(record.pid, WEBHOOK_BINARY) {
-            if started.elapsed() > grace {
-                signal_group(record.pid, Signal::SIGKILL);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        stop_process(record.pid, WEBHOOK_BINARY, grace);
     }
     let _removed = std::fs::remove_file(WebhookRecord::path(state));
     record.map(|record| record.pid)

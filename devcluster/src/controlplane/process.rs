@@ -142,6 +142,20 @@ pub fn is_alive(pid: u32) -> bool {
     !matches!(state, None | Some('Z' | 'X'))
 }
 
+/// SIGTERM to the process group of `pid` (a background process started by an earlier command,
+/// so not our child), then SIGKILL once `grace` has passed while it still runs `needle`.
+pub fn stop_process(pid: u32, needle: &str, grace: Duration) {
+    signal_group(pid, Signal::SIGTERM);
+    let started = std::time::Instant::now();
+    while is_alive_running(pid, needle) {
+        if started.elapsed() > grace {
+            signal_group(pid, Signal::SIGKILL);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A background process's record (pid, ports, log) read back from `path`; `None` when it is
 /// missing or unreadable, which callers treat as "not running".
 pub fn read_record<R: serde::de::DeserializeOwned>(path: &Path) -> Option<R> {
