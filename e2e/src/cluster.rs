@@ -101,6 +101,11 @@ pub const AGENTLESS_AGENT_IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless:6.2.0"
 /// Builds the binaries, starts a cluster as `setup` says and installs skyhook into it.
 pub async fn install_with(setup: Setup) -> anyhow::Result<Installed> {
     crate::build_binaries()?;
+    install_built(setup).await
+}
+
+/// [`install_with`] with the binaries already built (the benchmark runs those next to it).
+pub async fn install_built(setup: Setup) -> anyhow::Result<Installed> {
     let cluster = DevCluster::start(DevClusterOptions {
         nodes: setup.nodes,
         light: setup.light,

@@ -19,7 +19,8 @@ pub use apply::{apply_yaml, merge_patch_skyhook, skyhook_manifest};
 pub use binaries::build_binaries;
 pub use cluster::{
     AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,
-    install, install_with, install_with_env, skyhook_api, skyhook_status, wait_for_skyhook_status,
+    install, install_built, install_with, install_with_env, skyhook_api, skyhook_status,
+    wait_for_skyhook_status,
 };
 pub use recorder::{Recorder, record_node};
 pub use wait::{WAIT, wait_for, within};

@@ -11,14 +11,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use devcluster::state::{ClusterRecord, StateDir};
-use devcluster::{DevCluster, DevClusterOptions, InstallOptions};
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use super::process::Process;
 use super::report::Requests;
 use super::requests::{self, Counts};
-use crate::{Installed, Setup, skyhook_api, wait_for_skyhook_status};
+use crate::{Installed, Setup, install_built, skyhook_api, wait_for_skyhook_status};
 
 /// How long one rollout may take before the case fails.
 pub const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
@@ -73,28 +72,9 @@ pub struct Interval {
 impl BenchCluster {
     /// Starts `nodes` light nodes (agentless agent image) and the controller.
     pub async fn start(nodes: usize) -> anyhow::Result<Self> {
-        // Not `install_with`: that builds the binaries with cargo from a test executable; the
-        // benchmark runs the ones already built next to it.
-        let setup = Setup::agentless(nodes);
-        let cluster = DevCluster::start(DevClusterOptions {
-            nodes,
-            light: setup.light,
-            node_labels: setup.node_labels,
-            ..DevClusterOptions::default()
-        })
-        .await
-        .with_context(|| format!("starting a devcluster of {nodes} light nodes"))?;
-        let controller = cluster
-            .install(InstallOptions {
-                agent_image: setup.agent_image,
-                ..InstallOptions::default()
-            })
+        let installed = install_built(Setup::agentless(nodes))
             .await
-            .context("installing skyhook into the devcluster")?;
-        let installed = Installed {
-            controller,
-            cluster,
-        };
+            .with_context(|| format!("starting a devcluster of {nodes} light nodes"))?;
         let client = installed.cluster.client()?;
         let state = StateDir::new(installed.cluster.state_dir());
         let record = ClusterRecord::read(&state.cluster_info())
