@@ -107,7 +107,7 @@ impl NodePatch {
     /// Whether the patch takes the node into a Skyhook's work: it cordons the node or sets a
     /// Skyhook's node status (label `status_<skyhook>`) to `in_progress`.
     pub fn takes_node(&self) -> bool {
-        let status_prefix = format!("{}/status_", skyhook_api::keys::GROUP);
+        let status_prefix = skyhook_api::keys::node_status_key("");
         self.unschedulable == Some(true)
             || self.labels.iter().any(|(key, value)| {
                 key.starts_with(&status_prefix)
