@@ -561,6 +561,77 @@ async fn graceful_deletion_delivers_sigterm() -> Result<()> {
     Ok(())
 }
 
+/// What a container leaves running in its mount namespace (a `setsid` daemon, the namespace's
+/// keeper) is killed once its main process exits, and the container's stdin is `/dev/null`, not
+/// the keeper's pipe.
+#[tokio::test]
+async fn processes_left_in_a_container_are_killed_when_it_exits() -> Result<()> {
+    let fx = fixture()?;
+    let pods = namespace(&fx.client()?, "leftovers").await?;
+    let dir = format!("var/tmp/leftovers-{}", std::process::id());
+    let script = format!(
+        r#"mkdir -p /{dir}
+setsid sleep 600 </dev/null >/dev/null 2>&1 &
+me=$(readlink /proc/self/ns/mnt)
+echo "$me" > /{dir}/namespace
+readlink /proc/self/fd/0 > /{dir}/stdin
+for p in /proc/[0-9]*; do
+  [ "$(readlink $p/ns/mnt 2>/dev/null)" = "$me" ] || continue
+  echo "${{p#/proc/}} $(tr '\0\n' '  ' < $p/cmdline 2>/dev/null)"
+done > /{dir}/members"#
+    );
+    create(
+        &pods,
+        &pod(
+            "daemonizer",
+            "node-2",
+            json!({"restartPolicy": "Never",
+                   "containers": [{"name": "sh", "image": "devcluster.local/shell", "args": [script]}]}),
+        )?,
+    )
+    .await?;
+    let done = wait_pod(&pods, "daemonizer", "Succeeded", |p| {
+        phase(p) == "Succeeded"
+    })
+    .await?;
+    assert_eq!(terminated_exit(&done, "sh"), Some(0));
+
+    let root = fx.node("node-2")?.root().context("node-2 has a root")?;
+    let read = |name: &str| std::fs::read_to_string(root.join(&dir).join(name));
+    assert_eq!(read("stdin")?.trim(), "/dev/null");
+    let namespace = read("namespace")?.trim().to_owned();
+    let members = read("members")?;
+    let pid_of = |command: &str| -> Result<u32> {
+        members
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .find(|(_, cmdline)| cmdline.starts_with(command))
+            .and_then(|(pid, _)| pid.parse().ok())
+            .with_context(|| format!("no {command:?} in the container's namespace: {members}"))
+    };
+    let left = [pid_of("sleep 600")?, pid_of("/proc/self/exe __keep-ns")?];
+    let still_there = || {
+        left.iter()
+            .copied()
+            .filter(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/ns/mnt"))
+                    .is_ok_and(|ns| ns.to_string_lossy() == namespace)
+            })
+            .collect::<Vec<_>>()
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !still_there().is_empty() {
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "{:?} still run in {namespace} after the container exited",
+                still_there()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn reboot_inside_a_node_changes_boot_id_and_reruns_pods() -> Result<()> {
     let fx = fixture()?;

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use super::launch::{Launch, StartFailure, VirtualProgram};
 use super::pod_state::{ContainerRef, StartErrorKind};
 use crate::node::sim::{ProcessRuntime, SimNode};
-use crate::shim::{self, START_ERROR_EXIT, mount_namespace_id};
+use crate::shim::{self, NamespaceRecord, START_ERROR_EXIT, mount_namespace_id};
 
 /// How a container ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,9 +172,15 @@ fn start(
             let stderr = log.try_clone().map_err(|e| {
                 create_error(format!("failed to open {}: {e}", files.log.display()))
             })?;
+            // The container's namespace keeper holds this pipe (the container gets /dev/null).
+            let keeper_pipe = if spec.namespace_file.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            };
             let mut child = tokio::process::Command::new(&processes.devcluster_bin)
                 .args(shim::container_args(&files.spec))
-                .stdin(Stdio::null())
+                .stdin(keeper_pipe)
                 .stdout(log)
                 .stderr(stderr)
                 .kill_on_drop(true)
@@ -193,6 +199,7 @@ fn start(
             let sweeper = NamespaceSweeper {
                 namespace_file: spec.namespace_file.clone(),
                 holder_pid: processes.holder_pid,
+                _keeper_pipe: child.stdin.take(),
             };
             let error_file = spec.error_file.clone();
             tasks.spawn(async move {
@@ -301,6 +308,8 @@ async fn play(
 struct NamespaceSweeper {
     namespace_file: Option<PathBuf>,
     holder_pid: i32,
+    /// Closing it (after the sweep) ends the namespace's keeper.
+    _keeper_pipe: Option<tokio::process::ChildStdin>,
 }
 
 impl Drop for NamespaceSweeper {
@@ -308,36 +317,119 @@ impl Drop for NamespaceSweeper {
         let Some(path) = &self.namespace_file else {
             return;
         };
-        let Ok(namespace) = std::fs::read_to_string(path) else {
+        let Some(record) = std::fs::read(path)
+            .ok()
+            .and_then(|json| serde_json::from_slice::<NamespaceRecord>(&json).ok())
+        else {
+            // The container never got as far as recording its namespace: nothing escaped it.
             return;
         };
-        let namespace = namespace.trim();
-        // Never sweep the holder's namespace (or our own): only a container's private one.
         let protected = [
             mount_namespace_id(&self.holder_pid.to_string()).ok(),
             mount_namespace_id("self").ok(),
         ];
-        if namespace.is_empty() || protected.iter().flatten().any(|p| p == namespace) {
-            return;
+        let keeper_namespace = mount_namespace_id(&record.keeper_pid.to_string()).ok();
+        let targets = sweep_targets(
+            &record,
+            keeper_namespace.as_deref(),
+            &protected.into_iter().flatten().collect::<Vec<_>>(),
+            processes_with_namespaces(),
+        );
+        if targets.is_empty() && keeper_namespace.as_deref() != Some(&*record.namespace) {
+            tracing::warn!(
+                namespace = %record.namespace,
+                keeper = record.keeper_pid,
+                "the container's namespace keeper is gone, so its namespace id may belong to \
+                 another container now; leaving whatever the container left running"
+            );
         }
-        for pid in processes_in_namespace(namespace) {
+        for pid in targets {
             let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
         }
         let _ = std::fs::remove_file(path);
     }
 }
 
-fn processes_in_namespace(namespace: &str) -> Vec<Pid> {
+/// The processes to kill for a container whose namespace is `record`: every process in it, but
+/// only while its keeper (`keeper_namespace` is what the keeper's pid is in now) still holds it,
+/// since a dead namespace's id is handed to the next namespace created; and never the holder's
+/// namespace or the simulator's own (`protected`).
+fn sweep_targets(
+    record: &NamespaceRecord,
+    keeper_namespace: Option<&str>,
+    protected: &[String],
+    processes: impl IntoIterator<Item = (Pid, String)>,
+) -> Vec<Pid> {
+    let held = keeper_namespace == Some(record.namespace.as_str());
+    if !held || record.namespace.is_empty() || protected.contains(&record.namespace) {
+        return Vec::new();
+    }
+    processes
+        .into_iter()
+        .filter(|(_, namespace)| *namespace == record.namespace)
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// Every process on the machine with its mount namespace id (those that exit meanwhile are
+/// skipped).
+fn processes_with_namespaces() -> Vec<(Pid, String)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| mount_namespace_id(&pid.to_string()).is_ok_and(|ns| ns == namespace))
-        .map(Pid::from_raw)
+        .filter_map(|pid| {
+            Some((
+                Pid::from_raw(pid),
+                mount_namespace_id(&pid.to_string()).ok()?,
+            ))
+        })
         .collect()
 }
 
 /// How long to wait for exits after SIGKILL before giving up on a container.
 pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(namespace: &str) -> NamespaceRecord {
+        NamespaceRecord {
+            namespace: namespace.to_owned(),
+            keeper_pid: 7,
+        }
+    }
+
+    #[test]
+    fn only_a_namespace_its_keeper_still_holds_is_swept() {
+        let processes = || {
+            vec![
+                (Pid::from_raw(7), "mnt:[10]".to_owned()),
+                (Pid::from_raw(8), "mnt:[10]".to_owned()),
+                (Pid::from_raw(9), "mnt:[11]".to_owned()),
+                (Pid::from_raw(1), "mnt:[1]".to_owned()),
+            ]
+        };
+        let protected = vec!["mnt:[1]".to_owned(), "mnt:[2]".to_owned()];
+        // (recorded namespace, keeper's namespace now, expected pids)
+        let cases: [(&str, Option<&str>, &[i32]); 6] = [
+            ("mnt:[10]", Some("mnt:[10]"), &[7, 8]),
+            // The keeper is gone: id 10 may be another container's by now.
+            ("mnt:[10]", None, &[]),
+            // The keeper's pid is reused by a process elsewhere.
+            ("mnt:[10]", Some("mnt:[11]"), &[]),
+            // Never the holder's or the simulator's namespace.
+            ("mnt:[1]", Some("mnt:[1]"), &[]),
+            ("mnt:[2]", Some("mnt:[2]"), &[]),
+            ("", Some(""), &[]),
+        ];
+        for (namespace, keeper, expected) in cases {
+            let targets = sweep_targets(&record(namespace), keeper, &protected, processes());
+            let expected: Vec<Pid> = expected.iter().copied().map(Pid::from_raw).collect();
+            assert_eq!(targets, expected, "{namespace} kept in {keeper:?}");
+        }
+    }
+}

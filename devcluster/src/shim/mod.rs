@@ -6,6 +6,11 @@
 //! - `devcluster __node-root SPEC.json`: (re)mounts one node's root in that namespace.
 //! - `devcluster __container SPEC.json`: enters that namespace, makes a private copy, builds the
 //!   container's root and mounts, chroots and execs the container's command.
+//! - `devcluster __keep-ns SPEC.json`: started by `__container` inside the container's namespace,
+//!   starts a detached copy of itself (`... --detached`, so the container's command never has it
+//!   as a child to wait for), prints its pid and exits. The copy keeps that namespace alive until
+//!   its stdin (a pipe from the kubelet) closes: namespace ids are reused as soon as a namespace
+//!   dies, so only a namespace kept alive can be swept by id.
 //!
 //! `main` calls [`run_if_requested`] before anything else.
 
@@ -28,6 +33,8 @@ pub const START_ERROR_EXIT: u8 = 128;
 const HOLD_NS: &str = "__hold-ns";
 const NODE_ROOT: &str = "__node-root";
 const CONTAINER: &str = "__container";
+const KEEP_NS: &str = "__keep-ns";
+const DETACHED: &str = "--detached";
 
 /// How to mount a node's root in the holder's namespace.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -53,11 +60,21 @@ pub struct ContainerSpec {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<String>,
-    /// Where to record the container's mount namespace id before exec, so every process left
-    /// in it can be found and killed later.
+    /// Where to record the container's [`NamespaceRecord`] before exec, so every process left in
+    /// its namespace can be found and killed later. Set only when stdin is the kubelet's pipe,
+    /// which the namespace's keeper holds.
     pub namespace_file: Option<PathBuf>,
     /// Where to write why setup failed.
     pub error_file: Option<PathBuf>,
+}
+
+/// What `__container` leaves in its namespace file: the namespace and the process keeping it
+/// alive (so its id cannot have been reused by another container when it is swept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceRecord {
+    /// As `/proc/<pid>/ns/mnt` reads: `mnt:[4026532301]`.
+    pub namespace: String,
+    pub keeper_pid: u32,
 }
 
 /// The container's root filesystem.
@@ -116,14 +133,20 @@ pub fn run_if_requested() -> Option<ExitCode> {
     let spec = args.get(2).map(PathBuf::from);
     let result = match command {
         HOLD_NS => setup::hold_namespace(),
+        KEEP_NS if args.get(3).is_some_and(|a| a == DETACHED) => {
+            setup::wait_for_stdin_eof();
+            Ok(())
+        }
+        KEEP_NS => read_spec_path(spec.as_deref()).and_then(setup::start_detached_keeper),
         NODE_ROOT => read_spec(spec.as_deref()).and_then(|s| setup::mount_node_root(&s)),
         CONTAINER => {
-            let spec: ContainerSpec = match read_spec(spec.as_deref()) {
+            let spec_path = spec.as_deref();
+            let spec: ContainerSpec = match read_spec(spec_path) {
                 Ok(spec) => spec,
                 Err(e) => return Some(fail(&e, None)),
             };
             // Only returns on failure: success replaces this process.
-            let error = setup::run_container(&spec);
+            let error = setup::run_container(&spec, spec_path.unwrap_or(Path::new("")));
             return Some(fail(&error, spec.error_file.as_deref()));
         }
         _ => return None,
@@ -134,8 +157,12 @@ pub fn run_if_requested() -> Option<ExitCode> {
     })
 }
 
+fn read_spec_path(path: Option<&Path>) -> Result<&Path, ShimError> {
+    path.ok_or(ShimError::MissingSpec)
+}
+
 fn read_spec<T: serde::de::DeserializeOwned>(path: Option<&Path>) -> Result<T, ShimError> {
-    let path = path.ok_or(ShimError::MissingSpec)?;
+    let path = read_spec_path(path)?;
     let text = std::fs::read(path).map_err(|source| ShimError::Io {
         action: "read spec",
         path: path.to_owned(),
@@ -219,4 +246,13 @@ pub(crate) fn node_root_args(spec: &Path) -> [OsString; 2] {
 
 pub(crate) fn container_args(spec: &Path) -> [OsString; 2] {
     [CONTAINER.into(), spec.as_os_str().to_owned()]
+}
+
+/// The spec path is only there so `devcluster down` finds a keeper left behind by its cluster.
+fn keep_namespace_args(spec: &Path, detached: bool) -> Vec<OsString> {
+    let mut args = vec![KEEP_NS.into(), spec.as_os_str().to_owned()];
+    if detached {
+        args.push(DETACHED.into());
+    }
+    args
 }

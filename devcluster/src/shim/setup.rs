@@ -77,10 +77,15 @@ pub fn hold_namespace() -> Result<(), ShimError> {
         })?;
     // EOF on stdin means the simulator is gone; the namespace (and every node root in it) then
     // disappears with this process.
+    wait_for_stdin_eof();
+    Ok(())
+}
+
+/// Returns once stdin is closed (or fails).
+pub fn wait_for_stdin_eof() {
     let mut sink = [0u8; 64];
     let mut stdin = std::io::stdin();
     while stdin.read(&mut sink).is_ok_and(|n| n > 0) {}
-    Ok(())
 }
 
 /// `__node-root`: (re)mounts a node's root in the holder's namespace. Remounting empties the
@@ -98,8 +103,8 @@ pub fn mount_node_root(spec: &NodeRootSpec) -> Result<(), ShimError> {
 }
 
 /// `__container`: builds the container's root and execs its command. Returns only on failure.
-pub fn run_container(spec: &ContainerSpec) -> ShimError {
-    match prepare_container(spec) {
+pub fn run_container(spec: &ContainerSpec, spec_path: &Path) -> ShimError {
+    match prepare_container(spec, spec_path) {
         Ok(()) => {}
         Err(e) => return e,
     }
@@ -117,7 +122,7 @@ pub fn run_container(spec: &ContainerSpec) -> ShimError {
     }
 }
 
-fn prepare_container(spec: &ContainerSpec) -> Result<(), ShimError> {
+fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), ShimError> {
     die_with_parent()?;
     enter_namespace(spec.holder_pid)?;
     nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS).map_err(|source| {
@@ -171,16 +176,7 @@ fn prepare_container(spec: &ContainerSpec) -> Result<(), ShimError> {
         bind(&source, &target, m.read_only)?;
     }
     if let Some(path) = &spec.namespace_file {
-        let id = mount_namespace_id("self").map_err(|source| ShimError::Io {
-            action: "read the mount namespace of",
-            path: PathBuf::from("/proc/self/ns/mnt"),
-            source,
-        })?;
-        std::fs::write(path, id).map_err(|source| ShimError::Io {
-            action: "write",
-            path: path.clone(),
-            source,
-        })?;
+        record_namespace(path, spec_path)?;
     }
     // Nothing in a node may reboot the machine, even through the syscall.
     caps::drop(None, caps::CapSet::Bounding, caps::Capability::CAP_SYS_BOOT)
@@ -398,6 +394,90 @@ fn enter_namespace(holder_pid: i32) -> Result<(), ShimError> {
         path,
         source,
     })
+}
+
+/// Starts the keeper of this process's mount namespace on our stdin (the kubelet's pipe), gives
+/// the container `/dev/null` as stdin instead, and records the namespace with the keeper's pid.
+fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
+    let namespace = mount_namespace_id("self").map_err(|source| ShimError::Io {
+        action: "read the mount namespace of",
+        path: PathBuf::from("/proc/self/ns/mnt"),
+        source,
+    })?;
+    let exe = PathBuf::from("/proc/self/exe");
+    let launched = std::process::Command::new(&exe)
+        .args(super::keep_namespace_args(spec_path, false))
+        .stdin(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|source| ShimError::Io {
+            action: "start the namespace keeper",
+            path: exe.clone(),
+            source,
+        })?;
+    let keeper_pid = String::from_utf8_lossy(&launched.stdout)
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|_| launched.status.success())
+        .ok_or_else(|| ShimError::Io {
+            action: "start the namespace keeper",
+            path: exe,
+            source: std::io::Error::other(format!(
+                "it exited with {} and printed {:?} instead of its pid",
+                launched.status,
+                String::from_utf8_lossy(&launched.stdout).trim()
+            )),
+        })?;
+    let null = PathBuf::from("/dev/null");
+    let dev_null = std::fs::File::open(&null).map_err(|source| ShimError::Io {
+        action: "open",
+        path: null.clone(),
+        source,
+    })?;
+    nix::unistd::dup2_stdin(&dev_null).map_err(|source| ShimError::Sys {
+        action: "redirect stdin to",
+        path: null,
+        source,
+    })?;
+    let record = super::NamespaceRecord {
+        namespace,
+        keeper_pid,
+    };
+    let json = serde_json::to_vec(&record).map_err(|e| ShimError::Io {
+        action: "encode the namespace record for",
+        path: path.to_owned(),
+        source: std::io::Error::other(e),
+    })?;
+    std::fs::write(path, json).map_err(|source| ShimError::Io {
+        action: "write",
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// `__keep-ns`: starts the detached keeper (which inherits our stdin) and prints its pid.
+pub fn start_detached_keeper(spec_path: &Path) -> Result<(), ShimError> {
+    let exe = PathBuf::from("/proc/self/exe");
+    let keeper = std::process::Command::new(&exe)
+        .args(super::keep_namespace_args(spec_path, true))
+        .stdin(std::process::Stdio::inherit())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|source| ShimError::Io {
+            action: "start the detached namespace keeper",
+            path: exe,
+            source,
+        })?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "{}", keeper.id())
+        .and_then(|()| stdout.flush())
+        .map_err(|source| ShimError::Io {
+            action: "report the keeper pid on",
+            path: PathBuf::from("stdout"),
+            source,
+        })
 }
 
 /// Dies with the process that started it, so containers never outlive the simulator.
