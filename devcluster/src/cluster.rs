@@ -16,9 +16,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
 use crate::controlplane::ports::Ports;
-use crate::controlplane::{ControlPlane, ControlPlaneError, Timeouts, binary};
+use crate::controlplane::{
+    ControlPlane, ControlPlaneError, ControlPlaneSettings, Timeouts, binary,
+};
 use crate::install::{ControllerProcess, InstallError, InstallOptions};
-use crate::node::{NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
+use crate::node::{Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
 use crate::state::{ClusterRecord, StateDir, repository_root};
 
 /// Receives one human-readable line per startup milestone.
@@ -39,6 +41,8 @@ pub struct DevClusterOptions {
     pub node_labels: BTreeMap<String, String>,
     /// How long a simulated reboot keeps a node down.
     pub reboot_delay: Duration,
+    /// Lease renewals of the nodes and the node lifecycle controller's grace period.
+    pub heartbeat: Heartbeat,
     pub timeouts: Timeouts,
     /// `None`: milestones are logged with `tracing`.
     pub progress: Option<Progress>,
@@ -53,6 +57,7 @@ impl Default for DevClusterOptions {
             keep_state: false,
             node_labels: BTreeMap::new(),
             reboot_delay: Duration::from_secs(2),
+            heartbeat: Heartbeat::KUBELET,
             timeouts: Timeouts::default(),
             progress: None,
         }
@@ -68,6 +73,7 @@ impl std::fmt::Debug for DevClusterOptions {
             .field("keep_state", &self.keep_state)
             .field("node_labels", &self.node_labels)
             .field("reboot_delay", &self.reboot_delay)
+            .field("heartbeat", &self.heartbeat)
             .field("timeouts", &self.timeouts)
             .field("progress", &self.progress.as_ref().map(|_| "callback"))
             .finish()
@@ -488,7 +494,11 @@ async fn start_control_plane(
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<ControlPlane, DevClusterError> {
     let binary = binary::locate().map_err(ControlPlaneError::from)?;
-    Ok(ControlPlane::start(&binary, state, options.timeouts, progress).await?)
+    let settings = ControlPlaneSettings {
+        timeouts: options.timeouts,
+        node_monitor_grace_period: options.heartbeat.node_monitor_grace_period,
+    };
+    Ok(ControlPlane::start(&binary, state, settings, progress).await?)
 }
 
 /// Starts the nodes and returns once all are Ready, reporting how many are as they come up.
@@ -516,6 +526,7 @@ async fn start_simulated_nodes(
     sim_options.light = options.light;
     sim_options.labels = options.node_labels.clone();
     sim_options.reboot_delay = options.reboot_delay;
+    sim_options.heartbeat = options.heartbeat;
     sim_options.apiserver_url = Some(plane.server().to_string());
     let sim = start_nodes(client.clone(), sim_options).await?;
 

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use devcluster::node::Heartbeat;
 use devcluster::{ControllerProcess, DevCluster, DevClusterOptions, InstallOptions};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
@@ -75,6 +76,8 @@ pub struct Setup {
     pub agent_image: Option<String>,
     /// Extra controller environment variables.
     pub controller_env: BTreeMap<String, String>,
+    /// The nodes' lease renewals and the node lifecycle controller's grace period.
+    pub heartbeat: Heartbeat,
 }
 
 impl Setup {
@@ -88,6 +91,7 @@ impl Setup {
             node_labels: BTreeMap::from([(TEST_NODE_LABEL.to_owned(), TEST_NODE_VALUE.to_owned())]),
             agent_image: Some(AGENTLESS_AGENT_IMAGE.to_owned()),
             controller_env: BTreeMap::new(),
+            heartbeat: Heartbeat::KUBELET,
         }
     }
 }
@@ -110,6 +114,7 @@ pub async fn install_built(setup: Setup) -> anyhow::Result<Installed> {
         nodes: setup.nodes,
         light: setup.light,
         node_labels: setup.node_labels,
+        heartbeat: setup.heartbeat,
         ..DevClusterOptions::default()
     })
     .await

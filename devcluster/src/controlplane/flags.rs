@@ -2,6 +2,7 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::pki::PkiFiles;
 use super::ports::Ports;
@@ -61,6 +62,7 @@ pub struct Layout {
     /// Working directory for kube-controller-manager and kube-scheduler (their self-signed
     /// serving certificates).
     pub components_dir: PathBuf,
+    pub node_monitor_grace_period: Duration,
 }
 
 /// The arguments after the component name.
@@ -157,6 +159,10 @@ pub fn args(component: Component, layout: &Layout) -> Vec<String> {
             // 20 requests/s would make garbage collection and PDB status lag behind.
             flag("kube-api-qps", "100"),
             flag("kube-api-burst", "200"),
+            flag(
+                "node-monitor-grace-period",
+                &format!("{}s", layout.node_monitor_grace_period.as_secs()),
+            ),
             flag("profiling", "false"),
         ],
         Component::KubeScheduler => vec![
@@ -193,6 +199,7 @@ mod tests {
             kubeconfig: PathBuf::from("/s/kubeconfig"),
             etcd_data: PathBuf::from("/s/etcd"),
             components_dir: PathBuf::from("/s/components"),
+            node_monitor_grace_period: Duration::from_secs(300),
         }
     }
 
@@ -230,6 +237,7 @@ mod tests {
                     "--service-account-private-key-file=/s/pki/sa.key",
                     "--root-ca-file=/s/pki/ca.crt",
                     "--cert-dir=/s/components/kube-controller-manager",
+                    "--node-monitor-grace-period=300s",
                 ],
             ),
             (

@@ -49,6 +49,23 @@ impl Default for Timeouts {
     }
 }
 
+/// How to run the control plane.
+#[derive(Debug, Clone, Copy)]
+pub struct ControlPlaneSettings {
+    pub timeouts: Timeouts,
+    /// kube-controller-manager's `--node-monitor-grace-period` (see [`crate::node::Heartbeat`]).
+    pub node_monitor_grace_period: Duration,
+}
+
+impl Default for ControlPlaneSettings {
+    fn default() -> Self {
+        Self {
+            timeouts: Timeouts::default(),
+            node_monitor_grace_period: crate::node::Heartbeat::KUBELET.node_monitor_grace_period,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ControlPlaneError {
     #[error(transparent)]
@@ -110,7 +127,7 @@ impl ControlPlane {
     pub async fn start(
         binary: &Path,
         state: &StateDir,
-        timeouts: Timeouts,
+        settings: ControlPlaneSettings,
         progress: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Self, ControlPlaneError> {
         for dir in [state.logs(), state.components(), state.etcd_data()] {
@@ -135,7 +152,7 @@ impl ControlPlane {
         let mut attempt = 1;
         loop {
             let ports = Ports::pick().map_err(ControlPlaneError::Ports)?;
-            match Self::launch(binary, state, &pki, &pki_files, ports, timeouts, progress).await {
+            match Self::launch(binary, state, &pki, &pki_files, ports, settings, progress).await {
                 Err(ControlPlaneError::PortInUse { component, .. }) if attempt < PORT_ATTEMPTS => {
                     tracing::warn!(
                         component,
@@ -169,7 +186,7 @@ impl ControlPlane {
         pki: &Pki,
         pki_files: &PkiFiles,
         ports: Ports,
-        timeouts: Timeouts,
+        settings: ControlPlaneSettings,
         progress: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Self, ControlPlaneError> {
         let server = format!("https://127.0.0.1:{}", ports.apiserver);
@@ -188,7 +205,9 @@ impl ControlPlane {
             kubeconfig: kubeconfig_path.clone(),
             etcd_data: state.etcd_data(),
             components_dir: state.components(),
+            node_monitor_grace_period: settings.node_monitor_grace_period,
         };
+        let timeouts = settings.timeouts;
         let config = client_config(&kubeconfig_text, &kubeconfig_path).await?;
         let client = kube::Client::try_from(config.clone()).map_err(|error| {
             ControlPlaneError::Kubeconfig {

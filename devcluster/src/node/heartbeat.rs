@@ -15,10 +15,8 @@ use super::object::{self, LEASE_NAMESPACE};
 use super::sim::{SimContext, SimNode, patch_params, post_params};
 
 pub(crate) async fn run(ctx: Arc<SimContext>, nodes: Vec<Arc<SimNode>>) {
-    let mut ticker = tokio::time::interval_at(
-        Instant::now() + ctx.opts.lease_renew_interval,
-        ctx.opts.lease_renew_interval,
-    );
+    let renew = ctx.opts.heartbeat.lease_renew_interval;
+    let mut ticker = tokio::time::interval_at(Instant::now() + renew, renew);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_status = Instant::now();
     loop {
@@ -61,7 +59,10 @@ pub(crate) async fn renew_lease(ctx: &SimContext, node: &SimNode) {
         .await;
     let result = match renewed {
         Err(kube::Error::Api(e)) if e.code == 404 => leases
-            .create(&post_params(), &object::build_lease(&node.name, now))
+            .create(
+                &post_params(),
+                &object::build_lease(&node.name, now, ctx.opts.heartbeat),
+            )
             .await
             .map(|_| ()),
         other => other.map(|_| ()),

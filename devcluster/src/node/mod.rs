@@ -35,6 +35,41 @@ use crate::kubelet::backoff::BackoffPolicy;
 /// The Kubernetes version the simulated kubelets report (the control plane's version).
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.36.3";
 
+/// How often the simulated kubelets renew their node Leases, and how long the node lifecycle
+/// controller waits for a renewal before it taints a node `unreachable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub lease_renew_interval: Duration,
+    pub node_monitor_grace_period: Duration,
+}
+
+impl Heartbeat {
+    /// What a kubelet and kube-controller-manager do by default: renew every 10 s (a quarter of
+    /// the 40 s lease), unreachable after 50 s without a renewal.
+    pub const KUBELET: Self = Self {
+        lease_renew_interval: Duration::from_secs(10),
+        node_monitor_grace_period: Duration::from_secs(50),
+    };
+    /// For thousands of light nodes on one machine, where 5,000 kubelets renewing every 10 s
+    /// (500 writes/s) would take most of the API server: renew every 60 s, unreachable after
+    /// 300 s (five missed renewals, as with the defaults).
+    pub const RELAXED: Self = Self {
+        lease_renew_interval: Duration::from_secs(60),
+        node_monitor_grace_period: Duration::from_secs(300),
+    };
+
+    /// The `leaseDurationSeconds` a kubelet renewing this often writes (four renewals).
+    pub fn lease_duration_seconds(&self) -> i32 {
+        i32::try_from(self.lease_renew_interval.as_secs().saturating_mul(4)).unwrap_or(i32::MAX)
+    }
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Self::KUBELET
+    }
+}
+
 /// How to simulate the nodes.
 #[derive(Debug, Clone)]
 pub struct NodeSimOptions {
@@ -57,8 +92,8 @@ pub struct NodeSimOptions {
     pub cpu: String,
     pub memory: String,
     pub max_pods: String,
-    /// The kubelet renews its lease every 10 s (a quarter of the 40 s lease).
-    pub lease_renew_interval: Duration,
+    /// How often the kubelets renew their leases (the lease lasts four renewals).
+    pub heartbeat: Heartbeat,
     /// The kubelet re-posts an unchanged node status every 5 minutes.
     pub status_report_interval: Duration,
     /// Container restart and image pull back-off.
@@ -91,7 +126,7 @@ impl NodeSimOptions {
             cpu: "8".to_owned(),
             memory: "16Gi".to_owned(),
             max_pods: "110".to_owned(),
-            lease_renew_interval: Duration::from_secs(10),
+            heartbeat: Heartbeat::KUBELET,
             status_report_interval: Duration::from_secs(300),
             backoff: BackoffPolicy::default(),
             write_concurrency: 32,

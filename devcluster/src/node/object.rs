@@ -13,10 +13,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use serde_json::json;
 
+use super::Heartbeat;
+
 /// Namespace of node leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
-/// How long a lease is valid, as the kubelet sets it.
-pub const LEASE_DURATION_SECONDS: i32 = 40;
 
 /// Machine-level facts shared by every simulated node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +216,7 @@ pub fn is_ready(node: &Node) -> bool {
 }
 
 /// The node's Lease, held by the node itself.
-pub fn build_lease(name: &str, now: Timestamp) -> Lease {
+pub fn build_lease(name: &str, now: Timestamp, heartbeat: Heartbeat) -> Lease {
     Lease {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -225,7 +225,7 @@ pub fn build_lease(name: &str, now: Timestamp) -> Lease {
         },
         spec: Some(LeaseSpec {
             holder_identity: Some(name.to_owned()),
-            lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+            lease_duration_seconds: Some(heartbeat.lease_duration_seconds()),
             renew_time: Some(MicroTime(now)),
             ..LeaseSpec::default()
         }),

@@ -455,7 +455,10 @@ async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError
     }
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), LEASE_NAMESPACE);
     match leases
-        .create(&post_params(), &object::build_lease(&node.name, now))
+        .create(
+            &post_params(),
+            &object::build_lease(&node.name, now, ctx.opts.heartbeat),
+        )
         .await
     {
         Ok(_) => Ok(()),

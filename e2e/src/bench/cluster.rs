@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use devcluster::node::Heartbeat;
 use devcluster::state::{ClusterRecord, StateDir};
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
@@ -70,9 +71,16 @@ pub struct Interval {
 }
 
 impl BenchCluster {
-    /// Starts `nodes` light nodes (agentless agent image) and the controller.
+    /// Starts `nodes` light nodes (agentless agent image) and the controller. The nodes renew
+    /// their leases every 60 s ([`Heartbeat::RELAXED`]): at 5,000 nodes the kubelet default would
+    /// be 500 lease writes a second, most of a two-core machine's API server, and nodes missing
+    /// their renewals would be tainted unreachable and block the rollout being measured.
     pub async fn start(nodes: usize) -> anyhow::Result<Self> {
-        let installed = install_built(Setup::agentless(nodes))
+        let setup = Setup {
+            heartbeat: Heartbeat::RELAXED,
+            ..Setup::agentless(nodes)
+        };
+        let installed = install_built(setup)
             .await
             .with_context(|| format!("starting a devcluster of {nodes} light nodes"))?;
         let client = installed.cluster.client()?;
