@@ -29,7 +29,7 @@ use kube::{Api, Client};
 use skyhook_api::v1alpha1::Skyhook;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::api_requests::counting_client;
 use crate::cache::Caches;
@@ -37,6 +37,7 @@ use crate::config::Config;
 use crate::leader::{LeaderElector, LeaseTimings};
 use crate::metrics::Metrics;
 use crate::reconcile::apply::apply;
+use crate::reconcile::event_budget::EventBudget;
 use crate::reconcile::plan::plan;
 use crate::reconcile::snapshot::Snapshot;
 use crate::report::MetricsReporter;
@@ -167,12 +168,13 @@ pub async fn reconcile_loop(
         },
     );
     let mut reporter = MetricsReporter::new(metrics.clone());
+    let mut event_budget = EventBudget::default();
     loop {
         let wait = {
             let _timer = metrics.reconcile_started();
             let cached = caches.snapshot();
             reporter.report(&cached);
-            reconcile_once(client, config, &recorder, &cached).await
+            reconcile_once(client, config, &recorder, &mut event_budget, &cached).await
         };
         tokio::select! {
             () = changed.notified() => {}
@@ -186,6 +188,7 @@ async fn reconcile_once(
     client: &Client,
     config: &Config,
     recorder: &Recorder,
+    event_budget: &mut EventBudget,
     cached: &crate::cache::Snapshot,
 ) -> Duration {
     let now = jiff::Timestamp::now();
@@ -206,7 +209,14 @@ async fn reconcile_once(
         }
     };
     let snapshot = Snapshot::build(cached, workload_pods, pdbs, now, config.reboot_deadline);
-    let planned = plan(&snapshot, config, now);
+    let mut planned = plan(&snapshot, config, now);
+    let dropped = event_budget.admit(&mut planned.events, now);
+    if dropped > 0 {
+        debug!(
+            dropped,
+            "Normal Events over their objects' budget (client-go's 25, then one per 5 minutes)"
+        );
+    }
     let mut wait = config.default_interval;
     if let Some(after) = planned.requeue_after {
         wait = wait.min(after);

@@ -150,7 +150,7 @@ pub struct Eviction {
 }
 
 /// What an Event is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum EventTarget {
     /// A Node, by name.
     Node(String),
