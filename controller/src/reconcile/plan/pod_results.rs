@@ -1,7 +1,10 @@
 //! Pod results (spec §2.9 with our fixes): a succeeded pod advances the node state and is
 //! deleted; a failed one marks its package `erroring` with the reason and is left for the
 //! kubelet to retry; an invalidated one is deleted; an interrupt pod killed by its own reboot
-//! is waited for, not reported.
+//! is waited for, not reported. A failed pod of an active Skyhook that no longer belongs to its
+//! spec or to the node state as read (a node reset under a crash-looping pod) is deleted without
+//! reporting: writing its failure back would recreate the very entry it no longer matches, and
+//! the stray pod would then hold the node in `erroring` for good.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +12,10 @@ use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succe
 use skyhook_api::v1alpha1::{Package, Status};
 
 use super::{EventTarget, Planner};
+use crate::names::OwnerSkyhook;
+use crate::pod_match::{InvalidReason, Verdict, validate_pod};
 use crate::pod_outcome::PodOutcome;
+use crate::reconcile::snapshot::OwnedPod;
 
 impl Planner<'_> {
     pub(super) fn pod_results(&mut self) {
@@ -62,6 +68,10 @@ impl Planner<'_> {
                     );
                 }
                 PodOutcome::Failed(failure) => {
+                    if let Some(reason) = self.stray(pod, &annotation.skyhook) {
+                        self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
+                        continue;
+                    }
                     let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
                         continue;
                     };
@@ -98,6 +108,32 @@ impl Planner<'_> {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Planner<'_> {
+    /// Why `pod` of `skyhook` no longer belongs to that Skyhook's spec or to its node's state as
+    /// read; `None` when it does, or when the Skyhook is gone or paused (its pods are then not
+    /// validated at all, as in [`Planner::skyhooks`]).
+    fn stray(&mut self, pod: &OwnedPod, skyhook: &str) -> Option<InvalidReason> {
+        let snapshot = self.snapshot;
+        let skyhook = snapshot
+            .skyhooks
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(skyhook))
+            .filter(|s| !s.is_paused() && s.metadata.deletion_timestamp.is_none())?;
+        let owner = OwnerSkyhook::new(skyhook).ok()?;
+        let state = self.nodes.get_mut(pod.node.as_str())?.state(owner.name);
+        match validate_pod(
+            &self.config.pods,
+            &owner,
+            &skyhook.spec.packages,
+            state,
+            &pod.pod,
+        ) {
+            Verdict::Keep => None,
+            Verdict::Invalidate(reason) => Some(reason),
         }
     }
 }

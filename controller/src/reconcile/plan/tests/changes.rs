@@ -395,6 +395,45 @@ fn a_node_reset_by_hand_removes_stray_pods_and_runs_again() {
     );
 }
 
+/// The same reset while the config pod is failing (crash-looping between restarts): its
+/// failure is of a pod about to be removed and must not write its package back into the reset
+/// state, or the stray pod would match that state again and the node would never run again.
+#[test]
+fn a_failing_pod_does_not_write_itself_back_into_a_reset_node_state() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("cleanup", vec![package("aa", "1.0.0")])],
+    );
+    sim.step();
+    sim.settle(|_| false);
+    sim.step();
+    sim.settle(|annotation| annotation.stage == Stage::Config);
+    sim.step();
+    assert_eq!(
+        sim.state("cleanup", "worker"),
+        vec![row("aa|1.0.0", Stage::Config, State::Erroring)]
+    );
+    sim.snapshot.nodes[0]
+        .annotations
+        .remove(&keys::node_state_annotation("cleanup"));
+    let planned = sim.step();
+    assert_eq!(
+        planned.delete_pods.len(),
+        1,
+        "the failing config pod no longer matches the node state"
+    );
+    assert!(sim.state("cleanup", "worker").is_empty());
+    sim.step();
+    assert_eq!(
+        sim.pods(),
+        vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Apply)]
+    );
+    assert_eq!(
+        sim.state("cleanup", "worker"),
+        vec![row("aa|1.0.0", Stage::Apply, State::InProgress)]
+    );
+}
+
 #[test]
 fn removing_every_package_uninstalls_them_and_releases_the_node() {
     let mut reboot = package("dogs", "1.2.6");
