@@ -349,16 +349,18 @@ async fn cleanup_pods_after_a_node_reset() -> anyhow::Result<()> {
     let before_muck_up = pods.seen().len();
 
     // Upstream deletes the node state right after the update and expects the update's config
-    // cycle to have reached both nodes first; waiting for that makes the order deterministic.
+    // cycle to have reached both nodes first. Waiting for both config pods to have failed once
+    // makes the order deterministic, and resets node-1 under a crash-looping pod: the case where
+    // a pod's failure could write its package back into the emptied state.
     e2e::apply_yaml(&client, CLEANUP_MUCK_UP).await?;
     let in_config = |node: &Node| {
         e2e::nodes::stages(node, NAME)
             .get("bb|1.2")
-            .is_some_and(|(stage, state)| stage == "config" && state != "complete")
+            .is_some_and(|(stage, state)| stage == "config" && state == "erroring")
     };
     wait_for_nodes(
         &client,
-        "the muck-up's config cycle on both nodes",
+        "the muck-up's config pods to fail on both nodes",
         |nodes| {
             [NODE, OTHER_NODE]
                 .iter()
