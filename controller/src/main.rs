@@ -6,6 +6,11 @@ use clap::Parser as _;
 use controller::config::{Args, Config};
 use tracing::info;
 
+/// Every reconcile builds and drops a view of each node, and every watch event is decoded into
+/// fresh allocations: at 5,000 nodes glibc's malloc took a third of the controller's CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = Config::from_args(&args)?;
