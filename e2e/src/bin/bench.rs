@@ -21,13 +21,13 @@ const ALL_CASES: [&str; 5] = ["rollout", "chain", "idle", "admission", "status"]
 )]
 struct Args {
     /// Cluster sizes; one fresh devcluster each, in this order.
-    #[arg(long, value_delimiter = ',', default_values_t = [100, 1000, 5000])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [100, 1000, 5000])]
     nodes: Vec<usize>,
     /// Cases to run: rollout, chain, idle, admission, status.
-    #[arg(long, value_delimiter = ',', default_values_t = ALL_CASES.map(String::from))]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = ALL_CASES.map(String::from))]
     cases: Vec<String>,
     /// Interruption budgets of the one-package rollouts, in percent.
-    #[arg(long, value_delimiter = ',', default_values_t = [100, 10])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [100, 10])]
     budgets: Vec<u32>,
     /// Cluster size of the dependency chain.
     #[arg(long, default_value_t = 1000)]
@@ -46,7 +46,7 @@ struct Args {
     #[arg(long, default_value_t = 300)]
     idle_seconds: u64,
     /// Cluster sizes `kubectl skyhook status` is timed at.
-    #[arg(long, value_delimiter = ',', default_values_t = [1000, 5000])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [1000, 5000])]
     status_nodes: Vec<usize>,
     /// Runs of `kubectl skyhook status` per cluster.
     #[arg(long, default_value_t = 5)]
@@ -112,4 +112,28 @@ fn main() -> anyhow::Result<()> {
     let reports = runtime.block_on(run(&planned, effort, emit))?;
     eprintln!("\n{}", markdown_tables(&reports));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_take_commas_or_spaces() {
+        for argv in [
+            ["bench", "--nodes", "100,1000", "--cases", "rollout,status"].as_slice(),
+            [
+                "bench", "--nodes", "100", "1000", "--cases", "rollout", "status",
+            ]
+            .as_slice(),
+        ] {
+            let args = Args::try_parse_from(argv).map_err(|e| e.to_string());
+            let parsed = args.map(|a| (a.nodes, a.cases));
+            assert_eq!(
+                parsed,
+                Ok((vec![100, 1000], vec!["rollout".into(), "status".into()])),
+                "{argv:?}"
+            );
+        }
+    }
 }
