@@ -366,72 +366,58 @@ fn a_paused_skyhook_applies_spec_changes_only_on_resume() {
     );
 }
 
+/// A node reset by hand (its state annotation deleted) while the config pod runs, or while it is
+/// failing (crash-looping between restarts): the pod no longer matches the emptied state and is
+/// removed, a failure is not written back (the stray pod would then match that state again and
+/// hold the node in `erroring` for good), and the node starts again at `apply`.
 #[test]
 fn a_node_reset_by_hand_removes_stray_pods_and_runs_again() {
-    let mut sim = Sim::new(
-        vec![node("worker", 0)],
-        vec![skyhook("cleanup", vec![package("aa", "1.0.0")])],
-    );
-    sim.step();
-    sim.settle(|_| false);
-    sim.step();
-    assert_eq!(
-        sim.pods(),
-        vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Config)]
-    );
-    sim.snapshot.nodes[0]
-        .annotations
-        .remove(&keys::node_state_annotation("cleanup"));
-    let planned = sim.step();
-    assert_eq!(
-        planned.delete_pods.len(),
-        1,
-        "the config pod no longer matches the node state"
-    );
-    sim.step();
-    assert_eq!(
-        sim.pods(),
-        vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Apply)]
-    );
-}
-
-/// The same reset while the config pod is failing (crash-looping between restarts): its
-/// failure is of a pod about to be removed and must not write its package back into the reset
-/// state, or the stray pod would match that state again and the node would never run again.
-#[test]
-fn a_failing_pod_does_not_write_itself_back_into_a_reset_node_state() {
-    let mut sim = Sim::new(
-        vec![node("worker", 0)],
-        vec![skyhook("cleanup", vec![package("aa", "1.0.0")])],
-    );
-    sim.step();
-    sim.settle(|_| false);
-    sim.step();
-    sim.settle(|annotation| annotation.stage == Stage::Config);
-    sim.step();
-    assert_eq!(
-        sim.state("cleanup", "worker"),
-        vec![row("aa|1.0.0", Stage::Config, State::Erroring)]
-    );
-    sim.snapshot.nodes[0]
-        .annotations
-        .remove(&keys::node_state_annotation("cleanup"));
-    let planned = sim.step();
-    assert_eq!(
-        planned.delete_pods.len(),
-        1,
-        "the failing config pod no longer matches the node state"
-    );
-    assert!(sim.state("cleanup", "worker").is_empty());
-    sim.step();
-    assert_eq!(
-        sim.pods(),
-        vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Apply)]
-    );
-    assert_eq!(
-        sim.state("cleanup", "worker"),
-        vec![row("aa|1.0.0", Stage::Apply, State::InProgress)]
-    );
+    for config_pod_fails in [false, true] {
+        let mut sim = Sim::new(
+            vec![node("worker", 0)],
+            vec![skyhook("cleanup", vec![package("aa", "1.0.0")])],
+        );
+        sim.step();
+        sim.settle(|_| false);
+        sim.step();
+        assert_eq!(
+            sim.pods(),
+            vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Config)]
+        );
+        if config_pod_fails {
+            sim.settle(|annotation| annotation.stage == Stage::Config);
+            sim.step();
+            assert_eq!(
+                sim.state("cleanup", "worker"),
+                vec![row("aa|1.0.0", Stage::Config, State::Erroring)]
+            );
+        }
+        sim.snapshot.nodes[0]
+            .annotations
+            .remove(&keys::node_state_annotation("cleanup"));
+        let planned = sim.step();
+        assert_eq!(
+            planned.delete_pods.len(),
+            1,
+            "failing {config_pod_fails}: the config pod no longer matches the node state"
+        );
+        assert_eq!(
+            sim.state("cleanup", "worker"),
+            Vec::new(),
+            "failing {config_pod_fails}"
+        );
+        sim.step();
+        assert_eq!(
+            sim.pods(),
+            vec![("cleanup".into(), "aa".into(), "1.0.0".into(), Stage::Apply)],
+            "failing {config_pod_fails}"
+        );
+        assert_eq!(
+            sim.state("cleanup", "worker"),
+            vec![row("aa|1.0.0", Stage::Apply, State::InProgress)],
+            "failing {config_pod_fails}"
+        );
+    }
 }
 
 #[test]
