@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
-use skyhook_api::v1alpha1::{Package, Status};
+use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
 use super::{EventTarget, Planner};
 use crate::names::OwnerSkyhook;
-use crate::pod_match::{InvalidReason, Verdict, validate_pod};
+use crate::pod_match::InvalidReason;
 use crate::pod_outcome::PodOutcome;
 use crate::reconcile::snapshot::OwnedPod;
 
@@ -25,11 +25,11 @@ impl Planner<'_> {
             let Some(annotation) = &pod.annotation else {
                 continue;
             };
-            let packages: &BTreeMap<String, Package> = snapshot
+            let skyhook = snapshot
                 .skyhooks
                 .iter()
-                .find(|s| s.metadata.name.as_deref() == Some(annotation.skyhook.as_str()))
-                .map_or(&empty, |s| &s.spec.packages);
+                .find(|s| s.metadata.name.as_deref() == Some(annotation.skyhook.as_str()));
+            let packages: &BTreeMap<String, Package> = skyhook.map_or(&empty, |s| &s.spec.packages);
             match &pod.outcome {
                 PodOutcome::Invalid => self.delete_pod(&pod.name, "invalidated"),
                 PodOutcome::Unrecognised { .. } | PodOutcome::Running => {}
@@ -68,7 +68,7 @@ impl Planner<'_> {
                     );
                 }
                 PodOutcome::Failed(failure) => {
-                    if let Some(reason) = self.stray(pod, &annotation.skyhook) {
+                    if let Some(reason) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
                         self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
                         continue;
                     }
@@ -110,30 +110,15 @@ impl Planner<'_> {
             }
         }
     }
-}
 
-impl Planner<'_> {
     /// Why `pod` of `skyhook` no longer belongs to that Skyhook's spec or to its node's state as
-    /// read; `None` when it does, or when the Skyhook is gone or paused (its pods are then not
-    /// validated at all, as in [`Planner::skyhooks`]).
-    fn stray(&mut self, pod: &OwnedPod, skyhook: &str) -> Option<InvalidReason> {
-        let snapshot = self.snapshot;
-        let skyhook = snapshot
-            .skyhooks
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(skyhook))
-            .filter(|s| !s.is_paused() && s.metadata.deletion_timestamp.is_none())?;
-        let owner = OwnerSkyhook::new(skyhook).ok()?;
-        let state = self.nodes.get_mut(pod.node.as_str())?.state(owner.name);
-        match validate_pod(
-            &self.config.pods,
-            &owner,
-            &skyhook.spec.packages,
-            state,
-            &pod.pod,
-        ) {
-            Verdict::Keep => None,
-            Verdict::Invalidate(reason) => Some(reason),
+    /// read; `None` when it does, or when the Skyhook is paused or being deleted (its pods are
+    /// then not validated at all, as in [`Planner::skyhooks`]).
+    fn stray(&mut self, pod: &OwnedPod, skyhook: &Skyhook) -> Option<InvalidReason> {
+        if skyhook.is_paused() || skyhook.metadata.deletion_timestamp.is_some() {
+            return None;
         }
+        let owner = OwnerSkyhook::new(skyhook).ok()?;
+        self.invalid_reason(&owner, &skyhook.spec.packages, pod)
     }
 }

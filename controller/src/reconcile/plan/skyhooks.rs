@@ -11,15 +11,15 @@ use skyhook_api::keys;
 use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
 use skyhook_api::stage::{apply_edits, node_complete, version_changes};
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
-use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
+use skyhook_api::v1alpha1::{Package, Skyhook, SkyhookStatus, Status};
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
 
 use super::status::Outcome;
 use super::taints::matched_nodes;
 use super::{EventTarget, Planner};
 use crate::names::OwnerSkyhook;
-use crate::pod_match::{Verdict, validate_pod};
-use crate::reconcile::snapshot::NodeView;
+use crate::pod_match::{InvalidReason, Verdict, validate_pod};
+use crate::reconcile::snapshot::{NodeView, OwnedPod};
 
 impl<'s> Planner<'s> {
     pub(super) fn skyhooks(&mut self) {
@@ -356,20 +356,28 @@ impl<'s> Planner<'s> {
             if pod.deleting || self.plan.delete_pods.contains_key(&pod.name) {
                 continue;
             }
-            let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
+            if !self.nodes.contains_key(pod.node.as_str()) {
                 self.delete_pod(&pod.name, "its node is gone");
                 continue;
-            };
-            let state = work.state(owner.name).clone();
-            if let Verdict::Invalidate(reason) = validate_pod(
-                &self.config.pods,
-                owner,
-                &skyhook.spec.packages,
-                &state,
-                &pod.pod,
-            ) {
+            }
+            if let Some(reason) = self.invalid_reason(owner, &skyhook.spec.packages, pod) {
                 self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
             }
+        }
+    }
+
+    /// Why `pod` of `owner` no longer belongs to the spec's `packages` or to its node's state as
+    /// read (see [`validate_pod`]); `None` when it does or its node is unknown.
+    pub(super) fn invalid_reason(
+        &mut self,
+        owner: &OwnerSkyhook<'_>,
+        packages: &BTreeMap<String, Package>,
+        pod: &OwnedPod,
+    ) -> Option<InvalidReason> {
+        let state = self.nodes.get_mut(pod.node.as_str())?.state(owner.name);
+        match validate_pod(&self.config.pods, owner, packages, state, &pod.pod) {
+            Verdict::Keep => None,
+            Verdict::Invalidate(reason) => Some(reason),
         }
     }
 }
