@@ -57,15 +57,6 @@ pub struct ControlPlaneSettings {
     pub node_monitor_grace_period: Duration,
 }
 
-impl Default for ControlPlaneSettings {
-    fn default() -> Self {
-        Self {
-            timeouts: Timeouts::default(),
-            node_monitor_grace_period: crate::node::Heartbeat::KUBELET.node_monitor_grace_period,
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ControlPlaneError {
     #[error(transparent)]

@@ -329,46 +329,67 @@ impl Drop for NamespaceSweeper {
             mount_namespace_id("self").ok(),
         ];
         let keeper_namespace = mount_namespace_id(&record.keeper_pid.to_string()).ok();
-        let targets = sweep_targets(
+        let sweep = sweep_targets(
             &record,
             keeper_namespace.as_deref(),
             &protected.into_iter().flatten().collect::<Vec<_>>(),
-            processes_with_namespaces(),
+            processes_with_namespaces,
         );
-        if targets.is_empty() && keeper_namespace.as_deref() != Some(&*record.namespace) {
-            tracing::warn!(
+        match sweep {
+            Sweep::Kill(targets) => {
+                for pid in targets {
+                    let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                }
+            }
+            Sweep::KeeperGone => tracing::warn!(
                 namespace = %record.namespace,
                 keeper = record.keeper_pid,
                 "the container's namespace keeper is gone, so its namespace id may belong to \
                  another container now; leaving whatever the container left running"
-            );
-        }
-        for pid in targets {
-            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            ),
+            Sweep::Protected => {}
         }
         let _ = std::fs::remove_file(path);
     }
 }
 
-/// The processes to kill for a container whose namespace is `record`: every process in it, but
-/// only while its keeper (`keeper_namespace` is what the keeper's pid is in now) still holds it,
-/// since a dead namespace's id is handed to the next namespace created; and never the holder's
-/// namespace or the simulator's own (`protected`).
-fn sweep_targets(
+/// What to do about a finished container's namespace.
+#[derive(Debug, PartialEq, Eq)]
+enum Sweep {
+    /// Kill these processes: everything in the namespace, its keeper included.
+    Kill(Vec<Pid>),
+    /// The keeper no longer holds the namespace, so its id may be another namespace's by now.
+    KeeperGone,
+    /// The holder's namespace or the simulator's own (or none): never swept.
+    Protected,
+}
+
+/// The sweep of a container whose namespace is `record`: every process in it (from `processes`,
+/// listed only then), but only while its keeper (`keeper_namespace` is what the keeper's pid is
+/// in now) still holds it, since a dead namespace's id is handed to the next namespace created;
+/// and never the holder's namespace or the simulator's own (`protected`).
+fn sweep_targets<P>(
     record: &NamespaceRecord,
     keeper_namespace: Option<&str>,
     protected: &[String],
-    processes: impl IntoIterator<Item = (Pid, String)>,
-) -> Vec<Pid> {
-    let held = keeper_namespace == Some(record.namespace.as_str());
-    if !held || record.namespace.is_empty() || protected.contains(&record.namespace) {
-        return Vec::new();
+    processes: impl FnOnce() -> P,
+) -> Sweep
+where
+    P: IntoIterator<Item = (Pid, String)>,
+{
+    if record.namespace.is_empty() || protected.contains(&record.namespace) {
+        return Sweep::Protected;
     }
-    processes
-        .into_iter()
-        .filter(|(_, namespace)| *namespace == record.namespace)
-        .map(|(pid, _)| pid)
-        .collect()
+    if keeper_namespace != Some(record.namespace.as_str()) {
+        return Sweep::KeeperGone;
+    }
+    Sweep::Kill(
+        processes()
+            .into_iter()
+            .filter(|(_, namespace)| *namespace == record.namespace)
+            .map(|(pid, _)| pid)
+            .collect(),
+    )
 }
 
 /// Every process on the machine with its mount namespace id (those that exit meanwhile are
@@ -414,22 +435,22 @@ mod tests {
             ]
         };
         let protected = vec!["mnt:[1]".to_owned(), "mnt:[2]".to_owned()];
-        // (recorded namespace, keeper's namespace now, expected pids)
-        let cases: [(&str, Option<&str>, &[i32]); 6] = [
-            ("mnt:[10]", Some("mnt:[10]"), &[7, 8]),
+        let kill = |pids: &[i32]| Sweep::Kill(pids.iter().copied().map(Pid::from_raw).collect());
+        // (recorded namespace, keeper's namespace now, expected sweep)
+        let cases = [
+            ("mnt:[10]", Some("mnt:[10]"), kill(&[7, 8])),
             // The keeper is gone: id 10 may be another container's by now.
-            ("mnt:[10]", None, &[]),
+            ("mnt:[10]", None, Sweep::KeeperGone),
             // The keeper's pid is reused by a process elsewhere.
-            ("mnt:[10]", Some("mnt:[11]"), &[]),
+            ("mnt:[10]", Some("mnt:[11]"), Sweep::KeeperGone),
             // Never the holder's or the simulator's namespace.
-            ("mnt:[1]", Some("mnt:[1]"), &[]),
-            ("mnt:[2]", Some("mnt:[2]"), &[]),
-            ("", Some(""), &[]),
+            ("mnt:[1]", Some("mnt:[1]"), Sweep::Protected),
+            ("mnt:[2]", Some("mnt:[2]"), Sweep::Protected),
+            ("", Some(""), Sweep::Protected),
         ];
         for (namespace, keeper, expected) in cases {
-            let targets = sweep_targets(&record(namespace), keeper, &protected, processes());
-            let expected: Vec<Pid> = expected.iter().copied().map(Pid::from_raw).collect();
-            assert_eq!(targets, expected, "{namespace} kept in {keeper:?}");
+            let sweep = sweep_targets(&record(namespace), keeper, &protected, processes);
+            assert_eq!(sweep, expected, "{namespace} kept in {keeper:?}");
         }
     }
 }

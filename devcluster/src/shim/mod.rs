@@ -130,23 +130,26 @@ pub const AGENT_PATH_IN_CONTAINER: &str = "/usr/local/bin/skyhook-agent";
 pub fn run_if_requested() -> Option<ExitCode> {
     let args: Vec<OsString> = std::env::args_os().collect();
     let command = args.get(1)?.to_str()?;
-    let spec = args.get(2).map(PathBuf::from);
+    let spec_path = args.get(2).map(PathBuf::from).ok_or(ShimError::MissingSpec);
     let result = match command {
         HOLD_NS => setup::hold_namespace(),
         KEEP_NS if args.get(3).is_some_and(|a| a == DETACHED) => {
             setup::wait_for_stdin_eof();
             Ok(())
         }
-        KEEP_NS => read_spec_path(spec.as_deref()).and_then(setup::start_detached_keeper),
-        NODE_ROOT => read_spec(spec.as_deref()).and_then(|s| setup::mount_node_root(&s)),
+        KEEP_NS => spec_path.and_then(|path| setup::start_detached_keeper(&path)),
+        NODE_ROOT => spec_path
+            .and_then(|path| read_spec(&path))
+            .and_then(|s| setup::mount_node_root(&s)),
         CONTAINER => {
-            let spec_path = spec.as_deref();
-            let spec: ContainerSpec = match read_spec(spec_path) {
-                Ok(spec) => spec,
+            let read = spec_path
+                .and_then(|path| read_spec::<ContainerSpec>(&path).map(|spec| (path, spec)));
+            let (spec_path, spec) = match read {
+                Ok(read) => read,
                 Err(e) => return Some(fail(&e, None)),
             };
             // Only returns on failure: success replaces this process.
-            let error = setup::run_container(&spec, spec_path.unwrap_or(Path::new("")));
+            let error = setup::run_container(&spec, &spec_path);
             return Some(fail(&error, spec.error_file.as_deref()));
         }
         _ => return None,
@@ -157,12 +160,7 @@ pub fn run_if_requested() -> Option<ExitCode> {
     })
 }
 
-fn read_spec_path(path: Option<&Path>) -> Result<&Path, ShimError> {
-    path.ok_or(ShimError::MissingSpec)
-}
-
-fn read_spec<T: serde::de::DeserializeOwned>(path: Option<&Path>) -> Result<T, ShimError> {
-    let path = read_spec_path(path)?;
+fn read_spec<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ShimError> {
     let text = std::fs::read(path).map_err(|source| ShimError::Io {
         action: "read spec",
         path: path.to_owned(),

@@ -415,7 +415,8 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
             path: exe.clone(),
             source,
         })?;
-    let keeper_pid = String::from_utf8_lossy(&launched.stdout)
+    let printed = String::from_utf8_lossy(&launched.stdout);
+    let keeper_pid = printed
         .trim()
         .parse::<u32>()
         .ok()
@@ -426,7 +427,7 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
             source: std::io::Error::other(format!(
                 "it exited with {} and printed {:?} instead of its pid",
                 launched.status,
-                String::from_utf8_lossy(&launched.stdout).trim()
+                printed.trim()
             )),
         })?;
     let null = PathBuf::from("/dev/null");
