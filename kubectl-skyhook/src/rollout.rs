@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use skyhook_api::budget::{
-    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, Selection, assign_nodes,
-    legacy_compartments, policy_compartments,
+    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, NodeActivity, Selection,
+    assign_nodes, legacy_compartments, policy_compartments, slot_hold,
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
@@ -44,6 +44,8 @@ pub struct NodeFacts<'c> {
     pub ready: bool,
     /// Whether an earlier batch picked it (`status.nodePriority`).
     pub picked: bool,
+    /// Whether a package or interrupt pod of the Skyhook is on it.
+    pub pod_on_node: bool,
 }
 
 /// One compartment with its nodes and the selection the rules would make now.
@@ -106,6 +108,10 @@ impl<'c> Rollout<'c> {
                     status: node_status(node, name),
                     ready: node_ready(&progress, &target, node_name),
                     picked: status.is_some_and(|s| s.node_priority.contains_key(node_name)),
+                    pod_on_node: cluster.pods.iter().any(|pod| {
+                        cluster::pod_node(pod) == Some(node_name)
+                            && cluster::pod_label(pod, keys::NAME_LABEL) == Some(name)
+                    }),
                 }
             })
             .collect();
@@ -139,8 +145,10 @@ impl<'c> Rollout<'c> {
                     .filter(|(_, n)| assignment.get(n.name) == Some(&spec.name))
                     .map(|(index, _)| index)
                     .collect();
-                let candidates: Vec<CandidateNode<'c>> =
-                    members.iter().map(|&i| candidate(&nodes[i])).collect();
+                let candidates: Vec<CandidateNode<'c>> = members
+                    .iter()
+                    .map(|&i| candidate(name, &nodes[i]))
+                    .collect();
                 let classified = CompartmentNodes::new(candidates, &tolerations);
                 let ceiling = spec.ceiling(members.len());
                 let batch_state = status
@@ -197,8 +205,16 @@ pub fn tolerations(skyhook: &Skyhook) -> Vec<k8s_openapi::api::core::v1::Tolerat
     node_selection_tolerations(&skyhook.spec.additional_tolerations, runtime_taint.as_ref())
 }
 
-/// A node as selection sees it.
-pub fn candidate<'c>(facts: &NodeFacts<'c>) -> CandidateNode<'c> {
+/// A node as selection sees it, for `skyhook`.
+pub fn candidate<'c>(skyhook: &str, facts: &NodeFacts<'c>) -> CandidateNode<'c> {
+    let hold = slot_hold(NodeActivity {
+        skyhook,
+        annotations: cluster::annotations(facts.node),
+        unschedulable: cluster::unschedulable(facts.node),
+        state: &facts.state,
+        status: facts.status,
+        pod_on_node: facts.pod_on_node,
+    });
     CandidateNode {
         name: facts.name,
         created: cluster::created(facts.node),
@@ -208,6 +224,7 @@ pub fn candidate<'c>(facts: &NodeFacts<'c>) -> CandidateNode<'c> {
         complete: facts.complete,
         ready: facts.ready,
         picked: facts.picked,
+        hold,
     }
 }
 

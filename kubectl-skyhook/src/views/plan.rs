@@ -95,7 +95,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
             .map(|&i| {
                 // The status the operator would introspect before selecting: e.g. a node
                 // marked complete that a new version makes incomplete goes back to `unknown`.
-                let mut node = candidate(&rollout.nodes[i]);
+                let mut node = candidate(name_of(&effective.metadata), &rollout.nodes[i]);
                 node.status = node_status(NodeStatusInput {
                     current: node.status,
                     complete: node.complete,

@@ -255,6 +255,18 @@ impl<'s> Planner<'s> {
         })
     }
 
+    /// Whether a pod of `skyhook` is on `node`, including those this plan deletes or creates.
+    fn skyhook_pod_on(&self, skyhook: &str, node: &str) -> bool {
+        self.snapshot
+            .pods
+            .iter()
+            .any(|p| p.node == node && p.skyhook == skyhook)
+            || self
+                .created_on
+                .get(node)
+                .is_some_and(|created| created.iter().any(|(s, _)| s == skyhook))
+    }
+
     /// Whether any Skyhook pod is on `node`, including those this plan deletes (they are still
     /// running until they are gone) or creates.
     fn any_skyhook_pod_on(&self, node: &str) -> bool {

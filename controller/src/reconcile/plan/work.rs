@@ -45,6 +45,11 @@ impl<'s> NodeWork<'s> {
         &self.annotations
     }
 
+    /// `spec.unschedulable` as this plan leaves it so far.
+    pub(super) fn unschedulable(&self) -> bool {
+        self.unschedulable
+    }
+
     /// The node state of `skyhook`; an unreadable annotation reads as empty, so the packages
     /// run again (the agent's flags keep that idempotent).
     pub(super) fn state(&mut self, skyhook: &str) -> &mut NodeState {
