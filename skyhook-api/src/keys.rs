@@ -140,6 +140,12 @@ pub const CONDITION_NODES_IGNORED: &str = "skyhook.nvidia.com/NodesIgnored";
 pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND: &str =
     "skyhook.nvidia.com/DeploymentPolicyNotFound";
 
+/// Condition (ours, not upstream's): True while a node was asked to reboot by one of the
+/// Skyhook's interrupts and has not come back with a new boot ID within the reboot deadline;
+/// the message lists the nodes, packages and when each reboot was requested. The node keeps its
+/// budget slot meanwhile.
+pub const CONDITION_REBOOT_NOT_CONFIRMED: &str = "skyhook.nvidia.com/RebootNotConfirmed";
+
 // ---- Rollout names -------------------------------------------------------------------------
 
 /// Name of the compartment holding the nodes no compartment selects, and of the single

@@ -61,6 +61,8 @@ pub struct NodeView {
     pub boot_id: Option<String>,
     /// The kubelet's `Ready` condition is True.
     pub ready: bool,
+    /// When the `Ready` condition last left True, while it is not True.
+    pub not_ready_since: Option<Timestamp>,
     /// The node's conditions as `(type, status, reason)`.
     pub conditions: Vec<(String, String, String)>,
     /// `metadata.resourceVersion` as read: node patches planned from this view are made
@@ -198,6 +200,12 @@ pub fn node_view(node: &Node) -> NodeView {
         ready: conditions
             .iter()
             .any(|(type_, status, _)| type_ == "Ready" && status == "True"),
+        not_ready_since: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
+            .filter(|ready| ready.status != "True")
+            .and_then(|ready| ready.last_transition_time.as_ref())
+            .map(|time| time.0),
         conditions,
         resource_version: node.metadata.resource_version.clone(),
     }

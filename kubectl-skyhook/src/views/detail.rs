@@ -187,7 +187,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         .flat_map(|facts| erroring_packages(facts, name, &cluster.pods))
         .collect();
     let blocked = blocked_nodes(&rollout, &cluster.pods, &cluster.pdbs);
-    let warnings = rollout
+    let mut warnings: Vec<String> = rollout
         .nodes
         .iter()
         .filter_map(|n| {
@@ -200,6 +200,14 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
             })
         })
         .collect();
+    warnings.extend(
+        skyhook
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .filter(|c| c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED && c.status == "True")
+            .map(|c| format!("reboot not confirmed: {}", c.message)),
+    );
     Some(SkyhookDetail {
         name: name.to_owned(),
         status: skyhook

@@ -25,6 +25,7 @@ mod configs;
 mod interrupts;
 mod packages;
 mod pod_results;
+mod reboots;
 mod selection;
 mod skyhooks;
 mod status;
@@ -194,6 +195,8 @@ struct Planner<'s> {
     created_on: BTreeMap<String, Vec<(String, String)>>,
     /// Pods this plan deletes because they succeeded.
     succeeded: BTreeSet<String>,
+    /// Per Skyhook, per node: reboots that were not confirmed in time.
+    unconfirmed_reboots: BTreeMap<String, BTreeMap<String, reboots::UnconfirmedReboot>>,
 }
 
 impl<'s> Planner<'s> {
@@ -211,6 +214,7 @@ impl<'s> Planner<'s> {
             completion: BTreeMap::new(),
             created_on: BTreeMap::new(),
             succeeded: BTreeSet::new(),
+            unconfirmed_reboots: BTreeMap::new(),
         }
     }
 

@@ -14,7 +14,7 @@ use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 use super::{EventTarget, Planner};
 use crate::names::OwnerSkyhook;
 use crate::pod_match::InvalidReason;
-use crate::pod_outcome::PodOutcome;
+use crate::pod_outcome::{PodOutcome, REBOOT_NOT_CONFIRMED};
 use crate::reconcile::snapshot::OwnedPod;
 
 impl Planner<'_> {
@@ -86,7 +86,23 @@ impl Planner<'_> {
                     apply_edits(state, std::slice::from_ref(&edit));
                     let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
                     work.set_status(&annotation.skyhook, Status::Erroring);
-                    if changed || !was_erroring {
+                    if failure.reason == REBOOT_NOT_CONFIRMED {
+                        let package = format!("{}:{}", annotation.name, annotation.version);
+                        if changed || !was_erroring {
+                            self.reboot_not_confirmed_event(
+                                &annotation.skyhook,
+                                &pod.node,
+                                &package,
+                                failure.reboot_requested,
+                            );
+                        }
+                        self.unconfirmed_reboot(
+                            &annotation.skyhook,
+                            &pod.node,
+                            package,
+                            failure.reboot_requested,
+                        );
+                    } else if changed || !was_erroring {
                         self.event(
                             EventTarget::Node(pod.node.clone()),
                             true,

@@ -127,6 +127,7 @@ impl<'s> Planner<'s> {
         for node in &matched {
             self.track_reboot(name, node, &mut status);
         }
+        self.lost_interrupts(skyhook, name, &matched);
         // A paused Skyhook changes nothing on its nodes (upstream skips it right after
         // reporting its state), so a spec edit made while paused takes effect on resume.
         let paused = skyhook.is_paused();
@@ -321,7 +322,8 @@ impl<'s> Planner<'s> {
         }
     }
 
-    /// Upgrades, downgrades and removals turn into node-state edits (spec §2.6).
+    /// Upgrades, downgrades and removals turn into node-state edits (spec §2.6). The nodes
+    /// keep `in_progress` only if they already were.
     fn version_changes(
         &mut self,
         skyhook: &Skyhook,
@@ -343,7 +345,11 @@ impl<'s> Planner<'s> {
             for package in &changes.changed_packages {
                 status.config_updates.remove(package);
             }
-            work.set_status(name, Status::InProgress);
+            // Upstream marks every node `in_progress` here, though pods run only on the batch;
+            // a node waits until selection picks it (and `launch` marks it).
+            if work.status(name) != Status::InProgress {
+                work.set_status(name, Status::Waiting);
+            }
             changed = true;
         }
         changed

@@ -8,6 +8,7 @@ use skyhook_api::keys;
 use skyhook_api::status::{SkyhookOverrides, counters, ready_condition, skyhook_status};
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 
+use super::reboots::condition_message;
 use super::selection::Blocking;
 use super::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID, EventTarget, Planner};
 
@@ -239,6 +240,21 @@ impl Planner<'_> {
                     true,
                     "DrainTimeout",
                     outcome.drain_blocked.join("; "),
+                    generation,
+                    now,
+                )
+            }),
+        );
+        let unconfirmed = self.unconfirmed_reboots.remove(name).unwrap_or_default();
+        upsert_or_remove(
+            &mut status.conditions,
+            keys::CONDITION_REBOOT_NOT_CONFIRMED,
+            (!unconfirmed.is_empty()).then(|| {
+                condition(
+                    keys::CONDITION_REBOOT_NOT_CONFIRMED,
+                    true,
+                    "RebootNotConfirmed",
+                    condition_message(&unconfirmed),
                     generation,
                     now,
                 )

@@ -5,5 +5,6 @@
 mod budget;
 mod changes;
 mod policy;
+mod reboots;
 mod scenarios;
 mod sim;

@@ -303,6 +303,7 @@ impl Sim {
                     reason: "Error".into(),
                     message: None,
                     restarts: 2,
+                    reboot_requested: None,
                 })
             } else {
                 PodOutcome::Succeeded {
