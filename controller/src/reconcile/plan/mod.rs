@@ -17,9 +17,9 @@
 //!    (`status`);
 //! 4. remove the runtime-required taint per node (`taints`); uncordon with ownership.
 //!
-//! Deliberate choices: a drain's start is recorded in the node annotation
-//! [`CORDONED_AT_PREFIX`]`<skyhook>` (RFC 3339) so that the drain timeout survives restarts; an
-//! invalidated pod is deleted at once rather than first annotated `invalid`.
+//! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
+//! ([`skyhook_api::keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
+//! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
 
 mod configs;
 mod interrupts;
@@ -46,8 +46,6 @@ use crate::config::Config;
 use super::snapshot::Snapshot;
 use work::NodeWork;
 
-/// Node annotation prefix recording when a Skyhook cordoned the node (its drain started).
-pub const CORDONED_AT_PREFIX: &str = "skyhook.nvidia.com/cordonedAt_";
 /// How often a reconcile looks again at a node that is being drained or held by protected
 /// pods: workload pods are not watched, so their departure wakes nothing.
 pub const DRAIN_POLL: Duration = Duration::from_secs(5);

@@ -9,7 +9,7 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::v1alpha1::Status;
 
-use super::{CORDONED_AT_PREFIX, NodePatch};
+use super::NodePatch;
 use crate::reconcile::snapshot::NodeView;
 
 #[derive(Debug, Clone)]
@@ -93,7 +93,7 @@ impl<'s> NodeWork<'s> {
         self.annotations
             .insert(keys::cordon_annotation(skyhook), "true".to_owned());
         self.annotations
-            .entry(format!("{CORDONED_AT_PREFIX}{skyhook}"))
+            .entry(keys::cordoned_at_annotation(skyhook))
             .or_insert_with(|| now.to_owned());
         self.unschedulable = true;
     }
@@ -109,7 +109,7 @@ impl<'s> NodeWork<'s> {
             return;
         }
         self.annotations
-            .remove(&format!("{CORDONED_AT_PREFIX}{skyhook}"));
+            .remove(&keys::cordoned_at_annotation(skyhook));
         let others = self
             .annotations
             .keys()

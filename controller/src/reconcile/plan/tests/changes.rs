@@ -275,6 +275,44 @@ fn an_invalid_spec_runs_nothing_and_says_why() {
     assert_eq!(sim.pods().len(), 1);
 }
 
+/// A version with build metadata would make the pod label `skyhook.nvidia.com/package` and the
+/// pod name invalid; a Skyhook that bypassed the webhook with one gets `SpecInvalid` naming the
+/// version, and no pod is attempted (the API server would refuse it and leave the node
+/// `in_progress` with nothing reporting why).
+#[test]
+fn a_version_with_build_metadata_is_spec_invalid_and_starts_no_pod() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("build", vec![package("one", "1.0.0-rc.1+build.5")])],
+    );
+    let planned = sim.step();
+    assert!(planned.create_pods.is_empty(), "{:?}", planned.create_pods);
+    assert!(planned.nodes.is_empty(), "{:?}", planned.nodes);
+    let conditions = sim
+        .skyhook("build")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .conditions;
+    let invalid = conditions
+        .iter()
+        .find(|c| c.type_ == crate::reconcile::plan::CONDITION_SPEC_INVALID);
+    assert!(
+        invalid.is_some_and(|c| c.status == "True"
+            && c.message.contains("spec.packages.one.version")
+            && c.message.contains("drop the build metadata")),
+        "{conditions:?}"
+    );
+    assert!(
+        planned
+            .events
+            .iter()
+            .any(|e| e.warning && e.reason == "SpecInvalid"),
+        "{:?}",
+        planned.events
+    );
+}
+
 #[test]
 fn a_reboot_interrupt_waiting_for_its_reboot_asks_to_look_again_at_the_deadline() {
     let mut sim = Sim::new(
