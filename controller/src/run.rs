@@ -210,6 +210,14 @@ async fn reconcile_once(
     };
     let snapshot = Snapshot::build(cached, workload_pods, pdbs, now, config.reboot_deadline);
     let mut planned = plan(&snapshot, config, now);
+    for malformed in &planned.malformed_states {
+        warn!(
+            node = %malformed.node,
+            skyhook = %malformed.skyhook,
+            error = %malformed.error,
+            "node state annotation cannot be parsed; rebuilding it from empty, so the Skyhook's packages run again on the node"
+        );
+    }
     let dropped = event_budget.admit(&mut planned.events, now);
     if dropped > 0 {
         debug!(

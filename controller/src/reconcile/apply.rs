@@ -51,6 +51,7 @@ pub async fn apply(
         skyhook_annotations,
         events,
         requeue_after: _,
+        malformed_states: _,
     } = plan;
     let writes = nodes.len()
         + create_pods.len()

@@ -9,7 +9,7 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::v1alpha1::Status;
 
-use super::{CORDONED_AT_PREFIX, NodePatch};
+use super::NodePatch;
 use crate::reconcile::snapshot::NodeView;
 
 #[derive(Debug, Clone)]
@@ -22,6 +22,9 @@ pub(super) struct NodeWork<'s> {
     conditions: BTreeMap<String, (String, String)>,
     /// Node states parsed on first use, by Skyhook; written back in [`NodeWork::patch`].
     states: BTreeMap<String, NodeState>,
+    /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
+    /// planner, since the rebuilt state is written over it.
+    malformed: BTreeMap<String, String>,
 }
 
 impl<'s> NodeWork<'s> {
@@ -38,6 +41,7 @@ impl<'s> NodeWork<'s> {
                 .map(|(t, s, r)| (t.clone(), (s.clone(), r.clone())))
                 .collect(),
             states: BTreeMap::new(),
+            malformed: BTreeMap::new(),
         }
     }
 
@@ -51,15 +55,25 @@ impl<'s> NodeWork<'s> {
     }
 
     /// The node state of `skyhook`; an unreadable annotation reads as empty, so the packages
-    /// run again (the agent's flags keep that idempotent).
+    /// run again (the agent's flags keep that idempotent), and is recorded in
+    /// [`NodeWork::malformed`].
     pub(super) fn state(&mut self, skyhook: &str) -> &mut NodeState {
         let annotations = &self.annotations;
+        let malformed = &mut self.malformed;
         self.states.entry(skyhook.to_owned()).or_insert_with(|| {
-            annotations
-                .get(&keys::node_state_annotation(skyhook))
-                .and_then(|text| NodeState::parse(text).ok())
-                .unwrap_or_default()
+            let Some(text) = annotations.get(&keys::node_state_annotation(skyhook)) else {
+                return NodeState::new();
+            };
+            NodeState::parse(text).unwrap_or_else(|error| {
+                malformed.insert(skyhook.to_owned(), error_chain(&error));
+                NodeState::new()
+            })
         })
+    }
+
+    /// The Skyhooks whose node-state annotation did not parse, with why.
+    pub(super) fn malformed(&self) -> &BTreeMap<String, String> {
+        &self.malformed
     }
 
     /// The node status of `skyhook` as last written, `unknown` when absent.
@@ -98,7 +112,7 @@ impl<'s> NodeWork<'s> {
         self.annotations
             .insert(keys::cordon_annotation(skyhook), "true".to_owned());
         self.annotations
-            .entry(format!("{CORDONED_AT_PREFIX}{skyhook}"))
+            .entry(keys::cordoned_at_annotation(skyhook))
             .or_insert_with(|| now.to_owned());
         self.unschedulable = true;
     }
@@ -114,7 +128,7 @@ impl<'s> NodeWork<'s> {
             return;
         }
         self.annotations
-            .remove(&format!("{CORDONED_AT_PREFIX}{skyhook}"));
+            .remove(&keys::cordoned_at_annotation(skyhook));
         let others = self
             .annotations
             .keys()
@@ -177,6 +191,18 @@ impl<'s> NodeWork<'s> {
                 .collect(),
         }
     }
+}
+
+/// `error` and its sources, so the report says where the JSON broke, not only that it did.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 fn diff(
