@@ -1,5 +1,9 @@
 //! The control plane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler as child
 //! processes of one multi-call binary, with fresh certificates and free loopback ports.
+//!
+//! For fault injection a component can be stopped, started again (same flags, ports,
+//! certificates and data), restarted, or frozen with SIGSTOP; one that exits by itself is started
+//! again with a back-off, as the kubelet restarts a crashed static pod.
 
 pub mod binary;
 pub mod flags;
