@@ -713,8 +713,13 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
     };
     for (component, pid) in &record.components {
         let alive = is_alive_running(*pid, CONTROLPLANE_BINARY);
-        healthy &= alive;
-        let state = if alive { "running" } else { "NOT RUNNING" };
+        let paused = alive && process::is_stopped(*pid);
+        healthy &= alive && !paused;
+        let state = match (alive, paused) {
+            (true, false) => "running",
+            (true, true) => "PAUSED (`devcluster component resume` thaws it)",
+            (false, _) => "NOT RUNNING",
+        };
         out.push(format!(
             "  {component:<24} pid {pid:<8} port {:<6} {state}",
             port_of(component)
