@@ -305,11 +305,37 @@ impl NodeSim {
     }
 }
 
+/// Retry delays of the Node watch: 0.5 s doubling to 5 s. A kubelet reads its Node at every
+/// status update (10 s), so after an API outage the watch must be back well within that, where
+/// kube's default back-off grows to 30 s.
+#[derive(Debug, Clone, Copy, Default)]
+struct NodeWatchBackoff {
+    failures: u32,
+}
+
+impl Iterator for NodeWatchBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let delay = std::time::Duration::from_millis(500)
+            .saturating_mul(2u32.saturating_pow(self.failures))
+            .min(std::time::Duration::from_secs(5));
+        self.failures = self.failures.saturating_add(1);
+        Some(delay)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NodeWatchBackoff {
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
 /// Keeps `store` in step with the API server's Node objects for as long as the simulator runs.
 async fn watch_nodes(client: kube::Client, store: reflector::store::Writer<Node>) {
     let api: Api<Node> = Api::all(client);
     let events = reflector::reflector(store, watcher(api, watcher::Config::default()))
-        .default_backoff()
+        .backoff(NodeWatchBackoff::default())
         .touched_objects();
     futures::pin_mut!(events);
     while let Some(event) = events.next().await {
@@ -518,5 +544,24 @@ async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError
             .map(|_| ())
             .map_err(api_error("renew the lease of")),
         Err(e) => Err(api_error("create the lease of")(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::utils::Backoff;
+
+    #[test]
+    fn the_node_watch_retries_within_a_status_update() {
+        let mut backoff = NodeWatchBackoff::default();
+        let delays: Vec<u64> = backoff
+            .by_ref()
+            .take(6)
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000, 5000, 5000]);
+        backoff.reset();
+        assert_eq!(backoff.next(), Some(std::time::Duration::from_millis(500)));
     }
 }
