@@ -13,13 +13,14 @@ use kube::Api;
 use kube::api::ListParams;
 use nix::sys::signal::Signal;
 
+use crate::controlplane::flags::Component;
 use crate::controlplane::process::{self, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
 use crate::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::node::{Heartbeat, NodeHandle};
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
 use crate::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
-use crate::{DevCluster, DevClusterOptions, leftovers};
+use crate::{DevCluster, DevClusterError, DevClusterOptions, leftovers};
 
 const CONTROLPLANE_BINARY: &str = "devcluster-controlplane";
 /// How often `up` and `down` look at the daemon while waiting for it.
@@ -85,12 +86,114 @@ enum Command {
         #[arg(long)]
         webhook: bool,
     },
+    /// Restart one control-plane component (etcd, apiserver, controller-manager, scheduler) on
+    /// the same ports, certificates and data; returns once it is ready again.
+    Restart {
+        /// etcd, apiserver, controller-manager or scheduler.
+        component: Component,
+    },
+    /// Stop, start, pause (SIGSTOP) or resume one control-plane component, or stall it for a
+    /// while (`devcluster component stall etcd --seconds 20`).
+    Component {
+        #[command(subcommand)]
+        action: ComponentCommand,
+    },
+    /// Take a simulated node down as a dead machine, or boot it again.
+    Node {
+        #[command(subcommand)]
+        action: NodeCommand,
+    },
     /// Run the cluster in the foreground (what `up` starts in the background).
     #[command(hide = true)]
     Serve {
         #[command(flatten)]
         cluster: ClusterArgs,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ComponentCommand {
+    /// Stop it (SIGTERM, SIGKILL after 15 s) and leave it stopped.
+    Stop { component: Component },
+    /// Start it again as it ran before; returns once it is ready.
+    Start { component: Component },
+    /// Freeze it (SIGSTOP): it holds its sockets but answers nothing.
+    Pause { component: Component },
+    /// Thaw it (SIGCONT).
+    Resume { component: Component },
+    /// Freeze it for `--seconds`, then thaw it.
+    Stall {
+        component: Component,
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum NodeCommand {
+    /// The machine dies: its kubelet stops renewing the Lease and posting status, its pods'
+    /// processes are killed, nothing is reported; kube-controller-manager marks it unreachable
+    /// after its grace period. A reboot in flight does not bring it back.
+    Down { node: String },
+    /// The machine boots: new boot ID, status posted at once, its pods re-run.
+    Up { node: String },
+}
+
+/// One request to the daemon over its control socket: a line such as `restart etcd` or
+/// `node-down node-1`, answered by `ok` or `error: <message>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DaemonRequest {
+    Restart(Component),
+    Stop(Component),
+    Start(Component),
+    Pause(Component),
+    Resume(Component),
+    NodeDown(String),
+    NodeUp(String),
+}
+
+impl DaemonRequest {
+    fn line(&self) -> String {
+        match self {
+            Self::Restart(c) => format!("restart {}", c.short_name()),
+            Self::Stop(c) => format!("stop {}", c.short_name()),
+            Self::Start(c) => format!("start {}", c.short_name()),
+            Self::Pause(c) => format!("pause {}", c.short_name()),
+            Self::Resume(c) => format!("resume {}", c.short_name()),
+            Self::NodeDown(node) => format!("node-down {node}"),
+            Self::NodeUp(node) => format!("node-up {node}"),
+        }
+    }
+
+    fn parse(line: &str) -> Result<Self, String> {
+        let (verb, target) = line
+            .trim()
+            .split_once(' ')
+            .ok_or_else(|| format!("malformed request {line:?}: want `<verb> <target>`"))?;
+        let component = || target.parse::<Component>();
+        Ok(match verb {
+            "restart" => Self::Restart(component()?),
+            "stop" => Self::Stop(component()?),
+            "start" => Self::Start(component()?),
+            "pause" => Self::Pause(component()?),
+            "resume" => Self::Resume(component()?),
+            "node-down" => Self::NodeDown(target.to_owned()),
+            "node-up" => Self::NodeUp(target.to_owned()),
+            other => return Err(format!("unknown request {other:?} in {line:?}")),
+        })
+    }
+
+    async fn apply(&self, cluster: &DevCluster) -> Result<(), DevClusterError> {
+        match self {
+            Self::Restart(c) => cluster.restart(*c).await,
+            Self::Stop(c) => cluster.stop_component(*c).await,
+            Self::Start(c) => cluster.start_component(*c).await,
+            Self::Pause(c) => cluster.pause(*c).await,
+            Self::Resume(c) => cluster.resume(*c).await,
+            Self::NodeDown(node) => cluster.node_down(node).await,
+            Self::NodeUp(node) => cluster.node_up(node).await,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -157,6 +260,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ..WebhookOptions::default()
             }),
         ),
+        Command::Restart { component } => ask_daemon(&state, &DaemonRequest::Restart(component)),
+        Command::Component { action } => match action {
+            ComponentCommand::Stop { component } => {
+                ask_daemon(&state, &DaemonRequest::Stop(component))
+            }
+            ComponentCommand::Start { component } => {
+                ask_daemon(&state, &DaemonRequest::Start(component))
+            }
+            ComponentCommand::Pause { component } => {
+                ask_daemon(&state, &DaemonRequest::Pause(component))
+            }
+            ComponentCommand::Resume { component } => {
+                ask_daemon(&state, &DaemonRequest::Resume(component))
+            }
+            ComponentCommand::Stall { component, seconds } => {
+                ask_daemon(&state, &DaemonRequest::Pause(component))?;
+                // The stall is the fault itself.
+                std::thread::sleep(Duration::from_secs(seconds));
+                ask_daemon(&state, &DaemonRequest::Resume(component))
+            }
+        },
+        Command::Node { action } => match action {
+            NodeCommand::Down { node } => ask_daemon(&state, &DaemonRequest::NodeDown(node)),
+            NodeCommand::Up { node } => ask_daemon(&state, &DaemonRequest::NodeUp(node)),
+        },
         Command::Serve { cluster } => serve(&state, &cluster),
     }
 }
@@ -359,7 +487,15 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
                 return Err(anyhow::Error::new(error));
             }
         };
-        let signal = wait_for_stop_signal().await?;
+        let socket = state.control_socket();
+        let _stale = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket)
+            .with_context(|| format!("binding the control socket {}", socket.display()))?;
+        let signal = tokio::select! {
+            signal = wait_for_stop_signal() => signal?,
+            () = serve_control_socket(&listener, &cluster) => "the control socket closed",
+        };
+        let _removed = std::fs::remove_file(&socket);
         tracing::info!(signal, "stopping the cluster");
         Ok(cluster)
     });
@@ -369,6 +505,72 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
     });
     let _removed = std::fs::remove_file(state.daemon_pid_file());
     result
+}
+
+/// Answers requests of other `devcluster` commands, one connection at a time (faults are
+/// injected one after the other).
+async fn serve_control_socket(listener: &tokio::net::UnixListener, cluster: &DevCluster) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "accepting on the control socket");
+                continue;
+            }
+        };
+        let (reader, mut writer) = stream.into_split();
+        let mut line = String::new();
+        if let Err(error) = tokio::io::BufReader::new(reader).read_line(&mut line).await {
+            tracing::warn!(%error, "reading a control request");
+            continue;
+        }
+        let answer = match DaemonRequest::parse(&line) {
+            Ok(request) => {
+                tracing::info!(request = %request.line(), "control request");
+                match request.apply(cluster).await {
+                    Ok(()) => "ok\n".to_owned(),
+                    Err(error) => format!("error: {}\n", crate::shim::error_chain(&error)),
+                }
+            }
+            Err(message) => format!("error: {message}\n"),
+        };
+        if let Err(error) = writer.write_all(answer.as_bytes()).await {
+            tracing::warn!(%error, "answering a control request");
+        }
+    }
+}
+
+/// Sends `request` to the daemon of the cluster in `state` and waits for its answer.
+fn ask_daemon(state: &StateDir, request: &DaemonRequest) -> anyhow::Result<ExitCode> {
+    use std::io::Read;
+    if daemon_pid(state).is_none() {
+        bail!(
+            "no cluster started by `devcluster up` runs in {}; start one first",
+            state.root().display()
+        );
+    }
+    let socket = state.control_socket();
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket)
+        .with_context(|| format!("connecting to the daemon at {}", socket.display()))?;
+    writeln!(stream, "{}", request.line())
+        .with_context(|| format!("sending {:?} to the daemon", request.line()))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .with_context(|| format!("reading the daemon's answer to {:?}", request.line()))?;
+    match answer.trim().strip_prefix("error: ") {
+        None if answer.trim() == "ok" => {
+            eprintln!("devcluster: {}: done", request.line());
+            Ok(ExitCode::SUCCESS)
+        }
+        None => bail!(
+            "the daemon gave no answer to {:?} (it stopped?); see {}",
+            request.line(),
+            state.log_file("devcluster").display()
+        ),
+        Some(message) => bail!("{}: {message}", request.line()),
+    }
 }
 
 async fn wait_for_stop_signal() -> anyhow::Result<&'static str> {
@@ -511,8 +713,13 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
     };
     for (component, pid) in &record.components {
         let alive = is_alive_running(*pid, CONTROLPLANE_BINARY);
-        healthy &= alive;
-        let state = if alive { "running" } else { "NOT RUNNING" };
+        let paused = alive && process::is_stopped(*pid);
+        healthy &= alive && !paused;
+        let state = match (alive, paused) {
+            (true, false) => "running",
+            (true, true) => "PAUSED (`devcluster component resume` thaws it)",
+            (false, _) => "NOT RUNNING",
+        };
         out.push(format!(
             "  {component:<24} pid {pid:<8} port {:<6} {state}",
             port_of(component)
@@ -775,6 +982,64 @@ mod tests {
                 "{args:?}"
             );
         }
+    }
+
+    #[test]
+    fn daemon_requests_round_trip_through_their_line() {
+        let requests = [
+            DaemonRequest::Restart(Component::Etcd),
+            DaemonRequest::Stop(Component::KubeApiserver),
+            DaemonRequest::Start(Component::KubeApiserver),
+            DaemonRequest::Pause(Component::KubeControllerManager),
+            DaemonRequest::Resume(Component::KubeScheduler),
+            DaemonRequest::NodeDown("node-1".to_owned()),
+            DaemonRequest::NodeUp("light-12".to_owned()),
+        ];
+        for request in requests {
+            assert_eq!(DaemonRequest::parse(&request.line()), Ok(request.clone()));
+        }
+        assert_eq!(
+            DaemonRequest::parse("restart kube-apiserver\n"),
+            Ok(DaemonRequest::Restart(Component::KubeApiserver))
+        );
+        for bad in [
+            "",
+            "restart",
+            "restart etcd2",
+            "reboot node-1",
+            "pause node-1",
+        ] {
+            assert!(DaemonRequest::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn fault_commands_parse() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["devcluster"];
+            argv.extend(args);
+            Cli::try_parse_from(argv).map(|cli| cli.command)
+        };
+        assert!(matches!(
+            parse(&["restart", "apiserver"]),
+            Ok(Command::Restart {
+                component: Component::KubeApiserver
+            })
+        ));
+        assert!(matches!(
+            parse(&["component", "stall", "etcd", "--seconds", "3"]),
+            Ok(Command::Component {
+                action: ComponentCommand::Stall {
+                    component: Component::Etcd,
+                    seconds: 3
+                }
+            })
+        ));
+        assert!(matches!(
+            parse(&["node", "down", "node-2"]),
+            Ok(Command::Node { action: NodeCommand::Down { node } }) if node == "node-2"
+        ));
+        assert!(parse(&["restart", "kubelet"]).is_err());
     }
 
     #[test]
