@@ -241,10 +241,9 @@ pub fn skyhook_series(
 
     let policy = skyhook
         .spec
-        .deployment_policy
-        .clone()
-        .filter(|policy| !policy.is_empty())
-        .unwrap_or_else(|| keys::LEGACY_POLICY_NAME.to_owned());
+        .policy_name()
+        .unwrap_or(keys::LEGACY_POLICY_NAME)
+        .to_owned();
     let rollout = status
         .compartment_statuses
         .iter()

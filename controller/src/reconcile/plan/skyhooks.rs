@@ -159,7 +159,7 @@ impl<'s> Planner<'s> {
             nodes: complete.clone(),
         };
 
-        let policy_name = skyhook.spec.deployment_policy.as_deref();
+        let policy_name = skyhook.spec.policy_name();
         let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
         let policy_missing = policy_name.is_some() && policy.is_none();
         let disabled = skyhook.is_disabled();

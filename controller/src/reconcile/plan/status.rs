@@ -114,8 +114,7 @@ impl Planner<'_> {
         }
         let policy = skyhook
             .spec
-            .deployment_policy
-            .as_deref()
+            .policy_name()
             .and_then(|p| self.snapshot.policies.get(p));
         if (entering_complete || outcome.version_changed)
             && reset_batch_state_enabled(skyhook.spec.deployment_policy_options.as_ref(), policy)
@@ -223,7 +222,7 @@ impl Planner<'_> {
                     "DeploymentPolicyNotFound",
                     format!(
                         "DeploymentPolicy {:?} does not exist; create it or fix spec.deploymentPolicy",
-                        skyhook.spec.deployment_policy.as_deref().unwrap_or_default()
+                        skyhook.spec.policy_name().unwrap_or_default()
                     ),
                     generation,
                     now,

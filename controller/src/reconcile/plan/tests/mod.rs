@@ -8,3 +8,4 @@ mod policy;
 mod reboots;
 mod scenarios;
 mod sim;
+mod targeting;
