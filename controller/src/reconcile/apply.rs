@@ -564,11 +564,12 @@ async fn patch_node(
         let now = jiff::Timestamp::now().to_string();
         let conditions: Vec<Value> = conditions
             .iter()
-            .map(|(type_, status, reason)| {
+            .map(|condition| {
                 json!({
-                    "type": type_,
-                    "status": status,
-                    "reason": reason,
+                    "type": condition.type_,
+                    "status": condition.status,
+                    "reason": condition.reason,
+                    "message": condition.message,
                     "lastTransitionTime": now,
                     "lastHeartbeatTime": now,
                 })
@@ -652,6 +653,7 @@ mod tests {
 
     use super::{Failures, NodePatch, Operation, OwnedConfigMap, Waiting, node_merge_patch};
     use crate::metrics::Metrics;
+    use crate::reconcile::snapshot::NodeConditionView;
 
     fn api_error(code: u16) -> Result<(), kube::Error> {
         Err(kube::Error::Api(
@@ -786,7 +788,12 @@ mod tests {
             ..NodePatch::default()
         };
         let conditions_only = NodePatch {
-            conditions: vec![("T".into(), "True".into(), "R".into())],
+            conditions: vec![NodeConditionView {
+                type_: "T".into(),
+                status: "True".into(),
+                reason: "R".into(),
+                message: "M".into(),
+            }],
             ..NodePatch::default()
         };
         let cases = [

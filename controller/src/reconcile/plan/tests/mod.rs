@@ -4,6 +4,7 @@
 
 mod budget;
 mod changes;
+mod conditions;
 mod policy;
 mod reboots;
 mod scenarios;
