@@ -114,6 +114,12 @@ impl Lifecycle {
         matches!(self, Lifecycle::Pause | Lifecycle::Disable)
     }
 
+    /// Whether the verb asks `Continue? [y/N]:` without `--confirm`: pause and disable do,
+    /// resume and enable (which undo them) do not, as upstream's.
+    pub const fn asks(self) -> bool {
+        self.sets()
+    }
+
     const fn verb(self) -> &'static str {
         match self {
             Lifecycle::Pause => "pause",
@@ -161,7 +167,8 @@ fn operator_too_old(version: &str) -> bool {
     compare_precedence(bare, MIN_LIFECYCLE_OPERATOR).is_ok_and(|o| o.is_lt())
 }
 
-/// Sets or removes the pause or disable annotation. A Skyhook already in the wanted state
+/// Sets or removes the pause or disable annotation; only pause and disable ask for
+/// confirmation ([`Lifecycle::asks`]). A Skyhook already in the wanted state
 /// gets no patch, only a note. Refused when `operator` (see [`operator_version_of`]) is older
 /// than [`MIN_LIFECYCLE_OPERATOR`], which ignores the annotations.
 pub fn lifecycle(
@@ -206,7 +213,9 @@ pub fn lifecycle(
         }],
         done: vec![format!("Skyhook {name:?} {}", verb.past())],
         notes: Vec::new(),
-        confirm: true,
+        // Resume and enable only undo a pause or a disable and, as upstream's, do not ask:
+        // scripts call them without `--confirm`.
+        confirm: verb.asks(),
     })
 }
 

@@ -23,7 +23,8 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
     let plain = common::demo();
     let paused = with_annotations(common::demo(), &[("skyhook.nvidia.com/pause", "true")]);
     let disabled = with_annotations(common::demo(), &[("skyhook.nvidia.com/disable", "true")]);
-    for (skyhook, verb, annotation, value, done, dry_run) in [
+    // Only pause and disable ask; resume and enable undo them without asking, as upstream's.
+    for (skyhook, verb, annotation, value, done, dry_run, asks) in [
         (
             &plain,
             Lifecycle::Pause,
@@ -31,6 +32,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             json!("true"),
             "Skyhook \"demo\" paused",
             "[dry-run] Would pause Skyhook \"demo\"",
+            true,
         ),
         (
             &paused,
@@ -39,6 +41,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             Value::Null,
             "Skyhook \"demo\" resumed",
             "[dry-run] Would resume Skyhook \"demo\"",
+            false,
         ),
         (
             &plain,
@@ -47,6 +50,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             json!("true"),
             "Skyhook \"demo\" disabled",
             "[dry-run] Would disable Skyhook \"demo\"",
+            true,
         ),
         (
             &disabled,
@@ -55,6 +59,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             Value::Null,
             "Skyhook \"demo\" enabled",
             "[dry-run] Would enable Skyhook \"demo\"",
+            false,
         ),
     ] {
         let change = patches::lifecycle(skyhook, verb, None).unwrap();
@@ -67,7 +72,8 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
         );
         assert_eq!(change.done, [done]);
         assert_eq!(change.dry_run(), [dry_run]);
-        assert!(change.confirm);
+        assert_eq!(change.confirm, asks, "{verb:?}");
+        assert_eq!(verb.asks(), asks, "{verb:?}");
     }
 }
 
