@@ -16,6 +16,7 @@ use nix::sys::signal::Signal;
 use crate::controlplane::flags::Component;
 use crate::controlplane::process::{self, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
+use crate::images::ImageMap;
 use crate::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::node::{Heartbeat, NodeHandle};
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
@@ -208,6 +209,10 @@ struct ClusterArgs {
     /// instead of 50 s: a sixth of the heartbeat writes, for thousands of nodes on one machine.
     #[arg(long)]
     relaxed_heartbeats: bool,
+    /// An image map (the format of devcluster/images.yaml) whose entries are tried before the
+    /// built-in ones: how the nodes run images the built-in map does not know.
+    #[arg(long, value_name = "FILE")]
+    image_map: Option<PathBuf>,
 }
 
 impl ClusterArgs {
@@ -219,7 +224,24 @@ impl ClusterArgs {
         if self.relaxed_heartbeats {
             args.push("--relaxed-heartbeats".to_string());
         }
+        if let Some(file) = &self.image_map {
+            args.push(format!("--image-map={}", file.display()));
+        }
         args
+    }
+
+    /// The arguments with the image map made absolute (the daemon does not share the caller's
+    /// working directory) and checked, so a bad map is reported by `up` rather than in the
+    /// daemon's log.
+    fn checked(mut self) -> anyhow::Result<Self> {
+        if let Some(file) = &self.image_map {
+            let absolute = std::path::absolute(file)
+                .with_context(|| format!("resolving the image map path {}", file.display()))?;
+            ImageMap::load(Path::new("."), Some(&absolute))
+                .with_context(|| format!("checking the image map {}", absolute.display()))?;
+            self.image_map = Some(absolute);
+        }
+        Ok(self)
     }
 }
 
@@ -237,7 +259,9 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let state = resolve_state_dir(cli.state_dir)?;
     match cli.command {
-        Command::Up { cluster, timeout } => up(&state, &cluster, Duration::from_secs(timeout)),
+        Command::Up { cluster, timeout } => {
+            up(&state, &cluster.checked()?, Duration::from_secs(timeout))
+        }
         Command::Down => down(&state),
         Command::Status => status(&state),
         Command::Kubeconfig => kubeconfig(&state),
@@ -473,6 +497,7 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
         state_dir: Some(state.root().to_path_buf()),
         timeouts: Timeouts::default(),
         progress: Some(std::sync::Arc::new(progress.clone())),
+        image_map: cluster.image_map.clone(),
         ..DevClusterOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -951,6 +976,7 @@ mod tests {
                     nodes: 0,
                     light: false,
                     relaxed_heartbeats: false,
+                    image_map: None,
                 },
                 vec!["--nodes=0"],
             ),
@@ -959,6 +985,7 @@ mod tests {
                     nodes: 3,
                     light: true,
                     relaxed_heartbeats: false,
+                    image_map: None,
                 },
                 vec!["--nodes=3", "--light"],
             ),
@@ -967,8 +994,18 @@ mod tests {
                     nodes: 5000,
                     light: true,
                     relaxed_heartbeats: true,
+                    image_map: None,
                 },
                 vec!["--nodes=5000", "--light", "--relaxed-heartbeats"],
+            ),
+            (
+                ClusterArgs {
+                    nodes: 1,
+                    light: false,
+                    relaxed_heartbeats: false,
+                    image_map: Some(PathBuf::from("/maps/images.yaml")),
+                },
+                vec!["--nodes=1", "--image-map=/maps/images.yaml"],
             ),
         ];
         for (args, expected) in cases {
@@ -978,10 +1015,51 @@ mod tests {
             argv.extend(rendered);
             let parsed = Cli::try_parse_from(argv).map(|cli| cli.command);
             assert!(
-                matches!(parsed, Ok(Command::Serve { cluster }) if cluster.nodes == args.nodes && cluster.light == args.light && cluster.relaxed_heartbeats == args.relaxed_heartbeats),
+                matches!(parsed, Ok(Command::Serve { cluster }) if cluster.nodes == args.nodes && cluster.light == args.light && cluster.relaxed_heartbeats == args.relaxed_heartbeats && cluster.image_map == args.image_map),
                 "{args:?}"
             );
         }
+    }
+
+    /// `up --image-map FILE` (documented in devcluster/images.yaml) hands the daemon an absolute
+    /// path, and refuses a map that does not load before starting anything.
+    #[test]
+    fn up_checks_the_image_map_and_passes_it_on_absolute() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let good = dir.path().join("good.yaml");
+        std::fs::write(
+            &good,
+            "images:\n  - name: example.com/app\n    runtime: sleep\n",
+        )?;
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, "images:\n  - name: x\n    runtime: teleport\n")?;
+        let up = |map: &Path| {
+            let argv = ["devcluster", "up", "--nodes=1", "--image-map"];
+            Cli::try_parse_from(
+                argv.iter()
+                    .copied()
+                    .chain([map.to_str().unwrap_or_default()]),
+            )
+        };
+        let Command::Up { cluster, .. } = up(&good)?.command else {
+            anyhow::bail!("`up` parsed as another command");
+        };
+        let checked = cluster.checked()?;
+        assert_eq!(checked.image_map.as_deref(), Some(good.as_path()));
+        let Command::Up { cluster, .. } = up(&bad)?.command else {
+            anyhow::bail!("`up` parsed as another command");
+        };
+        let error = format!("{:#}", cluster.checked().err().context("a bad map passed")?);
+        assert!(error.contains("bad.yaml"), "{error}");
+        let Command::Up { cluster, .. } = up(Path::new("relative/map.yaml"))?.command else {
+            anyhow::bail!("`up` parsed as another command");
+        };
+        let error = format!(
+            "{:#}",
+            cluster.checked().err().context("a missing map passed")?
+        );
+        assert!(error.contains("relative/map.yaml"), "{error}");
+        Ok(())
     }
 
     #[test]

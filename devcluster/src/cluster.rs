@@ -20,6 +20,7 @@ use crate::controlplane::ports::Ports;
 use crate::controlplane::{
     ControlPlane, ControlPlaneError, ControlPlaneSettings, Timeouts, binary,
 };
+use crate::images::ImageMap;
 use crate::install::{ControllerProcess, InstallError, InstallOptions};
 use crate::node::{Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
 use crate::state::{ClusterRecord, StateDir, repository_root};
@@ -50,6 +51,9 @@ pub struct DevClusterOptions {
     pub timeouts: Timeouts,
     /// `None`: milestones are logged with `tracing`.
     pub progress: Option<Progress>,
+    /// A user image map (the format of `devcluster/images.yaml`) whose entries are tried before
+    /// the built-in ones.
+    pub image_map: Option<PathBuf>,
 }
 
 impl Default for DevClusterOptions {
@@ -64,6 +68,7 @@ impl Default for DevClusterOptions {
             heartbeat: Heartbeat::KUBELET,
             timeouts: Timeouts::default(),
             progress: None,
+            image_map: None,
         }
     }
 }
@@ -80,6 +85,7 @@ impl std::fmt::Debug for DevClusterOptions {
             .field("heartbeat", &self.heartbeat)
             .field("timeouts", &self.timeouts)
             .field("progress", &self.progress.as_ref().map(|_| "callback"))
+            .field("image_map", &self.image_map)
             .finish()
     }
 }
@@ -695,7 +701,10 @@ async fn start_simulated_nodes(
     })?;
     let workspace_root = repository_root(Path::new(env!("CARGO_MANIFEST_DIR")))
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let image_map =
+        ImageMap::load(&workspace_root, options.image_map.as_deref()).map_err(NodeError::from)?;
     let mut sim_options = NodeSimOptions::new(options.nodes, state.nodes(), workspace_root)?;
+    sim_options.image_map = image_map;
     sim_options.light = options.light;
     sim_options.labels = options.node_labels.clone();
     sim_options.reboot_delay = options.reboot_delay;

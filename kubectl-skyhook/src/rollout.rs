@@ -14,7 +14,6 @@ use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::runtime_required::parse_taint;
-use skyhook_api::selector::Selector;
 use skyhook_api::stage::node_complete;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::v1alpha1::{BatchState, Skyhook, Status};
@@ -117,7 +116,7 @@ impl<'c> Rollout<'c> {
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(b.name));
 
-        let (specs, policy_missing) = match skyhook.spec.deployment_policy.as_deref() {
+        let (specs, policy_missing) = match skyhook.spec.policy_name() {
             Some(policy) => match cluster.policy(policy) {
                 Some(policy) => (policy_compartments(&policy.spec), false),
                 None => (Vec::new(), true),
@@ -228,16 +227,12 @@ pub fn candidate<'c>(skyhook: &str, facts: &NodeFacts<'c>) -> CandidateNode<'c> 
     }
 }
 
-/// The nodes `skyhook` selects (an absent selector selects every node).
+/// The nodes `skyhook` targets (see [`skyhook_api::v1alpha1::SkyhookSpec::target_selector`]).
 pub fn selected_nodes<'c>(
     skyhook: &Skyhook,
     cluster: &'c Cluster,
 ) -> impl Iterator<Item = &'c Node> + use<'c> {
-    let selector = skyhook
-        .spec
-        .node_selectors
-        .as_ref()
-        .map_or_else(Selector::everything, Selector::parse_or_nothing);
+    let selector = skyhook.spec.target_selector();
     cluster
         .nodes
         .iter()

@@ -147,6 +147,30 @@ pub const NODE_ERRORING_REASON: &str = "Package(s) Erroring or Unknown";
 /// Reason of the node `Erroring` condition while False.
 pub const NODE_NOT_ERRORING_REASON: &str = "Not Erroring";
 
+/// Message of the node `NotReady` condition of Skyhook `skyhook`: upstream's `Skyhook <name>
+/// Ready` once it is complete on the node, and the counterpart `Skyhook <name> Not Ready`
+/// while it is not (upstream's text for that case is not recorded; see
+/// docs/compatibility.md).
+pub fn node_not_ready_message(skyhook: &str, complete: bool) -> String {
+    if complete {
+        format!("Skyhook {skyhook} Ready")
+    } else {
+        format!("Skyhook {skyhook} Not Ready")
+    }
+}
+
+/// Message of the node `Erroring` condition of Skyhook `skyhook`: upstream's `Package
+/// Erroring or Unknown for <name>` while a package is erroring or unknown on the node, and the
+/// counterpart `No Package Erroring or Unknown for <name>` otherwise (upstream's text for that
+/// case is not recorded; see docs/compatibility.md).
+pub fn node_erroring_message(skyhook: &str, erroring: bool) -> String {
+    if erroring {
+        format!("Package Erroring or Unknown for {skyhook}")
+    } else {
+        format!("No Package Erroring or Unknown for {skyhook}")
+    }
+}
+
 // ---- Pods and ConfigMaps the operator creates ----------------------------------------------
 
 /// Label (and annotation) on package pods, interrupt pods and package ConfigMaps: the Skyhook
@@ -204,6 +228,25 @@ pub const CONDITION_APPLY_PACKAGE: &str = "skyhook.nvidia.com/ApplyPackage";
 pub const CONDITION_TAINT_NOT_TOLERABLE: &str = "skyhook.nvidia.com/TaintNotTolerable";
 /// Condition: True while some selected node carries the ignore label.
 pub const CONDITION_NODES_IGNORED: &str = "skyhook.nvidia.com/NodesIgnored";
+/// Reason of [`CONDITION_TAINT_NOT_TOLERABLE`], True or False (upstream: the type's last
+/// segment either way).
+pub const TAINT_NOT_TOLERABLE_REASON: &str = "TaintNotTolerable";
+/// Message of [`CONDITION_TAINT_NOT_TOLERABLE`] while False.
+pub const ALL_TAINTS_TOLERABLE_MESSAGE: &str = "All nodes have tolerable taints.";
+/// Reason of [`CONDITION_NODES_IGNORED`], True or False (upstream: the type's last segment
+/// either way).
+pub const NODES_IGNORED_REASON: &str = "NodesIgnored";
+/// Message of [`CONDITION_NODES_IGNORED`] while False.
+pub const NO_NODES_IGNORED_MESSAGE: &str = "No nodes have ignore label set.";
+/// Reason of [`CONDITION_APPLY_PACKAGE`].
+pub const APPLY_PACKAGE_REASON: &str = "ApplyPackage";
+
+/// Message of [`CONDITION_APPLY_PACKAGE`] (upstream's, without the stage): the package and node
+/// of the last pod launch.
+pub fn apply_package_message(package: &str, version: &str, node: &str) -> String {
+    format!("Applying package [{package}:{version}] to node [{node}]")
+}
+
 /// Condition: True while the referenced DeploymentPolicy does not exist.
 pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND: &str =
     "skyhook.nvidia.com/DeploymentPolicyNotFound";

@@ -217,7 +217,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
             .map_or("unknown", |s| s.as_str())
             .to_owned(),
         priority: skyhook.spec.priority,
-        policy: skyhook.spec.deployment_policy.clone(),
+        policy: skyhook.spec.policy_name().map(str::to_owned),
         paused: skyhook.is_paused(),
         disabled: skyhook.is_disabled(),
         packages: skyhook
@@ -515,11 +515,7 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
     if rollout.policy_missing {
         return vec![format!(
             "nothing: DeploymentPolicy {:?} does not exist; create it or remove spec.deploymentPolicy",
-            skyhook
-                .spec
-                .deployment_policy
-                .as_deref()
-                .unwrap_or_default()
+            skyhook.spec.policy_name().unwrap_or_default()
         )];
     }
     if skyhook.is_disabled() {

@@ -114,11 +114,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
     let held = if rollout.policy_missing {
         let note = format!(
             "DeploymentPolicy {:?} does not exist: no node would be worked on",
-            planned
-                .spec
-                .deployment_policy
-                .as_deref()
-                .unwrap_or_default()
+            planned.spec.policy_name().unwrap_or_default()
         );
         notes.push(note.clone());
         Some(note)
@@ -191,7 +187,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
     PlanView {
         skyhook_name: name.to_owned(),
         exists: existing.is_some(),
-        policy: planned.spec.deployment_policy.clone(),
+        policy: planned.spec.policy_name().map(str::to_owned),
         nodes,
         notes,
     }

@@ -106,7 +106,7 @@ fn check_budget_and_policy(
             "use 0 or more",
         ));
     }
-    let policy = spec.deployment_policy.as_deref().filter(|p| !p.is_empty());
+    let policy = spec.policy_name();
     if let Some(policy) = policy {
         if percent.is_some() || count.is_some() {
             out.push(Violation::new(

@@ -44,7 +44,7 @@ use skyhook_api::v1alpha1::SkyhookStatus;
 
 use crate::config::Config;
 
-use super::snapshot::Snapshot;
+use super::snapshot::{NodeConditionView, Snapshot};
 use work::NodeWork;
 
 /// How often a reconcile looks again at a node that is being drained or held by protected
@@ -116,8 +116,8 @@ pub struct NodePatch {
     pub unschedulable: Option<bool>,
     /// The node's complete taint list after the change, when it changed.
     pub taints: Option<Vec<Taint>>,
-    /// Node conditions to set, as `(type, status, reason)`.
-    pub conditions: Vec<(String, String, String)>,
+    /// Node conditions to set: only those that differ from the node as read.
+    pub conditions: Vec<NodeConditionView>,
 }
 
 impl NodePatch {

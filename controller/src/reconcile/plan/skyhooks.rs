@@ -159,7 +159,7 @@ impl<'s> Planner<'s> {
             nodes: complete.clone(),
         };
 
-        let policy_name = skyhook.spec.deployment_policy.as_deref();
+        let policy_name = skyhook.spec.policy_name();
         let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
         let policy_missing = policy_name.is_some() && policy.is_none();
         let disabled = skyhook.is_disabled();
@@ -226,7 +226,12 @@ impl<'s> Planner<'s> {
             } else {
                 ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
             };
-            work.set_condition(keys::node_not_ready_condition(name), not_ready, reason);
+            work.set_condition(
+                keys::node_not_ready_condition(name),
+                not_ready,
+                reason,
+                keys::node_not_ready_message(name, done),
+            );
             let erroring = node_erroring(work.state(name));
             work.set_condition(
                 keys::node_erroring_condition(name),
@@ -236,6 +241,7 @@ impl<'s> Planner<'s> {
                 } else {
                     keys::NODE_NOT_ERRORING_REASON
                 },
+                keys::node_erroring_message(name, erroring),
             );
             if work.state(name).is_empty() {
                 status.node_state.remove(&node.name);

@@ -10,7 +10,7 @@ use skyhook_api::runtime_required::has_taint;
 use skyhook_api::v1alpha1::Status;
 
 use super::NodePatch;
-use crate::reconcile::snapshot::NodeView;
+use crate::reconcile::snapshot::{NodeConditionView, NodeView};
 
 #[derive(Debug, Clone)]
 pub(super) struct NodeWork<'s> {
@@ -19,7 +19,8 @@ pub(super) struct NodeWork<'s> {
     labels: BTreeMap<String, String>,
     pub(super) taints: Vec<Taint>,
     unschedulable: bool,
-    conditions: BTreeMap<String, (String, String)>,
+    /// The node's conditions by type, as this plan leaves them so far.
+    conditions: BTreeMap<String, NodeConditionView>,
     /// Node states parsed on first use, by Skyhook; written back in [`NodeWork::patch`].
     states: BTreeMap<String, NodeState>,
     /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
@@ -38,7 +39,7 @@ impl<'s> NodeWork<'s> {
             conditions: view
                 .conditions
                 .iter()
-                .map(|(t, s, r)| (t.clone(), (s.clone(), r.clone())))
+                .map(|c| (c.type_.clone(), c.clone()))
                 .collect(),
             states: BTreeMap::new(),
             malformed: BTreeMap::new(),
@@ -102,9 +103,20 @@ impl<'s> NodeWork<'s> {
         self.annotations.insert(key, value);
     }
 
-    pub(super) fn set_condition(&mut self, type_: String, status: &str, reason: &str) {
-        self.conditions
-            .insert(type_, (status.to_owned(), reason.to_owned()));
+    pub(super) fn set_condition(
+        &mut self,
+        type_: String,
+        status: &str,
+        reason: &str,
+        message: String,
+    ) {
+        let condition = NodeConditionView {
+            type_: type_.clone(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message,
+        };
+        self.conditions.insert(type_, condition);
     }
 
     /// Cordons the node for `skyhook`, recording ownership and when.
@@ -177,17 +189,13 @@ impl<'s> NodeWork<'s> {
             unschedulable: (self.unschedulable != self.view.unschedulable)
                 .then_some(self.unschedulable),
             taints: (self.taints != self.view.taints).then(|| self.taints.clone()),
+            // Written only when status, reason or message differ from the node as read, so a
+            // settled node costs no status write per reconcile.
             conditions: self
                 .conditions
-                .iter()
-                .filter(|(type_, (status, reason))| {
-                    !self
-                        .view
-                        .conditions
-                        .iter()
-                        .any(|(t, s, r)| t == *type_ && s == status && r == reason)
-                })
-                .map(|(t, (s, r))| (t.clone(), s.clone(), r.clone()))
+                .values()
+                .filter(|condition| !self.view.conditions.contains(condition))
+                .cloned()
                 .collect(),
         }
     }

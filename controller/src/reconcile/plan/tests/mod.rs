@@ -4,7 +4,9 @@
 
 mod budget;
 mod changes;
+mod conditions;
 mod policy;
 mod reboots;
 mod scenarios;
 mod sim;
+mod targeting;

@@ -203,7 +203,7 @@ impl Sim {
                 node.taints.clone_from(taints);
             }
             for condition in &patch.conditions {
-                node.conditions.retain(|c| c.0 != condition.0);
+                node.conditions.retain(|c| c.type_ != condition.type_);
                 node.conditions.push(condition.clone());
             }
         }
