@@ -17,10 +17,10 @@ use crate::controlplane::flags::Component;
 use crate::controlplane::process::{self, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
 use crate::images::ImageMap;
-use crate::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::node::{Heartbeat, NodeHandle};
+use crate::skyhook::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
+use crate::skyhook::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
-use crate::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
 use crate::{DevCluster, DevClusterError, DevClusterOptions, leftovers};
 
 const CONTROLPLANE_BINARY: &str = "devcluster-controlplane";

@@ -21,7 +21,6 @@ use crate::controlplane::{
     ControlPlane, ControlPlaneError, ControlPlaneSettings, Timeouts, binary,
 };
 use crate::images::ImageMap;
-use crate::install::{ControllerProcess, InstallError, InstallOptions};
 use crate::node::{Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
 use crate::state::{ClusterRecord, StateDir, repository_root};
 
@@ -410,42 +409,6 @@ impl DevCluster {
     /// Client configuration for the cluster-admin user (for clients other than `kube::Client`).
     pub fn config(&self) -> &kube::Config {
         &self.config
-    }
-
-    /// Applies the skyhook CRDs, the `skyhook` namespace and its LimitRange, and starts
-    /// `skyhook-controller` against this cluster; returns once the controller is ready. The
-    /// controller stops when the returned handle is dropped (drop it before the cluster).
-    pub async fn install(
-        &self,
-        options: InstallOptions,
-    ) -> Result<ControllerProcess, InstallError> {
-        let client = self
-            .client()
-            .map_err(|error| InstallError::Client(error.to_string()))?;
-        crate::install::install(&client, &self.state, &options).await
-    }
-
-    /// Starts one more `skyhook-controller` against this cluster, without applying anything
-    /// (see [`InstallOptions::replica`] for a second replica next to the installed one).
-    pub async fn start_controller(
-        &self,
-        options: InstallOptions,
-    ) -> Result<ControllerProcess, InstallError> {
-        crate::install::start_controller(&self.state, &options).await
-    }
-
-    /// Registers upstream's webhook configurations and starts `skyhook-webhook` against this
-    /// cluster (after [`DevCluster::install`]: it needs the CRDs and the namespace); returns once
-    /// the API server gets answers through it. The webhook stops when the handle is dropped (drop
-    /// it before the cluster).
-    pub async fn install_webhook(
-        &self,
-        options: crate::webhook::WebhookOptions,
-    ) -> Result<crate::webhook::WebhookProcess, crate::webhook::WebhookError> {
-        let client = self
-            .client()
-            .map_err(|error| InstallError::Client(error.to_string()))?;
-        crate::webhook::install_webhook(&client, &self.state, &options).await
     }
 
     /// Stops the cluster now (what drop does), waiting until every process has ended.

@@ -14,15 +14,14 @@ pub mod cli;
 mod cluster;
 pub mod controlplane;
 pub mod images;
-pub mod install;
 pub mod kubelet;
 mod leftovers;
 pub mod node;
 pub mod shim;
+pub mod skyhook;
 pub mod state;
-pub mod webhook;
 
 pub use cluster::{DevCluster, DevClusterError, DevClusterOptions, Progress};
 pub use controlplane::flags::Component;
-pub use install::{ControllerProcess, InstallError, InstallOptions};
-pub use webhook::{WebhookError, WebhookOptions, WebhookProcess};
+pub use skyhook::install::{ControllerProcess, InstallError, InstallOptions};
+pub use skyhook::webhook::{WebhookError, WebhookOptions, WebhookProcess};

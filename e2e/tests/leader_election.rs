@@ -31,7 +31,8 @@ async fn the_standby_finishes_the_rollout_after_the_leader_is_killed() -> anyhow
     })
     .await?;
     let client = installed.cluster.client()?;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), devcluster::install::NAMESPACE);
+    let leases: Api<Lease> =
+        Api::namespaced(client.clone(), devcluster::skyhook::install::NAMESPACE);
     let first = e2e::within(
         "the first replica to take the Lease",
         e2e::WAIT,

@@ -289,9 +289,10 @@ async fn policies_are_checked_on_patch_and_protected_while_referenced() -> anyho
 async fn the_serving_certificate_rotates_without_a_failed_request() -> anyhow::Result<()> {
     let setup = setup().await?;
     let client = setup.cluster.client()?;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), devcluster::install::NAMESPACE);
+    let secrets: Api<Secret> =
+        Api::namespaced(client.clone(), devcluster::skyhook::install::NAMESPACE);
     let before = secrets
-        .get(devcluster::webhook::CERT_SECRET)
+        .get(devcluster::skyhook::webhook::CERT_SECRET)
         .await
         .context("reading the webhook's certificate Secret")?;
     let old_cert = secret_field(&before, "tls.crt")?;
@@ -313,7 +314,7 @@ async fn the_serving_certificate_rotates_without_a_failed_request() -> anyhow::R
 
     secrets
         .patch(
-            devcluster::webhook::CERT_SECRET,
+            devcluster::skyhook::webhook::CERT_SECRET,
             &PatchParams::default(),
             &Patch::Merge(serde_json::json!({
                 "metadata": {"annotations": {"skyhook.nvidia.com/expiration": "2000-01-01T00:00:00Z"}}
@@ -384,7 +385,9 @@ fn secret_field(secret: &Secret, key: &str) -> anyhow::Result<String> {
 async fn wait_for_new_secret(secrets: &Api<Secret>, old_cert: &str) -> anyhow::Result<Secret> {
     let started = Instant::now();
     loop {
-        let secret = secrets.get(devcluster::webhook::CERT_SECRET).await?;
+        let secret = secrets
+            .get(devcluster::skyhook::webhook::CERT_SECRET)
+            .await?;
         if secret_field(&secret, "tls.crt")? != old_cert {
             return Ok(secret);
         }

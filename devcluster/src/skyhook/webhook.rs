@@ -28,10 +28,10 @@ use kube::api::{
 };
 use std::os::unix::process::CommandExt;
 
+use super::install::{NAMESPACE, free_port, readyz, stop_child};
 use crate::controlplane::process::{
     is_alive_running, log_tail, read_record, stop_process, write_record,
 };
-use crate::install::{NAMESPACE, free_port, readyz, stop_child};
 use crate::state::StateDir;
 
 /// The webhook's binary name (also what `status` and `down` look for in `/proc/<pid>/cmdline`).
@@ -77,7 +77,7 @@ pub enum WebhookError {
     )]
     Missing(PathBuf),
     #[error(transparent)]
-    Install(#[from] crate::install::InstallError),
+    Install(#[from] super::install::InstallError),
     #[error("{action}: {source}")]
     Api { action: String, source: kube::Error },
     #[error("{action} {path}: {source}")]
@@ -179,7 +179,7 @@ pub fn webhook_binary() -> Result<PathBuf, WebhookError> {
     match std::env::var_os("SKYHOOK_WEBHOOK_BIN") {
         Some(path) => Ok(PathBuf::from(path)),
         None => Ok(crate::shim::devcluster_binary()
-            .map_err(crate::install::InstallError::from)?
+            .map_err(super::install::InstallError::from)?
             .with_file_name(WEBHOOK_BINARY)),
     }
 }
