@@ -555,7 +555,7 @@ async fn serve_control_socket(listener: &tokio::net::UnixListener, cluster: &Dev
                 tracing::info!(request = %request.line(), "control request");
                 match request.apply(cluster).await {
                     Ok(()) => "ok\n".to_owned(),
-                    Err(error) => format!("error: {}\n", crate::shim::error_chain(&error)),
+                    Err(error) => format!("error: {}\n", crate::isolation::error_chain(&error)),
                 }
             }
             Err(message) => format!("error: {message}\n"),

@@ -585,7 +585,7 @@ async fn serve(
     if let Some(nodes) = nodes
         && let Err(error) = nodes.shutdown().await
     {
-        tracing::error!(error = %crate::shim::error_chain(&error), "stopping the simulated nodes");
+        tracing::error!(error = %crate::isolation::error_chain(&error), "stopping the simulated nodes");
     }
     plane.stop().await;
     match std::fs::remove_file(state.cluster_info()) {
@@ -704,7 +704,7 @@ async fn start_simulated_nodes(
         }
         Err(error) => {
             if let Err(stop_error) = sim.shutdown().await {
-                tracing::error!(error = %crate::shim::error_chain(&stop_error), "stopping the simulated nodes");
+                tracing::error!(error = %crate::isolation::error_chain(&stop_error), "stopping the simulated nodes");
             }
             Err(error)
         }

@@ -73,7 +73,8 @@ pub fn unmount_all_under(root: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// Processes started for the cluster in `root` that may outlive their owner: those chrooted under
 /// it (pods of simulated nodes) and those whose command line names a path inside it (namespace
-/// holders, container shims), other than this process. A shell that merely `cd`s there is spared.
+/// holders, container entry and namespace keeper processes), other than this process. A shell
+/// that merely `cd`s there is spared.
 pub fn processes_under(root: &Path) -> Vec<u32> {
     let Ok(root) = root.canonicalize() else {
         return Vec::new();

@@ -14,10 +14,10 @@ pub mod cli;
 mod cluster;
 pub mod controlplane;
 pub mod images;
+pub mod isolation;
 pub mod kubelet;
 mod leftovers;
 pub mod node;
-pub mod shim;
 pub mod skyhook;
 pub mod state;
 

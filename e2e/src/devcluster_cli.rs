@@ -18,7 +18,7 @@ impl DevclusterCli {
     pub fn new() -> anyhow::Result<Self> {
         crate::build_binaries()?;
         Ok(DevclusterCli {
-            binary: devcluster::shim::devcluster_binary()?,
+            binary: devcluster::isolation::devcluster_binary()?,
             state: tempfile::tempdir()?,
         })
     }

@@ -984,7 +984,7 @@ fn certificate_modes_wire_the_webhook_differently() -> anyhow::Result<()> {
 fn the_chart_passes_only_settings_the_binaries_read() -> anyhow::Result<()> {
     e2e::build_binaries()?;
     let docs = helm::render(&[], &[])?;
-    let bin_dir = devcluster::shim::devcluster_binary()?
+    let bin_dir = devcluster::isolation::devcluster_binary()?
         .parent()
         .context("the devcluster binary has no directory")?
         .to_path_buf();

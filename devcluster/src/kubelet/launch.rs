@@ -14,8 +14,8 @@ use super::env::{self, EnvSources};
 use super::pod_state::StartErrorKind;
 use super::volumes::{self, HostPathKind, VolumeContent, VolumeSources};
 use crate::images::{ResolvedImage, Runtime};
+use crate::isolation::{BindMount, ContainerSpec, MountSource, RootSpec};
 use crate::node::sim::{SimContext, SimNode};
-use crate::shim::{BindMount, ContainerSpec, MountSource, RootSpec};
 
 /// Why a container cannot start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,7 +347,7 @@ fn resolve_workspace_binary(
     else {
         return Ok(argv);
     };
-    let path = crate::shim::devcluster_binary()
+    let path = crate::isolation::devcluster_binary()
         .map_err(|e| StartFailure::new(StartErrorKind::ImagePull, e.to_string()))?
         .with_file_name(name);
     if !path.is_file() {

@@ -15,8 +15,8 @@ use tokio::task::JoinSet;
 
 use super::launch::{Launch, StartFailure, VirtualProgram};
 use super::pod_state::{ContainerRef, StartErrorKind};
+use crate::isolation::{self, NamespaceRecord, START_ERROR_EXIT, mount_namespace_id};
 use crate::node::sim::{ProcessRuntime, SimNode};
-use crate::shim::{self, NamespaceRecord, START_ERROR_EXIT, mount_namespace_id};
 
 /// How a container ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +179,7 @@ fn start(
                 Stdio::null()
             };
             let mut child = tokio::process::Command::new(&processes.devcluster_bin)
-                .args(shim::container_args(&files.spec))
+                .args(isolation::container_args(&files.spec))
                 .stdin(keeper_pipe)
                 .stdout(log)
                 .stderr(stderr)

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 
 use super::NodeError;
+use super::command_shims::{JOURNAL_FILE, REQUESTS_FIFO};
 use super::holder::running_holder;
 use super::power;
-use super::shims::{JOURNAL_FILE, REQUESTS_FIFO};
 use super::sim::{NodePaths, NodeRecord, SimContext, SimNode};
-use crate::shim::{self, ContainerSpec, RootSpec};
+use crate::isolation::{self, ContainerSpec, RootSpec};
 
 /// A simulated node: its name, host root, boot ID and journal, and commands run inside it.
 #[derive(Debug, Clone)]
@@ -99,7 +99,7 @@ impl NodeHandle {
     pub async fn exec(&self, argv: &[&str]) -> Result<Output, NodeError> {
         let root = self.root_for_exec()?;
         let holder_pid = self.holder_pid.ok_or_else(|| self.not_running())?;
-        let binary = shim::devcluster_binary()?;
+        let binary = isolation::devcluster_binary()?;
         let exec_dir = self.paths.dir.join("exec");
         std::fs::create_dir_all(&exec_dir).map_err(NodeError::io("create", &exec_dir))?;
         let spec_file = tempfile_in(&exec_dir)?;
@@ -125,7 +125,7 @@ impl NodeHandle {
         })?;
         std::fs::write(spec_file.path(), json).map_err(NodeError::io("write", spec_file.path()))?;
         tokio::process::Command::new(&binary)
-            .args(shim::container_args(spec_file.path()))
+            .args(isolation::container_args(spec_file.path()))
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output()

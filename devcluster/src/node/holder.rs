@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::NodeError;
-use crate::shim::{self, NodeRootSpec};
+use crate::isolation::{self, NodeRootSpec};
 
 /// File under the nodes state dir with the holder's pid, for other processes (`devcluster exec`).
 pub const HOLDER_PID_FILE: &str = "holder.pid";
@@ -31,7 +31,7 @@ impl Holder {
             reason,
         };
         let mut child = Command::new(binary)
-            .args(shim::hold_namespace_args())
+            .args(isolation::hold_namespace_args())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -101,7 +101,7 @@ pub async fn mount_node_root(
     })?;
     std::fs::write(spec_path, json).map_err(NodeError::io("write", spec_path))?;
     let output = Command::new(binary)
-        .args(shim::node_root_args(spec_path))
+        .args(isolation::node_root_args(spec_path))
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output()
@@ -127,6 +127,6 @@ pub fn running_holder(state_dir: &Path) -> Option<i32> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let is_holder = cmdline
         .split(|b| *b == 0)
-        .any(|arg| arg == shim::hold_namespace_args()[0].as_bytes());
+        .any(|arg| arg == isolation::hold_namespace_args()[0].as_bytes());
     is_holder.then_some(pid)
 }

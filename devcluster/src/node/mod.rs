@@ -9,17 +9,17 @@
 //! <node>/node.json                 name, index, light
 //! <node>/boot_id                   the current boot ID (also /proc/sys/kernel/random/boot_id inside)
 //! <node>/upper, work, root         the root overlay (root is mounted only in the namespace)
-//! <node>/control/requests, journal the FIFO the shims write to, and the service journal
+//! <node>/control/requests, journal the FIFO the command shims write to, and the service journal
 //! <node>/logs/<ns>_<pod>_<uid>/<container>/<restart>.log
 //! <node>/pods/<uid>/               volumes and container specs of a pod
 //! ```
 
+pub mod command_shims;
 mod handle;
 mod heartbeat;
 mod holder;
 pub mod object;
 mod power;
-pub mod shims;
 pub(crate) mod sim;
 
 use std::collections::BTreeMap;
@@ -163,7 +163,7 @@ pub enum NodeError {
         source: kube::Error,
     },
     #[error(transparent)]
-    Shim(#[from] crate::shim::ShimError),
+    Isolation(#[from] crate::isolation::IsolationError),
     #[error("failed to start the mount namespace holder ({binary}): {reason}")]
     Holder { binary: PathBuf, reason: String },
     #[error("failed to mount the root of node {node}: {reason}")]

@@ -1,4 +1,4 @@
-//! Reboots: requested by the shims inside a node (through the node's request FIFO) or by a
+//! Reboots: requested by the command shims inside a node (through the node's request FIFO) or by a
 //! [`super::NodeHandle`]. The node goes NotReady, its kubelet kills every container, the boot ID
 //! changes, the root is remounted (emptying `/tmp` and `/run`), and after the reboot delay the node
 //! is Ready again and its kubelet re-runs the pods bound to it.
@@ -13,8 +13,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
+use super::command_shims::REQUESTS_FIFO;
 use super::heartbeat::{post_status, renew_lease};
-use super::shims::REQUESTS_FIFO;
 use super::sim::{Power, SimContext, SimNode, mount_root, new_boot_id};
 
 /// How long `down` waits for the killed containers to be collected.
@@ -137,7 +137,7 @@ async fn new_boot(ctx: &SimContext, node: &SimNode) {
     if let Some(processes) = &ctx.processes
         && let Err(error) = mount_root(processes, node).await
     {
-        tracing::error!(node = %node.name, error = %crate::shim::error_chain(&error),
+        tracing::error!(node = %node.name, error = %crate::isolation::error_chain(&error),
             "failed to remount the node root after reboot");
     }
 }

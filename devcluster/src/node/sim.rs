@@ -16,14 +16,14 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::command_shims::{JOURNAL_FILE, REQUESTS_FIFO};
 use super::holder::{self, Holder};
 use super::object::{self, LEASE_NAMESPACE, NodeFacts};
-use super::shims::{JOURNAL_FILE, REQUESTS_FIFO};
 use super::{NodeError, NodeHandle, NodeSimOptions, heartbeat, power};
+use crate::isolation::{self, NodeRootSpec};
 use crate::kubelet::Kubelet;
 use crate::kubelet::admission::{Allocatable, Requests};
 use crate::kubelet::quantity;
-use crate::shim::{self, NodeRootSpec};
 
 pub(crate) use super::object::is_ready;
 
@@ -211,10 +211,10 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
     let (holder, processes) = if opts.light {
         (None, None)
     } else {
-        let devcluster_bin = shim::devcluster_binary()?;
+        let devcluster_bin = isolation::devcluster_binary()?;
         let holder = Holder::start(&devcluster_bin, &opts.state_dir).await?;
         let processes = ProcessRuntime {
-            agent_bin: shim::agent_binary(&devcluster_bin),
+            agent_bin: isolation::agent_binary(&devcluster_bin),
             devcluster_bin,
             holder_pid: holder.pid,
         };
@@ -402,7 +402,7 @@ async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, 
         std::fs::write(&record_path, json).map_err(NodeError::io("write", &record_path))?;
         if !opts.light {
             prepare_control_dir(&paths)?;
-            shim::prepare_node_upper(&paths.upper)?;
+            isolation::prepare_node_upper(&paths.upper)?;
         }
         nodes.push(Arc::new(SimNode {
             labels: object::node_labels(&name, &ctx.facts, &opts.labels),

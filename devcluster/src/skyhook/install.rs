@@ -100,7 +100,7 @@ pub enum InstallError {
     #[error("building a client for the cluster: {0}")]
     Client(String),
     #[error("locating the devcluster binary: {0}")]
-    Shim(#[from] crate::shim::ShimError),
+    Isolation(#[from] crate::isolation::IsolationError),
     #[error("no free port for the controller's {0} endpoint: {1}")]
     Port(&'static str, std::io::Error),
     #[error("starting {binary}: {source}")]
@@ -227,7 +227,7 @@ pub fn default_crds_dir() -> PathBuf {
 pub fn controller_binary() -> Result<PathBuf, InstallError> {
     match std::env::var_os("SKYHOOK_CONTROLLER_BIN") {
         Some(path) => Ok(PathBuf::from(path)),
-        None => Ok(crate::shim::devcluster_binary()?.with_file_name(CONTROLLER_BINARY)),
+        None => Ok(crate::isolation::devcluster_binary()?.with_file_name(CONTROLLER_BINARY)),
     }
 }
 
@@ -394,7 +394,7 @@ pub async fn start_controller(
     if !binary.is_file() {
         return Err(InstallError::ControllerMissing(binary));
     }
-    let agent = crate::shim::agent_binary(&crate::shim::devcluster_binary()?);
+    let agent = crate::isolation::agent_binary(&crate::isolation::devcluster_binary()?);
     if !agent.is_file() {
         return Err(InstallError::AgentMissing(agent));
     }

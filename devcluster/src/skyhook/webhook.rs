@@ -178,7 +178,7 @@ impl Drop for WebhookProcess {
 pub fn webhook_binary() -> Result<PathBuf, WebhookError> {
     match std::env::var_os("SKYHOOK_WEBHOOK_BIN") {
         Some(path) => Ok(PathBuf::from(path)),
-        None => Ok(crate::shim::devcluster_binary()
+        None => Ok(crate::isolation::devcluster_binary()
             .map_err(super::install::InstallError::from)?
             .with_file_name(WEBHOOK_BINARY)),
     }

@@ -4,12 +4,12 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Component, Path, PathBuf};
 
-use super::setup::ShimError;
-use crate::node::shims::ShimFile;
+use super::setup::IsolationError;
+use crate::node::command_shims::ShimFile;
 
-fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ShimError {
+fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError {
     let path = path.to_owned();
-    move |source| ShimError::Io {
+    move |source| IsolationError::Io {
         action,
         path,
         source,
@@ -17,7 +17,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 }
 
 /// Copies a directory tree, keeping modes and symlinks (the image "pull").
-pub fn copy_tree(from: &Path, to: &Path) -> Result<(), ShimError> {
+pub fn copy_tree(from: &Path, to: &Path) -> Result<(), IsolationError> {
     let meta = std::fs::symlink_metadata(from).map_err(io_error("read", from))?;
     let kind = meta.file_type();
     if kind.is_symlink() {
@@ -76,7 +76,7 @@ pub fn resolve_in_root(root: &Path, path: &str) -> PathBuf {
 }
 
 /// Creates an empty directory or file to mount on, with parents.
-pub fn create_mount_point(path: &Path, directory: bool) -> Result<(), ShimError> {
+pub fn create_mount_point(path: &Path, directory: bool) -> Result<(), IsolationError> {
     if directory {
         return std::fs::create_dir_all(path).map_err(io_error("create directory", path));
     }
@@ -90,7 +90,7 @@ pub fn create_mount_point(path: &Path, directory: bool) -> Result<(), ShimError>
 }
 
 /// Writes shim files into `root`, replacing whatever is at their paths.
-pub fn write_shim_files(root: &Path, files: &[ShimFile]) -> Result<(), ShimError> {
+pub fn write_shim_files(root: &Path, files: &[ShimFile]) -> Result<(), IsolationError> {
     for file in files {
         let (ShimFile::File { path, .. } | ShimFile::Symlink { path, .. }) = file;
         let path = root.join(path);

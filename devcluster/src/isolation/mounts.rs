@@ -4,11 +4,11 @@ use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
-use super::setup::ShimError;
+use super::setup::IsolationError;
 
-fn sys_error(action: &'static str, path: &Path) -> impl FnOnce(nix::Error) -> ShimError {
+fn sys_error(action: &'static str, path: &Path) -> impl FnOnce(nix::Error) -> IsolationError {
     let path = path.to_owned();
-    move |source| ShimError::Sys {
+    move |source| IsolationError::Sys {
         action,
         path,
         source,
@@ -21,7 +21,7 @@ pub fn mount_fs(
     target: &Path,
     flags: MsFlags,
     data: Option<&str>,
-) -> Result<(), ShimError> {
+) -> Result<(), IsolationError> {
     mount(Some(fstype), target, Some(fstype), flags, data)
         .map_err(sys_error(fstype_action(fstype), target))
 }
@@ -38,7 +38,7 @@ fn fstype_action(fstype: &str) -> &'static str {
 }
 
 /// Bind-mounts `source` on `target` (recursively), optionally read-only.
-pub fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), ShimError> {
+pub fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), IsolationError> {
     mount(
         Some(source),
         target,
@@ -54,7 +54,7 @@ pub fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), ShimErr
 }
 
 /// Makes the bind mount at `target` read-only, keeping its other flags.
-pub fn remount_read_only(target: &Path) -> Result<(), ShimError> {
+pub fn remount_read_only(target: &Path) -> Result<(), IsolationError> {
     let keep = existing_flags(target);
     mount(
         None::<&str>,
@@ -86,7 +86,7 @@ fn existing_flags(target: &Path) -> MsFlags {
 }
 
 /// Stops mount events from propagating between this namespace and the one it was copied from.
-pub fn make_private_recursive() -> Result<(), ShimError> {
+pub fn make_private_recursive() -> Result<(), IsolationError> {
     mount(
         None::<&str>,
         "/",
@@ -98,17 +98,18 @@ pub fn make_private_recursive() -> Result<(), ShimError> {
 }
 
 /// Detaches the mount at `target` and everything under it.
-pub fn detach(target: &Path) -> Result<(), ShimError> {
+pub fn detach(target: &Path) -> Result<(), IsolationError> {
     umount2(target, MntFlags::MNT_DETACH).map_err(sys_error("unmount", target))
 }
 
 /// Whether `path` is a mount point in this namespace.
-pub fn is_mount_point(path: &Path) -> Result<bool, ShimError> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| ShimError::Io {
-        action: "read",
-        path: PathBuf::from("/proc/self/mountinfo"),
-        source,
-    })?;
+pub fn is_mount_point(path: &Path) -> Result<bool, IsolationError> {
+    let info =
+        std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| IsolationError::Io {
+            action: "read",
+            path: PathBuf::from("/proc/self/mountinfo"),
+            source,
+        })?;
     Ok(mount_points(&info).any(|p| p == path))
 }
 

@@ -11,11 +11,11 @@ use nix::sched::CloneFlags;
 use super::fs::{copy_tree, create_mount_point, resolve_in_root, write_shim_files};
 use super::mounts::{bind, detach, is_mount_point, make_private_recursive, mount_fs};
 use super::{AGENT_PATH_IN_CONTAINER, ContainerSpec, MountSource, NodeRootSpec, RootSpec};
-use crate::node::shims::{CONTROL_MOUNT, REAL_SYSCTL_PATH, node_root_files, shim_files};
+use crate::node::command_shims::{CONTROL_MOUNT, REAL_SYSCTL_PATH, node_root_files, shim_files};
 
 /// Errors of the hidden entry points; printed to the container log or the caller's stderr.
 #[derive(Debug, thiserror::Error)]
-pub enum ShimError {
+pub enum IsolationError {
     #[error("no spec file given")]
     MissingSpec,
     #[error("failed to parse spec {path}")]
@@ -59,9 +59,9 @@ pub enum ShimError {
 }
 
 /// `__hold-ns`: a private mount namespace that lives until stdin closes.
-pub fn hold_namespace() -> Result<(), ShimError> {
+pub fn hold_namespace() -> Result<(), IsolationError> {
     die_with_parent()?;
-    nix::sched::unshare(CloneFlags::CLONE_NEWNS).map_err(|source| ShimError::Sys {
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS).map_err(|source| IsolationError::Sys {
         action: "unshare the mount namespace of",
         path: PathBuf::from("/proc/self"),
         source,
@@ -70,7 +70,7 @@ pub fn hold_namespace() -> Result<(), ShimError> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "ready")
         .and_then(|()| stdout.flush())
-        .map_err(|source| ShimError::Io {
+        .map_err(|source| IsolationError::Io {
             action: "report readiness on",
             path: PathBuf::from("stdout"),
             source,
@@ -90,7 +90,7 @@ pub fn wait_for_stdin_eof() {
 
 /// `__node-root`: (re)mounts a node's root in the holder's namespace. Remounting empties the
 /// node's tmpfs mounts (`/tmp`, `/run`), as a reboot does; the upper directory persists.
-pub fn mount_node_root(spec: &NodeRootSpec) -> Result<(), ShimError> {
+pub fn mount_node_root(spec: &NodeRootSpec) -> Result<(), IsolationError> {
     enter_namespace(spec.holder_pid)?;
     if is_mount_point(&spec.merged)? {
         detach(&spec.merged)?;
@@ -103,37 +103,37 @@ pub fn mount_node_root(spec: &NodeRootSpec) -> Result<(), ShimError> {
 }
 
 /// `__container`: builds the container's root and execs its command. Returns only on failure.
-pub fn run_container(spec: &ContainerSpec, spec_path: &Path) -> ShimError {
+pub fn run_container(spec: &ContainerSpec, spec_path: &Path) -> IsolationError {
     match prepare_container(spec, spec_path) {
         Ok(()) => {}
         Err(e) => return e,
     }
     let Some((program, args)) = spec.argv.split_first() else {
-        return ShimError::NoCommand;
+        return IsolationError::NoCommand;
     };
     let source = std::process::Command::new(program)
         .args(args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .exec();
-    ShimError::Exec {
+    IsolationError::Exec {
         program: program.clone(),
         source,
     }
 }
 
-fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), ShimError> {
+fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), IsolationError> {
     die_with_parent()?;
     enter_namespace(spec.holder_pid)?;
     nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS).map_err(|source| {
-        ShimError::Sys {
+        IsolationError::Sys {
             action: "unshare the namespaces of",
             path: PathBuf::from("/proc/self"),
             source,
         }
     })?;
     make_private_recursive()?;
-    nix::unistd::sethostname(&spec.hostname).map_err(|source| ShimError::Sys {
+    nix::unistd::sethostname(&spec.hostname).map_err(|source| IsolationError::Sys {
         action: "set the hostname of",
         path: PathBuf::from("/proc/self"),
         source,
@@ -180,8 +180,8 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), ShimE
     }
     // Nothing in a node may reboot the machine, even through the syscall.
     caps::drop(None, caps::CapSet::Bounding, caps::Capability::CAP_SYS_BOOT)
-        .map_err(ShimError::Capabilities)?;
-    nix::unistd::chroot(&root).map_err(|source| ShimError::Sys {
+        .map_err(IsolationError::Capabilities)?;
+    nix::unistd::chroot(&root).map_err(|source| IsolationError::Sys {
         action: "chroot into",
         path: root.clone(),
         source,
@@ -194,15 +194,15 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), ShimE
     if std::fs::metadata(cwd).is_err() {
         create_mount_point(Path::new(cwd), true)?;
     }
-    nix::unistd::chdir(cwd).map_err(|source| ShimError::Sys {
+    nix::unistd::chdir(cwd).map_err(|source| IsolationError::Sys {
         action: "change directory to",
         path: PathBuf::from(cwd),
         source,
     })
 }
 
-/// An overlay of the machine's `/` on a private tmpfs, with the node's system mounts, the shims,
-/// the package and the agent binary.
+/// An overlay of the machine's `/` on a private tmpfs, with the node's system mounts, the command
+/// shims, the package and the agent binary.
 fn container_root(
     scratch: &Path,
     node_root: &Path,
@@ -210,7 +210,7 @@ fn container_root(
     boot_id_file: &Path,
     package: Option<&Path>,
     agent_bin: Option<&Path>,
-) -> Result<PathBuf, ShimError> {
+) -> Result<PathBuf, IsolationError> {
     create_mount_point(scratch, true)?;
     mount_fs("tmpfs", scratch, MsFlags::empty(), Some("mode=755"))?;
     let (upper, work, root) = (
@@ -242,7 +242,7 @@ fn container_root(
 }
 
 /// See [`super::prepare_node_upper`].
-pub fn prepare_node_upper(upper: &Path) -> Result<(), ShimError> {
+pub fn prepare_node_upper(upper: &Path) -> Result<(), IsolationError> {
     create_mount_point(upper, true)?;
     copy_real_sysctl(Path::new("/usr/sbin/sysctl"), upper)?;
     let mut files = shim_files();
@@ -251,15 +251,15 @@ pub fn prepare_node_upper(upper: &Path) -> Result<(), ShimError> {
 }
 
 /// Copies the machine's `sysctl` aside before the shim shadows it, so reads still work.
-fn keep_real_sysctl(root: &Path) -> Result<(), ShimError> {
+fn keep_real_sysctl(root: &Path) -> Result<(), IsolationError> {
     copy_real_sysctl(&root.join("usr/sbin/sysctl"), root)
 }
 
-fn copy_real_sysctl(real: &Path, root: &Path) -> Result<(), ShimError> {
+fn copy_real_sysctl(real: &Path, root: &Path) -> Result<(), IsolationError> {
     if std::fs::symlink_metadata(real).is_ok_and(|m| m.is_file()) {
         let kept = root.join(REAL_SYSCTL_PATH);
         create_mount_point(&kept, false)?;
-        std::fs::copy(real, &kept).map_err(|source| ShimError::Io {
+        std::fs::copy(real, &kept).map_err(|source| IsolationError::Io {
             action: "copy sysctl to",
             path: kept,
             source,
@@ -268,10 +268,10 @@ fn copy_real_sysctl(real: &Path, root: &Path) -> Result<(), ShimError> {
     Ok(())
 }
 
-fn mount_overlay(merged: &Path, upper: &Path, work: &Path) -> Result<(), ShimError> {
+fn mount_overlay(merged: &Path, upper: &Path, work: &Path) -> Result<(), IsolationError> {
     for path in [merged, upper, work] {
         if path.to_string_lossy().contains([',', ':']) {
-            return Err(ShimError::OverlayPath {
+            return Err(IsolationError::OverlayPath {
                 path: path.to_owned(),
             });
         }
@@ -291,7 +291,7 @@ fn system_mounts(
     control_dir: &Path,
     boot_id_file: &Path,
     node_dev: Option<&Path>,
-) -> Result<(), ShimError> {
+) -> Result<(), IsolationError> {
     let nosuid_nodev_noexec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     let proc = root.join("proc");
     create_mount_point(&proc, true)?;
@@ -342,7 +342,7 @@ fn system_mounts(
 }
 
 /// A tmpfs `/dev` with the harmless devices bound in from the machine, a private devpts and shm.
-fn minimal_dev(dev: &Path) -> Result<(), ShimError> {
+fn minimal_dev(dev: &Path) -> Result<(), IsolationError> {
     mount_fs("tmpfs", dev, MsFlags::MS_NOSUID, Some("mode=755"))?;
     for device in ["null", "zero", "full", "random", "urandom", "tty"] {
         let target = dev.join(device);
@@ -373,7 +373,7 @@ fn minimal_dev(dev: &Path) -> Result<(), ShimError> {
         ("stderr", "/proc/self/fd/2"),
     ] {
         let path = dev.join(link);
-        std::os::unix::fs::symlink(target, &path).map_err(|source| ShimError::Io {
+        std::os::unix::fs::symlink(target, &path).map_err(|source| IsolationError::Io {
             action: "create symlink",
             path,
             source,
@@ -382,14 +382,14 @@ fn minimal_dev(dev: &Path) -> Result<(), ShimError> {
     Ok(())
 }
 
-fn enter_namespace(holder_pid: i32) -> Result<(), ShimError> {
+fn enter_namespace(holder_pid: i32) -> Result<(), IsolationError> {
     let path = PathBuf::from(format!("/proc/{holder_pid}/ns/mnt"));
-    let file = std::fs::File::open(&path).map_err(|source| ShimError::Io {
+    let file = std::fs::File::open(&path).map_err(|source| IsolationError::Io {
         action: "open the node namespace",
         path: path.clone(),
         source,
     })?;
-    nix::sched::setns(file, CloneFlags::CLONE_NEWNS).map_err(|source| ShimError::Sys {
+    nix::sched::setns(file, CloneFlags::CLONE_NEWNS).map_err(|source| IsolationError::Sys {
         action: "enter the mount namespace",
         path,
         source,
@@ -398,8 +398,8 @@ fn enter_namespace(holder_pid: i32) -> Result<(), ShimError> {
 
 /// Starts the keeper of this process's mount namespace on our stdin (the kubelet's pipe), gives
 /// the container `/dev/null` as stdin instead, and records the namespace with the keeper's pid.
-fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
-    let namespace = mount_namespace_id("self").map_err(|source| ShimError::Io {
+fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), IsolationError> {
+    let namespace = mount_namespace_id("self").map_err(|source| IsolationError::Io {
         action: "read the mount namespace of",
         path: PathBuf::from("/proc/self/ns/mnt"),
         source,
@@ -410,7 +410,7 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
         .stdin(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|source| ShimError::Io {
+        .map_err(|source| IsolationError::Io {
             action: "start the namespace keeper",
             path: exe.clone(),
             source,
@@ -421,7 +421,7 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
         .parse::<u32>()
         .ok()
         .filter(|_| launched.status.success())
-        .ok_or_else(|| ShimError::Io {
+        .ok_or_else(|| IsolationError::Io {
             action: "start the namespace keeper",
             path: exe,
             source: std::io::Error::other(format!(
@@ -431,12 +431,12 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
             )),
         })?;
     let null = PathBuf::from("/dev/null");
-    let dev_null = std::fs::File::open(&null).map_err(|source| ShimError::Io {
+    let dev_null = std::fs::File::open(&null).map_err(|source| IsolationError::Io {
         action: "open",
         path: null.clone(),
         source,
     })?;
-    nix::unistd::dup2_stdin(&dev_null).map_err(|source| ShimError::Sys {
+    nix::unistd::dup2_stdin(&dev_null).map_err(|source| IsolationError::Sys {
         action: "redirect stdin to",
         path: null,
         source,
@@ -445,12 +445,12 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
         namespace,
         keeper_pid,
     };
-    let json = serde_json::to_vec(&record).map_err(|e| ShimError::Io {
+    let json = serde_json::to_vec(&record).map_err(|e| IsolationError::Io {
         action: "encode the namespace record for",
         path: path.to_owned(),
         source: std::io::Error::other(e),
     })?;
-    std::fs::write(path, json).map_err(|source| ShimError::Io {
+    std::fs::write(path, json).map_err(|source| IsolationError::Io {
         action: "write",
         path: path.to_owned(),
         source,
@@ -458,7 +458,7 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), ShimError> {
 }
 
 /// `__keep-ns`: starts the detached keeper (which inherits our stdin) and prints its pid.
-pub fn start_detached_keeper(spec_path: &Path) -> Result<(), ShimError> {
+pub fn start_detached_keeper(spec_path: &Path) -> Result<(), IsolationError> {
     let exe = PathBuf::from("/proc/self/exe");
     let keeper = std::process::Command::new(&exe)
         .args(super::keep_namespace_args(spec_path, true))
@@ -466,7 +466,7 @@ pub fn start_detached_keeper(spec_path: &Path) -> Result<(), ShimError> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .map_err(|source| ShimError::Io {
+        .map_err(|source| IsolationError::Io {
             action: "start the detached namespace keeper",
             path: exe,
             source,
@@ -474,7 +474,7 @@ pub fn start_detached_keeper(spec_path: &Path) -> Result<(), ShimError> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "{}", keeper.id())
         .and_then(|()| stdout.flush())
-        .map_err(|source| ShimError::Io {
+        .map_err(|source| IsolationError::Io {
             action: "report the keeper pid on",
             path: PathBuf::from("stdout"),
             source,
@@ -482,9 +482,9 @@ pub fn start_detached_keeper(spec_path: &Path) -> Result<(), ShimError> {
 }
 
 /// Dies with the process that started it, so containers never outlive the simulator.
-fn die_with_parent() -> Result<(), ShimError> {
+fn die_with_parent() -> Result<(), IsolationError> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(|source| {
-        ShimError::Sys {
+        IsolationError::Sys {
             action: "set the parent-death signal of",
             path: PathBuf::from("/proc/self"),
             source,

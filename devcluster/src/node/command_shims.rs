@@ -1,8 +1,8 @@
-//! Commands that would act on the real machine (`reboot`, `systemctl`, `service`, `sysctl`
-//! writes, ...) are shadowed in every node root and container root by a shell script that talks
-//! to the node simulator instead, through the node's control directory mounted at
-//! `/run/devcluster` (a request FIFO and the journal). Pure: this module only says which files
-//! to write.
+//! Command shims: commands that would act on the real machine (`reboot`, `systemctl`,
+//! `service`, `sysctl` writes, ...) are shadowed in every node root and container root by a shell
+//! script that talks to the node simulator instead, through the node's control directory mounted
+//! at `/run/devcluster` (a request FIFO and the journal). Pure: this module only says which files
+//! to write; `crate::isolation` writes them.
 
 /// Where the control directory appears inside node and container roots.
 pub const CONTROL_MOUNT: &str = "/run/devcluster";

@@ -1,5 +1,6 @@
-//! Hidden entry points of the `devcluster` binary that set up namespaces and mounts, run in a
-//! fresh single-threaded process (never after a fork of the threaded simulator):
+//! How nodes and containers are isolated from the machine: hidden entry points of the
+//! `devcluster` binary that set up mount namespaces, node and container roots and mounts, run in
+//! a fresh single-threaded process (never after a fork of the threaded simulator):
 //!
 //! - `devcluster __hold-ns`: creates the private mount namespace where node roots are mounted
 //!   and keeps it alive until its stdin closes (so it dies with the simulator).
@@ -25,7 +26,7 @@ use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
 
-pub use setup::{ShimError, mount_namespace_id};
+pub use setup::{IsolationError, mount_namespace_id};
 
 /// Exit code of a container whose setup or exec failed (the kubelet reports `StartError`).
 pub const START_ERROR_EXIT: u8 = 128;
@@ -82,7 +83,7 @@ pub struct NamespaceRecord {
 pub enum RootSpec {
     /// Chroot into the node's root itself (`devcluster.local/shell`, `devcluster exec`).
     Node { path: PathBuf },
-    /// A fresh overlay of the machine's `/` on a tmpfs, with the node's `/dev`, shims, the
+    /// A fresh overlay of the machine's `/` on a tmpfs, with the node's `/dev`, command shims, the
     /// control directory, the package copied to `/skyhook-package` and the agent binary.
     Container {
         scratch: PathBuf,
@@ -119,7 +120,7 @@ pub enum MountSource {
 
 /// Writes the command shims, the journal link and a copy of the machine's `sysctl` into a node's
 /// overlay upper directory (before it is mounted).
-pub fn prepare_node_upper(upper: &Path) -> Result<(), ShimError> {
+pub fn prepare_node_upper(upper: &Path) -> Result<(), IsolationError> {
     setup::prepare_node_upper(upper)
 }
 
@@ -130,7 +131,10 @@ pub const AGENT_PATH_IN_CONTAINER: &str = "/usr/local/bin/skyhook-agent";
 pub fn run_if_requested() -> Option<ExitCode> {
     let args: Vec<OsString> = std::env::args_os().collect();
     let command = args.get(1)?.to_str()?;
-    let spec_path = args.get(2).map(PathBuf::from).ok_or(ShimError::MissingSpec);
+    let spec_path = args
+        .get(2)
+        .map(PathBuf::from)
+        .ok_or(IsolationError::MissingSpec);
     let result = match command {
         HOLD_NS => setup::hold_namespace(),
         KEEP_NS if args.get(3).is_some_and(|a| a == DETACHED) => {
@@ -160,19 +164,19 @@ pub fn run_if_requested() -> Option<ExitCode> {
     })
 }
 
-fn read_spec<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ShimError> {
-    let text = std::fs::read(path).map_err(|source| ShimError::Io {
+fn read_spec<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, IsolationError> {
+    let text = std::fs::read(path).map_err(|source| IsolationError::Io {
         action: "read spec",
         path: path.to_owned(),
         source,
     })?;
-    serde_json::from_slice(&text).map_err(|source| ShimError::Spec {
+    serde_json::from_slice(&text).map_err(|source| IsolationError::Spec {
         path: path.to_owned(),
         source,
     })
 }
 
-fn fail(error: &ShimError, error_file: Option<&Path>) -> ExitCode {
+fn fail(error: &IsolationError, error_file: Option<&Path>) -> ExitCode {
     let message = error_chain(error);
     let mut stderr = std::io::stderr();
     // The container's stderr is its log file; nothing else can report the failure.
@@ -197,11 +201,11 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 
 /// The `devcluster` binary that provides these entry points: `DEVCLUSTER_BIN`, this executable if
 /// it is `devcluster`, or `devcluster` in the cargo target directory of this (test) executable.
-pub fn devcluster_binary() -> Result<PathBuf, ShimError> {
+pub fn devcluster_binary() -> Result<PathBuf, IsolationError> {
     if let Some(path) = std::env::var_os("DEVCLUSTER_BIN") {
         return Ok(PathBuf::from(path));
     }
-    let exe = std::env::current_exe().map_err(|source| ShimError::Io {
+    let exe = std::env::current_exe().map_err(|source| IsolationError::Io {
         action: "locate the running executable",
         path: PathBuf::from("/proc/self/exe"),
         source,
@@ -218,7 +222,7 @@ pub fn devcluster_binary() -> Result<PathBuf, ShimError> {
         .collect::<Vec<_>>();
     match candidates.iter().find(|c| c.is_file()) {
         Some(found) => Ok(found.clone()),
-        None => Err(ShimError::BinaryNotFound {
+        None => Err(IsolationError::BinaryNotFound {
             searched: candidates,
         }),
     }
