@@ -14,7 +14,7 @@ use kube::api::ListParams;
 use nix::sys::signal::Signal;
 
 use crate::controlplane::flags::Component;
-use crate::controlplane::process::{self, is_alive, is_alive_running};
+use crate::controlplane::process::{self, SignalTarget, Stopped, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
 use crate::images::ImageMap;
 use crate::node::{Heartbeat, NodeHandle};
@@ -24,6 +24,8 @@ use crate::state::{ClusterRecord, StateDir, default_state_dir};
 use crate::{DevCluster, DevClusterError, DevClusterOptions, leftovers};
 
 const CONTROLPLANE_BINARY: &str = "devcluster-controlplane";
+/// What the daemon's command line contains (`devcluster serve ...`).
+const DAEMON_NEEDLE: &str = "devcluster";
 /// How often `up` and `down` look at the daemon while waiting for it.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
@@ -356,7 +358,7 @@ fn daemon_pid(state: &StateDir) -> Option<u32> {
         .trim()
         .parse()
         .ok()?;
-    is_alive_running(pid, "devcluster").then_some(pid)
+    is_alive_running(pid, DAEMON_NEEDLE).then_some(pid)
 }
 
 fn up(state: &StateDir, cluster: &ClusterArgs, timeout: Duration) -> anyhow::Result<ExitCode> {
@@ -632,7 +634,13 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
     if let Some(pid) = daemon_pid(state) {
         eprintln!("devcluster: stopping the daemon (pid {pid})");
         stopped_something = true;
-        stop_process(pid, Duration::from_secs(120));
+        // The daemon alone: it stops its nodes' processes (in its session) in order.
+        stop_recorded_process(
+            pid,
+            DAEMON_NEEDLE,
+            SignalTarget::Process,
+            Duration::from_secs(120),
+        );
     }
     // Whatever a crashed daemon left: control-plane processes, pods, mounts, records.
     let record = ClusterRecord::read(&state.cluster_info()).ok().flatten();
@@ -640,7 +648,12 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
         if is_alive_running(*pid, CONTROLPLANE_BINARY) {
             eprintln!("devcluster: stopping leftover {component} (pid {pid})");
             stopped_something = true;
-            stop_process(*pid, Duration::from_secs(30));
+            stop_recorded_process(
+                *pid,
+                CONTROLPLANE_BINARY,
+                SignalTarget::Group,
+                Duration::from_secs(30),
+            );
         }
     }
     if state.root().exists() {
@@ -649,7 +662,7 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
                 "devcluster: killing leftover process {pid} running inside the state directory"
             );
             stopped_something = true;
-            signal_process(pid, Signal::SIGKILL);
+            process::signal(pid, SignalTarget::Process, Signal::SIGKILL);
         }
         let unmounted = leftovers::unmount_all_under(state.root()).with_context(|| {
             format!(
@@ -684,29 +697,10 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// SIGTERM, then SIGKILL after `grace`; returns once the process is gone.
-fn stop_process(pid: u32, grace: Duration) {
-    signal_process(pid, Signal::SIGTERM);
-    let started = Instant::now();
-    while is_alive(pid) {
-        if started.elapsed() > grace {
-            eprintln!("devcluster: process {pid} ignored SIGTERM for {grace:?}; killing it");
-            signal_process(pid, Signal::SIGKILL);
-            break;
-        }
-        std::thread::sleep(POLL_INTERVAL);
-    }
-}
-
-/// Signals one process; pids that are not positive (which `kill` reads as groups) are ignored.
-fn signal_process(pid: u32, signal: Signal) {
-    match i32::try_from(pid) {
-        Ok(raw) if raw > 1 => {
-            if let Err(error) = nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), signal) {
-                tracing::debug!(pid, ?signal, %error, "signalling");
-            }
-        }
-        _ => {}
+/// [`process::stop_process`], saying so when SIGTERM was not enough.
+fn stop_recorded_process(pid: u32, needle: &str, target: SignalTarget, grace: Duration) {
+    if process::stop_process(pid, needle, target, grace) == Stopped::Killed {
+        eprintln!("devcluster: process {pid} ignored SIGTERM for {grace:?}; killed it");
     }
 }
 

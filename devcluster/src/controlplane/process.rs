@@ -1,5 +1,7 @@
 //! Supervised control-plane processes: one process group each, output in a log file, stopped with
-//! SIGTERM and then SIGKILL.
+//! SIGTERM and then SIGKILL. Also the one way to stop a process started by an earlier command and
+//! found through its record ([`stop_process`], which never signals a recycled pid) or one of our
+//! own children ([`stop_child`]); the daemon, `down` and the Skyhook installers use them.
 //!
 //! If the supervising process dies without cleaning up, the children must not outlive it: the
 //! binary asks the kernel for SIGKILL on its parent's death when `DEVCLUSTER_PARENT_PID` is set
@@ -119,15 +121,35 @@ impl Supervised {
     }
 }
 
-/// Signals the process group led by `pid`; a group that no longer exists is not an error.
-pub fn signal_group(pid: u32, signal: Signal) {
+/// Whom a signal for `pid` reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalTarget {
+    /// The process group `pid` leads (a process started in a group of its own), so its children
+    /// get the signal too.
+    Group,
+    /// `pid` alone: it stops its own children (the devcluster daemon), or it leads no group.
+    Process,
+}
+
+/// Signals `pid` or its group; a process or group that no longer exists is not an error, and pids
+/// that are not above 1 (which `kill` reads as "every process" or "my group") are ignored.
+pub fn signal(pid: u32, target: SignalTarget, signal: Signal) {
     let Ok(raw) = i32::try_from(pid) else { return };
     if raw <= 1 {
         return;
     }
-    if let Err(error) = killpg(Pid::from_raw(raw), signal) {
-        tracing::debug!(pid, ?signal, %error, "signalling process group");
+    let sent = match target {
+        SignalTarget::Group => killpg(Pid::from_raw(raw), signal),
+        SignalTarget::Process => nix::sys::signal::kill(Pid::from_raw(raw), signal),
+    };
+    if let Err(error) = sent {
+        tracing::debug!(pid, ?target, ?signal, %error, "signalling");
     }
+}
+
+/// Signals the process group led by `pid`; a group that no longer exists is not an error.
+pub fn signal_group(pid: u32, signal: Signal) {
+    self::signal(pid, SignalTarget::Group, signal);
 }
 
 /// Whether `pid` names a live (not zombie) process.
@@ -148,18 +170,60 @@ fn process_state(pid: u32) -> Option<char> {
         .and_then(|(_, rest)| rest.chars().next())
 }
 
-/// SIGTERM to the process group of `pid` (a background process started by an earlier command,
-/// so not our child), then SIGKILL once `grace` has passed while it still runs `needle`.
-pub fn stop_process(pid: u32, needle: &str, grace: Duration) {
-    signal_group(pid, Signal::SIGTERM);
+/// How a stop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// There was nothing to stop (no such process, or its pid now belongs to another program).
+    NotRunning,
+    /// It exited within the grace period after SIGTERM.
+    Terminated,
+    /// It still ran when the grace period was over and got SIGKILL.
+    Killed,
+}
+
+/// Stops `pid`, a background process started by an earlier command (so not our child): SIGTERM
+/// to it or its group (`target`), then SIGKILL once `grace` has passed while it still runs.
+/// "It" is a live process whose command line contains `needle`: a recorded pid may have been
+/// recycled by another program, which is never signalled. Returns once it has exited.
+pub fn stop_process(pid: u32, needle: &str, target: SignalTarget, grace: Duration) -> Stopped {
+    if !is_alive_running(pid, needle) {
+        return Stopped::NotRunning;
+    }
+    terminate_then_kill(pid, target, grace, || is_alive_running(pid, needle))
+}
+
+/// Stops our own child `child`, started in a process group of its own, as [`stop_process`] stops
+/// a recorded one, and reaps it. (Until reaped, its pid cannot be recycled.)
+pub fn stop_child(child: &mut std::process::Child, grace: Duration) -> Stopped {
+    let running = |child: &mut std::process::Child| matches!(child.try_wait(), Ok(None));
+    if !running(child) {
+        return Stopped::NotRunning;
+    }
+    let stopped = terminate_then_kill(child.id(), SignalTarget::Group, grace, || running(child));
+    // Gone after SIGKILL or already reaped by `try_wait`; a failed wait has nothing left to reap.
+    let _reaped = child.wait();
+    stopped
+}
+
+/// SIGTERM, then SIGKILL once `grace` has passed while `still_running` says so; returns once
+/// `still_running` says it is gone.
+fn terminate_then_kill(
+    pid: u32,
+    target: SignalTarget,
+    grace: Duration,
+    mut still_running: impl FnMut() -> bool,
+) -> Stopped {
+    signal(pid, target, Signal::SIGTERM);
     let started = std::time::Instant::now();
-    while is_alive_running(pid, needle) {
-        if started.elapsed() > grace {
-            signal_group(pid, Signal::SIGKILL);
-            break;
+    let mut stopped = Stopped::Terminated;
+    while still_running() {
+        if stopped == Stopped::Terminated && started.elapsed() > grace {
+            signal(pid, target, Signal::SIGKILL);
+            stopped = Stopped::Killed;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    stopped
 }
 
 /// A background process's record (pid, ports, log) read back from `path`; `None` when it is
@@ -242,6 +306,90 @@ mod tests {
         assert!(!is_alive(u32::MAX));
         assert!(!is_stopped(me));
         assert!(!is_stopped(u32::MAX));
+    }
+
+    /// A shell waiting for `sleep 600`, in a process group of its own; with `ignore_term`, both
+    /// ignore SIGTERM. Returns once both run. (No `exec sleep`: while a process execs, its
+    /// command line can read empty.)
+    fn sleeper(ignore_term: bool) -> std::io::Result<std::process::Child> {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let trap = if ignore_term { "trap '' TERM; " } else { "" };
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", &format!("{trap}sleep 600 & echo ready; wait")])
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()?;
+        let mut line = String::new();
+        if let Some(stdout) = child.stdout.take() {
+            std::io::BufReader::new(stdout).read_line(&mut line)?;
+        }
+        assert_eq!(line, "ready\n");
+        Ok(child)
+    }
+
+    #[test]
+    fn stop_process_terminates_kills_and_spares_recycled_pids() -> std::io::Result<()> {
+        // (ignores SIGTERM, needle, grace, expected, still running afterwards)
+        let cases = [
+            (
+                false,
+                "sleep",
+                Duration::from_secs(60),
+                Stopped::Terminated,
+                false,
+            ),
+            (
+                true,
+                "sleep",
+                Duration::from_millis(300),
+                Stopped::Killed,
+                false,
+            ),
+            // The pid runs another program than the record says: a recycled pid.
+            (
+                false,
+                "skyhook-controller",
+                Duration::from_secs(60),
+                Stopped::NotRunning,
+                true,
+            ),
+        ];
+        for (ignore_term, needle, grace, expected, still_running) in cases {
+            let mut child = sleeper(ignore_term)?;
+            let pid = child.id();
+            let stopped = stop_process(pid, needle, SignalTarget::Group, grace);
+            // Reaped here, so an exited child is gone rather than a zombie.
+            let alive = child.try_wait()?.is_none();
+            if alive {
+                signal_group(pid, Signal::SIGKILL);
+                child.wait()?;
+            }
+            assert_eq!(
+                stopped, expected,
+                "{needle}, ignores SIGTERM: {ignore_term}"
+            );
+            assert_eq!(
+                alive, still_running,
+                "{needle}, ignores SIGTERM: {ignore_term}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn stop_child_terminates_kills_and_reaps() -> std::io::Result<()> {
+        let cases = [
+            (false, Duration::from_secs(60), Stopped::Terminated),
+            (true, Duration::from_millis(300), Stopped::Killed),
+        ];
+        for (ignore_term, grace, expected) in cases {
+            let mut child = sleeper(ignore_term)?;
+            assert_eq!(stop_child(&mut child, grace), expected, "{ignore_term}");
+            assert!(child.try_wait()?.is_some(), "reaped");
+            assert_eq!(stop_child(&mut child, grace), Stopped::NotRunning);
+        }
+        Ok(())
     }
 
     #[test]

@@ -22,7 +22,8 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::controlplane::process::{
-    is_alive_running, read_record, signal_group, stop_process, write_record,
+    SignalTarget, is_alive_running, read_record, signal_group, stop_child, stop_process,
+    write_record,
 };
 use crate::state::StateDir;
 
@@ -351,24 +352,11 @@ impl Drop for ControllerProcess {
     }
 }
 
-pub(crate) fn stop_child(child: &mut Child, grace: Duration) {
-    signal_group(child.id(), Signal::SIGTERM);
-    let started = Instant::now();
-    while matches!(child.try_wait(), Ok(None)) {
-        if started.elapsed() > grace {
-            signal_group(child.id(), Signal::SIGKILL);
-            let _reaped = child.wait();
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Stops the controller recorded in `state` (if it runs) and removes the record; returns its pid.
 pub fn stop_recorded_controller(state: &StateDir, grace: Duration) -> Option<u32> {
     let record = ControllerRecord::running(state);
     if let Some(record) = &record {
-        stop_process(record.pid, CONTROLLER_BINARY, grace);
+        stop_process(record.pid, CONTROLLER_BINARY, SignalTarget::Group, grace);
     }
     let _removed = std::fs::remove_file(ControllerRecord::path(state));
     record.map(|record| record.pid)

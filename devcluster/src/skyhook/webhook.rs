@@ -28,9 +28,9 @@ use kube::api::{
 };
 use std::os::unix::process::CommandExt;
 
-use super::install::{NAMESPACE, free_port, readyz, stop_child};
+use super::install::{NAMESPACE, free_port, readyz};
 use crate::controlplane::process::{
-    is_alive_running, log_tail, read_record, stop_process, write_record,
+    SignalTarget, is_alive_running, log_tail, read_record, stop_child, stop_process, write_record,
 };
 use crate::state::StateDir;
 
@@ -335,7 +335,7 @@ pub async fn unregister(client: &kube::Client) -> Result<(), WebhookError> {
 pub fn stop_recorded_webhook(state: &StateDir, grace: Duration) -> Option<u32> {
     let record = WebhookRecord::running(state);
     if let Some(record) = &record {
-        stop_process(record.pid, WEBHOOK_BINARY, grace);
+        stop_process(record.pid, WEBHOOK_BINARY, SignalTarget::Group, grace);
     }
     let _removed = std::fs::remove_file(WebhookRecord::path(state));
     record.map(|record| record.pid)
