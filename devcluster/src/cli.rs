@@ -18,6 +18,7 @@ use crate::controlplane::process::{self, SignalTarget, Stopped, is_alive, is_ali
 use crate::controlplane::{Timeouts, binary};
 use crate::images::ImageMap;
 use crate::node::{Heartbeat, NodeHandle};
+use crate::skyhook::background::BackgroundRecord;
 use crate::skyhook::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::skyhook::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
 use crate::state::{ClusterRecord, StateDir, default_state_dir};

@@ -7,10 +7,8 @@
 //! `devcluster status` and `down` find it.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, LimitRangeSpec, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -18,13 +16,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
-use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::controlplane::process::{
-    SignalTarget, is_alive_running, read_record, signal_group, stop_child, stop_process,
-    write_record,
-};
+use super::background::{BackgroundProcess, BackgroundRecord, Launch, spawn, stop_recorded};
 use crate::state::StateDir;
 
 /// The namespace of the controller's pods, ConfigMaps and Lease, as upstream's chart installs it.
@@ -33,8 +27,6 @@ pub const NAMESPACE: &str = "skyhook";
 pub const CONTROLLER_BINARY: &str = "skyhook-controller";
 /// Field manager of everything `install` applies.
 const FIELD_MANAGER: &str = "devcluster-install";
-/// How often the controller's `/readyz` is asked while waiting.
-const READY_POLL: Duration = Duration::from_millis(250);
 
 /// What to install.
 #[derive(Debug, Clone)]
@@ -109,20 +101,21 @@ pub enum InstallError {
         binary: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "skyhook-controller exited ({status}) before it was ready; last lines of {log}:\n{tail}"
-    )]
-    ControllerExited {
+    #[error("{binary} exited ({status}) before it was ready; last lines of {log}:\n{tail}")]
+    Exited {
+        binary: &'static str,
         status: std::process::ExitStatus,
         log: PathBuf,
         tail: String,
     },
     #[error(
-        "skyhook-controller (pid {pid}) did not answer /readyz within {waited:?}; stopping it; last lines of {log}:\n{tail}"
+        "{binary} (pid {pid}) was not ready within {waited:?} ({last}); stopped it; last lines of {log}:\n{tail}"
     )]
-    ControllerNotReady {
+    NotReady {
+        binary: &'static str,
         pid: u32,
         waited: Duration,
+        last: String,
         log: PathBuf,
         tail: String,
     },
@@ -137,24 +130,15 @@ pub struct ControllerRecord {
     pub log: PathBuf,
 }
 
-impl ControllerRecord {
-    pub fn path(state: &StateDir) -> PathBuf {
-        state.root().join("skyhook-controller.json")
+impl BackgroundRecord for ControllerRecord {
+    const BINARY: &'static str = CONTROLLER_BINARY;
+
+    fn pid(&self) -> u32 {
+        self.pid
     }
 
-    /// The recorded controller, if its process still runs.
-    pub fn running(state: &StateDir) -> Option<Self> {
-        let record: Self = read_record(&Self::path(state))?;
-        is_alive_running(record.pid, CONTROLLER_BINARY).then_some(record)
-    }
-
-    fn write(&self, state: &StateDir) -> Result<(), InstallError> {
-        let path = Self::path(state);
-        write_record(&path, self).map_err(|source| InstallError::Io {
-            action: "writing",
-            path,
-            source,
-        })
+    fn log(&self) -> &Path {
+        &self.log
     }
 }
 
@@ -311,55 +295,12 @@ pub async fn apply_namespace(client: &kube::Client) -> Result<(), InstallError> 
 }
 
 /// A `skyhook-controller` process started by [`start_controller`]. Dropping it stops the
-/// controller unless [`ControllerProcess::detach`] was called.
-#[derive(Debug)]
-pub struct ControllerProcess {
-    child: Option<Child>,
-    record: ControllerRecord,
-}
-
-impl ControllerProcess {
-    pub fn record(&self) -> &ControllerRecord {
-        &self.record
-    }
-
-    /// Leaves the controller running after this handle (and this process) is gone.
-    pub fn detach(mut self) -> ControllerRecord {
-        self.child = None;
-        self.record.clone()
-    }
-
-    /// SIGKILL at once, as a crash or an OOM kill would end it (no Lease release, no cleanup);
-    /// waits for the exit.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            signal_group(child.id(), Signal::SIGKILL);
-            let _reaped = child.wait();
-        }
-    }
-
-    /// SIGTERM, then SIGKILL after `grace`; waits for the exit.
-    pub fn stop(&mut self, grace: Duration) {
-        if let Some(mut child) = self.child.take() {
-            stop_child(&mut child, grace);
-        }
-    }
-}
-
-impl Drop for ControllerProcess {
-    fn drop(&mut self) {
-        self.stop(Duration::from_secs(10));
-    }
-}
+/// controller unless [`BackgroundProcess::detach`] was called.
+pub type ControllerProcess = BackgroundProcess<ControllerRecord>;
 
 /// Stops the controller recorded in `state` (if it runs) and removes the record; returns its pid.
 pub fn stop_recorded_controller(state: &StateDir, grace: Duration) -> Option<u32> {
-    let record = ControllerRecord::running(state);
-    if let Some(record) = &record {
-        stop_process(record.pid, CONTROLLER_BINARY, SignalTarget::Group, grace);
-    }
-    let _removed = std::fs::remove_file(ControllerRecord::path(state));
-    record.map(|record| record.pid)
+    stop_recorded::<ControllerRecord>(state, grace)
 }
 
 pub(crate) fn free_port(endpoint: &'static str) -> Result<u16, InstallError> {
@@ -395,71 +336,31 @@ pub async fn start_controller(
         options.agent_image.as_deref(),
         &options.extra_env,
     );
-    let log = state.log_file(&log_name(options.replica.as_deref()));
-    let io = |action, path: &Path, source| InstallError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
+    let log_name = log_name(options.replica.as_deref());
+    let launch = Launch {
+        binary: &binary,
+        args: Vec::new(),
+        env,
+        log_name: &log_name,
     };
-    std::fs::create_dir_all(state.logs())
-        .map_err(|source| io("creating", &state.logs(), source))?;
-    let log_file = std::fs::File::create(&log).map_err(|source| io("creating", &log, source))?;
-    let log_err = log_file
-        .try_clone()
-        .map_err(|source| io("duplicating the handle of", &log, source))?;
-    let child = std::process::Command::new(&binary)
-        .envs(&env)
-        .current_dir(state.root())
-        .stdin(Stdio::null())
-        .stdout(log_file)
-        .stderr(log_err)
-        // Its own group: a terminal's Ctrl-C on `devcluster install` does not reach it.
-        .process_group(0)
-        .spawn()
-        .map_err(|source| InstallError::Spawn {
-            binary: binary.clone(),
-            source,
-        })?;
-    let record = ControllerRecord {
-        pid: child.id(),
+    let mut process = spawn(state, launch, |pid, log| ControllerRecord {
+        pid,
         metrics_port,
         probe_port,
-        log: log.clone(),
-    };
-    let mut process = ControllerProcess {
-        child: Some(child),
-        record,
-    };
+        log,
+    })?;
     if options.replica.is_none() {
-        process.record.write(state)?;
+        process.write_record(state)?;
     }
-    let started = Instant::now();
-    loop {
-        if let Some(child) = process.child.as_mut()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            process.child = None;
-            return Err(InstallError::ControllerExited {
-                status,
-                tail: crate::controlplane::process::log_tail(&log, 30),
-                log,
-            });
-        }
+    let ready = || async {
         if readyz(probe_port).await {
-            return Ok(process);
+            Ok(())
+        } else {
+            Err("/readyz is not 200 yet".to_string())
         }
-        if started.elapsed() > options.ready_timeout {
-            let pid = process.record.pid;
-            process.stop(Duration::from_secs(10));
-            return Err(InstallError::ControllerNotReady {
-                pid,
-                waited: options.ready_timeout,
-                tail: crate::controlplane::process::log_tail(&log, 30),
-                log,
-            });
-        }
-        tokio::time::sleep(READY_POLL).await;
-    }
+    };
+    process.wait_ready(options.ready_timeout, ready).await?;
+    Ok(process)
 }
 
 /// Whether `GET /readyz` on the probe port answers 200.

@@ -6,6 +6,7 @@
 //! directory, process records, the binaries' locations, [`DevCluster::client`]). The `devcluster`
 //! command's `install`, `status` and `down` call it.
 
+pub mod background;
 pub mod install;
 pub mod webhook;
 
@@ -22,10 +23,7 @@ impl DevCluster {
         &self,
         options: InstallOptions,
     ) -> Result<ControllerProcess, InstallError> {
-        let client = self
-            .client()
-            .map_err(|error| InstallError::Client(error.to_string()))?;
-        install::install(&client, &StateDir::new(self.state_dir()), &options).await
+        install::install(&client(self)?, &state(self), &options).await
     }
 
     /// Starts one more `skyhook-controller` against this cluster, without applying anything
@@ -34,7 +32,7 @@ impl DevCluster {
         &self,
         options: InstallOptions,
     ) -> Result<ControllerProcess, InstallError> {
-        install::start_controller(&StateDir::new(self.state_dir()), &options).await
+        install::start_controller(&state(self), &options).await
     }
 
     /// Registers upstream's webhook configurations and starts `skyhook-webhook` against this
@@ -45,9 +43,16 @@ impl DevCluster {
         &self,
         options: WebhookOptions,
     ) -> Result<WebhookProcess, WebhookError> {
-        let client = self
-            .client()
-            .map_err(|error| InstallError::Client(error.to_string()))?;
-        webhook::install_webhook(&client, &StateDir::new(self.state_dir()), &options).await
+        webhook::install_webhook(&client(self)?, &state(self), &options).await
     }
+}
+
+fn client(cluster: &DevCluster) -> Result<kube::Client, InstallError> {
+    cluster
+        .client()
+        .map_err(|error| InstallError::Client(error.to_string()))
+}
+
+fn state(cluster: &DevCluster) -> StateDir {
+    StateDir::new(cluster.state_dir())
 }

@@ -13,9 +13,9 @@
 //! and runs the process. The pid, ports and log are recorded in `<state>/skyhook-webhook.json` for
 //! `status` and `down`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
@@ -26,12 +26,9 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
     PostParams,
 };
-use std::os::unix::process::CommandExt;
 
-use super::install::{NAMESPACE, free_port, readyz};
-use crate::controlplane::process::{
-    SignalTarget, is_alive_running, log_tail, read_record, stop_child, stop_process, write_record,
-};
+use super::background::{BackgroundProcess, BackgroundRecord, Launch, spawn, stop_recorded};
+use super::install::{InstallError, NAMESPACE, free_port, readyz};
 use crate::state::StateDir;
 
 /// The webhook's binary name (also what `status` and `down` look for in `/proc/<pid>/cmdline`).
@@ -48,7 +45,6 @@ const SERVICE: &str = "skyhook-webhook";
 /// The address the API server calls, and the certificate's extra name.
 const LOOPBACK: &str = "127.0.0.1";
 const FIELD_MANAGER: &str = "devcluster-install";
-const READY_POLL: Duration = Duration::from_millis(250);
 
 /// How to run the webhook.
 #[derive(Debug, Clone)]
@@ -80,33 +76,6 @@ pub enum WebhookError {
     Install(#[from] super::install::InstallError),
     #[error("{action}: {source}")]
     Api { action: String, source: kube::Error },
-    #[error("{action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("starting {binary}: {source}")]
-    Spawn {
-        binary: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("skyhook-webhook exited ({status}) before it was ready; last lines of {log}:\n{tail}")]
-    Exited {
-        status: std::process::ExitStatus,
-        log: PathBuf,
-        tail: String,
-    },
-    #[error(
-        "skyhook-webhook (pid {pid}) was not serving the API server within {waited:?} ({last}); stopping it; last lines of {log}:\n{tail}"
-    )]
-    NotReady {
-        pid: u32,
-        waited: Duration,
-        last: String,
-        log: PathBuf,
-        tail: String,
-    },
 }
 
 /// Where a running webhook is: what `status` shows and `down` stops.
@@ -120,59 +89,21 @@ pub struct WebhookRecord {
     pub log: PathBuf,
 }
 
-impl WebhookRecord {
-    pub fn path(state: &StateDir) -> PathBuf {
-        state.root().join("skyhook-webhook.json")
+impl BackgroundRecord for WebhookRecord {
+    const BINARY: &'static str = WEBHOOK_BINARY;
+
+    fn pid(&self) -> u32 {
+        self.pid
     }
 
-    /// The recorded webhook, if its process still runs.
-    pub fn running(state: &StateDir) -> Option<Self> {
-        let record: Self = read_record(&Self::path(state))?;
-        is_alive_running(record.pid, WEBHOOK_BINARY).then_some(record)
-    }
-
-    fn write(&self, state: &StateDir) -> Result<(), WebhookError> {
-        let path = Self::path(state);
-        write_record(&path, self).map_err(|source| WebhookError::Io {
-            action: "writing",
-            path,
-            source,
-        })
+    fn log(&self) -> &Path {
+        &self.log
     }
 }
 
 /// A `skyhook-webhook` process started by [`start_webhook`]. Dropping it stops the webhook unless
-/// [`WebhookProcess::detach`] was called.
-#[derive(Debug)]
-pub struct WebhookProcess {
-    child: Option<Child>,
-    record: WebhookRecord,
-}
-
-impl WebhookProcess {
-    pub fn record(&self) -> &WebhookRecord {
-        &self.record
-    }
-
-    /// Leaves the webhook running after this handle (and this process) is gone.
-    pub fn detach(mut self) -> WebhookRecord {
-        self.child = None;
-        self.record.clone()
-    }
-
-    /// SIGTERM, then SIGKILL after `grace`; waits for the exit.
-    pub fn stop(&mut self, grace: Duration) {
-        if let Some(mut child) = self.child.take() {
-            stop_child(&mut child, grace);
-        }
-    }
-}
-
-impl Drop for WebhookProcess {
-    fn drop(&mut self) {
-        self.stop(Duration::from_secs(10));
-    }
-}
+/// [`BackgroundProcess::detach`] was called.
+pub type WebhookProcess = BackgroundProcess<WebhookRecord>;
 
 /// `SKYHOOK_WEBHOOK_BIN`, else `skyhook-webhook` next to the devcluster binary.
 pub fn webhook_binary() -> Result<PathBuf, WebhookError> {
@@ -218,26 +149,26 @@ pub fn webhook_configurations(
             scope: Some("Cluster".to_string()),
         }])
     };
-    let validating =
-        |name: &str, path: &str, resource: &str, operations: &[&str]| ValidatingWebhook {
-            name: name.to_string(),
-            admission_review_versions: vec!["v1".to_string()],
-            client_config: client(path),
-            failure_policy: Some("Fail".to_string()),
-            side_effects: "None".to_string(),
-            timeout_seconds: Some(10),
-            rules: rules(resource, operations),
-            ..ValidatingWebhook::default()
+    // ValidatingWebhook and MutatingWebhook have these fields in common, but no common type.
+    macro_rules! webhook {
+        ($kind:ident, $name:expr, $path:expr, $resource:expr, $operations:expr) => {
+            $kind {
+                name: $name.to_string(),
+                admission_review_versions: vec!["v1".to_string()],
+                client_config: client($path),
+                failure_policy: Some("Fail".to_string()),
+                side_effects: "None".to_string(),
+                timeout_seconds: Some(10),
+                rules: rules($resource, $operations),
+                ..$kind::default()
+            }
         };
-    let mutating = |name: &str, path: &str, resource: &str| MutatingWebhook {
-        name: name.to_string(),
-        admission_review_versions: vec!["v1".to_string()],
-        client_config: client(path),
-        failure_policy: Some("Fail".to_string()),
-        side_effects: "None".to_string(),
-        timeout_seconds: Some(10),
-        rules: rules(resource, &["CREATE", "UPDATE"]),
-        ..MutatingWebhook::default()
+    }
+    let validating = |name: &str, path: &str, resource: &str, operations: &[&str]| {
+        webhook!(ValidatingWebhook, name, path, resource, operations)
+    };
+    let mutating = |name: &str, path: &str, resource: &str| {
+        webhook!(MutatingWebhook, name, path, resource, &["CREATE", "UPDATE"])
     };
     let meta = |name: &str| ObjectMeta {
         name: Some(name.to_string()),
@@ -333,12 +264,7 @@ pub async fn unregister(client: &kube::Client) -> Result<(), WebhookError> {
 
 /// Stops the webhook recorded in `state` (if it runs) and removes the record; returns its pid.
 pub fn stop_recorded_webhook(state: &StateDir, grace: Duration) -> Option<u32> {
-    let record = WebhookRecord::running(state);
-    if let Some(record) = &record {
-        stop_process(record.pid, WEBHOOK_BINARY, SignalTarget::Group, grace);
-    }
-    let _removed = std::fs::remove_file(WebhookRecord::path(state));
-    record.map(|record| record.pid)
+    stop_recorded::<WebhookRecord>(state, grace)
 }
 
 /// Registers the configurations, starts the webhook against the cluster of `state` (its own
@@ -360,84 +286,45 @@ pub async fn start_webhook(
     let admin_port = free_port("webhook admin")?;
     register(client, port).await?;
 
-    let io = |action, path: &Path, source| WebhookError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    };
     let cert_dir = state.root().join("webhook-certs");
-    std::fs::create_dir_all(&cert_dir).map_err(|source| io("creating", &cert_dir, source))?;
-    std::fs::create_dir_all(state.logs())
-        .map_err(|source| io("creating", &state.logs(), source))?;
-    let log = state.log_file(WEBHOOK_BINARY);
-    let log_file = std::fs::File::create(&log).map_err(|source| io("creating", &log, source))?;
-    let log_err = log_file
-        .try_clone()
-        .map_err(|source| io("duplicating the handle of", &log, source))?;
-    let child = std::process::Command::new(&binary)
-        .args(webhook_args(&cert_dir, port, admin_port))
-        .env("KUBECONFIG", state.kubeconfig())
-        .env(
-            "RUST_LOG",
+    std::fs::create_dir_all(&cert_dir).map_err(|source| InstallError::Io {
+        action: "creating",
+        path: cert_dir.clone(),
+        source,
+    })?;
+    let env = BTreeMap::from([
+        (
+            "KUBECONFIG".to_string(),
+            state.kubeconfig().display().to_string(),
+        ),
+        (
+            "RUST_LOG".to_string(),
             std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn".to_string()),
-        )
-        .current_dir(state.root())
-        .stdin(Stdio::null())
-        .stdout(log_file)
-        .stderr(log_err)
-        // Its own group: a terminal's Ctrl-C on `devcluster install` does not reach it.
-        .process_group(0)
-        .spawn()
-        .map_err(|source| WebhookError::Spawn {
-            binary: binary.clone(),
-            source,
-        })?;
-    let mut process = WebhookProcess {
-        child: Some(child),
-        record: WebhookRecord {
-            pid: 0,
-            port,
-            admin_port,
-            log: log.clone(),
-        },
+        ),
+    ]);
+    let launch = Launch {
+        binary: &binary,
+        args: webhook_args(&cert_dir, port, admin_port),
+        env,
+        log_name: WEBHOOK_BINARY,
     };
-    process.record.pid = process.child.as_ref().map_or(0, Child::id);
-    process.record.write(state)?;
+    let mut process = spawn(state, launch, |pid, log| WebhookRecord {
+        pid,
+        port,
+        admin_port,
+        log,
+    })?;
+    process.write_record(state)?;
 
-    let started = Instant::now();
-    let mut last: String;
-    loop {
-        if let Some(child) = process.child.as_mut()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            process.child = None;
-            return Err(WebhookError::Exited {
-                status,
-                tail: log_tail(&log, 30),
-                log,
-            });
-        }
+    let ready = || async {
         if readyz(admin_port).await {
-            match probe_through_api_server(client).await {
-                Ok(()) => return Ok(process),
-                Err(error) => last = error,
-            }
+            probe_through_api_server(client).await
         } else {
-            last = "/readyz is not 200 yet".to_string();
+            Err("/readyz is not 200 yet".to_string())
         }
-        if started.elapsed() > options.ready_timeout {
-            let pid = process.record.pid;
-            process.stop(Duration::from_secs(10));
-            return Err(WebhookError::NotReady {
-                pid,
-                waited: options.ready_timeout,
-                last,
-                tail: log_tail(&log, 30),
-                log,
-            });
-        }
-        tokio::time::sleep(READY_POLL).await;
-    }
+    };
+    process.wait_ready(options.ready_timeout, ready).await?;
+    Ok(process)
 }
 
 /// A server-side dry-run create of a valid DeploymentPolicy: it passes through both policy
