@@ -294,8 +294,7 @@ fn system_mounts(
 ) -> Result<(), IsolationError> {
     let nosuid_nodev_noexec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     let proc = root.join("proc");
-    create_mount_point(&proc, true)?;
-    mount_fs("proc", &proc, nosuid_nodev_noexec, None)?;
+    mount_fs_on_new_dir("proc", &proc, nosuid_nodev_noexec, None)?;
     for protected in ["sys", "sysrq-trigger"] {
         let path = proc.join(protected);
         if path.exists() {
@@ -304,11 +303,9 @@ fn system_mounts(
     }
     bind(boot_id_file, &proc.join("sys/kernel/random/boot_id"), true)?;
 
-    let sys = root.join("sys");
-    create_mount_point(&sys, true)?;
-    mount_fs(
+    mount_fs_on_new_dir(
         "sysfs",
-        &sys,
+        &root.join("sys"),
         nosuid_nodev_noexec | MsFlags::MS_RDONLY,
         None,
     )?;
@@ -320,25 +317,32 @@ fn system_mounts(
         None => minimal_dev(&dev)?,
     }
 
-    let tmp = root.join("tmp");
-    create_mount_point(&tmp, true)?;
-    mount_fs(
-        "tmpfs",
-        &tmp,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
-    )?;
-    let run = root.join("run");
-    create_mount_point(&run, true)?;
-    mount_fs(
-        "tmpfs",
-        &run,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=755"),
-    )?;
+    private_tmpfs(&root.join("tmp"), "mode=1777")?;
+    private_tmpfs(&root.join("run"), "mode=755")?;
     let control = root.join(CONTROL_MOUNT.trim_start_matches('/'));
     create_mount_point(&control, true)?;
     bind(control_dir, &control, false)
+}
+
+/// Creates the directory `dir` and mounts a new `fstype` on it.
+fn mount_fs_on_new_dir(
+    fstype: &'static str,
+    dir: &Path,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> Result<(), IsolationError> {
+    create_mount_point(dir, true)?;
+    mount_fs(fstype, dir, flags, data)
+}
+
+/// A tmpfs of the container's own at `dir` (`/tmp`, `/run`, `/dev/shm`).
+fn private_tmpfs(dir: &Path, mode: &str) -> Result<(), IsolationError> {
+    mount_fs_on_new_dir(
+        "tmpfs",
+        dir,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(mode),
+    )
 }
 
 /// A tmpfs `/dev` with the harmless devices bound in from the machine, a private devpts and shm.
@@ -349,22 +353,13 @@ fn minimal_dev(dev: &Path) -> Result<(), IsolationError> {
         create_mount_point(&target, false)?;
         bind(&Path::new("/dev").join(device), &target, false)?;
     }
-    let pts = dev.join("pts");
-    create_mount_point(&pts, true)?;
-    mount_fs(
+    mount_fs_on_new_dir(
         "devpts",
-        &pts,
+        &dev.join("pts"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=620"),
     )?;
-    let shm = dev.join("shm");
-    create_mount_point(&shm, true)?;
-    mount_fs(
-        "tmpfs",
-        &shm,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
-    )?;
+    private_tmpfs(&dev.join("shm"), "mode=1777")?;
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),

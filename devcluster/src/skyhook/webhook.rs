@@ -237,29 +237,30 @@ pub async fn register(client: &kube::Client, port: u16) -> Result<(), WebhookErr
 /// Deletes both configurations (absent ones are fine), so a cluster without a running webhook
 /// does not refuse every Skyhook write.
 pub async fn unregister(client: &kube::Client) -> Result<(), WebhookError> {
-    let params = DeleteParams::default();
-    let gone = |result: Result<_, kube::Error>, name: &str| match result {
+    delete_if_present::<ValidatingWebhookConfiguration>(client, VALIDATING_CONFIGURATION).await?;
+    delete_if_present::<MutatingWebhookConfiguration>(client, MUTATING_CONFIGURATION).await
+}
+
+/// Deletes the cluster-scoped `K` named `name`; one that is not there is fine.
+async fn delete_if_present<K>(client: &kube::Client, name: &str) -> Result<(), WebhookError>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    match Api::<K>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(WebhookError::Api {
             action: format!("deleting {name}"),
             source,
         }),
-    };
-    gone(
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .delete(VALIDATING_CONFIGURATION, &params)
-            .await
-            .map(|_| ()),
-        VALIDATING_CONFIGURATION,
-    )?;
-    gone(
-        Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .delete(MUTATING_CONFIGURATION, &params)
-            .await
-            .map(|_| ()),
-        MUTATING_CONFIGURATION,
-    )
+    }
 }
 
 /// Stops the webhook recorded in `state` (if it runs) and removes the record; returns its pid.
