@@ -25,6 +25,10 @@
 //!   is unchanged is the shutdown it asked for: [`PodOutcome::AwaitingReboot`] until
 //!   `reboot_deadline` after the kill, then failed with reason [`REBOOT_NOT_CONFIRMED`].
 //!   Upstream marked the node `erroring` here and kept it cordoned (#633).
+//! * Admission. A pod the kubelet refused before any of its containers ran (phase `Failed` with
+//!   reason `OutOf<resource>`, as `OutOfcpu`, `OutOfmemory` or `OutOfpods`, or
+//!   `UnexpectedAdmissionError`) is [`PodOutcome::Rejected`]: the node was full, the package did
+//!   not fail, and the kubelet never retries such a pod, so it is created again later.
 
 use std::time::Duration;
 
@@ -95,6 +99,15 @@ pub enum PodOutcome {
     },
     /// The pod failed; it is left for the kubelet to retry.
     Failed(PodFailure),
+    /// The kubelet refused the pod at admission, before any container ran; it never retries it.
+    Rejected {
+        /// `OutOfcpu`, `OutOfmemory`, `OutOfpods`, another `OutOf<resource>`, or
+        /// `UnexpectedAdmissionError`.
+        reason: String,
+        /// The kubelet's message, e.g. `Pod was rejected: Node didn't have enough resource: cpu,
+        /// requested: 500, used: 7800, capacity: 8000`.
+        message: Option<String>,
+    },
 }
 
 /// Why a pod failed.
@@ -199,6 +212,14 @@ pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
             return PodOutcome::RecreateAfterReboot;
         }
         let reason = status.and_then(|s| s.reason.clone());
+        if let Some(reason) = reason.as_deref().filter(|r| is_admission_rejection(r))
+            && !statuses.iter().any(container_ran)
+        {
+            return PodOutcome::Rejected {
+                reason: reason.to_owned(),
+                message: status.and_then(|s| s.message.clone()),
+            };
+        }
         if reboot_interrupt && reason.as_deref().is_some_and(is_shutdown_reason) {
             let since = pod_started(pod).unwrap_or(context.now);
             return reboot_wait_or_fail(since, context, None, 0);
@@ -267,6 +288,23 @@ fn last_termination(status: &ContainerStatus) -> Option<&ContainerStateTerminate
 
 fn is_killed(terminated: &ContainerStateTerminated) -> bool {
     matches!(terminated.exit_code, 137 | 143) || matches!(terminated.signal, Some(9 | 15))
+}
+
+/// Pod reasons the kubelet gives pods it refused at admission for want of resources
+/// (`OutOf` + the resource name, as its `InsufficientResourceError`) or for an admission error.
+fn is_admission_rejection(reason: &str) -> bool {
+    reason == "UnexpectedAdmissionError"
+        || reason
+            .strip_prefix("OutOf")
+            .is_some_and(|resource| !resource.is_empty())
+}
+
+/// Whether the container ever started: it runs, it terminated, or it did before a restart.
+fn container_ran(status: &ContainerStatus) -> bool {
+    let ran = |state: Option<&ContainerState>| {
+        state.is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+    };
+    status.restart_count > 0 || ran(status.state.as_ref()) || ran(status.last_state.as_ref())
 }
 
 /// Pod reasons the kubelet gives pods it stopped for a node shutdown.

@@ -10,6 +10,7 @@ pub mod keys;
 pub mod node_state;
 pub mod ordering;
 pub mod pod_annotation;
+pub mod resources;
 pub mod runtime_required;
 pub mod selector;
 pub mod stage;

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::resources::{CpuMemory, cpu_memory};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 
 use crate::cache;
@@ -63,6 +64,8 @@ pub struct NodeView {
     pub ready: bool,
     /// The node's conditions as `(type, status, reason)`.
     pub conditions: Vec<(String, String, String)>,
+    /// `status.allocatable` CPU and memory; `None` when the node does not report them readably.
+    pub allocatable: Option<CpuMemory>,
     /// `metadata.resourceVersion` as read: node patches planned from this view are made
     /// conditional on it, so a concurrent edit (an administrator deleting the node state) is
     /// never overwritten with stale bookkeeping.
@@ -199,6 +202,9 @@ pub fn node_view(node: &Node) -> NodeView {
             .iter()
             .any(|(type_, status, _)| type_ == "Ready" && status == "True"),
         conditions,
+        allocatable: status
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|list| cpu_memory(list).ok()),
         resource_version: node.metadata.resource_version.clone(),
     }
 }

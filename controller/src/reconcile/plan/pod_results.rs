@@ -5,8 +5,20 @@
 //! spec or to the node state as read (a node reset under a crash-looping pod) is deleted without
 //! reporting: writing its failure back would recreate the very entry it no longer matches, and
 //! the stray pod would then hold the node in `erroring` for good.
+//!
+//! A pod the kubelet refused at admission ([`PodOutcome::Rejected`]: the node was full) is not a
+//! package failure and the kubelet never retries it, so the controller does: the refused pod stays
+//! until its backoff ([`rejection_backoff`], 10 s doubling up to 5 min with the entry's
+//! `restarts`) has passed since its creation, then it is deleted with a Warning Event, its entry
+//! keeps its stage with one more restart, and the next reconcile after it is gone creates it again
+//! when the node has a slot. The refused pod itself records when the attempt was made, so the
+//! backoff survives a controller restart and costs no write while it runs.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use skyhook_api::pod_annotation::PodPackageAnnotation;
 
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
@@ -67,6 +79,16 @@ impl Planner<'_> {
                         ),
                     );
                 }
+                PodOutcome::Rejected { reason, message } => {
+                    if pod.deleting {
+                        continue;
+                    }
+                    if let Some(invalid) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
+                        self.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
+                        continue;
+                    }
+                    self.retry_rejected(pod, annotation, reason, message.as_deref());
+                }
                 PodOutcome::Failed(failure) => {
                     if let Some(reason) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
                         self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
@@ -111,6 +133,65 @@ impl Planner<'_> {
         }
     }
 
+    /// Deletes a pod the node refused once its backoff has passed, counting the attempt in its
+    /// entry; until then, looks again when it ends.
+    fn retry_rejected(
+        &mut self,
+        pod: &OwnedPod,
+        annotation: &PodPackageAnnotation,
+        reason: &str,
+        message: Option<&str>,
+    ) {
+        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
+            self.delete_pod(&pod.name, "its node is gone");
+            return;
+        };
+        let state = work.state(&annotation.skyhook);
+        let entry = state
+            .get_version(&annotation.name, &annotation.version)
+            .filter(|entry| entry.stage == annotation.stage)
+            .cloned();
+        let attempts = entry.as_ref().map_or(0, |entry| entry.restarts.max(0));
+        let backoff = rejection_backoff(attempts);
+        let created = pod
+            .pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(Timestamp::UNIX_EPOCH, |time| time.0);
+        let retry_at = SignedDuration::try_from(backoff)
+            .ok()
+            .and_then(|backoff| created.checked_add(backoff).ok())
+            .unwrap_or(self.now);
+        if self.now < retry_at {
+            let wait = self.now.duration_until(retry_at);
+            self.requeue(std::time::Duration::try_from(wait).unwrap_or(backoff));
+            return;
+        }
+        if let Some(mut entry) = entry {
+            entry.restarts = attempts.saturating_add(1);
+            state.upsert(entry);
+        }
+        self.delete_pod(&pod.name, format!("rejected by its node: {reason}"));
+        self.event(
+            EventTarget::Node(pod.node.clone()),
+            true,
+            "Apply",
+            format!(
+                "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
+                 creating its pod again (retry {} after {})",
+                annotation.name,
+                annotation.version,
+                annotation.skyhook,
+                annotation.stage,
+                pod.node,
+                message.map(|m| format!(" ({m})")).unwrap_or_default(),
+                attempts.saturating_add(1),
+                describe(backoff),
+            ),
+        );
+    }
+
     /// Why `pod` of `skyhook` no longer belongs to that Skyhook's spec or to its node's state as
     /// read; `None` when it does, or when the Skyhook is paused or being deleted (its pods are
     /// then not validated at all, as in [`Planner::skyhooks`]).
@@ -120,5 +201,51 @@ impl Planner<'_> {
         }
         let owner = OwnerSkyhook::new(skyhook).ok()?;
         self.invalid_reason(&owner, &skyhook.spec.packages, pod)
+    }
+}
+
+/// Wait before the first retry of a pod its node refused.
+pub const REJECTION_BACKOFF_FIRST: Duration = Duration::from_secs(10);
+/// Longest wait between retries of a refused pod.
+pub const REJECTION_BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// How long a pod refused by its node waits before it is created again, after `attempts` earlier
+/// refusals of the same stage: 10 s, doubling, at most 5 min.
+pub fn rejection_backoff(attempts: i32) -> Duration {
+    let doublings = u32::try_from(attempts).unwrap_or(0).min(16);
+    REJECTION_BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(REJECTION_BACKOFF_MAX)
+}
+
+/// `10s`, `2m40s`, `5m`.
+fn describe(value: Duration) -> String {
+    match (value.as_secs() / 60, value.as_secs() % 60) {
+        (0, secs) => format!("{secs}s"),
+        (mins, 0) => format!("{mins}m"),
+        (mins, secs) => format!("{mins}m{secs}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejection_backoff_doubles_up_to_five_minutes() {
+        let cases = [
+            (-1, "10s"),
+            (0, "10s"),
+            (1, "20s"),
+            (2, "40s"),
+            (3, "1m20s"),
+            (4, "2m40s"),
+            (5, "5m"),
+            (6, "5m"),
+            (i32::MAX, "5m"),
+        ];
+        for (attempts, want) in cases {
+            assert_eq!(describe(rejection_backoff(attempts)), want, "{attempts}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 mod budget;
 mod changes;
+mod pod_slots;
 mod policy;
 mod scenarios;
 mod sim;
