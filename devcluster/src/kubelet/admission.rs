@@ -142,12 +142,42 @@ mod tests {
 
     #[test]
     fn rejection_messages_match_the_kubelet() {
-        let s =
-            spec(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10"}}}]}));
-        let r = admit(&s, &BTreeMap::new(), NODE, &[]).unwrap_err();
-        assert_eq!(
-            r.message,
-            "Pod was rejected: Node didn't have enough resource: cpu, requested: 10000, used: 0, capacity: 8000"
-        );
+        // The kubelet's reason is "OutOf" + the resource, its message "Pod was rejected: " + the
+        // scheduler's InsufficientResourceError; the first missing resource in the order pods,
+        // cpu, memory is reported, "used" counting the pods already admitted.
+        let used = Requests {
+            cpu_millis: 7800,
+            memory: 1 << 30,
+        };
+        let cases = [
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}]}),
+                vec![used],
+                "OutOfcpu",
+                "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 7800, capacity: 8000",
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10"}}}]}),
+                vec![],
+                "OutOfcpu",
+                "Pod was rejected: Node didn't have enough resource: cpu, requested: 10000, used: 0, capacity: 8000",
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"memory": "16Gi"}}}]}),
+                vec![used],
+                "OutOfmemory",
+                "Pod was rejected: Node didn't have enough resource: memory, requested: 17179869184, used: 1073741824, capacity: 17179869184",
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10"}}}]}),
+                vec![used; 3],
+                "OutOfpods",
+                "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3",
+            ),
+        ];
+        for (s, admitted, reason, message) in cases {
+            let r = admit(&spec(s), &BTreeMap::new(), NODE, &admitted).unwrap_err();
+            assert_eq!((r.reason.as_str(), r.message.as_str()), (reason, message));
+        }
     }
 }
