@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use skyhook_api::pod_annotation::PodPackageAnnotation;
-
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
@@ -165,7 +164,7 @@ impl Planner<'_> {
             .unwrap_or(self.now);
         if self.now < retry_at {
             let wait = self.now.duration_until(retry_at);
-            self.requeue(std::time::Duration::try_from(wait).unwrap_or(backoff));
+            self.requeue(Duration::try_from(wait).unwrap_or(backoff));
             return;
         }
         if let Some(mut entry) = entry {
