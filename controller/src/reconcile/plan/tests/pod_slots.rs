@@ -119,6 +119,47 @@ fn two_hundred_independent_packages_run_at_most_n_pods_at_once_in_name_order() {
 }
 
 #[test]
+fn waiting_packages_start_in_dependency_then_name_order() {
+    let packages = vec![
+        package("aa", "1.0.0"),
+        package("bb", "1.0.0"),
+        package("cc", "1.0.0"),
+        package("dd", "1.0.0"),
+        super::sim::depends(package("ab", "1.0.0"), &[("aa", "1.0.0")]),
+    ];
+    let mut sim = Sim::new(vec![node("worker", 0)], vec![skyhook("order", packages)]);
+    sim.config.max_pods_per_node = 2;
+    let plans = run_bounded(&mut sim, 2, 200);
+    let created: Vec<(String, Stage)> = plans
+        .iter()
+        .flat_map(|p| p.create_pods.iter())
+        .map(|pod| {
+            let owned = super::sim::owned(pod.clone());
+            let annotation = owned.annotation.expect("created pods are annotated");
+            (annotation.name, annotation.stage)
+        })
+        .collect();
+    let want: Vec<(String, Stage)> = [
+        ("aa", Stage::Apply),
+        ("bb", Stage::Apply),
+        ("aa", Stage::Config),
+        ("bb", Stage::Config),
+        // ab became runnable when aa completed and sorts before cc.
+        ("ab", Stage::Apply),
+        ("cc", Stage::Apply),
+        ("ab", Stage::Config),
+        ("cc", Stage::Config),
+        ("dd", Stage::Apply),
+        ("dd", Stage::Config),
+    ]
+    .iter()
+    .map(|(name, stage)| ((*name).to_owned(), *stage))
+    .collect();
+    assert_eq!(created, want);
+    all_complete(&sim, "order", "worker", 5);
+}
+
+#[test]
 fn the_bound_is_per_node_and_shared_by_every_skyhook() {
     let mut sim = Sim::new(
         vec![node("n1", 0), node("n2", 1)],
