@@ -43,6 +43,7 @@ use skyhook_api::resources::{CpuMemory, pod_requests};
 use skyhook_api::v1alpha1::SkyhookStatus;
 
 use crate::config::Config;
+use crate::pod_outcome::PodOutcome;
 
 use super::snapshot::{NodeView, Snapshot};
 use work::NodeWork;
@@ -172,7 +173,8 @@ pub struct PlannedEvent {
     pub message: String,
 }
 
-/// Per node, how many of the controller's pods the snapshot holds and what they request.
+/// Per node, how many of the controller's pods the snapshot holds and what they request. A pod
+/// the kubelet refused holds its place in the count but none of the node's resources.
 fn pods_per_node(snapshot: &Snapshot) -> BTreeMap<&str, (usize, CpuMemory)> {
     let mut per_node: BTreeMap<&str, (usize, CpuMemory)> = BTreeMap::new();
     for pod in &snapshot.pods {
@@ -180,6 +182,7 @@ fn pods_per_node(snapshot: &Snapshot) -> BTreeMap<&str, (usize, CpuMemory)> {
             .pod
             .spec
             .as_ref()
+            .filter(|_| !matches!(pod.outcome, PodOutcome::Rejected { .. }))
             .and_then(|spec| pod_requests(spec).ok())
             .unwrap_or_default();
         let (count, sum) = per_node.entry(pod.node.as_str()).or_default();
@@ -298,25 +301,35 @@ impl<'s> Planner<'s> {
     /// `MAX_PODS_PER_NODE` of the controller's pods are there, and, when the node reports its
     /// allocatable CPU and memory, the requests of those pods plus this one fit in it. Workload
     /// pods are not cached, so the kubelet may still refuse a pod that passes; that rejection is
-    /// retried (`pod_results`). A pod that alone exceeds the node still starts when none of ours
-    /// is there, so that the kubelet's refusal is reported rather than waited on silently.
+    /// retried (`pod_results`). A pod that would not fit the node even alone is not held back:
+    /// waiting could never make room, so it starts and the kubelet's refusal is reported as a
+    /// failure rather than waited on silently.
     fn has_pod_slot(&self, node: &str, requests: CpuMemory) -> bool {
         let count = self.pod_count(node);
         if count >= self.config.max_pods_per_node {
             return false;
         }
-        if count == 0 {
-            return true;
-        }
         let Some(allocatable) = self.view_of(node).and_then(|view| view.allocatable) else {
             return true;
         };
+        if count == 0 || !self.can_ever_fit(node, requests) {
+            return true;
+        }
         let held = self
             .pods_on
             .get(node)
             .map_or_else(CpuMemory::default, |(_, r)| *r);
         let created = self.created_requests.get(node).copied().unwrap_or_default();
         held.plus(created).plus(requests).fits_within(allocatable)
+    }
+
+    /// Whether `requests` fit the node's allocatable CPU and memory with nothing else on it
+    /// (true when the node does not report them). A pod that does not is refused by the kubelet
+    /// and never holds any of the node's resources.
+    fn can_ever_fit(&self, node: &str, requests: CpuMemory) -> bool {
+        self.view_of(node)
+            .and_then(|view| view.allocatable)
+            .is_none_or(|allocatable| requests.fits_within(allocatable))
     }
 
     fn view_of(&self, node: &str) -> Option<&'s NodeView> {

@@ -228,8 +228,10 @@ impl<'s> Planner<'s> {
         }
         self.node_metadata(skyhook, owner, view);
         self.plan.create_pods.push(pod);
-        let created = self.created_requests.entry(node.to_owned()).or_default();
-        *created = created.plus(requests);
+        if self.can_ever_fit(node, requests) {
+            let created = self.created_requests.entry(node.to_owned()).or_default();
+            *created = created.plus(requests);
+        }
         self.created_on.entry(node.to_owned()).or_default().push((
             owner.name.to_owned(),
             package_label(&package.name, &package.version),

@@ -6,26 +6,30 @@
 //! reporting: writing its failure back would recreate the very entry it no longer matches, and
 //! the stray pod would then hold the node in `erroring` for good.
 //!
-//! A pod the kubelet refused at admission ([`PodOutcome::Rejected`]: the node was full) is not a
-//! package failure and the kubelet never retries it, so the controller does: the refused pod stays
+//! A pod the kubelet refused at admission ([`PodOutcome::Rejected`]) because the node was full
+//! is not a package failure and the kubelet never retries it, so the controller does: the refused
+//! pod stays
 //! until its backoff ([`rejection_backoff`], 10 s doubling up to 5 min with the entry's
 //! `restarts`) has passed since its creation, then it is deleted with a Warning Event, its entry
 //! keeps its stage with one more restart, and the next reconcile after it is gone creates it again
 //! when the node has a slot. The refused pod itself records when the attempt was made, so the
-//! backoff survives a controller restart and costs no write while it runs.
+//! backoff survives a controller restart and costs no write while it runs. A pod that requests
+//! more CPU or memory than the node's allocatable can never be admitted there: its refusal is a
+//! failure (`erroring` with the kubelet's reason), fixed by correcting the package's resources.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::resources::pod_requests;
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
 use super::{EventTarget, Planner};
 use crate::names::OwnerSkyhook;
 use crate::pod_match::InvalidReason;
-use crate::pod_outcome::PodOutcome;
+use crate::pod_outcome::{PodFailure, PodOutcome};
 use crate::reconcile::snapshot::OwnedPod;
 
 impl Planner<'_> {
@@ -86,6 +90,17 @@ impl Planner<'_> {
                         self.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
                         continue;
                     }
+                    if self.never_fits(pod) {
+                        let failure = PodFailure {
+                            container: None,
+                            exit_code: None,
+                            reason: reason.clone(),
+                            message: message.clone(),
+                            restarts: 0,
+                        };
+                        self.record_failure(pod, annotation, &failure);
+                        continue;
+                    }
                     self.retry_rejected(pod, annotation, reason, message.as_deref());
                 }
                 PodOutcome::Failed(failure) => {
@@ -93,43 +108,67 @@ impl Planner<'_> {
                         self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
                         continue;
                     }
-                    let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
-                        continue;
-                    };
-                    let edit = on_pod_failed(annotation, failure.restarts);
-                    let state = work.state(&annotation.skyhook);
-                    let changed = match &edit {
-                        NodeStateEdit::Upsert(entry) => {
-                            state.get_version(&entry.name, &entry.version) != Some(entry)
-                        }
-                        NodeStateEdit::Remove(_) => true,
-                    };
-                    apply_edits(state, std::slice::from_ref(&edit));
-                    let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
-                    work.set_status(&annotation.skyhook, Status::Erroring);
-                    if changed || !was_erroring {
-                        self.event(
-                            EventTarget::Node(pod.node.clone()),
-                            true,
-                            "Apply",
-                            format!(
-                                "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
-                                annotation.name,
-                                annotation.version,
-                                annotation.skyhook,
-                                annotation.stage,
-                                failure.reason,
-                                failure
-                                    .container
-                                    .as_ref()
-                                    .map(|c| format!(" in container {c}"))
-                                    .unwrap_or_default(),
-                            ),
-                        );
-                    }
+                    self.record_failure(pod, annotation, failure);
                 }
             }
         }
+    }
+
+    /// Marks the package of a failed pod `erroring` with the reason, with a Warning Event when
+    /// that changes something; the pod is left for the kubelet to retry.
+    fn record_failure(
+        &mut self,
+        pod: &OwnedPod,
+        annotation: &PodPackageAnnotation,
+        failure: &PodFailure,
+    ) {
+        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
+            return;
+        };
+        let edit = on_pod_failed(annotation, failure.restarts);
+        let state = work.state(&annotation.skyhook);
+        let changed = match &edit {
+            NodeStateEdit::Upsert(entry) => {
+                state.get_version(&entry.name, &entry.version) != Some(entry)
+            }
+            NodeStateEdit::Remove(_) => true,
+        };
+        apply_edits(state, std::slice::from_ref(&edit));
+        let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
+        work.set_status(&annotation.skyhook, Status::Erroring);
+        if changed || !was_erroring {
+            self.event(
+                EventTarget::Node(pod.node.clone()),
+                true,
+                "Apply",
+                format!(
+                    "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
+                    annotation.name,
+                    annotation.version,
+                    annotation.skyhook,
+                    annotation.stage,
+                    failure.reason,
+                    failure
+                        .container
+                        .as_ref()
+                        .map(|c| format!(" in container {c}"))
+                        .unwrap_or_default(),
+                ),
+            );
+        }
+    }
+
+    /// Whether `pod` requests more CPU or memory than its node can give even with nothing else
+    /// on it: refusing it is then no passing lack of room, and retrying cannot help.
+    fn never_fits(&self, pod: &OwnedPod) -> bool {
+        let Some(allocatable) = self.view_of(&pod.node).and_then(|view| view.allocatable) else {
+            return false;
+        };
+        pod.pod
+            .spec
+            .as_ref()
+            .and_then(|spec| pod_requests(spec).ok())
+            .is_some_and(|requests| !requests.fits_within(allocatable))
     }
 
     /// Deletes a pod the node refused once its backoff has passed, counting the attempt in its

@@ -237,11 +237,32 @@ fn the_nodes_allocatable_bounds_the_pods_too() {
     assert_eq!(plans[0].create_pods.len(), 1);
     all_complete(&sim, "mem", "worker", 3);
 
-    // A pod larger than the whole node still starts on a node with none of ours, so the
-    // kubelet's refusal is reported instead of a silent wait.
-    let huge = vec![requesting(package("huge", "1.0.0"), "4", "64Mi")];
-    let mut sim = Sim::new(vec![worker], vec![skyhook("huge", huge)]);
-    assert_eq!(sim.step().create_pods.len(), 1);
+    // A pod larger than the whole node is not held back (no room could ever free up for it):
+    // it starts beside the others, and the kubelet's refusal is a failure, not a retry.
+    let packages = vec![
+        requesting(package("huge", "1.0.0"), "4", "64Mi"),
+        requesting(package("small", "1.0.0"), "400m", "64Mi"),
+    ];
+    let mut sim = Sim::new(vec![worker], vec![skyhook("huge", packages)]);
+    assert_eq!(sim.step().create_pods.len(), 2);
+    reject(&mut sim, "huge");
+    advance(&mut sim, 600);
+    let failed = sim.step();
+    assert!(failed.delete_pods.is_empty(), "{:?}", failed.delete_pods);
+    assert!(
+        failed.events.iter().any(|e| e.warning
+            && e.message.contains("state erroring")
+            && e.message.contains("OutOfcpu")),
+        "{:?}",
+        failed.events
+    );
+    assert_eq!(
+        sim.state("huge", "worker"),
+        vec![
+            ("huge|1.0.0".to_owned(), Stage::Apply, State::Erroring),
+            ("small|1.0.0".to_owned(), Stage::Apply, State::InProgress),
+        ]
+    );
 }
 
 #[test]
