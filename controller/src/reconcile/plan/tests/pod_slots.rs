@@ -416,14 +416,28 @@ fn a_refused_pod_holds_its_slot_until_it_is_gone() {
     sim.config.max_pods_per_node = 2;
     sim.step();
     reject(&mut sim, "pkg000x");
-    let plan = sim.step();
-    assert!(plan.create_pods.is_empty(), "{:?}", sim.pods());
+    // pkg001x still runs and pkg000x waits out its backoff: two pods, no room for a third.
+    assert!(sim.step().create_pods.is_empty(), "{:?}", sim.pods());
+
     advance(&mut sim, 10);
     sim.settle(|_| false);
-    let mut plans = vec![sim.step()];
-    plans.push(sim.step());
-    assert!(plans.iter().all(|p| p.create_pods.len() <= 2));
-    let plans = run_bounded(&mut sim, 2, 200);
-    assert!(!plans.is_empty());
+    let released = sim.step();
+    assert_eq!(released.delete_pods.len(), 2, "{:?}", released.delete_pods);
+    assert!(
+        released.create_pods.is_empty(),
+        "the deleted pods hold their slots until they are gone"
+    );
+    let next = sim.step();
+    let names: Vec<String> = next
+        .create_pods
+        .iter()
+        .filter_map(|pod| pod.metadata.name.clone())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names[0].contains("pkg000x") && names[0].contains("-apply-"),
+        "the refused stage comes back first: {names:?}"
+    );
+    run_bounded(&mut sim, 2, 200);
     all_complete(&sim, "full", "worker", 6);
 }
