@@ -27,8 +27,9 @@
 //!   Upstream marked the node `erroring` here and kept it cordoned (#633).
 //! * Admission. A pod the kubelet refused before any of its containers ran (phase `Failed` with
 //!   reason `OutOf<resource>`, as `OutOfcpu`, `OutOfmemory` or `OutOfpods`, or
-//!   `UnexpectedAdmissionError`) is [`PodOutcome::Rejected`]: the node was full, the package did
-//!   not fail, and the kubelet never retries such a pod, so it is created again later.
+//!   `UnexpectedAdmissionError`) is [`PodOutcome::Rejected`]: the kubelet never retries such a
+//!   pod. The plan, which knows the node's allocatable, tells a full node (retried after a backoff)
+//!   from a pod the node can never hold (a failure).
 
 use std::time::Duration;
 

@@ -64,7 +64,7 @@ pub struct NodeView {
     pub ready: bool,
     /// The node's conditions as `(type, status, reason)`.
     pub conditions: Vec<(String, String, String)>,
-    /// `status.allocatable` CPU and memory; `None` when the node does not report them readably.
+    /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.
     pub allocatable: Option<CpuMemory>,
     /// `metadata.resourceVersion` as read: node patches planned from this view are made
     /// conditional on it, so a concurrent edit (an administrator deleting the node state) is
@@ -204,6 +204,7 @@ pub fn node_view(node: &Node) -> NodeView {
         conditions,
         allocatable: status
             .and_then(|s| s.allocatable.as_ref())
+            .filter(|list| list.contains_key("cpu") && list.contains_key("memory"))
             .and_then(|list| cpu_memory(list).ok()),
         resource_version: node.metadata.resource_version.clone(),
     }
@@ -330,6 +331,38 @@ mod tests {
                 vec![("Ready".to_owned(), condition.to_owned(), String::new())]
             );
         }
+    }
+
+    #[test]
+    fn a_node_view_reads_the_allocatable_cpu_and_memory() {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let with = |list: &[(&str, &str)]| {
+            let mut n = node("n", &[], "True");
+            if let Some(status) = n.status.as_mut() {
+                status.allocatable = Some(
+                    list.iter()
+                        .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+                        .collect(),
+                );
+            }
+            node_view(&n).allocatable
+        };
+        let cases = [
+            (
+                vec![("cpu", "7800m"), ("memory", "16Gi"), ("pods", "110")],
+                Some(CpuMemory {
+                    cpu_millis: 7800,
+                    memory: 16 << 30,
+                }),
+            ),
+            // Half a report would make every pod look too big for the node.
+            (vec![("cpu", "2")], None),
+            (vec![("cpu", "a lot")], None),
+        ];
+        for (list, want) in cases {
+            assert_eq!(with(&list), want, "{list:?}");
+        }
+        assert_eq!(node_view(&node("n", &[], "True")).allocatable, None);
     }
 
     #[test]
