@@ -5,8 +5,8 @@
 //! append to a journal file, so nothing here reboots or reconfigures the machine.
 //!
 //! Everything a run changes lands in the upper directory, which is what the tests inspect.
-//! The tests need root (mount namespaces, overlayfs, chroot); elsewhere they skip with a
-//! printed reason.
+//! The tests need root (mount namespaces, overlayfs, chroot) and `unshare`; elsewhere they
+//! fail, naming what is missing, rather than pass without running.
 
 // Test helpers outside #[test] functions: a failed setup step aborts the test.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -23,24 +23,51 @@ const AGENT: &str = env!("CARGO_BIN_EXE_skyhook-agent");
 const SHIM_MARK: &str = "skyhook-agent-test-shim";
 const JOURNAL: &str = "var/log/skyhook-test-journal";
 
-/// Whether this process can build overlay roots; prints why not when it cannot.
-fn can_run() -> bool {
+/// Why this process cannot build overlay roots, if it cannot: what is missing and how to get it.
+fn missing_requirement(uid: u32, unshare_installed: bool) -> Option<&'static str> {
+    if uid != 0 {
+        return Some(
+            "the overlay end-to-end tests need root (mount namespace, overlayfs, chroot); run them as root, as CI does",
+        );
+    }
+    if !unshare_installed {
+        return Some(
+            "the overlay end-to-end tests need `unshare` (util-linux), which is not installed; scripts/setup.sh installs it",
+        );
+    }
+    None
+}
+
+/// Fails the test, naming what is missing, when this process cannot build overlay roots: a
+/// test that passes without running proves nothing (CI runs as root).
+fn require_overlay_support() {
     let uid = fs::metadata("/proc/self")
         .map(|m| m.uid())
         .unwrap_or(u32::MAX);
-    if uid != 0 {
-        eprintln!(
-            "skipping: overlay end-to-end tests need root (mount namespace, overlayfs, chroot)"
-        );
-        return false;
+    let unshare_installed = Command::new("unshare").arg("--help").output().is_ok();
+    if let Some(missing) = missing_requirement(uid, unshare_installed) {
+        panic!("{missing}");
     }
-    if Command::new("unshare").arg("--help").output().is_err() {
-        eprintln!(
-            "skipping: `unshare` (util-linux) is not installed; scripts/setup.sh installs it"
-        );
-        return false;
+}
+
+#[test]
+fn a_missing_requirement_is_named() {
+    let cases = [
+        (0, true, None),
+        (1000, true, Some("need root")),
+        (1000, false, Some("need root")),
+        (0, false, Some("`unshare` (util-linux)")),
+    ];
+    for (uid, unshare, want) in cases {
+        let got = missing_requirement(uid, unshare);
+        match want {
+            None => assert_eq!(got, None, "uid {uid}, unshare {unshare}"),
+            Some(part) => assert!(
+                got.is_some_and(|text| text.contains(part)),
+                "uid {uid}, unshare {unshare}: {got:?}"
+            ),
+        }
     }
-    true
 }
 
 /// A scratch node: an overlay upper directory over the machine's root.
@@ -229,9 +256,7 @@ fn files_in(dir: &Path) -> Vec<String> {
 
 #[test]
 fn shellscript_lifecycle_changes_only_the_node_root() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let node = Node::new("shellscript");
     let copy_dir = node.copy_dir("shellscript", "1.1.1");
     let resource = [("SKYHOOK_RESOURCE_ID", "e2e-uid-1_shellscript_1.1.1")];
@@ -346,9 +371,7 @@ fn shellscript_lifecycle_changes_only_the_node_root() {
 
 #[test]
 fn checks_and_steps_fail_with_distinct_exit_codes() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let node = Node::new("failures");
     let copy_dir = node.copy_dir("shellscript", "1.1.1");
     node.install_package(
@@ -394,9 +417,7 @@ fn checks_and_steps_fail_with_distinct_exit_codes() {
 
 #[test]
 fn legacy_mode_copies_the_package_and_write_logs_false_keeps_no_logs() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let node = Node::new("legacy");
     let copy_dir = node.copy_dir("shellscript", "1.1.1");
     let data_dir = example("shellscript");
@@ -431,9 +452,7 @@ fn legacy_mode_copies_the_package_and_write_logs_false_keeps_no_logs() {
 
 #[test]
 fn interrupts_run_once_per_resource_id_and_reach_the_journal() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let node = Node::new("interrupts");
     let copy_dir = node.copy_dir("tuning", "1.1.4");
     let root = node.merged.to_string_lossy().into_owned();
@@ -510,9 +529,7 @@ fn interrupts_run_once_per_resource_id_and_reach_the_journal() {
 
 #[test]
 fn sigterm_stops_after_the_running_step() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let node = Node::new("sigterm");
     let copy_dir = node.copy_dir("acme-motd", "1.0.0");
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/acme-motd");
@@ -583,9 +600,7 @@ fn sigterm_stops_after_the_running_step() {
 
 #[test]
 fn tuning_writes_and_removes_its_drop_ins() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let node = Node::new("tuning");
     let copy_dir = node.copy_dir("tuning", "1.1.4");
     let id = [("SKYHOOK_RESOURCE_ID", "e2e-uid-1_tuning_1.1.4")];
@@ -670,9 +685,7 @@ fn tuning_writes_and_removes_its_drop_ins() {
 
 #[test]
 fn tuned_manages_profiles_through_tuned_adm() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let node = Node::new("tuned");
     // Stand-ins for the tuned daemon and its tools (this machine has no tuned), and a
     // systemctl that remembers whether tuned is running.
@@ -791,9 +804,7 @@ fn tuned_manages_profiles_through_tuned_adm() {
 
 #[test]
 fn a_third_party_upstream_format_package_validates_and_runs() {
-    if !can_run() {
-        return;
-    }
+    require_overlay_support();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/acme-motd");
     let validate = Command::new(AGENT)
         .arg("validate")

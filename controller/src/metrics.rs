@@ -241,10 +241,9 @@ pub fn skyhook_series(
 
     let policy = skyhook
         .spec
-        .deployment_policy
-        .clone()
-        .filter(|policy| !policy.is_empty())
-        .unwrap_or_else(|| keys::LEGACY_POLICY_NAME.to_owned());
+        .policy_name()
+        .unwrap_or(keys::LEGACY_POLICY_NAME)
+        .to_owned();
     let rollout = status
         .compartment_statuses
         .iter()
@@ -448,7 +447,7 @@ impl Metrics {
         );
         registry.register(
             "skyhook_controller_reconcile_failures",
-            "Reconciles that failed, by error category",
+            "Requests of reconciles to the API server that failed, by operation",
             reconcile_failures.clone(),
         );
         registry.register(
@@ -570,11 +569,12 @@ impl Metrics {
         }
     }
 
-    /// Counts a failed reconcile under `category` (a fixed, bounded name such as `kube-api`).
-    pub fn reconcile_failed(&self, category: &'static str) {
+    /// Counts `count` failed requests of reconciles under `category` (a fixed, bounded name,
+    /// see [`crate::reconcile::apply::Operation::category`]).
+    pub fn reconcile_failed(&self, category: &'static str, count: u64) {
         self.reconcile_failures
             .get_or_create(&CategoryLabels { category })
-            .inc();
+            .inc_by(count);
     }
 
     /// Counts one API request (see [`crate::api_requests`]).

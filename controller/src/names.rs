@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 use sha2::{Digest, Sha256};
+use skyhook_api::names;
 use skyhook_api::v1alpha1::{Skyhook, Stage};
 
 use crate::config::PodSettings;
@@ -19,11 +20,16 @@ pub const MAX_POD_NAME: usize = 63;
 /// Longest ConfigMap name the controller generates.
 pub const MAX_CONFIGMAP_NAME: usize = 253;
 
+pub use skyhook_api::names::{
+    check_container_name, copy_container_name, package_configmap_name, package_label,
+    stage_container_name,
+};
+
 /// Upstream's `generateSafeName`: the parts joined with `-`, `.` replaced by `-`, cut to
 /// `max - 9` characters, lowercased, then `-` and the first 8 hex digits of the SHA-256 of the
 /// joined (uncut, not lowercased) text. Unique per input and at most `max` characters.
 pub fn safe_name(max: usize, parts: &[&str]) -> String {
-    let joined = parts.join("-").replace('.', "-");
+    let joined = names::safe_name_text(parts);
     let digest = Sha256::digest(joined.as_bytes());
     let hash8: String = digest
         .iter()
@@ -38,11 +44,6 @@ pub fn safe_name(max: usize, parts: &[&str]) -> String {
     format!("{}-{hash8}", cut.to_lowercase())
 }
 
-/// Value of the pod label `skyhook.nvidia.com/package`: `<package>-<version>`.
-pub fn package_label(package: &str, version: &str) -> String {
-    format!("{package}-{version}")
-}
-
 /// Name of the pod running `stage` of a package on a node.
 pub fn package_pod_name(
     skyhook: &str,
@@ -53,7 +54,7 @@ pub fn package_pod_name(
 ) -> String {
     safe_name(
         MAX_POD_NAME,
-        &[skyhook, package, version, stage.as_str(), node],
+        &names::package_pod_name_parts(skyhook, package, version, stage, node),
     )
 }
 
@@ -70,36 +71,6 @@ pub fn node_metadata_configmap_name(skyhook: &str, node: &str) -> String {
 /// Name of the volume through which a package pod mounts the node-metadata ConfigMap.
 pub fn node_metadata_volume_name(node: &str) -> String {
     safe_name(MAX_POD_NAME, &["metadata", node])
-}
-
-/// Name of the ConfigMap holding a package's `configMap`: `<skyhook>-<package>-<version>`,
-/// lowercased.
-pub fn package_configmap_name(skyhook: &str, package: &str, version: &str) -> String {
-    format!("{skyhook}-{package}-{version}").to_lowercase()
-}
-
-/// Name of a package's init containers: the package name, cut to 43 characters as upstream
-/// does, then `-init`, `-<stage>` or `-<stage>check` (no dash before `check`).
-fn container_prefix(package: &str) -> &str {
-    match package.char_indices().nth(43) {
-        Some((at, _)) => &package[..at],
-        None => package,
-    }
-}
-
-/// Name of the init container copying the package onto the host.
-pub fn copy_container_name(package: &str) -> String {
-    format!("{}-init", container_prefix(package))
-}
-
-/// Name of the init container running `stage`.
-pub fn stage_container_name(package: &str, stage: Stage) -> String {
-    format!("{}-{}", container_prefix(package), stage.as_str())
-}
-
-/// Name of the init container running the check of `stage`.
-pub fn check_container_name(package: &str, stage: Stage) -> String {
-    format!("{}-{}check", container_prefix(package), stage.as_str())
 }
 
 /// The Skyhook that owns the objects being built, with what the builders need from it.
@@ -249,41 +220,6 @@ mod tests {
         assert_eq!(a[..54], b[..54], "same cut prefix");
         assert_ne!(a, b, "the hash tells them apart");
         assert_eq!(a, safe_name(63, &["sky", &long, "a"]));
-    }
-
-    #[test]
-    fn container_names() {
-        assert_eq!(copy_container_name("spencer"), "spencer-init");
-        assert_eq!(
-            stage_container_name("spencer", Stage::Apply),
-            "spencer-apply"
-        );
-        assert_eq!(
-            check_container_name("spencer", Stage::Apply),
-            "spencer-applycheck"
-        );
-        assert_eq!(
-            check_container_name("dax", Stage::PostInterrupt),
-            "dax-post-interruptcheck"
-        );
-        let long = "a".repeat(50);
-        assert_eq!(
-            copy_container_name(&long),
-            format!("{}-init", "a".repeat(43))
-        );
-    }
-
-    #[test]
-    fn configmap_and_label_names() {
-        assert_eq!(
-            package_configmap_name("simple-skyhook", "dexter", "1.2.3"),
-            "simple-skyhook-dexter-1.2.3"
-        );
-        assert_eq!(
-            package_configmap_name("Sky", "baxter", "2.3.1-TEST"),
-            "sky-baxter-2.3.1-test"
-        );
-        assert_eq!(package_label("dexter", "1.2.3"), "dexter-1.2.3");
     }
 
     fn skyhook(uid: Option<&str>, generation: Option<i64>) -> Skyhook {

@@ -21,10 +21,14 @@
 //!   ([`crate::pods::BOOT_ID_ANNOTATION`]): the node rebooted under it and the kubelet runs it
 //!   again (the agent's flags make the re-run a no-op), so the pod is [`PodOutcome::Running`]; a
 //!   pod the kubelet will not restart (phase `Failed`, as after a graceful node shutdown) is
-//!   [`PodOutcome::RecreateAfterReboot`]. A *reboot* interrupt container killed while the boot ID
-//!   is unchanged is the shutdown it asked for: [`PodOutcome::AwaitingReboot`] until
-//!   `reboot_deadline` after the kill, then failed with reason [`REBOOT_NOT_CONFIRMED`].
-//!   Upstream marked the node `erroring` here and kept it cordoned (#633).
+//!   [`PodOutcome::RecreateAfterReboot`]. A *reboot* interrupt pod whose node still has the boot
+//!   ID it was created on is [`PodOutcome::AwaitingReboot`] until `reboot_deadline` after the
+//!   reboot was requested (its interrupt container started, or the pod was created if it never
+//!   started), then failed with reason [`REBOOT_NOT_CONFIRMED`]: whether its container was
+//!   killed by the shutdown it asked for, or still reads as running because the node died and
+//!   its kubelet reports nothing any more. Upstream marked the node `erroring` when the
+//!   shutdown killed the container and kept it cordoned (#633), and waited forever on a node
+//!   that never came back.
 //! * Admission. A pod the kubelet refused before any of its containers ran (phase `Failed` with
 //!   reason `OutOf<resource>`, as `OutOfcpu`, `OutOfmemory` or `OutOfpods`, or
 //!   `UnexpectedAdmissionError`) is [`PodOutcome::Rejected`]: the kubelet never retries such a
@@ -124,6 +128,8 @@ pub struct PodFailure {
     pub message: Option<String>,
     /// Restart count of the failing container.
     pub restarts: i32,
+    /// For [`REBOOT_NOT_CONFIRMED`]: when the reboot was requested.
+    pub reboot_requested: Option<Timestamp>,
 }
 
 /// Reads a pod's status. See the module documentation for the rules.
@@ -190,7 +196,12 @@ pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
                     };
                 }
                 if reboot_interrupt {
-                    return awaiting_reboot(pod, container_status, terminated, context);
+                    return reboot_wait_or_fail(
+                        reboot_requested(pod, container_status).unwrap_or(context.now),
+                        context,
+                        Some(container_status),
+                        Some(terminated.exit_code),
+                    );
                 }
                 return PodOutcome::Failed(terminated_failure(container_status, terminated));
             }
@@ -222,8 +233,8 @@ pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
             };
         }
         if reboot_interrupt && reason.as_deref().is_some_and(is_shutdown_reason) {
-            let since = pod_started(pod).unwrap_or(context.now);
-            return reboot_wait_or_fail(since, context, None, 0);
+            let since = pod_created(pod).unwrap_or(context.now);
+            return reboot_wait_or_fail(since, context, None, None);
         }
         return PodOutcome::Failed(PodFailure {
             container: None,
@@ -231,7 +242,19 @@ pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
             reason: reason.unwrap_or_else(|| TERMINAL_FAILED_PHASE.to_owned()),
             message: status.and_then(|s| s.message.clone()),
             restarts: 0,
+            reboot_requested: None,
         });
+    }
+    if reboot_interrupt && !rebooted {
+        // Still starting or running on the boot it was created on: on a dead node this is
+        // what the last report of its kubelet says, for ever.
+        let container_status = containers
+            .first()
+            .and_then(|container| statuses.iter().find(|s| s.name == container.name));
+        let since = container_status
+            .map_or_else(|| pod_created(pod), |status| reboot_requested(pod, status))
+            .unwrap_or(context.now);
+        return reboot_wait_or_fail(since, context, container_status, None);
     }
     PodOutcome::Running
 }
@@ -274,6 +297,7 @@ fn classify(status: &ContainerStatus) -> ContainerProgress<'_> {
                 reason: reason.to_owned(),
                 message: waiting.message.clone(),
                 restarts: status.restart_count,
+                reboot_requested: None,
             });
         }
     }
@@ -326,29 +350,38 @@ fn terminated_failure(
             .unwrap_or_else(|| "Error".to_owned()),
         message: terminated.message.clone(),
         restarts: status.restart_count,
+        reboot_requested: None,
     }
 }
 
-fn awaiting_reboot(
-    pod: &Pod,
-    status: &ContainerStatus,
-    terminated: &ContainerStateTerminated,
-    context: OutcomeContext<'_>,
-) -> PodOutcome {
-    let since = terminated
-        .finished_at
-        .as_ref()
-        .map(|time| time.0)
-        .or_else(|| pod_started(pod))
-        .unwrap_or(context.now);
-    reboot_wait_or_fail(since, context, Some(status), terminated.exit_code)
+/// When the reboot was requested: the interrupt container's (first) start, or the pod's
+/// creation when it never started.
+fn reboot_requested(pod: &Pod, status: &ContainerStatus) -> Option<Timestamp> {
+    let started = |state: Option<&ContainerState>| {
+        state.and_then(|state| {
+            state
+                .running
+                .as_ref()
+                .and_then(|running| running.started_at.as_ref())
+                .or_else(|| {
+                    state
+                        .terminated
+                        .as_ref()
+                        .and_then(|terminated| terminated.started_at.as_ref())
+                })
+                .map(|time| time.0)
+        })
+    };
+    started(status.last_state.as_ref())
+        .or_else(|| started(status.state.as_ref()))
+        .or_else(|| pod_created(pod))
 }
 
 fn reboot_wait_or_fail(
     since: Timestamp,
     context: OutcomeContext<'_>,
     status: Option<&ContainerStatus>,
-    exit_code: i32,
+    exit_code: Option<i32>,
 ) -> PodOutcome {
     let deadline = SignedDuration::try_from(context.reboot_deadline)
         .ok()
@@ -357,30 +390,39 @@ fn reboot_wait_or_fail(
     if context.now < deadline {
         return PodOutcome::AwaitingReboot { deadline };
     }
+    let elapsed = Duration::try_from(context.now.duration_since(since)).unwrap_or_default();
     PodOutcome::Failed(PodFailure {
         container: status.map(|s| s.name.clone()),
-        exit_code: status.map(|_| exit_code),
+        exit_code,
         reason: REBOOT_NOT_CONFIRMED.to_owned(),
         message: Some(format!(
-            "the node was asked to reboot but its boot ID did not change within {}",
+            "the node was asked to reboot {} ago and its boot ID has not changed (reboot deadline {})",
+            humantime(Duration::from_secs(elapsed.as_secs())),
             humantime(context.reboot_deadline)
         )),
         restarts: status.map_or(0, |s| s.restart_count),
+        reboot_requested: Some(since),
     })
 }
 
-fn pod_started(pod: &Pod) -> Option<Timestamp> {
+fn pod_created(pod: &Pod) -> Option<Timestamp> {
     pod.metadata.creation_timestamp.as_ref().map(|time| time.0)
 }
 
-/// `30m`, `1h`, `90s`: the deadline the way `REBOOT_DEADLINE` is written.
-fn humantime(value: Duration) -> String {
+/// `30m`, `1h`, `1h30m`, `31m20s`: a duration the way `REBOOT_DEADLINE` is written.
+pub(crate) fn humantime(value: Duration) -> String {
     let secs = value.as_secs();
-    match secs {
-        s if s.is_multiple_of(3600) && s > 0 => format!("{}h", s / 3600),
-        s if s.is_multiple_of(60) && s > 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
+    let (hours, minutes, seconds) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut text = String::new();
+    for (amount, unit) in [(hours, "h"), (minutes, "m"), (seconds, "s")] {
+        if amount > 0 {
+            text.push_str(&format!("{amount}{unit}"));
+        }
     }
+    if text.is_empty() {
+        text.push_str("0s");
+    }
+    text
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use skyhook_api::budget::{legacy_compartments, policy_compartments};
-use skyhook_api::selector::Selector;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
 
 use crate::cache::Snapshot;
@@ -22,11 +21,7 @@ use crate::metrics::{Metrics, SkyhookSeries, skyhook_series};
 
 /// The nodes `skyhook` targets.
 pub fn target_count(skyhook: &Skyhook, nodes: &[Arc<Node>]) -> usize {
-    let selector = skyhook
-        .spec
-        .node_selectors
-        .as_ref()
-        .map_or_else(Selector::everything, Selector::parse_or_nothing);
+    let selector = skyhook.spec.target_selector();
     let no_labels = BTreeMap::new();
     nodes
         .iter()
@@ -40,8 +35,8 @@ pub fn compartment_strategies(
     policies: &[Arc<DeploymentPolicy>],
     targets: usize,
 ) -> BTreeMap<String, StrategyKind> {
-    let compartments = match skyhook.spec.deployment_policy.as_deref() {
-        None | Some("") => legacy_compartments(skyhook.spec.interruption_budget.as_ref(), targets),
+    let compartments = match skyhook.spec.policy_name() {
+        None => legacy_compartments(skyhook.spec.interruption_budget.as_ref(), targets),
         Some(name) => match policies
             .iter()
             .find(|policy| policy.metadata.name.as_deref() == Some(name))

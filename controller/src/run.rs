@@ -36,7 +36,7 @@ use crate::cache::Caches;
 use crate::config::Config;
 use crate::leader::{LeaderElector, LeaseTimings};
 use crate::metrics::Metrics;
-use crate::reconcile::apply::apply;
+use crate::reconcile::apply::{Failures, Operation, apply};
 use crate::reconcile::event_budget::EventBudget;
 use crate::reconcile::plan::plan;
 use crate::reconcile::snapshot::Snapshot;
@@ -174,7 +174,10 @@ pub async fn reconcile_loop(
             let _timer = metrics.reconcile_started();
             let cached = caches.snapshot();
             reporter.report(&cached);
-            reconcile_once(client, config, &recorder, &mut event_budget, &cached).await
+            let (wait, failures) =
+                reconcile_once(client, config, &recorder, &mut event_budget, &cached).await;
+            failures.count_into(&metrics);
+            wait
         };
         tokio::select! {
             () = changed.notified() => {}
@@ -183,17 +186,19 @@ pub async fn reconcile_loop(
     }
 }
 
-/// Plans and applies once; returns how long to wait at most before the next reconcile.
+/// Plans and applies once; returns how long to wait at most before the next reconcile, and the
+/// requests that failed.
 async fn reconcile_once(
     client: &Client,
     config: &Config,
     recorder: &Recorder,
     event_budget: &mut EventBudget,
     cached: &crate::cache::Snapshot,
-) -> Duration {
+) -> (Duration, Failures) {
     let now = jiff::Timestamp::now();
     let to_list = Snapshot::nodes_to_list(&cached.nodes);
-    let workload_pods = list_pods_on(client, &to_list).await;
+    let mut observe_failures = Failures::default();
+    let workload_pods = list_pods_on(client, &to_list, &mut observe_failures).await;
     let pdbs = if to_list.is_empty() {
         Vec::new()
     } else {
@@ -203,13 +208,22 @@ async fn reconcile_once(
         {
             Ok(list) => list.items,
             Err(error) => {
-                warn!(error = %error, "failed to list PodDisruptionBudgets; drain reports will not name them");
+                observe_failures.record(Operation::ListPodDisruptionBudgets, "*", Err(error));
+                debug!("drain reports will not name PodDisruptionBudgets this reconcile");
                 Vec::new()
             }
         }
     };
     let snapshot = Snapshot::build(cached, workload_pods, pdbs, now, config.reboot_deadline);
     let mut planned = plan(&snapshot, config, now);
+    for malformed in &planned.malformed_states {
+        warn!(
+            node = %malformed.node,
+            skyhook = %malformed.skyhook,
+            error = %malformed.error,
+            "node state annotation cannot be parsed; rebuilding it from empty, so the Skyhook's packages run again on the node"
+        );
+    }
     let dropped = event_budget.admit(&mut planned.events, now);
     if dropped > 0 {
         debug!(
@@ -222,15 +236,20 @@ async fn reconcile_once(
         wait = wait.min(after);
     }
     let failures = apply(client, recorder, &config.pods.namespace, &snapshot, planned).await;
-    if failures > 0 {
+    if !failures.is_empty() {
         wait = wait.min(RETRY_AFTER_FAILURE);
     }
-    wait
+    observe_failures.merge(failures);
+    (wait, observe_failures)
 }
 
 /// All pods (any namespace) of each node in `nodes`. A node whose listing fails is left out, so
 /// the plan waits for it instead of draining blind.
-async fn list_pods_on(client: &Client, nodes: &[String]) -> BTreeMap<String, Vec<Pod>> {
+async fn list_pods_on(
+    client: &Client,
+    nodes: &[String],
+    failures: &mut Failures,
+) -> BTreeMap<String, Vec<Pod>> {
     let api = Api::<Pod>::all(client.clone());
     let mut listed = BTreeMap::new();
     for node in nodes {
@@ -240,7 +259,7 @@ async fn list_pods_on(client: &Client, nodes: &[String]) -> BTreeMap<String, Vec
                 listed.insert(node.clone(), list.items);
             }
             Err(error) => {
-                warn!(node = %node, error = %error, "failed to list the pods of a cordoned node")
+                failures.record(Operation::ListNodePods, node, Err(error));
             }
         }
     }

@@ -13,13 +13,15 @@ use kube::Api;
 use kube::api::ListParams;
 use nix::sys::signal::Signal;
 
+use crate::controlplane::flags::Component;
 use crate::controlplane::process::{self, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
+use crate::images::ImageMap;
 use crate::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::node::{Heartbeat, NodeHandle};
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
 use crate::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
-use crate::{DevCluster, DevClusterOptions, leftovers};
+use crate::{DevCluster, DevClusterError, DevClusterOptions, leftovers};
 
 const CONTROLPLANE_BINARY: &str = "devcluster-controlplane";
 /// How often `up` and `down` look at the daemon while waiting for it.
@@ -85,12 +87,114 @@ enum Command {
         #[arg(long)]
         webhook: bool,
     },
+    /// Restart one control-plane component (etcd, apiserver, controller-manager, scheduler) on
+    /// the same ports, certificates and data; returns once it is ready again.
+    Restart {
+        /// etcd, apiserver, controller-manager or scheduler.
+        component: Component,
+    },
+    /// Stop, start, pause (SIGSTOP) or resume one control-plane component, or stall it for a
+    /// while (`devcluster component stall etcd --seconds 20`).
+    Component {
+        #[command(subcommand)]
+        action: ComponentCommand,
+    },
+    /// Take a simulated node down as a dead machine, or boot it again.
+    Node {
+        #[command(subcommand)]
+        action: NodeCommand,
+    },
     /// Run the cluster in the foreground (what `up` starts in the background).
     #[command(hide = true)]
     Serve {
         #[command(flatten)]
         cluster: ClusterArgs,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ComponentCommand {
+    /// Stop it (SIGTERM, SIGKILL after 15 s) and leave it stopped.
+    Stop { component: Component },
+    /// Start it again as it ran before; returns once it is ready.
+    Start { component: Component },
+    /// Freeze it (SIGSTOP): it holds its sockets but answers nothing.
+    Pause { component: Component },
+    /// Thaw it (SIGCONT).
+    Resume { component: Component },
+    /// Freeze it for `--seconds`, then thaw it.
+    Stall {
+        component: Component,
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum NodeCommand {
+    /// The machine dies: its kubelet stops renewing the Lease and posting status, its pods'
+    /// processes are killed, nothing is reported; kube-controller-manager marks it unreachable
+    /// after its grace period. A reboot in flight does not bring it back.
+    Down { node: String },
+    /// The machine boots: new boot ID, status posted at once, its pods re-run.
+    Up { node: String },
+}
+
+/// One request to the daemon over its control socket: a line such as `restart etcd` or
+/// `node-down node-1`, answered by `ok` or `error: <message>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DaemonRequest {
+    Restart(Component),
+    Stop(Component),
+    Start(Component),
+    Pause(Component),
+    Resume(Component),
+    NodeDown(String),
+    NodeUp(String),
+}
+
+impl DaemonRequest {
+    fn line(&self) -> String {
+        match self {
+            Self::Restart(c) => format!("restart {}", c.short_name()),
+            Self::Stop(c) => format!("stop {}", c.short_name()),
+            Self::Start(c) => format!("start {}", c.short_name()),
+            Self::Pause(c) => format!("pause {}", c.short_name()),
+            Self::Resume(c) => format!("resume {}", c.short_name()),
+            Self::NodeDown(node) => format!("node-down {node}"),
+            Self::NodeUp(node) => format!("node-up {node}"),
+        }
+    }
+
+    fn parse(line: &str) -> Result<Self, String> {
+        let (verb, target) = line
+            .trim()
+            .split_once(' ')
+            .ok_or_else(|| format!("malformed request {line:?}: want `<verb> <target>`"))?;
+        let component = || target.parse::<Component>();
+        Ok(match verb {
+            "restart" => Self::Restart(component()?),
+            "stop" => Self::Stop(component()?),
+            "start" => Self::Start(component()?),
+            "pause" => Self::Pause(component()?),
+            "resume" => Self::Resume(component()?),
+            "node-down" => Self::NodeDown(target.to_owned()),
+            "node-up" => Self::NodeUp(target.to_owned()),
+            other => return Err(format!("unknown request {other:?} in {line:?}")),
+        })
+    }
+
+    async fn apply(&self, cluster: &DevCluster) -> Result<(), DevClusterError> {
+        match self {
+            Self::Restart(c) => cluster.restart(*c).await,
+            Self::Stop(c) => cluster.stop_component(*c).await,
+            Self::Start(c) => cluster.start_component(*c).await,
+            Self::Pause(c) => cluster.pause(*c).await,
+            Self::Resume(c) => cluster.resume(*c).await,
+            Self::NodeDown(node) => cluster.node_down(node).await,
+            Self::NodeUp(node) => cluster.node_up(node).await,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -105,6 +209,10 @@ struct ClusterArgs {
     /// instead of 50 s: a sixth of the heartbeat writes, for thousands of nodes on one machine.
     #[arg(long)]
     relaxed_heartbeats: bool,
+    /// An image map (the format of devcluster/images.yaml) whose entries are tried before the
+    /// built-in ones: how the nodes run images the built-in map does not know.
+    #[arg(long, value_name = "FILE")]
+    image_map: Option<PathBuf>,
 }
 
 impl ClusterArgs {
@@ -116,7 +224,24 @@ impl ClusterArgs {
         if self.relaxed_heartbeats {
             args.push("--relaxed-heartbeats".to_string());
         }
+        if let Some(file) = &self.image_map {
+            args.push(format!("--image-map={}", file.display()));
+        }
         args
+    }
+
+    /// The arguments with the image map made absolute (the daemon does not share the caller's
+    /// working directory) and checked, so a bad map is reported by `up` rather than in the
+    /// daemon's log.
+    fn checked(mut self) -> anyhow::Result<Self> {
+        if let Some(file) = &self.image_map {
+            let absolute = std::path::absolute(file)
+                .with_context(|| format!("resolving the image map path {}", file.display()))?;
+            ImageMap::load(Path::new("."), Some(&absolute))
+                .with_context(|| format!("checking the image map {}", absolute.display()))?;
+            self.image_map = Some(absolute);
+        }
+        Ok(self)
     }
 }
 
@@ -134,7 +259,9 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let state = resolve_state_dir(cli.state_dir)?;
     match cli.command {
-        Command::Up { cluster, timeout } => up(&state, &cluster, Duration::from_secs(timeout)),
+        Command::Up { cluster, timeout } => {
+            up(&state, &cluster.checked()?, Duration::from_secs(timeout))
+        }
         Command::Down => down(&state),
         Command::Status => status(&state),
         Command::Kubeconfig => kubeconfig(&state),
@@ -157,6 +284,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ..WebhookOptions::default()
             }),
         ),
+        Command::Restart { component } => ask_daemon(&state, &DaemonRequest::Restart(component)),
+        Command::Component { action } => match action {
+            ComponentCommand::Stop { component } => {
+                ask_daemon(&state, &DaemonRequest::Stop(component))
+            }
+            ComponentCommand::Start { component } => {
+                ask_daemon(&state, &DaemonRequest::Start(component))
+            }
+            ComponentCommand::Pause { component } => {
+                ask_daemon(&state, &DaemonRequest::Pause(component))
+            }
+            ComponentCommand::Resume { component } => {
+                ask_daemon(&state, &DaemonRequest::Resume(component))
+            }
+            ComponentCommand::Stall { component, seconds } => {
+                ask_daemon(&state, &DaemonRequest::Pause(component))?;
+                // The stall is the fault itself.
+                std::thread::sleep(Duration::from_secs(seconds));
+                ask_daemon(&state, &DaemonRequest::Resume(component))
+            }
+        },
+        Command::Node { action } => match action {
+            NodeCommand::Down { node } => ask_daemon(&state, &DaemonRequest::NodeDown(node)),
+            NodeCommand::Up { node } => ask_daemon(&state, &DaemonRequest::NodeUp(node)),
+        },
         Command::Serve { cluster } => serve(&state, &cluster),
     }
 }
@@ -345,6 +497,7 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
         state_dir: Some(state.root().to_path_buf()),
         timeouts: Timeouts::default(),
         progress: Some(std::sync::Arc::new(progress.clone())),
+        image_map: cluster.image_map.clone(),
         ..DevClusterOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -359,7 +512,15 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
                 return Err(anyhow::Error::new(error));
             }
         };
-        let signal = wait_for_stop_signal().await?;
+        let socket = state.control_socket();
+        let _stale = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket)
+            .with_context(|| format!("binding the control socket {}", socket.display()))?;
+        let signal = tokio::select! {
+            signal = wait_for_stop_signal() => signal?,
+            () = serve_control_socket(&listener, &cluster) => "the control socket closed",
+        };
+        let _removed = std::fs::remove_file(&socket);
         tracing::info!(signal, "stopping the cluster");
         Ok(cluster)
     });
@@ -369,6 +530,72 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
     });
     let _removed = std::fs::remove_file(state.daemon_pid_file());
     result
+}
+
+/// Answers requests of other `devcluster` commands, one connection at a time (faults are
+/// injected one after the other).
+async fn serve_control_socket(listener: &tokio::net::UnixListener, cluster: &DevCluster) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "accepting on the control socket");
+                continue;
+            }
+        };
+        let (reader, mut writer) = stream.into_split();
+        let mut line = String::new();
+        if let Err(error) = tokio::io::BufReader::new(reader).read_line(&mut line).await {
+            tracing::warn!(%error, "reading a control request");
+            continue;
+        }
+        let answer = match DaemonRequest::parse(&line) {
+            Ok(request) => {
+                tracing::info!(request = %request.line(), "control request");
+                match request.apply(cluster).await {
+                    Ok(()) => "ok\n".to_owned(),
+                    Err(error) => format!("error: {}\n", crate::shim::error_chain(&error)),
+                }
+            }
+            Err(message) => format!("error: {message}\n"),
+        };
+        if let Err(error) = writer.write_all(answer.as_bytes()).await {
+            tracing::warn!(%error, "answering a control request");
+        }
+    }
+}
+
+/// Sends `request` to the daemon of the cluster in `state` and waits for its answer.
+fn ask_daemon(state: &StateDir, request: &DaemonRequest) -> anyhow::Result<ExitCode> {
+    use std::io::Read;
+    if daemon_pid(state).is_none() {
+        bail!(
+            "no cluster started by `devcluster up` runs in {}; start one first",
+            state.root().display()
+        );
+    }
+    let socket = state.control_socket();
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket)
+        .with_context(|| format!("connecting to the daemon at {}", socket.display()))?;
+    writeln!(stream, "{}", request.line())
+        .with_context(|| format!("sending {:?} to the daemon", request.line()))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .with_context(|| format!("reading the daemon's answer to {:?}", request.line()))?;
+    match answer.trim().strip_prefix("error: ") {
+        None if answer.trim() == "ok" => {
+            eprintln!("devcluster: {}: done", request.line());
+            Ok(ExitCode::SUCCESS)
+        }
+        None => bail!(
+            "the daemon gave no answer to {:?} (it stopped?); see {}",
+            request.line(),
+            state.log_file("devcluster").display()
+        ),
+        Some(message) => bail!("{}: {message}", request.line()),
+    }
 }
 
 async fn wait_for_stop_signal() -> anyhow::Result<&'static str> {
@@ -511,8 +738,13 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
     };
     for (component, pid) in &record.components {
         let alive = is_alive_running(*pid, CONTROLPLANE_BINARY);
-        healthy &= alive;
-        let state = if alive { "running" } else { "NOT RUNNING" };
+        let paused = alive && process::is_stopped(*pid);
+        healthy &= alive && !paused;
+        let state = match (alive, paused) {
+            (true, false) => "running",
+            (true, true) => "PAUSED (`devcluster component resume` thaws it)",
+            (false, _) => "NOT RUNNING",
+        };
         out.push(format!(
             "  {component:<24} pid {pid:<8} port {:<6} {state}",
             port_of(component)
@@ -744,6 +976,7 @@ mod tests {
                     nodes: 0,
                     light: false,
                     relaxed_heartbeats: false,
+                    image_map: None,
                 },
                 vec!["--nodes=0"],
             ),
@@ -752,6 +985,7 @@ mod tests {
                     nodes: 3,
                     light: true,
                     relaxed_heartbeats: false,
+                    image_map: None,
                 },
                 vec!["--nodes=3", "--light"],
             ),
@@ -760,8 +994,18 @@ mod tests {
                     nodes: 5000,
                     light: true,
                     relaxed_heartbeats: true,
+                    image_map: None,
                 },
                 vec!["--nodes=5000", "--light", "--relaxed-heartbeats"],
+            ),
+            (
+                ClusterArgs {
+                    nodes: 1,
+                    light: false,
+                    relaxed_heartbeats: false,
+                    image_map: Some(PathBuf::from("/maps/images.yaml")),
+                },
+                vec!["--nodes=1", "--image-map=/maps/images.yaml"],
             ),
         ];
         for (args, expected) in cases {
@@ -771,10 +1015,109 @@ mod tests {
             argv.extend(rendered);
             let parsed = Cli::try_parse_from(argv).map(|cli| cli.command);
             assert!(
-                matches!(parsed, Ok(Command::Serve { cluster }) if cluster.nodes == args.nodes && cluster.light == args.light && cluster.relaxed_heartbeats == args.relaxed_heartbeats),
+                matches!(parsed, Ok(Command::Serve { cluster }) if cluster.nodes == args.nodes && cluster.light == args.light && cluster.relaxed_heartbeats == args.relaxed_heartbeats && cluster.image_map == args.image_map),
                 "{args:?}"
             );
         }
+    }
+
+    /// `up --image-map FILE` (documented in devcluster/images.yaml) hands the daemon an absolute
+    /// path, and refuses a map that does not load before starting anything.
+    #[test]
+    fn up_checks_the_image_map_and_passes_it_on_absolute() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let good = dir.path().join("good.yaml");
+        std::fs::write(
+            &good,
+            "images:\n  - name: example.com/app\n    runtime: sleep\n",
+        )?;
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, "images:\n  - name: x\n    runtime: teleport\n")?;
+        let up = |map: &Path| {
+            let argv = ["devcluster", "up", "--nodes=1", "--image-map"];
+            Cli::try_parse_from(
+                argv.iter()
+                    .copied()
+                    .chain([map.to_str().unwrap_or_default()]),
+            )
+        };
+        let Command::Up { cluster, .. } = up(&good)?.command else {
+            anyhow::bail!("`up` parsed as another command");
+        };
+        let checked = cluster.checked()?;
+        assert_eq!(checked.image_map.as_deref(), Some(good.as_path()));
+        let Command::Up { cluster, .. } = up(&bad)?.command else {
+            anyhow::bail!("`up` parsed as another command");
+        };
+        let error = format!("{:#}", cluster.checked().err().context("a bad map passed")?);
+        assert!(error.contains("bad.yaml"), "{error}");
+        let Command::Up { cluster, .. } = up(Path::new("relative/map.yaml"))?.command else {
+            anyhow::bail!("`up` parsed as another command");
+        };
+        let error = format!(
+            "{:#}",
+            cluster.checked().err().context("a missing map passed")?
+        );
+        assert!(error.contains("relative/map.yaml"), "{error}");
+        Ok(())
+    }
+
+    #[test]
+    fn daemon_requests_round_trip_through_their_line() {
+        let requests = [
+            DaemonRequest::Restart(Component::Etcd),
+            DaemonRequest::Stop(Component::KubeApiserver),
+            DaemonRequest::Start(Component::KubeApiserver),
+            DaemonRequest::Pause(Component::KubeControllerManager),
+            DaemonRequest::Resume(Component::KubeScheduler),
+            DaemonRequest::NodeDown("node-1".to_owned()),
+            DaemonRequest::NodeUp("light-12".to_owned()),
+        ];
+        for request in requests {
+            assert_eq!(DaemonRequest::parse(&request.line()), Ok(request.clone()));
+        }
+        assert_eq!(
+            DaemonRequest::parse("restart kube-apiserver\n"),
+            Ok(DaemonRequest::Restart(Component::KubeApiserver))
+        );
+        for bad in [
+            "",
+            "restart",
+            "restart etcd2",
+            "reboot node-1",
+            "pause node-1",
+        ] {
+            assert!(DaemonRequest::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn fault_commands_parse() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["devcluster"];
+            argv.extend(args);
+            Cli::try_parse_from(argv).map(|cli| cli.command)
+        };
+        assert!(matches!(
+            parse(&["restart", "apiserver"]),
+            Ok(Command::Restart {
+                component: Component::KubeApiserver
+            })
+        ));
+        assert!(matches!(
+            parse(&["component", "stall", "etcd", "--seconds", "3"]),
+            Ok(Command::Component {
+                action: ComponentCommand::Stall {
+                    component: Component::Etcd,
+                    seconds: 3
+                }
+            })
+        ));
+        assert!(matches!(
+            parse(&["node", "down", "node-2"]),
+            Ok(Command::Node { action: NodeCommand::Down { node } }) if node == "node-2"
+        ));
+        assert!(parse(&["restart", "kubelet"]).is_err());
     }
 
     #[test]

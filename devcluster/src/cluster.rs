@@ -10,18 +10,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 
+use crate::controlplane::flags::Component;
 use crate::controlplane::ports::Ports;
 use crate::controlplane::{
     ControlPlane, ControlPlaneError, ControlPlaneSettings, Timeouts, binary,
 };
+use crate::images::ImageMap;
 use crate::install::{ControllerProcess, InstallError, InstallOptions};
 use crate::node::{Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
 use crate::state::{ClusterRecord, StateDir, repository_root};
+
+/// How often the cluster thread looks for control-plane components that exited by themselves.
+const CRASH_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
 /// Receives one human-readable line per startup milestone.
 pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
@@ -46,6 +51,9 @@ pub struct DevClusterOptions {
     pub timeouts: Timeouts,
     /// `None`: milestones are logged with `tracing`.
     pub progress: Option<Progress>,
+    /// A user image map (the format of `devcluster/images.yaml`) whose entries are tried before
+    /// the built-in ones.
+    pub image_map: Option<PathBuf>,
 }
 
 impl Default for DevClusterOptions {
@@ -60,6 +68,7 @@ impl Default for DevClusterOptions {
             heartbeat: Heartbeat::KUBELET,
             timeouts: Timeouts::default(),
             progress: None,
+            image_map: None,
         }
     }
 }
@@ -76,6 +85,7 @@ impl std::fmt::Debug for DevClusterOptions {
             .field("heartbeat", &self.heartbeat)
             .field("timeouts", &self.timeouts)
             .field("progress", &self.progress.as_ref().map(|_| "callback"))
+            .field("image_map", &self.image_map)
             .finish()
     }
 }
@@ -107,6 +117,13 @@ pub enum DevClusterError {
     Runtime(std::io::Error),
     #[error("the cluster thread ended without reporting (it panicked?); logs are in {0}")]
     ThreadGone(PathBuf),
+    #[error("the cluster has stopped; {action} {component} needs a running cluster")]
+    Stopped {
+        action: &'static str,
+        component: &'static str,
+    },
+    #[error("node {node} is not a node of this cluster")]
+    UnknownNode { node: String },
     #[error("building a Kubernetes client for {server}: {source}")]
     Client { server: String, source: kube::Error },
 }
@@ -123,7 +140,38 @@ pub struct DevCluster {
     runtime: tokio::runtime::Handle,
     nodes: Vec<NodeHandle>,
     shutdown: Option<oneshot::Sender<()>>,
+    faults: mpsc::UnboundedSender<FaultRequest>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What a fault-injection call asks the cluster thread to do to one component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ComponentAction {
+    Stop,
+    Start,
+    Restart,
+    Pause,
+    Resume,
+}
+
+impl ComponentAction {
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Stop => "stopping",
+            Self::Start => "starting",
+            Self::Restart => "restarting",
+            Self::Pause => "pausing",
+            Self::Resume => "resuming",
+        }
+    }
+}
+
+/// Component actions run on the cluster thread: its processes must be spawned there (see
+/// [`crate::controlplane::process`]), and it owns the control plane.
+struct FaultRequest {
+    action: ComponentAction,
+    component: Component,
+    reply: oneshot::Sender<Result<(), ControlPlaneError>>,
 }
 
 /// What the cluster thread reports once everything is ready.
@@ -148,6 +196,7 @@ struct Parts {
     temp_dir: Option<tempfile::TempDir>,
     keep_state: bool,
     shutdown: oneshot::Sender<()>,
+    faults: mpsc::UnboundedSender<FaultRequest>,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -190,11 +239,12 @@ impl DevCluster {
         prepare_state_dir(&state)?;
         let (ready_tx, ready) = oneshot::channel();
         let (shutdown, shutdown_rx) = oneshot::channel();
+        let (faults, faults_rx) = mpsc::unbounded_channel();
         let keep_state = options.keep_state;
         let thread_state = state.clone();
         let thread = std::thread::Builder::new()
             .name("devcluster".to_string())
-            .spawn(move || run_cluster(thread_state, options, ready_tx, shutdown_rx))
+            .spawn(move || run_cluster(thread_state, options, ready_tx, shutdown_rx, faults_rx))
             .map_err(DevClusterError::Runtime)?;
         Ok(Pending {
             ready,
@@ -203,6 +253,7 @@ impl DevCluster {
                 temp_dir,
                 keep_state,
                 shutdown,
+                faults,
                 thread,
             },
         })
@@ -223,6 +274,7 @@ impl DevCluster {
                 runtime: started.runtime,
                 nodes: started.nodes,
                 shutdown: Some(parts.shutdown),
+                faults: parts.faults,
                 thread: Some(parts.thread),
             }),
             Err(error) => {
@@ -274,6 +326,85 @@ impl DevCluster {
     /// The node named `name`.
     pub fn node(&self, name: &str) -> Option<&NodeHandle> {
         self.nodes.iter().find(|node| node.name() == name)
+    }
+
+    /// Restarts one control-plane component: stops it (SIGTERM, SIGKILL after 15 s, reaped) and
+    /// starts it again on the same ports, certificates and data; returns once it is ready (etcd:
+    /// healthy and the API server ready again; kube-controller-manager and kube-scheduler:
+    /// `/healthz` ok).
+    pub async fn restart(&self, component: Component) -> Result<(), DevClusterError> {
+        self.fault(ComponentAction::Restart, component).await
+    }
+
+    /// Stops one control-plane component and leaves it stopped (an outage); the others keep
+    /// running. [`DevCluster::start_component`] brings it back.
+    pub async fn stop_component(&self, component: Component) -> Result<(), DevClusterError> {
+        self.fault(ComponentAction::Stop, component).await
+    }
+
+    /// Starts a component stopped by [`DevCluster::stop_component`] (or one that exited) as it
+    /// ran before; returns once it is ready, as [`DevCluster::restart`] does.
+    pub async fn start_component(&self, component: Component) -> Result<(), DevClusterError> {
+        self.fault(ComponentAction::Start, component).await
+    }
+
+    /// Freezes one component (SIGSTOP): it keeps its sockets but answers nothing, as a stalled
+    /// etcd disk or a hung process. [`DevCluster::resume`] thaws it.
+    pub async fn pause(&self, component: Component) -> Result<(), DevClusterError> {
+        self.fault(ComponentAction::Pause, component).await
+    }
+
+    /// Thaws a component frozen by [`DevCluster::pause`] (SIGCONT).
+    pub async fn resume(&self, component: Component) -> Result<(), DevClusterError> {
+        self.fault(ComponentAction::Resume, component).await
+    }
+
+    /// Freezes `component` for `duration`, then thaws it (e.g. etcd stalled for 20 s).
+    pub async fn stall(
+        &self,
+        component: Component,
+        duration: Duration,
+    ) -> Result<(), DevClusterError> {
+        self.pause(component).await?;
+        // The stall itself is the fault being injected, not a wait for something.
+        tokio::time::sleep(duration).await;
+        self.resume(component).await
+    }
+
+    /// Takes node `name` down as a dead machine ([`NodeHandle::down`]).
+    pub async fn node_down(&self, name: &str) -> Result<(), DevClusterError> {
+        Ok(self.known_node(name)?.down().await?)
+    }
+
+    /// Boots node `name` after [`DevCluster::node_down`] ([`NodeHandle::up`]).
+    pub async fn node_up(&self, name: &str) -> Result<(), DevClusterError> {
+        Ok(self.known_node(name)?.up().await?)
+    }
+
+    fn known_node(&self, name: &str) -> Result<&NodeHandle, DevClusterError> {
+        self.node(name).ok_or_else(|| DevClusterError::UnknownNode {
+            node: name.to_owned(),
+        })
+    }
+
+    async fn fault(
+        &self,
+        action: ComponentAction,
+        component: Component,
+    ) -> Result<(), DevClusterError> {
+        let stopped = || DevClusterError::Stopped {
+            action: action.verb(),
+            component: component.name(),
+        };
+        let (reply, outcome) = oneshot::channel();
+        self.faults
+            .send(FaultRequest {
+                action,
+                component,
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        Ok(outcome.await.map_err(|_| stopped())??)
     }
 
     /// Client configuration for the cluster-admin user (for clients other than `kube::Client`).
@@ -389,6 +520,7 @@ fn run_cluster(
     options: DevClusterOptions,
     ready: ReadySender,
     shutdown: oneshot::Receiver<()>,
+    faults: mpsc::UnboundedReceiver<FaultRequest>,
 ) {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -402,7 +534,7 @@ fn run_cluster(
             return;
         }
     };
-    runtime.block_on(serve(state, options, ready, shutdown));
+    runtime.block_on(serve(state, options, ready, shutdown, faults));
     runtime.shutdown_timeout(Duration::from_secs(10));
 }
 
@@ -411,13 +543,14 @@ async fn serve(
     state: StateDir,
     options: DevClusterOptions,
     ready: ReadySender,
-    shutdown: oneshot::Receiver<()>,
+    mut shutdown: oneshot::Receiver<()>,
+    mut faults: mpsc::UnboundedReceiver<FaultRequest>,
 ) {
     let progress: Progress = options
         .progress
         .clone()
         .unwrap_or_else(|| Arc::new(|line: &str| tracing::info!(target: "devcluster", "{line}")));
-    let plane = match start_control_plane(&state, &options, &*progress).await {
+    let mut plane = match start_control_plane(&state, &options, &*progress).await {
         Ok(plane) => plane,
         Err(error) => {
             let _unheard = ready.send(Err(error));
@@ -433,16 +566,12 @@ async fn serve(
         }
     };
     let node_handles = nodes.as_ref().map(NodeSim::nodes).unwrap_or_default();
-    let record = ClusterRecord {
+    let mut record = ClusterRecord {
         owner_pid: std::process::id(),
         server: plane.server().to_string(),
         kubeconfig: state.kubeconfig(),
         ports: plane.ports(),
-        components: plane
-            .pids()
-            .into_iter()
-            .map(|(component, pid)| (component.name().to_string(), pid))
-            .collect(),
+        components: component_pids(&plane),
         nodes: node_handles
             .iter()
             .map(|node| node.name().to_string())
@@ -470,8 +599,25 @@ async fn serve(
         ));
     }
     if ready.send(started).is_ok() {
-        // Either an explicit request or the handle being dropped means stop.
-        let _requested = shutdown.await;
+        let mut crash_check = tokio::time::interval(CRASH_CHECK_PERIOD);
+        crash_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                // Either an explicit request or the handle being dropped means stop.
+                _requested = &mut shutdown => break,
+                Some(request) = faults.recv() => {
+                    let outcome = apply_fault(&mut plane, request.action, request.component).await;
+                    // Recorded before answering: the caller may read the new pids at once.
+                    update_record(&mut record, &plane, &state);
+                    let _unheard = request.reply.send(outcome);
+                }
+                _ = crash_check.tick() => {
+                    if !plane.restart_crashed().is_empty() {
+                        update_record(&mut record, &plane, &state);
+                    }
+                }
+            }
+        }
     }
     if let Some(nodes) = nodes
         && let Err(error) = nodes.shutdown().await
@@ -485,6 +631,39 @@ async fn serve(
         Err(error) => {
             tracing::warn!(path = %state.cluster_info().display(), %error, "removing the cluster record")
         }
+    }
+}
+
+fn update_record(record: &mut ClusterRecord, plane: &ControlPlane, state: &StateDir) {
+    record.components = component_pids(plane);
+    if let Err(error) = record.write(&state.cluster_info()) {
+        tracing::warn!(path = %state.cluster_info().display(), %error, "updating the cluster record");
+    }
+}
+
+fn component_pids(plane: &ControlPlane) -> BTreeMap<String, u32> {
+    plane
+        .pids()
+        .into_iter()
+        .map(|(component, pid)| (component.name().to_string(), pid))
+        .collect()
+}
+
+async fn apply_fault(
+    plane: &mut ControlPlane,
+    action: ComponentAction,
+    component: Component,
+) -> Result<(), ControlPlaneError> {
+    tracing::info!(component = component.name(), ?action, "fault injection");
+    match action {
+        ComponentAction::Stop => {
+            plane.stop_component(component).await;
+            Ok(())
+        }
+        ComponentAction::Start => plane.start_component(component).await,
+        ComponentAction::Restart => plane.restart_component(component).await,
+        ComponentAction::Pause => plane.pause(component),
+        ComponentAction::Resume => plane.resume(component),
     }
 }
 
@@ -522,7 +701,10 @@ async fn start_simulated_nodes(
     })?;
     let workspace_root = repository_root(Path::new(env!("CARGO_MANIFEST_DIR")))
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let image_map =
+        ImageMap::load(&workspace_root, options.image_map.as_deref()).map_err(NodeError::from)?;
     let mut sim_options = NodeSimOptions::new(options.nodes, state.nodes(), workspace_root)?;
+    sim_options.image_map = image_map;
     sim_options.light = options.light;
     sim_options.labels = options.node_labels.clone();
     sim_options.reboot_delay = options.reboot_delay;

@@ -23,5 +23,6 @@ pub mod state;
 pub mod webhook;
 
 pub use cluster::{DevCluster, DevClusterError, DevClusterOptions, Progress};
+pub use controlplane::flags::Component;
 pub use install::{ControllerProcess, InstallError, InstallOptions};
 pub use webhook::{WebhookError, WebhookOptions, WebhookProcess};

@@ -12,6 +12,7 @@ use crate::controlplane::ports::Ports;
 /// <root>/kubeconfig          admin kubeconfig (certificates embedded)
 /// <root>/cluster.json        ports and process ids of the running cluster (for `status`, `down`)
 /// <root>/devcluster.pid      pid of the `devcluster serve` daemon, when the command started it
+/// <root>/devcluster.sock     the daemon's control socket (`devcluster restart`, `node down`, ...)
 /// <root>/pki/                CA, serving and client certificates, service-account key
 /// <root>/etcd/               etcd data
 /// <root>/components/         working files of kube-controller-manager and kube-scheduler
@@ -43,6 +44,11 @@ impl StateDir {
 
     pub fn daemon_pid_file(&self) -> PathBuf {
         self.root.join("devcluster.pid")
+    }
+
+    /// The daemon's control socket, through which other `devcluster` commands inject faults.
+    pub fn control_socket(&self) -> PathBuf {
+        self.root.join("devcluster.sock")
     }
 
     pub fn pki(&self) -> PathBuf {

@@ -8,9 +8,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use devcluster::controlplane::process::{is_alive, is_stopped};
+use devcluster::node::Heartbeat;
 use devcluster::state::ClusterRecord;
-use devcluster::{DevCluster, DevClusterOptions};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use devcluster::{Component, DevCluster, DevClusterOptions};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -277,6 +279,41 @@ fn the_command_starts_three_ready_nodes_and_stops_them() -> TestResult {
         text(&status.stdout)
     );
 
+    // Faults through the daemon: a restarted component, a node down and booted again.
+    let record_path = state.path().join("cluster.json");
+    let scheduler_pid = |record: Option<ClusterRecord>| {
+        record.and_then(|r| r.components.get("kube-scheduler").copied())
+    };
+    let before = scheduler_pid(ClusterRecord::read(&record_path)?);
+    let restart = devcluster(state.path(), &["restart", "scheduler"])?;
+    assert!(restart.status.success(), "{}", text(&restart.stderr));
+    let after = scheduler_pid(ClusterRecord::read(&record_path)?);
+    assert!(
+        before.is_some() && after.is_some() && before != after,
+        "{before:?} {after:?}"
+    );
+    let wrong = devcluster(state.path(), &["restart", "kubelet"])?;
+    assert!(!wrong.status.success());
+    let node_field = |path: &str| -> Result<String, Box<dyn std::error::Error>> {
+        let output = Command::new("kubectl")
+            .args(["--kubeconfig", &kubeconfig, "get", "node", "node-3", "-o"])
+            .arg(format!("jsonpath={path}"))
+            .output()?;
+        assert!(output.status.success(), "kubectl: {}", text(&output.stderr));
+        Ok(text(&output.stdout))
+    };
+    let boot_before = node_field("{.status.nodeInfo.bootID}")?;
+    let node_down = devcluster(state.path(), &["node", "down", "node-3"])?;
+    assert!(node_down.status.success(), "{}", text(&node_down.stderr));
+    let node_up = devcluster(state.path(), &["node", "up", "node-3"])?;
+    assert!(node_up.status.success(), "{}", text(&node_up.stderr));
+    // `node up` returns once the booted node has posted its status.
+    assert_ne!(node_field("{.status.nodeInfo.bootID}")?, boot_before);
+    assert_eq!(
+        node_field("{.status.conditions[?(@.type==\"Ready\")].status}")?,
+        "True"
+    );
+
     let down = devcluster(state.path(), &["down"])?;
     assert!(down.status.success(), "{}", text(&down.stderr));
     let status = devcluster(state.path(), &["status"])?;
@@ -339,4 +376,228 @@ fn is_zombie(pid: u32) -> bool {
                 .and_then(|(_, rest)| rest.chars().next())
         })
         .is_some_and(|state| state == 'Z')
+}
+
+/// The pid the cluster record names for `component`.
+fn recorded_pid(
+    cluster: &DevCluster,
+    component: Component,
+) -> Result<u32, Box<dyn std::error::Error>> {
+    let record = ClusterRecord::read(&cluster.state_dir().join("cluster.json"))?
+        .ok_or("no cluster record")?;
+    Ok(*record
+        .components
+        .get(component.name())
+        .ok_or_else(|| format!("{} missing from {record:?}", component.name()))?)
+}
+
+/// One letter of `/proc/<pid>/stat`: R, S, T (stopped), Z, ...
+fn process_state(pid: u32) -> Option<char> {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()?
+        .rsplit_once(") ")?
+        .1
+        .chars()
+        .next()
+}
+
+fn node_ready(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
+
+fn boot_id(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|info| info.boot_id.clone())
+        .unwrap_or_default()
+}
+
+async fn await_node(
+    nodes: &Api<Node>,
+    what: &str,
+    check: impl Fn(&Node) -> bool,
+) -> Result<Node, Box<dyn std::error::Error>> {
+    let condition = move |node: Option<&Node>| node.is_some_and(&check);
+    let node = tokio::time::timeout(WAIT, await_condition(nodes.clone(), "node-1", condition))
+        .await
+        .map_err(|_| format!("node-1 never became {what}"))??;
+    Ok(node.ok_or("node-1 vanished")?)
+}
+
+/// Faults a fault-injection suite needs, each followed by proof that the cluster works: every
+/// component restarted in place (new process, same ports, certificates and data), a stopped API
+/// server reaped and started again, etcd frozen and thawed, and a node taken down (kube-controller-
+/// manager marks it unreachable) and booted again. The nodes' kubelets post Ready again at their
+/// status cadence after the API server comes back, however kube-controller-manager had marked
+/// them.
+#[tokio::test]
+async fn components_restart_stall_and_nodes_die_as_in_a_real_cluster() -> TestResult {
+    let cluster = DevCluster::start(DevClusterOptions {
+        nodes: 1,
+        light: true,
+        // kube-controller-manager notices a dead node within seconds rather than a minute.
+        heartbeat: Heartbeat {
+            lease_renew_interval: Duration::from_secs(2),
+            node_monitor_grace_period: Duration::from_secs(12),
+        },
+        ..DevClusterOptions::default()
+    })
+    .await?;
+    let client = cluster.client()?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let ports = cluster.ports();
+    config_maps
+        .create(
+            &PostParams::default(),
+            &config_map("before", &[("kept", "yes")]),
+        )
+        .await?;
+
+    for component in [
+        Component::KubeScheduler,
+        Component::KubeControllerManager,
+        Component::KubeApiserver,
+        Component::Etcd,
+    ] {
+        let before = recorded_pid(&cluster, component)?;
+        cluster.restart(component).await?;
+        let after = recorded_pid(&cluster, component)?;
+        assert_ne!(before, after, "{component:?} was not restarted");
+        assert!(
+            !is_alive(before),
+            "the old {component:?} (pid {before}) lingers"
+        );
+        assert_eq!(cluster.ports(), ports);
+        // Usable at once, with the data it had.
+        let name = format!("after-{}", component.short_name());
+        config_maps
+            .create(&PostParams::default(), &config_map(&name, &[]))
+            .await?;
+        assert_eq!(
+            config_maps.get("before").await?.data,
+            Some(BTreeMap::from([("kept".to_string(), "yes".to_string())]))
+        );
+        if component == Component::KubeScheduler {
+            // The restarted scheduler binds a new pod.
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "scheduled"},
+                "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+            }))?;
+            pods.create(&PostParams::default(), &pod).await?;
+            let running = |pod: Option<&Pod>| {
+                pod.and_then(|p| p.status.as_ref()?.phase.clone())
+                    .as_deref()
+                    == Some("Running")
+            };
+            tokio::time::timeout(WAIT, await_condition(pods.clone(), "scheduled", running))
+                .await
+                .map_err(|_| "the pod never ran after the scheduler restarted")??;
+        }
+        if component == Component::KubeApiserver {
+            // As kube-controller-manager does after missing heartbeats during an outage: the
+            // kubelet posts Ready again at its next status update.
+            let unknown = serde_json::json!({"status": {"conditions": [{
+                "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status."
+            }]}});
+            nodes
+                .patch_status(
+                    "node-1",
+                    &PatchParams::default(),
+                    &Patch::Strategic(unknown),
+                )
+                .await?;
+            await_node(&nodes, "Ready again", |n| {
+                node_ready(n).as_deref() == Some("True")
+            })
+            .await?;
+        }
+    }
+
+    // A stopped API server is reaped, not left a zombie, and comes back.
+    let apiserver = recorded_pid(&cluster, Component::KubeApiserver)?;
+    cluster.stop_component(Component::KubeApiserver).await?;
+    assert!(
+        !Path::new(&format!("/proc/{apiserver}")).exists(),
+        "the stopped API server (pid {apiserver}) was not reaped: {:?}",
+        process_state(apiserver)
+    );
+    cluster.start_component(Component::KubeApiserver).await?;
+    config_maps
+        .create(&PostParams::default(), &config_map("after-outage", &[]))
+        .await?;
+
+    // etcd frozen: the process is stopped, not gone; thawed, it serves again.
+    let etcd = recorded_pid(&cluster, Component::Etcd)?;
+    cluster.pause(Component::Etcd).await?;
+    assert!(
+        is_stopped(etcd),
+        "etcd is not stopped: {:?}",
+        process_state(etcd)
+    );
+    cluster.resume(Component::Etcd).await?;
+    assert!(!is_stopped(etcd), "etcd is still stopped");
+    cluster
+        .stall(Component::Etcd, Duration::from_secs(2))
+        .await?;
+    config_maps
+        .create(&PostParams::default(), &config_map("after-stall", &[]))
+        .await?;
+
+    // A dead node: kube-controller-manager marks it unreachable, the pod object is untouched.
+    let before = boot_id(&nodes.get("node-1").await?);
+    cluster.node_down("node-1").await?;
+    let unreachable = |n: &Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|taints| {
+                taints
+                    .iter()
+                    .any(|t| t.key == "node.kubernetes.io/unreachable")
+            })
+    };
+    let down = await_node(&nodes, "unreachable", |n| {
+        node_ready(n).as_deref() == Some("Unknown") && unreachable(n)
+    })
+    .await?;
+    assert_eq!(boot_id(&down), before);
+    let phase = pods.get("scheduled").await?.status.and_then(|s| s.phase);
+    assert_eq!(
+        phase.as_deref(),
+        Some("Running"),
+        "a dead kubelet reports nothing"
+    );
+    cluster.node_up("node-1").await?;
+    let up = await_node(&nodes, "Ready with a new boot ID", |n| {
+        node_ready(n).as_deref() == Some("True") && boot_id(n) != before
+    })
+    .await?;
+    assert_ne!(boot_id(&up), before);
+    assert!(cluster.node_down("node-9").await.is_err());
+
+    // A component that dies by itself is started again, as the kubelet restarts a static pod.
+    let scheduler = recorded_pid(&cluster, Component::KubeScheduler)?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(scheduler)?),
+        nix::sys::signal::Signal::SIGKILL,
+    )?;
+    let started = Instant::now();
+    while recorded_pid(&cluster, Component::KubeScheduler)? == scheduler {
+        assert!(
+            started.elapsed() < WAIT,
+            "the killed scheduler was not started again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
 }

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use devcluster::controlplane::process::is_alive_running;
 use devcluster::kubelet::backoff::BackoffPolicy;
 use devcluster::node::{NodeHandle, NodeSimOptions, start_nodes};
 use devcluster::{DevCluster, DevClusterOptions};
@@ -21,9 +22,9 @@ use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
-/// Full nodes `node-1..5` and light nodes `light-1..4`.
-const FULL_NODES: usize = 5;
-const LIGHT_NODES: usize = 4;
+/// Full nodes `node-1..7` and light nodes `light-1..6`.
+const FULL_NODES: usize = 7;
+const LIGHT_NODES: usize = 6;
 const WAIT: Duration = Duration::from_secs(90);
 
 struct Fixture {
@@ -960,5 +961,197 @@ async fn light_nodes_reboot_and_rerun_their_pods() -> Result<()> {
         .and_then(|c| c.last_state.as_ref()?.terminated.as_ref())
         .map(|t| (t.exit_code, t.reason.clone()));
     assert_eq!(last, Some((255, Some("Unknown".to_owned()))));
+    Ok(())
+}
+
+/// A dead machine: its container processes are gone at once, yet the API still shows what the
+/// kubelet last reported (the pod Running); once it boots, it has a new boot ID and re-runs the pod.
+#[tokio::test]
+async fn a_node_taken_down_loses_its_processes_and_reports_nothing() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let pods = namespace(&client, "node-down").await?;
+    let nodes: Api<Node> = Api::all(client);
+    // A duration no other process sleeps for, to find the container's process on this machine
+    // (the container has a pid namespace of its own).
+    let duration = format!("7200.{}", std::process::id());
+    create(
+        &pods,
+        &pod(
+            "victim",
+            "node-6",
+            json!({"containers": [{"name": "sh", "image": "devcluster.local/shell",
+                                   "args": [format!("exec sleep {duration}")]}]}),
+        )?,
+    )
+    .await?;
+    wait_pod(&pods, "victim", "Running", |p| phase(p) == "Running").await?;
+    let handle = fx.node("node-6")?;
+    let needle = format!("sleep\0{duration}");
+    let sleeping = || -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(&needle))
+            })
+            .collect()
+    };
+    let pid = {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            // Running may be reported before the shell has exec'd sleep.
+            if let Some(pid) = sleeping().first() {
+                break *pid;
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("no process runs `sleep {duration}`");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    assert!(is_alive_running(pid, "sleep"), "the container's sleep runs");
+    let before = handle.boot_id()?;
+
+    handle.down().await?;
+    assert!(
+        !is_alive_running(pid, "sleep"),
+        "the container's process {pid} survived its node going down"
+    );
+    assert!(!handle.is_up()?);
+    let pod = pods.get("victim").await?;
+    assert_eq!(phase(&pod), "Running", "a dead kubelet reports nothing");
+    assert_eq!(pod_condition(&pod, "Ready").as_deref(), Some("True"));
+    let node = nodes.get("node-6").await?;
+    assert_eq!(boot_id(&node), before);
+
+    handle.up().await?;
+    wait_rebooted(&nodes, "node-6", before).await?;
+    let rerun = wait_pod(&pods, "victim", "re-run after the boot", |p| {
+        container(p, "sh").is_some_and(|c| c.restart_count == 1)
+            && pod_condition(p, "Ready").as_deref() == Some("True")
+    })
+    .await?;
+    let last = container(&rerun, "sh")
+        .and_then(|c| c.last_state.as_ref()?.terminated.as_ref())
+        .map(|t| t.exit_code);
+    assert_eq!(last, Some(255), "lost with the machine, as after a reboot");
+    Ok(())
+}
+
+/// `down` while the node reboots: the reboot ends without bringing the node back.
+#[tokio::test]
+async fn a_node_taken_down_during_its_reboot_stays_down() -> Result<()> {
+    let fx = fixture()?;
+    let nodes: Api<Node> = Api::all(fx.client()?);
+    let handle = fx.node("node-7")?;
+    let before = handle.boot_id()?;
+    handle.reboot().await?;
+    // The reboot has begun once the node reports its shutdown.
+    tokio::time::timeout(
+        WAIT,
+        await_condition(nodes.clone(), "node-7", |n: Option<&Node>| {
+            n.is_some_and(|n| !node_ready(n))
+        }),
+    )
+    .await
+    .context("node-7 never reported its shutdown")??;
+    // Returns once the reboot in flight has ended.
+    handle.down().await?;
+    assert!(!handle.is_up()?, "the reboot brought the downed node back");
+    let node = nodes.get("node-7").await?;
+    assert!(
+        !node_ready(&node),
+        "the reboot posted Ready for a dead node"
+    );
+
+    handle.up().await?;
+    wait_rebooted(&nodes, "node-7", before).await?;
+    assert!(handle.is_up()?);
+    Ok(())
+}
+
+/// kube-controller-manager sets Ready to Unknown when it misses a node's heartbeats (an API
+/// outage, a stalled etcd); a running kubelet notices at its next status update (10 s) and posts
+/// Ready again, without waiting for its 5-minute report.
+#[tokio::test]
+async fn a_running_kubelet_corrects_a_ready_unknown_status() -> Result<()> {
+    let fx = fixture()?;
+    let nodes: Api<Node> = Api::all(fx.client()?);
+    tokio::time::timeout(
+        WAIT,
+        await_condition(nodes.clone(), "light-6", |n: Option<&Node>| {
+            n.is_some_and(node_ready)
+        }),
+    )
+    .await
+    .context("light-6 is not Ready")??;
+    let unknown = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status."
+    }]}});
+    nodes
+        .patch_status(
+            "light-6",
+            &PatchParams::default(),
+            &Patch::Strategic(unknown),
+        )
+        .await?;
+    assert!(!node_ready(&nodes.get("light-6").await?));
+    tokio::time::timeout(
+        WAIT,
+        await_condition(nodes.clone(), "light-6", |n: Option<&Node>| {
+            n.is_some_and(node_ready)
+        }),
+    )
+    .await
+    .context("light-6 stayed Ready=Unknown")??;
+    Ok(())
+}
+
+/// The kubelet admits a pod against the node's labels as they are now, not as it registered
+/// them: a label added afterwards satisfies a nodeSelector.
+#[tokio::test]
+async fn a_pod_selecting_a_label_added_after_registration_runs() -> Result<()> {
+    let fx = fixture()?;
+    let client = fx.client()?;
+    let pods = namespace(&client, "late-label").await?;
+    let nodes: Api<Node> = Api::all(client);
+    let label = json!({"metadata": {"labels": {"devcluster-test/added-later": "yes"}}});
+    nodes
+        .patch("light-5", &PatchParams::default(), &Patch::Merge(label))
+        .await?;
+    create(
+        &pods,
+        &pod(
+            "selective",
+            "light-5",
+            json!({"nodeSelector": {"devcluster-test/added-later": "yes"},
+                   "containers": [{"name": "main", "image": "devcluster.local/sleep"}]}),
+        )?,
+    )
+    .await?;
+    let selective = wait_pod(&pods, "selective", "Running or rejected", |p| {
+        matches!(phase(p), "Running" | "Failed")
+    })
+    .await?;
+    let reason = selective.status.as_ref().and_then(|s| s.reason.clone());
+    assert_eq!(phase(&selective), "Running", "rejected: {reason:?}");
+
+    create(
+        &pods,
+        &pod(
+            "mismatched",
+            "light-5",
+            json!({"nodeSelector": {"devcluster-test/added-later": "no"},
+                   "containers": [{"name": "main", "image": "devcluster.local/sleep"}]}),
+        )?,
+    )
+    .await?;
+    let rejected = wait_pod(&pods, "mismatched", "rejected", |p| phase(p) == "Failed").await?;
+    let reason = rejected.status.as_ref().and_then(|s| s.reason.clone());
+    assert_eq!(reason.as_deref(), Some("NodeAffinity"));
     Ok(())
 }

@@ -19,6 +19,7 @@ use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -89,15 +90,28 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Whether `skyhook` cordoned `node` or has it `in_progress`.
+/// Whether `skyhook` cordoned `node`, has it `in_progress`, or has an interrupt in flight on it
+/// (requested and not confirmed: the node may be rebooting or down after its reboot).
 pub fn node_busy_for(node: &Node, skyhook: &str) -> bool {
+    let annotation = |key: String| node.metadata.annotations.as_ref().and_then(|a| a.get(&key));
     cordoned_by(node, skyhook)
-        || node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(&format!("skyhook.nvidia.com/status_{skyhook}")))
+        || annotation(format!("skyhook.nvidia.com/status_{skyhook}"))
             .is_some_and(|status| status == "in_progress")
+        || annotation(format!("skyhook.nvidia.com/nodeState_{skyhook}"))
+            .is_some_and(|state| interrupt_in_flight(state))
+}
+
+/// Whether a node-state annotation value has an `interrupt` entry that is not complete.
+fn interrupt_in_flight(state: &str) -> bool {
+    serde_json::from_str::<BTreeMap<String, serde_json::Value>>(state).is_ok_and(|entries| {
+        entries.values().any(|entry| {
+            entry["stage"] == "interrupt"
+                && matches!(
+                    entry["state"].as_str(),
+                    Some("in_progress" | "erroring" | "skipped")
+                )
+        })
+    })
 }
 
 /// Whether `skyhook` holds `node` cordoned (`cordon_<skyhook>` on an unschedulable node).
@@ -163,6 +177,9 @@ pub struct BudgetReport {
     pub events: usize,
     /// Per Skyhook, the nodes it was ever seen holding cordoned.
     pub cordoned: BTreeMap<String, BTreeSet<String>>,
+    /// Watch errors (an API server restart, a stalled etcd) after which the watches listed
+    /// again.
+    pub watch_errors: usize,
 }
 
 impl BudgetReport {
@@ -329,10 +346,14 @@ async fn sample(
     mut stopped: oneshot::Receiver<()>,
 ) -> anyhow::Result<Checker> {
     let selector = watcher::Config::default().labels(SKYHOOK_NAME_LABEL);
+    // Watches back off and list again after an error, so the check survives API server
+    // restarts and etcd stalls; each re-list replaces the stores wholesale.
     let node_events = watcher::watcher(nodes, watcher::Config::default())
+        .default_backoff()
         .map_ok(|event| Either::Node(Box::new(event)))
         .boxed();
     let pod_events = watcher::watcher(pods, selector)
+        .default_backoff()
         .map_ok(|event| Either::Pod(Box::new(event)))
         .boxed();
     let mut events = futures::stream::select(node_events, pod_events);
@@ -346,9 +367,14 @@ async fn sample(
             event = events.next() => event,
             _ = &mut stopped => return Ok(checker),
         };
-        let event = event
-            .context("the Node and Pod watches ended")?
-            .context("watching Nodes and the controller's pods")?;
+        let event = match event.context("the Node and Pod watches ended")? {
+            Ok(event) => event,
+            Err(_) if listed.is_none() => {
+                checker.report.watch_errors += 1;
+                continue;
+            }
+            Err(error) => return Err(error).context("watching Nodes and the controller's pods"),
+        };
         match event {
             Either::Node(event) => {
                 if node_store.apply(*event) {

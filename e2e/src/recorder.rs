@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use kube::Resource;
 use kube::api::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -35,7 +36,9 @@ where
         let store = Arc::clone(&seen);
         let task = tokio::spawn(async move {
             let mut listed_tx = Some(listed_tx);
-            let mut events = watcher(api, config).boxed();
+            // Back off between retries so an API server restart or an etcd stall is not a
+            // busy loop.
+            let mut events = watcher(api, config).default_backoff().boxed();
             while let Some(event) = events.next().await {
                 match event {
                     Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {

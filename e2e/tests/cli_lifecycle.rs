@@ -108,7 +108,12 @@ async fn lifecycle(kubectl: &Kubectl, client: &kube::Client) -> anyhow::Result<(
         ("enable", "Skyhook \"rolling\" enabled", None, None),
     ];
     for (verb, printed, pause, disable) in steps {
-        let out = kubectl.skyhook(&[verb, ROLLING, "--confirm"]).await?;
+        // Resume and enable do not ask (as upstream's), so scripts call them without --confirm.
+        let args: &[&str] = match verb {
+            "resume" | "enable" => &[verb, ROLLING],
+            _ => &[verb, ROLLING, "--confirm"],
+        };
+        let out = kubectl.skyhook(args).await?;
         ensure!(out.contains(printed), "{verb}: {out}");
         let annotations = annotations(client, ROLLING).await?;
         assert_eq!(

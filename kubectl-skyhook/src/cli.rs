@@ -84,14 +84,14 @@ pub enum Command {
         after_help = "Examples:\n  kubectl skyhook pause demo\n  kubectl skyhook pause demo --confirm --dry-run"
     )]
     Pause(SkyhookTarget),
-    /// Resume a paused Skyhook.
-    #[command(after_help = "Examples:\n  kubectl skyhook resume demo -y")]
+    /// Resume a paused Skyhook (does not ask; `--confirm` is accepted and changes nothing).
+    #[command(after_help = "Examples:\n  kubectl skyhook resume demo")]
     Resume(SkyhookTarget),
     /// Disable a Skyhook: no work, and later Skyhooks do not wait for it.
     #[command(after_help = "Examples:\n  kubectl skyhook disable demo -y")]
     Disable(SkyhookTarget),
-    /// Enable a disabled Skyhook.
-    #[command(after_help = "Examples:\n  kubectl skyhook enable demo -y")]
+    /// Enable a disabled Skyhook (does not ask; `--confirm` is accepted and changes nothing).
+    #[command(after_help = "Examples:\n  kubectl skyhook enable demo")]
     Enable(SkyhookTarget),
     /// Forget a Skyhook's progress on every node and reset its batch state.
     #[command(
@@ -451,6 +451,26 @@ mod tests {
             match parse(&["pause", "demo", flag]).unwrap().command {
                 Command::Pause(target) => assert!(target.confirm, "{flag}"),
                 other => panic!("parsed as {other:?}"),
+            }
+        }
+    }
+
+    /// Scripts written for either form keep working: resume and enable do not ask, but still
+    /// accept `--confirm` and `-y`.
+    #[test]
+    fn resume_and_enable_accept_confirm_as_a_no_op() {
+        for verb in ["resume", "enable"] {
+            for (args, confirm) in [
+                (vec![verb, "demo"], false),
+                (vec![verb, "demo", "-y"], true),
+                (vec![verb, "demo", "--confirm"], true),
+            ] {
+                let target = match parse(&args).unwrap().command {
+                    Command::Resume(target) | Command::Enable(target) => target,
+                    other => panic!("{args:?}: parsed as {other:?}"),
+                };
+                assert_eq!(target.skyhook, "demo", "{args:?}");
+                assert_eq!(target.confirm, confirm, "{args:?}");
             }
         }
     }

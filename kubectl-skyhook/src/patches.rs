@@ -114,6 +114,12 @@ impl Lifecycle {
         matches!(self, Lifecycle::Pause | Lifecycle::Disable)
     }
 
+    /// Whether the verb asks `Continue? [y/N]:` without `--confirm`: pause and disable do,
+    /// resume and enable (which undo them) do not, as upstream's.
+    pub const fn asks(self) -> bool {
+        self.sets()
+    }
+
     const fn verb(self) -> &'static str {
         match self {
             Lifecycle::Pause => "pause",
@@ -161,7 +167,8 @@ fn operator_too_old(version: &str) -> bool {
     compare_precedence(bare, MIN_LIFECYCLE_OPERATOR).is_ok_and(|o| o.is_lt())
 }
 
-/// Sets or removes the pause or disable annotation. A Skyhook already in the wanted state
+/// Sets or removes the pause or disable annotation; only pause and disable ask for
+/// confirmation ([`Lifecycle::asks`]). A Skyhook already in the wanted state
 /// gets no patch, only a note. Refused when `operator` (see [`operator_version_of`]) is older
 /// than [`MIN_LIFECYCLE_OPERATOR`], which ignores the annotations.
 pub fn lifecycle(
@@ -206,7 +213,9 @@ pub fn lifecycle(
         }],
         done: vec![format!("Skyhook {name:?} {}", verb.past())],
         notes: Vec::new(),
-        confirm: true,
+        // Resume and enable only undo a pause or a disable and, as upstream's, do not ask:
+        // scripts call them without `--confirm`.
+        confirm: verb.asks(),
     })
 }
 
@@ -249,6 +258,33 @@ fn batch_reset_patch(skyhook: &Skyhook) -> Option<(Patch, usize)> {
         },
         count,
     ))
+}
+
+/// The node merge patch of `reset`: removes every per-Skyhook annotation and label of
+/// [`keys::per_skyhook_node_keys`] (upstream's `nodeState_`, `status_`, `cordon_`, `version_`,
+/// and our `cordonedAt_`, whose stale drain start would otherwise make the next drain of the
+/// node report DrainBlocked at once). Removing `cordon_` does not uncordon, as upstream's reset.
+fn reset_node_patch(skyhook: &str) -> Value {
+    let mut annotations = Map::new();
+    let mut labels = Map::new();
+    for key in keys::per_skyhook_node_keys(skyhook) {
+        match key.kind {
+            keys::NodeKeyKind::Annotation => {
+                annotations.insert(key.key, Value::Null);
+            }
+            keys::NodeKeyKind::AnnotationAndLabel => {
+                labels.insert(key.key.clone(), Value::Null);
+                annotations.insert(key.key, Value::Null);
+            }
+            // Node conditions are node status, not metadata; upstream's reset leaves them and
+            // the controller rewrites them on its next pass over the node.
+            keys::NodeKeyKind::ConditionType => {}
+        }
+    }
+    // Upstream's reset also removes `autoTaint_<skyhook>`, although the auto-taint marker is
+    // suffixed by the taint key; kept so that reset removes exactly what upstream's does.
+    annotations.insert(keys::auto_taint_annotation(skyhook), Value::Null);
+    json!({"metadata": {"annotations": annotations, "labels": labels}})
 }
 
 /// `reset <skyhook>`: clears the Skyhook's keys from every node carrying its node state, then
@@ -300,16 +336,7 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
             .push(format!("  - {node} ({packages} packages)"));
         change.patches.push(Patch {
             target: Target::Node((*node).to_owned()),
-            body: json!({"metadata": {
-                "annotations": {
-                    state_key.clone(): null,
-                    keys::node_status_key(name): null,
-                    keys::cordon_annotation(name): null,
-                    keys::node_version_annotation(name): null,
-                    keys::auto_taint_annotation(name): null,
-                },
-                "labels": {keys::node_status_key(name): null},
-            }}),
+            body: reset_node_patch(name),
             description: format!("remove the node state of Skyhook {name:?} from node {node:?}"),
         });
     }

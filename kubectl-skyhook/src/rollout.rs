@@ -6,15 +6,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use skyhook_api::budget::{
-    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, Selection, assign_nodes,
-    legacy_compartments, policy_compartments,
+    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, NodeActivity, Selection,
+    assign_nodes, legacy_compartments, policy_compartments, slot_hold,
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::runtime_required::parse_taint;
-use skyhook_api::selector::Selector;
 use skyhook_api::stage::node_complete;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::v1alpha1::{BatchState, Skyhook, Status};
@@ -44,6 +43,8 @@ pub struct NodeFacts<'c> {
     pub ready: bool,
     /// Whether an earlier batch picked it (`status.nodePriority`).
     pub picked: bool,
+    /// Whether a package or interrupt pod of the Skyhook is on it.
+    pub pod_on_node: bool,
 }
 
 /// One compartment with its nodes and the selection the rules would make now.
@@ -106,12 +107,16 @@ impl<'c> Rollout<'c> {
                     status: node_status(node, name),
                     ready: node_ready(&progress, &target, node_name),
                     picked: status.is_some_and(|s| s.node_priority.contains_key(node_name)),
+                    pod_on_node: cluster.pods.iter().any(|pod| {
+                        cluster::pod_node(pod) == Some(node_name)
+                            && cluster::pod_label(pod, keys::NAME_LABEL) == Some(name)
+                    }),
                 }
             })
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(b.name));
 
-        let (specs, policy_missing) = match skyhook.spec.deployment_policy.as_deref() {
+        let (specs, policy_missing) = match skyhook.spec.policy_name() {
             Some(policy) => match cluster.policy(policy) {
                 Some(policy) => (policy_compartments(&policy.spec), false),
                 None => (Vec::new(), true),
@@ -139,8 +144,10 @@ impl<'c> Rollout<'c> {
                     .filter(|(_, n)| assignment.get(n.name) == Some(&spec.name))
                     .map(|(index, _)| index)
                     .collect();
-                let candidates: Vec<CandidateNode<'c>> =
-                    members.iter().map(|&i| candidate(&nodes[i])).collect();
+                let candidates: Vec<CandidateNode<'c>> = members
+                    .iter()
+                    .map(|&i| candidate(name, &nodes[i]))
+                    .collect();
                 let classified = CompartmentNodes::new(candidates, &tolerations);
                 let ceiling = spec.ceiling(members.len());
                 let batch_state = status
@@ -197,8 +204,16 @@ pub fn tolerations(skyhook: &Skyhook) -> Vec<k8s_openapi::api::core::v1::Tolerat
     node_selection_tolerations(&skyhook.spec.additional_tolerations, runtime_taint.as_ref())
 }
 
-/// A node as selection sees it.
-pub fn candidate<'c>(facts: &NodeFacts<'c>) -> CandidateNode<'c> {
+/// A node as selection sees it, for `skyhook`.
+pub fn candidate<'c>(skyhook: &str, facts: &NodeFacts<'c>) -> CandidateNode<'c> {
+    let hold = slot_hold(NodeActivity {
+        skyhook,
+        annotations: cluster::annotations(facts.node),
+        unschedulable: cluster::unschedulable(facts.node),
+        state: &facts.state,
+        status: facts.status,
+        pod_on_node: facts.pod_on_node,
+    });
     CandidateNode {
         name: facts.name,
         created: cluster::created(facts.node),
@@ -208,19 +223,16 @@ pub fn candidate<'c>(facts: &NodeFacts<'c>) -> CandidateNode<'c> {
         complete: facts.complete,
         ready: facts.ready,
         picked: facts.picked,
+        hold,
     }
 }
 
-/// The nodes `skyhook` selects (an absent selector selects every node).
+/// The nodes `skyhook` targets (see [`skyhook_api::v1alpha1::SkyhookSpec::target_selector`]).
 pub fn selected_nodes<'c>(
     skyhook: &Skyhook,
     cluster: &'c Cluster,
 ) -> impl Iterator<Item = &'c Node> + use<'c> {
-    let selector = skyhook
-        .spec
-        .node_selectors
-        .as_ref()
-        .map_or_else(Selector::everything, Selector::parse_or_nothing);
+    let selector = skyhook.spec.target_selector();
     cluster
         .nodes
         .iter()

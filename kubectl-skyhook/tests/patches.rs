@@ -23,7 +23,8 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
     let plain = common::demo();
     let paused = with_annotations(common::demo(), &[("skyhook.nvidia.com/pause", "true")]);
     let disabled = with_annotations(common::demo(), &[("skyhook.nvidia.com/disable", "true")]);
-    for (skyhook, verb, annotation, value, done, dry_run) in [
+    // Only pause and disable ask; resume and enable undo them without asking, as upstream's.
+    for (skyhook, verb, annotation, value, done, dry_run, asks) in [
         (
             &plain,
             Lifecycle::Pause,
@@ -31,6 +32,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             json!("true"),
             "Skyhook \"demo\" paused",
             "[dry-run] Would pause Skyhook \"demo\"",
+            true,
         ),
         (
             &paused,
@@ -39,6 +41,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             Value::Null,
             "Skyhook \"demo\" resumed",
             "[dry-run] Would resume Skyhook \"demo\"",
+            false,
         ),
         (
             &plain,
@@ -47,6 +50,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             json!("true"),
             "Skyhook \"demo\" disabled",
             "[dry-run] Would disable Skyhook \"demo\"",
+            true,
         ),
         (
             &disabled,
@@ -55,6 +59,7 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
             Value::Null,
             "Skyhook \"demo\" enabled",
             "[dry-run] Would enable Skyhook \"demo\"",
+            false,
         ),
     ] {
         let change = patches::lifecycle(skyhook, verb, None).unwrap();
@@ -67,7 +72,8 @@ fn lifecycle_verbs_set_or_remove_one_annotation() {
         );
         assert_eq!(change.done, [done]);
         assert_eq!(change.dry_run(), [dry_run]);
-        assert!(change.confirm);
+        assert_eq!(change.confirm, asks, "{verb:?}");
+        assert_eq!(verb.asks(), asks, "{verb:?}");
     }
 }
 
@@ -161,6 +167,7 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
                 "skyhook.nvidia.com/status_demo": null,
                 "skyhook.nvidia.com/cordon_demo": null,
                 "skyhook.nvidia.com/version_demo": null,
+                "skyhook.nvidia.com/cordonedAt_demo": null,
                 "skyhook.nvidia.com/autoTaint_demo": null,
             },
             "labels": {"skyhook.nvidia.com/status_demo": null},
@@ -200,6 +207,36 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
             .iter()
             .all(|p| matches!(p.target, Target::Node(_)))
     );
+}
+
+/// Which node keys `reset` removes: upstream's (spec §4) plus our `cordonedAt_`, so that the
+/// next drain does not start from a stale time; node conditions are not metadata and stay.
+#[test]
+fn reset_removes_upstreams_node_keys_and_the_drain_start() {
+    let cluster = common::cluster();
+    let change = patches::reset(&cluster, cluster.skyhook("demo").unwrap(), true);
+    let body = &change.patches[0].body["metadata"];
+    let removed = |section: &str, key: &str| body[section].get(key) == Some(&Value::Null);
+    for (key, annotation, label) in [
+        ("skyhook.nvidia.com/nodeState_demo", true, false),
+        ("skyhook.nvidia.com/status_demo", true, true),
+        ("skyhook.nvidia.com/cordon_demo", true, false),
+        ("skyhook.nvidia.com/version_demo", true, false),
+        ("skyhook.nvidia.com/autoTaint_demo", true, false),
+        ("skyhook.nvidia.com/cordonedAt_demo", true, false),
+        ("skyhook.nvidia.com/demo/NotReady", false, false),
+        ("skyhook.nvidia.com/demo/Erroring", false, false),
+        ("skyhook.nvidia.com/nodeState_other", false, false),
+    ] {
+        assert_eq!(removed("annotations", key), annotation, "annotation {key}");
+        assert_eq!(removed("labels", key), label, "label {key}");
+    }
+    // A per-Skyhook metadata key added later is removed by reset without another edit.
+    for key in skyhook_api::keys::per_skyhook_node_keys("demo") {
+        if key.kind != skyhook_api::keys::NodeKeyKind::ConditionType {
+            assert!(removed("annotations", &key.key), "{key:?}");
+        }
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 
 use common::{node, progress};
 use kubectl_skyhook::cluster::Cluster;
-use kubectl_skyhook::views::{PlannedNode, plan};
+use kubectl_skyhook::views::{PlannedNode, PlannedPackage, plan};
 use serde_json::json;
 use skyhook_api::v1alpha1::{DeploymentPolicy, InterruptionBudget, Skyhook};
 
@@ -187,13 +187,15 @@ fn interrupts_upgrades_and_blocked_nodes() {
         ),
     ];
     let view = plan(&cluster, &demo);
+    // d-done, complete before the first batch, is counted as a batch of its own by the
+    // controller's batch evaluation, so the first batch the controller starts is number 2.
     assert_eq!(
         summary(&view.nodes),
         [
             row(
                 "a-upgraded",
                 "__default__",
-                Some(1),
+                Some(2),
                 "tuning@1.1.0: upgrade>config>interrupt>post-interrupt",
                 Some("reboot (by tuning)"),
                 None
@@ -218,7 +220,7 @@ fn interrupts_upgrades_and_blocked_nodes() {
             row(
                 "e-cordoned",
                 "__default__",
-                Some(1),
+                Some(2),
                 "tuning@1.1.0: apply>config>interrupt>post-interrupt",
                 Some("reboot (by tuning)"),
                 None
@@ -234,7 +236,7 @@ fn interrupts_upgrades_and_blocked_nodes() {
         .iter()
         .find(|n| n.node_name == "c-tainted")
         .unwrap();
-    assert_eq!((tainted.batch, tainted.blocked.as_deref()), (Some(1), None));
+    assert_eq!((tainted.batch, tainted.blocked.as_deref()), (Some(2), None));
 }
 
 #[test]
@@ -321,4 +323,65 @@ fn a_higher_priority_skyhook_incomplete_on_a_node_makes_it_wait() {
         Some("waits for higher-priority Skyhooks to complete")
     );
     assert_eq!(waiting.batch, None);
+}
+
+/// `1.2` and `1.2.0` have the same precedence: the controller upgrades (it never leaves the old
+/// entry behind), and the plan must say what the controller does, not uninstall and apply.
+#[test]
+fn an_equal_version_written_differently_is_an_upgrade_as_in_the_controller() {
+    let mut demo = common::demo();
+    demo.spec.packages.get_mut("tuning").unwrap().version = "1.2.0".into();
+    let installed = json!({"name": "tuning", "version": "1.2", "image": "i", "stage": "config", "state": "complete"});
+    let mut cluster = fresh_cluster();
+    cluster.nodes = vec![node(
+        "worker-1",
+        1,
+        json!({"skyhook.nvidia.com/test-node": "demo"}),
+        progress("demo", "complete", &[installed]),
+        json!([]),
+    )];
+    let view = plan(&cluster, &demo);
+    assert_eq!(
+        view.nodes[0].packages,
+        [PlannedPackage {
+            name: "tuning".into(),
+            version: "1.2.0".into(),
+            stages: vec!["upgrade".into(), "config".into()],
+        }]
+    );
+}
+
+/// Downgrades run the old version's uninstall, then the new version from apply; removed
+/// packages only their uninstall.
+#[test]
+fn downgrades_and_removals_follow_the_controllers_version_changes() {
+    let mut demo = common::demo();
+    demo.spec.packages.get_mut("tuning").unwrap().version = "1.0.0".into();
+    let newer = json!({"name": "tuning", "version": "1.1.0", "image": "i", "stage": "config", "state": "complete"});
+    let gone = json!({"name": "gone", "version": "2.0.0", "image": "i", "stage": "config", "state": "complete"});
+    let mut cluster = fresh_cluster();
+    cluster.nodes = vec![node(
+        "worker-1",
+        1,
+        json!({"skyhook.nvidia.com/test-node": "demo"}),
+        progress("demo", "complete", &[newer, gone]),
+        json!([]),
+    )];
+    let view = plan(&cluster, &demo);
+    let stages: Vec<(String, String, Vec<String>)> = view.nodes[0]
+        .packages
+        .iter()
+        .map(|p| (p.name.clone(), p.version.clone(), p.stages.clone()))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            (
+                "tuning".into(),
+                "1.0.0".into(),
+                vec!["uninstall".into(), "apply".into(), "config".into()]
+            ),
+            ("gone".into(), "2.0.0".into(), vec!["uninstall".into()]),
+        ]
+    );
 }

@@ -178,3 +178,30 @@ fn a_stopped_compartment_says_how_to_restart() {
         ]
     );
 }
+
+#[test]
+fn an_unconfirmed_reboot_is_shown_as_a_warning() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let mut cluster = common::cluster();
+    let demo = cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo"))
+        .unwrap();
+    demo.status.get_or_insert_default().conditions.push(Condition {
+        type_: "skyhook.nvidia.com/RebootNotConfirmed".into(),
+        status: "True".into(),
+        reason: "RebootNotConfirmed".into(),
+        message: "nodes asked to reboot ...: node-b (package tuning:1.1.0, reboot requested at 2026-01-01T00:00:00Z)".into(),
+        observed_generation: None,
+        last_transition_time: Time("2026-01-01T00:00:00Z".parse().unwrap()),
+    });
+    let detail = views::skyhook_detail(&cluster, "demo").unwrap();
+    let text = render(&detail, OutputFormat::Table, false).unwrap();
+    assert!(
+        text.contains(
+            "Warning: reboot not confirmed: nodes asked to reboot ...: node-b (package tuning:1.1.0"
+        ),
+        "{text}"
+    );
+}

@@ -49,6 +49,15 @@ pub fn node_version_annotation(skyhook: &str) -> String {
     format!("{GROUP}/version_{skyhook}")
 }
 
+/// Prefix of [`cordoned_at_annotation`], to find every Skyhook's drain start.
+pub const CORDONED_AT_PREFIX: &str = "skyhook.nvidia.com/cordonedAt_";
+
+/// Node annotation (RFC 3339): when Skyhook `skyhook` cordoned the node, so that the drain
+/// timeout survives controller restarts. Ours; upstream has no such key.
+pub fn cordoned_at_annotation(skyhook: &str) -> String {
+    format!("{CORDONED_AT_PREFIX}{skyhook}")
+}
+
 /// Node annotation `"true"`: the operator added the taint with key `taint_key` to a new node.
 /// The suffix is the taint key, not a Skyhook name.
 pub fn auto_taint_annotation(taint_key: &str) -> String {
@@ -70,6 +79,65 @@ pub fn node_erroring_condition(skyhook: &str) -> String {
     format!("{GROUP}/{skyhook}/Erroring")
 }
 
+/// Where the controller writes a per-Skyhook node key, which decides the limits it must meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKeyKind {
+    /// A node annotation key: a qualified name whose name part is at most 63 characters.
+    Annotation,
+    /// Both a node annotation key and a node label key: a qualified name as above.
+    AnnotationAndLabel,
+    /// A node condition type. The API server does not validate node condition types, so they
+    /// put no bound on the Skyhook name; they are listed for cleanup.
+    ConditionType,
+}
+
+/// One key the controller writes on nodes for one Skyhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeKey {
+    /// The full key, e.g. `skyhook.nvidia.com/nodeState_demo`.
+    pub key: String,
+    /// Where it is written.
+    pub kind: NodeKeyKind,
+}
+
+/// Every node annotation, label and condition type the controller writes for Skyhook
+/// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length of
+/// a Skyhook name ([`max_skyhook_name_len`]). A new per-Skyhook key must be added here.
+pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 7] {
+    let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
+    [
+        key(node_state_annotation(skyhook), NodeKeyKind::Annotation),
+        key(node_status_key(skyhook), NodeKeyKind::AnnotationAndLabel),
+        key(cordon_annotation(skyhook), NodeKeyKind::Annotation),
+        key(node_version_annotation(skyhook), NodeKeyKind::Annotation),
+        key(cordoned_at_annotation(skyhook), NodeKeyKind::Annotation),
+        key(
+            node_not_ready_condition(skyhook),
+            NodeKeyKind::ConditionType,
+        ),
+        key(node_erroring_condition(skyhook), NodeKeyKind::ConditionType),
+    ]
+}
+
+/// The longest name part of a qualified annotation or label key (after `prefix/`), and the
+/// longest label value.
+pub const MAX_QUALIFIED_NAME_PART: usize = 63;
+
+/// The longest Skyhook name whose every per-Skyhook annotation and label key
+/// ([`per_skyhook_node_keys`]) is valid, and which fits the label values that carry the name
+/// ([`NAME_LABEL`], [`NODE_META_LABEL`]). Computed from the keys themselves, so a new or longer
+/// key lowers it rather than breaking every node patch of a long-named Skyhook.
+pub fn max_skyhook_name_len() -> usize {
+    per_skyhook_node_keys("")
+        .iter()
+        .filter(|k| k.kind != NodeKeyKind::ConditionType)
+        .map(|k| {
+            let name_part = k.key.rsplit_once('/').map_or(k.key.as_str(), |(_, n)| n);
+            MAX_QUALIFIED_NAME_PART.saturating_sub(name_part.len())
+        })
+        .fold(MAX_QUALIFIED_NAME_PART, usize::min)
+}
+
 /// Reason of the node `NotReady` condition while True.
 pub const NODE_NOT_READY_REASON_INCOMPLETE: &str = "Incomplete";
 /// Reason of the node `NotReady` condition while False.
@@ -78,6 +146,30 @@ pub const NODE_NOT_READY_REASON_COMPLETE: &str = "Complete";
 pub const NODE_ERRORING_REASON: &str = "Package(s) Erroring or Unknown";
 /// Reason of the node `Erroring` condition while False.
 pub const NODE_NOT_ERRORING_REASON: &str = "Not Erroring";
+
+/// Message of the node `NotReady` condition of Skyhook `skyhook`: upstream's `Skyhook <name>
+/// Ready` once it is complete on the node, and the counterpart `Skyhook <name> Not Ready`
+/// while it is not (upstream's text for that case is not recorded; see
+/// docs/compatibility.md).
+pub fn node_not_ready_message(skyhook: &str, complete: bool) -> String {
+    if complete {
+        format!("Skyhook {skyhook} Ready")
+    } else {
+        format!("Skyhook {skyhook} Not Ready")
+    }
+}
+
+/// Message of the node `Erroring` condition of Skyhook `skyhook`: upstream's `Package
+/// Erroring or Unknown for <name>` while a package is erroring or unknown on the node, and the
+/// counterpart `No Package Erroring or Unknown for <name>` otherwise (upstream's text for that
+/// case is not recorded; see docs/compatibility.md).
+pub fn node_erroring_message(skyhook: &str, erroring: bool) -> String {
+    if erroring {
+        format!("Package Erroring or Unknown for {skyhook}")
+    } else {
+        format!("No Package Erroring or Unknown for {skyhook}")
+    }
+}
 
 // ---- Pods and ConfigMaps the operator creates ----------------------------------------------
 
@@ -136,9 +228,34 @@ pub const CONDITION_APPLY_PACKAGE: &str = "skyhook.nvidia.com/ApplyPackage";
 pub const CONDITION_TAINT_NOT_TOLERABLE: &str = "skyhook.nvidia.com/TaintNotTolerable";
 /// Condition: True while some selected node carries the ignore label.
 pub const CONDITION_NODES_IGNORED: &str = "skyhook.nvidia.com/NodesIgnored";
+/// Reason of [`CONDITION_TAINT_NOT_TOLERABLE`], True or False (upstream: the type's last
+/// segment either way).
+pub const TAINT_NOT_TOLERABLE_REASON: &str = "TaintNotTolerable";
+/// Message of [`CONDITION_TAINT_NOT_TOLERABLE`] while False.
+pub const ALL_TAINTS_TOLERABLE_MESSAGE: &str = "All nodes have tolerable taints.";
+/// Reason of [`CONDITION_NODES_IGNORED`], True or False (upstream: the type's last segment
+/// either way).
+pub const NODES_IGNORED_REASON: &str = "NodesIgnored";
+/// Message of [`CONDITION_NODES_IGNORED`] while False.
+pub const NO_NODES_IGNORED_MESSAGE: &str = "No nodes have ignore label set.";
+/// Reason of [`CONDITION_APPLY_PACKAGE`].
+pub const APPLY_PACKAGE_REASON: &str = "ApplyPackage";
+
+/// Message of [`CONDITION_APPLY_PACKAGE`] (upstream's, without the stage): the package and node
+/// of the last pod launch.
+pub fn apply_package_message(package: &str, version: &str, node: &str) -> String {
+    format!("Applying package [{package}:{version}] to node [{node}]")
+}
+
 /// Condition: True while the referenced DeploymentPolicy does not exist.
 pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND: &str =
     "skyhook.nvidia.com/DeploymentPolicyNotFound";
+
+/// Condition (ours, not upstream's): True while a node was asked to reboot by one of the
+/// Skyhook's interrupts and has not come back with a new boot ID within the reboot deadline;
+/// the message lists the nodes, packages and when each reboot was requested. The node keeps its
+/// budget slot meanwhile.
+pub const CONDITION_REBOOT_NOT_CONFIRMED: &str = "skyhook.nvidia.com/RebootNotConfirmed";
 
 // ---- Rollout names -------------------------------------------------------------------------
 
@@ -182,5 +299,33 @@ mod tests {
             assert_eq!(got, want);
         }
         assert!(cordon_annotation("x").starts_with(CORDON_ANNOTATION_PREFIX));
+        assert_eq!(
+            cordoned_at_annotation("demo"),
+            "skyhook.nvidia.com/cordonedAt_demo"
+        );
+    }
+
+    #[test]
+    fn every_per_skyhook_key_is_listed_once_and_names_its_skyhook() {
+        let keys = per_skyhook_node_keys("demo");
+        let mut spelled: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+        spelled.sort_unstable();
+        spelled.dedup();
+        assert_eq!(spelled.len(), keys.len());
+        for key in &keys {
+            assert!(key.key.starts_with("skyhook.nvidia.com/"), "{key:?}");
+            assert!(key.key.contains("demo"), "{key:?}");
+            assert!(
+                !per_skyhook_node_keys("other")
+                    .iter()
+                    .any(|o| o.key == key.key)
+            );
+        }
+    }
+
+    /// `cordonedAt_` (11 characters) is the longest name-part prefix today: 63 - 11 = 52.
+    #[test]
+    fn the_name_limit_comes_from_the_longest_key() {
+        assert_eq!(max_skyhook_name_len(), 52);
     }
 }

@@ -7,6 +7,7 @@ pub mod graph;
 pub mod image;
 pub mod interrupt;
 pub mod keys;
+pub mod names;
 pub mod node_state;
 pub mod ordering;
 pub mod pod_annotation;

@@ -3,6 +3,7 @@
 // Test helpers outside `#[test]` functions fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use serde_json::json;
@@ -410,4 +411,40 @@ fn status_round_trips_with_node_state_and_conditions() {
     );
     assert_eq!(typed.status, Some(Status::Complete));
     assert_eq!(serde_json::to_value(&typed).unwrap(), status);
+}
+
+/// A Skyhook's target nodes: no or an empty `nodeSelectors` selects every node (upstream), a
+/// selector selects its matches, and a selector that does not parse selects none.
+#[test]
+fn target_selector_table() {
+    let gpu = BTreeMap::from([("gpu".to_owned(), "true".to_owned())]);
+    let plain = BTreeMap::new();
+    let cases = [
+        (json!(null), true, true),
+        (json!({}), true, true),
+        (json!({"matchLabels": {"gpu": "true"}}), true, false),
+        (json!({"matchLabels": {"bad key!": "x"}}), false, false),
+    ];
+    for (selector, selects_gpu, selects_plain) in cases {
+        let mut manifest = minimal();
+        manifest["spec"]["nodeSelectors"] = selector.clone();
+        let target = skyhook(manifest).spec.target_selector();
+        assert_eq!(target.matches(&gpu), selects_gpu, "{selector}");
+        assert_eq!(target.matches(&plain), selects_plain, "{selector}");
+    }
+}
+
+/// An absent and an empty `deploymentPolicy` both mean "no policy".
+#[test]
+fn policy_name_table() {
+    let cases = [
+        (json!(null), None),
+        (json!(""), None),
+        (json!("tiers"), Some("tiers")),
+    ];
+    for (policy, want) in cases {
+        let mut manifest = minimal();
+        manifest["spec"]["deploymentPolicy"] = policy.clone();
+        assert_eq!(skyhook(manifest).spec.policy_name(), want, "{policy}");
+    }
 }

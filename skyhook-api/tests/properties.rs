@@ -155,6 +155,7 @@ proptest! {
                     complete: n.complete,
                     ready: true,
                     picked: n.picked,
+                    hold: None,
                 })
                 .collect();
             let compartment = CompartmentNodes::new(candidates, &tolerations);

@@ -9,10 +9,13 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde_json::Value;
-use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook, SkyhookSpec};
+use skyhook_api::keys::{self, NodeKeyKind, per_skyhook_node_keys};
+use skyhook_api::names;
+use skyhook_api::selector::{validate_dns_label, validate_label_key, validate_label_value};
+use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook, SkyhookSpec, Stage};
 use skyhook_api::validate::{
-    MAX_SKYHOOK_NAME_LEN, PolicyReference, ValidationContext, admission_warnings, default_policy,
-    policy_delete_blockers, policy_delete_message, validate_policy, validate_skyhook,
+    PolicyReference, ValidationContext, admission_warnings, default_policy, policy_delete_blockers,
+    policy_delete_message, validate_policy, validate_skyhook,
 };
 
 fn spec(yaml: &str) -> SkyhookSpec {
@@ -307,8 +310,8 @@ fn policy_existence_uses_the_context() {
 
 #[test]
 fn skyhook_names() {
-    let long = "a".repeat(MAX_SKYHOOK_NAME_LEN);
-    let too_long = "a".repeat(MAX_SKYHOOK_NAME_LEN + 1);
+    let long = "a".repeat(keys::max_skyhook_name_len());
+    let too_long = "a".repeat(keys::max_skyhook_name_len() + 1);
     let cases = [
         ("simple-skyhook", true),
         ("interrupt-grouping", true),
@@ -326,6 +329,197 @@ fn skyhook_names() {
         let fields = skyhook_fields("packages: {}", &context);
         assert_eq!(fields.is_empty(), ok, "{name}: {fields:?}");
     }
+}
+
+/// The name limit derived here from the real key builders, independently of
+/// `max_skyhook_name_len`: a name of exactly the limit writes only valid keys and label values,
+/// one more is rejected on `metadata.name` with the limit and the fix, and at least one key
+/// would indeed be invalid with it (the limit is tight).
+#[test]
+fn the_name_limit_follows_from_the_keys_the_controller_writes() {
+    let metadata_keys = |name: &str| -> Vec<String> {
+        per_skyhook_node_keys(name)
+            .into_iter()
+            .filter(|k| k.kind != NodeKeyKind::ConditionType)
+            .map(|k| k.key)
+            .collect()
+    };
+    let longest_name_part = metadata_keys("")
+        .iter()
+        .map(|k| k.rsplit_once('/').unwrap().1.len())
+        .max()
+        .unwrap();
+    let max = (63 - longest_name_part).min(63);
+    assert_eq!(keys::max_skyhook_name_len(), max);
+
+    let fits = "a".repeat(max);
+    let context = ValidationContext {
+        name: Some(&fits),
+        known_policies: None,
+    };
+    assert_eq!(validate_skyhook(&spec(VALID), &context), Ok(()));
+    for key in metadata_keys(&fits) {
+        assert_eq!(validate_label_key(&key), Ok(()), "{key}");
+    }
+    assert_eq!(validate_label_value(&fits), Ok(()), "the name label value");
+
+    let too_long = "a".repeat(max + 1);
+    assert!(
+        metadata_keys(&too_long)
+            .iter()
+            .any(|k| validate_label_key(k).is_err()),
+        "a longer name breaks some key"
+    );
+    let context = ValidationContext {
+        name: Some(&too_long),
+        known_policies: None,
+    };
+    let err = validate_skyhook(&spec(VALID), &context).unwrap_err();
+    assert!(err.has_field("metadata.name"), "{err}");
+    let message = err.to_string();
+    for fragment in [
+        "metadata.name".to_owned(),
+        format!("more than {max}"),
+        format!("shorten it to at most {max} characters"),
+    ] {
+        assert!(message.contains(&fragment), "{fragment:?} in {message}");
+    }
+}
+
+/// Versions against the names and label values the controller builds from them: the pod label
+/// `<package>-<version>`, the package ConfigMap `<skyhook>-<package>-<version>` and the pod
+/// names. `(package, version, has configMap, rejected, message fragments)`.
+#[test]
+fn versions_must_fit_the_names_built_from_them() {
+    let long_package = "p".repeat(43);
+    let cases: &[(&str, &str, bool, bool, &[&str])] = &[
+        ("dexter", "1.2.3", true, false, &[]),
+        ("dexter", "2.3.1-TEST", true, false, &[]),
+        ("dexter", "1.0.0-rc.1", true, false, &[]),
+        ("dexter", "2024.05.10", true, false, &[]),
+        // 43 + 1 + 19 = 63 characters: the longest label.
+        (&long_package, "1.0.0-abcdefghijklm", false, false, &[]),
+        (
+            "dexter",
+            "1.0.0-rc.1+build.5",
+            false,
+            true,
+            &[
+                "\"dexter-1.0.0-rc.1+build.5\" is not a valid label value",
+                "drop the build metadata (write \"1.0.0-rc.1\")",
+                "'+' cannot appear in a label value",
+            ],
+        ),
+        (
+            "dexter",
+            "1.0.0+build",
+            true,
+            true,
+            &["package ConfigMap name", "pod names"],
+        ),
+        (
+            &long_package,
+            "1.0.0-abcdefghijklmn",
+            false,
+            true,
+            &[
+                "64 characters, at most 63 allowed",
+                "shorten the version to at most 19 characters",
+            ],
+        ),
+        (
+            "dexter",
+            "1.0.0-averyveryverylongprereleasethatnolabelcanhold.1234567",
+            false,
+            true,
+            &["shorten the version to at most 56 characters"],
+        ),
+        // A valid label value, but `.-` breaks the ConfigMap name (a DNS subdomain), which
+        // exists only when the package has a configMap.
+        ("dexter", "1.0.0-rc.-1", false, false, &[]),
+        (
+            "dexter",
+            "1.0.0-rc.-1",
+            true,
+            true,
+            &["\"demo-dexter-1.0.0-rc.-1\" is not a DNS subdomain"],
+        ),
+        (
+            "dexter",
+            "1.0.0-rc-",
+            false,
+            true,
+            &["not a valid label value"],
+        ),
+    ];
+    for (package, version, config_map, rejected, fragments) in cases {
+        let config = if *config_map {
+            ", configMap: {a.conf: x}"
+        } else {
+            ""
+        };
+        let yaml = format!(
+            "packages: {{{package}: {{version: '{version}', image: ghcr.io/nvidia/skyhook/agentless{config}}}}}"
+        );
+        let context = ValidationContext {
+            name: Some("demo"),
+            known_policies: None,
+        };
+        let result = validate_skyhook(&spec(&yaml), &context);
+        assert_eq!(
+            result.is_err(),
+            *rejected,
+            "{package} {version}: {result:?}"
+        );
+        if let Err(err) = result {
+            let field = format!("spec.packages.{package}.version");
+            assert_eq!(
+                err.as_slice()
+                    .iter()
+                    .map(|v| v.field.as_str())
+                    .collect::<Vec<_>>(),
+                [field.as_str()],
+                "{err}"
+            );
+            let message = err.to_string();
+            for fragment in *fragments {
+                assert!(message.contains(fragment), "{fragment:?} in {message}");
+            }
+        }
+    }
+}
+
+/// The package name rule (at most 43 characters) is what keeps every container name
+/// `<package>-<stage>check` a DNS label, so admission need not check them one by one.
+#[test]
+fn container_names_of_the_longest_package_name_are_dns_labels() {
+    let longest = format!("a{}z", "-".repeat(41));
+    assert_eq!(
+        skyhook_fields(
+            &format!("packages: {{{longest}: {{version: '1', image: busybox}}}}"),
+            &ValidationContext::default()
+        ),
+        Vec::<String>::new()
+    );
+    for stage in Stage::ALL {
+        for container in [
+            names::copy_container_name(&longest),
+            names::stage_container_name(&longest, *stage),
+            names::check_container_name(&longest, *stage),
+        ] {
+            assert_eq!(validate_dns_label(&container), Ok(()), "{container}");
+        }
+    }
+}
+
+/// Before a generated name is known, the ConfigMap name is checked with the longest name.
+#[test]
+fn versions_are_checked_without_a_skyhook_name() {
+    let yaml = "packages: {dexter: {version: '1.0.0-rc.-1', image: busybox, configMap: {a: b}}}";
+    assert_eq!(
+        skyhook_fields(yaml, &ValidationContext::default()),
+        ["spec.packages.dexter.version"]
+    );
 }
 
 #[test]

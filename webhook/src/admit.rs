@@ -122,11 +122,7 @@ fn validate_skyhook_request(
     };
     let warnings = admission_warnings(&skyhook.spec);
     let response = with_warnings(response, warnings);
-    let names_policy = skyhook
-        .spec
-        .deployment_policy
-        .as_deref()
-        .is_some_and(|p| !p.is_empty());
+    let names_policy = skyhook.spec.policy_name().is_some();
     let known_policies: Option<BTreeSet<String>> = lookups.policy_names();
     if names_policy && known_policies.is_none() {
         return deny_unavailable(

@@ -81,6 +81,22 @@ const CASES: &[Case] = &[
         ..case("deny/bad-semver", ValidateSkyhook, Denied)
     },
     Case {
+        message: &[
+            "\"tuning-1.0.0-rc.1+build.5\" is not a valid label value",
+            "drop the build metadata (write \"1.0.0-rc.1\")",
+        ],
+        fields: &["spec.packages.tuning.version"],
+        ..case("deny/version-build-metadata", ValidateSkyhook, Denied)
+    },
+    Case {
+        message: &[
+            "has 53 characters, more than 52",
+            "shorten it to at most 52",
+        ],
+        fields: &["metadata.name"],
+        ..case("deny/name-too-long", ValidateSkyhook, Denied)
+    },
+    Case {
         message: &["base"],
         fields: &["spec.packages.top.dependsOn.base"],
         ..case("deny/depends-on-missing", ValidateSkyhook, Denied)

@@ -375,7 +375,7 @@ fn reconcile_metrics() {
     {
         let _timer = metrics.reconcile_started();
     }
-    metrics.reconcile_failed("kube-api");
+    metrics.reconcile_failed("kube-api", 1);
     let text = metrics.encode().unwrap();
     assert!(
         text.contains("skyhook_controller_reconcile_runs_total 1"),

@@ -49,12 +49,13 @@ fn interrupt(type_: InterruptType, boot_id: Option<&str>) -> Pod {
     )
 }
 
-/// A container state in a compact notation: `ok`, `run`, `wait:<Reason>`, `exit:<code>`,
+/// A container state in a compact notation: `ok`, `run`, `run:<minutes ago>`, `wait:<Reason>`, `exit:<code>`,
 /// `exit:<code>@<minutes ago>` or `crash:<last exit code>`.
 fn status(name: &str, state: &str, restarts: i32) -> ContainerStatus {
     let terminated = |code: i32, minutes_ago: i64| ContainerStateTerminated {
         exit_code: code,
         reason: Some(if code == 0 { "Completed" } else { "Error" }.to_owned()),
+        started_at: Some(Time(now() - SignedDuration::from_mins(minutes_ago))),
         finished_at: Some(Time(now() - SignedDuration::from_mins(minutes_ago))),
         ..ContainerStateTerminated::default()
     };
@@ -73,6 +74,17 @@ fn status(name: &str, state: &str, restarts: i32) -> ContainerStatus {
         None if state == "run" => (
             ContainerState {
                 running: Some(ContainerStateRunning::default()),
+                ..ContainerState::default()
+            },
+            None,
+        ),
+        Some(("run", ago)) => (
+            ContainerState {
+                running: Some(ContainerStateRunning {
+                    started_at: Some(Time(
+                        now() - SignedDuration::from_mins(ago.parse().unwrap()),
+                    )),
+                }),
                 ..ContainerState::default()
             },
             None,
@@ -131,6 +143,7 @@ fn failed(container: &str, exit_code: Option<i32>, reason: &str, restarts: i32) 
         reason: reason.to_owned(),
         message: None,
         restarts,
+        reboot_requested: None,
     })
 }
 
@@ -139,6 +152,7 @@ fn without_message(outcome: PodOutcome) -> PodOutcome {
     match outcome {
         PodOutcome::Failed(failure) => PodOutcome::Failed(PodFailure {
             message: None,
+            reboot_requested: None,
             ..failure
         }),
         other => other,
@@ -395,6 +409,35 @@ fn interrupt_pod_and_reboots() {
             failed("interrupt", Some(1), "Error", 0),
         ),
         (
+            "reboot requested, node not down yet",
+            InterruptType::Reboot,
+            Some("b1"),
+            Some("b1"),
+            "run:3",
+            "Pending",
+            PodOutcome::AwaitingReboot {
+                deadline: minutes(3),
+            },
+        ),
+        (
+            "node died during the reboot: its kubelet still says running",
+            InterruptType::Reboot,
+            Some("b1"),
+            Some("b1"),
+            "run:45",
+            "Pending",
+            failed("interrupt", None, REBOOT_NOT_CONFIRMED, 0),
+        ),
+        (
+            "service restart running for long: not a reboot",
+            InterruptType::Service,
+            Some("b1"),
+            Some("b1"),
+            "run:45",
+            "Pending",
+            PodOutcome::Running,
+        ),
+        (
             "no boot ID recorded: wait for the deadline",
             InterruptType::Reboot,
             None,
@@ -455,6 +498,7 @@ fn terminal_pod_without_container_failure() {
             reason: "Evicted".into(),
             message: Some("low on memory".into()),
             restarts: 0,
+            reboot_requested: None,
         })
     );
 }
@@ -586,4 +630,41 @@ fn admission_rejections() {
             None => assert!(matches!(got, PodOutcome::Failed(_)), "{name}: {got:?}"),
         }
     }
+}
+
+#[test]
+fn durations_read_as_written() {
+    for (secs, text) in [
+        (0, "0s"),
+        (90, "1m30s"),
+        (1800, "30m"),
+        (1880, "31m20s"),
+        (3600, "1h"),
+        (5400, "1h30m"),
+    ] {
+        assert_eq!(humantime(Duration::from_secs(secs)), text);
+    }
+}
+
+#[test]
+fn an_unconfirmed_reboot_says_when_it_was_requested_and_how_long_ago() {
+    let pod = with_statuses(
+        interrupt(InterruptType::Reboot, Some("b1")),
+        "Running",
+        vec![status("interrupt", "run:45", 0)],
+    );
+    let PodOutcome::Failed(failure) = outcome(&pod, context(Some("b1"))) else {
+        panic!("expected a failure");
+    };
+    assert_eq!(failure.reason, REBOOT_NOT_CONFIRMED);
+    assert_eq!(
+        failure.reboot_requested,
+        Some(now() - SignedDuration::from_mins(45))
+    );
+    assert_eq!(
+        failure.message.as_deref(),
+        Some(
+            "the node was asked to reboot 45m ago and its boot ID has not changed (reboot deadline 30m)"
+        )
+    );
 }

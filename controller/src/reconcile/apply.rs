@@ -8,8 +8,8 @@
 //! whole. Node metadata and spec use a JSON merge patch (removals as `null`), node conditions a
 //! strategic merge patch of the status keyed by condition type, ConfigMaps and Skyhook statuses
 //! server-side apply with the field manager [`FIELD_MANAGER`], so fields the plan drops are
-//! removed. A failed write is logged and counted; the next reconcile plans again from what the
-//! caches then show. `Plan` is destructured exhaustively so a new field cannot be ignored.
+//! removed. A failed write is logged with its object and counted in [`Failures`] (by the kind of
+//! write, a bounded metric label); the next reconcile plans again from what the caches then show. `Plan` is destructured exhaustively so a new field cannot be ignored.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -27,18 +27,19 @@ use tracing::{debug, info, warn};
 
 use super::plan::{EventTarget, NodePatch, Plan, PlannedEvent, node_write_order};
 use super::snapshot::{OwnedConfigMap, Snapshot};
+use crate::metrics::Metrics;
 
 /// Field manager of every server-side apply the controller makes.
 pub const FIELD_MANAGER: &str = "skyhook-controller";
 
-/// Applies `plan`; returns how many writes failed.
+/// Applies `plan`; returns the writes that failed.
 pub async fn apply(
     client: &Client,
     recorder: &Recorder,
     namespace: &str,
     snapshot: &Snapshot,
     plan: Plan,
-) -> usize {
+) -> Failures {
     let Plan {
         nodes,
         create_pods,
@@ -51,6 +52,7 @@ pub async fn apply(
         skyhook_annotations,
         events,
         requeue_after: _,
+        malformed_states: _,
     } = plan;
     let writes = nodes.len()
         + create_pods.len()
@@ -75,7 +77,7 @@ pub async fn apply(
             "applying plan"
         );
     }
-    let mut failures = 0;
+    let mut failures = Failures::default();
     let skyhooks = Api::<Skyhook>::all(client.clone());
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
@@ -84,7 +86,7 @@ pub async fn apply(
 
     for (name, add) in finalizers.iter().filter(|(_, add)| **add) {
         let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
-        failures += failed("add finalizer", name, result);
+        failures.record(Operation::AddFinalizer, name, result);
     }
     for (name, annotations) in &skyhook_annotations {
         let patch = json!({"metadata": {"annotations": annotations}});
@@ -92,7 +94,7 @@ pub async fn apply(
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map(drop);
-        failures += failed("annotate skyhook", name, result);
+        failures.record(Operation::AnnotateSkyhook, name, result);
     }
     let read_versions: HashMap<&str, Option<&str>> = snapshot
         .nodes
@@ -103,17 +105,30 @@ pub async fn apply(
     // newly picked node next to one it failed to release (see `node_write_order`).
     let (others, takes) = node_write_order(&nodes);
     let mut refused = BTreeSet::new();
-    let mut node_changed_under_plan =
-        patch_nodes(&node_api, &nodes, &read_versions, others, &mut refused).await;
+    let mut node_changed_under_plan = patch_nodes(
+        &node_api,
+        &nodes,
+        &read_versions,
+        others,
+        &mut refused,
+        &mut failures,
+    )
+    .await;
     let held_back: BTreeSet<String> = if refused.is_empty() {
-        node_changed_under_plan |=
-            patch_nodes(&node_api, &nodes, &read_versions, takes, &mut refused).await;
+        node_changed_under_plan |= patch_nodes(
+            &node_api,
+            &nodes,
+            &read_versions,
+            takes,
+            &mut refused,
+            &mut failures,
+        )
+        .await;
         BTreeSet::new()
     } else {
         debug!(nodes = ?takes, "a node patch failed; the nodes this plan takes wait for the next plan");
         takes.into_iter().map(str::to_owned).collect()
     };
-    failures += refused.len();
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
     // written only when every node patch landed, else the next plan computes them again.
     let nodes_written = refused.is_empty() && held_back.is_empty();
@@ -151,7 +166,7 @@ pub async fn apply(
         },
     )
     .await;
-    failures += failures_of("apply configmap", configmap_results);
+    failures.record_all(Operation::ApplyConfigMap, configmap_results);
     let eviction_results = concurrently(
         evictions
             .into_iter()
@@ -170,7 +185,9 @@ pub async fn apply(
             Err(error) if is_status(&error, 429) => {
                 debug!(pod = %eviction.name, node = %eviction.node, "eviction refused by a disruption budget");
             }
-            Err(error) => failures += failed("evict pod", &eviction.name, Err(error)),
+            Err(error) => {
+                failures.record(Operation::EvictPod, &eviction.name, Err(error));
+            }
         }
     }
     let delete_results = concurrently(delete_pods, |(name, why)| {
@@ -182,7 +199,7 @@ pub async fn apply(
         }
     })
     .await;
-    failures += failures_of("delete pod", delete_results);
+    failures.record_all(Operation::DeletePod, delete_results);
     let create_results = concurrently(
         create_pods
             .into_iter()
@@ -202,13 +219,13 @@ pub async fn apply(
         },
     )
     .await;
-    failures += failures_of("create pod", create_results);
+    failures.record_all(Operation::CreatePod, create_results);
     for name in delete_configmaps {
         let result = configmaps
             .delete(&name, &DeleteParams::default())
             .await
             .map(drop);
-        failures += failed("delete configmap", &name, result);
+        failures.record(Operation::DeleteConfigMap, &name, result);
     }
     for (name, status) in statuses.into_iter().filter(|_| nodes_written) {
         let value = json!({
@@ -220,7 +237,7 @@ pub async fn apply(
             .patch_status(&name, &ssa, &Patch::Apply(value))
             .await
             .map(drop);
-        failures += failed("apply skyhook status", &name, result);
+        failures.record(Operation::ApplySkyhookStatus, &name, result);
     }
     concurrently(events, |event| async move {
         let reference = reference(snapshot, &event);
@@ -257,7 +274,7 @@ pub async fn apply(
     .await;
     for (name, add) in finalizers.iter().filter(|(_, add)| !**add) {
         let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
-        failures += failed("remove finalizer", name, result);
+        failures.record(Operation::RemoveFinalizer, name, result);
     }
     failures
 }
@@ -333,23 +350,130 @@ impl Waiting {
     }
 }
 
-/// How many of `results` failed (each logged, see [`failed`]).
-fn failures_of(what: &str, results: Vec<(String, Result<(), kube::Error>)>) -> usize {
-    results
-        .into_iter()
-        .map(|(name, result)| failed(what, &name, result))
-        .sum()
+/// What a reconcile asks of the API server, as the bounded `category` label of
+/// `skyhook_controller_reconcile_failures_total` and in the log line of each failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    /// Listing the pods of a node to drain (observe).
+    ListNodePods,
+    /// Listing the PodDisruptionBudgets (observe).
+    ListPodDisruptionBudgets,
+    /// Adding the finalizer to a Skyhook.
+    AddFinalizer,
+    /// Patching a Skyhook's annotations.
+    AnnotateSkyhook,
+    /// Patching a node's metadata, spec or conditions.
+    PatchNode,
+    /// Applying a ConfigMap.
+    ApplyConfigMap,
+    /// Evicting a workload pod.
+    EvictPod,
+    /// Deleting a package or interrupt pod.
+    DeletePod,
+    /// Creating a package or interrupt pod.
+    CreatePod,
+    /// Deleting a ConfigMap.
+    DeleteConfigMap,
+    /// Applying a Skyhook's status.
+    ApplySkyhookStatus,
+    /// Removing the finalizer from a Skyhook.
+    RemoveFinalizer,
 }
 
-/// 1 when `result` is a failure worth retrying (logged), 0 otherwise. 404 means already gone
-/// (deletes) or the object left meanwhile; the next plan sees it.
-fn failed(what: &str, name: &str, result: Result<(), kube::Error>) -> usize {
-    match result {
-        Err(error) if !is_status(&error, 404) => {
-            warn!(what, name, error = %error, "write failed; the next reconcile retries");
-            1
+impl Operation {
+    /// The metric label.
+    pub const fn category(self) -> &'static str {
+        match self {
+            Operation::ListNodePods => "list-node-pods",
+            Operation::ListPodDisruptionBudgets => "list-pod-disruption-budgets",
+            Operation::AddFinalizer => "add-finalizer",
+            Operation::AnnotateSkyhook => "annotate-skyhook",
+            Operation::PatchNode => "patch-node",
+            Operation::ApplyConfigMap => "apply-configmap",
+            Operation::EvictPod => "evict-pod",
+            Operation::DeletePod => "delete-pod",
+            Operation::CreatePod => "create-pod",
+            Operation::DeleteConfigMap => "delete-configmap",
+            Operation::ApplySkyhookStatus => "apply-skyhook-status",
+            Operation::RemoveFinalizer => "remove-finalizer",
         }
-        _ => 0,
+    }
+
+    /// The kind of the object it is about.
+    const fn kind(self) -> &'static str {
+        match self {
+            Operation::ListNodePods | Operation::PatchNode => "Node",
+            Operation::ListPodDisruptionBudgets => "PodDisruptionBudget",
+            Operation::AddFinalizer
+            | Operation::AnnotateSkyhook
+            | Operation::ApplySkyhookStatus
+            | Operation::RemoveFinalizer => "Skyhook",
+            Operation::ApplyConfigMap | Operation::DeleteConfigMap => "ConfigMap",
+            Operation::EvictPod | Operation::DeletePod | Operation::CreatePod => "Pod",
+        }
+    }
+}
+
+/// The requests of one reconcile that failed, by operation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failures {
+    by_operation: BTreeMap<Operation, u64>,
+}
+
+impl Failures {
+    /// Records `result` of `operation` on the object `name`: a failure worth retrying is logged
+    /// with the object and counted; success and 404 (already gone, or the object left
+    /// meanwhile, which the next plan sees) are not. Returns whether it counted a failure.
+    pub fn record(
+        &mut self,
+        operation: Operation,
+        name: &str,
+        result: Result<(), kube::Error>,
+    ) -> bool {
+        match result {
+            Err(error) if !is_status(&error, 404) => {
+                warn!(
+                    category = operation.category(),
+                    kind = operation.kind(),
+                    name,
+                    error = %error,
+                    "request failed; the next reconcile retries"
+                );
+                *self.by_operation.entry(operation).or_default() += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// [`Failures::record`] for each `(name, result)`.
+    fn record_all(
+        &mut self,
+        operation: Operation,
+        results: Vec<(String, Result<(), kube::Error>)>,
+    ) {
+        for (name, result) in results {
+            self.record(operation, &name, result);
+        }
+    }
+
+    /// Adds the failures of `other`.
+    pub fn merge(&mut self, other: Failures) {
+        for (operation, count) in other.by_operation {
+            *self.by_operation.entry(operation).or_default() += count;
+        }
+    }
+
+    /// Whether nothing failed.
+    pub fn is_empty(&self) -> bool {
+        self.by_operation.is_empty()
+    }
+
+    /// Adds the failures to `skyhook_controller_reconcile_failures_total`.
+    pub fn count_into(&self, metrics: &Metrics) {
+        for (operation, count) in &self.by_operation {
+            metrics.reconcile_failed(operation.category(), *count);
+        }
     }
 }
 
@@ -400,6 +524,7 @@ async fn patch_nodes(
     read_versions: &HashMap<&str, Option<&str>>,
     names: Vec<&str>,
     refused: &mut BTreeSet<String>,
+    failures: &mut Failures,
 ) -> bool {
     let results = concurrently(names, |name| async move {
         let result = match nodes.get(name) {
@@ -415,7 +540,7 @@ async fn patch_nodes(
     let mut changed_under_plan = false;
     for (name, result) in results {
         changed_under_plan |= is_status_result(&result, 409);
-        if failed("patch node", name, result) > 0 {
+        if failures.record(Operation::PatchNode, name, result) {
             refused.insert(name.to_owned());
         }
     }
@@ -439,11 +564,12 @@ async fn patch_node(
         let now = jiff::Timestamp::now().to_string();
         let conditions: Vec<Value> = conditions
             .iter()
-            .map(|(type_, status, reason)| {
+            .map(|condition| {
                 json!({
-                    "type": type_,
-                    "status": status,
-                    "reason": reason,
+                    "type": condition.type_,
+                    "status": condition.status,
+                    "reason": condition.reason,
+                    "message": condition.message,
                     "lastTransitionTime": now,
                     "lastHeartbeatTime": now,
                 })
@@ -525,7 +651,54 @@ mod tests {
 
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
-    use super::{NodePatch, OwnedConfigMap, Waiting, node_merge_patch};
+    use super::{Failures, NodePatch, Operation, OwnedConfigMap, Waiting, node_merge_patch};
+    use crate::metrics::Metrics;
+    use crate::reconcile::snapshot::NodeConditionView;
+
+    fn api_error(code: u16) -> Result<(), kube::Error> {
+        Err(kube::Error::Api(
+            kube::core::Status::failure("refused", "Test")
+                .with_code(code)
+                .boxed(),
+        ))
+    }
+
+    /// Failed requests reach `skyhook_controller_reconcile_failures_total` by operation; success
+    /// and 404 (already gone) do not count.
+    #[test]
+    fn failed_requests_move_the_failure_counter() {
+        let mut failures = Failures::default();
+        let cases = [
+            (Operation::PatchNode, "node-1", api_error(409), true),
+            (Operation::PatchNode, "node-2", api_error(500), true),
+            (Operation::CreatePod, "pod-1", api_error(403), true),
+            (Operation::DeletePod, "pod-2", api_error(404), false),
+            (Operation::ApplySkyhookStatus, "demo", Ok(()), false),
+        ];
+        for (operation, name, result, counted) in cases {
+            assert_eq!(failures.record(operation, name, result), counted, "{name}");
+        }
+        let mut observed = Failures::default();
+        observed.record(Operation::ListNodePods, "node-3", api_error(500));
+        observed.merge(failures);
+        assert!(!observed.is_empty());
+
+        let metrics = Metrics::new();
+        observed.count_into(&metrics);
+        observed.count_into(&metrics);
+        let text = metrics.encode().unwrap();
+        for line in [
+            "skyhook_controller_reconcile_failures_total{category=\"patch-node\"} 4",
+            "skyhook_controller_reconcile_failures_total{category=\"create-pod\"} 2",
+            "skyhook_controller_reconcile_failures_total{category=\"list-node-pods\"} 2",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        for absent in ["delete-pod", "apply-skyhook-status"] {
+            assert!(!text.contains(absent), "{absent} in\n{text}");
+        }
+        assert!(Failures::default().is_empty());
+    }
 
     fn configmap(name: &str) -> ConfigMap {
         serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
@@ -615,7 +788,12 @@ mod tests {
             ..NodePatch::default()
         };
         let conditions_only = NodePatch {
-            conditions: vec![("T".into(), "True".into(), "R".into())],
+            conditions: vec![NodeConditionView {
+                type_: "T".into(),
+                status: "True".into(),
+                reason: "R".into(),
+                message: "M".into(),
+            }],
             ..NodePatch::default()
         };
         let cases = [

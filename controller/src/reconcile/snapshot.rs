@@ -43,6 +43,19 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
 }
 
+/// A node condition as the plan reads and writes it (the times are the apply step's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeConditionView {
+    /// `type`.
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `reason`, empty when absent.
+    pub reason: String,
+    /// `message`, empty when absent.
+    pub message: String,
+}
+
 /// What the rules read of a node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeView {
@@ -62,8 +75,10 @@ pub struct NodeView {
     pub boot_id: Option<String>,
     /// The kubelet's `Ready` condition is True.
     pub ready: bool,
-    /// The node's conditions as `(type, status, reason)`.
-    pub conditions: Vec<(String, String, String)>,
+    /// When the `Ready` condition last left True, while it is not True.
+    pub not_ready_since: Option<Timestamp>,
+    /// The node's conditions.
+    pub conditions: Vec<NodeConditionView>,
     /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.
     pub allocatable: Option<CpuMemory>,
     /// `metadata.resourceVersion` as read: node patches planned from this view are made
@@ -177,12 +192,11 @@ pub fn node_view(node: &Node) -> NodeView {
         .map(|conditions| {
             conditions
                 .iter()
-                .map(|c| {
-                    (
-                        c.type_.clone(),
-                        c.status.clone(),
-                        c.reason.clone().unwrap_or_default(),
-                    )
+                .map(|c| NodeConditionView {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone().unwrap_or_default(),
+                    message: c.message.clone().unwrap_or_default(),
                 })
                 .collect::<Vec<_>>()
         })
@@ -200,7 +214,13 @@ pub fn node_view(node: &Node) -> NodeView {
             .filter(|id| !id.is_empty()),
         ready: conditions
             .iter()
-            .any(|(type_, status, _)| type_ == "Ready" && status == "True"),
+            .any(|c| c.type_ == "Ready" && c.status == "True"),
+        not_ready_since: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
+            .filter(|ready| ready.status != "True")
+            .and_then(|ready| ready.last_transition_time.as_ref())
+            .map(|time| time.0),
         conditions,
         allocatable: status
             .and_then(|s| s.allocatable.as_ref())
@@ -289,6 +309,7 @@ mod tests {
                 conditions: Some(vec![NodeCondition {
                     type_: "Ready".into(),
                     status: ready.into(),
+                    message: Some("kubelet is posting ready status".into()),
                     ..NodeCondition::default()
                 }]),
                 node_info: Some(NodeSystemInfo {
@@ -328,7 +349,12 @@ mod tests {
             assert_eq!(view.boot_id.as_deref(), Some("b-1"));
             assert_eq!(
                 view.conditions,
-                vec![("Ready".to_owned(), condition.to_owned(), String::new())]
+                vec![NodeConditionView {
+                    type_: "Ready".to_owned(),
+                    status: condition.to_owned(),
+                    reason: String::new(),
+                    message: "kubelet is posting ready status".to_owned(),
+                }]
             );
         }
     }

@@ -23,6 +23,20 @@ pub enum Component {
     KubeScheduler,
 }
 
+impl std::str::FromStr for Component {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::from_cli_name(name).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|c| c.short_name()).collect();
+            format!(
+                "no control-plane component {name:?}; one of {}",
+                known.join(", ")
+            )
+        })
+    }
+}
+
 impl Component {
     /// In start order; stopped in reverse.
     pub const ALL: [Component; 4] = [
@@ -40,6 +54,19 @@ impl Component {
             Component::KubeControllerManager => "kube-controller-manager",
             Component::KubeScheduler => "kube-scheduler",
         }
+    }
+
+    /// The component a name on the command line means: its short name (`etcd`, `apiserver`,
+    /// `controller-manager`, `scheduler`) or its full one ([`Component::name`]).
+    pub fn from_cli_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|component| component.name() == name || component.short_name() == name)
+    }
+
+    /// `etcd`, `apiserver`, `controller-manager`, `scheduler`.
+    pub fn short_name(self) -> &'static str {
+        self.name().trim_start_matches("kube-")
     }
 
     pub fn port(self, ports: &Ports) -> u16 {
@@ -262,6 +289,28 @@ mod tests {
     }
 
     /// Every component binds loopback only, so clusters never collide on, or expose, a wildcard port.
+    #[test]
+    fn components_are_named_on_the_command_line_short_or_full() {
+        let cases = [
+            ("etcd", Some(Component::Etcd)),
+            ("apiserver", Some(Component::KubeApiserver)),
+            ("kube-apiserver", Some(Component::KubeApiserver)),
+            ("controller-manager", Some(Component::KubeControllerManager)),
+            (
+                "kube-controller-manager",
+                Some(Component::KubeControllerManager),
+            ),
+            ("scheduler", Some(Component::KubeScheduler)),
+            ("kube-scheduler", Some(Component::KubeScheduler)),
+            ("kube-etcd", None),
+            ("controller", None),
+            ("", None),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(name.parse::<Component>().ok(), expected, "{name:?}");
+        }
+    }
+
     #[test]
     fn servers_bind_loopback_only() {
         let layout = layout();

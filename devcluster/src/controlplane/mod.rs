@@ -1,5 +1,9 @@
 //! The control plane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler as child
 //! processes of one multi-call binary, with fresh certificates and free loopback ports.
+//!
+//! For fault injection a component can be stopped, started again (same flags, ports,
+//! certificates and data), restarted, or frozen with SIGSTOP; one that exits by itself is started
+//! again with a back-off, as the kubelet restarts a crashed static pod.
 
 pub mod binary;
 pub mod flags;
@@ -91,6 +95,10 @@ pub enum ControlPlaneError {
         log: PathBuf,
         tail: String,
     },
+    #[error("{component} is already running (pid {pid}); stop or restart it instead")]
+    AlreadyRunning { component: &'static str, pid: u32 },
+    #[error("{component} is not running; start it first")]
+    NotRunning { component: &'static str },
     #[error("{what} not ready after {waited:?} (last check: {last}); logs are in {logs}")]
     NotReady {
         what: &'static str,
@@ -108,6 +116,37 @@ pub struct ControlPlane {
     ports: Ports,
     server: String,
     config: kube::Config,
+    /// What a component is started with, kept to start it again on the same ports, certificates
+    /// and data.
+    binary: PathBuf,
+    state: StateDir,
+    layout: Layout,
+    timeouts: Timeouts,
+    crashes: std::collections::BTreeMap<Component, CrashRecord>,
+}
+
+/// How a component has been exiting by itself, for its restart back-off.
+#[derive(Debug, Clone, Copy)]
+struct CrashRecord {
+    started: Instant,
+    /// Crashes in a row (reset by a run of [`CRASH_RESET_AFTER`]).
+    crashes: u32,
+    noticed_exit: Option<Instant>,
+}
+
+/// A component that ran this long before exiting starts its back-off afresh.
+const CRASH_RESET_AFTER: Duration = Duration::from_secs(600);
+
+/// How long a component that exited by itself waits before it is started again, given how many
+/// times in a row it crashed before: at once the first time, then 10 s doubling to 5 minutes, as
+/// the kubelet backs off a crashing container.
+pub fn crash_restart_delay(previous_crashes: u32) -> Duration {
+    match previous_crashes {
+        0 => Duration::ZERO,
+        n => Duration::from_secs(10)
+            .saturating_mul(2u32.saturating_pow(n - 1))
+            .min(Duration::from_secs(300)),
+    }
 }
 
 impl ControlPlane {
@@ -211,6 +250,11 @@ impl ControlPlane {
             ports,
             server,
             config,
+            binary: binary.to_path_buf(),
+            state: state.clone(),
+            layout: layout.clone(),
+            timeouts,
+            crashes: std::collections::BTreeMap::new(),
         };
         let started = Instant::now();
 
@@ -272,6 +316,13 @@ impl ControlPlane {
             &state.log_file(component.name()),
         )?;
         self.processes.push((component, process));
+        let record = self.crashes.entry(component).or_insert(CrashRecord {
+            started: Instant::now(),
+            crashes: 0,
+            noticed_exit: None,
+        });
+        record.started = Instant::now();
+        record.noticed_exit = None;
         Ok(())
     }
 
@@ -287,9 +338,27 @@ impl ControlPlane {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
+        self.wait_for_watching(None, what, timeout, state, &mut check)
+            .await
+    }
+
+    /// [`ControlPlane::wait_for`], failing early only when `watched` (or, with `None`, any
+    /// component) exits.
+    async fn wait_for_watching<F, Fut>(
+        &mut self,
+        watched: Option<Component>,
+        what: &'static str,
+        timeout: Duration,
+        state: &StateDir,
+        mut check: F,
+    ) -> Result<(), ControlPlaneError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
         let started = Instant::now();
         loop {
-            self.ensure_running()?;
+            self.ensure_running(watched)?;
             let last = match tokio::time::timeout(PROBE_TIMEOUT, check()).await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(message)) => message,
@@ -308,8 +377,11 @@ impl ControlPlane {
     }
 
     /// An error for the first process that has exited, telling a port clash apart.
-    fn ensure_running(&mut self) -> Result<(), ControlPlaneError> {
+    fn ensure_running(&mut self, watched: Option<Component>) -> Result<(), ControlPlaneError> {
         for (component, process) in &mut self.processes {
+            if watched.is_some_and(|watched| watched != *component) {
+                continue;
+            }
             if let Some(status) = process.exited() {
                 let tail = process::log_tail(process.log(), 20);
                 let log = process.log().to_path_buf();
@@ -330,6 +402,208 @@ impl ControlPlane {
             }
         }
         Ok(())
+    }
+
+    /// Stops `component` (SIGTERM, SIGKILL after a grace period) and reaps it; the others keep
+    /// running. A component that is not running (or exited by itself) is only reaped.
+    pub async fn stop_component(&mut self, component: Component) {
+        while let Some(index) = self
+            .processes
+            .iter()
+            .position(|(running, _)| *running == component)
+        {
+            let (_, mut process) = self.processes.remove(index);
+            // A paused process cannot act on SIGTERM.
+            process::signal_group(process.pid(), nix::sys::signal::Signal::SIGCONT);
+            process.stop(STOP_GRACE).await;
+            tracing::info!(component = component.name(), pid = process.pid(), "stopped");
+        }
+    }
+
+    /// Starts `component` again with the flags, ports, certificates and data it had, and returns
+    /// once it is ready: etcd healthy and the API server ready on it again; the API server ready;
+    /// kube-controller-manager or kube-scheduler answering `/healthz`.
+    ///
+    /// Call it on the thread that started the control plane (see [`process`]).
+    pub async fn start_component(&mut self, component: Component) -> Result<(), ControlPlaneError> {
+        if let Ok(pid) = self.running_pid(component) {
+            return Err(ControlPlaneError::AlreadyRunning {
+                component: component.name(),
+                pid,
+            });
+        }
+        // An exited process left in the list is reaped and replaced.
+        self.stop_component(component).await;
+        let (binary, state, layout) =
+            (self.binary.clone(), self.state.clone(), self.layout.clone());
+        self.spawn(&binary, &state, &layout, component)?;
+        let client = kube::Client::try_from(self.config.clone()).map_err(|error| {
+            ControlPlaneError::Kubeconfig {
+                path: state.kubeconfig(),
+                message: error.to_string(),
+            }
+        })?;
+        let timeouts = self.timeouts;
+        let etcd_port = self.ports.etcd_client;
+        let watched = Some(component);
+        match component {
+            Component::Etcd => {
+                self.wait_for_watching(watched, "etcd", timeouts.etcd, &state, || {
+                    readiness::etcd_healthy(etcd_port)
+                })
+                .await?;
+                if self.is_running(Component::KubeApiserver) {
+                    self.wait_for_watching(
+                        watched,
+                        "kube-apiserver",
+                        timeouts.apiserver,
+                        &state,
+                        || readiness::apiserver_ready(&client),
+                    )
+                    .await?;
+                }
+            }
+            Component::KubeApiserver => {
+                self.wait_for_watching(
+                    watched,
+                    "kube-apiserver",
+                    timeouts.apiserver,
+                    &state,
+                    || readiness::apiserver_ready(&client),
+                )
+                .await?;
+            }
+            Component::KubeControllerManager | Component::KubeScheduler => {
+                let health = self.health_client(component)?;
+                self.wait_for_watching(
+                    watched,
+                    component.name(),
+                    timeouts.controllers,
+                    &state,
+                    || readiness::healthz(&health),
+                )
+                .await?;
+            }
+        }
+        tracing::info!(component = component.name(), "started again");
+        Ok(())
+    }
+
+    /// [`ControlPlane::stop_component`] then [`ControlPlane::start_component`].
+    pub async fn restart_component(
+        &mut self,
+        component: Component,
+    ) -> Result<(), ControlPlaneError> {
+        self.stop_component(component).await;
+        self.start_component(component).await
+    }
+
+    /// Freezes `component` (SIGSTOP to its process group): it holds its connections and ports
+    /// but answers nothing, as a stalled disk or a hung process does. [`ControlPlane::resume`]
+    /// thaws it.
+    pub fn pause(&mut self, component: Component) -> Result<(), ControlPlaneError> {
+        let pid = self.running_pid(component)?;
+        process::signal_group(pid, nix::sys::signal::Signal::SIGSTOP);
+        tracing::info!(component = component.name(), pid, "paused");
+        Ok(())
+    }
+
+    /// Thaws a component frozen by [`ControlPlane::pause`] (SIGCONT).
+    pub fn resume(&mut self, component: Component) -> Result<(), ControlPlaneError> {
+        let pid = self.running_pid(component)?;
+        process::signal_group(pid, nix::sys::signal::Signal::SIGCONT);
+        tracing::info!(component = component.name(), pid, "resumed");
+        Ok(())
+    }
+
+    /// Starts again the components that exited by themselves, as the kubelet restarts a crashed
+    /// static pod: the first restart at once, later ones after a back-off
+    /// ([`crash_restart_delay`]). kube-controller-manager, for one, exits when the API server
+    /// vanishes while it starts its controllers. Returns the components started; call it
+    /// periodically, on the thread that started the control plane.
+    pub fn restart_crashed(&mut self) -> Vec<Component> {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        for (component, process) in &mut self.processes {
+            let Some(status) = process.exited() else {
+                continue;
+            };
+            let record = self.crashes.entry(*component).or_insert(CrashRecord {
+                started: now,
+                crashes: 0,
+                noticed_exit: None,
+            });
+            let noticed = match record.noticed_exit {
+                Some(noticed) => noticed,
+                None => {
+                    if now.duration_since(record.started) >= CRASH_RESET_AFTER {
+                        record.crashes = 0;
+                    }
+                    let delay = crash_restart_delay(record.crashes);
+                    tracing::warn!(component = component.name(), %status, ?delay,
+                        log = %process.log().display(),
+                        "exited by itself; starting it again as the kubelet would");
+                    record.noticed_exit = Some(now);
+                    now
+                }
+            };
+            if now >= noticed + crash_restart_delay(record.crashes) {
+                due.push(*component);
+            }
+        }
+        let (binary, state, layout) =
+            (self.binary.clone(), self.state.clone(), self.layout.clone());
+        due.retain(|component| {
+            self.processes.retain(|(running, _)| running != component);
+            let crashes = self.crashes.get(component).map_or(0, |r| r.crashes);
+            match self.spawn(&binary, &state, &layout, *component) {
+                Ok(()) => {
+                    if let Some(record) = self.crashes.get_mut(component) {
+                        record.crashes = crashes + 1;
+                    }
+                    true
+                }
+                Err(error) => {
+                    tracing::error!(component = component.name(), %error, "starting a crashed component again");
+                    false
+                }
+            }
+        });
+        due
+    }
+
+    fn running_pid(&mut self, component: Component) -> Result<u32, ControlPlaneError> {
+        self.processes
+            .iter_mut()
+            .find(|(running, _)| *running == component)
+            .and_then(|(_, process)| process.exited().is_none().then(|| process.pid()))
+            .ok_or(ControlPlaneError::NotRunning {
+                component: component.name(),
+            })
+    }
+
+    fn is_running(&mut self, component: Component) -> bool {
+        self.running_pid(component).is_ok()
+    }
+
+    /// A client for the `/healthz` of kube-controller-manager or kube-scheduler, whose serving
+    /// certificates are self-signed (in their `--cert-dir`).
+    fn health_client(&self, component: Component) -> Result<kube::Client, ControlPlaneError> {
+        let mut config = self.config.clone();
+        let url = format!("https://127.0.0.1:{}", component.port(&self.ports));
+        config.cluster_url =
+            url.parse().map_err(
+                |error: http::uri::InvalidUri| ControlPlaneError::Kubeconfig {
+                    path: self.state.kubeconfig(),
+                    message: format!("{url}: {error}"),
+                },
+            )?;
+        config.accept_invalid_certs = true;
+        config.root_cert = None;
+        kube::Client::try_from(config).map_err(|error| ControlPlaneError::Kubeconfig {
+            path: self.state.kubeconfig(),
+            message: error.to_string(),
+        })
     }
 
     /// The API server's URL.
@@ -404,4 +678,29 @@ fn reset_dir(dir: &Path) -> Result<(), ControlPlaneError> {
         Err(source) => return Err(io("removing", source)),
     }
     std::fs::create_dir_all(dir).map_err(|source| io("creating", source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crashing_component_backs_off_as_a_crashing_container() {
+        let cases = [
+            (0, 0),
+            (1, 10),
+            (2, 20),
+            (3, 40),
+            (5, 160),
+            (6, 300),
+            (40, 300),
+        ];
+        for (crashes, seconds) in cases {
+            assert_eq!(
+                crash_restart_delay(crashes),
+                Duration::from_secs(seconds),
+                "{crashes} crashes"
+            );
+        }
+    }
 }

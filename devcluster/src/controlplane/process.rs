@@ -132,14 +132,20 @@ pub fn signal_group(pid: u32, signal: Signal) {
 
 /// Whether `pid` names a live (not zombie) process.
 pub fn is_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
+    !matches!(process_state(pid), None | Some('Z' | 'X'))
+}
+
+/// Whether `pid` is frozen by SIGSTOP (see `devcluster component pause`).
+pub fn is_stopped(pid: u32) -> bool {
+    process_state(pid) == Some('T')
+}
+
+/// The state letter of `/proc/<pid>/stat` (R, S, T, Z, ...), `None` when there is no such process.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The state letter follows the parenthesised command name, which may itself contain ") ".
-    let state = stat
-        .rsplit_once(") ")
-        .and_then(|(_, rest)| rest.chars().next());
-    !matches!(state, None | Some('Z' | 'X'))
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
 }
 
 /// SIGTERM to the process group of `pid` (a background process started by an earlier command,
@@ -234,6 +240,8 @@ mod tests {
         );
         assert!(!is_alive_running(me, "no-such-program-name"));
         assert!(!is_alive(u32::MAX));
+        assert!(!is_stopped(me));
+        assert!(!is_stopped(u32::MAX));
     }
 
     #[test]

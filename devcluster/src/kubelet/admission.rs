@@ -23,6 +23,14 @@ pub struct Rejection {
     pub message: String,
 }
 
+/// Whether the node's `labels` carry every label of the pod's `nodeSelector`.
+pub fn node_selector_matches(spec: &PodSpec, labels: &BTreeMap<String, String>) -> bool {
+    spec.node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+}
+
 /// Admits `spec` on a node with `labels` and `allocatable`, given what already-admitted pods use.
 pub fn admit(
     spec: &PodSpec,
@@ -30,12 +38,7 @@ pub fn admit(
     allocatable: Allocatable,
     admitted: &[Requests],
 ) -> Result<Requests, Rejection> {
-    let selector_matches = spec
-        .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    if !selector_matches {
+    if !node_selector_matches(spec, labels) {
         return Err(Rejection {
             reason: "NodeAffinity".to_owned(),
             message: "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector".to_owned(),

@@ -171,7 +171,7 @@ impl Worker {
                 return;
             }
             if self.mode == Mode::New {
-                self.admit();
+                self.admit().await;
             }
             let mut wake = None;
             if self.mode == Mode::Active {
@@ -222,7 +222,7 @@ impl Worker {
         }
     }
 
-    fn admit(&mut self) {
+    async fn admit(&mut self) {
         let terminal = self
             .pod
             .status
@@ -234,6 +234,7 @@ impl Worker {
             return;
         }
         let spec = self.pod.spec.clone().unwrap_or_default();
+        let labels = self.node_labels(&spec).await;
         let Ok(mut admitted) = self.node.admitted.lock() else {
             return;
         };
@@ -242,7 +243,7 @@ impl Worker {
             .filter(|(uid, _)| **uid != self.uid)
             .map(|(_, r)| *r)
             .collect();
-        match admission::admit(&spec, &self.node.labels, self.ctx.allocatable, &others) {
+        match admission::admit(&spec, &labels, self.ctx.allocatable, &others) {
             Ok(requests) => {
                 admitted.insert(self.uid.clone(), requests);
                 self.mode = Mode::Active;
@@ -250,6 +251,27 @@ impl Worker {
             Err(rejection) => {
                 tracing::info!(pod = %self.pod_ref(), reason = %rejection.reason, "pod rejected by admission");
                 self.mode = Mode::Rejected(rejection);
+            }
+        }
+    }
+
+    /// The node's current labels, as a kubelet admits against them: from the shared Node watch,
+    /// and read from the API server when they do not match the pod's selector, as the watch may
+    /// not have seen a label the scheduler bound the pod by yet.
+    async fn node_labels(
+        &self,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+    ) -> std::collections::BTreeMap<String, String> {
+        let cached = self.node.current_labels(&self.ctx);
+        if admission::node_selector_matches(spec, &cached) {
+            return cached;
+        }
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.ctx.client.clone());
+        match nodes.get(&self.node.name).await {
+            Ok(node) => node.metadata.labels.unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(node = %self.node.name, %error, "failed to read the node's labels; admitting against the watched ones");
+                cached
             }
         }
     }
@@ -412,7 +434,13 @@ impl Worker {
     /// Returns false when the pod disappeared meanwhile.
     async fn ride_out_shutdown(&mut self) -> bool {
         let killed: Vec<ContainerRef> = self.rt.running().collect();
-        self.stop_all(self.ctx.opts.shutdown_grace).await;
+        // A dead machine gives its processes no grace.
+        let grace = if *self.power.borrow() == Power::Off {
+            Duration::ZERO
+        } else {
+            self.ctx.opts.shutdown_grace
+        };
+        self.stop_all(grace).await;
         // The runtime goes down with the node: after the boot these read as lost (255, Unknown).
         for container in killed {
             self.rt.on_lost(container);

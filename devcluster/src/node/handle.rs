@@ -156,6 +156,43 @@ impl NodeHandle {
             .map_err(NodeError::io("write", fifo))
     }
 
+    /// The machine dies (power cut): the kubelet stops renewing the Lease and posting status,
+    /// every container process is killed at once, and nothing is reported to the API server (pods
+    /// keep the status they had). kube-controller-manager marks the Node unreachable after its
+    /// grace period, as for a real machine. A reboot in flight does not bring it back. Returns
+    /// once the processes are gone. Only for nodes simulated in this process (`devcluster node
+    /// down` reaches those of `devcluster up`).
+    pub async fn down(&self) -> Result<(), NodeError> {
+        let (_, node) = self.local_node("down")?;
+        power::down(node).await;
+        Ok(())
+    }
+
+    /// The machine boots after [`NodeHandle::down`]: new boot ID, fresh root, status and Lease
+    /// posted at once, and the kubelet re-runs the pods bound to it (as after a reboot). Returns
+    /// once the status is posted; a node that is not down is left alone.
+    pub async fn up(&self) -> Result<(), NodeError> {
+        let (ctx, node) = self.local_node("up")?;
+        power::up(ctx, node).await;
+        Ok(())
+    }
+
+    /// Whether the machine runs (false while it reboots or is down).
+    pub fn is_up(&self) -> Result<bool, NodeError> {
+        let (_, node) = self.local_node("up")?;
+        Ok(node.is_up())
+    }
+
+    fn local_node(&self, action: &'static str) -> Result<(&SimContext, &SimNode), NodeError> {
+        self.local
+            .as_ref()
+            .map(|(ctx, node)| (&**ctx, &**node))
+            .ok_or_else(|| NodeError::NotInProcess {
+                node: self.name.clone(),
+                action,
+            })
+    }
+
     fn root_for_exec(&self) -> Result<PathBuf, NodeError> {
         if self.light {
             return Err(NodeError::LightNode {

@@ -1,5 +1,6 @@
 //! Node heartbeats: one loop for all nodes renews their Leases and re-posts their status, with
-//! bounded concurrency, as many kubelets would.
+//! bounded concurrency, as many kubelets would. A node that is down (rebooting, or dead after
+//! [`super::NodeHandle::down`]) does neither.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,40 +10,68 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch};
+use kube::runtime::reflector::ObjectRef;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::object::{self, LEASE_NAMESPACE};
-use super::sim::{SimContext, SimNode, patch_params, post_params};
+use super::sim::{Power, SimContext, SimNode, patch_params, post_params};
 
+/// Renews the Leases every `lease_renew_interval` and, every `status_update_interval`, posts the
+/// status of each node whose API copy differs from what its kubelet would post or whose last post
+/// is `status_report_interval` old, as the kubelet does.
 pub(crate) async fn run(ctx: Arc<SimContext>, nodes: Vec<Arc<SimNode>>) {
     let renew = ctx.opts.heartbeat.lease_renew_interval;
-    let mut ticker = tokio::time::interval_at(Instant::now() + renew, renew);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut last_status = Instant::now();
+    let mut lease_ticker = tokio::time::interval_at(Instant::now() + renew, renew);
+    lease_ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let update = ctx.opts.status_update_interval;
+    let mut status_ticker = tokio::time::interval_at(Instant::now() + update, update);
+    status_ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let concurrency = ctx.opts.write_concurrency.max(1);
     loop {
-        ticker.tick().await;
-        let report_status = last_status.elapsed() >= ctx.opts.status_report_interval;
-        if report_status {
-            last_status = Instant::now();
-        }
-        let concurrency = ctx.opts.write_concurrency.max(1);
+        let renew_leases = tokio::select! {
+            _ = lease_ticker.tick() => true,
+            _ = status_ticker.tick() => false,
+        };
         let up: Vec<Arc<SimNode>> = nodes.iter().filter(|n| n.is_up()).cloned().collect();
-        futures::stream::iter(up)
-            .map(|node| {
-                let ctx = ctx.clone();
-                async move { beat(&ctx, &node, report_status).await }
-            })
-            .buffer_unordered(concurrency)
-            .for_each(|()| async {})
-            .await;
+        if renew_leases {
+            futures::stream::iter(up)
+                .map(|node| {
+                    let ctx = ctx.clone();
+                    async move { renew_lease(&ctx, &node).await }
+                })
+                .buffer_unordered(concurrency)
+                .for_each(|()| async {})
+                .await;
+        } else {
+            let due: Vec<Arc<SimNode>> = up
+                .into_iter()
+                .filter(|node| status_due(&ctx, node))
+                .collect();
+            futures::stream::iter(due)
+                .map(|node| {
+                    let ctx = ctx.clone();
+                    async move { post_status(&ctx, &node, true, false).await }
+                })
+                .buffer_unordered(concurrency)
+                .for_each(|()| async {})
+                .await;
+        }
     }
 }
 
-async fn beat(ctx: &SimContext, node: &SimNode, report_status: bool) {
-    renew_lease(ctx, node).await;
-    if report_status {
-        post_status(ctx, node, true, false).await;
-    }
+fn status_due(ctx: &SimContext, node: &SimNode) -> bool {
+    let current = ctx.node_store.get(&ObjectRef::new(&node.name));
+    let since_last_post = node
+        .last_status_post
+        .lock()
+        .ok()
+        .and_then(|last| last.map(|at| at.elapsed()));
+    object::status_needs_post(
+        current.as_deref(),
+        &node.boot_id(),
+        since_last_post,
+        ctx.opts.status_report_interval,
+    )
 }
 
 /// Renews the node's lease, recreating it if someone deleted it.
@@ -76,6 +105,10 @@ pub(crate) async fn renew_lease(ctx: &SimContext, node: &SimNode) {
 pub(crate) async fn post_status(ctx: &SimContext, node: &SimNode, ready: bool, transition: bool) {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     for attempt in 0..5u32 {
+        // A dead machine reports nothing, also when it died while this post was retrying.
+        if *node.power.borrow() == Power::Off {
+            return;
+        }
         let patch = object::status_patch(ready, &node.boot_id(), Timestamp::now(), transition);
         let result = {
             let _permit = ctx.writes.acquire().await;
@@ -84,7 +117,12 @@ pub(crate) async fn post_status(ctx: &SimContext, node: &SimNode, ready: bool, t
                 .await
         };
         match result {
-            Ok(_) => return,
+            Ok(_) => {
+                if let Ok(mut last) = node.last_status_post.lock() {
+                    *last = Some(std::time::Instant::now());
+                }
+                return;
+            }
             Err(error) => {
                 tracing::warn!(node = %node.name, %error, attempt, "failed to post node status");
                 tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt + 1))).await;

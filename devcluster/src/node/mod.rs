@@ -94,7 +94,13 @@ pub struct NodeSimOptions {
     pub max_pods: String,
     /// How often the kubelets renew their leases (the lease lasts four renewals).
     pub heartbeat: Heartbeat,
-    /// The kubelet re-posts an unchanged node status every 5 minutes.
+    /// How often each kubelet computes its node's status and posts it when it differs from
+    /// what the API server holds (say kube-controller-manager set Ready to Unknown, or the boot ID
+    /// is stale): the kubelet's `nodeStatusUpdateFrequency`, 10 s. Comparing costs no API call
+    /// (one shared watch of the Nodes), so it suits thousands of light nodes too.
+    pub status_update_interval: Duration,
+    /// The kubelet re-posts an unchanged node status every 5 minutes
+    /// (`nodeStatusReportFrequency`).
     pub status_report_interval: Duration,
     /// Container restart and image pull back-off.
     pub backoff: BackoffPolicy,
@@ -127,6 +133,7 @@ impl NodeSimOptions {
             memory: "16Gi".to_owned(),
             max_pods: "110".to_owned(),
             heartbeat: Heartbeat::KUBELET,
+            status_update_interval: Duration::from_secs(10),
             status_report_interval: Duration::from_secs(300),
             backoff: BackoffPolicy::default(),
             write_concurrency: 32,
@@ -173,6 +180,11 @@ pub enum NodeError {
         "simulated nodes already run from {state_dir} (namespace holder process {pid}); stop that cluster first"
     )]
     AlreadyRunning { state_dir: PathBuf, pid: i32 },
+    #[error(
+        "node {node} is simulated by another process; bring it {action} through that process \
+         (`devcluster node {action} {node}` for a cluster started by `devcluster up`)"
+    )]
+    NotInProcess { node: String, action: &'static str },
     #[error("failed to watch nodes until they are Ready: {reason}")]
     Watch { reason: String },
 }

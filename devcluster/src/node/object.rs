@@ -215,6 +215,30 @@ pub fn is_ready(node: &Node) -> bool {
         .is_some_and(|c| c.status == "True")
 }
 
+/// Whether a running kubelet posts its node's status now, as the real one decides every
+/// `nodeStatusUpdateFrequency`: when the API server's copy differs from what it would post (Ready
+/// not True, say after kube-controller-manager set it Unknown; another boot ID), or when its last
+/// post is `report_interval` old. `current` is `None` while the Node is not known yet (the
+/// registration posts its status).
+pub fn status_needs_post(
+    current: Option<&Node>,
+    boot_id: &str,
+    since_last_post: Option<std::time::Duration>,
+    report_interval: std::time::Duration,
+) -> bool {
+    let Some(node) = current else {
+        return false;
+    };
+    let posted_boot_id = node
+        .status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|info| info.boot_id.as_str());
+    !is_ready(node)
+        || posted_boot_id != Some(boot_id)
+        || since_last_post.is_none_or(|since| since >= report_interval)
+}
+
 /// The node's Lease, held by the node itself.
 pub fn build_lease(name: &str, now: Timestamp, heartbeat: Heartbeat) -> Lease {
     Lease {
@@ -321,6 +345,71 @@ mod tests {
                 .get("lastTransitionTime")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn status_is_posted_when_the_api_copy_differs_or_is_old() {
+        use std::time::Duration;
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let node = |ready: &str, boot_id: &str| {
+            let mut node = build_node("node-1", 1, BTreeMap::new(), &facts(), boot_id, now);
+            for condition in node
+                .status
+                .as_mut()
+                .unwrap()
+                .conditions
+                .iter_mut()
+                .flatten()
+            {
+                if condition.type_ == "Ready" {
+                    condition.status = ready.to_owned();
+                }
+            }
+            node
+        };
+        let report = Duration::from_secs(300);
+        let recent = Some(Duration::from_secs(10));
+        let cases = [
+            (
+                "unchanged and recent",
+                Some(node("True", "boot-1")),
+                recent,
+                false,
+            ),
+            (
+                "kcm set Ready Unknown",
+                Some(node("Unknown", "boot-1")),
+                recent,
+                true,
+            ),
+            (
+                "NotReady from a shutdown",
+                Some(node("False", "boot-1")),
+                recent,
+                true,
+            ),
+            ("stale boot ID", Some(node("True", "boot-0")), recent, true),
+            (
+                "report interval elapsed",
+                Some(node("True", "boot-1")),
+                Some(report),
+                true,
+            ),
+            (
+                "never posted by this kubelet",
+                Some(node("True", "boot-1")),
+                None,
+                true,
+            ),
+            ("not in the watch yet", None, None, false),
+        ];
+        for (case, current, since, expected) in cases {
+            assert_eq!(
+                status_needs_post(current.as_ref(), "boot-1", since, report),
+                expected,
+                "{case}"
+            );
+        }
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! [`super::NodeHandle`]. The node goes NotReady, its kubelet kills every container, the boot ID
 //! changes, the root is remounted (emptying `/tmp` and `/run`), and after the reboot delay the node
 //! is Ready again and its kubelet re-runs the pods bound to it.
+//!
+//! `down`/`up` are a dead machine and its boot: no shutdown, no status, just silence until it
+//! boots again, as kube-controller-manager sees a machine that lost power.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,6 +16,9 @@ use tokio::net::unix::pipe;
 use super::heartbeat::{post_status, renew_lease};
 use super::shims::REQUESTS_FIFO;
 use super::sim::{Power, SimContext, SimNode, mount_root, new_boot_id};
+
+/// How long `down` waits for the killed containers to be collected.
+const DOWN_KILL_BOUND: Duration = Duration::from_secs(15);
 
 /// Reads power requests from the node's FIFO for as long as the simulator runs.
 pub(crate) async fn serve_requests(ctx: Arc<SimContext>, node: Arc<SimNode>) {
@@ -47,9 +53,15 @@ pub(crate) async fn serve_requests(ctx: Arc<SimContext>, node: Arc<SimNode>) {
     }
 }
 
-/// Reboots the node; a request while it is already rebooting is ignored.
+/// Reboots the node; a request while it is already rebooting, or while it is held down, is
+/// ignored. A [`down`] during the reboot keeps the node down when the reboot ends.
 pub(crate) async fn reboot(ctx: Arc<SimContext>, node: Arc<SimNode>) {
-    if node.rebooting.swap(true, Ordering::SeqCst) {
+    if node.held_down.load(Ordering::SeqCst) || node.rebooting.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let _transition = node.power_lock.lock().await;
+    if node.held_down.load(Ordering::SeqCst) {
+        node.rebooting.store(false, Ordering::SeqCst);
         return;
     }
     tracing::info!(node = %node.name, "node shutting down");
@@ -65,7 +77,51 @@ pub(crate) async fn reboot(ctx: Arc<SimContext>, node: Arc<SimNode>) {
     {
         tracing::warn!(node = %node.name, "containers still running after the shutdown grace period");
     }
+    new_boot(&ctx, &node).await;
+    tokio::time::sleep(ctx.opts.reboot_delay).await;
+    if node.held_down.load(Ordering::SeqCst) {
+        node.rebooting.store(false, Ordering::SeqCst);
+        tracing::info!(node = %node.name, "node held down; the reboot does not bring it back");
+        return;
+    }
+    power_on(&ctx, &node).await;
+    node.rebooting.store(false, Ordering::SeqCst);
+}
 
+/// The machine dies: every container is killed at once (SIGKILL), nothing is reported, the Lease
+/// is no longer renewed, and it stays down (also when it was rebooting) until [`up`]. Returns
+/// once its containers are gone and a reboot in flight has ended.
+pub(crate) async fn down(node: &SimNode) {
+    node.held_down.store(true, Ordering::SeqCst);
+    node.power.send_replace(Power::Off);
+    tracing::info!(node = %node.name, "node down (dead machine)");
+    // A reboot in flight holds the lock until it has seen `held_down`.
+    let _transition = node.power_lock.lock().await;
+    node.power.send_replace(Power::Off);
+    let mut live = node.live_containers.subscribe();
+    // The kubelet's workers kill with SIGKILL and collect the exits; this bounds a stuck one.
+    if tokio::time::timeout(DOWN_KILL_BOUND, live.wait_for(|n| *n == 0))
+        .await
+        .is_err()
+    {
+        tracing::warn!(node = %node.name, "containers still running after the node went down");
+    }
+}
+
+/// The machine boots after [`down`]: a new boot ID, a fresh root (`/tmp` and `/run` emptied),
+/// its status posted and its Lease renewed at once, and its kubelet re-runs the pods bound to it.
+/// A node that is not held down is left alone.
+pub(crate) async fn up(ctx: &SimContext, node: &SimNode) {
+    let _transition = node.power_lock.lock().await;
+    if !node.held_down.swap(false, Ordering::SeqCst) {
+        return;
+    }
+    new_boot(ctx, node).await;
+    power_on(ctx, node).await;
+}
+
+/// A new boot ID and a freshly mounted root, as a boot gives the machine.
+async fn new_boot(ctx: &SimContext, node: &SimNode) {
     match new_boot_id() {
         Ok(boot_id) => {
             // Written in place: the file is bind-mounted as the node's boot_id.
@@ -79,16 +135,17 @@ pub(crate) async fn reboot(ctx: Arc<SimContext>, node: Arc<SimNode>) {
         Err(error) => tracing::error!(node = %node.name, %error, "failed to make a new boot ID"),
     }
     if let Some(processes) = &ctx.processes
-        && let Err(error) = mount_root(processes, &node).await
+        && let Err(error) = mount_root(processes, node).await
     {
         tracing::error!(node = %node.name, error = %crate::shim::error_chain(&error),
             "failed to remount the node root after reboot");
     }
-    tokio::time::sleep(ctx.opts.reboot_delay).await;
+}
 
+/// The kubelet is up again: pods re-run, status and Lease posted at once.
+async fn power_on(ctx: &SimContext, node: &SimNode) {
     node.power.send_replace(Power::Up);
-    post_status(&ctx, &node, true, true).await;
-    renew_lease(&ctx, &node).await;
-    node.rebooting.store(false, Ordering::SeqCst);
+    post_status(ctx, node, true, true).await;
+    renew_lease(ctx, node).await;
     tracing::info!(node = %node.name, boot_id = %node.boot_id(), "node booted");
 }

@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
@@ -51,6 +52,9 @@ pub(crate) enum Power {
     Up,
     /// Shutting down or rebooting: the kubelet kills its containers and reports nothing.
     Down,
+    /// A dead machine (power cut, kernel hang): every process is gone at once, nothing is
+    /// reported, and it stays so until [`super::NodeHandle::up`].
+    Off,
 }
 
 /// Paths of one node's state.
@@ -106,6 +110,12 @@ pub(crate) struct SimNode {
     /// Containers (processes or virtual) currently running on the node.
     pub live_containers: watch::Sender<usize>,
     pub rebooting: AtomicBool,
+    /// Held down by [`super::NodeHandle::down`]: a reboot in flight must not bring it back.
+    pub held_down: AtomicBool,
+    /// Serialises power transitions (reboot, down, up), so `down` can wait out a reboot.
+    pub power_lock: tokio::sync::Mutex<()>,
+    /// When the kubelet last posted this node's status successfully.
+    pub last_status_post: Mutex<Option<std::time::Instant>>,
     pub boot_id: Mutex<String>,
     /// Requests of the pods admitted on the node, by pod uid.
     pub admitted: Mutex<HashMap<String, Requests>>,
@@ -114,6 +124,15 @@ pub(crate) struct SimNode {
 }
 
 impl SimNode {
+    /// The node's labels as the API server holds them now (labels are added after registration,
+    /// by users and controllers), or those it registered with while the watch has not seen it.
+    pub fn current_labels(&self, ctx: &SimContext) -> std::collections::BTreeMap<String, String> {
+        ctx.node_store
+            .get(&ObjectRef::new(&self.name))
+            .and_then(|node| node.metadata.labels.clone())
+            .unwrap_or_else(|| self.labels.clone())
+    }
+
     pub fn boot_id(&self) -> String {
         self.boot_id.lock().map(|b| b.clone()).unwrap_or_default()
     }
@@ -144,6 +163,9 @@ pub(crate) struct SimContext {
     /// Bounds API writes in flight.
     pub writes: Semaphore,
     pub processes: Option<ProcessRuntime>,
+    /// The Node objects as the API server holds them (labels for admission, conditions and boot
+    /// ID for the status loop), from one watch shared by every simulated kubelet.
+    pub node_store: reflector::Store<Node>,
 }
 
 impl std::fmt::Debug for SimContext {
@@ -198,7 +220,9 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         };
         (Some(holder), Some(processes))
     };
+    let (node_store, node_store_writer) = reflector::store();
     let ctx = Arc::new(SimContext {
+        node_store,
         client,
         writes: Semaphore::new(opts.write_concurrency.max(1)),
         facts,
@@ -214,6 +238,7 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
     let mut kubelet_task = JoinSet::new();
     kubelet_task.spawn(kubelet.clone().run());
     let mut tasks = JoinSet::new();
+    tasks.spawn(watch_nodes(ctx.client.clone(), node_store_writer));
     tasks.spawn(heartbeat::run(ctx.clone(), nodes.clone()));
     for node in nodes.iter().filter(|n| !n.light) {
         tasks.spawn(power::serve_requests(ctx.clone(), node.clone()));
@@ -277,6 +302,46 @@ impl NodeSim {
         }
         tracing::info!("simulated nodes stopped");
         Ok(())
+    }
+}
+
+/// Retry delays of the Node watch: 0.5 s doubling to 5 s. A kubelet reads its Node at every
+/// status update (10 s), so after an API outage the watch must be back well within that, where
+/// kube's default back-off grows to 30 s.
+#[derive(Debug, Clone, Copy, Default)]
+struct NodeWatchBackoff {
+    failures: u32,
+}
+
+impl Iterator for NodeWatchBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let delay = std::time::Duration::from_millis(500)
+            .saturating_mul(2u32.saturating_pow(self.failures))
+            .min(std::time::Duration::from_secs(5));
+        self.failures = self.failures.saturating_add(1);
+        Some(delay)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NodeWatchBackoff {
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+/// Keeps `store` in step with the API server's Node objects for as long as the simulator runs.
+async fn watch_nodes(client: kube::Client, store: reflector::store::Writer<Node>) {
+    let api: Api<Node> = Api::all(client);
+    let events = reflector::reflector(store, watcher(api, watcher::Config::default()))
+        .backoff(NodeWatchBackoff::default())
+        .touched_objects();
+    futures::pin_mut!(events);
+    while let Some(event) = events.next().await {
+        if let Err(error) = event {
+            tracing::warn!(%error, "node watch failed; retrying");
+        }
     }
 }
 
@@ -348,6 +413,9 @@ async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, 
             power: watch::Sender::new(Power::Up),
             live_containers: watch::Sender::new(0),
             rebooting: AtomicBool::new(false),
+            held_down: AtomicBool::new(false),
+            power_lock: tokio::sync::Mutex::new(()),
+            last_status_post: Mutex::new(None),
             boot_id: Mutex::new(boot_id),
             admitted: Mutex::new(HashMap::new()),
             pod_ip_slots: Mutex::new(BTreeSet::new()),
@@ -453,6 +521,10 @@ async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError
         }
         Err(e) => return Err(api_error("create")(e)),
     }
+    // The registration posted the status: the next report is due a report interval from now.
+    if let Ok(mut last) = node.last_status_post.lock() {
+        *last = Some(std::time::Instant::now());
+    }
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), LEASE_NAMESPACE);
     match leases
         .create(
@@ -472,5 +544,24 @@ async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError
             .map(|_| ())
             .map_err(api_error("renew the lease of")),
         Err(e) => Err(api_error("create the lease of")(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::utils::Backoff;
+
+    #[test]
+    fn the_node_watch_retries_within_a_status_update() {
+        let mut backoff = NodeWatchBackoff::default();
+        let delays: Vec<u64> = backoff
+            .by_ref()
+            .take(6)
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000, 5000, 5000]);
+        backoff.reset();
+        assert_eq!(backoff.next(), Some(std::time::Duration::from_millis(500)));
     }
 }

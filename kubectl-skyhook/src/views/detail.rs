@@ -187,7 +187,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         .flat_map(|facts| erroring_packages(facts, name, &cluster.pods))
         .collect();
     let blocked = blocked_nodes(&rollout, &cluster.pods, &cluster.pdbs);
-    let warnings = rollout
+    let mut warnings: Vec<String> = rollout
         .nodes
         .iter()
         .filter_map(|n| {
@@ -200,6 +200,14 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
             })
         })
         .collect();
+    warnings.extend(
+        skyhook
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .filter(|c| c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED && c.status == "True")
+            .map(|c| format!("reboot not confirmed: {}", c.message)),
+    );
     Some(SkyhookDetail {
         name: name.to_owned(),
         status: skyhook
@@ -209,7 +217,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
             .map_or("unknown", |s| s.as_str())
             .to_owned(),
         priority: skyhook.spec.priority,
-        policy: skyhook.spec.deployment_policy.clone(),
+        policy: skyhook.spec.policy_name().map(str::to_owned),
         paused: skyhook.is_paused(),
         disabled: skyhook.is_disabled(),
         packages: skyhook
@@ -507,11 +515,7 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
     if rollout.policy_missing {
         return vec![format!(
             "nothing: DeploymentPolicy {:?} does not exist; create it or remove spec.deploymentPolicy",
-            skyhook
-                .spec
-                .deployment_policy
-                .as_deref()
-                .unwrap_or_default()
+            skyhook.spec.policy_name().unwrap_or_default()
         )];
     }
     if skyhook.is_disabled() {

@@ -16,4 +16,4 @@ pub use nodes::{
 };
 pub use overview::{SkyhookOverview, SkyhookRow, overview};
 pub use packages::{PackageRow, PackageStatusView, package_status};
-pub use plan::{PlanView, PlannedNode, plan};
+pub use plan::{PlanView, PlannedNode, PlannedPackage, plan};

@@ -73,7 +73,7 @@ pub fn overview(cluster: &Cluster) -> SkyhookOverview {
                 erroring: count(skyhook_api::v1alpha1::Status::Erroring),
                 paused: skyhook.is_paused(),
                 disabled: skyhook.is_disabled(),
-                policy: skyhook.spec.deployment_policy.clone(),
+                policy: skyhook.spec.policy_name().map(str::to_owned),
             }
         })
         .collect();

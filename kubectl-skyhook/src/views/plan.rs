@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use std::iter::successors;
 
 use serde::Serialize;
-use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentNodes};
+use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentNodes, evaluate_batch};
 use skyhook_api::interrupt::{effective_interrupts, has_interrupt, merge_interrupts};
 use skyhook_api::node_state::NodeState;
-use skyhook_api::stage::{package_complete, stage_after};
+use skyhook_api::stage::{
+    apply_edits, package_complete, pending_uninstalls, stage_after, version_changes,
+};
 use skyhook_api::status::{NodeStatusInput, node_status};
 use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Status};
-use skyhook_api::version::compare_precedence;
 
 use crate::cluster::{Cluster, name_of};
 use crate::output::{Block, Cell, Table, Tone, View};
@@ -95,7 +96,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
             .map(|&i| {
                 // The status the operator would introspect before selecting: e.g. a node
                 // marked complete that a new version makes incomplete goes back to `unknown`.
-                let mut node = candidate(&rollout.nodes[i]);
+                let mut node = candidate(name_of(&effective.metadata), &rollout.nodes[i]);
                 node.status = node_status(NodeStatusInput {
                     current: node.status,
                     complete: node.complete,
@@ -113,11 +114,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
     let held = if rollout.policy_missing {
         let note = format!(
             "DeploymentPolicy {:?} does not exist: no node would be worked on",
-            planned
-                .spec
-                .deployment_policy
-                .as_deref()
-                .unwrap_or_default()
+            planned.spec.policy_name().unwrap_or_default()
         );
         notes.push(note.clone());
         Some(note)
@@ -190,28 +187,29 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
     PlanView {
         skyhook_name: name.to_owned(),
         exists: existing.is_some(),
-        policy: planned.spec.deployment_policy.clone(),
+        policy: planned.spec.policy_name().map(str::to_owned),
         nodes,
         notes,
     }
 }
 
 /// Runs the compartment's node selection batch after batch, each batch succeeding, and
-/// records the batch number of every node picked. A stopped compartment picks nothing.
+/// records the batch number of every node picked. The batch state moves on exactly as the
+/// controller moves it: by [`evaluate_batch`] over the compartment after each batch. A stopped
+/// compartment picks nothing.
 fn simulate_batches<'c>(
     mut candidates: Vec<CandidateNode<'c>>,
     tolerations: &[k8s_openapi::api::core::v1::Toleration],
     compartment: &crate::rollout::CompartmentView<'_>,
     batches: &mut BTreeMap<&'c str, i32>,
 ) {
+    let strategy = compartment.spec.strategy.as_ref();
     let mut state = compartment.batch_state.clone();
     // Each round completes at least one node, so the loop ends within one round per node.
     for _ in 0..=candidates.len() {
-        let selection = CompartmentNodes::new(candidates.clone(), tolerations).select(
-            compartment.spec.strategy.as_ref(),
-            &state,
-            compartment.ceiling,
-        );
+        let members = CompartmentNodes::new(candidates.clone(), tolerations);
+        state = evaluate_batch(strategy, &state, members.observation()).0;
+        let selection = members.select(strategy, &state, compartment.ceiling);
         if selection.picks.is_empty() {
             return;
         }
@@ -220,33 +218,33 @@ fn simulate_batches<'c>(
         }
         for node in &mut candidates {
             if selection.picks.contains(&node.name) {
+                // Complete nodes leave `status.nodePriority` and free their slot.
                 node.complete = true;
                 node.status = Status::Complete;
-                node.picked = true;
+                node.picked = false;
+                node.hold = None;
             }
         }
-        let size = i32::try_from(selection.picks.len()).unwrap_or(i32::MAX);
-        state.current_batch = state.current_batch.max(1) + 1;
-        state.last_batch_size = size;
-        state.last_batch_failed = false;
-        state.consecutive_failures = 0;
-        state.completed_nodes = state.completed_nodes.saturating_add(size);
     }
 }
 
 /// The stages every package would still run on a node with `state`: spec packages in name
-/// order, then uninstalls of packages no longer in the spec.
+/// order, then uninstalls of packages no longer in the spec. The version changes are the
+/// controller's own ([`version_changes`]), applied to a copy of the node state first.
 pub fn planned_packages(
     state: &NodeState,
     packages: &BTreeMap<String, Package>,
     has_interrupt: impl Fn(&str, &Package) -> bool,
 ) -> Vec<PlannedPackage> {
+    let edits = version_changes(state, packages).edits;
+    let mut state = state.clone();
+    apply_edits(&mut state, &edits);
     let mut planned: Vec<PlannedPackage> = packages
         .iter()
         .map(|(name, package)| PlannedPackage {
             name: name.clone(),
             version: package.version.clone(),
-            stages: package_stages(state, name, package, has_interrupt(name, package))
+            stages: package_stages(&state, name, package, has_interrupt(name, package))
                 .iter()
                 .map(|s| s.as_str().to_owned())
                 .collect(),
@@ -254,43 +252,34 @@ pub fn planned_packages(
         .filter(|p| !p.stages.is_empty())
         .collect();
     planned.extend(
-        state
-            .iter()
-            .filter(|(key, _)| !packages.contains_key(key.name()))
-            .map(|(key, _)| PlannedPackage {
-                name: key.name().to_owned(),
-                version: key.version().to_owned(),
+        pending_uninstalls(&state)
+            .into_iter()
+            .filter(|entry| !packages.contains_key(&entry.name))
+            .map(|entry| PlannedPackage {
+                name: entry.name.clone(),
+                version: entry.version.clone(),
                 stages: vec![Stage::Uninstall.as_str().to_owned()],
             }),
     );
     planned
 }
 
-/// The stages one spec package still runs, from its node-state entries.
+/// The stages one spec package still runs, from its node-state entry after the version
+/// changes: none when complete; a downgrade's placeholder `(skipped, uninstall)` runs the old
+/// version's uninstall, then the new one from `apply`.
 fn package_stages(state: &NodeState, name: &str, package: &Package, interrupt: bool) -> Vec<Stage> {
     let chain = |start: Stage| -> Vec<Stage> {
         successors(Some(start), |stage| stage_after(*stage, interrupt))
             .take(Stage::ALL.len())
             .collect()
     };
-    if let Some(entry) = state.get_version(name, &package.version) {
-        if package_complete(Some(entry), interrupt) {
-            return Vec::new();
-        }
-        if entry.state == State::Complete {
-            return stage_after(entry.stage, interrupt)
-                .map(chain)
-                .unwrap_or_default();
-        }
-        return chain(entry.stage);
-    }
-    let newer_than_installed = state
-        .entries_of(name)
-        .map(|(key, _)| compare_precedence(&package.version, key.version()).map(|o| o.is_gt()));
-    match newer_than_installed.collect::<Result<Vec<bool>, _>>() {
-        Ok(found) if found.is_empty() => chain(Stage::Apply),
-        Ok(found) if found.iter().all(|newer| *newer) => chain(Stage::Upgrade),
-        _ => chain(Stage::Uninstall),
+    match state.get_version(name, &package.version) {
+        None => chain(Stage::Apply),
+        Some(entry) if package_complete(Some(entry), interrupt) => Vec::new(),
+        Some(entry) if entry.state == State::Complete => stage_after(entry.stage, interrupt)
+            .map(chain)
+            .unwrap_or_default(),
+        Some(entry) => chain(entry.stage),
     }
 }
 

@@ -10,6 +10,7 @@ mod ceiling;
 mod compartment;
 mod evaluate;
 mod select;
+mod slot;
 
 pub use batch::next_batch_size;
 pub use ceiling::{legacy_ceiling, policy_ceiling};
@@ -20,6 +21,7 @@ pub use evaluate::{
 pub use select::{
     BlockReason, BlockedNode, CandidateNode, CompartmentNodes, Selection, block_reason,
 };
+pub use slot::{NodeActivity, SlotHold, slot_hold};
 
 use crate::v1alpha1::{BatchState, CompartmentStatus};
 

@@ -1,13 +1,16 @@
 //! Picking the nodes a compartment works on.
 //!
-//! A compartment's *current batch* is every eligible, incomplete node that is either
+//! A compartment's *current batch* is every incomplete node that holds a budget slot (see
+//! [`super::slot`]) and has not failed, plus every eligible, incomplete node that is either
 //! `in_progress` or was already picked (it is in `status.nodePriority`) and has not failed
 //! (`erroring`). Picked nodes are sticky: they stay in the batch until they complete and are
 //! always served before new nodes, including while another node of the compartment is in
 //! progress (upstream starved them: nodewright #587). A picked node that became ineligible
-//! (ignored or carrying a taint it does not tolerate) is skipped and reported blocked instead
-//! of holding the batch (nodewright #586). A new batch starts only when the current one is
-//! empty. Never more nodes than the ceiling are worked on at once.
+//! (ignored or carrying a taint it does not tolerate) while holding no slot is skipped and
+//! reported blocked instead of holding the batch (nodewright #586); one that holds a slot (a
+//! rebooting node tainted `not-ready`) keeps it and its status. A new batch starts only when
+//! the current one is empty. Never more nodes hold a slot than the ceiling allows: a node
+//! that would take a new slot is picked only while one is free.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +22,7 @@ use crate::toleration::intolerable_taints;
 use crate::v1alpha1::{BatchState, DeploymentStrategy, Status};
 
 use super::batch::next_batch_size;
+use super::slot::SlotHold;
 
 /// One node of a compartment, as the selection sees it.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +45,9 @@ pub struct CandidateNode<'a> {
     pub ready: bool,
     /// Whether the node is in `status.nodePriority` (picked by an earlier batch).
     pub picked: bool,
+    /// Why the node holds a budget slot whatever its eligibility (see
+    /// [`super::slot::slot_hold`]).
+    pub hold: Option<SlotHold>,
 }
 
 /// Why a node cannot be worked on.
@@ -108,6 +115,8 @@ pub struct CompartmentNodes<'a> {
     nodes: Vec<CandidateNode<'a>>,
     /// Parallel to `nodes`: why each is ineligible, if it is.
     blocked: Vec<Option<BlockReason>>,
+    /// Parallel to `nodes`: whether each holds a budget slot.
+    holds: Vec<bool>,
 }
 
 /// New batches take nodes in this status order, then by creation time.
@@ -121,35 +130,73 @@ fn pick_rank(status: Status) -> Option<u8> {
     }
 }
 
+/// One node with its classification.
+#[derive(Debug, Clone, Copy)]
+struct Classified<'n, 'a> {
+    node: &'n CandidateNode<'a>,
+    eligible: bool,
+    holds: bool,
+}
+
 impl<'a> CompartmentNodes<'a> {
     /// Classifies `nodes` with the Skyhook's toleration set.
     pub fn new(mut nodes: Vec<CandidateNode<'a>>, tolerations: &[Toleration]) -> Self {
         nodes.sort_by(|a, b| (a.created, a.name).cmp(&(b.created, b.name)));
-        let blocked = nodes
+        let blocked: Vec<Option<BlockReason>> = nodes
             .iter()
             .map(|n| block_reason(n.labels, n.taints, tolerations))
             .collect();
-        CompartmentNodes { nodes, blocked }
+        // An eligible node in progress is being worked on even between two pods.
+        let holds = nodes
+            .iter()
+            .zip(&blocked)
+            .map(|(n, reason)| {
+                !n.complete
+                    && (n.hold.is_some() || (reason.is_none() && n.status == Status::InProgress))
+            })
+            .collect();
+        CompartmentNodes {
+            nodes,
+            blocked,
+            holds,
+        }
     }
 
-    fn eligible_incomplete(&self) -> impl Iterator<Item = &CandidateNode<'a>> {
+    fn classified(&self) -> impl Iterator<Item = Classified<'_, 'a>> {
         self.nodes
             .iter()
             .zip(&self.blocked)
-            .filter(|(n, b)| b.is_none() && !n.complete)
-            .map(|(n, _)| n)
+            .zip(&self.holds)
+            .map(|((node, reason), holds)| Classified {
+                node,
+                eligible: reason.is_none(),
+                holds: *holds,
+            })
     }
 
-    /// The current batch: eligible incomplete nodes that are in progress, or were picked and
-    /// have not failed. In progress first, then by pick-rank and creation time.
-    fn current_batch(&self) -> Vec<&CandidateNode<'a>> {
-        let mut batch: Vec<&CandidateNode<'a>> = self
-            .eligible_incomplete()
-            .filter(|n| {
-                n.status == Status::InProgress || (n.picked && n.status != Status::Erroring)
+    /// Number of nodes holding a budget slot (see [`super::slot`]).
+    pub fn holding(&self) -> usize {
+        self.holds.iter().filter(|h| **h).count()
+    }
+
+    /// The current batch: incomplete nodes that have not failed and either hold a budget slot
+    /// or are eligible and in progress or picked. Slot holders first, then in progress, then
+    /// by pick-rank and creation time.
+    fn current_batch(&self) -> Vec<Classified<'_, 'a>> {
+        let mut batch: Vec<Classified<'_, 'a>> = self
+            .classified()
+            .filter(|c| !c.node.complete && c.node.status != Status::Erroring)
+            .filter(|c| {
+                c.holds || (c.eligible && (c.node.status == Status::InProgress || c.node.picked))
             })
             .collect();
-        batch.sort_by_key(|n| (n.status != Status::InProgress, pick_rank(n.status)));
+        batch.sort_by_key(|c| {
+            (
+                !c.holds,
+                c.node.status != Status::InProgress,
+                pick_rank(c.node.status),
+            )
+        });
         batch
     }
 
@@ -193,13 +240,15 @@ impl<'a> CompartmentNodes<'a> {
     /// Selects the nodes to work on now.
     ///
     /// - `shouldStop` set → nothing is picked, not even the current batch.
-    /// - A current batch exists → it continues (at most `ceiling` nodes; in-progress nodes
-    ///   first); nodes not ready by priority keep their slot without being picked.
+    /// - A current batch exists → it continues: its slot holders (at most `ceiling` of them),
+    ///   then its other nodes while a slot is free; nodes not ready by priority keep their
+    ///   place without being picked, and ineligible slot holders are not advanced.
     /// - Otherwise a new batch of [`next_batch_size`] nodes (already capped by the ceiling) is
     ///   filled from ready, eligible, incomplete nodes in status order waiting, unknown,
-    ///   blocked, erroring, then creation time.
+    ///   blocked, erroring, then creation time, while a slot is free: nodes that still hold
+    ///   one (a failed node left cordoned) leave fewer for the new batch.
     ///
-    /// Ready, incomplete, ineligible nodes are always reported in `blocked`.
+    /// Ready, incomplete, ineligible nodes that hold no slot are reported in `blocked`.
     pub fn select(
         &self,
         strategy: Option<&DeploymentStrategy>,
@@ -207,13 +256,12 @@ impl<'a> CompartmentNodes<'a> {
         ceiling: usize,
     ) -> Selection<'a> {
         let blocked = self
-            .nodes
-            .iter()
+            .classified()
             .zip(&self.blocked)
-            .filter(|(n, _)| n.ready && !n.complete)
-            .filter_map(|(n, reason)| {
+            .filter(|(c, _)| c.node.ready && !c.node.complete && !c.holds)
+            .filter_map(|(c, reason)| {
                 reason.clone().map(|reason| BlockedNode {
-                    name: n.name,
+                    name: c.node.name,
                     reason,
                 })
             })
@@ -225,23 +273,50 @@ impl<'a> CompartmentNodes<'a> {
         if state.should_stop {
             return selection;
         }
+        // Slots not held by any node: each node that starts holding one takes one.
+        let mut free = ceiling.saturating_sub(self.holding());
+        let mut take_slot = |c: &Classified<'_, 'a>| {
+            if c.holds {
+                return true;
+            }
+            let free_slot = free > 0;
+            free = free.saturating_sub(1);
+            free_slot
+        };
         let current = self.current_batch();
         let chosen: Vec<&CandidateNode<'a>> = if current.is_empty() {
             selection.new_batch = true;
             let size = next_batch_size(strategy, state, self.len(), ceiling);
-            let mut candidates: Vec<(u8, &CandidateNode<'a>)> = self
-                .eligible_incomplete()
-                .filter(|n| n.ready)
-                .filter_map(|n| pick_rank(n.status).map(|rank| (rank, n)))
+            let mut candidates: Vec<(u8, Classified<'_, 'a>)> = self
+                .classified()
+                .filter(|c| c.eligible && !c.node.complete && c.node.ready)
+                .filter_map(|c| pick_rank(c.node.status).map(|rank| (rank, c)))
                 .collect();
             // Stable: equal ranks keep creation order.
             candidates.sort_by_key(|(rank, _)| *rank);
-            candidates.into_iter().take(size).map(|(_, n)| n).collect()
+            candidates
+                .into_iter()
+                .map(|(_, c)| c)
+                .filter(|c| take_slot(c))
+                .take(size)
+                .map(|c| c.node)
+                .collect()
         } else {
+            // Slot holders come first; when the ceiling shrank under them, only `ceiling` of
+            // them advance.
+            let mut holders = 0usize;
             current
                 .into_iter()
-                .take(ceiling)
-                .filter(|n| n.ready)
+                .filter(|c| {
+                    if c.holds {
+                        holders += 1;
+                        holders <= ceiling
+                    } else {
+                        take_slot(c)
+                    }
+                })
+                .filter(|c| c.eligible && c.node.ready)
+                .map(|c| c.node)
                 .collect()
         };
         selection.picks = chosen.iter().map(|n| n.name).collect();
@@ -268,6 +343,7 @@ mod tests {
         ready: bool,
         labels: BTreeMap<String, String>,
         taints: Vec<Taint>,
+        hold: Option<SlotHold>,
     }
 
     fn node(name: &'static str, status: Status) -> Node {
@@ -279,6 +355,7 @@ mod tests {
             ready: true,
             labels: BTreeMap::new(),
             taints: Vec::new(),
+            hold: None,
         }
     }
 
@@ -293,6 +370,10 @@ mod tests {
         }
         fn ignored(mut self) -> Self {
             self.labels.insert(IGNORE_LABEL.into(), "true".into());
+            self
+        }
+        fn holding(mut self, hold: SlotHold) -> Self {
+            self.hold = Some(hold);
             self
         }
         fn tainted(mut self, key: &str) -> Self {
@@ -319,6 +400,7 @@ mod tests {
                 complete: n.complete,
                 ready: n.ready,
                 picked: n.picked,
+                hold: n.hold,
             })
             .collect();
         CompartmentNodes::new(candidates, &node_selection_tolerations(&[], None))
@@ -495,6 +577,66 @@ mod tests {
         let c = compartment(&nodes);
         assert_eq!(select(&c, 3, 2).picks, ["a", "b"]);
         assert_eq!(select(&c, 3, 1).picks, ["a"]);
+    }
+
+    #[test]
+    fn rebooting_nodes_keep_their_slots() {
+        // Budget 2: a and b were cordoned and are rebooting, so kube-controller-manager tainted
+        // them not-ready. No other node may start until they are back.
+        let nodes = [
+            node("a", InProgress)
+                .picked()
+                .holding(SlotHold::Cordoned)
+                .tainted("node.kubernetes.io/not-ready"),
+            node("b", InProgress)
+                .picked()
+                .holding(SlotHold::Interrupting)
+                .tainted("node.kubernetes.io/unreachable"),
+            node("c", Waiting),
+            node("d", Waiting),
+        ];
+        let c = compartment(&nodes);
+        let s = select(&c, 2, 2);
+        assert!(s.picks.is_empty(), "{s:?}");
+        assert!(!s.new_batch && c.batch_open());
+        assert!(
+            s.blocked.is_empty(),
+            "slot holders are not reported blocked"
+        );
+        assert_eq!(c.holding(), 2);
+    }
+
+    #[test]
+    fn a_failed_node_left_cordoned_keeps_its_slot() {
+        let nodes = [
+            node("a", Erroring).picked().holding(SlotHold::Cordoned),
+            node("b", Waiting),
+            node("c", Waiting),
+        ];
+        let c = compartment(&nodes);
+        assert!(
+            !c.batch_open(),
+            "a failed node does not keep the batch open"
+        );
+        // The next batch gets what the failed node leaves of the ceiling; retrying the failed
+        // node itself takes no new slot.
+        assert_eq!(select(&c, 2, 2).picks, ["b", "a"]);
+        assert_eq!(select(&c, 1, 1).picks, ["a"]);
+        assert_eq!(select(&c, 3, 3).picks, ["b", "c", "a"]);
+    }
+
+    #[test]
+    fn picked_nodes_wait_for_a_free_slot() {
+        // The batch of two was picked; a is cordoned and one slot is held by a failed node of
+        // an earlier batch, so b waits for a.
+        let nodes = [
+            node("old", Erroring).holding(SlotHold::Cordoned),
+            node("a", InProgress).picked().holding(SlotHold::Cordoned),
+            node("b", Waiting).picked(),
+        ];
+        let c = compartment(&nodes);
+        assert_eq!(select(&c, 2, 2).picks, ["a"]);
+        assert_eq!(select(&c, 2, 3).picks, ["a", "b"]);
     }
 
     #[test]

@@ -21,8 +21,9 @@ pub struct Package {
     #[schemars(length(max = 43), regex(pattern = r"^[a-z][-a-z0-9]{0,41}[a-z]$"))]
     pub name: String,
 
-    /// Version of the package, in semantic-version form (`1`, `1.2`, `1.2.3`, with optional
-    /// `-prerelease` and `+build`). It is also the tag of `image`. Required.
+    /// Version of the package, in semantic-version form (`1`, `1.2`, `1.2.3`, with an optional
+    /// `-prerelease`; no `+build`, which cannot appear in the pod label `<name>-<version>`). It
+    /// is also the tag of `image`. Required.
     pub version: String,
 
     /// Image of the package, normally without a tag (the tag is `version`). If a tag is given it

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::package::{Package, deserialize_packages};
 use super::status::SkyhookStatus;
 use crate::keys;
+use crate::selector::Selector;
 
 /// Desired state of a Skyhook: packages to apply to the host OS of the selected nodes, and how
 /// fast to roll them out.
@@ -166,6 +167,25 @@ impl Default for SkyhookSpec {
             priority: DEFAULT_PRIORITY,
             sequencing: Sequencing::default(),
         }
+    }
+}
+
+impl SkyhookSpec {
+    /// Which nodes this Skyhook targets, as a selector to match node labels against. The one
+    /// rule the controller's plan, the metrics and the plugin share: an absent or empty
+    /// `nodeSelectors` selects every node (as upstream and every Kubernetes label selector do);
+    /// one that does not parse selects none, so that a broken selector never widens a rollout.
+    pub fn target_selector(&self) -> Selector {
+        self.node_selectors
+            .as_ref()
+            .map_or_else(Selector::everything, Selector::parse_or_nothing)
+    }
+
+    /// The name of the DeploymentPolicy this Skyhook rolls out by, or `None` when it has none:
+    /// an absent and an empty `deploymentPolicy` both mean "no policy" (upstream, validation,
+    /// the plan, the metrics and the plugin alike).
+    pub fn policy_name(&self) -> Option<&str> {
+        self.deployment_policy.as_deref().filter(|p| !p.is_empty())
     }
 }
 

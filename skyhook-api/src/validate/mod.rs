@@ -10,5 +10,5 @@ pub use policy::{
     PolicyReference, default_policy, policy_delete_blockers, policy_delete_message, validate_policy,
 };
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
-pub use skyhook::{MAX_SKYHOOK_NAME_LEN, ValidationContext, admission_warnings, validate_skyhook};
+pub use skyhook::{ValidationContext, admission_warnings, validate_skyhook};
 pub use violation::{Violation, Violations};

@@ -253,7 +253,7 @@ impl From<&Skyhook> for PolicyReference {
     fn from(skyhook: &Skyhook) -> Self {
         Self {
             skyhook: skyhook.metadata.name.clone().unwrap_or_default(),
-            policy: skyhook.spec.deployment_policy.clone(),
+            policy: skyhook.spec.policy_name().map(str::to_owned),
         }
     }
 }

@@ -13,13 +13,11 @@ use crate::glob::Pattern;
 use crate::graph::{GraphError, PackageGraph};
 use crate::image::{ImageRef, PackageImageError, pull_reference, validate_package_image};
 use crate::interrupt::config_key_matches;
-use crate::selector::{Selector, validate_dns_label};
-use crate::v1alpha1::{Package, PackageResources, SkyhookSpec};
+use crate::keys::{self, max_skyhook_name_len};
+use crate::names;
+use crate::selector::{Selector, validate_dns_label, validate_dns_subdomain, validate_label_value};
+use crate::v1alpha1::{Package, PackageResources, SkyhookSpec, Stage};
 use crate::version::Version;
-
-/// The longest Skyhook name: `skyhook.nvidia.com/nodeState_<name>` must keep the name part of
-/// the annotation key within 63 characters.
-pub const MAX_SKYHOOK_NAME_LEN: usize = 63 - "nodeState_".len();
 
 /// What validation needs beyond the spec.
 #[derive(Debug, Clone, Copy, Default)]
@@ -56,6 +54,7 @@ pub fn validate_skyhook(
     }
     for (key, package) in &spec.packages {
         check_package(key, package, &mut out);
+        check_generated_names(context.name, key, package, &mut out);
     }
     check_dependencies(&spec.packages, &mut out);
     Violations::check(out)
@@ -68,11 +67,12 @@ fn check_skyhook_name(name: &str, out: &mut Vec<Violation>) {
             format!("name {name:?} is not an RFC 1123 label: {problem}"),
             "use lowercase letters, digits and '-', starting and ending with a letter or digit; the name is used in node label and annotation keys",
         ));
-    } else if name.len() > MAX_SKYHOOK_NAME_LEN {
+    } else if name.len() > max_skyhook_name_len() {
+        let max = max_skyhook_name_len();
         out.push(Violation::new(
             "metadata.name",
-            format!("name {name:?} has {} characters, more than {MAX_SKYHOOK_NAME_LEN}", name.len()),
-            format!("shorten it to at most {MAX_SKYHOOK_NAME_LEN} characters so skyhook.nvidia.com/nodeState_<name> is a valid annotation key"),
+            format!("name {name:?} has {} characters, more than {max}", name.len()),
+            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::cordoned_at_annotation("<name>")),
         ));
     }
 }
@@ -106,7 +106,7 @@ fn check_budget_and_policy(
             "use 0 or more",
         ));
     }
-    let policy = spec.deployment_policy.as_deref().filter(|p| !p.is_empty());
+    let policy = spec.policy_name();
     if let Some(policy) = policy {
         if percent.is_some() || count.is_some() {
             out.push(Violation::new(
@@ -197,6 +197,88 @@ fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
     }
     if let Some(resources) = &package.resources {
         check_resources(&field, resources, out);
+    }
+}
+
+/// The node name standing in for every node in the pod names checked below: node names are
+/// DNS subdomains, which `safeName` turns into `[a-z0-9-]`, so the node never makes a pod name
+/// invalid and any one stands for all.
+const ANY_NODE: &str = "node";
+
+/// The names and label values the controller builds from a package (spec §2.8) must be ones the
+/// API server accepts: otherwise every pod or ConfigMap of the package is refused, and the node
+/// stays `in_progress` for good, blocking later Skyhooks there. A package name or version that
+/// breaks its own rule is reported by [`check_package`] alone. The container names need no check
+/// here: the package name rule keeps them valid (tested).
+fn check_generated_names(
+    skyhook: Option<&str>,
+    key: &str,
+    package: &Package,
+    out: &mut Vec<Violation>,
+) {
+    let version = package.version.as_str();
+    if !valid_package_name(key) || Version::parse(version).is_err() {
+        return;
+    }
+    let mut broken = Vec::new();
+    let label = names::package_label(key, version);
+    if let Err(problem) = validate_label_value(&label) {
+        broken.push(format!(
+            "the pod label {}={label:?} is not a valid label value ({problem})",
+            keys::PACKAGE_LABEL
+        ));
+    }
+    // Before admission fills in a generated name, check against the longest name allowed.
+    let longest_name = "x".repeat(max_skyhook_name_len());
+    let skyhook = skyhook.unwrap_or(&longest_name);
+    if !package.config_map.is_empty() {
+        let configmap = names::package_configmap_name(skyhook, key, version);
+        if let Err(problem) = validate_dns_subdomain(&configmap) {
+            broken.push(format!(
+                "the package ConfigMap name {configmap:?} is not a DNS subdomain ({problem})"
+            ));
+        }
+    }
+    let pod_name_texts = Stage::ALL.iter().map(|stage| {
+        names::safe_name_text(&names::package_pod_name_parts(
+            skyhook, key, version, *stage, ANY_NODE,
+        ))
+    });
+    if let Some(text) = pod_name_texts.into_iter().find(|text| {
+        !text
+            .to_lowercase()
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    }) {
+        broken.push(format!(
+            "the pod names (from {text:?}) may hold only letters, digits, '.' and '-'"
+        ));
+    }
+    if !broken.is_empty() {
+        out.push(Violation::new(
+            format!("spec.packages.{key}.version"),
+            format!(
+                "version {version:?} cannot appear in the objects the controller creates for it: {}",
+                broken.join("; ")
+            ),
+            version_hint(key, version),
+        ));
+    }
+}
+
+/// How to fix a version that makes an invalid name or label value.
+fn version_hint(key: &str, version: &str) -> String {
+    let max = keys::MAX_QUALIFIED_NAME_PART.saturating_sub(key.len() + 1);
+    if let Some((release, _)) = version.split_once('+') {
+        format!(
+            "drop the build metadata (write {release:?}): '+' cannot appear in a label value or an object name, and build metadata does not count in version order anyway"
+        )
+    } else if version.len() > max {
+        format!(
+            "shorten the version to at most {max} characters: the pod label <package>-<version> may not exceed 63"
+        )
+    } else {
+        "end the version with a letter or digit, and put a letter or digit on both sides of every '.' (e.g. 1.0.0-rc.1)".to_owned()
     }
 }
 

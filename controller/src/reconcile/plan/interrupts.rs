@@ -41,7 +41,7 @@ impl Planner<'_> {
         }
         let cordoned_at = work
             .annotations()
-            .get(&format!("{}{name}", super::CORDONED_AT_PREFIX))
+            .get(&skyhook_api::keys::cordoned_at_annotation(name))
             .and_then(|text| text.parse::<Timestamp>().ok());
         let Some(pods) = snapshot.workload_pods.get(node) else {
             self.requeue(DRAIN_POLL);

@@ -17,14 +17,15 @@
 //!    (`status`);
 //! 4. remove the runtime-required taint per node (`taints`); uncordon with ownership.
 //!
-//! Deliberate choices: a drain's start is recorded in the node annotation
-//! [`CORDONED_AT_PREFIX`]`<skyhook>` (RFC 3339) so that the drain timeout survives restarts; an
-//! invalidated pod is deleted at once rather than first annotated `invalid`.
+//! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
+//! ([`skyhook_api::keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
+//! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
 
 mod configs;
 mod interrupts;
 mod packages;
 mod pod_results;
+mod reboots;
 mod selection;
 mod skyhooks;
 mod status;
@@ -45,11 +46,9 @@ use skyhook_api::v1alpha1::SkyhookStatus;
 use crate::config::Config;
 use crate::pod_outcome::PodOutcome;
 
-use super::snapshot::{NodeView, Snapshot};
+use super::snapshot::{NodeConditionView, NodeView, Snapshot};
 use work::NodeWork;
 
-/// Node annotation prefix recording when a Skyhook cordoned the node (its drain started).
-pub const CORDONED_AT_PREFIX: &str = "skyhook.nvidia.com/cordonedAt_";
 /// How often a reconcile looks again at a node that is being drained or held by protected
 /// pods: workload pods are not watched, so their departure wakes nothing.
 pub const DRAIN_POLL: Duration = Duration::from_secs(5);
@@ -88,7 +87,25 @@ pub struct Plan {
     pub events: Vec<PlannedEvent>,
     /// Look again after this long even if nothing changes; `None` when only watches matter.
     pub requeue_after: Option<Duration>,
+    /// Node-state annotations that did not parse and are rebuilt from empty by this plan, for
+    /// the log (each also has a Warning Event on its node).
+    pub malformed_states: Vec<MalformedNodeState>,
 }
+
+/// A `nodeState_<skyhook>` annotation that did not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedNodeState {
+    /// The node.
+    pub node: String,
+    /// The Skyhook.
+    pub skyhook: String,
+    /// The parse error.
+    pub error: String,
+}
+
+/// Reason of the Warning Event on a node whose node state did not parse; upstream's condition
+/// for the same defect is named `NodeStateMalformed` too.
+pub const NODE_STATE_MALFORMED_REASON: &str = "NodeStateMalformed";
 
 /// What changes on one node. `None` values remove the key.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -101,8 +118,8 @@ pub struct NodePatch {
     pub unschedulable: Option<bool>,
     /// The node's complete taint list after the change, when it changed.
     pub taints: Option<Vec<Taint>>,
-    /// Node conditions to set, as `(type, status, reason)`.
-    pub conditions: Vec<(String, String, String)>,
+    /// Node conditions to set: only those that differ from the node as read.
+    pub conditions: Vec<NodeConditionView>,
 }
 
 impl NodePatch {
@@ -220,6 +237,8 @@ struct Planner<'s> {
     created_requests: BTreeMap<String, CpuMemory>,
     /// Pods this plan deletes because they succeeded.
     succeeded: BTreeSet<String>,
+    /// Per Skyhook, per node: reboots that were not confirmed in time.
+    unconfirmed_reboots: BTreeMap<String, BTreeMap<String, reboots::UnconfirmedReboot>>,
 }
 
 impl<'s> Planner<'s> {
@@ -239,6 +258,7 @@ impl<'s> Planner<'s> {
             pods_on: pods_per_node(snapshot),
             created_requests: BTreeMap::new(),
             succeeded: BTreeSet::new(),
+            unconfirmed_reboots: BTreeMap::new(),
         }
     }
 
@@ -281,6 +301,18 @@ impl<'s> Planner<'s> {
                 .iter()
                 .any(|(s, label)| s == skyhook && label == package_label)
         })
+    }
+
+    /// Whether a pod of `skyhook` is on `node`, including those this plan deletes or creates.
+    fn skyhook_pod_on(&self, skyhook: &str, node: &str) -> bool {
+        self.snapshot
+            .pods
+            .iter()
+            .any(|p| p.node == node && p.skyhook == skyhook)
+            || self
+                .created_on
+                .get(node)
+                .is_some_and(|created| created.iter().any(|(s, _)| s == skyhook))
     }
 
     /// Whether any Skyhook pod is on `node`, including those this plan deletes (they are still
@@ -337,6 +369,7 @@ impl<'s> Planner<'s> {
     }
 
     fn finish(mut self) -> Plan {
+        self.report_malformed_states();
         for (name, work) in &self.nodes {
             let patch = work.patch();
             if !patch.is_empty() {
@@ -346,5 +379,38 @@ impl<'s> Planner<'s> {
         self.plan.evictions.sort();
         self.plan.evictions.dedup();
         self.plan
+    }
+
+    /// A node state that did not parse was read as empty, and this plan writes the rebuilt
+    /// state over it: say so on the node, so the rerun of every package has a visible cause.
+    /// The wording follows upstream's `NodeStateMalformed` condition.
+    fn report_malformed_states(&mut self) {
+        let malformed: Vec<MalformedNodeState> = self
+            .nodes
+            .iter()
+            .flat_map(|(node, work)| {
+                work.malformed()
+                    .iter()
+                    .map(|(skyhook, error)| MalformedNodeState {
+                        node: (*node).to_owned(),
+                        skyhook: skyhook.clone(),
+                        error: error.clone(),
+                    })
+            })
+            .collect();
+        for m in &malformed {
+            self.event(
+                EventTarget::Node(m.node.clone()),
+                true,
+                NODE_STATE_MALFORMED_REASON,
+                format!(
+                    "nodeState annotation {} cannot be parsed: {}; it is rebuilt from empty, so Skyhook [{}] runs its packages on this node again",
+                    skyhook_api::keys::node_state_annotation(&m.skyhook),
+                    m.error,
+                    m.skyhook
+                ),
+            );
+        }
+        self.plan.malformed_states = malformed;
     }
 }

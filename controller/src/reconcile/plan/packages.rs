@@ -251,7 +251,11 @@ impl<'s> Planner<'s> {
             "Applying package [{}:{}] stage {stage} to node [{node}]",
             package.name, package.version
         );
-        outcome.applied = Some(message.clone());
+        outcome.applied = Some(skyhook_api::keys::apply_package_message(
+            &package.name,
+            &package.version,
+            node,
+        ));
         self.event(
             EventTarget::Node(node.to_owned()),
             false,

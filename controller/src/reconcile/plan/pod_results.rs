@@ -29,7 +29,7 @@ use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 use super::{EventTarget, Planner};
 use crate::names::OwnerSkyhook;
 use crate::pod_match::InvalidReason;
-use crate::pod_outcome::{PodFailure, PodOutcome};
+use crate::pod_outcome::{PodFailure, PodOutcome, REBOOT_NOT_CONFIRMED};
 use crate::reconcile::snapshot::OwnedPod;
 
 impl Planner<'_> {
@@ -97,6 +97,7 @@ impl Planner<'_> {
                             reason: reason.clone(),
                             message: message.clone(),
                             restarts: 0,
+                            reboot_requested: None,
                         };
                         self.record_failure(pod, annotation, &failure);
                         continue;
@@ -136,7 +137,23 @@ impl Planner<'_> {
         apply_edits(state, std::slice::from_ref(&edit));
         let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
         work.set_status(&annotation.skyhook, Status::Erroring);
-        if changed || !was_erroring {
+        if failure.reason == REBOOT_NOT_CONFIRMED {
+            let package = format!("{}:{}", annotation.name, annotation.version);
+            if changed || !was_erroring {
+                self.reboot_not_confirmed_event(
+                    &annotation.skyhook,
+                    &pod.node,
+                    &package,
+                    failure.reboot_requested,
+                );
+            }
+            self.unconfirmed_reboot(
+                &annotation.skyhook,
+                &pod.node,
+                package,
+                failure.reboot_requested,
+            );
+        } else if changed || !was_erroring {
             self.event(
                 EventTarget::Node(pod.node.clone()),
                 true,

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
-    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, assign_nodes, block_reason,
-    evaluate_batch,
+    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, NodeActivity, SlotHold,
+    assign_nodes, block_reason, evaluate_batch, slot_hold,
 };
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::v1alpha1::{BatchState, Skyhook, SkyhookStatus, Status};
@@ -16,6 +16,14 @@ use skyhook_api::v1alpha1::{BatchState, Skyhook, SkyhookStatus, Status};
 use super::Planner;
 use super::status::Outcome;
 use crate::reconcile::snapshot::NodeView;
+
+/// What selection reads of one node, as this plan left it so far.
+struct NodeFacts<'s> {
+    node: &'s NodeView,
+    taints: Vec<Taint>,
+    status: Status,
+    hold: Option<SlotHold>,
+}
 
 /// What node selection found across all of a Skyhook's nodes.
 #[derive(Debug, Default)]
@@ -25,6 +33,36 @@ pub(super) struct Blocking {
 }
 
 impl<'s> Planner<'s> {
+    /// The node as selection sees it for Skyhook `name`, with the budget slot it holds.
+    fn node_facts(&mut self, name: &str, node: &'s NodeView) -> NodeFacts<'s> {
+        let pod_on_node = self.skyhook_pod_on(name, &node.name);
+        let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
+            return NodeFacts {
+                node,
+                taints: Vec::new(),
+                status: Status::Unknown,
+                hold: None,
+            };
+        };
+        let status = work.status(name);
+        let unschedulable = work.unschedulable();
+        let state = work.state(name).clone();
+        let hold = slot_hold(NodeActivity {
+            skyhook: name,
+            annotations: work.annotations(),
+            unschedulable,
+            state: &state,
+            status,
+            pod_on_node,
+        });
+        NodeFacts {
+            node,
+            taints: work.taints.clone(),
+            status,
+            hold,
+        }
+    }
+
     /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work
     /// on (never more in progress per compartment than its ceiling).
     #[allow(clippy::too_many_arguments)]
@@ -49,18 +87,8 @@ impl<'s> Planner<'s> {
             .map(|n| (n.name.as_str(), &n.labels))
             .collect();
         let assignment = assign_nodes(compartments, &labels);
-        let facts: Vec<(&'s NodeView, Vec<Taint>, Status)> = matched
-            .iter()
-            .map(|n| {
-                let work = self.nodes.get(n.name.as_str());
-                (
-                    *n,
-                    work.map(|w| w.taints.clone()).unwrap_or_default(),
-                    work.map_or(Status::Unknown, |w| w.status(name)),
-                )
-            })
-            .collect();
-        for (node, taints, _) in &facts {
+        let facts: Vec<NodeFacts<'s>> = matched.iter().map(|n| self.node_facts(name, n)).collect();
+        for NodeFacts { node, taints, .. } in &facts {
             match block_reason(&node.labels, taints, &tolerations) {
                 Some(BlockReason::Ignored) => outcome.blocking.ignored.push(node.name.clone()),
                 Some(BlockReason::IntolerableTaints(t)) => outcome
@@ -76,18 +104,19 @@ impl<'s> Planner<'s> {
         for compartment in compartments {
             let candidates: Vec<CandidateNode<'_>> = facts
                 .iter()
-                .filter(|(n, _, _)| {
-                    assignment.get(n.name.as_str()) == Some(&compartment.name.as_str())
+                .filter(|f| {
+                    assignment.get(f.node.name.as_str()) == Some(&compartment.name.as_str())
                 })
-                .map(|(n, taints, current)| CandidateNode {
-                    name: n.name.as_str(),
-                    created: n.created,
-                    labels: &n.labels,
-                    taints,
-                    status: *current,
-                    complete: complete.get(n.name.as_str()).copied().unwrap_or(false),
-                    ready: ready.get(n.name.as_str()).copied().unwrap_or(false),
-                    picked: status.node_priority.contains_key(&n.name),
+                .map(|f| CandidateNode {
+                    name: f.node.name.as_str(),
+                    created: f.node.created,
+                    labels: &f.node.labels,
+                    taints: &f.taints,
+                    status: f.status,
+                    complete: complete.get(f.node.name.as_str()).copied().unwrap_or(false),
+                    ready: ready.get(f.node.name.as_str()).copied().unwrap_or(false),
+                    picked: status.node_priority.contains_key(&f.node.name),
+                    hold: f.hold,
                 })
                 .collect();
             let members = CompartmentNodes::new(candidates, &tolerations);

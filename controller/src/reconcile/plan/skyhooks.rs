@@ -127,6 +127,7 @@ impl<'s> Planner<'s> {
         for node in &matched {
             self.track_reboot(name, node, &mut status);
         }
+        self.lost_interrupts(skyhook, name, &matched);
         // A paused Skyhook changes nothing on its nodes (upstream skips it right after
         // reporting its state), so a spec edit made while paused takes effect on resume.
         let paused = skyhook.is_paused();
@@ -158,7 +159,7 @@ impl<'s> Planner<'s> {
             nodes: complete.clone(),
         };
 
-        let policy_name = skyhook.spec.deployment_policy.as_deref();
+        let policy_name = skyhook.spec.policy_name();
         let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
         let policy_missing = policy_name.is_some() && policy.is_none();
         let disabled = skyhook.is_disabled();
@@ -225,7 +226,12 @@ impl<'s> Planner<'s> {
             } else {
                 ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
             };
-            work.set_condition(keys::node_not_ready_condition(name), not_ready, reason);
+            work.set_condition(
+                keys::node_not_ready_condition(name),
+                not_ready,
+                reason,
+                keys::node_not_ready_message(name, done),
+            );
             let erroring = node_erroring(work.state(name));
             work.set_condition(
                 keys::node_erroring_condition(name),
@@ -235,6 +241,7 @@ impl<'s> Planner<'s> {
                 } else {
                     keys::NODE_NOT_ERRORING_REASON
                 },
+                keys::node_erroring_message(name, erroring),
             );
             if work.state(name).is_empty() {
                 status.node_state.remove(&node.name);
@@ -321,7 +328,8 @@ impl<'s> Planner<'s> {
         }
     }
 
-    /// Upgrades, downgrades and removals turn into node-state edits (spec §2.6).
+    /// Upgrades, downgrades and removals turn into node-state edits (spec §2.6). The nodes
+    /// keep `in_progress` only if they already were.
     fn version_changes(
         &mut self,
         skyhook: &Skyhook,
@@ -343,7 +351,11 @@ impl<'s> Planner<'s> {
             for package in &changes.changed_packages {
                 status.config_updates.remove(package);
             }
-            work.set_status(name, Status::InProgress);
+            // Upstream marks every node `in_progress` here, though pods run only on the batch;
+            // a node waits until selection picks it (and `launch` marks it).
+            if work.status(name) != Status::InProgress {
+                work.set_status(name, Status::Waiting);
+            }
             changed = true;
         }
         changed

@@ -8,6 +8,7 @@ use skyhook_api::keys;
 use skyhook_api::status::{SkyhookOverrides, counters, ready_condition, skyhook_status};
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 
+use super::reboots::condition_message;
 use super::selection::Blocking;
 use super::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID, EventTarget, Planner};
 
@@ -113,8 +114,7 @@ impl Planner<'_> {
         }
         let policy = skyhook
             .spec
-            .deployment_policy
-            .as_deref()
+            .policy_name()
             .and_then(|p| self.snapshot.policies.get(p));
         if (entering_complete || outcome.version_changed)
             && reset_batch_state_enabled(skyhook.spec.deployment_policy_options.as_ref(), policy)
@@ -158,7 +158,7 @@ impl Planner<'_> {
                 condition(
                     keys::CONDITION_APPLY_PACKAGE,
                     true,
-                    "ApplyPackage",
+                    keys::APPLY_PACKAGE_REASON,
                     applied,
                     generation,
                     now,
@@ -171,13 +171,9 @@ impl Planner<'_> {
             condition(
                 keys::CONDITION_TAINT_NOT_TOLERABLE,
                 !intolerable.is_empty(),
+                keys::TAINT_NOT_TOLERABLE_REASON,
                 if intolerable.is_empty() {
-                    "TaintsTolerated"
-                } else {
-                    "TaintNotTolerable"
-                },
-                if intolerable.is_empty() {
-                    "every node's taints are tolerated".to_owned()
+                    keys::ALL_TAINTS_TOLERABLE_MESSAGE.to_owned()
                 } else {
                     format!(
                         "nodes with taints the Skyhook does not tolerate: {}",
@@ -194,13 +190,9 @@ impl Planner<'_> {
             condition(
                 keys::CONDITION_NODES_IGNORED,
                 !ignored.is_empty(),
+                keys::NODES_IGNORED_REASON,
                 if ignored.is_empty() {
-                    "NoNodesIgnored"
-                } else {
-                    "NodesIgnored"
-                },
-                if ignored.is_empty() {
-                    "no node is ignored".to_owned()
+                    keys::NO_NODES_IGNORED_MESSAGE.to_owned()
                 } else {
                     format!(
                         "nodes labelled {}=true: {}",
@@ -222,7 +214,7 @@ impl Planner<'_> {
                     "DeploymentPolicyNotFound",
                     format!(
                         "DeploymentPolicy {:?} does not exist; create it or fix spec.deploymentPolicy",
-                        skyhook.spec.deployment_policy.as_deref().unwrap_or_default()
+                        skyhook.spec.policy_name().unwrap_or_default()
                     ),
                     generation,
                     now,
@@ -239,6 +231,21 @@ impl Planner<'_> {
                     true,
                     "DrainTimeout",
                     outcome.drain_blocked.join("; "),
+                    generation,
+                    now,
+                )
+            }),
+        );
+        let unconfirmed = self.unconfirmed_reboots.remove(name).unwrap_or_default();
+        upsert_or_remove(
+            &mut status.conditions,
+            keys::CONDITION_REBOOT_NOT_CONFIRMED,
+            (!unconfirmed.is_empty()).then(|| {
+                condition(
+                    keys::CONDITION_REBOOT_NOT_CONFIRMED,
+                    true,
+                    "RebootNotConfirmed",
+                    condition_message(&unconfirmed),
                     generation,
                     now,
                 )

@@ -5,20 +5,15 @@ use skyhook_api::keys;
 use skyhook_api::runtime_required::{
     RuntimeRequiredSkyhook, auto_taint_eligible, has_taint, runtime_taint_removable,
 };
-use skyhook_api::selector::Selector;
 use skyhook_api::v1alpha1::Skyhook;
 
 use super::Planner;
 use crate::reconcile::snapshot::NodeView;
 
-/// The nodes `skyhook` targets, by creation time then name. A Skyhook without `nodeSelectors`
-/// targets nothing, as upstream's nil selector does.
+/// The nodes `skyhook` targets ([`skyhook_api::v1alpha1::SkyhookSpec::target_selector`]: every
+/// node without `nodeSelectors`), by creation time then name.
 pub(super) fn matched_nodes<'s>(skyhook: &Skyhook, nodes: &'s [NodeView]) -> Vec<&'s NodeView> {
-    let selector = skyhook
-        .spec
-        .node_selectors
-        .as_ref()
-        .map_or_else(Selector::nothing, Selector::parse_or_nothing);
+    let selector = skyhook.spec.target_selector();
     let mut matched: Vec<&NodeView> = nodes
         .iter()
         .filter(|n| selector.matches(&n.labels))

@@ -9,8 +9,8 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::v1alpha1::Status;
 
-use super::{CORDONED_AT_PREFIX, NodePatch};
-use crate::reconcile::snapshot::NodeView;
+use super::NodePatch;
+use crate::reconcile::snapshot::{NodeConditionView, NodeView};
 
 #[derive(Debug, Clone)]
 pub(super) struct NodeWork<'s> {
@@ -19,9 +19,13 @@ pub(super) struct NodeWork<'s> {
     labels: BTreeMap<String, String>,
     pub(super) taints: Vec<Taint>,
     unschedulable: bool,
-    conditions: BTreeMap<String, (String, String)>,
+    /// The node's conditions by type, as this plan leaves them so far.
+    conditions: BTreeMap<String, NodeConditionView>,
     /// Node states parsed on first use, by Skyhook; written back in [`NodeWork::patch`].
     states: BTreeMap<String, NodeState>,
+    /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
+    /// planner, since the rebuilt state is written over it.
+    malformed: BTreeMap<String, String>,
 }
 
 impl<'s> NodeWork<'s> {
@@ -35,9 +39,10 @@ impl<'s> NodeWork<'s> {
             conditions: view
                 .conditions
                 .iter()
-                .map(|(t, s, r)| (t.clone(), (s.clone(), r.clone())))
+                .map(|c| (c.type_.clone(), c.clone()))
                 .collect(),
             states: BTreeMap::new(),
+            malformed: BTreeMap::new(),
         }
     }
 
@@ -45,16 +50,31 @@ impl<'s> NodeWork<'s> {
         &self.annotations
     }
 
+    /// `spec.unschedulable` as this plan leaves it so far.
+    pub(super) fn unschedulable(&self) -> bool {
+        self.unschedulable
+    }
+
     /// The node state of `skyhook`; an unreadable annotation reads as empty, so the packages
-    /// run again (the agent's flags keep that idempotent).
+    /// run again (the agent's flags keep that idempotent), and is recorded in
+    /// [`NodeWork::malformed`].
     pub(super) fn state(&mut self, skyhook: &str) -> &mut NodeState {
         let annotations = &self.annotations;
+        let malformed = &mut self.malformed;
         self.states.entry(skyhook.to_owned()).or_insert_with(|| {
-            annotations
-                .get(&keys::node_state_annotation(skyhook))
-                .and_then(|text| NodeState::parse(text).ok())
-                .unwrap_or_default()
+            let Some(text) = annotations.get(&keys::node_state_annotation(skyhook)) else {
+                return NodeState::new();
+            };
+            NodeState::parse(text).unwrap_or_else(|error| {
+                malformed.insert(skyhook.to_owned(), error_chain(&error));
+                NodeState::new()
+            })
         })
+    }
+
+    /// The Skyhooks whose node-state annotation did not parse, with why.
+    pub(super) fn malformed(&self) -> &BTreeMap<String, String> {
+        &self.malformed
     }
 
     /// The node status of `skyhook` as last written, `unknown` when absent.
@@ -83,9 +103,20 @@ impl<'s> NodeWork<'s> {
         self.annotations.insert(key, value);
     }
 
-    pub(super) fn set_condition(&mut self, type_: String, status: &str, reason: &str) {
-        self.conditions
-            .insert(type_, (status.to_owned(), reason.to_owned()));
+    pub(super) fn set_condition(
+        &mut self,
+        type_: String,
+        status: &str,
+        reason: &str,
+        message: String,
+    ) {
+        let condition = NodeConditionView {
+            type_: type_.clone(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message,
+        };
+        self.conditions.insert(type_, condition);
     }
 
     /// Cordons the node for `skyhook`, recording ownership and when.
@@ -93,7 +124,7 @@ impl<'s> NodeWork<'s> {
         self.annotations
             .insert(keys::cordon_annotation(skyhook), "true".to_owned());
         self.annotations
-            .entry(format!("{CORDONED_AT_PREFIX}{skyhook}"))
+            .entry(keys::cordoned_at_annotation(skyhook))
             .or_insert_with(|| now.to_owned());
         self.unschedulable = true;
     }
@@ -109,7 +140,7 @@ impl<'s> NodeWork<'s> {
             return;
         }
         self.annotations
-            .remove(&format!("{CORDONED_AT_PREFIX}{skyhook}"));
+            .remove(&keys::cordoned_at_annotation(skyhook));
         let others = self
             .annotations
             .keys()
@@ -158,20 +189,28 @@ impl<'s> NodeWork<'s> {
             unschedulable: (self.unschedulable != self.view.unschedulable)
                 .then_some(self.unschedulable),
             taints: (self.taints != self.view.taints).then(|| self.taints.clone()),
+            // Written only when status, reason or message differ from the node as read, so a
+            // settled node costs no status write per reconcile.
             conditions: self
                 .conditions
-                .iter()
-                .filter(|(type_, (status, reason))| {
-                    !self
-                        .view
-                        .conditions
-                        .iter()
-                        .any(|(t, s, r)| t == *type_ && s == status && r == reason)
-                })
-                .map(|(t, (s, r))| (t.clone(), s.clone(), r.clone()))
+                .values()
+                .filter(|condition| !self.view.conditions.contains(condition))
+                .cloned()
                 .collect(),
         }
     }
+}
+
+/// `error` and its sources, so the report says where the JSON broke, not only that it did.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 fn diff(

@@ -11,6 +11,7 @@ use skyhook_api::v1alpha1::InterruptionBudget;
 
 use super::super::{NodePatch, node_write_order};
 use super::sim::{Sim, node, package, skyhook};
+use crate::reconcile::snapshot::NodeConditionView;
 
 /// One plan finishes node-9 (complete, uncordoned) and takes node-7 (in progress, cordoned):
 /// written in name order, node-7 would be busy before node-9 is released, and with node-9's
@@ -38,7 +39,12 @@ fn node_patches_release_before_they_take() {
         ..NodePatch::default()
     };
     let conditions = NodePatch {
-        conditions: vec![("T".into(), "True".into(), "R".into())],
+        conditions: vec![NodeConditionView {
+            type_: "T".into(),
+            status: "True".into(),
+            reason: "R".into(),
+            message: "M".into(),
+        }],
         ..NodePatch::default()
     };
     let other_label = NodePatch {

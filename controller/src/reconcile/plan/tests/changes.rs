@@ -275,6 +275,110 @@ fn an_invalid_spec_runs_nothing_and_says_why() {
     assert_eq!(sim.pods().len(), 1);
 }
 
+/// A version with build metadata would make the pod label `skyhook.nvidia.com/package` and the
+/// pod name invalid; a Skyhook that bypassed the webhook with one gets `SpecInvalid` naming the
+/// version, and no pod is attempted (the API server would refuse it and leave the node
+/// `in_progress` with nothing reporting why).
+#[test]
+fn a_version_with_build_metadata_is_spec_invalid_and_starts_no_pod() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("build", vec![package("one", "1.0.0-rc.1+build.5")])],
+    );
+    let planned = sim.step();
+    assert!(planned.create_pods.is_empty(), "{:?}", planned.create_pods);
+    assert!(planned.nodes.is_empty(), "{:?}", planned.nodes);
+    let conditions = sim
+        .skyhook("build")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .conditions;
+    let invalid = conditions
+        .iter()
+        .find(|c| c.type_ == crate::reconcile::plan::CONDITION_SPEC_INVALID);
+    assert!(
+        invalid.is_some_and(|c| c.status == "True"
+            && c.message.contains("spec.packages.one.version")
+            && c.message.contains("drop the build metadata")),
+        "{conditions:?}"
+    );
+    assert!(
+        planned
+            .events
+            .iter()
+            .any(|e| e.warning && e.reason == "SpecInvalid"),
+        "{:?}",
+        planned.events
+    );
+}
+
+/// A corrupt `nodeState_<skyhook>` is reported on its node (Warning Event naming the Skyhook
+/// and the parse error) in the plan that rebuilds it, and the rebuilt state replaces it.
+#[test]
+fn a_malformed_node_state_is_reported_and_rebuilt() {
+    let mut sim = Sim::new(
+        vec![node("worker", 0)],
+        vec![skyhook("x", vec![package("aa", "1.0.0")])],
+    );
+    sim.snapshot.nodes[0]
+        .annotations
+        .insert(keys::node_state_annotation("x"), "{not json".to_owned());
+    let planned = sim.step();
+    let warnings: Vec<_> = planned
+        .events
+        .iter()
+        .filter(|e| e.reason == crate::reconcile::plan::NODE_STATE_MALFORMED_REASON)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:?}", planned.events);
+    let event = warnings[0];
+    assert!(event.warning);
+    assert_eq!(
+        event.target,
+        crate::reconcile::plan::EventTarget::Node("worker".into())
+    );
+    for fragment in [
+        "skyhook.nvidia.com/nodeState_x cannot be parsed",
+        "not a JSON object",
+        "line 1 column 2",
+        "Skyhook [x]",
+    ] {
+        assert!(
+            event.message.contains(fragment),
+            "{fragment:?} in {}",
+            event.message
+        );
+    }
+    let logged: Vec<(&str, &str)> = planned
+        .malformed_states
+        .iter()
+        .map(|m| (m.node.as_str(), m.skyhook.as_str()))
+        .collect();
+    assert_eq!(logged, [("worker", "x")], "handed to the log");
+    assert!(
+        planned.malformed_states[0]
+            .error
+            .contains("line 1 column 2")
+    );
+    assert_eq!(
+        sim.state("x", "worker"),
+        vec![row("aa|1.0.0", Stage::Apply, State::InProgress)],
+        "rebuilt from empty: the package starts again"
+    );
+    assert_eq!(
+        sim.pods(),
+        vec![("x".into(), "aa".into(), "1.0.0".into(), Stage::Apply)]
+    );
+    let again = sim.step();
+    assert!(
+        !again
+            .events
+            .iter()
+            .any(|e| e.reason == crate::reconcile::plan::NODE_STATE_MALFORMED_REASON),
+        "reported once: the rebuilt state parses"
+    );
+}
+
 #[test]
 fn a_reboot_interrupt_waiting_for_its_reboot_asks_to_look_again_at_the_deadline() {
     let mut sim = Sim::new(

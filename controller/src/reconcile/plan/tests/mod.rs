@@ -4,7 +4,10 @@
 
 mod budget;
 mod changes;
+mod conditions;
 mod pod_slots;
 mod policy;
+mod reboots;
 mod scenarios;
 mod sim;
+mod targeting;

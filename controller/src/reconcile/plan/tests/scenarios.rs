@@ -10,6 +10,7 @@ use skyhook_api::v1alpha1::{Interrupt, InterruptType, Stage, State, Status};
 use super::sim::{Sim, depends, node, package, runtime_taint, skyhook, taint, workload};
 use crate::pod_outcome::PodOutcome;
 use crate::reconcile::plan::{DRAIN_POLL, EventTarget};
+use crate::reconcile::snapshot::NodeConditionView;
 
 fn pod(s: &str, p: &str, v: &str, stage: Stage) -> (String, String, String, Stage) {
     (s.into(), p.into(), v.into(), stage)
@@ -35,6 +36,15 @@ fn condition_of(sim: &Sim, skyhook: &str, type_: &str) -> (String, String) {
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
         .map(|c| (c.status.clone(), c.message.clone()))
         .unwrap_or_default()
+}
+
+fn node_condition(type_: String, status: &str, reason: &str, message: &str) -> NodeConditionView {
+    NodeConditionView {
+        type_,
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+    }
 }
 
 fn interrupt(type_: InterruptType, services: &[&str]) -> Interrupt {
@@ -135,15 +145,17 @@ fn simple_first_reconcile_runs_only_the_root_then_the_next_stage() {
         .find(|c| c.type_ == keys::CONDITION_READY);
     assert_eq!(ready.map(|c| c.status.as_str()), Some("True"));
     let conditions = &sim.node("worker").conditions;
-    assert!(conditions.contains(&(
+    assert!(conditions.contains(&node_condition(
         keys::node_not_ready_condition("simple"),
-        "False".into(),
-        keys::NODE_NOT_READY_REASON_COMPLETE.into()
+        "False",
+        keys::NODE_NOT_READY_REASON_COMPLETE,
+        "Skyhook simple Ready"
     )));
-    assert!(conditions.contains(&(
+    assert!(conditions.contains(&node_condition(
         keys::node_erroring_condition("simple"),
-        "False".into(),
-        keys::NODE_NOT_ERRORING_REASON.into()
+        "False",
+        keys::NODE_NOT_ERRORING_REASON,
+        "No Package Erroring or Unknown for simple"
     )));
     let budget = status
         .compartment_statuses
@@ -241,15 +253,17 @@ fn failure_marks_the_package_erroring_and_leaves_the_pod() {
         ("0/1", 1)
     );
     assert_eq!(status.package_list, "dexter:1.2.3,failure:1.2.3");
-    assert!(sim.node("worker").conditions.contains(&(
+    assert!(sim.node("worker").conditions.contains(&node_condition(
         keys::node_erroring_condition("failure"),
-        "True".into(),
-        keys::NODE_ERRORING_REASON.into()
+        "True",
+        keys::NODE_ERRORING_REASON,
+        "Package Erroring or Unknown for failure"
     )));
-    assert!(sim.node("worker").conditions.contains(&(
+    assert!(sim.node("worker").conditions.contains(&node_condition(
         keys::node_not_ready_condition("failure"),
-        "True".into(),
-        keys::NODE_NOT_READY_REASON_INCOMPLETE.into()
+        "True",
+        keys::NODE_NOT_READY_REASON_INCOMPLETE,
+        "Skyhook failure Not Ready"
     )));
 }
 

@@ -205,7 +205,7 @@ impl Sim {
                 node.taints.clone_from(taints);
             }
             for condition in &patch.conditions {
-                node.conditions.retain(|c| c.0 != condition.0);
+                node.conditions.retain(|c| c.type_ != condition.type_);
                 node.conditions.push(condition.clone());
             }
         }
@@ -307,6 +307,7 @@ impl Sim {
                     reason: "Error".into(),
                     message: None,
                     restarts: 2,
+                    reboot_requested: None,
                 })
             } else {
                 PodOutcome::Succeeded {

@@ -1,0 +1,168 @@
+//! Interrupts whose node did not come back: an interrupt pod that failed with
+//! `RebootNotConfirmed`, or one that disappeared (evicted by kube-controller-manager, deleted
+//! by hand) while its node is NotReady. Both are reported, with a Warning Event naming the node,
+//! the package and how long ago the reboot was asked for, and the Skyhook condition
+//! [`keys::CONDITION_REBOOT_NOT_CONFIRMED`]; the node keeps its budget slot (it stays cordoned
+//! and its interrupt entry unconfirmed, see `skyhook_api::budget::slot_hold`). When the node is
+//! back, a lost interrupt pod is created again (the agent's flags keep a done interrupt from
+//! running twice).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use skyhook_api::interrupt::effective_interrupts;
+use skyhook_api::keys;
+use skyhook_api::v1alpha1::{InterruptType, Skyhook, Stage, State, Status};
+
+use super::packages::changed_keys;
+use super::{EventTarget, Planner};
+use crate::pod_outcome::humantime;
+use crate::reconcile::snapshot::NodeView;
+
+/// One node that was asked to reboot and has not come back in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct UnconfirmedReboot {
+    /// `<package>:<version>` whose interrupt asked for the reboot.
+    pub(super) package: String,
+    /// When the reboot was asked for.
+    pub(super) requested: Option<Timestamp>,
+}
+
+/// The condition message listing every unconfirmed reboot, stable between reconciles (no
+/// elapsed times, which would rewrite the status on every pass).
+pub(super) fn condition_message(reboots: &BTreeMap<String, UnconfirmedReboot>) -> String {
+    let nodes: Vec<String> = reboots
+        .iter()
+        .map(|(node, reboot)| match reboot.requested {
+            Some(at) => format!(
+                "{node} (package {}, reboot requested at {at})",
+                reboot.package
+            ),
+            None => format!("{node} (package {})", reboot.package),
+        })
+        .collect();
+    format!(
+        "nodes asked to reboot that have not come back with a new boot ID within the reboot deadline: {}; they keep their budget slots until they are back or reset",
+        nodes.join("; ")
+    )
+}
+
+/// `31m20s`: the whole seconds between `since` and `now`.
+fn elapsed(since: Timestamp, now: Timestamp) -> String {
+    let seconds = Duration::try_from(now.duration_since(since)).map_or(0, |d| d.as_secs());
+    humantime(Duration::from_secs(seconds))
+}
+
+impl Planner<'_> {
+    /// Records that `node` did not come back from the reboot asked for by `package` of
+    /// `skyhook`, for the Skyhook's condition.
+    pub(super) fn unconfirmed_reboot(
+        &mut self,
+        skyhook: &str,
+        node: &str,
+        package: String,
+        requested: Option<Timestamp>,
+    ) {
+        self.unconfirmed_reboots
+            .entry(skyhook.to_owned())
+            .or_default()
+            .insert(node.to_owned(), UnconfirmedReboot { package, requested });
+    }
+
+    /// The Warning Event of an unconfirmed reboot.
+    pub(super) fn reboot_not_confirmed_event(
+        &mut self,
+        skyhook: &str,
+        node: &str,
+        package: &str,
+        requested: Option<Timestamp>,
+    ) {
+        let ago =
+            requested.map_or_else(String::new, |at| format!(" {} ago", elapsed(at, self.now)));
+        self.event(
+            EventTarget::Node(node.to_owned()),
+            true,
+            "RebootNotConfirmed",
+            format!(
+                "Node [{node}] was asked to reboot{ago} by package [{package}] of Skyhook [{skyhook}] and has not come back with a new boot ID within the reboot deadline ({}); it stays cordoned and keeps its budget slot",
+                humantime(self.config.reboot_deadline)
+            ),
+        );
+    }
+
+    /// Interrupt pods of `skyhook` that are gone while their node is NotReady: the interrupt
+    /// entry turns `erroring` (reported once), and a reboot not back within the deadline,
+    /// counted from when the node went NotReady, is reported as not confirmed.
+    pub(super) fn lost_interrupts(&mut self, skyhook: &Skyhook, name: &str, matched: &[&NodeView]) {
+        let updates = skyhook
+            .status
+            .as_ref()
+            .map(|s| s.config_updates.clone())
+            .unwrap_or_default();
+        for node in matched {
+            if node.ready || self.skyhook_pod_on(name, &node.name) {
+                continue;
+            }
+            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
+                continue;
+            };
+            let lost: Vec<_> = work
+                .state(name)
+                .iter()
+                .filter(|(_, e)| {
+                    e.stage == Stage::Interrupt
+                        && matches!(e.state, State::InProgress | State::Erroring)
+                })
+                .map(|(_, e)| e.clone())
+                .collect();
+            for entry in lost {
+                let package = format!("{}:{}", entry.name, entry.version);
+                if entry.state == State::InProgress {
+                    let mut failed = entry.clone();
+                    failed.state = State::Erroring;
+                    self.set_entry(name, &node.name, failed);
+                    self.set_status(name, &node.name, Status::Erroring);
+                    self.event(
+                        EventTarget::Node(node.name.clone()),
+                        true,
+                        "Interrupt",
+                        format!(
+                            "The interrupt pod of package [{package}] of Skyhook [{name}] on node [{}] is gone while the node is NotReady (evicted or deleted); it is created again when the node is back",
+                            node.name
+                        ),
+                    );
+                }
+                let reboot = skyhook.spec.packages.get(&entry.name).is_some_and(|p| {
+                    effective_interrupts(p, changed_keys(&updates, &entry.name))
+                        .iter()
+                        .any(|i| i.type_ == InterruptType::Reboot)
+                });
+                let Some(since) = node.not_ready_since.filter(|_| reboot) else {
+                    continue;
+                };
+                let deadline = jiff::SignedDuration::try_from(self.config.reboot_deadline)
+                    .ok()
+                    .and_then(|limit| since.checked_add(limit).ok())
+                    .unwrap_or(Timestamp::MAX);
+                if self.now < deadline {
+                    let wait =
+                        Duration::try_from(self.now.duration_until(deadline)).unwrap_or_default();
+                    self.requeue(wait);
+                    continue;
+                }
+                let newly = !skyhook.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED
+                            && c.status == "True"
+                            && c.message.contains(&format!("{} (", node.name))
+                    })
+                });
+                if newly {
+                    self.reboot_not_confirmed_event(name, &node.name, &package, Some(since));
+                }
+                self.unconfirmed_reboot(name, &node.name, package, Some(since));
+            }
+        }
+    }
+}
