@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use skyhook_api::graph::PackageGraph;
 use skyhook_api::interrupt::{effective_interrupts, has_interrupt, merge_interrupts};
+use skyhook_api::resources::pod_requests;
 use skyhook_api::stage::{
     NextStep, entry_for, next_step, package_complete, pending_uninstalls, uninstall_package,
 };
@@ -177,7 +178,9 @@ impl<'s> Planner<'s> {
         snapshot.nodes.iter().find(|n| n.name == node)
     }
 
-    /// Creates the pod running `stage` of `package`, after its node-metadata ConfigMap.
+    /// Creates the pod running `stage` of `package`, after its node-metadata ConfigMap, when
+    /// the node has a pod slot for it ([`Planner::has_pod_slot`]); otherwise the package waits
+    /// and a later reconcile, woken when one of the node's pods is gone, starts it.
     pub(super) fn launch(
         &mut self,
         skyhook: &Skyhook,
@@ -187,11 +190,15 @@ impl<'s> Planner<'s> {
         stage: Stage,
         outcome: &mut Outcome,
     ) {
-        let Some(view) = self.view(node) else {
+        // Checked before the pod is built: with hundreds of packages waiting, most launches
+        // of a reconcile end here.
+        if self.pod_count(node) >= self.config.max_pods_per_node {
+            return;
+        }
+        let Some(view) = self.view_of(node) else {
             return;
         };
         let boot_id = view.boot_id.clone();
-        self.node_metadata(skyhook, owner, view);
         let pod = match package_pod(
             &self.config.pods,
             owner,
@@ -211,16 +218,34 @@ impl<'s> Planner<'s> {
                 return;
             }
         };
+        let requests = pod
+            .spec
+            .as_ref()
+            .and_then(|spec| pod_requests(spec).ok())
+            .unwrap_or_default();
+        if !self.has_pod_slot(node, requests) {
+            return;
+        }
+        self.node_metadata(skyhook, owner, view);
         self.plan.create_pods.push(pod);
+        if self.can_ever_fit(node, requests) {
+            let created = self.created_requests.entry(node.to_owned()).or_default();
+            *created = created.plus(requests);
+        }
         self.created_on.entry(node.to_owned()).or_default().push((
             owner.name.to_owned(),
             package_label(&package.name, &package.version),
         ));
-        self.set_entry(
-            owner.name,
-            node,
-            entry_for(package, stage, State::InProgress),
-        );
+        let mut entry = entry_for(package, stage, State::InProgress);
+        // A stage created again after its pod was refused by the node keeps its count of
+        // attempts: the backoff of the next refusal grows from it.
+        if let Some(previous) = self
+            .entry(owner.name, node, package)
+            .filter(|previous| previous.stage == stage && previous.state == State::InProgress)
+        {
+            entry.restarts = previous.restarts;
+        }
+        self.set_entry(owner.name, node, entry);
         self.set_status(owner.name, node, Status::InProgress);
         let message = format!(
             "Applying package [{}:{}] stage {stage} to node [{node}]",

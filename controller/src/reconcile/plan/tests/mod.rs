@@ -5,6 +5,7 @@
 mod budget;
 mod changes;
 mod conditions;
+mod pod_slots;
 mod policy;
 mod reboots;
 mod scenarios;
