@@ -445,18 +445,17 @@ async fn wait_for_complete_generation(
     expected: &[(&str, &str, &str)],
 ) -> anyhow::Result<Node> {
     let client = installed.cluster.client()?;
-    e2e::wait_for(
-        &e2e::skyhook_api(&client),
-        skyhook,
-        &format!("{skyhook} complete at generation {generation}"),
-        |object: &DynamicObject| {
-            e2e::skyhook_status(object) == Some("complete")
-                && object.metadata.generation == Some(generation)
-                && object.data["status"]["observedGeneration"] == json!(generation)
-        },
-    )
-    .await
-    .with_context(|| installed.controller_log_tail(40))?;
+    installed
+        .wait_for_skyhook(
+            skyhook,
+            &format!("{skyhook} complete at generation {generation}"),
+            |object: &DynamicObject| {
+                e2e::skyhook_status(object) == Some("complete")
+                    && object.metadata.generation == Some(generation)
+                    && object.data["status"]["observedGeneration"] == json!(generation)
+            },
+        )
+        .await?;
     nodes::wait_for_stages(&client, NODE, skyhook, expected)
         .await
         .with_context(|| installed.controller_log_tail(40))
