@@ -32,5 +32,6 @@ mod drain_budget;
 mod faults;
 mod leader_election;
 mod operator_agent;
+mod pod_slots;
 mod seed_quick_start;
 mod webhook_admission;
