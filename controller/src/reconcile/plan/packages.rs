@@ -26,6 +26,15 @@ pub(super) fn changed_keys<'u>(
     updates.get(package).map_or(&[][..], Vec::as_slice)
 }
 
+/// Whether uninstalling `package` needs the node cordoned and drained first. The node-state
+/// entry records no interrupt: a downgraded package is judged by its spec version's interrupt;
+/// a package removed from the spec has no spec left to tell, so it counts as interrupting.
+fn uninstall_interrupts(packages: &BTreeMap<String, Package>, package: &str) -> bool {
+    packages
+        .get(package)
+        .is_none_or(|spec| has_interrupt(spec, &[]))
+}
+
 impl<'s> Planner<'s> {
     /// Runs the next step of every package of `skyhook` on `node`.
     pub(super) fn run_node(
@@ -96,7 +105,11 @@ impl<'s> Planner<'s> {
             let label = package_label(&package.name, &package.version);
             let pod_exists = self.pod_exists(name, node, &label);
             let entry = self.entry(name, node, package);
-            let interrupting = !uninstall && wave.contains_key(&package.name);
+            let interrupting = if uninstall {
+                uninstall_interrupts(packages, &package.name)
+            } else {
+                wave.contains_key(&package.name)
+            };
             let step = next_step(entry.as_ref(), interrupting, pod_exists);
             if interrupting {
                 if entry.as_ref().is_some_and(|e| e.state == State::Skipped) {
@@ -115,11 +128,13 @@ impl<'s> Planner<'s> {
                         }
                         continue;
                     }
-                    NextStep::Run(Stage::Apply)
+                    // Uninstall and upgrade scripts change what running workloads use, so
+                    // they wait for the cordon and drain just as an apply does.
+                    NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall))
                         if !self.ready_for_interrupt(skyhook, name, node, outcome) =>
                     {
                         let waiting = entry_for(package, Stage::Apply, State::InProgress);
-                        if entry.as_ref() != Some(&waiting) {
+                        if stage == Stage::Apply && entry.as_ref() != Some(&waiting) {
                             self.set_entry(name, node, waiting);
                         }
                         self.set_status(name, node, Status::InProgress);

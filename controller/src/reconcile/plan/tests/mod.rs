@@ -5,6 +5,7 @@
 mod budget;
 mod changes;
 mod conditions;
+mod interrupting_changes;
 mod policy;
 mod reboots;
 mod scenarios;
