@@ -148,7 +148,7 @@ impl<'s> Planner<'s> {
             }
             match step {
                 NextStep::Run(stage) if stage != Stage::Interrupt => {
-                    self.launch(skyhook, owner, package, node, stage, outcome);
+                    self.launch(owner, package, node, stage, outcome);
                 }
                 NextStep::Complete => continue,
                 NextStep::Run(_) | NextStep::Wait => {}
@@ -192,10 +192,10 @@ impl<'s> Planner<'s> {
         snapshot.nodes.iter().find(|n| n.name == node)
     }
 
-    /// Creates the pod running `stage` of `package`, after its node-metadata ConfigMap.
+    /// Creates the pod running `stage` of `package`; its node-metadata ConfigMap is written
+    /// before it, as `finish` leaves it.
     pub(super) fn launch(
         &mut self,
-        skyhook: &Skyhook,
         owner: &OwnerSkyhook<'_>,
         package: &Package,
         node: &str,
@@ -206,7 +206,8 @@ impl<'s> Planner<'s> {
             return;
         };
         let boot_id = view.boot_id.clone();
-        self.node_metadata(skyhook, owner, view);
+        self.metadata_due
+            .insert((owner.name.to_owned(), node.to_owned()));
         let pod = match package_pod(
             &self.config.pods,
             owner,
@@ -260,35 +261,36 @@ impl<'s> Planner<'s> {
         );
     }
 
-    /// Upserts the node-metadata ConfigMap of (`owner`, `node`) when it differs.
-    pub(super) fn node_metadata(
-        &mut self,
-        skyhook: &Skyhook,
-        owner: &OwnerSkyhook<'_>,
-        view: &NodeView,
-    ) {
+    /// Upserts the node-metadata ConfigMap of (`skyhook`, `node`), which the package pods
+    /// starting there read, when it differs from the one read. It is built from the node as
+    /// this plan leaves it (state entries, status, cordon), not from the snapshot: the pods
+    /// start after the node patch, and the snapshot is one plan behind it.
+    pub(super) fn node_metadata(&mut self, skyhook: &str, node: &str) {
+        let snapshot: &'s super::Snapshot = self.snapshot;
+        let Some(skyhook) = snapshot
+            .skyhooks
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(skyhook))
+        else {
+            return;
+        };
+        let (Ok(owner), Some(work)) = (OwnerSkyhook::new(skyhook), self.nodes.get(node)) else {
+            return;
+        };
+        let annotations = work.current_annotations();
         let desired = node_metadata_configmap(
             &self.config.pods,
-            owner,
+            &owner,
             &skyhook.spec.packages,
             NodeFacts {
-                name: &view.name,
-                labels: &view.labels,
-                annotations: &view.annotations,
+                name: node,
+                labels: work.labels(),
+                annotations: &annotations,
             },
         );
         let name = desired.metadata.name.clone().unwrap_or_default();
-        let current = self
-            .snapshot
-            .metadata_configmaps
-            .get(&name)
-            .map(|c| &c.data);
-        let planned = self
-            .plan
-            .upsert_configmaps
-            .iter()
-            .any(|c| c.metadata.name.as_deref() == Some(name.as_str()));
-        if !planned && current != desired.data.as_ref() {
+        let current = snapshot.metadata_configmaps.get(&name).map(|c| &c.data);
+        if current != desired.data.as_ref() {
             self.plan.upsert_configmaps.push(desired);
         }
     }

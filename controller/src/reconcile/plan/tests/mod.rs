@@ -6,6 +6,7 @@ mod budget;
 mod changes;
 mod conditions;
 mod interrupting_changes;
+mod node_metadata;
 mod policy;
 mod reboots;
 mod scenarios;
