@@ -211,7 +211,7 @@ async fn reset_a_drained_node(
     let drained = agentless_skyhook(
         DRAINED,
         json!({"kubernetes.io/hostname": DRAINED_NODE}),
-        &[],
+        &[("SLEEP_LEN", "0")],
         json!({}),
     );
     // A service interrupt makes the operator cordon and drain the node first.

@@ -180,7 +180,7 @@ async fn status_of_an_erroring_package(
     let manifest = agentless_skyhook(
         FAILING,
         json!({"kubernetes.io/hostname": FAILING_NODE}),
-        &[("EXIT_CODE", "2")],
+        &[("EXIT_CODE", "2"), ("SLEEP_LEN", "0")],
         json!({}),
     );
     // The plugin reads the exit code from the package pod, which restarts its failing

@@ -89,10 +89,12 @@ spec:
     invalid-image:
       version: "3.2.3-bogus"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
       resources: {cpuLimit: 50m, cpuRequest: 50m, memoryLimit: 32Mi, memoryRequest: 32Mi}
     invalid-resources:
       version: "1.2.3"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
       resources: {cpuRequest: 10000m, cpuLimit: 10000m, memoryRequest: 10000Mi, memoryLimit: 10000Mi}
     invalid-env:
       version: "5.4.3"
@@ -116,9 +118,11 @@ spec:
     invalid-image:
       version: "3.2.3"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
     invalid-resources:
       version: "1.2.3"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
       resources: {cpuRequest: 50m, cpuLimit: 250m, memoryRequest: 64Mi, memoryLimit: 256Mi}
     invalid-env:
       version: "5.4.3"

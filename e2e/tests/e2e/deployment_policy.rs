@@ -663,7 +663,8 @@ async fn a_failed_batch_stops_the_rollout() -> anyhow::Result<()> {
         json!({"deploymentPolicy": POLICY}),
         0,
     ))?;
-    skyhook["spec"]["packages"]["agentless"]["env"] = json!([{"name": "EXIT_CODE", "value": "1"}]);
+    skyhook["spec"]["packages"]["agentless"]["env"] =
+        json!([{"name": "EXIT_CODE", "value": "1"}, {"name": "SLEEP_LEN", "value": "0"}]);
     e2e::apply_yaml(&client, &skyhook.to_string()).await?;
     let stopped = installed
         .wait_for_skyhook(NAME, "the default compartment to stop", |s| {

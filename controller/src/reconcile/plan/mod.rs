@@ -237,6 +237,9 @@ struct Planner<'s> {
     created_requests: BTreeMap<String, CpuMemory>,
     /// Pods this plan deletes because they succeeded.
     succeeded: BTreeSet<String>,
+    /// (Skyhook, node) pairs a package pod starts on: [`Planner::finish`] brings their
+    /// node-metadata ConfigMaps up to date with the node as this plan leaves it.
+    metadata_due: BTreeSet<(String, String)>,
     /// Per Skyhook, per node: reboots that were not confirmed in time.
     unconfirmed_reboots: BTreeMap<String, BTreeMap<String, reboots::UnconfirmedReboot>>,
 }
@@ -258,6 +261,7 @@ impl<'s> Planner<'s> {
             pods_on: pods_per_node(snapshot),
             created_requests: BTreeMap::new(),
             succeeded: BTreeSet::new(),
+            metadata_due: BTreeSet::new(),
             unconfirmed_reboots: BTreeMap::new(),
         }
     }
@@ -370,6 +374,9 @@ impl<'s> Planner<'s> {
 
     fn finish(mut self) -> Plan {
         self.report_malformed_states();
+        for (skyhook, node) in std::mem::take(&mut self.metadata_due) {
+            self.node_metadata(&skyhook, &node);
+        }
         for (name, work) in &self.nodes {
             let patch = work.patch();
             if !patch.is_empty() {

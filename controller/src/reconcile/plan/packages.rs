@@ -27,6 +27,15 @@ pub(super) fn changed_keys<'u>(
     updates.get(package).map_or(&[][..], Vec::as_slice)
 }
 
+/// Whether uninstalling `package` needs the node cordoned and drained first. The node-state
+/// entry records no interrupt: a downgraded package is judged by its spec version's interrupt;
+/// a package removed from the spec has no spec left to tell, so it counts as interrupting.
+fn uninstall_interrupts(packages: &BTreeMap<String, Package>, package: &str) -> bool {
+    packages
+        .get(package)
+        .is_none_or(|spec| has_interrupt(spec, &[]))
+}
+
 impl<'s> Planner<'s> {
     /// Runs the next step of every package of `skyhook` on `node`.
     pub(super) fn run_node(
@@ -97,7 +106,11 @@ impl<'s> Planner<'s> {
             let label = package_label(&package.name, &package.version);
             let pod_exists = self.pod_exists(name, node, &label);
             let entry = self.entry(name, node, package);
-            let interrupting = !uninstall && wave.contains_key(&package.name);
+            let interrupting = if uninstall {
+                uninstall_interrupts(packages, &package.name)
+            } else {
+                wave.contains_key(&package.name)
+            };
             let step = next_step(entry.as_ref(), interrupting, pod_exists);
             if interrupting {
                 if entry.as_ref().is_some_and(|e| e.state == State::Skipped) {
@@ -116,11 +129,13 @@ impl<'s> Planner<'s> {
                         }
                         continue;
                     }
-                    NextStep::Run(Stage::Apply)
+                    // Uninstall and upgrade scripts change what running workloads use, so
+                    // they wait for the cordon and drain just as an apply does.
+                    NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall))
                         if !self.ready_for_interrupt(skyhook, name, node, outcome) =>
                     {
                         let waiting = entry_for(package, Stage::Apply, State::InProgress);
-                        if entry.as_ref() != Some(&waiting) {
+                        if stage == Stage::Apply && entry.as_ref() != Some(&waiting) {
                             self.set_entry(name, node, waiting);
                         }
                         self.set_status(name, node, Status::InProgress);
@@ -134,7 +149,7 @@ impl<'s> Planner<'s> {
             }
             match step {
                 NextStep::Run(stage) if stage != Stage::Interrupt => {
-                    self.launch(skyhook, owner, package, node, stage, outcome);
+                    self.launch(owner, package, node, stage, outcome);
                 }
                 NextStep::Complete => continue,
                 NextStep::Run(_) | NextStep::Wait => {}
@@ -178,12 +193,12 @@ impl<'s> Planner<'s> {
         snapshot.nodes.iter().find(|n| n.name == node)
     }
 
-    /// Creates the pod running `stage` of `package`, after its node-metadata ConfigMap, when
-    /// the node has a pod slot for it ([`Planner::has_pod_slot`]); otherwise the package waits
-    /// and a later reconcile, woken when one of the node's pods is gone, starts it.
+    /// Creates the pod running `stage` of `package` when the node has a pod slot for it
+    /// ([`Planner::has_pod_slot`]); otherwise the package waits and a later reconcile, woken
+    /// when one of the node's pods is gone, starts it. Its node-metadata ConfigMap is written
+    /// before it, as `finish` leaves it.
     pub(super) fn launch(
         &mut self,
-        skyhook: &Skyhook,
         owner: &OwnerSkyhook<'_>,
         package: &Package,
         node: &str,
@@ -226,7 +241,8 @@ impl<'s> Planner<'s> {
         if !self.has_pod_slot(node, requests) {
             return;
         }
-        self.node_metadata(skyhook, owner, view);
+        self.metadata_due
+            .insert((owner.name.to_owned(), node.to_owned()));
         self.plan.create_pods.push(pod);
         if self.can_ever_fit(node, requests) {
             let created = self.created_requests.entry(node.to_owned()).or_default();
@@ -270,35 +286,36 @@ impl<'s> Planner<'s> {
         );
     }
 
-    /// Upserts the node-metadata ConfigMap of (`owner`, `node`) when it differs.
-    pub(super) fn node_metadata(
-        &mut self,
-        skyhook: &Skyhook,
-        owner: &OwnerSkyhook<'_>,
-        view: &NodeView,
-    ) {
+    /// Upserts the node-metadata ConfigMap of (`skyhook`, `node`), which the package pods
+    /// starting there read, when it differs from the one read. It is built from the node as
+    /// this plan leaves it (state entries, status, cordon), not from the snapshot: the pods
+    /// start after the node patch, and the snapshot is one plan behind it.
+    pub(super) fn node_metadata(&mut self, skyhook: &str, node: &str) {
+        let snapshot: &'s super::Snapshot = self.snapshot;
+        let Some(skyhook) = snapshot
+            .skyhooks
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(skyhook))
+        else {
+            return;
+        };
+        let (Ok(owner), Some(work)) = (OwnerSkyhook::new(skyhook), self.nodes.get(node)) else {
+            return;
+        };
+        let annotations = work.current_annotations();
         let desired = node_metadata_configmap(
             &self.config.pods,
-            owner,
+            &owner,
             &skyhook.spec.packages,
             NodeFacts {
-                name: &view.name,
-                labels: &view.labels,
-                annotations: &view.annotations,
+                name: node,
+                labels: work.labels(),
+                annotations: &annotations,
             },
         );
         let name = desired.metadata.name.clone().unwrap_or_default();
-        let current = self
-            .snapshot
-            .metadata_configmaps
-            .get(&name)
-            .map(|c| &c.data);
-        let planned = self
-            .plan
-            .upsert_configmaps
-            .iter()
-            .any(|c| c.metadata.name.as_deref() == Some(name.as_str()));
-        if !planned && current != desired.data.as_ref() {
+        let current = snapshot.metadata_configmaps.get(&name).map(|c| &c.data);
+        if current != desired.data.as_ref() {
             self.plan.upsert_configmaps.push(desired);
         }
     }

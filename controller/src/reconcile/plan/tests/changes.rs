@@ -549,6 +549,10 @@ fn removing_every_package_uninstalls_them_and_releases_the_node() {
             row("dogs|1.2.6", Stage::Uninstall, State::InProgress),
         ]
     );
+    // Removed packages carry no interrupt to judge by: the node is cordoned and drained first.
+    assert!(sim.pods().is_empty(), "no uninstall pod before the cordon");
+    assert!(sim.node("worker").unschedulable);
+    sim.step();
     assert_eq!(
         sim.pods(),
         vec![

@@ -5,6 +5,8 @@
 mod budget;
 mod changes;
 mod conditions;
+mod interrupting_changes;
+mod node_metadata;
 mod pod_slots;
 mod policy;
 mod reboots;

@@ -529,6 +529,10 @@ fn uninstall_upgrade_shows_upstreams_intermediate_states() {
             row("nullptr|2.0.1", Stage::Upgrade, State::InProgress),
         ]
     );
+    // The interrupting packages' uninstall and upgrade pods wait for the cordon and drain.
+    assert!(sim.pods().is_empty(), "no pod before the cordon");
+    assert!(sim.node("worker").unschedulable);
+    sim.step();
     assert_eq!(
         sim.pods(),
         vec![
