@@ -28,12 +28,23 @@ pub(super) fn changed_keys<'u>(
 }
 
 /// Whether uninstalling `package` needs the node cordoned and drained first. The node-state
-/// entry records no interrupt: a downgraded package is judged by its spec version's interrupt;
-/// a package removed from the spec has no spec left to tell, so it counts as interrupting.
-fn uninstall_interrupts(packages: &BTreeMap<String, Package>, package: &str) -> bool {
-    packages
-        .get(package)
-        .is_none_or(|spec| has_interrupt(spec, &[]))
+/// entry records no interrupt. A downgraded package is judged by its spec version's interrupt.
+/// A package removed from the spec is judged by the spec as it was when the node's last
+/// package pod started: the `packages.json` of the node-metadata ConfigMap (`previous`), which
+/// is rewritten only when the next pod starts there. When that does not say (no ConfigMap, or
+/// it does not list the package), the uninstall counts as interrupting: a needless drain is
+/// safer than changing what running workloads use under them.
+fn uninstall_interrupts(
+    packages: &BTreeMap<String, Package>,
+    previous: Option<&BTreeMap<String, Package>>,
+    package: &str,
+) -> bool {
+    match packages.get(package) {
+        Some(spec) => has_interrupt(spec, &[]),
+        None => previous
+            .and_then(|packages| packages.get(package))
+            .is_none_or(|was| was.interrupt.is_some() || !was.config_interrupts.is_empty()),
+    }
 }
 
 impl<'s> Planner<'s> {
@@ -97,6 +108,9 @@ impl<'s> Planner<'s> {
             .collect();
         let merged = merge_interrupts(&wave);
 
+        let previous = (!uninstalls.is_empty())
+            .then(|| self.packages_last_read(name, node))
+            .flatten();
         let mut owner_ready = false;
         let items = uninstalls
             .iter()
@@ -107,7 +121,7 @@ impl<'s> Planner<'s> {
             let pod_exists = self.pod_exists(name, node, &label);
             let entry = self.entry(name, node, package);
             let interrupting = if uninstall {
-                uninstall_interrupts(packages, &package.name)
+                uninstall_interrupts(packages, previous.as_ref(), &package.name)
             } else {
                 wave.contains_key(&package.name)
             };
@@ -284,6 +298,19 @@ impl<'s> Planner<'s> {
             "Apply",
             message,
         );
+    }
+
+    /// The packages the node-metadata ConfigMap of (`skyhook`, `node`) last gave the node's
+    /// pods (its `packages.json`), if it exists and reads.
+    fn packages_last_read(&self, skyhook: &str, node: &str) -> Option<BTreeMap<String, Package>> {
+        let name = crate::names::node_metadata_configmap_name(skyhook, node);
+        let text = self
+            .snapshot
+            .metadata_configmaps
+            .get(&name)?
+            .data
+            .get(crate::configmaps::PACKAGES_KEY)?;
+        crate::configmaps::read_packages_json(text)
     }
 
     /// Upserts the node-metadata ConfigMap of (`skyhook`, `node`), which the package pods

@@ -143,3 +143,33 @@ fn a_downgrade_of_a_package_without_interrupt_does_not_cordon() {
     assert!(first.evictions.is_empty());
     assert_eq!(sim.pods(), vec![pod("cats", "6.2.0", Stage::Uninstall)]);
 }
+
+/// The node-metadata ConfigMap still describes the removed package as the node's pods last
+/// read it: without an interrupt, its uninstall needs no drain.
+#[test]
+fn removing_a_package_without_interrupt_does_not_cordon() {
+    let mut sim = rolled_out(vec![package("cats", "6.2.0"), package("dogs", "1.2.6")]);
+    set_packages(&mut sim, vec![package("cats", "6.2.0")]);
+    let first = sim.step();
+    assert_eq!(
+        first.nodes.get("worker").and_then(|p| p.unschedulable),
+        None
+    );
+    assert!(first.evictions.is_empty());
+    assert_eq!(sim.pods(), vec![pod("dogs", "1.2.6", Stage::Uninstall)]);
+    finishes_uncordoned(&mut sim);
+}
+
+/// Without the ConfigMap nothing tells whether the removed package had an interrupt: the
+/// uninstall waits for the cordon and the drain.
+#[test]
+fn removing_a_package_nothing_describes_any_more_drains_first() {
+    let mut sim = rolled_out(vec![package("cats", "6.2.0"), package("dogs", "1.2.6")]);
+    sim.snapshot.metadata_configmaps.clear();
+    set_packages(&mut sim, vec![package("cats", "6.2.0")]);
+    assert_eq!(
+        cordon_drain_then_pods(&mut sim),
+        vec![pod("dogs", "1.2.6", Stage::Uninstall)]
+    );
+    finishes_uncordoned(&mut sim);
+}
