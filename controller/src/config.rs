@@ -1,6 +1,6 @@
 //! The controller's configuration: upstream's environment variables (spec §2.1) with upstream's
 //! names and defaults, each also a command-line flag (a flag wins over its variable), plus our
-//! additions `DRAIN_TIMEOUT` and `REBOOT_DEADLINE`.
+//! additions `DRAIN_TIMEOUT`, `REBOOT_DEADLINE` and `MAX_PODS_PER_NODE`.
 //!
 //! Contract: [`Args`] holds the raw text exactly as given; [`Config::from_args`] checks every
 //! setting at once and either returns typed settings or a [`ConfigError`] listing *every*
@@ -118,6 +118,11 @@ pub struct Args {
     /// reported as failed (a Go duration).
     #[arg(long, env = "REBOOT_DEADLINE", default_value = "30m")]
     pub reboot_deadline: String,
+
+    /// At most this many package pods (of all Skyhooks together) on one node at a time; the
+    /// other packages wait for a slot (at least 1).
+    #[arg(long, env = "MAX_PODS_PER_NODE", default_value = "4")]
+    pub max_pods_per_node: String,
 }
 
 /// Checked configuration.
@@ -141,6 +146,8 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// Time a reboot may take before the interrupt counts as failed.
     pub reboot_deadline: Duration,
+    /// Most package pods the controller keeps on one node at once, all Skyhooks together.
+    pub max_pods_per_node: usize,
 }
 
 /// The settings that shape the pods and ConfigMaps the controller creates.
@@ -294,6 +301,36 @@ impl Checker {
                     "use true or false",
                 );
                 false
+            }
+        }
+    }
+
+    fn positive_count(
+        &mut self,
+        variable: &'static str,
+        flag: &'static str,
+        raw: &str,
+        example: &str,
+    ) -> usize {
+        match raw.trim().parse::<usize>() {
+            Ok(value) if value >= 1 => value,
+            Ok(_) => {
+                self.fail(
+                    variable,
+                    flag,
+                    format!("is {raw:?}, below the minimum of 1"),
+                    format!("set it to 1 or more, e.g. {example}"),
+                );
+                1
+            }
+            Err(_) => {
+                self.fail(
+                    variable,
+                    flag,
+                    format!("is {raw:?}, not a whole number"),
+                    format!("give a whole number of 1 or more, e.g. {example}"),
+                );
+                1
             }
         }
     }
@@ -504,6 +541,13 @@ impl Config {
             "30m",
         );
 
+        let max_pods_per_node = check.positive_count(
+            "MAX_PODS_PER_NODE",
+            "max-pods-per-node",
+            &args.max_pods_per_node,
+            "4",
+        );
+
         match (check.errors.is_empty(), runtime_required_taint) {
             (true, Some(runtime_required_taint)) => Ok(Config {
                 pods: PodSettings {
@@ -528,6 +572,7 @@ impl Config {
                 },
                 drain_timeout,
                 reboot_deadline,
+                max_pods_per_node,
             }),
             _ => Err(ConfigError(check.errors)),
         }
@@ -603,6 +648,7 @@ mod tests {
             ("log_time_encoder", "LOG_TIME_ENCODER"),
             ("drain_timeout", "DRAIN_TIMEOUT"),
             ("reboot_deadline", "REBOOT_DEADLINE"),
+            ("max_pods_per_node", "MAX_PODS_PER_NODE"),
         ];
         let command = Args::command();
         let got: Vec<(String, String)> = command
@@ -652,6 +698,7 @@ mod tests {
                 },
                 drain_timeout: Duration::from_secs(600),
                 reboot_deadline: Duration::from_secs(1800),
+                max_pods_per_node: 4,
             }
         );
     }
@@ -676,6 +723,7 @@ mod tests {
             "--log-time-encoder=millis",
             "--drain-timeout=90s",
             "--reboot-deadline=1h",
+            "--max-pods-per-node=12",
         ]))
         .unwrap();
         assert_eq!(config.pods.namespace, "ops");
@@ -704,6 +752,7 @@ mod tests {
         assert_eq!(config.log.time_encoder, TimeEncoder::Millis);
         assert_eq!(config.drain_timeout, Duration::from_secs(90));
         assert_eq!(config.reboot_deadline, Duration::from_secs(3600));
+        assert_eq!(config.max_pods_per_node, 12);
     }
 
     #[test]
@@ -789,6 +838,21 @@ mod tests {
                 "--reboot-deadline=soon",
                 "REBOOT_DEADLINE",
                 "not a duration",
+            ),
+            (
+                "--max-pods-per-node=0",
+                "MAX_PODS_PER_NODE",
+                "below the minimum of 1",
+            ),
+            (
+                "--max-pods-per-node=four",
+                "MAX_PODS_PER_NODE",
+                "not a whole number",
+            ),
+            (
+                "--max-pods-per-node=-2",
+                "MAX_PODS_PER_NODE",
+                "not a whole number",
             ),
         ];
         for (flag, variable, fragment) in cases {

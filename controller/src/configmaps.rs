@@ -141,6 +141,18 @@ pub fn packages_json(agent_version: &str, packages: &BTreeMap<String, Package>) 
     json(&metadata)
 }
 
+/// Reads the packages back from a [`packages_json`] text, as far as it describes them (name,
+/// version, image, agent image override and interrupts); `None` when it does not read.
+pub fn read_packages_json(text: &str) -> Option<BTreeMap<String, Package>> {
+    #[derive(serde::Deserialize)]
+    struct Written {
+        packages: BTreeMap<String, Package>,
+    }
+    serde_json::from_str::<Written>(text)
+        .ok()
+        .map(|written| written.packages)
+}
+
 #[derive(Serialize)]
 struct PackagesJson<'a> {
     #[serde(rename = "agentVersion")]
@@ -209,6 +221,23 @@ mod tests {
 
         let plain = package("spencer", "3.2.3", "ghcr.io/nvidia/skyhook/agentless");
         assert!(package_configmap(&settings(), &owner, &plain).is_none());
+    }
+
+    #[test]
+    fn packages_json_reads_back_the_interrupts() {
+        let mut dexter = package("dexter", "1.2.3", "ghcr.io/nvidia/skyhook/agentless:1.2.3");
+        dexter.interrupt = Some(Interrupt {
+            type_: InterruptType::Service,
+            services: vec!["cron".into()],
+        });
+        let plain = package("spencer", "3.2.3", "ghcr.io/nvidia/skyhook/agentless");
+        let packages =
+            BTreeMap::from([("dexter".to_owned(), dexter), ("spencer".to_owned(), plain)]);
+        let read = read_packages_json(&packages_json("6.4.0", &packages)).unwrap();
+        assert_eq!(read["dexter"].interrupt, packages["dexter"].interrupt);
+        assert_eq!(read["spencer"].interrupt, None);
+        assert_eq!(read["spencer"].version, "3.2.3");
+        assert!(read_packages_json("{not json").is_none());
     }
 
     #[test]

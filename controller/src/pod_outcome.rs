@@ -29,6 +29,11 @@
 //!   its kubelet reports nothing any more. Upstream marked the node `erroring` when the
 //!   shutdown killed the container and kept it cordoned (#633), and waited forever on a node
 //!   that never came back.
+//! * Admission. A pod the kubelet refused before any of its containers ran (phase `Failed` with
+//!   reason `OutOf<resource>`, as `OutOfcpu`, `OutOfmemory` or `OutOfpods`, or
+//!   `UnexpectedAdmissionError`) is [`PodOutcome::Rejected`]: the kubelet never retries such a
+//!   pod. The plan, which knows the node's allocatable, tells a full node (retried after a backoff)
+//!   from a pod the node can never hold (a failure).
 
 use std::time::Duration;
 
@@ -99,6 +104,15 @@ pub enum PodOutcome {
     },
     /// The pod failed; it is left for the kubelet to retry.
     Failed(PodFailure),
+    /// The kubelet refused the pod at admission, before any container ran; it never retries it.
+    Rejected {
+        /// `OutOfcpu`, `OutOfmemory`, `OutOfpods`, another `OutOf<resource>`, or
+        /// `UnexpectedAdmissionError`.
+        reason: String,
+        /// The kubelet's message, e.g. `Pod was rejected: Node didn't have enough resource: cpu,
+        /// requested: 500, used: 7800, capacity: 8000`.
+        message: Option<String>,
+    },
 }
 
 /// Why a pod failed.
@@ -210,6 +224,14 @@ pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
             return PodOutcome::RecreateAfterReboot;
         }
         let reason = status.and_then(|s| s.reason.clone());
+        if let Some(reason) = reason.as_deref().filter(|r| is_admission_rejection(r))
+            && !statuses.iter().any(container_ran)
+        {
+            return PodOutcome::Rejected {
+                reason: reason.to_owned(),
+                message: status.and_then(|s| s.message.clone()),
+            };
+        }
         if reboot_interrupt && reason.as_deref().is_some_and(is_shutdown_reason) {
             let since = pod_created(pod).unwrap_or(context.now);
             return reboot_wait_or_fail(since, context, None, None);
@@ -291,6 +313,23 @@ fn last_termination(status: &ContainerStatus) -> Option<&ContainerStateTerminate
 
 fn is_killed(terminated: &ContainerStateTerminated) -> bool {
     matches!(terminated.exit_code, 137 | 143) || matches!(terminated.signal, Some(9 | 15))
+}
+
+/// Pod reasons the kubelet gives pods it refused at admission for want of resources
+/// (`OutOf` + the resource name, as its `InsufficientResourceError`) or for an admission error.
+fn is_admission_rejection(reason: &str) -> bool {
+    reason == "UnexpectedAdmissionError"
+        || reason
+            .strip_prefix("OutOf")
+            .is_some_and(|resource| !resource.is_empty())
+}
+
+/// Whether the container ever started: it runs, it terminated, or it did before a restart.
+fn container_ran(status: &ContainerStatus) -> bool {
+    let ran = |state: Option<&ContainerState>| {
+        state.is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+    };
+    status.restart_count > 0 || ran(status.state.as_ref()) || ran(status.last_state.as_ref())
 }
 
 /// Pod reasons the kubelet gives pods it stopped for a node shutdown.

@@ -791,7 +791,8 @@ async fn light_nodes_run_pause_and_agentless_only() -> Result<()> {
             "light-1",
             json!({"restartPolicy": "OnFailure",
                    "initContainers": [{"name": "apply", "image": "ghcr.io/nvidia/skyhook/agentless:6.2.0",
-                                       "env": [{"name": "EXIT_CODE", "value": "2"}]}],
+                                       "env": [{"name": "EXIT_CODE", "value": "2"},
+                                               {"name": "SLEEP_LEN", "value": "0"}]}],
                    "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}),
         )?,
     )

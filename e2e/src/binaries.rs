@@ -28,15 +28,33 @@ pub fn build_binaries() -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)
 }
 
-fn build() -> anyhow::Result<()> {
+/// The repository checkout (the cargo workspace root): where `examples/`, `chart/` and
+/// `scripts/` are.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The profile directory of the cargo target directory this test executable lives in
+/// (`<target>/debug`), where [`build_binaries`] puts `kubectl-skyhook`, `devcluster` and the rest.
+pub fn binary_dir() -> anyhow::Result<PathBuf> {
+    let (target_dir, profile) = this_target()?;
+    Ok(target_dir.join(profile))
+}
+
+/// (`<target>`, `<profile>`) of this test executable.
+fn this_target() -> anyhow::Result<(PathBuf, String)> {
     let exe = std::env::current_exe().context("locating the test executable")?;
-    let (target_dir, profile) = target_of(&exe).with_context(|| {
+    target_of(&exe).with_context(|| {
         format!(
             "{} is not in a cargo target directory (<target>/<profile>/deps/); run the tests with cargo",
             exe.display()
         )
-    })?;
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    })
+}
+
+fn build() -> anyhow::Result<()> {
+    let (target_dir, profile) = this_target()?;
+    let workspace = workspace();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(&cargo);
     command

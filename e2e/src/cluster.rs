@@ -37,6 +37,20 @@ impl Installed {
             .with_context(|| format!("controller log tail:\n{}", self.controller_log_tail(40)))
     }
 
+    /// Waits until the Skyhook satisfies `condition` (see [`wait_for_skyhook`]), with the
+    /// controller's log tail in the error.
+    pub async fn wait_for_skyhook(
+        &self,
+        skyhook: &str,
+        what: &str,
+        condition: impl Fn(&DynamicObject) -> bool,
+    ) -> anyhow::Result<DynamicObject> {
+        let client = self.cluster.client()?;
+        wait_for_skyhook(&client, skyhook, what, condition)
+            .await
+            .with_context(|| format!("controller log tail:\n{}", self.controller_log_tail(40)))
+    }
+
     /// The controller's Prometheus port on 127.0.0.1 (see [`crate::metrics`]).
     pub fn metrics_port(&self) -> u16 {
         self.controller.record().metrics_port
@@ -190,6 +204,27 @@ pub async fn wait_for_skyhook_status(
                     |object| object.data["status"].to_string()
                 )
             )
+        }
+    }
+}
+
+/// Waits until the Skyhook `name` satisfies `condition`; the error names `what` and shows the
+/// Skyhook's last status.
+pub async fn wait_for_skyhook(
+    client: &kube::Client,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&DynamicObject) -> bool,
+) -> anyhow::Result<DynamicObject> {
+    let api = skyhook_api(client);
+    match crate::wait_for(&api, name, what, condition).await {
+        Ok(skyhook) => Ok(skyhook),
+        Err(error) => {
+            let last = api.get_opt(name).await.ok().flatten();
+            Err(error.context(format!(
+                "Skyhook {name} last status: {}",
+                last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string())
+            )))
         }
     }
 }

@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use anyhow::{Context, ensure};
 
+use crate::Kubectl;
+
 #[derive(Debug)]
 pub struct DevclusterCli {
     binary: PathBuf,
@@ -49,15 +51,9 @@ impl DevclusterCli {
         Ok((stdout, stderr))
     }
 
-    /// The real `kubectl` against this cluster, from the workspace root (so example paths work).
-    pub fn kubectl(&self, args: &[&str]) -> anyhow::Result<Output> {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.state.path().join("kubeconfig"))
-            .args(args)
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-            .output()
-            .with_context(|| format!("running kubectl {args:?} (is kubectl installed?)"))
+    /// The real `kubectl` against this cluster.
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(self.state.path().join("kubeconfig"))
     }
 
     /// The pid in the state directory's record `<binary>.json` of a background process.

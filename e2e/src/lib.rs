@@ -1,5 +1,6 @@
-//! Shared set-up of the end-to-end tests in `tests/`: the binaries they run (built on demand in
-//! the test's own cargo target directory), a devcluster with skyhook installed, and helpers to
+//! Shared set-up of the end-to-end tests in `tests/e2e/` (one test executable, so a change here
+//! links once): the binaries they run (built on demand in the test's own cargo target
+//! directory), a devcluster with skyhook installed, the real `kubectl` and `helm`, and helpers to
 //! apply manifests, wait for states, read node bookkeeping, record pods and scrape metrics.
 
 mod apply;
@@ -9,6 +10,8 @@ pub mod budget;
 pub mod checks;
 mod cluster;
 pub mod devcluster_cli;
+pub mod helm;
+mod kubectl;
 pub mod metrics;
 pub mod nodes;
 pub mod pods;
@@ -16,11 +19,12 @@ mod recorder;
 mod wait;
 
 pub use apply::{apply_yaml, merge_patch_skyhook, skyhook_manifest};
-pub use binaries::build_binaries;
+pub use binaries::{binary_dir, build_binaries, workspace};
 pub use cluster::{
     AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,
     install, install_built, install_with, install_with_env, skyhook_api, skyhook_status,
-    wait_for_skyhook_status,
+    wait_for_skyhook, wait_for_skyhook_status,
 };
+pub use kubectl::Kubectl;
 pub use recorder::{Recorder, record_node};
 pub use wait::{WAIT, wait_for, within};

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds a pinned helm v3 from its Go module (no binary downloads are possible here) for the chart
-# tests (e2e/tests/chart_*.rs): `helm lint`, `helm template`, and server-side dry-runs of the render.
+# tests (e2e/tests/e2e/chart_*.rs): `helm lint`, `helm template`, and server-side dry-runs of the render.
 #
 # The binary is cached at $SKYHOOK_CACHE/helm/<version>/helm; the tests look it up at the same
-# path (e2e/tests/support/helm.rs holds the same version; a test checks they agree). A cached
+# path (e2e/src/helm.rs holds the same version; a test checks they agree). A cached
 # build makes this script return at once. The first build compiles a few hundred packages (about
 # 6 minutes on two cores), so it reports progress. Prints the binary's path on stdout.
 set -euo pipefail

@@ -11,6 +11,7 @@ pub mod names;
 pub mod node_state;
 pub mod ordering;
 pub mod pod_annotation;
+pub mod resources;
 pub mod runtime_required;
 pub mod selector;
 pub mod stage;

@@ -36,3 +36,161 @@ impl Lookups for Snapshot {
         Some(self.skyhooks.iter().map(PolicyReference::from).collect())
     }
 }
+
+/// [`Lookups`] plus DeploymentPolicies confirmed to exist by asking the API server: a cache
+/// fed by a watch can lag behind a policy created a moment ago (`kubectl apply` of a file that
+/// holds a policy and then the Skyhook that names it), and refusing that Skyhook would be wrong.
+pub struct WithPolicies<'a> {
+    /// The cache.
+    pub inner: &'a dyn Lookups,
+    /// Names known to exist although the cache does not have them yet.
+    pub confirmed: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for WithPolicies<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithPolicies")
+            .field("confirmed", &self.confirmed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lookups for WithPolicies<'_> {
+    fn policy_names(&self) -> Option<BTreeSet<String>> {
+        self.inner.policy_names().map(|mut names| {
+            names.extend(self.confirmed.iter().cloned());
+            names
+        })
+    }
+
+    fn policy_references(&self) -> Option<Vec<PolicyReference>> {
+        self.inner.policy_references()
+    }
+}
+
+/// The DeploymentPolicy a Skyhook admission request names that `lookups` does not know: the
+/// one name worth asking the API server about before the request is refused. `None` for any
+/// other request, an empty name, or caches that have not synced (that denial asks for a retry).
+pub fn unknown_policy(
+    endpoint: crate::admit::Endpoint,
+    body: &[u8],
+    lookups: &dyn Lookups,
+) -> Option<String> {
+    if endpoint != crate::admit::Endpoint::ValidateSkyhook {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let name = value
+        .pointer("/request/object/spec/deploymentPolicy")?
+        .as_str()
+        .filter(|name| !name.is_empty())?;
+    let known = lookups.policy_names()?;
+    (!known.contains(name)).then(|| name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admit::Endpoint;
+
+    fn body(policy: Option<&str>) -> Vec<u8> {
+        serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"object": {"spec": {"deploymentPolicy": policy}}}
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    /// Case, endpoint, `spec.deploymentPolicy`, the cache, the name to ask about.
+    type Case<'a> = (
+        &'a str,
+        Endpoint,
+        Option<&'a str>,
+        &'a dyn Lookups,
+        Option<&'a str>,
+    );
+
+    #[test]
+    fn only_a_named_policy_the_cache_does_not_know_is_asked_about() {
+        let cache = Snapshot {
+            policy_names: BTreeSet::from(["known".to_owned()]),
+            skyhooks: Vec::new(),
+        };
+        struct Unsynced;
+        impl Lookups for Unsynced {
+            fn policy_names(&self) -> Option<BTreeSet<String>> {
+                None
+            }
+            fn policy_references(&self) -> Option<Vec<PolicyReference>> {
+                None
+            }
+        }
+        let cases: [Case<'_>; 6] = [
+            (
+                "new policy",
+                Endpoint::ValidateSkyhook,
+                Some("fresh"),
+                &cache,
+                Some("fresh"),
+            ),
+            (
+                "cached policy",
+                Endpoint::ValidateSkyhook,
+                Some("known"),
+                &cache,
+                None,
+            ),
+            ("no policy", Endpoint::ValidateSkyhook, None, &cache, None),
+            (
+                "empty policy",
+                Endpoint::ValidateSkyhook,
+                Some(""),
+                &cache,
+                None,
+            ),
+            (
+                "other endpoint",
+                Endpoint::MutateSkyhook,
+                Some("fresh"),
+                &cache,
+                None,
+            ),
+            (
+                "caches not synced",
+                Endpoint::ValidateSkyhook,
+                Some("fresh"),
+                &Unsynced,
+                None,
+            ),
+        ];
+        for (case, endpoint, policy, lookups, expected) in cases {
+            assert_eq!(
+                unknown_policy(endpoint, &body(policy), lookups).as_deref(),
+                expected,
+                "{case}"
+            );
+        }
+        assert_eq!(
+            unknown_policy(Endpoint::ValidateSkyhook, b"{not json", &cache),
+            None
+        );
+    }
+
+    #[test]
+    fn confirmed_policies_are_added_to_the_cached_ones() {
+        let cache = Snapshot {
+            policy_names: BTreeSet::from(["known".to_owned()]),
+            skyhooks: Vec::new(),
+        };
+        let with = WithPolicies {
+            inner: &cache,
+            confirmed: BTreeSet::from(["fresh".to_owned()]),
+        };
+        assert_eq!(
+            with.policy_names(),
+            Some(BTreeSet::from(["fresh".to_owned(), "known".to_owned()]))
+        );
+    }
+}

@@ -101,6 +101,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("failed to create a Kubernetes client (in-cluster config or KUBECONFIG)")?;
     let (cache, fill_cache) = cluster_cache(client.clone());
+    let policies = kube::Api::all(client.clone());
     tokio::spawn(fill_cache);
     let certs_trusted = Arc::new(AtomicBool::new(!args.manage_certs));
     if args.manage_certs {
@@ -119,6 +120,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let admission = admission_router(Admission {
         lookups: Arc::new(cache.clone()),
         metrics: Arc::clone(&metrics),
+        policies: Some(policies),
     });
     let ready_certs = Arc::clone(&certs);
     let admin = admin_router(Admin {

@@ -14,14 +14,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use kube::api::{Api, PartialObjectMeta};
 use rustls::ServerConfig;
+use skyhook_api::v1alpha1::DeploymentPolicy;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::admit::Endpoint;
-use crate::lookups::Lookups;
+use crate::lookups::{Lookups, WithPolicies, unknown_policy};
 use crate::metrics::Metrics;
 use crate::review::{Reviewed, Verdict, malformed, review};
 
@@ -39,6 +41,9 @@ pub struct Admission {
     pub lookups: Arc<dyn Lookups + Send + Sync>,
     /// Where answers are counted.
     pub metrics: Arc<Metrics>,
+    /// Asks the API server about a DeploymentPolicy the cache does not know yet; `None`: the
+    /// cache is the only source (tests without a cluster).
+    pub policies: Option<Api<PartialObjectMeta<DeploymentPolicy>>>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -65,7 +70,14 @@ pub fn admission_router(state: Admission) -> Router {
 async fn handle(endpoint: Endpoint, State(state): State<Admission>, request: Request) -> Response {
     let started = Instant::now();
     let reviewed = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
-        Ok(body) => review(endpoint, &body, state.lookups.as_ref()),
+        Ok(body) => {
+            let confirmed = confirm_policy(&state, endpoint, &body).await;
+            let lookups = WithPolicies {
+                inner: state.lookups.as_ref(),
+                confirmed: confirmed.into_iter().collect(),
+            };
+            review(endpoint, &body, &lookups)
+        }
         Err(err) => malformed(
             "",
             format!(
@@ -87,6 +99,31 @@ async fn handle(endpoint: Endpoint, State(state): State<Admission>, request: Req
         body,
     )
         .into_response()
+}
+
+/// How long admission waits for the API server to say whether a DeploymentPolicy exists.
+const POLICY_LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The DeploymentPolicy the request names, if the cache does not know it but the API server
+/// does (the watch has not delivered a policy created a moment ago).
+async fn confirm_policy(state: &Admission, endpoint: Endpoint, body: &[u8]) -> Option<String> {
+    let api = state.policies.as_ref()?;
+    let name = unknown_policy(endpoint, body, state.lookups.as_ref())?;
+    match tokio::time::timeout(POLICY_LOOKUP_TIMEOUT, api.get_metadata_opt(&name)).await {
+        Ok(Ok(Some(_))) => {
+            tracing::debug!(policy = %name, "DeploymentPolicy not cached yet; the API server has it");
+            Some(name)
+        }
+        Ok(Ok(None)) => None,
+        Ok(Err(error)) => {
+            tracing::warn!(policy = %name, %error, "could not ask the API server whether the DeploymentPolicy exists");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(policy = %name, "the API server did not say within 3 s whether the DeploymentPolicy exists");
+            None
+        }
+    }
 }
 
 fn log_outcome(endpoint: Endpoint, reviewed: &Reviewed) {

@@ -68,6 +68,7 @@ impl Server {
         let router = admission_router(Admission {
             lookups: Arc::new(Snapshot::default()),
             metrics: Arc::clone(&metrics),
+            policies: None,
         });
         let config = Arc::new(tls::server_config(Arc::clone(&certs), provider).unwrap());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

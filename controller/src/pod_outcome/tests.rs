@@ -561,6 +561,78 @@ fn hand_made_pod_is_read_like_ours() {
 }
 
 #[test]
+fn admission_rejections() {
+    // pod reason, init container statuses, outcome (None: an ordinary failure)
+    let message = "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 7800, capacity: 8000";
+    let rejected = |reason: &str| {
+        Some(PodOutcome::Rejected {
+            reason: reason.to_owned(),
+            message: Some(message.to_owned()),
+        })
+    };
+    let cases: Vec<(&str, &str, Vec<ContainerStatus>, Option<PodOutcome>)> = vec![
+        ("out of cpu", "OutOfcpu", vec![], rejected("OutOfcpu")),
+        (
+            "out of memory",
+            "OutOfmemory",
+            vec![],
+            rejected("OutOfmemory"),
+        ),
+        (
+            "out of pod slots",
+            "OutOfpods",
+            vec![],
+            rejected("OutOfpods"),
+        ),
+        (
+            "out of an extended resource",
+            "OutOfnvidia.com/gpu",
+            vec![],
+            rejected("OutOfnvidia.com/gpu"),
+        ),
+        (
+            "admission error",
+            "UnexpectedAdmissionError",
+            vec![],
+            rejected("UnexpectedAdmissionError"),
+        ),
+        (
+            "statuses reported but nothing started",
+            "OutOfcpu",
+            vec![status("spencer-init", "wait:PodInitializing", 0)],
+            rejected("OutOfcpu"),
+        ),
+        (
+            "a container ran: not an admission refusal",
+            "OutOfcpu",
+            vec![status("spencer-init", "run", 0)],
+            None,
+        ),
+        (
+            "a container restarted: not an admission refusal",
+            "OutOfcpu",
+            vec![status("spencer-init", "wait:PodInitializing", 1)],
+            None,
+        ),
+        ("bare OutOf is no resource", "OutOf", vec![], None),
+        ("evicted", "Evicted", vec![], None),
+        ("node affinity", "NodeAffinity", vec![], None),
+    ];
+    for (name, reason, statuses, want) in cases {
+        let mut pod = with_statuses(apply_pod(Some("b1")), "Failed", statuses);
+        if let Some(status) = pod.status.as_mut() {
+            status.reason = Some(reason.to_owned());
+            status.message = Some(message.to_owned());
+        }
+        let got = outcome(&pod, context(Some("b1")));
+        match want {
+            Some(want) => assert_eq!(got, want, "{name}"),
+            None => assert!(matches!(got, PodOutcome::Failed(_)), "{name}: {got:?}"),
+        }
+    }
+}
+
+#[test]
 fn durations_read_as_written() {
     for (secs, text) in [
         (0, "0s"),

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::resources::{CpuMemory, cpu_memory};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 
 use crate::cache;
@@ -78,6 +79,8 @@ pub struct NodeView {
     pub not_ready_since: Option<Timestamp>,
     /// The node's conditions.
     pub conditions: Vec<NodeConditionView>,
+    /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.
+    pub allocatable: Option<CpuMemory>,
     /// `metadata.resourceVersion` as read: node patches planned from this view are made
     /// conditional on it, so a concurrent edit (an administrator deleting the node state) is
     /// never overwritten with stale bookkeeping.
@@ -219,6 +222,10 @@ pub fn node_view(node: &Node) -> NodeView {
             .and_then(|ready| ready.last_transition_time.as_ref())
             .map(|time| time.0),
         conditions,
+        allocatable: status
+            .and_then(|s| s.allocatable.as_ref())
+            .filter(|list| list.contains_key("cpu") && list.contains_key("memory"))
+            .and_then(|list| cpu_memory(list).ok()),
         resource_version: node.metadata.resource_version.clone(),
     }
 }
@@ -350,6 +357,38 @@ mod tests {
                 }]
             );
         }
+    }
+
+    #[test]
+    fn a_node_view_reads_the_allocatable_cpu_and_memory() {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let with = |list: &[(&str, &str)]| {
+            let mut n = node("n", &[], "True");
+            if let Some(status) = n.status.as_mut() {
+                status.allocatable = Some(
+                    list.iter()
+                        .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+                        .collect(),
+                );
+            }
+            node_view(&n).allocatable
+        };
+        let cases = [
+            (
+                vec![("cpu", "7800m"), ("memory", "16Gi"), ("pods", "110")],
+                Some(CpuMemory {
+                    cpu_millis: 7800,
+                    memory: 16 << 30,
+                }),
+            ),
+            // Half a report would make every pod look too big for the node.
+            (vec![("cpu", "2")], None),
+            (vec![("cpu", "a lot")], None),
+        ];
+        for (list, want) in cases {
+            assert_eq!(with(&list), want, "{list:?}");
+        }
+        assert_eq!(node_view(&node("n", &[], "True")).allocatable, None);
     }
 
     #[test]

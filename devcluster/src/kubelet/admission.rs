@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
-
-use super::quantity::{self, InvalidQuantity};
+use k8s_openapi::api::core::v1::PodSpec;
 
 /// What the node can give to pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,54 +13,14 @@ pub struct Allocatable {
     pub pods: i128,
 }
 
-/// A pod's effective requests: the larger of its biggest init container and the sum of its
-/// main containers, plus overhead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Requests {
-    pub cpu_millis: i128,
-    pub memory: i128,
-}
+/// A pod's effective requests (skyhook-api's rule, the one the controller bounds its pods by).
+pub use skyhook_api::resources::CpuMemory as Requests;
 
 /// Why the pod is rejected: `reason` becomes `status.reason`, `message` `status.message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
     pub reason: String,
     pub message: String,
-}
-
-pub fn requests(spec: &PodSpec) -> Result<Requests, InvalidQuantity> {
-    let of = |c: &Container| -> Result<Requests, InvalidQuantity> {
-        let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-        let get = |name: &str| requests.and_then(|r| r.get(name)).map(|q| q.0.as_str());
-        Ok(Requests {
-            cpu_millis: get("cpu")
-                .map(quantity::cpu_millis)
-                .transpose()?
-                .unwrap_or(0),
-            memory: get("memory").map(quantity::units).transpose()?.unwrap_or(0),
-        })
-    };
-    let mut main = Requests::default();
-    for c in &spec.containers {
-        let r = of(c)?;
-        main.cpu_millis += r.cpu_millis;
-        main.memory += r.memory;
-    }
-    let mut total = main;
-    for c in spec.init_containers.iter().flatten() {
-        let r = of(c)?;
-        total.cpu_millis = total.cpu_millis.max(r.cpu_millis);
-        total.memory = total.memory.max(r.memory);
-    }
-    if let Some(overhead) = &spec.overhead {
-        if let Some(q) = overhead.get("cpu") {
-            total.cpu_millis += quantity::cpu_millis(&q.0)?;
-        }
-        if let Some(q) = overhead.get("memory") {
-            total.memory += quantity::units(&q.0)?;
-        }
-    }
-    Ok(total)
 }
 
 /// Whether the node's `labels` carry every label of the pod's `nodeSelector`.
@@ -86,7 +44,7 @@ pub fn admit(
             message: "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector".to_owned(),
         });
     }
-    let wanted = requests(spec).map_err(|e| Rejection {
+    let wanted = skyhook_api::resources::pod_requests(spec).map_err(|e| Rejection {
         reason: "UnexpectedAdmissionError".to_owned(),
         message: format!("Pod was rejected: {e}"),
     })?;
@@ -134,28 +92,6 @@ mod tests {
         memory: 16 << 30,
         pods: 3,
     };
-
-    #[test]
-    fn computes_effective_requests() {
-        let s = spec(json!({
-            "initContainers": [
-                {"name": "i1", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
-                {"name": "i2", "resources": {"requests": {"cpu": "2"}}}
-            ],
-            "containers": [
-                {"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "20Mi"}}},
-                {"name": "b", "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}}}
-            ],
-            "overhead": {"cpu": "10m"}
-        }));
-        assert_eq!(
-            requests(&s).unwrap(),
-            Requests {
-                cpu_millis: 2010,
-                memory: 320 << 20
-            }
-        );
-    }
 
     #[test]
     fn admits_or_rejects() {
@@ -209,12 +145,42 @@ mod tests {
 
     #[test]
     fn rejection_messages_match_the_kubelet() {
-        let s =
-            spec(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10"}}}]}));
-        let r = admit(&s, &BTreeMap::new(), NODE, &[]).unwrap_err();
-        assert_eq!(
-            r.message,
-            "Pod was rejected: Node didn't have enough resource: cpu, requested: 10000, used: 0, capacity: 8000"
-        );
+        // The kubelet's reason is "OutOf" + the resource, its message "Pod was rejected: " + the
+        // scheduler's InsufficientResourceError; the first missing resource in the order pods,
+        // cpu, memory is reported, "used" counting the pods already admitted.
+        let used = Requests {
+            cpu_millis: 7800,
+            memory: 1 << 30,
+        };
+        let cases = [
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "500m"}}}]}),
+                vec![used],
+                "OutOfcpu",
+                "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 7800, capacity: 8000",
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10"}}}]}),
+                vec![],
+                "OutOfcpu",
+                "Pod was rejected: Node didn't have enough resource: cpu, requested: 10000, used: 0, capacity: 8000",
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"memory": "16Gi"}}}]}),
+                vec![used],
+                "OutOfmemory",
+                "Pod was rejected: Node didn't have enough resource: memory, requested: 17179869184, used: 1073741824, capacity: 17179869184",
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "10"}}}]}),
+                vec![used; 3],
+                "OutOfpods",
+                "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3",
+            ),
+        ];
+        for (s, admitted, reason, message) in cases {
+            let r = admit(&spec(s), &BTreeMap::new(), NODE, &admitted).unwrap_err();
+            assert_eq!((r.reason.as_str(), r.message.as_str()), (reason, message));
+        }
     }
 }

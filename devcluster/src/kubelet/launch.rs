@@ -146,6 +146,7 @@ pub(crate) async fn prepare(
             container,
             &environment,
             node.light,
+            agentless_default_sleep(),
         )));
     }
     let Some(processes) = &ctx.processes else {
@@ -251,19 +252,43 @@ fn host_and_port(url: &str) -> Option<(String, String)> {
     Some((host.trim_matches(['[', ']']).to_owned(), port.to_owned()))
 }
 
+/// How long upstream's agentless image sleeps when `SLEEP_LEN` is unset or empty: a random
+/// whole number of seconds from 5 to 9 (`$((RANDOM % 5 + 5))`), so that the intermediate
+/// states of a rollout can be observed.
+fn agentless_default_sleep() -> Duration {
+    use std::hash::BuildHasher as _;
+    // RandomState is seeded randomly: enough randomness for a test image, without a new crate.
+    let pick = std::hash::RandomState::new().hash_one(std::time::SystemTime::now()) % 5;
+    Duration::from_secs(5 + pick)
+}
+
+/// `default_sleep` is how long agentless sleeps when `SLEEP_LEN` is unset or empty, as the
+/// image's script does; a command that replaces the script (the package copy step, skipped on
+/// light nodes) is no script and sleeps only for an explicit `SLEEP_LEN`.
 fn virtual_program(
     runtime: Runtime,
     argv: &[String],
     container: &Container,
     env: &BTreeMap<String, String>,
     light: bool,
+    default_sleep: Duration,
 ) -> VirtualProgram {
     match runtime {
         Runtime::Pause => VirtualProgram::Pause,
         Runtime::Agentless => {
-            let sleep_len = env.get("SLEEP_LEN").map_or("0", String::as_str);
-            let exit_code = env.get("EXIT_CODE").map_or("0", String::as_str);
             let skipped = light && container.command.as_ref().is_some_and(|c| !c.is_empty());
+            let default_sleep = if skipped {
+                Duration::ZERO
+            } else {
+                default_sleep
+            };
+            let default_sleep = default_sleep.as_secs().to_string();
+            let sleep_len = env
+                .get("SLEEP_LEN")
+                .map(String::as_str)
+                .filter(|s| !s.is_empty())
+                .unwrap_or(&default_sleep);
+            let exit_code = env.get("EXIT_CODE").map_or("0", String::as_str);
             let banner = if skipped {
                 format!(
                     "agentless on a light node: command {argv:?} not run; sleep for {sleep_len} and exit with {exit_code}"
@@ -522,16 +547,57 @@ mod tests {
 
     #[test]
     fn agentless_reads_sleep_and_exit_code() {
-        let container: Container =
-            serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
-        let cases: &[(Option<&str>, Option<&str>, Duration, i32)] = &[
-            (None, None, Duration::ZERO, 0),
-            (Some("2"), Some("3"), Duration::from_secs(2), 3),
-            (Some("0.5"), Some("256"), Duration::from_millis(500), 0),
-            (Some("x"), Some("-1"), Duration::ZERO, 255),
-            (None, Some("oops"), Duration::ZERO, 2),
+        let script: Container = serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
+        let copy: Container =
+            serde_json::from_value(serde_json::json!({"name": "c", "command": ["/bin/sh"]}))
+                .unwrap();
+        let default = Duration::from_secs(7);
+        // (container, light node, SLEEP_LEN, EXIT_CODE) → (sleep, exit code)
+        type Case<'a> = (
+            &'a Container,
+            bool,
+            Option<&'a str>,
+            Option<&'a str>,
+            Duration,
+            i32,
+        );
+        let cases: &[Case<'_>] = &[
+            // Unset or empty: upstream's script sleeps its random default.
+            (&script, false, None, None, default, 0),
+            (&script, true, None, None, default, 0),
+            (&script, false, Some(""), None, default, 0),
+            (&script, false, Some("0"), None, Duration::ZERO, 0),
+            (
+                &script,
+                false,
+                Some("2"),
+                Some("3"),
+                Duration::from_secs(2),
+                3,
+            ),
+            (
+                &script,
+                false,
+                Some("0.5"),
+                Some("256"),
+                Duration::from_millis(500),
+                0,
+            ),
+            (&script, false, Some("x"), Some("-1"), Duration::ZERO, 255),
+            (
+                &script,
+                false,
+                Some("1"),
+                Some("oops"),
+                Duration::from_secs(1),
+                2,
+            ),
+            // A command replaces the script: on a light node it is skipped and only an explicit
+            // SLEEP_LEN makes it wait.
+            (&copy, true, None, None, Duration::ZERO, 0),
+            (&copy, true, Some("2"), None, Duration::from_secs(2), 0),
         ];
-        for (sleep, code, expected_sleep, expected_code) in cases {
+        for (container, light, sleep, code, expected_sleep, expected_code) in cases {
             let mut env = BTreeMap::new();
             if let Some(s) = sleep {
                 env.insert("SLEEP_LEN".to_owned(), (*s).to_owned());
@@ -542,12 +608,13 @@ mod tests {
             let program = virtual_program(
                 Runtime::Agentless,
                 &["apply".into(), "/root".into()],
-                &container,
+                container,
                 &env,
-                false,
+                *light,
+                default,
             );
             let VirtualProgram::Agentless {
-                sleep,
+                sleep: slept,
                 exit_code,
                 banner,
             } = program
@@ -555,11 +622,22 @@ mod tests {
                 panic!("expected agentless");
             };
             assert_eq!(
-                (sleep, exit_code),
+                (slept, exit_code),
                 (*expected_sleep, *expected_code),
-                "{sleep:?} {code:?}"
+                "light {light}, SLEEP_LEN {sleep:?}, EXIT_CODE {code:?}"
             );
-            assert!(banner.starts_with("agentless [apply /root]"));
+            assert!(banner.contains("sleep for "), "{banner}");
+        }
+    }
+
+    #[test]
+    fn agentless_default_sleep_is_five_to_nine_seconds() {
+        for _ in 0..50 {
+            let sleep = agentless_default_sleep();
+            assert!(
+                (Duration::from_secs(5)..=Duration::from_secs(9)).contains(&sleep),
+                "{sleep:?}"
+            );
         }
     }
 
@@ -569,11 +647,11 @@ mod tests {
             serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
         let env = BTreeMap::new();
         assert_eq!(
-            virtual_program(Runtime::Pause, &[], &container, &env, true),
+            virtual_program(Runtime::Pause, &[], &container, &env, true, Duration::ZERO),
             VirtualProgram::Pause
         );
         assert_eq!(
-            virtual_program(Runtime::Sleep, &[], &container, &env, true),
+            virtual_program(Runtime::Sleep, &[], &container, &env, true, Duration::ZERO),
             VirtualProgram::Sleep
         );
     }

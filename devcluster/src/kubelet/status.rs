@@ -122,16 +122,14 @@ pub fn pod_status(rt: &PodRuntime, ctx: &StatusContext<'_>) -> PodStatus {
     }
 }
 
-/// The status of a pod the kubelet refused to run (admission failure).
+/// The status of a pod the kubelet refused to run (admission failure), as the kubelet's
+/// `rejectPod` sets it: phase `Failed`, the reason and message, and the start time its status
+/// manager fills in. No host IP: nothing ran, and the kubelet reports none for such a pod.
 pub fn rejected_status(reason: &str, message: &str, ctx: &StatusContext<'_>) -> PodStatus {
     PodStatus {
         phase: Some("Failed".to_owned()),
         reason: Some(reason.to_owned()),
         message: Some(message.to_owned()),
-        host_ip: Some(ctx.host_ip.to_owned()),
-        host_ips: Some(vec![HostIP {
-            ip: ctx.host_ip.to_owned(),
-        }]),
         start_time: Some(Time(ctx.start_time)),
         ..PodStatus::default()
     }
@@ -491,5 +489,20 @@ mod tests {
         assert_eq!(s.phase.as_deref(), Some("Failed"));
         let main = &s.container_statuses.as_ref().unwrap()[0];
         assert_eq!(waiting_reason(main), Some("PodInitializing"));
+    }
+
+    #[test]
+    fn a_rejected_pod_reports_what_the_kubelets_reject_pod_sets() {
+        let message = "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 7800, capacity: 8000";
+        assert_eq!(
+            rejected_status("OutOfcpu", message, &ctx(5)),
+            PodStatus {
+                phase: Some("Failed".into()),
+                reason: Some("OutOfcpu".into()),
+                message: Some(message.into()),
+                start_time: Some(Time(t(0))),
+                ..PodStatus::default()
+            }
+        );
     }
 }

@@ -40,11 +40,13 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
+use skyhook_api::resources::{CpuMemory, pod_requests};
 use skyhook_api::v1alpha1::SkyhookStatus;
 
 use crate::config::Config;
+use crate::pod_outcome::PodOutcome;
 
-use super::snapshot::{NodeConditionView, Snapshot};
+use super::snapshot::{NodeConditionView, NodeView, Snapshot};
 use work::NodeWork;
 
 /// How often a reconcile looks again at a node that is being drained or held by protected
@@ -188,6 +190,25 @@ pub struct PlannedEvent {
     pub message: String,
 }
 
+/// Per node, how many of the controller's pods the snapshot holds and what they request. A pod
+/// the kubelet refused holds its place in the count but none of the node's resources.
+fn pods_per_node(snapshot: &Snapshot) -> BTreeMap<&str, (usize, CpuMemory)> {
+    let mut per_node: BTreeMap<&str, (usize, CpuMemory)> = BTreeMap::new();
+    for pod in &snapshot.pods {
+        let requests = pod
+            .pod
+            .spec
+            .as_ref()
+            .filter(|_| !matches!(pod.outcome, PodOutcome::Rejected { .. }))
+            .and_then(|spec| pod_requests(spec).ok())
+            .unwrap_or_default();
+        let (count, sum) = per_node.entry(pod.node.as_str()).or_default();
+        *count += 1;
+        *sum = sum.plus(requests);
+    }
+    per_node
+}
+
 /// Computes the plan of one reconcile.
 pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
     let mut planner = Planner::new(snapshot, config, now);
@@ -209,8 +230,16 @@ struct Planner<'s> {
     completion: BTreeMap<(String, String), bool>,
     /// Pods created by this plan, per node.
     created_on: BTreeMap<String, Vec<(String, String)>>,
+    /// Per node, the controller's pods in the snapshot (being deleted or not: they hold their
+    /// share of the node until they are gone) and the requests of those with readable ones.
+    pods_on: BTreeMap<&'s str, (usize, CpuMemory)>,
+    /// Per node, the requests of the package pods this plan creates.
+    created_requests: BTreeMap<String, CpuMemory>,
     /// Pods this plan deletes because they succeeded.
     succeeded: BTreeSet<String>,
+    /// (Skyhook, node) pairs a package pod starts on: [`Planner::finish`] brings their
+    /// node-metadata ConfigMaps up to date with the node as this plan leaves it.
+    metadata_due: BTreeSet<(String, String)>,
     /// Per Skyhook, per node: reboots that were not confirmed in time.
     unconfirmed_reboots: BTreeMap<String, BTreeMap<String, reboots::UnconfirmedReboot>>,
 }
@@ -229,7 +258,10 @@ impl<'s> Planner<'s> {
             plan: Plan::default(),
             completion: BTreeMap::new(),
             created_on: BTreeMap::new(),
+            pods_on: pods_per_node(snapshot),
+            created_requests: BTreeMap::new(),
             succeeded: BTreeSet::new(),
+            metadata_due: BTreeSet::new(),
             unconfirmed_reboots: BTreeMap::new(),
         }
     }
@@ -294,8 +326,57 @@ impl<'s> Planner<'s> {
             || self.created_on.get(node).is_some_and(|c| !c.is_empty())
     }
 
+    /// How many of the controller's pods are on `node`, all Skyhooks together: those in the
+    /// snapshot, including the ones being deleted, and those this plan creates.
+    fn pod_count(&self, node: &str) -> usize {
+        self.pods_on.get(node).map_or(0, |(count, _)| *count)
+            + self.created_on.get(node).map_or(0, Vec::len)
+    }
+
+    /// Whether a package pod requesting `requests` may start on `node` now: fewer than
+    /// `MAX_PODS_PER_NODE` of the controller's pods are there, and, when the node reports its
+    /// allocatable CPU and memory, the requests of those pods plus this one fit in it. Workload
+    /// pods are not cached, so the kubelet may still refuse a pod that passes; that rejection is
+    /// retried (`pod_results`). A pod that would not fit the node even alone is not held back:
+    /// waiting could never make room, so it starts and the kubelet's refusal is reported as a
+    /// failure rather than waited on silently.
+    fn has_pod_slot(&self, node: &str, requests: CpuMemory) -> bool {
+        let count = self.pod_count(node);
+        if count >= self.config.max_pods_per_node {
+            return false;
+        }
+        let Some(allocatable) = self.view_of(node).and_then(|view| view.allocatable) else {
+            return true;
+        };
+        if count == 0 || !self.can_ever_fit(node, requests) {
+            return true;
+        }
+        let held = self
+            .pods_on
+            .get(node)
+            .map_or_else(CpuMemory::default, |(_, r)| *r);
+        let created = self.created_requests.get(node).copied().unwrap_or_default();
+        held.plus(created).plus(requests).fits_within(allocatable)
+    }
+
+    /// Whether `requests` fit the node's allocatable CPU and memory with nothing else on it
+    /// (true when the node does not report them). A pod that does not is refused by the kubelet
+    /// and never holds any of the node's resources.
+    fn can_ever_fit(&self, node: &str, requests: CpuMemory) -> bool {
+        self.view_of(node)
+            .and_then(|view| view.allocatable)
+            .is_none_or(|allocatable| requests.fits_within(allocatable))
+    }
+
+    fn view_of(&self, node: &str) -> Option<&'s NodeView> {
+        self.nodes.get(node).map(|work| work.view)
+    }
+
     fn finish(mut self) -> Plan {
         self.report_malformed_states();
+        for (skyhook, node) in std::mem::take(&mut self.metadata_due) {
+            self.node_metadata(&skyhook, &node);
+        }
         for (name, work) in &self.nodes {
             let patch = work.patch();
             if !patch.is_empty() {

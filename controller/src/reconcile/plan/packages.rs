@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use skyhook_api::graph::PackageGraph;
 use skyhook_api::interrupt::{effective_interrupts, has_interrupt, merge_interrupts};
+use skyhook_api::resources::pod_requests;
 use skyhook_api::stage::{
     NextStep, entry_for, next_step, package_complete, pending_uninstalls, uninstall_package,
 };
@@ -24,6 +25,26 @@ pub(super) fn changed_keys<'u>(
     package: &str,
 ) -> &'u [String] {
     updates.get(package).map_or(&[][..], Vec::as_slice)
+}
+
+/// Whether uninstalling `package` needs the node cordoned and drained first. The node-state
+/// entry records no interrupt. A downgraded package is judged by its spec version's interrupt.
+/// A package removed from the spec is judged by the spec as it was when the node's last
+/// package pod started: the `packages.json` of the node-metadata ConfigMap (`previous`), which
+/// is rewritten only when the next pod starts there. When that does not say (no ConfigMap, or
+/// it does not list the package), the uninstall counts as interrupting: a needless drain is
+/// safer than changing what running workloads use under them.
+fn uninstall_interrupts(
+    packages: &BTreeMap<String, Package>,
+    previous: Option<&BTreeMap<String, Package>>,
+    package: &str,
+) -> bool {
+    match packages.get(package) {
+        Some(spec) => has_interrupt(spec, &[]),
+        None => previous
+            .and_then(|packages| packages.get(package))
+            .is_none_or(|was| was.interrupt.is_some() || !was.config_interrupts.is_empty()),
+    }
 }
 
 impl<'s> Planner<'s> {
@@ -87,6 +108,9 @@ impl<'s> Planner<'s> {
             .collect();
         let merged = merge_interrupts(&wave);
 
+        let previous = (!uninstalls.is_empty())
+            .then(|| self.packages_last_read(name, node))
+            .flatten();
         let mut owner_ready = false;
         let items = uninstalls
             .iter()
@@ -96,7 +120,11 @@ impl<'s> Planner<'s> {
             let label = package_label(&package.name, &package.version);
             let pod_exists = self.pod_exists(name, node, &label);
             let entry = self.entry(name, node, package);
-            let interrupting = !uninstall && wave.contains_key(&package.name);
+            let interrupting = if uninstall {
+                uninstall_interrupts(packages, previous.as_ref(), &package.name)
+            } else {
+                wave.contains_key(&package.name)
+            };
             let step = next_step(entry.as_ref(), interrupting, pod_exists);
             if interrupting {
                 if entry.as_ref().is_some_and(|e| e.state == State::Skipped) {
@@ -115,11 +143,13 @@ impl<'s> Planner<'s> {
                         }
                         continue;
                     }
-                    NextStep::Run(Stage::Apply)
+                    // Uninstall and upgrade scripts change what running workloads use, so
+                    // they wait for the cordon and drain just as an apply does.
+                    NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall))
                         if !self.ready_for_interrupt(skyhook, name, node, outcome) =>
                     {
                         let waiting = entry_for(package, Stage::Apply, State::InProgress);
-                        if entry.as_ref() != Some(&waiting) {
+                        if stage == Stage::Apply && entry.as_ref() != Some(&waiting) {
                             self.set_entry(name, node, waiting);
                         }
                         self.set_status(name, node, Status::InProgress);
@@ -133,7 +163,7 @@ impl<'s> Planner<'s> {
             }
             match step {
                 NextStep::Run(stage) if stage != Stage::Interrupt => {
-                    self.launch(skyhook, owner, package, node, stage, outcome);
+                    self.launch(owner, package, node, stage, outcome);
                 }
                 NextStep::Complete => continue,
                 NextStep::Run(_) | NextStep::Wait => {}
@@ -177,21 +207,27 @@ impl<'s> Planner<'s> {
         snapshot.nodes.iter().find(|n| n.name == node)
     }
 
-    /// Creates the pod running `stage` of `package`, after its node-metadata ConfigMap.
+    /// Creates the pod running `stage` of `package` when the node has a pod slot for it
+    /// ([`Planner::has_pod_slot`]); otherwise the package waits and a later reconcile, woken
+    /// when one of the node's pods is gone, starts it. Its node-metadata ConfigMap is written
+    /// before it, as `finish` leaves it.
     pub(super) fn launch(
         &mut self,
-        skyhook: &Skyhook,
         owner: &OwnerSkyhook<'_>,
         package: &Package,
         node: &str,
         stage: Stage,
         outcome: &mut Outcome,
     ) {
-        let Some(view) = self.view(node) else {
+        // Checked before the pod is built: with hundreds of packages waiting, most launches
+        // of a reconcile end here.
+        if self.pod_count(node) >= self.config.max_pods_per_node {
+            return;
+        }
+        let Some(view) = self.view_of(node) else {
             return;
         };
         let boot_id = view.boot_id.clone();
-        self.node_metadata(skyhook, owner, view);
         let pod = match package_pod(
             &self.config.pods,
             owner,
@@ -211,16 +247,35 @@ impl<'s> Planner<'s> {
                 return;
             }
         };
+        let requests = pod
+            .spec
+            .as_ref()
+            .and_then(|spec| pod_requests(spec).ok())
+            .unwrap_or_default();
+        if !self.has_pod_slot(node, requests) {
+            return;
+        }
+        self.metadata_due
+            .insert((owner.name.to_owned(), node.to_owned()));
         self.plan.create_pods.push(pod);
+        if self.can_ever_fit(node, requests) {
+            let created = self.created_requests.entry(node.to_owned()).or_default();
+            *created = created.plus(requests);
+        }
         self.created_on.entry(node.to_owned()).or_default().push((
             owner.name.to_owned(),
             package_label(&package.name, &package.version),
         ));
-        self.set_entry(
-            owner.name,
-            node,
-            entry_for(package, stage, State::InProgress),
-        );
+        let mut entry = entry_for(package, stage, State::InProgress);
+        // A stage created again after its pod was refused by the node keeps its count of
+        // attempts: the backoff of the next refusal grows from it.
+        if let Some(previous) = self
+            .entry(owner.name, node, package)
+            .filter(|previous| previous.stage == stage && previous.state == State::InProgress)
+        {
+            entry.restarts = previous.restarts;
+        }
+        self.set_entry(owner.name, node, entry);
         self.set_status(owner.name, node, Status::InProgress);
         let message = format!(
             "Applying package [{}:{}] stage {stage} to node [{node}]",
@@ -245,35 +300,49 @@ impl<'s> Planner<'s> {
         );
     }
 
-    /// Upserts the node-metadata ConfigMap of (`owner`, `node`) when it differs.
-    pub(super) fn node_metadata(
-        &mut self,
-        skyhook: &Skyhook,
-        owner: &OwnerSkyhook<'_>,
-        view: &NodeView,
-    ) {
+    /// The packages the node-metadata ConfigMap of (`skyhook`, `node`) last gave the node's
+    /// pods (its `packages.json`), if it exists and reads.
+    fn packages_last_read(&self, skyhook: &str, node: &str) -> Option<BTreeMap<String, Package>> {
+        let name = crate::names::node_metadata_configmap_name(skyhook, node);
+        let text = self
+            .snapshot
+            .metadata_configmaps
+            .get(&name)?
+            .data
+            .get(crate::configmaps::PACKAGES_KEY)?;
+        crate::configmaps::read_packages_json(text)
+    }
+
+    /// Upserts the node-metadata ConfigMap of (`skyhook`, `node`), which the package pods
+    /// starting there read, when it differs from the one read. It is built from the node as
+    /// this plan leaves it (state entries, status, cordon), not from the snapshot: the pods
+    /// start after the node patch, and the snapshot is one plan behind it.
+    pub(super) fn node_metadata(&mut self, skyhook: &str, node: &str) {
+        let snapshot: &'s super::Snapshot = self.snapshot;
+        let Some(skyhook) = snapshot
+            .skyhooks
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(skyhook))
+        else {
+            return;
+        };
+        let (Ok(owner), Some(work)) = (OwnerSkyhook::new(skyhook), self.nodes.get(node)) else {
+            return;
+        };
+        let annotations = work.current_annotations();
         let desired = node_metadata_configmap(
             &self.config.pods,
-            owner,
+            &owner,
             &skyhook.spec.packages,
             NodeFacts {
-                name: &view.name,
-                labels: &view.labels,
-                annotations: &view.annotations,
+                name: node,
+                labels: work.labels(),
+                annotations: &annotations,
             },
         );
         let name = desired.metadata.name.clone().unwrap_or_default();
-        let current = self
-            .snapshot
-            .metadata_configmaps
-            .get(&name)
-            .map(|c| &c.data);
-        let planned = self
-            .plan
-            .upsert_configmaps
-            .iter()
-            .any(|c| c.metadata.name.as_deref() == Some(name.as_str()));
-        if !planned && current != desired.data.as_ref() {
+        let current = snapshot.metadata_configmaps.get(&name).map(|c| &c.data);
+        if current != desired.data.as_ref() {
             self.plan.upsert_configmaps.push(desired);
         }
     }

@@ -5,16 +5,31 @@
 //! spec or to the node state as read (a node reset under a crash-looping pod) is deleted without
 //! reporting: writing its failure back would recreate the very entry it no longer matches, and
 //! the stray pod would then hold the node in `erroring` for good.
+//!
+//! A pod the kubelet refused at admission ([`PodOutcome::Rejected`]) because the node was full
+//! is not a package failure and the kubelet never retries it, so the controller does: the refused
+//! pod stays
+//! until its backoff ([`rejection_backoff`], 10 s doubling up to 5 min with the entry's
+//! `restarts`) has passed since its creation, then it is deleted with a Warning Event, its entry
+//! keeps its stage with one more restart, and the next reconcile after it is gone creates it again
+//! when the node has a slot. The refused pod itself records when the attempt was made, so the
+//! backoff survives a controller restart and costs no write while it runs. A pod that requests
+//! more CPU or memory than the node's allocatable can never be admitted there: its refusal is a
+//! failure (`erroring` with the kubelet's reason), fixed by correcting the package's resources.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use jiff::{SignedDuration, Timestamp};
+use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::resources::pod_requests;
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
 use super::{EventTarget, Planner};
 use crate::names::OwnerSkyhook;
 use crate::pod_match::InvalidReason;
-use crate::pod_outcome::{PodOutcome, REBOOT_NOT_CONFIRMED};
+use crate::pod_outcome::{PodFailure, PodOutcome, REBOOT_NOT_CONFIRMED};
 use crate::reconcile::snapshot::OwnedPod;
 
 impl Planner<'_> {
@@ -67,64 +82,169 @@ impl Planner<'_> {
                         ),
                     );
                 }
+                PodOutcome::Rejected { reason, message } => {
+                    if pod.deleting {
+                        continue;
+                    }
+                    if let Some(invalid) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
+                        self.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
+                        continue;
+                    }
+                    if self.never_fits(pod) {
+                        let failure = PodFailure {
+                            container: None,
+                            exit_code: None,
+                            reason: reason.clone(),
+                            message: message.clone(),
+                            restarts: 0,
+                            reboot_requested: None,
+                        };
+                        self.record_failure(pod, annotation, &failure);
+                        continue;
+                    }
+                    self.retry_rejected(pod, annotation, reason, message.as_deref());
+                }
                 PodOutcome::Failed(failure) => {
                     if let Some(reason) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
                         self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
                         continue;
                     }
-                    let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
-                        continue;
-                    };
-                    let edit = on_pod_failed(annotation, failure.restarts);
-                    let state = work.state(&annotation.skyhook);
-                    let changed = match &edit {
-                        NodeStateEdit::Upsert(entry) => {
-                            state.get_version(&entry.name, &entry.version) != Some(entry)
-                        }
-                        NodeStateEdit::Remove(_) => true,
-                    };
-                    apply_edits(state, std::slice::from_ref(&edit));
-                    let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
-                    work.set_status(&annotation.skyhook, Status::Erroring);
-                    if failure.reason == REBOOT_NOT_CONFIRMED {
-                        let package = format!("{}:{}", annotation.name, annotation.version);
-                        if changed || !was_erroring {
-                            self.reboot_not_confirmed_event(
-                                &annotation.skyhook,
-                                &pod.node,
-                                &package,
-                                failure.reboot_requested,
-                            );
-                        }
-                        self.unconfirmed_reboot(
-                            &annotation.skyhook,
-                            &pod.node,
-                            package,
-                            failure.reboot_requested,
-                        );
-                    } else if changed || !was_erroring {
-                        self.event(
-                            EventTarget::Node(pod.node.clone()),
-                            true,
-                            "Apply",
-                            format!(
-                                "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
-                                annotation.name,
-                                annotation.version,
-                                annotation.skyhook,
-                                annotation.stage,
-                                failure.reason,
-                                failure
-                                    .container
-                                    .as_ref()
-                                    .map(|c| format!(" in container {c}"))
-                                    .unwrap_or_default(),
-                            ),
-                        );
-                    }
+                    self.record_failure(pod, annotation, failure);
                 }
             }
         }
+    }
+
+    /// Marks the package of a failed pod `erroring` with the reason, with a Warning Event when
+    /// that changes something; the pod is left for the kubelet to retry.
+    fn record_failure(
+        &mut self,
+        pod: &OwnedPod,
+        annotation: &PodPackageAnnotation,
+        failure: &PodFailure,
+    ) {
+        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
+            return;
+        };
+        let edit = on_pod_failed(annotation, failure.restarts);
+        let state = work.state(&annotation.skyhook);
+        let changed = match &edit {
+            NodeStateEdit::Upsert(entry) => {
+                state.get_version(&entry.name, &entry.version) != Some(entry)
+            }
+            NodeStateEdit::Remove(_) => true,
+        };
+        apply_edits(state, std::slice::from_ref(&edit));
+        let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
+        work.set_status(&annotation.skyhook, Status::Erroring);
+        if failure.reason == REBOOT_NOT_CONFIRMED {
+            let package = format!("{}:{}", annotation.name, annotation.version);
+            if changed || !was_erroring {
+                self.reboot_not_confirmed_event(
+                    &annotation.skyhook,
+                    &pod.node,
+                    &package,
+                    failure.reboot_requested,
+                );
+            }
+            self.unconfirmed_reboot(
+                &annotation.skyhook,
+                &pod.node,
+                package,
+                failure.reboot_requested,
+            );
+        } else if changed || !was_erroring {
+            self.event(
+                EventTarget::Node(pod.node.clone()),
+                true,
+                "Apply",
+                format!(
+                    "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
+                    annotation.name,
+                    annotation.version,
+                    annotation.skyhook,
+                    annotation.stage,
+                    failure.reason,
+                    failure
+                        .container
+                        .as_ref()
+                        .map(|c| format!(" in container {c}"))
+                        .unwrap_or_default(),
+                ),
+            );
+        }
+    }
+
+    /// Whether `pod` requests more CPU or memory than its node can give even with nothing else
+    /// on it: refusing it is then no passing lack of room, and retrying cannot help.
+    fn never_fits(&self, pod: &OwnedPod) -> bool {
+        let Some(allocatable) = self.view_of(&pod.node).and_then(|view| view.allocatable) else {
+            return false;
+        };
+        pod.pod
+            .spec
+            .as_ref()
+            .and_then(|spec| pod_requests(spec).ok())
+            .is_some_and(|requests| !requests.fits_within(allocatable))
+    }
+
+    /// Deletes a pod the node refused once its backoff has passed, counting the attempt in its
+    /// entry; until then, looks again when it ends.
+    fn retry_rejected(
+        &mut self,
+        pod: &OwnedPod,
+        annotation: &PodPackageAnnotation,
+        reason: &str,
+        message: Option<&str>,
+    ) {
+        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
+            self.delete_pod(&pod.name, "its node is gone");
+            return;
+        };
+        let state = work.state(&annotation.skyhook);
+        let entry = state
+            .get_version(&annotation.name, &annotation.version)
+            .filter(|entry| entry.stage == annotation.stage)
+            .cloned();
+        let attempts = entry.as_ref().map_or(0, |entry| entry.restarts.max(0));
+        let backoff = rejection_backoff(attempts);
+        let created = pod
+            .pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(Timestamp::UNIX_EPOCH, |time| time.0);
+        let retry_at = SignedDuration::try_from(backoff)
+            .ok()
+            .and_then(|backoff| created.checked_add(backoff).ok())
+            .unwrap_or(self.now);
+        if self.now < retry_at {
+            let wait = self.now.duration_until(retry_at);
+            self.requeue(Duration::try_from(wait).unwrap_or(backoff));
+            return;
+        }
+        if let Some(mut entry) = entry {
+            entry.restarts = attempts.saturating_add(1);
+            state.upsert(entry);
+        }
+        self.delete_pod(&pod.name, format!("rejected by its node: {reason}"));
+        self.event(
+            EventTarget::Node(pod.node.clone()),
+            true,
+            "Apply",
+            format!(
+                "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
+                 creating its pod again (retry {} after {})",
+                annotation.name,
+                annotation.version,
+                annotation.skyhook,
+                annotation.stage,
+                pod.node,
+                message.map(|m| format!(" ({m})")).unwrap_or_default(),
+                attempts.saturating_add(1),
+                describe(backoff),
+            ),
+        );
     }
 
     /// Why `pod` of `skyhook` no longer belongs to that Skyhook's spec or to its node's state as
@@ -136,5 +256,51 @@ impl Planner<'_> {
         }
         let owner = OwnerSkyhook::new(skyhook).ok()?;
         self.invalid_reason(&owner, &skyhook.spec.packages, pod)
+    }
+}
+
+/// Wait before the first retry of a pod its node refused.
+pub const REJECTION_BACKOFF_FIRST: Duration = Duration::from_secs(10);
+/// Longest wait between retries of a refused pod.
+pub const REJECTION_BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// How long a pod refused by its node waits before it is created again, after `attempts` earlier
+/// refusals of the same stage: 10 s, doubling, at most 5 min.
+pub fn rejection_backoff(attempts: i32) -> Duration {
+    let doublings = u32::try_from(attempts).unwrap_or(0).min(16);
+    REJECTION_BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(REJECTION_BACKOFF_MAX)
+}
+
+/// `10s`, `2m40s`, `5m`.
+fn describe(value: Duration) -> String {
+    match (value.as_secs() / 60, value.as_secs() % 60) {
+        (0, secs) => format!("{secs}s"),
+        (mins, 0) => format!("{mins}m"),
+        (mins, secs) => format!("{mins}m{secs}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejection_backoff_doubles_up_to_five_minutes() {
+        let cases = [
+            (-1, "10s"),
+            (0, "10s"),
+            (1, "20s"),
+            (2, "40s"),
+            (3, "1m20s"),
+            (4, "2m40s"),
+            (5, "5m"),
+            (6, "5m"),
+            (i32::MAX, "5m"),
+        ];
+        for (attempts, want) in cases {
+            assert_eq!(describe(rejection_backoff(attempts)), want, "{attempts}");
+        }
     }
 }

@@ -161,8 +161,14 @@ impl<'s> NodeWork<'s> {
             .retain(|t| !has_taint(std::slice::from_ref(t), taint));
     }
 
-    /// What differs from the node as read.
-    pub(super) fn patch(&self) -> NodePatch {
+    /// The node's labels as this plan leaves them so far.
+    pub(super) fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+
+    /// The node's annotations as this plan leaves them so far, node states included; a node
+    /// state that did not change keeps its text as read.
+    pub(super) fn current_annotations(&self) -> BTreeMap<String, String> {
         let mut annotations = self.annotations.clone();
         for (skyhook, state) in &self.states {
             let key = keys::node_state_annotation(skyhook);
@@ -183,8 +189,13 @@ impl<'s> NodeWork<'s> {
                 }
             }
         }
+        annotations
+    }
+
+    /// What differs from the node as read.
+    pub(super) fn patch(&self) -> NodePatch {
         NodePatch {
-            annotations: diff(&self.view.annotations, &annotations),
+            annotations: diff(&self.view.annotations, &self.current_annotations()),
             labels: diff(&self.view.labels, &self.labels),
             unschedulable: (self.unschedulable != self.view.unschedulable)
                 .then_some(self.unschedulable),

@@ -549,6 +549,19 @@ fn removing_every_package_uninstalls_them_and_releases_the_node() {
             row("dogs|1.2.6", Stage::Uninstall, State::InProgress),
         ]
     );
+    // dogs had a reboot interrupt (as the node-metadata ConfigMap last said): its uninstall
+    // waits for the cordon and drain; cats had none and uninstalls at once.
+    assert_eq!(
+        sim.pods(),
+        vec![(
+            "gone".into(),
+            "cats".into(),
+            "6.2.0".into(),
+            Stage::Uninstall
+        )]
+    );
+    assert!(sim.node("worker").unschedulable);
+    sim.step();
     assert_eq!(
         sim.pods(),
         vec![

@@ -5,6 +5,9 @@
 mod budget;
 mod changes;
 mod conditions;
+mod interrupting_changes;
+mod node_metadata;
+mod pod_slots;
 mod policy;
 mod reboots;
 mod scenarios;

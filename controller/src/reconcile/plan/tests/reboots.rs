@@ -43,15 +43,18 @@ fn until_interrupt(sim: &mut Sim) {
     panic!("no interrupt pod after 20 steps: {:?}", sim.pods());
 }
 
-/// The node went down for its reboot: NotReady and tainted by kube-controller-manager.
-fn go_down(sim: &mut Sim, name: &str, since_secs: i64) {
-    let now = sim.now;
-    let view = sim
-        .snapshot
+fn view_mut<'s>(sim: &'s mut Sim, name: &str) -> &'s mut crate::reconcile::snapshot::NodeView {
+    sim.snapshot
         .nodes
         .iter_mut()
         .find(|n| n.name == name)
-        .expect("a known node");
+        .expect("a known node")
+}
+
+/// The node went down for its reboot: NotReady and tainted by kube-controller-manager.
+fn go_down(sim: &mut Sim, name: &str, since_secs: i64) {
+    let now = sim.now;
+    let view = view_mut(sim, name);
     view.ready = false;
     view.not_ready_since = Some(now - jiff::SignedDuration::from_secs(since_secs));
     view.taints
@@ -62,12 +65,7 @@ fn go_down(sim: &mut Sim, name: &str, since_secs: i64) {
 }
 
 fn come_back(sim: &mut Sim, name: &str) {
-    let view = sim
-        .snapshot
-        .nodes
-        .iter_mut()
-        .find(|n| n.name == name)
-        .expect("a known node");
+    let view = view_mut(sim, name);
     view.ready = true;
     view.not_ready_since = None;
     view.boot_id = Some("boot-2".into());

@@ -529,6 +529,14 @@ fn uninstall_upgrade_shows_upstreams_intermediate_states() {
             row("nullptr|2.0.1", Stage::Upgrade, State::InProgress),
         ]
     );
+    // The interrupting packages' uninstall and upgrade pods wait for the cordon and drain;
+    // cats had no interrupt (the node-metadata ConfigMap says so) and uninstalls at once.
+    assert_eq!(
+        sim.pods(),
+        vec![pod("uninstall-upgrade", "cats", "6.2.0", Stage::Uninstall)]
+    );
+    assert!(sim.node("worker").unschedulable);
+    sim.step();
     assert_eq!(
         sim.pods(),
         vec![

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::api::ObjectMeta;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
@@ -45,6 +45,7 @@ pub(super) fn config() -> Config {
         },
         drain_timeout: Duration::from_secs(600),
         reboot_deadline: Duration::from_secs(1800),
+        max_pods_per_node: 4,
     }
 }
 
@@ -177,6 +178,7 @@ impl Sim {
     }
 
     fn apply(&mut self, planned: &Plan) {
+        let now = self.now;
         let snapshot = &mut self.snapshot;
         for (name, patch) in &planned.nodes {
             let node = snapshot
@@ -211,7 +213,9 @@ impl Sim {
             .pods
             .retain(|p| !planned.delete_pods.contains_key(&p.name));
         for pod in &planned.create_pods {
-            snapshot.pods.push(owned(pod.clone()));
+            let mut created = owned(pod.clone());
+            created.pod.metadata.creation_timestamp = Some(Time(now));
+            snapshot.pods.push(created);
         }
         for eviction in &planned.evictions {
             if let Some(pods) = snapshot.workload_pods.get_mut(&eviction.node) {

@@ -6,8 +6,6 @@
 //! This also proves the controller does not sit inside kube's own 429 retries (up to ~15 minutes):
 //! the `DrainBlocked` condition can only be written by a reconcile loop that is still turning.
 
-use std::time::Duration;
-
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -16,14 +14,14 @@ use kube::runtime::conditions::is_pod_running;
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
+use e2e::WAIT;
+
 const NODE: &str = "node-1";
 const NAMESPACE: &str = "default";
 const GUARDED_POD: &str = "protected";
 const BUDGET: &str = "guard";
 const SKYHOOK: &str = "drain";
 /// Generous waits for a loaded 2-core machine; every wait ends as soon as its condition holds.
-const WAIT: Duration = Duration::from_secs(300);
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_blocks_the_drain_until_it_is_removed() -> anyhow::Result<()> {
     let installed = e2e::install_with_env(1, &[("DRAIN_TIMEOUT", "3s")]).await?;
@@ -42,8 +40,9 @@ async fn a_budget_blocks_the_drain_until_it_is_removed() -> anyhow::Result<()> {
         }
     }))?;
     pods.create(&PostParams::default(), &pod).await?;
-    wait(
+    e2e::within(
         "the guarded pod to run",
+        WAIT,
         await_condition(pods.clone(), GUARDED_POD, is_pod_running()),
     )
     .await?;
@@ -53,8 +52,9 @@ async fn a_budget_blocks_the_drain_until_it_is_removed() -> anyhow::Result<()> {
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
     }))?;
     budgets.create(&PostParams::default(), &budget).await?;
-    wait(
+    e2e::within(
         "the budget to allow no disruption",
+        WAIT,
         await_condition(
             budgets.clone(),
             BUDGET,
@@ -87,15 +87,17 @@ async fn a_budget_blocks_the_drain_until_it_is_removed() -> anyhow::Result<()> {
         .await
         .context("applying the Skyhook")?;
 
-    wait(
+    e2e::within(
         "the node to be cordoned",
+        WAIT,
         await_condition(nodes.clone(), NODE, |node: Option<&Node>| {
             node.is_some_and(|n| unschedulable(n) == Some(true))
         }),
     )
     .await?;
-    let blocked = wait(
+    let blocked = e2e::within(
         "the Skyhook to report the blocked drain",
+        WAIT,
         await_condition(
             e2e::skyhook_api(&client),
             SKYHOOK,
@@ -165,15 +167,4 @@ fn drain_blocked(skyhook: &DynamicObject) -> Option<String> {
 
 fn unschedulable(node: &Node) -> Option<bool> {
     node.spec.as_ref().and_then(|spec| spec.unschedulable)
-}
-
-/// Awaits a watch condition within [`WAIT`], naming what was awaited on timeout.
-async fn wait<T>(
-    what: &str,
-    condition: impl std::future::Future<Output = Result<T, kube::runtime::wait::Error>>,
-) -> anyhow::Result<T> {
-    tokio::time::timeout(WAIT, condition)
-        .await
-        .with_context(|| format!("timed out after {WAIT:?} waiting for {what}"))?
-        .with_context(|| format!("watching for {what}"))
 }

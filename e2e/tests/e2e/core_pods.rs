@@ -28,26 +28,6 @@ use e2e::{Setup, WAIT};
 const NODE: &str = "node-1";
 const OTHER_NODE: &str = "node-2";
 
-/// Waits until the Skyhook `name` satisfies `condition`; the error shows its last status.
-async fn wait_for_skyhook(
-    client: &kube::Client,
-    name: &str,
-    what: &str,
-    condition: impl Fn(&DynamicObject) -> bool,
-) -> anyhow::Result<DynamicObject> {
-    let api = e2e::skyhook_api(client);
-    match e2e::wait_for(&api, name, what, condition).await {
-        Ok(skyhook) => Ok(skyhook),
-        Err(error) => {
-            let last = api.get_opt(name).await.ok().flatten();
-            Err(error.context(format!(
-                "Skyhook {name} last status: {}",
-                last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string())
-            )))
-        }
-    }
-}
-
 /// `status.status == status` and the controller has seen the current generation.
 fn settled_at(skyhook: &DynamicObject, status: &str) -> bool {
     e2e::skyhook_status(skyhook) == Some(status)
@@ -109,10 +89,12 @@ spec:
     invalid-image:
       version: "3.2.3-bogus"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
       resources: {cpuLimit: 50m, cpuRequest: 50m, memoryLimit: 32Mi, memoryRequest: 32Mi}
     invalid-resources:
       version: "1.2.3"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
       resources: {cpuRequest: 10000m, cpuLimit: 10000m, memoryRequest: 10000Mi, memoryLimit: 10000Mi}
     invalid-env:
       version: "5.4.3"
@@ -136,9 +118,11 @@ spec:
     invalid-image:
       version: "3.2.3"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
     invalid-resources:
       version: "1.2.3"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
       resources: {cpuRequest: 50m, cpuLimit: 250m, memoryRequest: 64Mi, memoryLimit: 256Mi}
     invalid-env:
       version: "5.4.3"
@@ -179,7 +163,7 @@ async fn validate_packages_replaces_stale_pods() -> anyhow::Result<()> {
     assert_eq!(agent_env(&hanging, "SLEEP_LEN").as_deref(), Some("1000"));
 
     e2e::apply_yaml(&client, VALIDATE_FIXED).await?;
-    let skyhook = wait_for_skyhook(&client, NAME, "the corrected Skyhook to complete", |s| {
+    let skyhook = e2e::wait_for_skyhook(&client, NAME, "the corrected Skyhook to complete", |s| {
         settled_at(s, "complete")
     })
     .await
@@ -205,8 +189,9 @@ async fn validate_packages_replaces_stale_pods() -> anyhow::Result<()> {
     let replacement = replacement.context("the hanging apply pod was never replaced")?;
     assert_ne!(replacement.metadata.uid, hanging.metadata.uid);
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let stale_gone = within_wait(
+    let stale_gone = e2e::within(
         "the stale pods to be deleted",
+        WAIT,
         await_condition(
             pod_api,
             hanging.metadata.name.as_deref().unwrap_or_default(),
@@ -216,13 +201,6 @@ async fn validate_packages_replaces_stale_pods() -> anyhow::Result<()> {
     .await;
     stale_gone?;
     Ok(())
-}
-
-async fn within_wait<T>(
-    what: &str,
-    condition: impl Future<Output = Result<T, kube::runtime::wait::Error>>,
-) -> anyhow::Result<T> {
-    e2e::within(what, WAIT, condition).await
 }
 
 const CLEANUP_SETUP: &str = r#"
@@ -310,7 +288,7 @@ async fn cleanup_pods_after_a_node_reset() -> anyhow::Result<()> {
         ("aa|1.2.3", "config", "complete"),
         ("bb|1.2", "config", "complete"),
     ]);
-    let skyhook = wait_for_skyhook(&client, NAME, "the set-up to complete", |s| {
+    let skyhook = e2e::wait_for_skyhook(&client, NAME, "the set-up to complete", |s| {
         settled_at(s, "complete")
     })
     .await
@@ -321,7 +299,7 @@ async fn cleanup_pods_after_a_node_reset() -> anyhow::Result<()> {
     let first_generation = skyhook.metadata.generation;
 
     e2e::apply_yaml(&client, CLEANUP_FORCE_CONFIG).await?;
-    let skyhook = wait_for_skyhook(&client, NAME, "the config cycle to complete", |s| {
+    let skyhook = e2e::wait_for_skyhook(&client, NAME, "the config cycle to complete", |s| {
         settled_at(s, "complete") && s.metadata.generation != first_generation
     })
     .await
@@ -386,7 +364,7 @@ async fn cleanup_pods_after_a_node_reset() -> anyhow::Result<()> {
         ("aa|1.2.3", "config", "complete"),
         ("bb|1.2", "config", "erroring"),
     ]);
-    let skyhook = wait_for_skyhook(&client, NAME, "both nodes to fail at bb", |s| {
+    let skyhook = e2e::wait_for_skyhook(&client, NAME, "both nodes to fail at bb", |s| {
         e2e::skyhook_status(s) == Some("erroring")
             && mirrored_stages(s, NODE) == reset_stages
             && mirrored_stages(s, OTHER_NODE) == failing_config
@@ -559,7 +537,7 @@ async fn deleting_a_skyhook_removes_its_metrics() -> anyhow::Result<()> {
         ("foobar|1.2", "config", "complete"),
         ("spencer|3.2.3", "config", "complete"),
     ]);
-    let skyhook = wait_for_skyhook(&client, NAME, "the Skyhook to complete", |s| {
+    let skyhook = e2e::wait_for_skyhook(&client, NAME, "the Skyhook to complete", |s| {
         settled_at(s, "complete")
     })
     .await
@@ -651,8 +629,9 @@ async fn deleting_a_skyhook_removes_its_metrics() -> anyhow::Result<()> {
     let api = e2e::skyhook_api(&client);
     let uid = skyhook.metadata.uid.clone().unwrap_or_default();
     api.delete(NAME, &DeleteParams::default()).await?;
-    within_wait(
+    e2e::within(
         "the Skyhook to be deleted",
+        WAIT,
         await_condition(api, NAME, kube::runtime::conditions::is_deleted(&uid)),
     )
     .await?;

@@ -71,6 +71,7 @@ spec:
     foobar:
       version: "1.2"
       image: ghcr.io/nvidia/skyhook/agentless
+      env: [{name: SLEEP_LEN, value: "0"}]
       dependsOn: {dexter: "1.2.3", baxter: "3.3"}
 "#;
 

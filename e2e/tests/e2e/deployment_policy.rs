@@ -75,28 +75,6 @@ fn current_batch(skyhook: &DynamicObject, name: &str) -> i64 {
     number(&compartment(skyhook, name)["batchState"]["currentBatch"])
 }
 
-/// Waits until the Skyhook satisfies `condition`; the error names `what` and shows the status.
-async fn wait_skyhook(
-    installed: &e2e::Installed,
-    name: &str,
-    what: &str,
-    condition: impl Fn(&DynamicObject) -> bool,
-) -> anyhow::Result<DynamicObject> {
-    let client = installed.cluster.client()?;
-    let api = e2e::skyhook_api(&client);
-    match e2e::wait_for(&api, name, what, condition).await {
-        Ok(skyhook) => Ok(skyhook),
-        Err(error) => {
-            let last = api.get_opt(name).await.ok().flatten();
-            Err(error.context(format!(
-                "Skyhook {name} last status: {}; controller log:\n{}",
-                last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string()),
-                installed.controller_log_tail(30)
-            )))
-        }
-    }
-}
-
 /// A light cluster of `count` agentless nodes with skyhook installed.
 async fn cluster(count: usize) -> anyhow::Result<e2e::Installed> {
     e2e::install_with(e2e::Setup::agentless(count)).await
@@ -154,14 +132,16 @@ async fn legacy_compatibility() -> anyhow::Result<()> {
         ),
     )
     .await?;
-    wait_skyhook(&installed, NAME, "__default__ matched 6, ceiling 3", |s| {
-        matched_ceiling(s, "__default__") == (6, 3)
-    })
-    .await?;
-    let done = wait_skyhook(&installed, NAME, "complete", |s| {
-        e2e::skyhook_status(s) == Some("complete")
-    })
-    .await?;
+    installed
+        .wait_for_skyhook(NAME, "__default__ matched 6, ceiling 3", |s| {
+            matched_ceiling(s, "__default__") == (6, 3)
+        })
+        .await?;
+    let done = installed
+        .wait_for_skyhook(NAME, "complete", |s| {
+            e2e::skyhook_status(s) == Some("complete")
+        })
+        .await?;
     assert_eq!(matched_ceiling(&done, "__default__"), (6, 3));
     assert_eq!(completed(&done, "__default__"), 6);
     let port = installed.controller.record().metrics_port;
@@ -230,10 +210,11 @@ async fn linear_strategy() -> anyhow::Result<()> {
         ),
     )
     .await?;
-    wait_skyhook(&installed, NAME, "production matched 8, ceiling 4", |s| {
-        matched_ceiling(s, "production") == (8, 4)
-    })
-    .await?;
+    installed
+        .wait_for_skyhook(NAME, "production matched 8, ceiling 4", |s| {
+            matched_ceiling(s, "production") == (8, 4)
+        })
+        .await?;
     let port = installed.controller.record().metrics_port;
     let labels = [
         ("skyhook_name", NAME),
@@ -245,23 +226,23 @@ async fn linear_strategy() -> anyhow::Result<()> {
         .await?;
     e2e::metrics::wait_for_metric(port, "skyhook_rollout_ceiling", &labels, Some(4.0)).await?;
 
-    wait_skyhook(&installed, NAME, "completed >= 1", |s| {
-        completed(s, "production") >= 1
-    })
-    .await?;
-    for step in 2..=4 {
-        wait_skyhook(
-            &installed,
-            NAME,
-            &format!("completed >= {step} with currentBatch >= {step}"),
-            |s| completed(s, "production") >= step && current_batch(s, "production") >= step,
-        )
+    installed
+        .wait_for_skyhook(NAME, "completed >= 1", |s| completed(s, "production") >= 1)
         .await?;
+    for step in 2..=4 {
+        installed
+            .wait_for_skyhook(
+                NAME,
+                &format!("completed >= {step} with currentBatch >= {step}"),
+                |s| completed(s, "production") >= step && current_batch(s, "production") >= step,
+            )
+            .await?;
     }
-    let done = wait_skyhook(&installed, NAME, "complete", |s| {
-        e2e::skyhook_status(s) == Some("complete")
-    })
-    .await?;
+    let done = installed
+        .wait_for_skyhook(NAME, "complete", |s| {
+            e2e::skyhook_status(s) == Some("complete")
+        })
+        .await?;
     let status = compartment(&done, "production");
     assert_eq!(number(&status["completed"]), 8, "{status}");
     assert_eq!(number(&status["inProgress"]), 0, "{status}");
@@ -363,38 +344,40 @@ async fn multi_compartment() -> anyhow::Result<()> {
         ),
     )
     .await?;
-    wait_skyhook(&installed, NAME, "matched/ceiling 5/2, 6/1, 4/2", |s| {
-        matched_ceiling(s, "critical") == (5, 2)
-            && matched_ceiling(s, "standard") == (6, 1)
-            && matched_ceiling(s, "test") == (4, 2)
-    })
-    .await?;
-    wait_skyhook(
-        &installed,
-        NAME,
-        "batch 1: critical >= 1, standard >= 1, test >= 2",
-        |s| {
-            completed(s, "critical") >= 1
-                && completed(s, "standard") >= 1
-                && completed(s, "test") >= 2
-        },
-    )
-    .await?;
-    wait_skyhook(
-        &installed,
-        NAME,
-        "batch 2: critical >= 3, standard >= 2, test >= 4",
-        |s| {
-            completed(s, "critical") >= 3
-                && completed(s, "standard") >= 2
-                && completed(s, "test") >= 4
-        },
-    )
-    .await?;
-    let done = wait_skyhook(&installed, NAME, "complete", |s| {
-        e2e::skyhook_status(s) == Some("complete")
-    })
-    .await?;
+    installed
+        .wait_for_skyhook(NAME, "matched/ceiling 5/2, 6/1, 4/2", |s| {
+            matched_ceiling(s, "critical") == (5, 2)
+                && matched_ceiling(s, "standard") == (6, 1)
+                && matched_ceiling(s, "test") == (4, 2)
+        })
+        .await?;
+    installed
+        .wait_for_skyhook(
+            NAME,
+            "batch 1: critical >= 1, standard >= 1, test >= 2",
+            |s| {
+                completed(s, "critical") >= 1
+                    && completed(s, "standard") >= 1
+                    && completed(s, "test") >= 2
+            },
+        )
+        .await?;
+    installed
+        .wait_for_skyhook(
+            NAME,
+            "batch 2: critical >= 3, standard >= 2, test >= 4",
+            |s| {
+                completed(s, "critical") >= 3
+                    && completed(s, "standard") >= 2
+                    && completed(s, "test") >= 4
+            },
+        )
+        .await?;
+    let done = installed
+        .wait_for_skyhook(NAME, "complete", |s| {
+            e2e::skyhook_status(s) == Some("complete")
+        })
+        .await?;
     for (name, count) in [("critical", 5), ("standard", 6), ("test", 4)] {
         assert_eq!(
             completed(&done, name),
@@ -485,12 +468,13 @@ async fn overlapping_selectors() -> anyhow::Result<()> {
         ),
     )
     .await?;
-    wait_skyhook(&installed, NAME, "matched 2 each; ceilings 2, 2, 1", |s| {
-        matched_ceiling(s, "us-west") == (2, 2)
-            && matched_ceiling(s, "production") == (2, 2)
-            && matched_ceiling(s, "prod-us-west") == (2, 1)
-    })
-    .await?;
+    installed
+        .wait_for_skyhook(NAME, "matched 2 each; ceilings 2, 2, 1", |s| {
+            matched_ceiling(s, "us-west") == (2, 2)
+                && matched_ceiling(s, "production") == (2, 2)
+                && matched_ceiling(s, "prod-us-west") == (2, 1)
+        })
+        .await?;
 
     let first_batch = recorder
         .wait_until(
@@ -514,10 +498,11 @@ async fn overlapping_selectors() -> anyhow::Result<()> {
         );
     }
 
-    wait_skyhook(&installed, NAME, "complete", |s| {
-        e2e::skyhook_status(s) == Some("complete")
-    })
-    .await?;
+    installed
+        .wait_for_skyhook(NAME, "complete", |s| {
+            e2e::skyhook_status(s) == Some("complete")
+        })
+        .await?;
     let report = sampler.finish().await?;
     assert_eq!(report.peak(NAME, "prod-us-west"), 1, "{report:?}");
     Ok(())
@@ -618,14 +603,16 @@ async fn batch_state_reset() -> anyhow::Result<()> {
         ),
     )
     .await?;
-    let inherited = wait_skyhook(&installed, INHERITS, "complete", |s| {
-        e2e::skyhook_status(s) == Some("complete")
-    })
-    .await?;
-    let kept = wait_skyhook(&installed, KEEPS, "complete", |s| {
-        e2e::skyhook_status(s) == Some("complete")
-    })
-    .await?;
+    let inherited = installed
+        .wait_for_skyhook(INHERITS, "complete", |s| {
+            e2e::skyhook_status(s) == Some("complete")
+        })
+        .await?;
+    let kept = installed
+        .wait_for_skyhook(KEEPS, "complete", |s| {
+            e2e::skyhook_status(s) == Some("complete")
+        })
+        .await?;
     assert_eq!(
         current_batch(&inherited, "tier1"),
         1,
@@ -676,12 +663,14 @@ async fn a_failed_batch_stops_the_rollout() -> anyhow::Result<()> {
         json!({"deploymentPolicy": POLICY}),
         0,
     ))?;
-    skyhook["spec"]["packages"]["agentless"]["env"] = json!([{"name": "EXIT_CODE", "value": "1"}]);
+    skyhook["spec"]["packages"]["agentless"]["env"] =
+        json!([{"name": "EXIT_CODE", "value": "1"}, {"name": "SLEEP_LEN", "value": "0"}]);
     e2e::apply_yaml(&client, &skyhook.to_string()).await?;
-    let stopped = wait_skyhook(&installed, NAME, "the default compartment to stop", |s| {
-        compartment(s, "__default__")["batchState"]["shouldStop"] == json!(true)
-    })
-    .await?;
+    let stopped = installed
+        .wait_for_skyhook(NAME, "the default compartment to stop", |s| {
+            compartment(s, "__default__")["batchState"]["shouldStop"] == json!(true)
+        })
+        .await?;
     let state = &compartment(&stopped, "__default__")["batchState"];
     assert_eq!(number(&state["consecutiveFailures"]), 1, "{state}");
     let port = installed.controller.record().metrics_port;

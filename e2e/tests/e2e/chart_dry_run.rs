@@ -5,41 +5,26 @@
 //! would have to come from GitHub.
 
 // Shared with chart_template.rs, which uses all of it; this test needs only part.
-#[allow(dead_code)]
-#[path = "support/helm.rs"]
-mod helm;
-
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use anyhow::{Context, bail, ensure};
 use devcluster::{DevCluster, DevClusterOptions};
+use e2e::helm;
 
 /// `kubectl apply --dry-run=server --validate=strict -f -` of `manifests`; kubectl's output.
-fn dry_run(kubeconfig: &std::path::Path, manifests: &str) -> anyhow::Result<(bool, String)> {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([
-            "apply",
-            "--dry-run=server",
-            "--validate=strict",
-            "--server-side",
-            "--field-manager=chart-dry-run",
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running kubectl (is it installed?)")?;
-    child
-        .stdin
-        .take()
-        .context("kubectl's stdin")?
-        .write_all(manifests.as_bytes())?;
-    let output = child.wait_with_output()?;
+async fn dry_run(kubectl: &e2e::Kubectl, manifests: &str) -> anyhow::Result<(bool, String)> {
+    let output = kubectl
+        .run_with_input(
+            &[
+                "apply",
+                "--dry-run=server",
+                "--validate=strict",
+                "--server-side",
+                "--field-manager=chart-dry-run",
+                "-f",
+                "-",
+            ],
+            manifests.as_bytes(),
+        )
+        .await?;
     Ok((
         output.status.success(),
         format!(
@@ -56,17 +41,11 @@ async fn rendered_manifests_pass_the_api_servers_own_validation() -> anyhow::Res
     let cluster = DevCluster::start(DevClusterOptions::default())
         .await
         .context("starting the devcluster")?;
-    let kubeconfig = cluster.kubeconfig_path();
-    let created = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["create", "namespace", "skyhook"])
-        .output()?;
-    ensure!(
-        created.status.success(),
-        "creating the namespace: {}",
-        String::from_utf8_lossy(&created.stderr)
-    );
+    let kubectl = e2e::Kubectl::new(cluster.kubeconfig_path());
+    kubectl
+        .succeed(&["create", "namespace", "skyhook"])
+        .await
+        .context("creating the namespace")?;
 
     // (case, --set values, --set-json values); cert-manager's kinds do not exist on a devcluster,
     // so that mode is covered by chart_template.rs only.
@@ -128,7 +107,7 @@ async fn rendered_manifests_pass_the_api_servers_own_validation() -> anyhow::Res
         );
         let manifests = String::from_utf8_lossy(&output.stdout).into_owned();
         let objects = helm::parse_documents(&manifests)?.len();
-        let (ok, said) = dry_run(&kubeconfig, &manifests)?;
+        let (ok, said) = dry_run(&kubectl, &manifests).await?;
         ensure!(ok, "{case}: the API server refused the chart:\n{said}");
         let accepted = said
             .lines()
@@ -148,7 +127,7 @@ async fn rendered_manifests_pass_the_api_servers_own_validation() -> anyhow::Res
     if broken == default_manifests {
         bail!("the default render has no `replicas: 2` to break");
     }
-    let (ok, said) = dry_run(&kubeconfig, &broken)?;
+    let (ok, said) = dry_run(&kubectl, &broken).await?;
     ensure!(!ok, "a misspelt field was accepted:\n{said}");
     // Server-side apply names the field the schema does not declare.
     ensure!(

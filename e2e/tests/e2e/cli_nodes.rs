@@ -4,15 +4,15 @@
 //! again), `package status`, and `package rerun` (the node goes back to `in_progress`, from the
 //! start or from a given stage).
 
-mod cli_support;
-
 use anyhow::{Context, ensure};
-use cli_support::{Kubectl, PACKAGE, VERSION, agentless_skyhook, package_key, rows_starting};
+use e2e::Kubectl;
 use e2e::nodes::{has_status, node_state_key, stages, status_key, wait_for_node};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+
+use crate::cli_support::{PACKAGE, VERSION, agentless_skyhook, package_key, rows_starting};
 
 const SKYHOOK: &str = "cli";
 const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
@@ -22,7 +22,7 @@ const IGNORE_LABEL: &str = "skyhook.nvidia.com/ignore";
 async fn node_and_package_verbs() -> anyhow::Result<()> {
     let installed = e2e::install_with(e2e::Setup::agentless(NODES.len())).await?;
     let client = installed.cluster.client()?;
-    let kubectl = Kubectl::new(&installed)?;
+    let kubectl = Kubectl::with_plugin(&installed)?;
     // Long enough for every state change to be written before the stage ends.
     let manifest = agentless_skyhook(
         SKYHOOK,

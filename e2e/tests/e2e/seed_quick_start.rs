@@ -2,7 +2,6 @@
 //! devcluster where 2 nodes carry `skyhook.nvidia.com/test-node=demo`, completes on exactly those
 //! nodes, and its scripts leave `/skyhook-hello-world` in each selected node's root.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
@@ -29,7 +28,7 @@ async fn seed_quick_start() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("labelling {name}"))?;
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo.yaml");
+    let manifest = e2e::workspace().join("examples/demo.yaml");
     let name = e2e::apply_manifest(&client, &manifest).await?;
     assert_eq!(name, "demo");
 

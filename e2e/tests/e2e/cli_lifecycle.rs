@@ -11,12 +11,10 @@
 //!   annotations are gone, the status annotation becomes `disabled` again, and the node, still
 //!   unschedulable, is named so the user can uncordon it.
 
-mod cli_support;
-
 use std::collections::BTreeMap;
 
 use anyhow::{Context, ensure};
-use cli_support::{Kubectl, agentless_skyhook};
+use e2e::Kubectl;
 use e2e::nodes::{is_cordoned, node_state_key, status_key, wait_for_node};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -24,6 +22,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::conditions::is_pod_running;
 use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
+
+use crate::cli_support::agentless_skyhook;
 
 const ROLLING: &str = "rolling";
 const ROLLING_NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
@@ -38,7 +38,7 @@ const DISABLE: &str = "skyhook.nvidia.com/disable";
 async fn lifecycle_reset_and_policy_verbs() -> anyhow::Result<()> {
     let installed = e2e::install_with(e2e::Setup::agentless(4)).await?;
     let client = installed.cluster.client()?;
-    let kubectl = Kubectl::new(&installed)?;
+    let kubectl = Kubectl::with_plugin(&installed)?;
 
     let nodes: Api<Node> = Api::all(client.clone());
     for node in ROLLING_NODES {
@@ -65,7 +65,7 @@ async fn lifecycle_reset_and_policy_verbs() -> anyhow::Result<()> {
         json!({"deploymentPolicy": POLICY}),
     );
     e2e::apply_yaml(&client, &rolling).await?;
-    let skyhook = wait_skyhook(&installed, ROLLING, "complete").await?;
+    let skyhook = installed.wait_for_status(ROLLING, "complete").await?;
     let batch = current_batch(&skyhook);
     ensure!(
         batch > 1,
@@ -187,9 +187,9 @@ async fn reset_keeping_the_batch(
     .await?;
 
     // Enabled again, the Skyhook starts over on every node, batch after batch.
-    wait_skyhook(installed, ROLLING, "disabled").await?;
+    installed.wait_for_status(ROLLING, "disabled").await?;
     kubectl.skyhook(&["enable", ROLLING, "-y"]).await?;
-    let skyhook = wait_skyhook(installed, ROLLING, "complete").await?;
+    let skyhook = installed.wait_for_status(ROLLING, "complete").await?;
     ensure!(
         current_batch(&skyhook) > 1,
         "the rerun went through no batch: {}",
@@ -211,12 +211,12 @@ async fn reset_a_drained_node(
     let drained = agentless_skyhook(
         DRAINED,
         json!({"kubernetes.io/hostname": DRAINED_NODE}),
-        &[],
+        &[("SLEEP_LEN", "0")],
         json!({}),
     );
     // A service interrupt makes the operator cordon and drain the node first.
     let mut drained: Value = serde_json::from_str(&drained)?;
-    drained["spec"]["packages"][cli_support::PACKAGE]["interrupt"] =
+    drained["spec"]["packages"][crate::cli_support::PACKAGE]["interrupt"] =
         json!({"type": "service", "services": ["cron"]});
     e2e::apply_yaml(client, &drained.to_string()).await?;
 
@@ -318,15 +318,4 @@ fn current_batch(skyhook: &DynamicObject) -> i64 {
     skyhook.data["status"]["compartmentStatuses"]["__default__"]["batchState"]["currentBatch"]
         .as_i64()
         .unwrap_or(-1)
-}
-
-async fn wait_skyhook(
-    installed: &e2e::Installed,
-    name: &str,
-    status: &str,
-) -> anyhow::Result<DynamicObject> {
-    let client = installed.cluster.client()?;
-    e2e::wait_for_skyhook_status(&client, name, status, e2e::WAIT)
-        .await
-        .with_context(|| format!("controller log:\n{}", installed.controller_log_tail(40)))
 }

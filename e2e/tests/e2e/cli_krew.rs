@@ -7,18 +7,12 @@
 //! `KREW_NO_UPGRADE_CHECK` skips the release check. Commands that read the index (`list`,
 //! `uninstall`) work with an empty local git repository as the default index.
 
-mod cli_support;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use anyhow::{Context, bail, ensure};
 use serde_json::Value;
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// Runs `command`; fails with its output unless it succeeds; returns its stdout.
 fn succeed(command: &mut Command) -> anyhow::Result<String> {
@@ -67,7 +61,7 @@ fn read_yaml(path: &Path) -> anyhow::Result<Value> {
 
 #[test]
 fn the_template_covers_linux_and_darwin_on_amd64_and_arm64() -> anyhow::Result<()> {
-    let template = read_yaml(&repository().join("krew/skyhook.yaml"))?;
+    let template = read_yaml(&e2e::workspace().join("krew/skyhook.yaml"))?;
     assert_eq!(
         template["apiVersion"],
         "krew.googlecontainertools.github.com/v1alpha2"
@@ -116,8 +110,8 @@ fn the_template_covers_linux_and_darwin_on_amd64_and_arm64() -> anyhow::Result<(
 #[test]
 fn krew_installs_the_plugin_and_kubectl_runs_it() -> anyhow::Result<()> {
     e2e::build_binaries()?;
-    let repository = repository();
-    let plugin = cli_support::binary_dir()?.join("kubectl-skyhook");
+    let repository = e2e::workspace();
+    let plugin = e2e::binary_dir()?.join("kubectl-skyhook");
     let work = tempfile::tempdir()?;
 
     let krew = last_line(&succeed(

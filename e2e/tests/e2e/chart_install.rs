@@ -7,16 +7,13 @@
 //! cannot reach loopback pod IPs) and a second controller replica (pods share the machine's
 //! network, so two cannot bind the same ports).
 
-#[allow(dead_code)] // Shared with chart_template.rs, which uses all of it.
-#[path = "support/helm.rs"]
-mod helm;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use devcluster::{DevCluster, DevClusterOptions};
+use e2e::helm;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -102,7 +99,7 @@ async fn the_chart_runs_the_controller_in_cluster_and_cleans_up_on_uninstall() -
         .and_then(|pod| pod.metadata.name.clone())
         .context("no controller pod")?;
 
-    e2e::apply_manifest(&client, &helm::workspace().join("examples/demo.yaml")).await?;
+    e2e::apply_manifest(&client, &e2e::workspace().join("examples/demo.yaml")).await?;
     e2e::wait_for_skyhook_status(&client, "demo", "complete", Duration::from_secs(240)).await?;
 
     let lease = Api::<Lease>::namespaced(client.clone(), "skyhook")

@@ -7,17 +7,16 @@
 //!   erroring node, with the failing stage and the container's exit code, in the table and in
 //!   JSON, and the overview counts it.
 
-mod cli_support;
-
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use anyhow::{Context, ensure};
-use cli_support::{Kubectl, PACKAGE, VERSION, agentless_skyhook, rows_starting};
+use e2e::Kubectl;
 use e2e::nodes::{has_status, wait_for_node};
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Node};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+
+use crate::cli_support::{PACKAGE, VERSION, agentless_skyhook, rows_starting};
 
 const DEMO_NODES: [&str; 2] = ["node-1", "node-2"];
 const FAILING: &str = "failing";
@@ -27,7 +26,7 @@ const FAILING_NODE: &str = "node-3";
 async fn plan_and_status_through_kubectl() -> anyhow::Result<()> {
     let installed = e2e::install_with(e2e::Setup::agentless(3)).await?;
     let client = installed.cluster.client()?;
-    let kubectl = Kubectl::new(&installed)?;
+    let kubectl = Kubectl::with_plugin(&installed)?;
 
     plan_of_the_demo(&kubectl, &client).await?;
     status_of_an_erroring_package(&installed, &kubectl, &client).await?;
@@ -43,7 +42,7 @@ async fn plan_of_the_demo(kubectl: &Kubectl, client: &kube::Client) -> anyhow::R
             .await
             .with_context(|| format!("labelling {node}"))?;
     }
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo.yaml");
+    let demo = e2e::workspace().join("examples/demo.yaml");
     let demo = demo.to_str().context("the repository path is not UTF-8")?;
 
     let before = Snapshot::take(client).await?;
@@ -181,7 +180,7 @@ async fn status_of_an_erroring_package(
     let manifest = agentless_skyhook(
         FAILING,
         json!({"kubernetes.io/hostname": FAILING_NODE}),
-        &[("EXIT_CODE", "2")],
+        &[("EXIT_CODE", "2"), ("SLEEP_LEN", "0")],
         json!({}),
     );
     // The plugin reads the exit code from the package pod, which restarts its failing

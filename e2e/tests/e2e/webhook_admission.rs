@@ -6,7 +6,6 @@
 //! succeeding.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -20,49 +19,6 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams
 const SKYHOOK_DENIED: &str = "admission webhook \"validate-skyhook.nvidia.com\" denied the request";
 const POLICY_DENIED: &str =
     "admission webhook \"validate-deploymentpolicy.nvidia.com\" denied the request";
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The real kubectl against the cluster.
-struct Kubectl {
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    fn run(&self, args: &[&str]) -> anyhow::Result<Output> {
-        std::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .current_dir(workspace())
-            .output()
-            .with_context(|| format!("running kubectl {args:?} (is kubectl installed?)"))
-    }
-
-    fn succeed(&self, args: &[&str]) -> anyhow::Result<String> {
-        let output = self.run(args)?;
-        ensure!(
-            output.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    }
-
-    /// Runs a command that must be refused; its error output.
-    fn refused(&self, args: &[&str]) -> anyhow::Result<String> {
-        let output = self.run(args)?;
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        ensure!(
-            !output.status.success(),
-            "kubectl {args:?} succeeded: {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        Ok(stderr)
-    }
-}
 
 /// A cluster without nodes, the controller (it removes Skyhook finalizers) and the webhook.
 struct Setup {
@@ -92,10 +48,8 @@ async fn setup() -> anyhow::Result<Setup> {
 }
 
 impl Setup {
-    fn kubectl(&self) -> Kubectl {
-        Kubectl {
-            kubeconfig: self.cluster.kubeconfig_path(),
-        }
+    fn kubectl(&self) -> e2e::Kubectl {
+        e2e::Kubectl::new(self.cluster.kubeconfig_path())
     }
 
     fn webhook_log(&self) -> String {
@@ -178,7 +132,7 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             "matches no configMap key",
         ),
     ];
-    let invalid_dir = workspace().join("examples/invalid");
+    let invalid_dir = e2e::workspace().join("examples/invalid");
     let mut on_disk: Vec<String> = std::fs::read_dir(&invalid_dir)?
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter(|name| name.ends_with(".yaml"))
@@ -193,7 +147,7 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
 
     for (file, webhook, field, message) in cases {
         let path = format!("examples/invalid/{file}");
-        let stderr = kubectl.refused(&["apply", "-f", &path])?;
+        let stderr = kubectl.refused(&["apply", "-f", &path]).await?;
         for expected in [webhook, field, message] {
             ensure!(
                 stderr.contains(expected),
@@ -205,25 +159,29 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
 
     // Every valid example is accepted (policies before the Skyhooks that name them: each file
     // lists its policy first).
-    let mut valid: Vec<PathBuf> = std::fs::read_dir(workspace().join("examples"))?
+    let mut valid: Vec<PathBuf> = std::fs::read_dir(e2e::workspace().join("examples"))?
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
         .collect();
     valid.sort();
     ensure!(valid.len() >= 5, "examples: {valid:?}");
     for path in &valid {
-        kubectl.succeed(&["apply", "-f", &path.to_string_lossy()])?;
+        kubectl
+            .succeed(&["apply", "-f", &path.to_string_lossy()])
+            .await?;
     }
 
     // The mutating webhook filled in the default the example leaves out (batchThreshold) and kept
     // what it sets.
-    let policy = kubectl.succeed(&[
-        "get",
-        "deploymentpolicy",
-        "linear-ramp",
-        "-o",
-        "jsonpath={.spec.default.strategy.linear}",
-    ])?;
+    let policy = kubectl
+        .succeed(&[
+            "get",
+            "deploymentpolicy",
+            "linear-ramp",
+            "-o",
+            "jsonpath={.spec.default.strategy.linear}",
+        ])
+        .await?;
     let strategy: serde_json::Value = serde_json::from_str(&policy)?;
     let expected = serde_json::json!({
         "initialBatch": 1, "delta": 2, "safetyLimit": 30, "batchThreshold": 100
@@ -237,26 +195,32 @@ async fn policies_are_checked_on_patch_and_protected_while_referenced() -> anyho
     let setup = setup().await?;
     let kubectl = setup.kubectl();
     // A policy and a Skyhook that uses it.
-    kubectl.succeed(&["apply", "-f", "examples/policy-linear.yaml"])?;
-    let skyhook = kubectl.succeed(&[
-        "get",
-        "skyhooks",
-        "-o",
-        "jsonpath={.items[?(@.spec.deploymentPolicy==\"linear-ramp\")].metadata.name}",
-    ])?;
+    kubectl
+        .succeed(&["apply", "-f", "examples/policy-linear.yaml"])
+        .await?;
+    let skyhook = kubectl
+        .succeed(&[
+            "get",
+            "skyhooks",
+            "-o",
+            "jsonpath={.items[?(@.spec.deploymentPolicy==\"linear-ramp\")].metadata.name}",
+        ])
+        .await?;
     let skyhook = skyhook.trim().to_owned();
     ensure!(!skyhook.is_empty(), "no Skyhook uses linear-ramp");
 
     // A patch to a missing policy is refused like a create.
-    let stderr = kubectl.refused(&[
-        "patch",
-        "skyhook",
-        &skyhook,
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"deploymentPolicy":"does-not-exist"}}"#,
-    ])?;
+    let stderr = kubectl
+        .refused(&[
+            "patch",
+            "skyhook",
+            &skyhook,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"deploymentPolicy":"does-not-exist"}}"#,
+        ])
+        .await?;
     ensure!(stderr.contains(SKYHOOK_DENIED), "{stderr}");
     ensure!(
         stderr.contains("deploymentPolicy \"does-not-exist\" not found"),
@@ -264,20 +228,26 @@ async fn policies_are_checked_on_patch_and_protected_while_referenced() -> anyho
     );
 
     // Deleting the policy in use is refused and names its user.
-    let stderr = kubectl.refused(&["delete", "deploymentpolicy", "linear-ramp"])?;
+    let stderr = kubectl
+        .refused(&["delete", "deploymentpolicy", "linear-ramp"])
+        .await?;
     ensure!(stderr.contains(POLICY_DENIED), "{stderr}");
     ensure!(stderr.contains("still referenced by"), "{stderr}");
     ensure!(stderr.contains(&skyhook), "{stderr}");
 
     // Once the Skyhook is gone (the controller removes its finalizer), the delete works.
-    kubectl.succeed(&[
-        "delete",
-        "skyhook",
-        &skyhook,
-        "--wait=true",
-        "--timeout=120s",
-    ])?;
-    kubectl.succeed(&["delete", "deploymentpolicy", "linear-ramp"])?;
+    kubectl
+        .succeed(&[
+            "delete",
+            "skyhook",
+            &skyhook,
+            "--wait=true",
+            "--timeout=120s",
+        ])
+        .await?;
+    kubectl
+        .succeed(&["delete", "deploymentpolicy", "linear-ramp"])
+        .await?;
     Ok(())
 }
 

@@ -2,13 +2,11 @@
 //! build stage that compiles exactly the binary the final stage copies, a distroless final stage,
 //! the user each image must run as, and an entrypoint at the copied path.
 
-use std::path::Path;
-
 use anyhow::{Context, ensure};
 
 #[test]
 fn each_dockerfile_builds_and_runs_its_own_binary() -> anyhow::Result<()> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = e2e::workspace();
     // (crate directory, binary, user of the final stage)
     let images = [
         ("controller", "skyhook-controller", "10001:10001"),

@@ -1,8 +1,7 @@
-//! The pinned `helm` that `scripts/setup.d/20-helm.sh` builds, and rendering the chart with it.
-//! Shared by the chart tests through `#[path]` (it needs no cluster, so it stays out of the e2e
-//! library).
+//! The pinned `helm` that `scripts/setup.d/20-helm.sh` builds, and rendering the chart with it
+//! (the `chart_*` tests).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use anyhow::{Context, bail};
@@ -15,12 +14,8 @@ pub const HELM_ENV: &str = "SKYHOOK_HELM";
 /// default is older).
 pub const KUBE_VERSION: &str = "1.33.0";
 
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 pub fn chart_dir() -> PathBuf {
-    workspace().join("chart")
+    crate::workspace().join("chart")
 }
 
 /// `$SKYHOOK_HELM`, else the cached build; an error saying how to build it when it is missing
@@ -47,7 +42,7 @@ pub fn run(args: &[&str]) -> anyhow::Result<Output> {
     let helm = helm()?;
     Command::new(&helm)
         .args(args)
-        .current_dir(workspace())
+        .current_dir(crate::workspace())
         .output()
         .with_context(|| format!("running {} {args:?}", helm.display()))
 }

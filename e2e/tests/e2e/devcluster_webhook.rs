@@ -28,7 +28,9 @@ fn install_webhook_refuses_invalid_objects_until_installed_without_it() -> anyho
         "{status}"
     );
 
-    let refused = cli.kubectl(&["apply", "-f", "examples/invalid/bad-semver.yaml"])?;
+    let refused =
+        cli.kubectl()
+            .run_blocking(&["apply", "-f", "examples/invalid/bad-semver.yaml"])?;
     ensure!(!refused.status.success(), "an invalid Skyhook was accepted");
     ensure!(
         text(&refused.stderr).contains("spec.packages.tuning.version"),
@@ -47,7 +49,7 @@ fn install_webhook_refuses_invalid_objects_until_installed_without_it() -> anyho
         !runs(pid, WEBHOOK),
         "install without --webhook left it running"
     );
-    let configurations = cli.kubectl(&[
+    let configurations = cli.kubectl().run_blocking(&[
         "get",
         "validatingwebhookconfigurations,mutatingwebhookconfigurations",
         "-o",
@@ -58,7 +60,9 @@ fn install_webhook_refuses_invalid_objects_until_installed_without_it() -> anyho
         "{}",
         text(&configurations.stdout)
     );
-    let accepted = cli.kubectl(&["apply", "-f", "examples/invalid/bad-semver.yaml"])?;
+    let accepted =
+        cli.kubectl()
+            .run_blocking(&["apply", "-f", "examples/invalid/bad-semver.yaml"])?;
     ensure!(accepted.status.success(), "{}", text(&accepted.stderr));
     let (status, _) = cli.succeed(&["status"])?;
     ensure!(

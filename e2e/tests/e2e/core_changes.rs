@@ -283,19 +283,25 @@ async fn uninstall_upgrade_skyhook() -> anyhow::Result<()> {
         }}}),
     )
     .await?;
+    // dogs and nullptr have interrupts and cats left the spec: their uninstall and upgrade
+    // pods wait for the cordon and drain, so the entries are seen on a cordoned node.
     node_log
-        .wait_until("the uninstall and upgrade entries", |seen| {
-            seen.iter().any(|node| {
-                stages(node, "uninstall-upgrade-skyhook")
-                    == expect_stages(&[
-                        ("dogs|1.2.5", "uninstall", "skipped"),
-                        ("dogs|1.2.6", "uninstall", "in_progress"),
-                        ("nullptr|2.0.0", "post-interrupt", "complete"),
-                        ("nullptr|2.0.1", "upgrade", "in_progress"),
-                        ("cats|6.2.0", "uninstall", "in_progress"),
-                    ])
-            })
-        })
+        .wait_until(
+            "the uninstall and upgrade entries on the cordoned node",
+            |seen| {
+                seen.iter().any(|node| {
+                    stages(node, "uninstall-upgrade-skyhook")
+                        == expect_stages(&[
+                            ("dogs|1.2.5", "uninstall", "skipped"),
+                            ("dogs|1.2.6", "uninstall", "in_progress"),
+                            ("nullptr|2.0.0", "post-interrupt", "complete"),
+                            ("nullptr|2.0.1", "upgrade", "in_progress"),
+                            ("cats|6.2.0", "uninstall", "in_progress"),
+                        ])
+                        && nodes::is_cordoned(node)
+                })
+            },
+        )
         .await
         .with_context(|| installed.controller_log_tail(40))?;
     wait_for_complete_generation(
@@ -391,13 +397,14 @@ async fn uninstall_upgrade_skyhook() -> anyhow::Result<()> {
     )
     .await?;
     node_log
-        .wait_until("both entries uninstalling", |seen| {
+        .wait_until("both entries uninstalling on the cordoned node", |seen| {
             seen.iter().any(|node| {
                 stages(node, "uninstall-upgrade-skyhook")
                     == expect_stages(&[
                         ("dogs|1.2.5", "uninstall", "in_progress"),
                         ("nullptr|2.0.1", "uninstall", "in_progress"),
                     ])
+                    && nodes::is_cordoned(node)
             })
         })
         .await
@@ -445,18 +452,17 @@ async fn wait_for_complete_generation(
     expected: &[(&str, &str, &str)],
 ) -> anyhow::Result<Node> {
     let client = installed.cluster.client()?;
-    e2e::wait_for(
-        &e2e::skyhook_api(&client),
-        skyhook,
-        &format!("{skyhook} complete at generation {generation}"),
-        |object: &DynamicObject| {
-            e2e::skyhook_status(object) == Some("complete")
-                && object.metadata.generation == Some(generation)
-                && object.data["status"]["observedGeneration"] == json!(generation)
-        },
-    )
-    .await
-    .with_context(|| installed.controller_log_tail(40))?;
+    installed
+        .wait_for_skyhook(
+            skyhook,
+            &format!("{skyhook} complete at generation {generation}"),
+            |object: &DynamicObject| {
+                e2e::skyhook_status(object) == Some("complete")
+                    && object.metadata.generation == Some(generation)
+                    && object.data["status"]["observedGeneration"] == json!(generation)
+            },
+        )
+        .await?;
     nodes::wait_for_stages(&client, NODE, skyhook, expected)
         .await
         .with_context(|| installed.controller_log_tail(40))

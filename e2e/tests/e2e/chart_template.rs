@@ -3,10 +3,8 @@
 //! parsed manifests; the render-time errors; values.schema.json refusing wrong types; and the
 //! flags and variables the chart passes being ones the binaries read.
 
-#[path = "support/helm.rs"]
-mod helm;
-
 use anyhow::{Context, ensure};
+use e2e::helm;
 use serde_json::{Value, json};
 
 fn kind_of(doc: &Value) -> &str {
@@ -94,7 +92,7 @@ fn helm_lint_passes_strictly() -> anyhow::Result<()> {
 
 #[test]
 fn the_setup_script_builds_the_helm_version_the_tests_look_for() -> anyhow::Result<()> {
-    let script = std::fs::read_to_string(helm::workspace().join("scripts/setup.d/20-helm.sh"))?;
+    let script = std::fs::read_to_string(e2e::workspace().join("scripts/setup.d/20-helm.sh"))?;
     let expected = format!("\nversion={}\n", helm::HELM_VERSION);
     ensure!(
         script.contains(&expected),
