@@ -127,7 +127,11 @@ impl<'s> Planner<'s> {
         for node in &matched {
             self.track_reboot(name, node, &mut status);
         }
-        self.lost_interrupts(skyhook, name, &matched);
+        // A paused Skyhook changes nothing on its nodes, lost interrupt pods included: they are
+        // looked at again on resume.
+        if !skyhook.is_paused() {
+            self.lost_interrupts(skyhook, name, &matched);
+        }
         // A paused Skyhook changes nothing on its nodes (upstream skips it right after
         // reporting its state), so a spec edit made while paused takes effect on resume.
         let paused = skyhook.is_paused();

@@ -269,3 +269,41 @@ fn a_version_bump_marks_only_the_nodes_being_worked_on_in_progress() {
         ]
     );
 }
+
+#[test]
+fn a_paused_skyhook_leaves_a_lost_interrupt_alone_until_it_resumes() {
+    let mut sim = rollout();
+    until_interrupt(&mut sim);
+    go_down(&mut sim, "node-0", 60);
+    sim.snapshot.pods.retain(|p| !p.interrupt);
+    sim.skyhook_mut(NAME)
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(keys::PAUSE_ANNOTATION.to_owned(), "true".to_owned());
+    let planned = sim.step();
+    assert!(
+        warnings(&planned, "Interrupt").is_empty(),
+        "{:?}",
+        planned.events
+    );
+    assert_eq!(
+        sim.state(NAME, "node-0"),
+        vec![(
+            "driver|1.0.0".to_owned(),
+            Stage::Interrupt,
+            State::InProgress
+        )]
+    );
+    sim.skyhook_mut(NAME)
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .remove(keys::PAUSE_ANNOTATION);
+    let planned = sim.step();
+    assert_eq!(
+        warnings(&planned, "Interrupt").len(),
+        1,
+        "reported on resume"
+    );
+}
