@@ -43,21 +43,19 @@ fn parse_etcd_health(response: &str) -> Result<(), String> {
     }
 }
 
-/// Whether the API server's `/readyz` passes (every post-start hook done, etcd reachable).
 /// `/healthz` of a component (kube-controller-manager, kube-scheduler) answers `ok`.
 pub async fn healthz(client: &kube::Client) -> Result<(), String> {
-    let request = http::Request::get("/healthz")
-        .body(Vec::new())
-        .map_err(|error| format!("building the request: {error}"))?;
-    match client.request_text(request).await {
-        Ok(body) if body.trim() == "ok" => Ok(()),
-        Ok(body) => Err(body),
-        Err(error) => Err(error.to_string()),
-    }
+    answers_ok(client, "/healthz").await
 }
 
+/// Whether the API server's `/readyz` passes (every post-start hook done, etcd reachable).
 pub async fn apiserver_ready(client: &kube::Client) -> Result<(), String> {
-    let request = http::Request::get("/readyz")
+    answers_ok(client, "/readyz").await
+}
+
+/// `GET path` answers `ok`; otherwise the body or the error.
+async fn answers_ok(client: &kube::Client, path: &str) -> Result<(), String> {
+    let request = http::Request::get(path)
         .body(Vec::new())
         .map_err(|error| format!("building the request: {error}"))?;
     match client.request_text(request).await {
