@@ -383,10 +383,7 @@ fn reboot_wait_or_fail(
     status: Option<&ContainerStatus>,
     exit_code: Option<i32>,
 ) -> PodOutcome {
-    let deadline = SignedDuration::try_from(context.reboot_deadline)
-        .ok()
-        .and_then(|limit| since.checked_add(limit).ok())
-        .unwrap_or(Timestamp::MAX);
+    let deadline = deadline_after(since, context.reboot_deadline);
     if context.now < deadline {
         return PodOutcome::AwaitingReboot { deadline };
     }
@@ -403,6 +400,14 @@ fn reboot_wait_or_fail(
         restarts: status.map_or(0, |s| s.restart_count),
         reboot_requested: Some(since),
     })
+}
+
+/// `since` plus `limit`, or the end of time when that does not fit a timestamp.
+pub(crate) fn deadline_after(since: Timestamp, limit: Duration) -> Timestamp {
+    SignedDuration::try_from(limit)
+        .ok()
+        .and_then(|limit| since.checked_add(limit).ok())
+        .unwrap_or(Timestamp::MAX)
 }
 
 fn pod_created(pod: &Pod) -> Option<Timestamp> {

@@ -17,7 +17,7 @@ use skyhook_api::v1alpha1::{InterruptType, Skyhook, Stage, State, Status};
 
 use super::packages::changed_keys;
 use super::{EventTarget, Planner};
-use crate::pod_outcome::humantime;
+use crate::pod_outcome::{deadline_after, humantime};
 use crate::reconcile::snapshot::NodeView;
 
 /// One node that was asked to reboot and has not come back in time.
@@ -141,10 +141,7 @@ impl Planner<'_> {
                 let Some(since) = node.not_ready_since.filter(|_| reboot) else {
                     continue;
                 };
-                let deadline = jiff::SignedDuration::try_from(self.config.reboot_deadline)
-                    .ok()
-                    .and_then(|limit| since.checked_add(limit).ok())
-                    .unwrap_or(Timestamp::MAX);
+                let deadline = deadline_after(since, self.config.reboot_deadline);
                 if self.now < deadline {
                     let wait =
                         Duration::try_from(self.now.duration_until(deadline)).unwrap_or_default();
