@@ -50,7 +50,7 @@ impl std::fmt::Debug for Caches {
 
 /// One view of every cache, taken at one moment.
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
+pub struct CachedObjects {
     /// Every Skyhook.
     pub skyhooks: Vec<Arc<Skyhook>>,
     /// Every DeploymentPolicy.
@@ -147,8 +147,8 @@ impl Caches {
     }
 
     /// Copies the current contents of every cache.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
+    pub fn objects(&self) -> CachedObjects {
+        CachedObjects {
             skyhooks: self.skyhooks.state(),
             policies: self.policies.state(),
             nodes: self.nodes.state(),

@@ -14,12 +14,12 @@
 //! * [`duration`]: Go duration strings (`DEFAULT_INTERVAL`, `gracefulShutdown`).
 //! * [`api_requests`]: the verb and resource of each API request the controller sends, counted.
 //! * [`telemetry`]: JSON or console logs with upstream's log settings.
-//! * [`reconcile`]: the [`reconcile::snapshot::Snapshot`] one reconcile reads and the pure
-//!   [`reconcile::plan::plan`] of every write it makes.
+//! * [`reconcile`]: one reconcile as a pipeline: observe, snapshot, the pure
+//!   [`reconcile::plan::plan`] of every write, apply, report.
 //!
 //! I/O around them: [`cache`] (reflector caches and the change trigger), [`leader`] (Lease-based
-//! leader election), [`server`] (`/metrics`, `/healthz`, `/readyz`), [`report`] (metrics from a
-//! snapshot) and [`run`] (start-up and the one-at-a-time reconcile loop).
+//! leader election), [`server`] (`/metrics`, `/healthz`, `/readyz`) and [`run`] (start-up and the
+//! one-at-a-time reconcile loop).
 pub mod api_requests;
 pub mod cache;
 pub mod config;
@@ -33,7 +33,6 @@ pub mod pod_match;
 pub mod pod_outcome;
 pub mod pods;
 pub mod reconcile;
-pub mod report;
 pub mod run;
 pub mod server;
 pub mod telemetry;

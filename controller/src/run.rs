@@ -6,41 +6,31 @@
 //! that loses the Lease returns an error at once (the process then exits and restarts as a
 //! standby). SIGTERM and Ctrl-C release the Lease and return.
 //!
-//! A reconcile publishes every Skyhook's metrics from its status ([`crate::report`]), lists the
-//! pods of the nodes a Skyhook has cordoned (workload pods are not cached), builds the
-//! [`Snapshot`], computes the pure [`plan`] and applies it ([`apply`]). It runs again on the next
-//! cache change, when the plan asks for it (drains, reboot deadlines), shortly after a failed
-//! write, and at least every `DEFAULT_INTERVAL`.
+//! Each reconcile is the pipeline of [`crate::reconcile`] (observe, snapshot, plan, apply,
+//! report). It runs again on the next cache change, when the plan asks for it (drains, reboot
+//! deadlines), shortly after a failed request, and at least every `DEFAULT_INTERVAL`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::future;
-use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client};
 use skyhook_api::v1alpha1::Skyhook;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
-use tracing::{debug, error, info, warn};
+use tracing::{error, info};
 
 use crate::api_requests::counting_client;
 use crate::cache::Caches;
 use crate::config::Config;
 use crate::leader::{LeaderElector, LeaseTimings};
 use crate::metrics::Metrics;
-use crate::reconcile::apply::{Failures, Operation, apply};
-use crate::reconcile::event_budget::EventBudget;
-use crate::reconcile::plan::plan;
-use crate::reconcile::snapshot::Snapshot;
-use crate::report::MetricsReporter;
+use crate::reconcile::Reconciler;
 use crate::server::{self, Readiness};
 
 /// Runs the controller until it is stopped or loses leadership.
@@ -148,11 +138,8 @@ async fn lead_and_reconcile(
     result
 }
 
-/// How soon a reconcile runs again after a write failed.
-const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
-
-/// Reconciles one snapshot at a time: after every cache change, when the last plan asked for it,
-/// and at least every `DEFAULT_INTERVAL`.
+/// Reconciles one copy of the caches at a time: after every cache change, when the last plan
+/// asked for it, and at least every `DEFAULT_INTERVAL`.
 pub async fn reconcile_loop(
     client: &Client,
     config: &Config,
@@ -167,103 +154,14 @@ pub async fn reconcile_loop(
             instance: Some(identity()),
         },
     );
-    let mut reporter = MetricsReporter::new(metrics.clone());
-    let mut event_budget = EventBudget::default();
+    let mut reconciler = Reconciler::new(client.clone(), config.clone(), recorder, metrics);
     loop {
-        let wait = {
-            let _timer = metrics.reconcile_started();
-            let cached = caches.snapshot();
-            reporter.report(&cached);
-            let (wait, failures) =
-                reconcile_once(client, config, &recorder, &mut event_budget, &cached).await;
-            failures.count_into(&metrics);
-            wait
-        };
+        let wait = reconciler.reconcile(&caches.objects()).await;
         tokio::select! {
             () = changed.notified() => {}
             () = tokio::time::sleep(wait) => {}
         }
     }
-}
-
-/// Plans and applies once; returns how long to wait at most before the next reconcile, and the
-/// requests that failed.
-async fn reconcile_once(
-    client: &Client,
-    config: &Config,
-    recorder: &Recorder,
-    event_budget: &mut EventBudget,
-    cached: &crate::cache::Snapshot,
-) -> (Duration, Failures) {
-    let now = jiff::Timestamp::now();
-    let to_list = Snapshot::nodes_to_list(&cached.nodes);
-    let mut observe_failures = Failures::default();
-    let workload_pods = list_pods_on(client, &to_list, &mut observe_failures).await;
-    let pdbs = if to_list.is_empty() {
-        Vec::new()
-    } else {
-        match Api::<PodDisruptionBudget>::all(client.clone())
-            .list(&ListParams::default())
-            .await
-        {
-            Ok(list) => list.items,
-            Err(error) => {
-                observe_failures.record(Operation::ListPodDisruptionBudgets, "*", Err(error));
-                debug!("drain reports will not name PodDisruptionBudgets this reconcile");
-                Vec::new()
-            }
-        }
-    };
-    let snapshot = Snapshot::build(cached, workload_pods, pdbs, now, config.reboot_deadline);
-    let mut planned = plan(&snapshot, config, now);
-    for malformed in &planned.malformed_states {
-        warn!(
-            node = %malformed.node,
-            skyhook = %malformed.skyhook,
-            error = %malformed.error,
-            "node state annotation cannot be parsed; rebuilding it from empty, so the Skyhook's packages run again on the node"
-        );
-    }
-    let dropped = event_budget.admit(&mut planned.events, now);
-    if dropped > 0 {
-        debug!(
-            dropped,
-            "Normal Events over their objects' budget (client-go's 25, then one per 5 minutes)"
-        );
-    }
-    let mut wait = config.default_interval;
-    if let Some(after) = planned.requeue_after {
-        wait = wait.min(after);
-    }
-    let failures = apply(client, recorder, &config.pods.namespace, &snapshot, planned).await;
-    if !failures.is_empty() {
-        wait = wait.min(RETRY_AFTER_FAILURE);
-    }
-    observe_failures.merge(failures);
-    (wait, observe_failures)
-}
-
-/// All pods (any namespace) of each node in `nodes`. A node whose listing fails is left out, so
-/// the plan waits for it instead of draining blind.
-async fn list_pods_on(
-    client: &Client,
-    nodes: &[String],
-    failures: &mut Failures,
-) -> BTreeMap<String, Vec<Pod>> {
-    let api = Api::<Pod>::all(client.clone());
-    let mut listed = BTreeMap::new();
-    for node in nodes {
-        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
-        match api.list(&params).await {
-            Ok(list) => {
-                listed.insert(node.clone(), list.items);
-            }
-            Err(error) => {
-                failures.record(Operation::ListNodePods, node, Err(error));
-            }
-        }
-    }
-    listed
 }
 
 /// This replica's identity in the Lease: the pod name (hostname) and a per-process suffix, so a

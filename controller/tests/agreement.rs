@@ -15,8 +15,8 @@ use clap::Parser;
 use controller::cache;
 use controller::config::{Args, Config};
 use controller::reconcile::plan::plan;
+use controller::reconcile::report::skyhook_metrics;
 use controller::reconcile::snapshot::Snapshot;
-use controller::report::skyhook_metrics;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kubectl_skyhook::cluster::Cluster;
@@ -91,11 +91,11 @@ struct Verdict {
 }
 
 fn controller_verdict(skyhook: &Skyhook) -> (Verdict, usize) {
-    let cached = cache::Snapshot {
+    let cached = cache::CachedObjects {
         skyhooks: vec![Arc::new(skyhook.clone())],
         policies: vec![Arc::new(policy())],
         nodes: nodes().into_iter().map(Arc::new).collect(),
-        ..cache::Snapshot::default()
+        ..cache::CachedObjects::default()
     };
     let config = Config::from_args(&Args::parse_from(["skyhook-controller"])).unwrap();
     let snapshot = Snapshot::build(

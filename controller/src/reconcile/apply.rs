@@ -22,10 +22,10 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource};
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::Skyhook;
+use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
 use tracing::{debug, info, warn};
 
-use super::plan::{EventTarget, NodePatch, Plan, PlannedEvent, node_write_order};
+use super::plan::{EventTarget, Eviction, NodePatch, Plan, PlannedEvent, node_write_order};
 use super::snapshot::{OwnedConfigMap, Snapshot};
 use crate::metrics::Metrics;
 
@@ -40,6 +40,7 @@ pub async fn apply(
     snapshot: &Snapshot,
     plan: Plan,
 ) -> Failures {
+    log_size(&plan);
     let Plan {
         nodes,
         create_pods,
@@ -54,100 +55,196 @@ pub async fn apply(
         requeue_after: _,
         malformed_states: _,
     } = plan;
-    let writes = nodes.len()
-        + create_pods.len()
-        + delete_pods.len()
-        + evictions.len()
-        + upsert_configmaps.len()
-        + delete_configmaps.len()
-        + statuses.len()
-        + finalizers.len()
-        + skyhook_annotations.len();
-    if writes > 0 {
-        info!(
-            nodes = nodes.len(),
-            create_pods = create_pods.len(),
-            delete_pods = delete_pods.len(),
-            evictions = evictions.len(),
-            upsert_configmaps = upsert_configmaps.len(),
-            delete_configmaps = delete_configmaps.len(),
-            statuses = statuses.len(),
-            finalizers = finalizers.len(),
-            events = events.len(),
-            "applying plan"
-        );
-    }
+    let writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();
-    let skyhooks = Api::<Skyhook>::all(client.clone());
-    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
-    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
-    let node_api = Api::<Node>::all(client.clone());
-    let ssa = PatchParams::apply(FIELD_MANAGER).force();
-
-    for (name, add) in finalizers.iter().filter(|(_, add)| **add) {
-        let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
-        failures.record(Operation::AddFinalizer, name, result);
-    }
-    for (name, annotations) in &skyhook_annotations {
-        let patch = json!({"metadata": {"annotations": annotations}});
-        let result = skyhooks
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map(drop);
-        failures.record(Operation::AnnotateSkyhook, name, result);
-    }
-    let read_versions: HashMap<&str, Option<&str>> = snapshot
-        .nodes
-        .iter()
-        .map(|node| (node.name.as_str(), node.resource_version.as_deref()))
-        .collect();
-    // Releases before takes, and takes only once every release landed: a plan never holds a
-    // newly picked node next to one it failed to release (see `node_write_order`).
-    let (others, takes) = node_write_order(&nodes);
-    let mut refused = BTreeSet::new();
-    let mut node_changed_under_plan = patch_nodes(
-        &node_api,
-        &nodes,
-        &read_versions,
-        others,
-        &mut refused,
-        &mut failures,
-    )
-    .await;
-    let held_back: BTreeSet<String> = if refused.is_empty() {
-        node_changed_under_plan |= patch_nodes(
-            &node_api,
-            &nodes,
-            &read_versions,
-            takes,
-            &mut refused,
-            &mut failures,
-        )
+    writer
+        .set_finalizers(&finalizers, true, &mut failures)
         .await;
-        BTreeSet::new()
-    } else {
-        debug!(nodes = ?takes, "a node patch failed; the nodes this plan takes wait for the next plan");
-        takes.into_iter().map(str::to_owned).collect()
-    };
-    // The statuses mirror the node state and record boot IDs that must follow a node reset:
-    // written only when every node patch landed, else the next plan computes them again.
-    let nodes_written = refused.is_empty() && held_back.is_empty();
+    writer
+        .annotate_skyhooks(&skyhook_annotations, &mut failures)
+        .await;
+    let written = writer.patch_nodes(&nodes, &mut failures).await;
     let waiting = Waiting::after_node_patches(
-        refused.into_iter().chain(held_back).collect(),
-        node_changed_under_plan,
+        written.waiting.clone(),
+        written.changed_under_plan,
         &upsert_configmaps,
         &snapshot.package_configmaps,
     );
     if !waiting.configmaps.is_empty() {
         debug!(configmaps = ?waiting.configmaps, "a node changed under the plan; changed ConfigMaps and the pods mounting them wait for the next plan");
     }
-    let configmap_results = concurrently(
-        upsert_configmaps
-            .into_iter()
-            .filter(|configmap| waiting.writes_configmap(configmap)),
-        |configmap| {
-            let (configmaps, ssa) = (&configmaps, &ssa);
-            async move {
+    writer
+        .apply_configmaps(upsert_configmaps, &waiting, &mut failures)
+        .await;
+    writer.evict(evictions, &waiting, &mut failures).await;
+    writer.delete_pods(delete_pods, &mut failures).await;
+    writer
+        .create_pods(create_pods, &waiting, &mut failures)
+        .await;
+    writer
+        .delete_configmaps(delete_configmaps, &mut failures)
+        .await;
+    // The statuses mirror the node state and record boot IDs that must follow a node reset:
+    // written only when every node patch landed, else the next plan computes them again.
+    if written.waiting.is_empty() {
+        writer.apply_statuses(statuses, &mut failures).await;
+    }
+    publish_events(recorder, snapshot, events).await;
+    writer
+        .set_finalizers(&finalizers, false, &mut failures)
+        .await;
+    failures
+}
+
+/// One line per plan that writes anything, with how much of each kind.
+fn log_size(plan: &Plan) {
+    let writes = plan.nodes.len()
+        + plan.create_pods.len()
+        + plan.delete_pods.len()
+        + plan.evictions.len()
+        + plan.upsert_configmaps.len()
+        + plan.delete_configmaps.len()
+        + plan.statuses.len()
+        + plan.finalizers.len()
+        + plan.skyhook_annotations.len();
+    if writes > 0 {
+        info!(
+            nodes = plan.nodes.len(),
+            create_pods = plan.create_pods.len(),
+            delete_pods = plan.delete_pods.len(),
+            evictions = plan.evictions.len(),
+            upsert_configmaps = plan.upsert_configmaps.len(),
+            delete_configmaps = plan.delete_configmaps.len(),
+            statuses = plan.statuses.len(),
+            finalizers = plan.finalizers.len(),
+            events = plan.events.len(),
+            "applying plan"
+        );
+    }
+}
+
+/// The clients of one apply, and the snapshot its plan was made from.
+struct Writer<'a> {
+    client: &'a Client,
+    snapshot: &'a Snapshot,
+    skyhooks: Api<Skyhook>,
+    pods: Api<Pod>,
+    configmaps: Api<ConfigMap>,
+    nodes: Api<Node>,
+    ssa: PatchParams,
+}
+
+/// How the node patches went.
+struct NodesWritten {
+    /// Nodes whose patch failed, or was held back behind one that failed: their pods and
+    /// evictions wait for the next plan.
+    waiting: BTreeSet<String>,
+    /// Some patch was refused because its node changed since the plan read it (409).
+    changed_under_plan: bool,
+}
+
+impl<'a> Writer<'a> {
+    fn new(client: &'a Client, namespace: &str, snapshot: &'a Snapshot) -> Self {
+        Writer {
+            client,
+            snapshot,
+            skyhooks: Api::all(client.clone()),
+            pods: Api::namespaced(client.clone(), namespace),
+            configmaps: Api::namespaced(client.clone(), namespace),
+            nodes: Api::all(client.clone()),
+            ssa: PatchParams::apply(FIELD_MANAGER).force(),
+        }
+    }
+
+    /// The finalizer additions (`add`) or removals of the plan.
+    async fn set_finalizers(
+        &self,
+        finalizers: &BTreeMap<String, bool>,
+        add: bool,
+        failures: &mut Failures,
+    ) {
+        let operation = if add {
+            Operation::AddFinalizer
+        } else {
+            Operation::RemoveFinalizer
+        };
+        for (name, _) in finalizers.iter().filter(|(_, wanted)| **wanted == add) {
+            let result = set_finalizer(&self.skyhooks, self.snapshot, name, add).await;
+            failures.record(operation, name, result);
+        }
+    }
+
+    async fn annotate_skyhooks(
+        &self,
+        annotations: &BTreeMap<String, BTreeMap<String, String>>,
+        failures: &mut Failures,
+    ) {
+        for (name, annotations) in annotations {
+            let patch = json!({"metadata": {"annotations": annotations}});
+            let result = self
+                .skyhooks
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(drop);
+            failures.record(Operation::AnnotateSkyhook, name, result);
+        }
+    }
+
+    /// Releases before takes, and takes only once every release landed: a plan never holds a
+    /// newly picked node next to one it failed to release (see `node_write_order`).
+    async fn patch_nodes(
+        &self,
+        nodes: &BTreeMap<String, NodePatch>,
+        failures: &mut Failures,
+    ) -> NodesWritten {
+        let read_versions: HashMap<&str, Option<&str>> = self
+            .snapshot
+            .nodes
+            .iter()
+            .map(|node| (node.name.as_str(), node.resource_version.as_deref()))
+            .collect();
+        let (others, takes) = node_write_order(nodes);
+        let mut refused = BTreeSet::new();
+        let mut changed_under_plan = patch_nodes(
+            &self.nodes,
+            nodes,
+            &read_versions,
+            others,
+            &mut refused,
+            failures,
+        )
+        .await;
+        if refused.is_empty() {
+            changed_under_plan |= patch_nodes(
+                &self.nodes,
+                nodes,
+                &read_versions,
+                takes,
+                &mut refused,
+                failures,
+            )
+            .await;
+        } else {
+            debug!(nodes = ?takes, "a node patch failed; the nodes this plan takes wait for the next plan");
+            refused.extend(takes.into_iter().map(str::to_owned));
+        }
+        NodesWritten {
+            waiting: refused,
+            changed_under_plan,
+        }
+    }
+
+    async fn apply_configmaps(
+        &self,
+        upserts: Vec<ConfigMap>,
+        waiting: &Waiting,
+        failures: &mut Failures,
+    ) {
+        let results = concurrently(
+            upserts
+                .into_iter()
+                .filter(|configmap| waiting.writes_configmap(configmap)),
+            |configmap| async move {
                 let name = configmap.metadata.name.clone().unwrap_or_default();
                 let mut body = configmap;
                 body.metadata.managed_fields = None;
@@ -157,88 +254,111 @@ pub async fn apply(
                     "metadata": body.metadata,
                     "data": body.data,
                 });
-                let result = configmaps
-                    .patch(&name, ssa, &Patch::Apply(value))
+                let result = self
+                    .configmaps
+                    .patch(&name, &self.ssa, &Patch::Apply(value))
                     .await
                     .map(drop);
                 (name, result)
-            }
-        },
-    )
-    .await;
-    failures.record_all(Operation::ApplyConfigMap, configmap_results);
-    let eviction_results = concurrently(
-        evictions
-            .into_iter()
-            .filter(|eviction| !waiting.nodes.contains(&eviction.node)),
-        |eviction| async move {
-            let api = Api::<Pod>::namespaced(client.clone(), &eviction.namespace);
-            let result = api.evict(&eviction.name, &EvictParams::default()).await;
-            (eviction, result)
-        },
-    )
-    .await;
-    for (eviction, result) in eviction_results {
-        match result {
-            Ok(_) => debug!(pod = %eviction.name, node = %eviction.node, "evicted"),
-            // 429: a PodDisruptionBudget refuses it now; the drain polls again.
-            Err(error) if is_status(&error, 429) => {
-                debug!(pod = %eviction.name, node = %eviction.node, "eviction refused by a disruption budget");
-            }
-            Err(error) => {
-                failures.record(Operation::EvictPod, &eviction.name, Err(error));
+            },
+        )
+        .await;
+        failures.record_all(Operation::ApplyConfigMap, results);
+    }
+
+    async fn evict(&self, evictions: Vec<Eviction>, waiting: &Waiting, failures: &mut Failures) {
+        let results = concurrently(
+            evictions
+                .into_iter()
+                .filter(|eviction| !waiting.nodes.contains(&eviction.node)),
+            |eviction| async move {
+                let api = Api::<Pod>::namespaced(self.client.clone(), &eviction.namespace);
+                let result = api.evict(&eviction.name, &EvictParams::default()).await;
+                (eviction, result)
+            },
+        )
+        .await;
+        for (eviction, result) in results {
+            match result {
+                Ok(_) => debug!(pod = %eviction.name, node = %eviction.node, "evicted"),
+                // 429: a PodDisruptionBudget refuses it now; the drain polls again.
+                Err(error) if is_status(&error, 429) => {
+                    debug!(pod = %eviction.name, node = %eviction.node, "eviction refused by a disruption budget");
+                }
+                Err(error) => {
+                    failures.record(Operation::EvictPod, &eviction.name, Err(error));
+                }
             }
         }
     }
-    let delete_results = concurrently(delete_pods, |(name, why)| {
-        let pods = &pods;
-        async move {
+
+    async fn delete_pods(&self, pods: BTreeMap<String, String>, failures: &mut Failures) {
+        let results = concurrently(pods, |(name, why)| async move {
             debug!(pod = %name, reason = %why, "deleting pod");
-            let result = pods.delete(&name, &DeleteParams::default()).await.map(drop);
+            let result = self
+                .pods
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(drop);
             (name, result)
-        }
-    })
-    .await;
-    failures.record_all(Operation::DeletePod, delete_results);
-    let create_results = concurrently(
-        create_pods
-            .into_iter()
-            .filter(|pod| waiting.creates_pod(pod)),
-        |pod| {
-            let pods = &pods;
-            async move {
+        })
+        .await;
+        failures.record_all(Operation::DeletePod, results);
+    }
+
+    async fn create_pods(&self, pods: Vec<Pod>, waiting: &Waiting, failures: &mut Failures) {
+        let results = concurrently(
+            pods.into_iter().filter(|pod| waiting.creates_pod(pod)),
+            |pod| async move {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 // 409: a pod with this deterministic name exists already (a plan made from a
                 // cache that had not yet seen the previous creation); that pod is the one wanted.
-                let result = match pods.create(&PostParams::default(), &pod).await {
+                let result = match self.pods.create(&PostParams::default(), &pod).await {
                     Err(error) if is_status(&error, 409) => Ok(()),
                     other => other.map(drop),
                 };
                 (name, result)
-            }
-        },
-    )
-    .await;
-    failures.record_all(Operation::CreatePod, create_results);
-    for name in delete_configmaps {
-        let result = configmaps
-            .delete(&name, &DeleteParams::default())
-            .await
-            .map(drop);
-        failures.record(Operation::DeleteConfigMap, &name, result);
+            },
+        )
+        .await;
+        failures.record_all(Operation::CreatePod, results);
     }
-    for (name, status) in statuses.into_iter().filter(|_| nodes_written) {
-        let value = json!({
-            "apiVersion": Skyhook::api_version(&()),
-            "kind": Skyhook::kind(&()),
-            "status": status,
-        });
-        let result = skyhooks
-            .patch_status(&name, &ssa, &Patch::Apply(value))
-            .await
-            .map(drop);
-        failures.record(Operation::ApplySkyhookStatus, &name, result);
+
+    async fn delete_configmaps(&self, names: BTreeSet<String>, failures: &mut Failures) {
+        for name in names {
+            let result = self
+                .configmaps
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(drop);
+            failures.record(Operation::DeleteConfigMap, &name, result);
+        }
     }
+
+    async fn apply_statuses(
+        &self,
+        statuses: BTreeMap<String, SkyhookStatus>,
+        failures: &mut Failures,
+    ) {
+        for (name, status) in statuses {
+            let value = json!({
+                "apiVersion": Skyhook::api_version(&()),
+                "kind": Skyhook::kind(&()),
+                "status": status,
+            });
+            let result = self
+                .skyhooks
+                .patch_status(&name, &self.ssa, &Patch::Apply(value))
+                .await
+                .map(drop);
+            failures.record(Operation::ApplySkyhookStatus, &name, result);
+        }
+    }
+}
+
+/// Publishes the plan's Events; one that fails is logged at debug and not retried (an Event is
+/// a report, and the next change reports again).
+async fn publish_events(recorder: &Recorder, snapshot: &Snapshot, events: Vec<PlannedEvent>) {
     concurrently(events, |event| async move {
         let reference = reference(snapshot, &event);
         let PlannedEvent {
@@ -251,32 +371,23 @@ pub async fn apply(
         // showing only the first note; the note (shortened to the API's 128-character limit)
         // as the action keeps distinct messages distinct and still folds true repeats.
         let action: String = message.chars().take(128).collect();
-        let published = recorder
-            .publish(
-                &Event {
-                    type_: if warning {
-                        EventType::Warning
-                    } else {
-                        EventType::Normal
-                    },
-                    reason: reason.to_owned(),
-                    note: Some(message),
-                    action,
-                    secondary: None,
-                },
-                &reference,
-            )
-            .await;
-        if let Err(error) = published {
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(message),
+            action,
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &reference).await {
             debug!(reason, error = %error, "event not published");
         }
     })
     .await;
-    for (name, add) in finalizers.iter().filter(|(_, add)| !**add) {
-        let result = set_finalizer(&skyhooks, snapshot, name, *add).await;
-        failures.record(Operation::RemoveFinalizer, name, result);
-    }
-    failures
 }
 
 /// How many writes of one phase are in flight at once: a plan for thousands of nodes must not

@@ -1,7 +1,143 @@
-//! The reconcile pipeline's pure half: [`snapshot`] is the plain data one reconcile reads, and
-//! [`plan`] decides, from that data alone, every write the reconcile makes; [`event_budget`]
-//! thins its Events across reconciles as client-go's recorder would.
-pub mod apply;
-pub mod event_budget;
-pub mod plan;
+//! One reconcile, as a pipeline over one copy of the caches, in this order:
+//!
+//! 1. [`observe`]: list what the caches do not hold (the pods of cordoned nodes, the
+//!    PodDisruptionBudgets), concurrently;
+//! 2. [`snapshot`]: reduce the caches and the listings to the plain data the rules read,
+//!    classifying each package pod's outcome at one time;
+//! 3. [`plan`]: decide, purely, every write of the reconcile; [`event_budget`] then thins its
+//!    Events as client-go's recorder would;
+//! 4. [`apply`]: carry the plan out in a safe order, recording the writes that failed;
+//! 5. [`report`]: publish each Skyhook's metrics and count the failed requests.
+//!
+//! [`Reconciler::reconcile`] runs the five steps in a `reconcile` tracing span and returns how
+//! long the next reconcile may wait.
+
+/// 1. What the caches do not hold.
+pub mod observe;
+
+/// 2. The plain data the rules read.
 pub mod snapshot;
+
+/// 3. Every write, decided purely.
+pub mod plan;
+
+/// 3b. Events thinned across reconciles.
+pub mod event_budget;
+
+/// 4. The writes, carried out.
+pub mod apply;
+
+/// 5. Metrics.
+pub mod report;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::Recorder;
+use tracing::{Instrument as _, debug, info_span, warn};
+
+use crate::cache::CachedObjects;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use event_budget::EventBudget;
+use report::MetricsReporter;
+use snapshot::Snapshot;
+
+/// How soon a reconcile runs again after a request failed.
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// Runs reconciles one at a time, keeping what lasts between them: the Event budget and the
+/// Skyhooks with published metrics.
+pub struct Reconciler {
+    client: Client,
+    config: Config,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    event_budget: EventBudget,
+    reporter: MetricsReporter,
+}
+
+impl std::fmt::Debug for Reconciler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconciler")
+            .field("event_budget", &self.event_budget)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reconciler {
+    /// A reconciler writing with `client`, publishing Events with `recorder` and metrics into
+    /// `metrics`.
+    pub fn new(client: Client, config: Config, recorder: Recorder, metrics: Arc<Metrics>) -> Self {
+        Reconciler {
+            client,
+            config,
+            recorder,
+            reporter: MetricsReporter::new(metrics.clone()),
+            metrics,
+            event_budget: EventBudget::default(),
+        }
+    }
+
+    /// One reconcile over `cached`; returns how long the next may wait at most.
+    pub async fn reconcile(&mut self, cached: &CachedObjects) -> Duration {
+        let span = info_span!(
+            "reconcile",
+            skyhooks = cached.skyhooks.len(),
+            nodes = cached.nodes.len()
+        );
+        self.pipeline(cached).instrument(span).await
+    }
+
+    async fn pipeline(&mut self, cached: &CachedObjects) -> Duration {
+        let _timer = self.metrics.reconcile_started();
+        let now = jiff::Timestamp::now();
+        let observe::Observed {
+            workload_pods,
+            pdbs,
+            mut failures,
+        } = observe::observe(&self.client, cached).await;
+        let snapshot = Snapshot::build(
+            cached,
+            workload_pods,
+            pdbs,
+            now,
+            self.config.reboot_deadline,
+        );
+        let mut planned = plan::plan(&snapshot, &self.config, now);
+        debug!(plan = ?planned, "planned");
+        log_malformed_states(&planned.malformed_states);
+        let dropped = self.event_budget.admit(&mut planned.events, now);
+        if dropped > 0 {
+            debug!(
+                dropped,
+                "Normal Events over their objects' budget (client-go's 25, then one per 5 minutes)"
+            );
+        }
+        let mut wait = self.config.default_interval;
+        if let Some(after) = planned.requeue_after {
+            wait = wait.min(after);
+        }
+        let namespace = &self.config.pods.namespace;
+        failures
+            .merge(apply::apply(&self.client, &self.recorder, namespace, &snapshot, planned).await);
+        if !failures.is_empty() {
+            wait = wait.min(RETRY_AFTER_FAILURE);
+        }
+        self.reporter.report(cached);
+        failures.count_into(&self.metrics);
+        wait
+    }
+}
+
+fn log_malformed_states(malformed: &[plan::MalformedNodeState]) {
+    for malformed in malformed {
+        warn!(
+            node = %malformed.node,
+            skyhook = %malformed.skyhook,
+            error = %malformed.error,
+            "node state annotation cannot be parsed; rebuilding it from empty, so the Skyhook's packages run again on the node"
+        );
+    }
+}

@@ -124,7 +124,7 @@ pub struct OwnedConfigMap {
 impl Snapshot {
     /// Builds the snapshot from the caches, the workload pods listed per node and the budgets.
     pub fn build(
-        cached: &cache::Snapshot,
+        cached: &cache::CachedObjects,
         workload_pods: BTreeMap<String, Vec<Pod>>,
         pdbs: Vec<PodDisruptionBudget>,
         now: Timestamp,
@@ -408,10 +408,10 @@ mod tests {
             }),
             status: None,
         };
-        let cached = cache::Snapshot {
+        let cached = cache::CachedObjects {
             nodes: vec![Arc::new(node("n", &[], "True"))],
             pods: vec![Arc::new(pod)],
-            ..cache::Snapshot::default()
+            ..cache::CachedObjects::default()
         };
         let now: Timestamp = "2026-01-01T00:00:00Z"
             .parse()

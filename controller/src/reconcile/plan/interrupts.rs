@@ -2,30 +2,29 @@
 //! `podNonInterruptLabels` gate, the drain through evictions with its timeout report, and the
 //! wave's single interrupt pod.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
-use skyhook_api::interrupt::MergedInterrupt;
+use k8s_openapi::api::core::v1::Pod;
+use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
-use skyhook_api::v1alpha1::{Interrupt, Skyhook, Stage, State, Status};
+use skyhook_api::v1alpha1::{Stage, State, Status};
 
-use super::status::Outcome;
+use super::packages::{NodeRun, Wave};
+use super::skyhooks::Pass;
 use super::{DRAIN_POLL, EventTarget, Eviction, Planner};
 use crate::drain::{blockers, drain, interrupt_blockers};
-use crate::names::{OwnerSkyhook, package_label};
+use crate::names::package_label;
 use crate::pods::interrupt_pod;
 
 impl Planner<'_> {
-    /// Cordons `node` for `skyhook`, waits for protected pods, and drains it. True when
-    /// nothing is left to move.
+    /// Cordons `node` for the pass's Skyhook, waits for protected pods, and drains it. True
+    /// when nothing is left to move; a drain past its timeout is reported in `run`.
     pub(super) fn ready_for_interrupt(
         &mut self,
-        skyhook: &Skyhook,
-        name: &str,
+        pass: &Pass<'_>,
         node: &str,
-        outcome: &mut Outcome,
+        run: &mut NodeRun,
     ) -> bool {
-        let snapshot = self.snapshot;
+        let name = pass.name();
         let now = self.now;
         let Some(work) = self.nodes.get_mut(node) else {
             return false;
@@ -34,63 +33,35 @@ impl Planner<'_> {
             && work
                 .view
                 .annotations
-                .contains_key(&skyhook_api::keys::cordon_annotation(name));
+                .contains_key(&keys::cordon_annotation(name));
         work.cordon(name, &now.to_string());
         if !was_cordoned {
             return false;
         }
         let cordoned_at = work
             .annotations()
-            .get(&skyhook_api::keys::cordoned_at_annotation(name))
+            .get(&keys::cordoned_at_annotation(name))
             .and_then(|text| text.parse::<Timestamp>().ok());
+        let snapshot = self.snapshot;
         let Some(pods) = snapshot.workload_pods.get(node) else {
             self.requeue(DRAIN_POLL);
             return false;
         };
-        match interrupt_blockers(skyhook.spec.pod_non_interrupt_labels.as_ref(), pods) {
-            Err(problems) => {
-                self.event(
-                    EventTarget::Skyhook(name.to_owned()),
-                    true,
-                    "Interrupt",
-                    format!("podNonInterruptLabels is not a valid selector ({problems:?}); fix it, nothing is interrupted until then"),
-                );
-                return false;
-            }
-            Ok(protected) if !protected.is_empty() => {
-                self.requeue(DRAIN_POLL);
-                return false;
-            }
-            Ok(_) => {}
+        if !self.interruptible(pass, pods) {
+            return false;
         }
         let pending = drain(pods);
         if pending.is_complete() {
             return true;
         }
-        for pod in &pending.evict {
-            self.plan.evictions.push(Eviction {
-                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-                name: pod.metadata.name.clone().unwrap_or_default(),
-                node: node.to_owned(),
-            });
-        }
-        if !pending.evict.is_empty() {
-            self.event(
-                EventTarget::Node(node.to_owned()),
-                false,
-                "Interrupt",
-                format!("draining node [{node}] for Skyhook [{name}]"),
-            );
-        }
+        self.evict(name, node, &pending.evict);
         let timed_out = cordoned_at.is_some_and(|at| {
             std::time::Duration::try_from(now.duration_since(at))
                 .is_ok_and(|elapsed| elapsed >= self.config.drain_timeout)
         });
         if timed_out {
             let message = blockers(&pending, &snapshot.pdbs).message(node);
-            if !outcome.drain_blocked.contains(&message) {
-                outcome.drain_blocked.push(message.clone());
-            }
+            run.drain_blocked = Some(message.clone());
             self.event(
                 EventTarget::Node(node.to_owned()),
                 true,
@@ -102,38 +73,83 @@ impl Planner<'_> {
         false
     }
 
+    /// The `podNonInterruptLabels` gate: false (looking again soon) while a protected pod is
+    /// on the node, or for good while the selector does not parse (with a Warning Event).
+    fn interruptible(&mut self, pass: &Pass<'_>, pods: &[Pod]) -> bool {
+        match interrupt_blockers(pass.skyhook.spec.pod_non_interrupt_labels.as_ref(), pods) {
+            Err(problems) => {
+                self.event(
+                    EventTarget::Skyhook(pass.name().to_owned()),
+                    true,
+                    "Interrupt",
+                    format!("podNonInterruptLabels is not a valid selector ({problems:?}); fix it, nothing is interrupted until then"),
+                );
+                false
+            }
+            Ok(protected) if !protected.is_empty() => {
+                self.requeue(DRAIN_POLL);
+                false
+            }
+            Ok(_) => true,
+        }
+    }
+
+    /// Requests the evictions that drain `node`.
+    fn evict(&mut self, skyhook: &str, node: &str, pods: &[&Pod]) {
+        for pod in pods {
+            self.plan.evictions.push(Eviction {
+                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                node: node.to_owned(),
+            });
+        }
+        if !pods.is_empty() {
+            self.event(
+                EventTarget::Node(node.to_owned()),
+                false,
+                "Interrupt",
+                format!("draining node [{node}] for Skyhook [{skyhook}]"),
+            );
+        }
+    }
+
     /// Creates the wave's interrupt pod once every interrupting package of the wave reached
     /// the interrupt stage, no Skyhook pod is left on the node, and the node is drained.
     pub(super) fn interrupt(
         &mut self,
-        skyhook: &Skyhook,
-        owner: &OwnerSkyhook<'_>,
+        pass: &Pass<'_>,
         node: &str,
-        merged: &MergedInterrupt,
-        wave: &BTreeMap<String, Vec<Interrupt>>,
-        outcome: &mut Outcome,
+        wave: &Wave,
+        run: &mut NodeRun,
     ) {
-        let name = owner.name;
-        let packages = &skyhook.spec.packages;
+        let name = pass.name();
+        let packages = &pass.skyhook.spec.packages;
+        let Some(merged) = &wave.merged else {
+            return;
+        };
         let Some(package) = packages.get(&merged.owner) else {
             return;
         };
-        let others_waiting = wave.keys().filter(|p| **p != merged.owner).all(|p| {
-            packages
-                .get(p)
-                .and_then(|pkg| self.entry(name, node, pkg))
-                .is_some_and(|e| e.stage == Stage::Interrupt)
-        });
-        if !others_waiting || self.any_skyhook_pod_on(node) {
+        let others_waiting = wave
+            .interrupts
+            .keys()
+            .filter(|p| **p != merged.owner)
+            .all(|p| {
+                packages
+                    .get(p)
+                    .and_then(|pkg| self.entry(name, node, pkg))
+                    .is_some_and(|e| e.stage == Stage::Interrupt)
+            });
+        if !others_waiting
+            || self.any_skyhook_pod_on(node)
+            || !self.ready_for_interrupt(pass, node, run)
+        {
             return;
         }
-        if !self.ready_for_interrupt(skyhook, name, node, outcome) {
-            return;
-        }
-        let boot_id = self.view(node).and_then(|v| v.boot_id.clone());
+        let boot_id = self.view_of(node).and_then(|v| v.boot_id.clone());
         let pod = interrupt_pod(
             &self.config.pods,
-            owner,
+            &pass.owner,
             package,
             &merged.interrupt,
             node,
@@ -144,17 +160,14 @@ impl Planner<'_> {
             name.to_owned(),
             package_label(&package.name, &package.version),
         ));
-        self.set_entry(
-            name,
-            node,
-            entry_for(package, Stage::Interrupt, State::InProgress),
-        );
+        let entry = entry_for(package, Stage::Interrupt, State::InProgress);
+        self.set_entry(name, node, entry);
         self.set_status(name, node, Status::InProgress);
         let message = format!(
             "Interrupting node [{node}] with {} for package [{}:{}]",
             merged.interrupt.type_, package.name, package.version
         );
-        outcome.applied = Some(message.clone());
+        run.applied = Some(message.clone());
         self.event(
             EventTarget::Skyhook(name.to_owned()),
             false,

@@ -8,14 +8,16 @@
 //! runtime_required, toleration) and in the controller's builders (`pods`, `configmaps`,
 //! `drain`, `pod_match`); this module sequences them:
 //!
-//! 1. auto-taint new nodes and track reboots by boot ID (`taints`, `skyhooks`);
-//! 2. turn pod outcomes into node-state edits, deletions and Events (`pod_results`);
-//! 3. per Skyhook in (priority, name) order: finalizer, validation, version changes, config
-//!    updates (`configs`), pod validation, node statuses (`skyhooks`), compartments and
-//!    batch selection (`selection`), then packages on the selected nodes (`packages`) with
-//!    cordon, drain and the wave's merged interrupt (`interrupts`), and the Skyhook status
-//!    (`status`);
-//! 4. remove the runtime-required taint per node (`taints`); uncordon with ownership.
+//! 1. auto-taint new nodes (`taints`);
+//! 2. turn pod outcomes into node-state edits, deletions and Events (`pod_results`, `reboots`);
+//! 3. per Skyhook in (priority, name) order, one pass (`skyhooks`): admission (finalizer,
+//!    validation), what changed since the last pass (`spec_changes`: reboots, version changes,
+//!    pods that no longer match; `reboots`: lost interrupts; `configs`: ConfigMap changes), node
+//!    statuses, the pure batch selection returning a `Selection` (`selection`), the packages of
+//!    the selected nodes (`packages`) with cordon, drain and the wave's merged interrupt
+//!    (`interrupts`), node conditions, and the pure next status (`status`);
+//! 4. remove the runtime-required taint per node (`taints`); write the node-metadata ConfigMaps
+//!    of the pods this plan starts, and turn the nodes' working copies (`work`) into patches.
 //!
 //! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
 //! ([`skyhook_api::keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
@@ -28,6 +30,7 @@ mod pod_results;
 mod reboots;
 mod selection;
 mod skyhooks;
+mod spec_changes;
 mod status;
 mod taints;
 mod work;
@@ -212,6 +215,7 @@ fn pods_per_node(snapshot: &Snapshot) -> BTreeMap<&str, (usize, CpuMemory)> {
 /// Computes the plan of one reconcile.
 pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
     let mut planner = Planner::new(snapshot, config, now);
+    // Steps in order; each Skyhook's pass reads what the steps before it left on the nodes.
     planner.auto_taint();
     planner.pod_results();
     planner.skyhooks();
@@ -240,7 +244,8 @@ struct Planner<'s> {
     /// (Skyhook, node) pairs a package pod starts on: [`Planner::finish`] brings their
     /// node-metadata ConfigMaps up to date with the node as this plan leaves it.
     metadata_due: BTreeSet<(String, String)>,
-    /// Per Skyhook, per node: reboots that were not confirmed in time.
+    /// Per Skyhook, per node: reboots found not confirmed in time by `pod_results`; each
+    /// Skyhook's pass takes its own into its status.
     unconfirmed_reboots: BTreeMap<String, BTreeMap<String, reboots::UnconfirmedReboot>>,
 }
 

@@ -6,19 +6,21 @@
 use std::collections::BTreeMap;
 
 use skyhook_api::graph::PackageGraph;
-use skyhook_api::interrupt::{effective_interrupts, has_interrupt, merge_interrupts};
-use skyhook_api::resources::pod_requests;
+use skyhook_api::interrupt::{
+    MergedInterrupt, effective_interrupts, has_interrupt, merge_interrupts,
+};
+use skyhook_api::node_state::NodeState;
+use skyhook_api::resources::{CpuMemory, pod_requests};
 use skyhook_api::stage::{
     NextStep, entry_for, next_step, package_complete, pending_uninstalls, uninstall_package,
 };
-use skyhook_api::v1alpha1::{Interrupt, Package, PackageStatus, Skyhook, Stage, State, Status};
+use skyhook_api::v1alpha1::{Interrupt, Package, PackageStatus, Stage, State, Status};
 
-use super::status::Outcome;
+use super::skyhooks::Pass;
 use super::{EventTarget, Planner};
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::package_pod;
-use crate::reconcile::snapshot::NodeView;
 
 pub(super) fn changed_keys<'u>(
     updates: &'u BTreeMap<String, Vec<String>>,
@@ -47,39 +49,25 @@ fn uninstall_interrupts(
     }
 }
 
-impl<'s> Planner<'s> {
-    /// Runs the next step of every package of `skyhook` on `node`.
-    pub(super) fn run_node(
-        &mut self,
-        skyhook: &Skyhook,
-        owner: &OwnerSkyhook<'_>,
-        node: &str,
+/// The packages one node runs next, and the interrupt they share.
+pub(super) struct Wave {
+    /// Uninstalls pending from version changes, before anything else.
+    uninstalls: Vec<Package>,
+    /// Packages that are not complete and whose dependencies are.
+    runnable: Vec<Package>,
+    /// The effective interrupts of the runnable packages that have one.
+    pub(super) interrupts: BTreeMap<String, Vec<Interrupt>>,
+    /// The runnable packages' interrupts merged into one, with the package that owns it.
+    pub(super) merged: Option<MergedInterrupt>,
+}
+
+impl Wave {
+    fn of(
+        packages: &BTreeMap<String, Package>,
+        graph: &PackageGraph,
+        state: &NodeState,
         updates: &BTreeMap<String, Vec<String>>,
-        outcome: &mut Outcome,
-    ) {
-        let name = owner.name;
-        let packages = &skyhook.spec.packages;
-        let graph = match PackageGraph::from_packages(packages) {
-            Ok(graph) => graph,
-            Err(errors) => {
-                self.event(
-                    EventTarget::Skyhook(name.to_owned()),
-                    true,
-                    "Invalid",
-                    format!("the package dependencies are invalid: {errors}; fix spec.packages"),
-                );
-                return;
-            }
-        };
-        let Some(work) = self.nodes.get_mut(node) else {
-            return;
-        };
-        // A pod pinned to a node whose kubelet is not Ready cannot start, and a node in that
-        // state must not be cordoned or drained on Skyhook's behalf: wait for it.
-        if !work.view.ready {
-            return;
-        }
-        let state = work.state(name).clone();
+    ) -> Self {
         let runnable: Vec<Package> = graph
             .runnable(|p| {
                 packages.get(p.name).is_some_and(|package| {
@@ -92,89 +80,184 @@ impl<'s> Planner<'s> {
             .into_iter()
             .filter_map(|p| packages.get(p.name).cloned())
             .collect();
-        let uninstalls: Vec<Package> = pending_uninstalls(&state)
+        let uninstalls = pending_uninstalls(state)
             .into_iter()
             .map(uninstall_package)
             .collect();
-        let wave: BTreeMap<String, Vec<Interrupt>> = runnable
+        let interrupts: BTreeMap<String, Vec<Interrupt>> = runnable
             .iter()
             .map(|p| {
-                (
-                    p.name.clone(),
-                    effective_interrupts(p, changed_keys(updates, &p.name)),
-                )
+                let changed = changed_keys(updates, &p.name);
+                (p.name.clone(), effective_interrupts(p, changed))
             })
             .filter(|(_, interrupts)| !interrupts.is_empty())
             .collect();
-        let merged = merge_interrupts(&wave);
+        let merged = merge_interrupts(&interrupts);
+        Wave {
+            uninstalls,
+            runnable,
+            interrupts,
+            merged,
+        }
+    }
 
-        let previous = (!uninstalls.is_empty())
+    /// Every package of the wave with whether it is an uninstall, in the order they run.
+    fn items(&self) -> impl Iterator<Item = (&Package, bool)> {
+        let uninstalls = self.uninstalls.iter().map(|p| (p, true));
+        uninstalls.chain(self.runnable.iter().map(|p| (p, false)))
+    }
+}
+
+/// What running one node's packages reports for the Skyhook's status.
+#[derive(Debug, Default)]
+pub(super) struct NodeRun {
+    /// The last launch, for the `ApplyPackage` condition.
+    pub(super) applied: Option<String>,
+    /// The drain of the node is past its timeout: why.
+    pub(super) drain_blocked: Option<String>,
+}
+
+/// Where a node's wave goes after one package.
+enum Flow {
+    /// To the next package, whatever `serial` says.
+    Next,
+    /// To the next package unless the Skyhook is `serial`.
+    NextUnlessSerial,
+    /// The package owns the wave's interrupt and is ready for it.
+    OwnerReady,
+}
+
+/// One node's wave, as [`Planner::package_step`] reads it.
+struct NodeWave<'a> {
+    node: &'a str,
+    wave: Wave,
+    /// The packages the node's pods last read, for removed packages' uninstalls.
+    previous: Option<BTreeMap<String, Package>>,
+}
+
+impl<'s> Planner<'s> {
+    /// Runs the next step of every package of the pass's Skyhook on `node`.
+    pub(super) fn run_node(
+        &mut self,
+        pass: &Pass<'_>,
+        node: &str,
+        updates: &BTreeMap<String, Vec<String>>,
+    ) -> NodeRun {
+        let mut run = NodeRun::default();
+        let name = pass.name();
+        let packages = &pass.skyhook.spec.packages;
+        let graph = match PackageGraph::from_packages(packages) {
+            Ok(graph) => graph,
+            Err(errors) => {
+                let message =
+                    format!("the package dependencies are invalid: {errors}; fix spec.packages");
+                self.event(
+                    EventTarget::Skyhook(name.to_owned()),
+                    true,
+                    "Invalid",
+                    message,
+                );
+                return run;
+            }
+        };
+        let Some(work) = self.nodes.get_mut(node) else {
+            return run;
+        };
+        // A pod pinned to a node whose kubelet is not Ready cannot start, and a node in that
+        // state must not be cordoned or drained on Skyhook's behalf: wait for it.
+        if !work.view.ready {
+            return run;
+        }
+        let wave = Wave::of(packages, &graph, work.state(name), updates);
+        let previous = (!wave.uninstalls.is_empty())
             .then(|| self.packages_last_read(name, node))
             .flatten();
+        let at = NodeWave {
+            node,
+            wave,
+            previous,
+        };
         let mut owner_ready = false;
-        let items = uninstalls
-            .iter()
-            .map(|p| (p, true))
-            .chain(runnable.iter().map(|p| (p, false)));
-        for (package, uninstall) in items {
-            let label = package_label(&package.name, &package.version);
-            let pod_exists = self.pod_exists(name, node, &label);
-            let entry = self.entry(name, node, package);
-            let interrupting = if uninstall {
-                uninstall_interrupts(packages, previous.as_ref(), &package.name)
-            } else {
-                wave.contains_key(&package.name)
-            };
-            let step = next_step(entry.as_ref(), interrupting, pod_exists);
-            if interrupting {
-                if entry.as_ref().is_some_and(|e| e.state == State::Skipped) {
-                    continue;
-                }
-                match step {
-                    NextStep::Run(Stage::Interrupt) => {
-                        if merged.as_ref().is_some_and(|m| m.owner == package.name) {
-                            owner_ready = true;
-                        } else {
-                            self.set_entry(
-                                name,
-                                node,
-                                entry_for(package, Stage::Interrupt, State::Skipped),
-                            );
-                        }
-                        continue;
-                    }
-                    // Uninstall and upgrade scripts change what running workloads use, so
-                    // they wait for the cordon and drain just as an apply does.
-                    NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall))
-                        if !self.ready_for_interrupt(skyhook, name, node, outcome) =>
-                    {
-                        let waiting = entry_for(package, Stage::Apply, State::InProgress);
-                        if stage == Stage::Apply && entry.as_ref() != Some(&waiting) {
-                            self.set_entry(name, node, waiting);
-                        }
-                        self.set_status(name, node, Status::InProgress);
-                        if skyhook.spec.serial {
-                            break;
-                        }
-                        continue;
-                    }
-                    _ => {}
-                }
+        for (package, uninstall) in at.wave.items() {
+            match self.package_step(pass, &at, package, uninstall, &mut run) {
+                Flow::Next => {}
+                Flow::OwnerReady => owner_ready = true,
+                Flow::NextUnlessSerial if pass.skyhook.spec.serial => break,
+                Flow::NextUnlessSerial => {}
+            }
+        }
+        if owner_ready {
+            self.interrupt(pass, node, &at.wave, &mut run);
+        }
+        run
+    }
+
+    /// The next step of one package of a node's wave.
+    fn package_step(
+        &mut self,
+        pass: &Pass<'_>,
+        at: &NodeWave<'_>,
+        package: &Package,
+        uninstall: bool,
+        run: &mut NodeRun,
+    ) -> Flow {
+        let (name, node) = (pass.name(), at.node);
+        let label = package_label(&package.name, &package.version);
+        let pod_exists = self.pod_exists(name, node, &label);
+        let entry = self.entry(name, node, package);
+        let interrupting = if uninstall {
+            uninstall_interrupts(
+                &pass.skyhook.spec.packages,
+                at.previous.as_ref(),
+                &package.name,
+            )
+        } else {
+            at.wave.interrupts.contains_key(&package.name)
+        };
+        let step = next_step(entry.as_ref(), interrupting, pod_exists);
+        if interrupting {
+            if entry.as_ref().is_some_and(|e| e.state == State::Skipped) {
+                return Flow::Next;
             }
             match step {
-                NextStep::Run(stage) if stage != Stage::Interrupt => {
-                    self.launch(owner, package, node, stage, outcome);
+                NextStep::Run(Stage::Interrupt) => {
+                    if at
+                        .wave
+                        .merged
+                        .as_ref()
+                        .is_some_and(|m| m.owner == package.name)
+                    {
+                        return Flow::OwnerReady;
+                    }
+                    let skipped = entry_for(package, Stage::Interrupt, State::Skipped);
+                    self.set_entry(name, node, skipped);
+                    return Flow::Next;
                 }
-                NextStep::Complete => continue,
-                NextStep::Run(_) | NextStep::Wait => {}
-            }
-            if skyhook.spec.serial {
-                break;
+                // Uninstall and upgrade scripts change what running workloads use, so they
+                // wait for the cordon and drain just as an apply does.
+                NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall))
+                    if !self.ready_for_interrupt(pass, node, run) =>
+                {
+                    let waiting = entry_for(package, Stage::Apply, State::InProgress);
+                    if stage == Stage::Apply && entry.as_ref() != Some(&waiting) {
+                        self.set_entry(name, node, waiting);
+                    }
+                    self.set_status(name, node, Status::InProgress);
+                    return Flow::NextUnlessSerial;
+                }
+                _ => {}
             }
         }
-        if let (true, Some(merged)) = (owner_ready, merged) {
-            self.interrupt(skyhook, owner, node, &merged, &wave, outcome);
+        match step {
+            NextStep::Run(stage) if stage != Stage::Interrupt => {
+                if let Some(applied) = self.launch(&pass.owner, package, node, stage) {
+                    run.applied = Some(applied);
+                }
+            }
+            NextStep::Complete => return Flow::Next,
+            NextStep::Run(_) | NextStep::Wait => {}
         }
+        Flow::NextUnlessSerial
     }
 
     pub(super) fn entry(
@@ -202,32 +285,23 @@ impl<'s> Planner<'s> {
         }
     }
 
-    pub(super) fn view(&self, node: &str) -> Option<&'s NodeView> {
-        let snapshot: &'s super::Snapshot = self.snapshot;
-        snapshot.nodes.iter().find(|n| n.name == node)
-    }
-
     /// Creates the pod running `stage` of `package` when the node has a pod slot for it
     /// ([`Planner::has_pod_slot`]); otherwise the package waits and a later reconcile, woken
     /// when one of the node's pods is gone, starts it. Its node-metadata ConfigMap is written
-    /// before it, as `finish` leaves it.
+    /// before it, as `finish` leaves it. Returns the `ApplyPackage` message of a launch.
     pub(super) fn launch(
         &mut self,
         owner: &OwnerSkyhook<'_>,
         package: &Package,
         node: &str,
         stage: Stage,
-        outcome: &mut Outcome,
-    ) {
+    ) -> Option<String> {
         // Checked before the pod is built: with hundreds of packages waiting, most launches
         // of a reconcile end here.
         if self.pod_count(node) >= self.config.max_pods_per_node {
-            return;
+            return None;
         }
-        let Some(view) = self.view_of(node) else {
-            return;
-        };
-        let boot_id = view.boot_id.clone();
+        let boot_id = self.view_of(node)?.boot_id.clone();
         let pod = match package_pod(
             &self.config.pods,
             owner,
@@ -238,13 +312,9 @@ impl<'s> Planner<'s> {
         ) {
             Ok(pod) => pod,
             Err(error) => {
-                self.event(
-                    EventTarget::Skyhook(owner.name.to_owned()),
-                    true,
-                    "Apply",
-                    error.to_string(),
-                );
-                return;
+                let target = EventTarget::Skyhook(owner.name.to_owned());
+                self.event(target, true, "Apply", error.to_string());
+                return None;
             }
         };
         let requests = pod
@@ -253,19 +323,9 @@ impl<'s> Planner<'s> {
             .and_then(|spec| pod_requests(spec).ok())
             .unwrap_or_default();
         if !self.has_pod_slot(node, requests) {
-            return;
+            return None;
         }
-        self.metadata_due
-            .insert((owner.name.to_owned(), node.to_owned()));
-        self.plan.create_pods.push(pod);
-        if self.can_ever_fit(node, requests) {
-            let created = self.created_requests.entry(node.to_owned()).or_default();
-            *created = created.plus(requests);
-        }
-        self.created_on.entry(node.to_owned()).or_default().push((
-            owner.name.to_owned(),
-            package_label(&package.name, &package.version),
-        ));
+        self.record_pod(owner.name, node, package, pod, requests);
         let mut entry = entry_for(package, stage, State::InProgress);
         // A stage created again after its pod was refused by the node keeps its count of
         // attempts: the backoff of the next refusal grows from it.
@@ -281,23 +341,38 @@ impl<'s> Planner<'s> {
             "Applying package [{}:{}] stage {stage} to node [{node}]",
             package.name, package.version
         );
-        outcome.applied = Some(skyhook_api::keys::apply_package_message(
+        let on_node = EventTarget::Node(node.to_owned());
+        self.event(on_node, false, "Apply", message.clone());
+        let on_skyhook = EventTarget::Skyhook(owner.name.to_owned());
+        self.event(on_skyhook, false, "Apply", message);
+        Some(skyhook_api::keys::apply_package_message(
             &package.name,
             &package.version,
             node,
+        ))
+    }
+
+    /// Books a package pod this plan creates: its node's pod count and requests, and the
+    /// node-metadata ConfigMap it reads.
+    fn record_pod(
+        &mut self,
+        skyhook: &str,
+        node: &str,
+        package: &Package,
+        pod: k8s_openapi::api::core::v1::Pod,
+        requests: CpuMemory,
+    ) {
+        self.metadata_due
+            .insert((skyhook.to_owned(), node.to_owned()));
+        self.plan.create_pods.push(pod);
+        if self.can_ever_fit(node, requests) {
+            let created = self.created_requests.entry(node.to_owned()).or_default();
+            *created = created.plus(requests);
+        }
+        self.created_on.entry(node.to_owned()).or_default().push((
+            skyhook.to_owned(),
+            package_label(&package.name, &package.version),
         ));
-        self.event(
-            EventTarget::Node(node.to_owned()),
-            false,
-            "Apply",
-            message.clone(),
-        );
-        self.event(
-            EventTarget::Skyhook(owner.name.to_owned()),
-            false,
-            "Apply",
-            message,
-        );
     }
 
     /// The packages the node-metadata ConfigMap of (`skyhook`, `node`) last gave the node's

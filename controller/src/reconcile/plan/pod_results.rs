@@ -57,52 +57,10 @@ impl Planner<'_> {
                     self.delete_pod(&pod.name, "the node rebooted under it");
                 }
                 PodOutcome::Succeeded { restarts, .. } => {
-                    if pod.deleting {
-                        continue;
-                    }
-                    let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
-                        self.delete_pod(&pod.name, "its node is gone");
-                        continue;
-                    };
-                    let state = work.state(&annotation.skyhook);
-                    let edits = on_pod_succeeded(state, annotation, *restarts, packages);
-                    apply_edits(state, &edits);
-                    self.delete_pod(&pod.name, "succeeded");
-                    self.succeeded.insert(pod.name.clone());
-                    self.event(
-                        EventTarget::Node(pod.node.clone()),
-                        false,
-                        "Apply",
-                        format!(
-                            "Package [{}:{}] state complete on [skyhook:{}] stage {}",
-                            annotation.name,
-                            annotation.version,
-                            annotation.skyhook,
-                            annotation.stage
-                        ),
-                    );
+                    self.succeeded_pod(pod, annotation, *restarts, packages);
                 }
                 PodOutcome::Rejected { reason, message } => {
-                    if pod.deleting {
-                        continue;
-                    }
-                    if let Some(invalid) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
-                        self.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
-                        continue;
-                    }
-                    if self.never_fits(pod) {
-                        let failure = PodFailure {
-                            container: None,
-                            exit_code: None,
-                            reason: reason.clone(),
-                            message: message.clone(),
-                            restarts: 0,
-                            reboot_requested: None,
-                        };
-                        self.record_failure(pod, annotation, &failure);
-                        continue;
-                    }
-                    self.retry_rejected(pod, annotation, reason, message.as_deref());
+                    self.rejected_pod(pod, annotation, skyhook, reason, message.as_deref());
                 }
                 PodOutcome::Failed(failure) => {
                     if let Some(reason) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
@@ -113,6 +71,69 @@ impl Planner<'_> {
                 }
             }
         }
+    }
+
+    /// A succeeded pod advances its node's state and is deleted.
+    fn succeeded_pod(
+        &mut self,
+        pod: &OwnedPod,
+        annotation: &PodPackageAnnotation,
+        restarts: i32,
+        packages: &BTreeMap<String, Package>,
+    ) {
+        if pod.deleting {
+            return;
+        }
+        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
+            self.delete_pod(&pod.name, "its node is gone");
+            return;
+        };
+        let state = work.state(&annotation.skyhook);
+        let edits = on_pod_succeeded(state, annotation, restarts, packages);
+        apply_edits(state, &edits);
+        self.delete_pod(&pod.name, "succeeded");
+        self.succeeded.insert(pod.name.clone());
+        self.event(
+            EventTarget::Node(pod.node.clone()),
+            false,
+            "Apply",
+            format!(
+                "Package [{}:{}] state complete on [skyhook:{}] stage {}",
+                annotation.name, annotation.version, annotation.skyhook, annotation.stage
+            ),
+        );
+    }
+
+    /// A pod its node refused: deleted when stray, a failure when it can never fit, retried
+    /// after its backoff otherwise.
+    fn rejected_pod(
+        &mut self,
+        pod: &OwnedPod,
+        annotation: &PodPackageAnnotation,
+        skyhook: Option<&Skyhook>,
+        reason: &str,
+        message: Option<&str>,
+    ) {
+        if pod.deleting {
+            return;
+        }
+        if let Some(invalid) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
+            self.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
+            return;
+        }
+        if self.never_fits(pod) {
+            let failure = PodFailure {
+                container: None,
+                exit_code: None,
+                reason: reason.to_owned(),
+                message: message.map(str::to_owned),
+                restarts: 0,
+                reboot_requested: None,
+            };
+            self.record_failure(pod, annotation, &failure);
+            return;
+        }
+        self.retry_rejected(pod, annotation, reason, message);
     }
 
     /// Marks the package of a failed pod `erroring` with the reason, with a Warning Event when

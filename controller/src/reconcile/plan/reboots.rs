@@ -13,9 +13,10 @@ use std::time::Duration;
 use jiff::Timestamp;
 use skyhook_api::interrupt::effective_interrupts;
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{InterruptType, Skyhook, Stage, State, Status};
+use skyhook_api::v1alpha1::{InterruptType, PackageStatus, Stage, State, Status};
 
 use super::packages::changed_keys;
+use super::skyhooks::Pass;
 use super::{EventTarget, Planner};
 use crate::pod_outcome::{deadline_after, humantime};
 use crate::reconcile::snapshot::NodeView;
@@ -91,23 +92,23 @@ impl Planner<'_> {
         );
     }
 
-    /// Interrupt pods of `skyhook` that are gone while their node is NotReady: the interrupt
-    /// entry turns `erroring` (reported once), and a reboot not back within the deadline,
-    /// counted from when the node went NotReady, is reported as not confirmed.
-    pub(super) fn lost_interrupts(&mut self, skyhook: &Skyhook, name: &str, matched: &[&NodeView]) {
-        let updates = skyhook
-            .status
-            .as_ref()
-            .map(|s| s.config_updates.clone())
-            .unwrap_or_default();
-        for node in matched {
+    /// Interrupt pods of the pass's Skyhook that are gone while their node is NotReady: the
+    /// interrupt entry turns `erroring` (reported once), and a reboot not back within the
+    /// deadline, counted from when the node went NotReady, is returned as not confirmed.
+    pub(super) fn lost_interrupts(
+        &mut self,
+        pass: &Pass<'_>,
+    ) -> BTreeMap<String, UnconfirmedReboot> {
+        let name = pass.name();
+        let mut unconfirmed = BTreeMap::new();
+        for node in &pass.matched {
             if node.ready || self.skyhook_pod_on(name, &node.name) {
                 continue;
             }
             let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
                 continue;
             };
-            let lost: Vec<_> = work
+            let lost: Vec<PackageStatus> = work
                 .state(name)
                 .iter()
                 .filter(|(_, e)| {
@@ -117,49 +118,71 @@ impl Planner<'_> {
                 .map(|(_, e)| e.clone())
                 .collect();
             for entry in lost {
-                let package = format!("{}:{}", entry.name, entry.version);
                 if entry.state == State::InProgress {
-                    let mut failed = entry.clone();
-                    failed.state = State::Erroring;
-                    self.set_entry(name, &node.name, failed);
-                    self.set_status(name, &node.name, Status::Erroring);
-                    self.event(
-                        EventTarget::Node(node.name.clone()),
-                        true,
-                        "Interrupt",
-                        format!(
-                            "The interrupt pod of package [{package}] of Skyhook [{name}] on node [{}] is gone while the node is NotReady (evicted or deleted); it is created again when the node is back",
-                            node.name
-                        ),
-                    );
+                    self.report_lost_interrupt(name, &node.name, entry.clone());
                 }
-                let reboot = skyhook.spec.packages.get(&entry.name).is_some_and(|p| {
-                    effective_interrupts(p, changed_keys(&updates, &entry.name))
-                        .iter()
-                        .any(|i| i.type_ == InterruptType::Reboot)
-                });
-                let Some(since) = node.not_ready_since.filter(|_| reboot) else {
-                    continue;
-                };
-                let deadline = deadline_after(since, self.config.reboot_deadline);
-                if self.now < deadline {
-                    let wait =
-                        Duration::try_from(self.now.duration_until(deadline)).unwrap_or_default();
-                    self.requeue(wait);
-                    continue;
+                if let Some(reboot) = self.overdue_reboot(pass, node, &entry) {
+                    unconfirmed.insert(node.name.clone(), reboot);
                 }
-                let newly = !skyhook.status.as_ref().is_some_and(|s| {
-                    s.conditions.iter().any(|c| {
-                        c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED
-                            && c.status == "True"
-                            && c.message.contains(&format!("{} (", node.name))
-                    })
-                });
-                if newly {
-                    self.reboot_not_confirmed_event(name, &node.name, &package, Some(since));
-                }
-                self.unconfirmed_reboot(name, &node.name, package, Some(since));
             }
         }
+        unconfirmed
+    }
+
+    /// Marks a lost interrupt `erroring`, with a Warning Event.
+    fn report_lost_interrupt(&mut self, skyhook: &str, node: &str, mut entry: PackageStatus) {
+        let package = format!("{}:{}", entry.name, entry.version);
+        entry.state = State::Erroring;
+        self.set_entry(skyhook, node, entry);
+        self.set_status(skyhook, node, Status::Erroring);
+        self.event(
+            EventTarget::Node(node.to_owned()),
+            true,
+            "Interrupt",
+            format!(
+                "The interrupt pod of package [{package}] of Skyhook [{skyhook}] on node [{node}] is gone while the node is NotReady (evicted or deleted); it is created again when the node is back"
+            ),
+        );
+    }
+
+    /// The lost interrupt `entry` as an unconfirmed reboot when it asked for a reboot and the
+    /// node has been NotReady past the deadline (with a Warning Event the first time); until
+    /// then, looks again when the deadline passes.
+    fn overdue_reboot(
+        &mut self,
+        pass: &Pass<'_>,
+        node: &NodeView,
+        entry: &PackageStatus,
+    ) -> Option<UnconfirmedReboot> {
+        let skyhook = pass.skyhook;
+        let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
+        let reboot = skyhook.spec.packages.get(&entry.name).is_some_and(|p| {
+            let changed = updates.map_or(&[][..], |u| changed_keys(u, &entry.name));
+            effective_interrupts(p, changed)
+                .iter()
+                .any(|i| i.type_ == InterruptType::Reboot)
+        });
+        let since = node.not_ready_since.filter(|_| reboot)?;
+        let deadline = deadline_after(since, self.config.reboot_deadline);
+        if self.now < deadline {
+            let wait = Duration::try_from(self.now.duration_until(deadline)).unwrap_or_default();
+            self.requeue(wait);
+            return None;
+        }
+        let package = format!("{}:{}", entry.name, entry.version);
+        let reported = skyhook.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED
+                    && c.status == "True"
+                    && c.message.contains(&format!("{} (", node.name))
+            })
+        });
+        if !reported {
+            self.reboot_not_confirmed_event(pass.name(), &node.name, &package, Some(since));
+        }
+        Some(UnconfirmedReboot {
+            package,
+            requested: Some(since),
+        })
     }
 }

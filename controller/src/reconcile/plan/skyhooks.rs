@@ -1,59 +1,105 @@
 //! One Skyhook per pass, in (priority, name) order (spec §2.2 step 6–7, §2.3, §2.11, §2.12):
-//! finalizer or deletion cleanup, validation, reboot tracking, version changes, config updates,
-//! pod validation, node statuses with per-node priority gating, then selection
-//! (`selection`) and the packages of the selected nodes, node conditions, uncordon.
+//!
+//! 1. admission: finalizer or deletion cleanup, validation, the controller-version annotation;
+//! 2. what changed since the last pass (`spec_changes`, `reboots`, `configs`): reboots, lost
+//!    interrupts, version changes, config updates, pods that no longer match;
+//! 3. node statuses with per-node priority gating;
+//! 4. selection ([`super::selection::select`]) and the packages of the selected nodes
+//!    (`packages`);
+//! 5. node conditions, state mirror and uncordon; the Skyhook status ([`super::status`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use skyhook_api::budget::{legacy_compartments, policy_compartments};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use skyhook_api::budget::{
+    CompartmentSpec, NodeActivity, legacy_compartments, policy_compartments, slot_hold,
+};
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
 use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
-use skyhook_api::stage::{apply_edits, node_complete, version_changes};
+use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
-use skyhook_api::v1alpha1::{Package, Skyhook, SkyhookStatus, Status};
+use skyhook_api::toleration::node_selection_tolerations;
+use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
 
-use super::status::Outcome;
+use super::packages::changed_keys;
+use super::selection::{NodeFacts, Selection, SelectionInput, select};
+use super::status::{Outcome, invalid_status, next_status};
 use super::taints::matched_nodes;
-use super::{EventTarget, Planner};
+use super::{CONTROLLER_VERSION, EventTarget, Planner};
 use crate::names::OwnerSkyhook;
-use crate::pod_match::{InvalidReason, Verdict, validate_pod};
-use crate::reconcile::snapshot::{NodeView, OwnedPod};
+use crate::reconcile::snapshot::NodeView;
+
+/// The Skyhooks in the order their passes run: priority, then name.
+fn pass_order(skyhooks: &[Skyhook]) -> Vec<&Skyhook> {
+    let mut order: Vec<&Skyhook> = skyhooks
+        .iter()
+        .filter(|s| s.metadata.name.is_some())
+        .collect();
+    order.sort_by(|a, b| {
+        let key = |s: &Skyhook| (s.spec.priority, s.metadata.name.clone().unwrap_or_default());
+        let (a, b) = (key(a), key(b));
+        priority_order((a.0, &a.1), (b.0, &b.1))
+    });
+    order
+}
+
+/// What one pass reads of its Skyhook once admitted.
+pub(super) struct Pass<'s> {
+    pub(super) skyhook: &'s Skyhook,
+    pub(super) owner: OwnerSkyhook<'s>,
+    /// The nodes it targets, by creation time then name.
+    pub(super) matched: Vec<&'s NodeView>,
+}
+
+impl Pass<'_> {
+    pub(super) fn name(&self) -> &str {
+        self.owner.name
+    }
+}
+
+/// Per targeted node: every package complete, and whether its turn has come.
+struct NodeProgress<'s> {
+    complete: BTreeMap<&'s str, bool>,
+    ready: BTreeMap<&'s str, bool>,
+}
+
+impl NodeProgress<'_> {
+    fn complete(&self, node: &str) -> bool {
+        self.complete.get(node).copied().unwrap_or(false)
+    }
+
+    fn ready(&self, node: &str) -> bool {
+        self.ready.get(node).copied().unwrap_or(false)
+    }
+}
+
+/// `old` reduced to the nodes the Skyhook targets now.
+fn targeted_status(old: Option<&SkyhookStatus>, matched: &[&NodeView]) -> SkyhookStatus {
+    let mut status = old.cloned().unwrap_or_default();
+    let targeted: BTreeSet<&str> = matched.iter().map(|n| n.name.as_str()).collect();
+    let keep = |node: &String| targeted.contains(node.as_str());
+    status.node_boot_ids.retain(|n, _| keep(n));
+    status.node_priority.retain(|n, _| keep(n));
+    status.node_state.retain(|n, _| keep(n));
+    status.node_status.retain(|n, _| keep(n));
+    status
+}
 
 impl<'s> Planner<'s> {
     pub(super) fn skyhooks(&mut self) {
-        let snapshot = self.snapshot;
-        let mut order: Vec<&'s Skyhook> = snapshot
-            .skyhooks
-            .iter()
-            .filter(|s| s.metadata.name.is_some())
-            .collect();
-        order.sort_by(|a, b| {
-            priority_order(
-                (
-                    a.spec.priority,
-                    a.metadata.name.as_deref().unwrap_or_default(),
-                ),
-                (
-                    b.spec.priority,
-                    b.metadata.name.as_deref().unwrap_or_default(),
-                ),
-            )
-        });
         let mut earlier: Vec<SkyhookProgress<'s>> = Vec::new();
-        for skyhook in order {
-            if let Some(progress) = self.skyhook(skyhook, &earlier) {
-                earlier.push(progress);
+        for skyhook in pass_order(&self.snapshot.skyhooks) {
+            if let Some(pass) = self.admit(skyhook) {
+                earlier.push(self.pass(&pass, &earlier));
             }
         }
     }
 
-    fn skyhook(
-        &mut self,
-        skyhook: &'s Skyhook,
-        earlier: &[SkyhookProgress<'s>],
-    ) -> Option<SkyhookProgress<'s>> {
+    /// Finalizer, deletion, validation and the version annotation: the pass of a Skyhook that
+    /// is deleted or invalid ends here.
+    fn admit(&mut self, skyhook: &'s Skyhook) -> Option<Pass<'s>> {
         let name = skyhook.metadata.name.as_deref()?;
         let has_finalizer = skyhook
             .metadata
@@ -84,12 +130,8 @@ impl<'s> Planner<'s> {
         let owner = match OwnerSkyhook::new(skyhook) {
             Ok(owner) => owner,
             Err(error) => {
-                self.event(
-                    EventTarget::Skyhook(name.to_owned()),
-                    true,
-                    "Invalid",
-                    error.to_string(),
-                );
+                let target = EventTarget::Skyhook(name.to_owned());
+                self.event(target, true, "Invalid", error.to_string());
                 return None;
             }
         };
@@ -98,63 +140,55 @@ impl<'s> Planner<'s> {
             .annotations
             .as_ref()
             .and_then(|a| a.get(keys::VERSION_ANNOTATION));
-        if version.map(String::as_str) != Some(super::CONTROLLER_VERSION) {
+        if version.map(String::as_str) != Some(CONTROLLER_VERSION) {
             self.plan.skyhook_annotations.insert(
                 name.to_owned(),
                 BTreeMap::from([(
                     keys::VERSION_ANNOTATION.to_owned(),
-                    super::CONTROLLER_VERSION.to_owned(),
+                    CONTROLLER_VERSION.to_owned(),
                 )]),
             );
         }
         let matched = matched_nodes(skyhook, &self.snapshot.nodes);
-        let matched_names: BTreeSet<&str> = matched.iter().map(|n| n.name.as_str()).collect();
-        let old = skyhook.status.clone().unwrap_or_default();
-        let mut status = old.clone();
-        status
-            .node_boot_ids
-            .retain(|n, _| matched_names.contains(n.as_str()));
-        status
-            .node_priority
-            .retain(|n, _| matched_names.contains(n.as_str()));
-        status
-            .node_state
-            .retain(|n, _| matched_names.contains(n.as_str()));
-        status
-            .node_status
-            .retain(|n, _| matched_names.contains(n.as_str()));
+        Some(Pass {
+            skyhook,
+            owner,
+            matched,
+        })
+    }
 
-        for node in &matched {
-            self.track_reboot(name, node, &mut status);
+    /// Reports an invalid spec on the Skyhook; its nodes are left as they are.
+    fn invalid(&mut self, skyhook: &Skyhook, name: &str, violations: &str) {
+        if let Some(status) = invalid_status(skyhook, violations, self.now) {
+            let target = EventTarget::Skyhook(name.to_owned());
+            self.event(target, true, "SpecInvalid", violations.to_owned());
+            self.plan.statuses.insert(name.to_owned(), status);
         }
-        // A paused Skyhook changes nothing on its nodes, lost interrupt pods included: they are
-        // looked at again on resume.
-        if !skyhook.is_paused() {
-            self.lost_interrupts(skyhook, name, &matched);
-        }
-        // A paused Skyhook changes nothing on its nodes (upstream skips it right after
-        // reporting its state), so a spec edit made while paused takes effect on resume.
-        let paused = skyhook.is_paused();
-        let version_changed = !paused && self.version_changes(skyhook, name, &matched, &mut status);
-        if !paused {
-            self.config_updates(skyhook, &owner, &matched, &mut status);
-            self.validate_pods(skyhook, &owner);
-        }
+    }
 
-        let packages = &skyhook.spec.packages;
-        let updates = status.config_updates.clone();
-        let has_int = |pkg: &str| {
-            packages
-                .get(pkg)
-                .is_some_and(|p| has_interrupt(p, updates.get(pkg).map_or(&[][..], Vec::as_slice)))
+    /// One admitted Skyhook's pass; returns its progress, which gates the Skyhooks after it.
+    fn pass(&mut self, pass: &Pass<'s>, earlier: &[SkyhookProgress<'s>]) -> SkyhookProgress<'s> {
+        let skyhook = pass.skyhook;
+        let name = pass.owner.name;
+        let mut status = targeted_status(skyhook.status.as_ref(), &pass.matched);
+        let mut outcome = Outcome {
+            unconfirmed_reboots: self.unconfirmed_reboots.remove(name).unwrap_or_default(),
+            ..Outcome::default()
         };
-        let mut complete: BTreeMap<&'s str, bool> = BTreeMap::new();
-        for node in &matched {
-            if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
-                let done = node_complete(work.state(name), packages, has_int);
-                complete.insert(node.name.as_str(), done);
-            }
+        self.track_reboots(name, &pass.matched, &mut status);
+        // A paused Skyhook changes nothing on its nodes (upstream skips it right after
+        // reporting its state), so a spec edit made while paused, and a lost interrupt pod,
+        // are looked at again on resume.
+        let paused = skyhook.is_paused();
+        if !paused {
+            outcome
+                .unconfirmed_reboots
+                .extend(self.lost_interrupts(pass));
+            outcome.version_changed = self.version_changes(pass, &mut status);
+            self.config_updates(pass, &mut status);
+            self.validate_pods(pass);
         }
+        let complete = self.completion(pass, &status);
         let progress = SkyhookProgress {
             name,
             priority: skyhook.spec.priority,
@@ -162,238 +196,258 @@ impl<'s> Planner<'s> {
             sequencing: skyhook.spec.sequencing,
             nodes: complete.clone(),
         };
-
-        let policy_name = skyhook.spec.policy_name();
-        let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
-        let policy_missing = policy_name.is_some() && policy.is_none();
-        let disabled = skyhook.is_disabled();
-        let ready: BTreeMap<&str, bool> = matched
+        let ready = pass
+            .matched
             .iter()
             .map(|n| (n.name.as_str(), node_ready(earlier, &progress, &n.name)))
             .collect();
-        for node in &matched {
+        let nodes = NodeProgress { complete, ready };
+        let policy_name = skyhook.spec.policy_name();
+        let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
+        outcome.policy_missing = policy_name.is_some() && policy.is_none();
+        self.set_node_statuses(pass, &nodes, outcome.policy_missing);
+        if !skyhook.is_disabled() && !paused && !outcome.policy_missing {
+            let compartments = match policy {
+                Some(policy) => policy_compartments(policy),
+                None => legacy_compartments(
+                    skyhook.spec.interruption_budget.as_ref(),
+                    pass.matched.len(),
+                ),
+            };
+            self.run_batch(pass, &compartments, &nodes, &mut status, &mut outcome);
+        }
+        self.record_nodes(pass, &nodes, &mut status);
+        let next = next_status(skyhook, policy, status, outcome, self.now);
+        if let Some(transition) = &next.transition {
+            let message = format!("Skyhook transitioned {transition}");
+            self.event(
+                EventTarget::Skyhook(name.to_owned()),
+                false,
+                "State",
+                message,
+            );
+        }
+        if skyhook.status.clone().unwrap_or_default() != next.status {
+            self.plan.statuses.insert(name.to_owned(), next.status);
+        }
+        progress
+    }
+
+    /// Per targeted node, whether every package is complete after this pass's edits so far.
+    fn completion(&mut self, pass: &Pass<'s>, status: &SkyhookStatus) -> BTreeMap<&'s str, bool> {
+        let packages = &pass.skyhook.spec.packages;
+        let updates = &status.config_updates;
+        let has_int = |pkg: &str| {
+            packages
+                .get(pkg)
+                .is_some_and(|p| has_interrupt(p, changed_keys(updates, pkg)))
+        };
+        let mut complete = BTreeMap::new();
+        for node in &pass.matched {
+            if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
+                let done = node_complete(work.state(pass.name()), packages, has_int);
+                complete.insert(node.name.as_str(), done);
+            }
+        }
+        complete
+    }
+
+    fn set_node_statuses(
+        &mut self,
+        pass: &Pass<'s>,
+        nodes: &NodeProgress<'s>,
+        policy_missing: bool,
+    ) {
+        let skyhook = pass.skyhook;
+        for node in &pass.matched {
             let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
                 continue;
             };
             let next = node_status(NodeStatusInput {
-                current: work.status(name),
-                complete: complete.get(node.name.as_str()).copied().unwrap_or(false),
-                ready: ready.get(node.name.as_str()).copied().unwrap_or(false),
-                disabled,
-                paused,
+                current: work.status(pass.name()),
+                complete: nodes.complete(&node.name),
+                ready: nodes.ready(&node.name),
+                disabled: skyhook.is_disabled(),
+                paused: skyhook.is_paused(),
                 has_compartments: !policy_missing,
             });
-            work.set_status(name, next);
+            work.set_status(pass.name(), next);
         }
+    }
 
-        let mut outcome = Outcome {
-            version_changed,
-            policy_missing,
-            ..Outcome::default()
-        };
-        if !disabled && !paused && !policy_missing {
-            let compartments = match policy {
-                Some(policy) => policy_compartments(policy),
-                None => {
-                    legacy_compartments(skyhook.spec.interruption_budget.as_ref(), matched.len())
-                }
-            };
-            let picks = self.select(
-                skyhook,
-                name,
-                &matched,
-                &compartments,
-                &ready,
-                &complete,
-                &mut status,
-                &mut outcome,
-            );
-            for node in picks {
-                self.run_node(skyhook, &owner, &node, &status.config_updates, &mut outcome);
+    /// Selects the nodes to work on and runs their packages.
+    fn run_batch(
+        &mut self,
+        pass: &Pass<'s>,
+        compartments: &[CompartmentSpec],
+        nodes: &NodeProgress<'s>,
+        status: &mut SkyhookStatus,
+        outcome: &mut Outcome,
+    ) {
+        let skyhook = pass.skyhook;
+        let runtime_taint = self.config.pods.runtime_required_taint.clone();
+        let tolerations = node_selection_tolerations(
+            &skyhook.spec.additional_tolerations,
+            skyhook.spec.runtime_required.then_some(&runtime_taint),
+        );
+        let facts: Vec<NodeFacts<'s>> = pass
+            .matched
+            .iter()
+            .map(|node| self.node_facts(pass.name(), node, nodes))
+            .collect();
+        let selection = select(&SelectionInput {
+            compartments,
+            tolerations: &tolerations,
+            nodes: &facts,
+            status,
+        });
+        let Selection {
+            picks,
+            newly_picked,
+            blocked,
+            compartment_statuses,
+            blocking,
+        } = selection;
+        for node in &blocked {
+            self.set_status(pass.name(), node, Status::Blocked);
+        }
+        for node in newly_picked {
+            status.node_priority.insert(node, Time(self.now));
+        }
+        status.compartment_statuses = compartment_statuses;
+        outcome.blocking = blocking;
+        for node in &picks {
+            let run = self.run_node(pass, node, &status.config_updates);
+            outcome.applied = run.applied.or(outcome.applied.take());
+            if let Some(message) = run.drain_blocked
+                && !outcome.drain_blocked.contains(&message)
+            {
+                outcome.drain_blocked.push(message);
             }
         }
+    }
 
-        let mut completed = Vec::new();
-        for node in &matched {
-            let done = complete.get(node.name.as_str()).copied().unwrap_or(false);
+    /// The node as selection sees it for the Skyhook of `skyhook`, with the budget slot it
+    /// holds.
+    fn node_facts(
+        &mut self,
+        skyhook: &str,
+        node: &'s NodeView,
+        nodes: &NodeProgress<'s>,
+    ) -> NodeFacts<'s> {
+        let pod_on_node = self.skyhook_pod_on(skyhook, &node.name);
+        let mut facts = NodeFacts {
+            node,
+            taints: Vec::new(),
+            status: Status::Unknown,
+            hold: None,
+            complete: nodes.complete(&node.name),
+            ready: nodes.ready(&node.name),
+        };
+        let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
+            return facts;
+        };
+        facts.status = work.status(skyhook);
+        facts.taints = work.taints.clone();
+        let unschedulable = work.unschedulable();
+        let state = work.state(skyhook).clone();
+        facts.hold = slot_hold(NodeActivity {
+            skyhook,
+            annotations: work.annotations(),
+            unschedulable,
+            state: &state,
+            status: facts.status,
+            pod_on_node,
+        });
+        facts
+    }
+
+    /// Per targeted node: completion for the runtime-required taint, the cordon released once
+    /// complete, the node conditions, the status mirrors and the controller version; the
+    /// `State` Event of a node that just completed. Nodes no longer targeted lose the cordon.
+    fn record_nodes(
+        &mut self,
+        pass: &Pass<'s>,
+        nodes: &NodeProgress<'s>,
+        status: &mut SkyhookStatus,
+    ) {
+        let name = pass.name();
+        for node in &pass.matched {
+            let done = nodes.complete(&node.name);
             self.completion
                 .insert((name.to_owned(), node.name.clone()), done);
-            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
-                continue;
-            };
             if done {
                 status.node_priority.remove(&node.name);
-                work.release_cordon(name);
             }
-            let (not_ready, reason) = if done {
-                ("False", keys::NODE_NOT_READY_REASON_COMPLETE)
-            } else {
-                ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
+            let Some(node_status) = self.record_node(name, node, done, status) else {
+                continue;
             };
-            work.set_condition(
-                keys::node_not_ready_condition(name),
-                not_ready,
-                reason,
-                keys::node_not_ready_message(name, done),
-            );
-            let erroring = node_erroring(work.state(name));
-            work.set_condition(
-                keys::node_erroring_condition(name),
-                if erroring { "True" } else { "False" },
-                if erroring {
-                    keys::NODE_ERRORING_REASON
-                } else {
-                    keys::NODE_NOT_ERRORING_REASON
-                },
-                keys::node_erroring_message(name, erroring),
-            );
-            if work.state(name).is_empty() {
-                status.node_state.remove(&node.name);
-            } else {
-                status
-                    .node_state
-                    .insert(node.name.clone(), work.state(name).clone());
-            }
-            let node_status = work.status(name);
-            if node_status == Status::Complete
-                && node
-                    .annotations
-                    .get(&keys::node_status_key(name))
-                    .map(String::as_str)
-                    != Some("complete")
-            {
-                completed.push(node.name.clone());
-            }
-            status.node_status.insert(node.name.clone(), node_status);
-            if !node
-                .annotations
-                .contains_key(&keys::node_version_annotation(name))
-                || node
-                    .annotations
-                    .get(&keys::node_version_annotation(name))
-                    .map(String::as_str)
-                    != Some(super::CONTROLLER_VERSION)
-            {
-                work.set_annotation(
-                    keys::node_version_annotation(name),
-                    super::CONTROLLER_VERSION.to_owned(),
+            let was = node.annotations.get(&keys::node_status_key(name));
+            if node_status == Status::Complete && was.map(String::as_str) != Some("complete") {
+                let message = format!("Skyhook [{name}] complete.");
+                self.event(
+                    EventTarget::Node(node.name.clone()),
+                    false,
+                    "State",
+                    message,
                 );
             }
+            status.node_status.insert(node.name.clone(), node_status);
         }
-        for node in completed {
-            self.event(
-                EventTarget::Node(node),
-                false,
-                "State",
-                format!("Skyhook [{name}] complete."),
-            );
-        }
+        let targeted: BTreeSet<&str> = pass.matched.iter().map(|n| n.name.as_str()).collect();
         for (node, work) in &mut self.nodes {
-            if !matched_names.contains(node) {
+            if !targeted.contains(node) {
                 work.release_cordon(name);
             }
         }
-        self.finish_status(skyhook, name, &old, status, outcome);
-        Some(progress)
     }
 
-    /// Records the node's boot ID; with `REAPPLY_ON_REBOOT`, a changed boot ID resets the node
-    /// for this Skyhook so every package runs again (spec §2.11).
-    fn track_reboot(&mut self, name: &str, node: &NodeView, status: &mut SkyhookStatus) {
-        let Some(boot_id) = node.boot_id.as_deref() else {
-            return;
-        };
-        let previous = status
-            .node_boot_ids
-            .insert(node.name.clone(), boot_id.to_owned());
-        let rebooted = previous.is_some_and(|p| p != boot_id);
-        if rebooted && self.config.reapply_on_reboot {
-            if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
-                work.reset(name);
-            }
-            status.node_state.remove(&node.name);
-            status.node_status.remove(&node.name);
-            let message = format!(
-                "node [{}] rebooted; re-applying Skyhook [{name}]",
-                node.name
-            );
-            self.event(
-                EventTarget::Node(node.name.clone()),
-                false,
-                "Reboot",
-                message.clone(),
-            );
-            self.event(
-                EventTarget::Skyhook(name.to_owned()),
-                false,
-                "Reboot",
-                message,
-            );
-        }
-    }
-
-    /// Upgrades, downgrades and removals turn into node-state edits (spec §2.6). The nodes
-    /// keep `in_progress` only if they already were.
-    fn version_changes(
+    /// One node of [`Planner::record_nodes`]; returns its status, `None` when it is unknown.
+    fn record_node(
         &mut self,
-        skyhook: &Skyhook,
         name: &str,
-        matched: &[&NodeView],
+        node: &NodeView,
+        done: bool,
         status: &mut SkyhookStatus,
-    ) -> bool {
-        let mut changed = false;
-        for node in matched {
-            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
-                continue;
-            };
-            let state = work.state(name);
-            let changes = version_changes(state, &skyhook.spec.packages);
-            if changes.edits.is_empty() {
-                continue;
-            }
-            apply_edits(state, &changes.edits);
-            for package in &changes.changed_packages {
-                status.config_updates.remove(package);
-            }
-            // Upstream marks every node `in_progress` here, though pods run only on the batch;
-            // a node waits until selection picks it (and `launch` marks it).
-            if work.status(name) != Status::InProgress {
-                work.set_status(name, Status::Waiting);
-            }
-            changed = true;
+    ) -> Option<Status> {
+        let work = self.nodes.get_mut(node.name.as_str())?;
+        if done {
+            work.release_cordon(name);
         }
-        changed
-    }
-
-    /// Deletes the Skyhook's pods that no longer match the spec or the node state.
-    fn validate_pods(&mut self, skyhook: &Skyhook, owner: &OwnerSkyhook<'_>) {
-        let snapshot = self.snapshot;
-        for pod in snapshot.pods.iter().filter(|p| p.skyhook == owner.name) {
-            if pod.deleting || self.plan.delete_pods.contains_key(&pod.name) {
-                continue;
-            }
-            if !self.nodes.contains_key(pod.node.as_str()) {
-                self.delete_pod(&pod.name, "its node is gone");
-                continue;
-            }
-            if let Some(reason) = self.invalid_reason(owner, &skyhook.spec.packages, pod) {
-                self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
-            }
+        let (not_ready, reason) = if done {
+            ("False", keys::NODE_NOT_READY_REASON_COMPLETE)
+        } else {
+            ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
+        };
+        work.set_condition(
+            keys::node_not_ready_condition(name),
+            not_ready,
+            reason,
+            keys::node_not_ready_message(name, done),
+        );
+        let erroring = node_erroring(work.state(name));
+        let reason = if erroring {
+            keys::NODE_ERRORING_REASON
+        } else {
+            keys::NODE_NOT_ERRORING_REASON
+        };
+        work.set_condition(
+            keys::node_erroring_condition(name),
+            if erroring { "True" } else { "False" },
+            reason,
+            keys::node_erroring_message(name, erroring),
+        );
+        if work.state(name).is_empty() {
+            status.node_state.remove(&node.name);
+        } else {
+            status
+                .node_state
+                .insert(node.name.clone(), work.state(name).clone());
         }
-    }
-
-    /// Why `pod` of `owner` no longer belongs to the spec's `packages` or to its node's state as
-    /// read (see [`validate_pod`]); `None` when it does or its node is unknown.
-    pub(super) fn invalid_reason(
-        &mut self,
-        owner: &OwnerSkyhook<'_>,
-        packages: &BTreeMap<String, Package>,
-        pod: &OwnedPod,
-    ) -> Option<InvalidReason> {
-        let state = self.nodes.get_mut(pod.node.as_str())?.state(owner.name);
-        match validate_pod(&self.config.pods, owner, packages, state, &pod.pod) {
-            Verdict::Keep => None,
-            Verdict::Invalidate(reason) => Some(reason),
+        let version_key = keys::node_version_annotation(name);
+        if node.annotations.get(&version_key).map(String::as_str) != Some(CONTROLLER_VERSION) {
+            work.set_annotation(version_key, CONTROLLER_VERSION.to_owned());
         }
+        Some(work.status(name))
     }
 }

@@ -1,16 +1,18 @@
 //! The Skyhook status subresource (spec §2.5, §2.13): node statuses and states mirrored from
 //! the nodes, counters, compartments, conditions (with `Ready`) and `observedGeneration`.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use skyhook_api::budget::{reset_batch_state_enabled, reset_batch_states};
 use skyhook_api::keys;
 use skyhook_api::status::{SkyhookOverrides, counters, ready_condition, skyhook_status};
-use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
+use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
 
-use super::reboots::condition_message;
+use super::reboots::{UnconfirmedReboot, condition_message};
 use super::selection::Blocking;
-use super::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID, EventTarget, Planner};
+use super::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID};
 
 /// What one Skyhook's pass found, for its status.
 #[derive(Debug, Default)]
@@ -22,6 +24,16 @@ pub(super) struct Outcome {
     pub(super) applied: Option<String>,
     /// Drains past their timeout, one message per node.
     pub(super) drain_blocked: Vec<String>,
+    /// Reboots not confirmed in time, by node.
+    pub(super) unconfirmed_reboots: BTreeMap<String, UnconfirmedReboot>,
+}
+
+/// The status one Skyhook's pass leaves, and the transition it makes, if any.
+#[derive(Debug)]
+pub(super) struct NextStatus {
+    pub(super) status: SkyhookStatus,
+    /// `[<from>] -> [<to>]` when the Skyhook's status changes: its `State` Event says so.
+    pub(super) transition: Option<String>,
 }
 
 /// Sets a condition, keeping its transition time when its status did not change.
@@ -39,223 +51,222 @@ fn set_condition(conditions: &mut Vec<Condition>, condition: Condition) {
     }
 }
 
-fn condition(
-    type_: &str,
-    true_: bool,
-    reason: &str,
-    message: String,
+/// The conditions of one Skyhook's status: its generation and this plan's time.
+struct Conditions {
     generation: Option<i64>,
     now: Timestamp,
-) -> Condition {
-    Condition {
-        type_: type_.to_owned(),
-        status: if true_ { "True" } else { "False" }.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        observed_generation: generation,
-        last_transition_time: Time(now),
+}
+
+impl Conditions {
+    fn of(skyhook: &Skyhook, now: Timestamp) -> Self {
+        Conditions {
+            generation: skyhook.metadata.generation,
+            now,
+        }
+    }
+
+    fn condition(&self, type_: &str, true_: bool, reason: &str, message: String) -> Condition {
+        Condition {
+            type_: type_.to_owned(),
+            status: if true_ { "True" } else { "False" }.to_owned(),
+            reason: reason.to_owned(),
+            message,
+            observed_generation: self.generation,
+            last_transition_time: Time(self.now),
+        }
     }
 }
 
-impl Planner<'_> {
-    /// Reports an invalid spec on the Skyhook; its nodes are left as they are.
-    pub(super) fn invalid(&mut self, skyhook: &Skyhook, name: &str, violations: &str) {
-        let old = skyhook.status.clone().unwrap_or_default();
-        let mut status = old.clone();
+/// The status of a Skyhook whose spec breaks the validation rules (its nodes are left as they
+/// are); `None` when it already says so.
+pub(super) fn invalid_status(
+    skyhook: &Skyhook,
+    violations: &str,
+    now: Timestamp,
+) -> Option<SkyhookStatus> {
+    let old = skyhook.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let conditions = Conditions::of(skyhook, now);
+    set_condition(
+        &mut status.conditions,
+        conditions.condition(
+            CONDITION_SPEC_INVALID,
+            true,
+            "SpecInvalid",
+            format!("nothing runs until the spec is fixed: {violations}"),
+        ),
+    );
+    (status != old).then_some(status)
+}
+
+/// The status one Skyhook's pass leaves: `status` carries the node maps as the pass left them;
+/// this adds the overall status, the counts, the batch-state reset and the conditions.
+pub(super) fn next_status(
+    skyhook: &Skyhook,
+    policy: Option<&DeploymentPolicySpec>,
+    mut status: SkyhookStatus,
+    outcome: Outcome,
+    now: Timestamp,
+) -> NextStatus {
+    let previous = skyhook.status.as_ref().and_then(|s| s.status);
+    let next = skyhook_status(
+        status.node_status.values().copied(),
+        SkyhookOverrides {
+            disabled: skyhook.is_disabled(),
+            paused: skyhook.is_paused(),
+            policy_missing: outcome.policy_missing,
+        },
+    );
+    let counted = counters(&status.node_status, &skyhook.spec.packages);
+    status.complete_nodes = counted.complete_nodes;
+    status.nodes_in_progress = counted.nodes_in_progress;
+    status.package_list = counted.package_list;
+    status.status = Some(next);
+    let entering_complete = next == Status::Complete && previous != Some(Status::Complete);
+    if next == Status::Complete {
+        status.observed_generation = skyhook.metadata.generation;
+    }
+    if (entering_complete || outcome.version_changed)
+        && reset_batch_state_enabled(skyhook.spec.deployment_policy_options.as_ref(), policy)
+    {
+        reset_batch_states(&mut status.compartment_statuses);
+    }
+    let conditions = Conditions::of(skyhook, now);
+    let transition = (previous != Some(next)).then(|| {
+        let from = previous.map_or_else(|| "none".to_owned(), |s| s.to_string());
+        format!("[{from}] -> [{next}]")
+    });
+    if let Some(transition) = &transition {
         set_condition(
             &mut status.conditions,
-            condition(
-                CONDITION_SPEC_INVALID,
-                true,
-                "SpecInvalid",
-                format!("nothing runs until the spec is fixed: {violations}"),
-                skyhook.metadata.generation,
-                self.now,
+            conditions.condition(
+                keys::CONDITION_TRANSITION,
+                next == Status::Complete,
+                next.as_str(),
+                format!("Transitioned {transition}"),
             ),
         );
-        if status != old {
-            self.event(
-                EventTarget::Skyhook(name.to_owned()),
-                true,
-                "SpecInvalid",
-                violations.to_owned(),
-            );
-            self.plan.statuses.insert(name.to_owned(), status);
-        }
     }
+    let previous_ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == keys::CONDITION_READY)
+        .cloned();
+    set_condition(
+        &mut status.conditions,
+        ready_condition(
+            next,
+            conditions.generation,
+            previous_ready.as_ref(),
+            Time(now),
+        ),
+    );
+    pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
+    bound_node_state_mirror(&mut status);
+    NextStatus { status, transition }
+}
 
-    pub(super) fn finish_status(
-        &mut self,
-        skyhook: &Skyhook,
-        name: &str,
-        old: &SkyhookStatus,
-        mut status: SkyhookStatus,
-        outcome: Outcome,
-    ) {
-        let generation = skyhook.metadata.generation;
-        let now = self.now;
-        let next = skyhook_status(
-            status.node_status.values().copied(),
-            SkyhookOverrides {
-                disabled: skyhook.is_disabled(),
-                paused: skyhook.is_paused(),
-                policy_missing: outcome.policy_missing,
+/// The conditions that report what the pass found: the last launch, blocked and ignored nodes,
+/// a missing policy, blocked drains and unconfirmed reboots.
+fn pass_conditions(
+    skyhook: &Skyhook,
+    list: &mut Vec<Condition>,
+    conditions: &Conditions,
+    outcome: &Outcome,
+) {
+    if let Some(applied) = &outcome.applied {
+        set_condition(
+            list,
+            conditions.condition(
+                keys::CONDITION_APPLY_PACKAGE,
+                true,
+                keys::APPLY_PACKAGE_REASON,
+                applied.clone(),
+            ),
+        );
+    }
+    blocking_conditions(list, conditions, &outcome.blocking);
+    upsert_or_remove(
+        list,
+        keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
+        outcome.policy_missing.then(|| {
+            conditions.condition(
+                keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
+                true,
+                "DeploymentPolicyNotFound",
+                format!(
+                    "DeploymentPolicy {:?} does not exist; create it or fix spec.deploymentPolicy",
+                    skyhook.spec.policy_name().unwrap_or_default()
+                ),
+            )
+        }),
+    );
+    list.retain(|c| c.type_ != CONDITION_SPEC_INVALID);
+    upsert_or_remove(
+        list,
+        CONDITION_DRAIN_BLOCKED,
+        (!outcome.drain_blocked.is_empty()).then(|| {
+            conditions.condition(
+                CONDITION_DRAIN_BLOCKED,
+                true,
+                "DrainTimeout",
+                outcome.drain_blocked.join("; "),
+            )
+        }),
+    );
+    let unconfirmed = &outcome.unconfirmed_reboots;
+    upsert_or_remove(
+        list,
+        keys::CONDITION_REBOOT_NOT_CONFIRMED,
+        (!unconfirmed.is_empty()).then(|| {
+            conditions.condition(
+                keys::CONDITION_REBOOT_NOT_CONFIRMED,
+                true,
+                "RebootNotConfirmed",
+                condition_message(unconfirmed),
+            )
+        }),
+    );
+}
+
+/// `TaintNotTolerable` and `NodesIgnored`, written False with upstream's messages when no node
+/// is blocked.
+fn blocking_conditions(list: &mut Vec<Condition>, conditions: &Conditions, blocking: &Blocking) {
+    let intolerable = &blocking.intolerable;
+    set_condition(
+        list,
+        conditions.condition(
+            keys::CONDITION_TAINT_NOT_TOLERABLE,
+            !intolerable.is_empty(),
+            keys::TAINT_NOT_TOLERABLE_REASON,
+            if intolerable.is_empty() {
+                keys::ALL_TAINTS_TOLERABLE_MESSAGE.to_owned()
+            } else {
+                format!(
+                    "nodes with taints the Skyhook does not tolerate: {}",
+                    intolerable.join("; ")
+                )
             },
-        );
-        let counted = counters(&status.node_status, &skyhook.spec.packages);
-        status.complete_nodes = counted.complete_nodes;
-        status.nodes_in_progress = counted.nodes_in_progress;
-        status.package_list = counted.package_list;
-        let previous = old.status;
-        status.status = Some(next);
-        let entering_complete = next == Status::Complete && previous != Some(Status::Complete);
-        if next == Status::Complete {
-            status.observed_generation = generation;
-        }
-        let policy = skyhook
-            .spec
-            .policy_name()
-            .and_then(|p| self.snapshot.policies.get(p));
-        if (entering_complete || outcome.version_changed)
-            && reset_batch_state_enabled(skyhook.spec.deployment_policy_options.as_ref(), policy)
-        {
-            reset_batch_states(&mut status.compartment_statuses);
-        }
-
-        let conditions = &mut status.conditions;
-        if previous != Some(next) {
-            let from = previous.map_or_else(|| "none".to_owned(), |s| s.to_string());
-            let message = format!("Transitioned [{from}] -> [{next}]");
-            set_condition(
-                conditions,
-                condition(
-                    keys::CONDITION_TRANSITION,
-                    next == Status::Complete,
-                    next.as_str(),
-                    message,
-                    generation,
-                    now,
-                ),
-            );
-            self.plan.events.push(super::PlannedEvent {
-                target: EventTarget::Skyhook(name.to_owned()),
-                warning: false,
-                reason: "State",
-                message: format!("Skyhook transitioned [{from}] -> [{next}]"),
-            });
-        }
-        let previous_ready = conditions
-            .iter()
-            .find(|c| c.type_ == keys::CONDITION_READY)
-            .cloned();
-        set_condition(
-            conditions,
-            ready_condition(next, generation, previous_ready.as_ref(), Time(now)),
-        );
-        if let Some(applied) = outcome.applied {
-            set_condition(
-                conditions,
-                condition(
-                    keys::CONDITION_APPLY_PACKAGE,
-                    true,
-                    keys::APPLY_PACKAGE_REASON,
-                    applied,
-                    generation,
-                    now,
-                ),
-            );
-        }
-        let intolerable = &outcome.blocking.intolerable;
-        set_condition(
-            conditions,
-            condition(
-                keys::CONDITION_TAINT_NOT_TOLERABLE,
-                !intolerable.is_empty(),
-                keys::TAINT_NOT_TOLERABLE_REASON,
-                if intolerable.is_empty() {
-                    keys::ALL_TAINTS_TOLERABLE_MESSAGE.to_owned()
-                } else {
-                    format!(
-                        "nodes with taints the Skyhook does not tolerate: {}",
-                        intolerable.join("; ")
-                    )
-                },
-                generation,
-                now,
-            ),
-        );
-        let ignored = &outcome.blocking.ignored;
-        set_condition(
-            conditions,
-            condition(
-                keys::CONDITION_NODES_IGNORED,
-                !ignored.is_empty(),
-                keys::NODES_IGNORED_REASON,
-                if ignored.is_empty() {
-                    keys::NO_NODES_IGNORED_MESSAGE.to_owned()
-                } else {
-                    format!(
-                        "nodes labelled {}=true: {}",
-                        keys::IGNORE_LABEL,
-                        ignored.join(", ")
-                    )
-                },
-                generation,
-                now,
-            ),
-        );
-        upsert_or_remove(
-            conditions,
-            keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
-            outcome.policy_missing.then(|| {
-                condition(
-                    keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
-                    true,
-                    "DeploymentPolicyNotFound",
-                    format!(
-                        "DeploymentPolicy {:?} does not exist; create it or fix spec.deploymentPolicy",
-                        skyhook.spec.policy_name().unwrap_or_default()
-                    ),
-                    generation,
-                    now,
+        ),
+    );
+    let ignored = &blocking.ignored;
+    set_condition(
+        list,
+        conditions.condition(
+            keys::CONDITION_NODES_IGNORED,
+            !ignored.is_empty(),
+            keys::NODES_IGNORED_REASON,
+            if ignored.is_empty() {
+                keys::NO_NODES_IGNORED_MESSAGE.to_owned()
+            } else {
+                format!(
+                    "nodes labelled {}=true: {}",
+                    keys::IGNORE_LABEL,
+                    ignored.join(", ")
                 )
-            }),
-        );
-        conditions.retain(|c| c.type_ != CONDITION_SPEC_INVALID);
-        upsert_or_remove(
-            conditions,
-            CONDITION_DRAIN_BLOCKED,
-            (!outcome.drain_blocked.is_empty()).then(|| {
-                condition(
-                    CONDITION_DRAIN_BLOCKED,
-                    true,
-                    "DrainTimeout",
-                    outcome.drain_blocked.join("; "),
-                    generation,
-                    now,
-                )
-            }),
-        );
-        let unconfirmed = self.unconfirmed_reboots.remove(name).unwrap_or_default();
-        upsert_or_remove(
-            &mut status.conditions,
-            keys::CONDITION_REBOOT_NOT_CONFIRMED,
-            (!unconfirmed.is_empty()).then(|| {
-                condition(
-                    keys::CONDITION_REBOOT_NOT_CONFIRMED,
-                    true,
-                    "RebootNotConfirmed",
-                    condition_message(&unconfirmed),
-                    generation,
-                    now,
-                )
-            }),
-        );
-        bound_node_state_mirror(&mut status);
-        if status != *old {
-            self.plan.statuses.insert(name.to_owned(), status);
-        }
-    }
+            },
+        ),
+    );
 }
 
 /// The largest `status.nodeState` mirror (as JSON) the status keeps. Server-side apply records

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 use skyhook_api::budget::{legacy_compartments, policy_compartments};
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
 
-use crate::cache::Snapshot;
+use crate::cache::CachedObjects;
 use crate::metrics::{Metrics, SkyhookSeries, skyhook_series};
 
 /// The nodes `skyhook` targets.
@@ -52,7 +52,7 @@ pub fn compartment_strategies(
 }
 
 /// The series of every Skyhook in `snapshot`, by Skyhook name.
-pub fn skyhook_metrics(snapshot: &Snapshot) -> BTreeMap<String, SkyhookSeries> {
+pub fn skyhook_metrics(snapshot: &CachedObjects) -> BTreeMap<String, SkyhookSeries> {
     snapshot
         .skyhooks
         .iter()
@@ -83,7 +83,7 @@ impl MetricsReporter {
 
     /// Publishes the series of every Skyhook in `snapshot` and removes those of Skyhooks that are
     /// gone.
-    pub fn report(&mut self, snapshot: &Snapshot) {
+    pub fn report(&mut self, snapshot: &CachedObjects) {
         let series = skyhook_metrics(snapshot);
         for gone in self.published.difference(&series.keys().cloned().collect()) {
             self.metrics.remove(gone);
@@ -215,13 +215,13 @@ mod tests {
     fn reporter_removes_deleted_skyhooks() {
         let metrics = Arc::new(Metrics::new());
         let mut reporter = MetricsReporter::new(metrics.clone());
-        let snapshot = Snapshot {
+        let snapshot = CachedObjects {
             skyhooks: vec![
                 Arc::new(skyhook("kept", vec![])),
                 Arc::new(skyhook("deleted", vec![])),
             ],
             nodes: vec![node("a", &[])],
-            ..Snapshot::default()
+            ..CachedObjects::default()
         };
         reporter.report(&snapshot);
         let text = metrics.encode().unwrap();
@@ -230,7 +230,7 @@ mod tests {
             "{text}"
         );
 
-        let snapshot = Snapshot {
+        let snapshot = CachedObjects {
             skyhooks: vec![Arc::new(skyhook("kept", vec![]))],
             ..snapshot
         };
