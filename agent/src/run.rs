@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use skyhook_api::interrupt_payload::InterruptPayload;
 use tracing::{error, info, warn};
 
 use crate::config::{self, PackageConfig};
@@ -11,7 +12,7 @@ use crate::decide::{self, StageInput, StageVerdict, StepDecision};
 use crate::exit::Exit;
 use crate::history::HistoryState;
 use crate::host::{CommandSpec, FsChange, Host, HostError};
-use crate::interrupt::{self, Interrupt, InterruptPlan, Verdict};
+use crate::interrupt::{self, InterruptPlan, Verdict};
 use crate::layout::{Layout, under_root};
 use crate::mode::Mode;
 use crate::problem::{self, Location, Problem};
@@ -343,7 +344,8 @@ fn run_interrupt(
                 .into(),
         )
     })?;
-    let interrupt = Interrupt::decode(data).map_err(|err| RunError::Usage(err.to_string()))?;
+    let interrupt =
+        InterruptPayload::decode(data).map_err(|err| RunError::Usage(err.to_string()))?;
     // The commands run with the copy dir as their working directory; it may not exist for this
     // generation of the package (upstream issue #181).
     host.apply(&FsChange::CreateDir {
@@ -376,7 +378,7 @@ fn run_interrupt(
     };
     if commands.is_empty() {
         info!(
-            interrupt = interrupt.type_name(),
+            interrupt = interrupt.type_.as_str(),
             "nothing to run: the package's own scripts do this interrupt"
         );
     }

@@ -19,20 +19,18 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, EnvVar, HostPathVolumeSource, LocalObjectReference, Pod,
     PodSpec, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
-use serde::{Deserialize, Serialize};
 use skyhook_api::image::{pull_reference, stored_image};
+use skyhook_api::interrupt_payload::{AgentInterruptType, InterruptPayload};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::toleration::{UNSCHEDULABLE_TAINT_KEY, toleration_for};
-use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, PackageResources, Stage};
+use skyhook_api::v1alpha1::{Interrupt, Package, PackageResources, Stage};
 
 use crate::config::PodSettings;
 use crate::duration::{self, DurationError};
@@ -219,7 +217,7 @@ pub fn interrupt_pod(
             Stage::Interrupt.as_str().to_owned(),
             HOST_ROOT_MOUNT.to_owned(),
             copy_dir,
-            interrupt_argument(interrupt),
+            InterruptPayload::from(interrupt).encode(),
         ]),
         env: Some(operator_env(
             settings,
@@ -253,18 +251,6 @@ pub fn interrupt_pod(
     pod
 }
 
-/// The interrupt as the agent reads it: base64 of `{"type": <agent name>, "services": [...]}`,
-/// with `services` omitted when empty, byte for byte as upstream encodes it.
-pub fn interrupt_argument(interrupt: &Interrupt) -> String {
-    let argument = AgentInterrupt {
-        kind: interrupt.type_.agent_name().to_owned(),
-        services: interrupt.services.clone(),
-    };
-    // Serialising a struct of strings cannot fail; fall back to an empty object to stay total.
-    let json = serde_json::to_string(&argument).unwrap_or_default();
-    BASE64.encode(json)
-}
-
 /// Whether `pod` is an interrupt pod whose interrupt is a reboot, read from the argument of its
 /// `interrupt` container.
 pub fn is_reboot_interrupt(pod: &Pod) -> bool {
@@ -276,18 +262,8 @@ pub fn is_reboot_interrupt(pod: &Pod) -> bool {
         .flatten()
         .filter(|container| container.name == INTERRUPT_CONTAINER)
         .filter_map(|container| container.args.as_ref()?.get(3))
-        .filter_map(|encoded| BASE64.decode(encoded).ok())
-        .filter_map(|json| serde_json::from_slice::<AgentInterrupt>(&json).ok())
-        .any(|argument| argument.kind == InterruptType::Reboot.agent_name())
-}
-
-/// The JSON inside the interrupt argument.
-#[derive(Debug, Serialize, Deserialize)]
-struct AgentInterrupt {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    services: Vec<String>,
+        .filter_map(|argument| InterruptPayload::decode(argument).ok())
+        .any(|payload| payload.type_ == AgentInterruptType::NodeRestart)
 }
 
 /// The four variables the operator appends to the agent's environment, in upstream's order.
