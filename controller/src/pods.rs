@@ -81,7 +81,31 @@ pub fn package_pod(
     stage: Stage,
     boot_id: Option<&str>,
 ) -> Result<Pod, PodError> {
-    let termination_grace_period_seconds = package
+    let termination_grace_period_seconds = termination_grace_period(package)?;
+    let context = PodContext {
+        settings,
+        owner,
+        package,
+        node,
+        boot_id,
+    };
+    let (volumes, mounts) = package_volumes(owner, package, node);
+    let mut pod = base_pod(
+        &context,
+        names::package_pod_name(owner.name, &package.name, &package.version, stage, node),
+        stage,
+        package_containers(&context, stage, &mounts),
+        volumes,
+    );
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.termination_grace_period_seconds = termination_grace_period_seconds;
+    }
+    Ok(pod)
+}
+
+/// The package's `gracefulShutdown` in whole seconds, when it sets one.
+fn termination_grace_period(package: &Package) -> Result<Option<i64>, PodError> {
+    package
         .graceful_shutdown
         .as_deref()
         .map(|text| {
@@ -92,9 +116,16 @@ pub fn package_pod(
                     source,
                 })
         })
-        .transpose()?;
+        .transpose()
+}
 
-    let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
+/// The volumes of a package pod and where every init container mounts them: the host root, the
+/// node metadata, and the package's ConfigMap when it has one.
+fn package_volumes(
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    node: &str,
+) -> (Vec<Volume>, Vec<VolumeMount>) {
     let metadata_volume = names::node_metadata_volume_name(node);
     let mut volumes = vec![
         root_volume(),
@@ -122,24 +153,28 @@ pub fn package_pod(
             ..VolumeMount::default()
         });
     }
+    (volumes, mounts)
+}
 
-    let agent_env: Vec<EnvVar> = package
-        .env
-        .iter()
-        .cloned()
-        .chain(operator_env(
-            settings,
-            owner,
-            &package.name,
-            &package.version,
-        ))
-        .collect();
+/// The three init containers of a package pod: the copy of the package onto the host, then the
+/// agent running `stage`, then the agent running its check.
+fn package_containers(
+    context: &PodContext<'_>,
+    stage: Stage,
+    mounts: &[VolumeMount],
+) -> Vec<Container> {
+    let PodContext {
+        settings,
+        owner,
+        package,
+        ..
+    } = *context;
+    let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
     let resources = package
         .resources
         .as_ref()
         .filter(|resources| resources.any_set())
         .map(package_resources);
-    let agent_image = agent_image(settings, package);
     let privileged = Some(SecurityContext {
         privileged: Some(true),
         ..SecurityContext::default()
@@ -157,10 +192,22 @@ pub fn package_pod(
         args: Some(vec!["-c".to_owned(), COPY_SCRIPT.to_owned()]),
         env: Some(vec![env(keys::ENV_SKYHOOK_DIR, &copy_dir)]),
         security_context: privileged.clone(),
-        volume_mounts: Some(mounts.clone()),
+        volume_mounts: Some(mounts.to_vec()),
         resources: resources.clone(),
         ..Container::default()
     };
+    let agent_env: Vec<EnvVar> = package
+        .env
+        .iter()
+        .cloned()
+        .chain(operator_env(
+            settings,
+            owner,
+            &package.name,
+            &package.version,
+        ))
+        .collect();
+    let agent_image = agent_image(settings, package);
     let agent_container = |name: String, mode: String| Container {
         name,
         image: Some(agent_image.to_owned()),
@@ -168,7 +215,7 @@ pub fn package_pod(
         args: Some(vec![mode, HOST_ROOT_MOUNT.to_owned(), copy_dir.clone()]),
         env: Some(agent_env.clone()),
         security_context: privileged.clone(),
-        volume_mounts: Some(mounts.clone()),
+        volume_mounts: Some(mounts.to_vec()),
         resources: resources.clone(),
         ..Container::default()
     };
@@ -180,22 +227,7 @@ pub fn package_pod(
         check_container_name(&package.name, stage),
         format!("{}-check", stage.as_str()),
     );
-
-    let mut pod = base_pod(
-        settings,
-        owner,
-        package,
-        node,
-        names::package_pod_name(owner.name, &package.name, &package.version, stage, node),
-        stage,
-        vec![copy, run, check],
-        volumes,
-        boot_id,
-    );
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.termination_grace_period_seconds = termination_grace_period_seconds;
-    }
-    Ok(pod)
+    vec![copy, run, check]
 }
 
 /// The pod that interrupts `node` (service restart, reboot…) on behalf of `package`, which owns
@@ -233,16 +265,19 @@ pub fn interrupt_pod(
         resources: Some(fixed),
         ..Container::default()
     };
-    let mut pod = base_pod(
+    let context = PodContext {
         settings,
         owner,
         package,
         node,
+        boot_id,
+    };
+    let mut pod = base_pod(
+        &context,
         names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node),
         Stage::Interrupt,
         vec![container],
         vec![root_volume()],
-        boot_id,
     );
     pod.metadata.labels.get_or_insert_default().insert(
         keys::INTERRUPT_LABEL.to_owned(),
@@ -329,19 +364,32 @@ pub fn package_resources(resources: &PackageResources) -> ResourceRequirements {
     }
 }
 
+/// What every pod the controller creates is for: the Skyhook and package it works for, on which
+/// node, and that node's boot ID at creation.
+#[derive(Clone, Copy)]
+struct PodContext<'a> {
+    settings: &'a PodSettings,
+    owner: &'a OwnerSkyhook<'a>,
+    package: &'a Package,
+    node: &'a str,
+    boot_id: Option<&'a str>,
+}
+
 /// Metadata and spec shared by package and interrupt pods.
-#[allow(clippy::too_many_arguments)]
 fn base_pod(
-    settings: &PodSettings,
-    owner: &OwnerSkyhook<'_>,
-    package: &Package,
-    node: &str,
+    context: &PodContext<'_>,
     name: String,
     stage: Stage,
     init_containers: Vec<Container>,
     volumes: Vec<Volume>,
-    boot_id: Option<&str>,
 ) -> Pod {
+    let PodContext {
+        settings,
+        owner,
+        package,
+        node,
+        boot_id,
+    } = *context;
     let annotation = PodPackageAnnotation {
         name: package.name.clone(),
         version: package.version.clone(),
