@@ -4,14 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use skyhook_api::interrupt_payload::InterruptPayload;
 use tracing::{error, info, warn};
 
-use crate::config::{self, PackageConfig};
-use crate::decide::{self, StageInput, StageVerdict, StepDecision};
+use crate::config::{self, PackageConfig, Step};
+use crate::decide::{self, RunReason, StageInput, StageVerdict, StepDecision};
 use crate::exit::Exit;
 use crate::history::HistoryState;
 use crate::host::{CommandSpec, FsChange, Host, HostError};
-use crate::interrupt::{self, Interrupt, InterruptPlan, Verdict};
+use crate::interrupt::{self, InterruptPlan, PlannedCommand, Verdict};
 use crate::layout::{Layout, under_root};
 use crate::mode::Mode;
 use crate::problem::{self, Location, Problem};
@@ -118,34 +119,10 @@ fn run_stage(
     request: &Request,
 ) -> Result<(), RunError> {
     let mode = request.mode;
-    let root = &request.root_mount;
-    let copy_dir = under_root(root, &request.copy_dir);
-    if !host.exists(&copy_dir) {
-        info!(copy_dir = %copy_dir.display(), data_dir = %settings.data_dir, "copy dir missing: legacy mode, copying the package to the host");
-        host.apply(&FsChange::CopyTree {
-            from: PathBuf::from(&settings.data_dir),
-            root: root.clone(),
-            dest: request.copy_dir.clone(),
-        })?;
-        if host.exists(Path::new(LEGACY_NODE_FILES)) {
-            host.apply(&FsChange::CopyTree {
-                from: PathBuf::from(LEGACY_NODE_FILES),
-                root: root.clone(),
-                dest: request.copy_dir.clone(),
-            })?;
-        }
-    }
+    let copy_dir = ensure_copy_dir(host, settings, request)?;
     let config = load_config(host, &copy_dir)?;
     if !mode.is_uninstall() {
-        let root_dir = copy_dir.join("root_dir");
-        if host.exists(&root_dir) {
-            info!("copying the package's root_dir onto the host root");
-            host.apply(&FsChange::CopyTree {
-                from: root_dir,
-                root: root.clone(),
-                dest: "/".into(),
-            })?;
-        }
+        overlay_root_dir(host, &copy_dir, &request.root_mount)?;
         require_config_files(host, &config, &copy_dir)?;
     }
     let layout = layout(settings, request);
@@ -180,66 +157,7 @@ fn run_stage(
         history: &history,
         agent_env,
     };
-    let mut check_failed = Vec::new();
-    for planned in decide::plan_steps(&input) {
-        let step = planned.step;
-        if host.terminate_requested() {
-            return Err(RunError::Terminated {
-                when: format!("before {mode} step {:?} ({})", step.name, step.path),
-            });
-        }
-        let failure = |reason: String| RunError::StepFailed {
-            mode,
-            name: step.name.clone(),
-            path: step.path.clone(),
-            reason,
-        };
-        match planned.decision {
-            StepDecision::Skip { flag } => {
-                info!(%mode, step = %step.name, path = %step.path, flag = %flag.display(), "skipping: the step already succeeded");
-            }
-            StepDecision::MissingEnv { names } => {
-                let reason = format!(
-                    "expected environment variable(s) {} for its env: arguments do not exist; set them on the agent",
-                    names.join(", ")
-                );
-                error!(%mode, step = %step.name, path = %step.path, "{reason}");
-                if mode.is_check() {
-                    check_failed.push(true);
-                } else {
-                    return Err(failure(reason));
-                }
-            }
-            StepDecision::Run {
-                command,
-                flag,
-                reason,
-            } => {
-                info!(%mode, step = %step.name, path = %step.path, arguments = ?step.arguments, returncodes = ?step.returncodes, ?reason, "running step");
-                let outcome = host.run(&command)?;
-                let succeeded = step.returncodes.contains(&i64::from(outcome.code));
-                if succeeded {
-                    info!(%mode, step = %step.name, code = outcome.code, "step succeeded");
-                } else {
-                    error!(%mode, step = %step.name, code = outcome.code, returncodes = ?step.returncodes, "step failed");
-                }
-                if mode.is_check() {
-                    check_failed.push(!succeeded);
-                } else if !succeeded {
-                    return Err(failure(format!(
-                        "exit code {} is not one of its returncodes {:?}",
-                        outcome.code, step.returncodes
-                    )));
-                } else if let Some(flag) = flag {
-                    let last_run = timefmt::local_naive(&host.now());
-                    host.apply(&FsChange::WriteFile {
-                        path: flag,
-                        contents: decide::flag_contents(&last_run, step).into_bytes(),
-                    })?;
-                }
-            }
-        }
-    }
+    let check_failed = run_steps(host, &input)?;
     if host.terminate_requested() {
         return Err(RunError::Terminated {
             when: format!("during the last {mode} step"),
@@ -269,6 +187,123 @@ fn run_stage(
         StageVerdict::Succeeded => Ok(()),
         StageVerdict::ChecksFailed { failed } => Err(RunError::ChecksFailed { mode, failed }),
     }
+}
+
+/// The package copy on the host. When the operator did not make one (legacy mode), the package
+/// is copied there from the agent image first, with the legacy node files when present.
+fn ensure_copy_dir(
+    host: &mut impl Host,
+    settings: &Settings,
+    request: &Request,
+) -> Result<PathBuf, RunError> {
+    let root = &request.root_mount;
+    let copy_dir = under_root(root, &request.copy_dir);
+    if host.exists(&copy_dir) {
+        return Ok(copy_dir);
+    }
+    info!(copy_dir = %copy_dir.display(), data_dir = %settings.data_dir, "copy dir missing: legacy mode, copying the package to the host");
+    host.apply(&FsChange::CopyTree {
+        from: PathBuf::from(&settings.data_dir),
+        root: root.clone(),
+        dest: request.copy_dir.clone(),
+    })?;
+    if host.exists(Path::new(LEGACY_NODE_FILES)) {
+        host.apply(&FsChange::CopyTree {
+            from: PathBuf::from(LEGACY_NODE_FILES),
+            root: root.clone(),
+            dest: request.copy_dir.clone(),
+        })?;
+    }
+    Ok(copy_dir)
+}
+
+/// Copies the package's `root_dir`, when it has one, onto the host root.
+fn overlay_root_dir(host: &mut impl Host, copy_dir: &Path, root: &Path) -> Result<(), RunError> {
+    let root_dir = copy_dir.join("root_dir");
+    if host.exists(&root_dir) {
+        info!("copying the package's root_dir onto the host root");
+        host.apply(&FsChange::CopyTree {
+            from: root_dir,
+            root: root.to_path_buf(),
+            dest: "/".into(),
+        })?;
+    }
+    Ok(())
+}
+
+/// Runs the planned steps of the mode in order. A failing step stops any other mode; check modes
+/// run every check and return, per check that ran, whether it failed.
+fn run_steps(host: &mut impl Host, input: &StageInput<'_>) -> Result<Vec<bool>, RunError> {
+    let mode = input.mode;
+    let mut check_failed = Vec::new();
+    for planned in decide::plan_steps(input) {
+        let step = planned.step;
+        if host.terminate_requested() {
+            return Err(RunError::Terminated {
+                when: format!("before {mode} step {:?} ({})", step.name, step.path),
+            });
+        }
+        let failure = match planned.decision {
+            StepDecision::Skip { flag } => {
+                info!(%mode, step = %step.name, path = %step.path, flag = %flag.display(), "skipping: the step already succeeded");
+                continue;
+            }
+            StepDecision::MissingEnv { names } => {
+                let reason = format!(
+                    "expected environment variable(s) {} for its env: arguments do not exist; set them on the agent",
+                    names.join(", ")
+                );
+                error!(%mode, step = %step.name, path = %step.path, "{reason}");
+                Some(reason)
+            }
+            StepDecision::Run {
+                command,
+                flag,
+                reason,
+            } => run_step(host, mode, step, &command, flag, reason)?,
+        };
+        if mode.is_check() {
+            check_failed.push(failure.is_some());
+        } else if let Some(reason) = failure {
+            return Err(RunError::StepFailed {
+                mode,
+                name: step.name.clone(),
+                path: step.path.clone(),
+                reason,
+            });
+        }
+    }
+    Ok(check_failed)
+}
+
+/// Runs one step and, when it succeeds outside a check mode, writes its flag. Returns why it
+/// failed, if it did.
+fn run_step(
+    host: &mut impl Host,
+    mode: Mode,
+    step: &Step,
+    command: &CommandSpec,
+    flag: Option<PathBuf>,
+    reason: RunReason,
+) -> Result<Option<String>, RunError> {
+    info!(%mode, step = %step.name, path = %step.path, arguments = ?step.arguments, returncodes = ?step.returncodes, ?reason, "running step");
+    let outcome = host.run(command)?;
+    if !step.returncodes.contains(&i64::from(outcome.code)) {
+        error!(%mode, step = %step.name, code = outcome.code, returncodes = ?step.returncodes, "step failed");
+        return Ok(Some(format!(
+            "exit code {} is not one of its returncodes {:?}",
+            outcome.code, step.returncodes
+        )));
+    }
+    info!(%mode, step = %step.name, code = outcome.code, "step succeeded");
+    if let Some(flag) = flag.filter(|_| !mode.is_check()) {
+        let last_run = timefmt::local_naive(&host.now());
+        host.apply(&FsChange::WriteFile {
+            path: flag,
+            contents: decide::flag_contents(&last_run, step).into_bytes(),
+        })?;
+    }
+    Ok(None)
 }
 
 /// Reads and checks `config.json` in the copy dir; every step's script must exist.
@@ -343,7 +378,8 @@ fn run_interrupt(
                 .into(),
         )
     })?;
-    let interrupt = Interrupt::decode(data).map_err(|err| RunError::Usage(err.to_string()))?;
+    let interrupt =
+        InterruptPayload::decode(data).map_err(|err| RunError::Usage(err.to_string()))?;
     // The commands run with the copy dir as their working directory; it may not exist for this
     // generation of the package (upstream issue #181).
     host.apply(&FsChange::CreateDir {
@@ -354,16 +390,7 @@ fn run_interrupt(
     host.apply(&FsChange::CreateDir {
         path: flag_dir.clone(),
     })?;
-    let existing: BTreeSet<PathBuf> = match interrupt::plan(&interrupt, &flag_dir, &BTreeSet::new())
-    {
-        InterruptPlan::Commands(commands) => commands
-            .into_iter()
-            .map(|c| c.flag)
-            .filter(|flag| host.exists(flag))
-            .collect(),
-        InterruptPlan::RecordNoOp { .. } => BTreeSet::new(),
-    };
-    let commands = match interrupt::plan(&interrupt, &flag_dir, &existing) {
+    let commands = match plan_interrupt(host, &interrupt, &flag_dir) {
         InterruptPlan::RecordNoOp { flag } => {
             host.apply(&FsChange::WriteFile {
                 path: flag,
@@ -376,7 +403,7 @@ fn run_interrupt(
     };
     if commands.is_empty() {
         info!(
-            interrupt = interrupt.type_name(),
+            interrupt = interrupt.type_.as_str(),
             "nothing to run: the package's own scripts do this interrupt"
         );
     }
@@ -390,11 +417,6 @@ fn run_interrupt(
             info!(id = %command.id, resource_id = %settings.resource_id, "skipping interrupt command: it already ran for this resource id");
             continue;
         }
-        // Written before the command: a reboot may never let the agent write it afterwards.
-        host.apply(&FsChange::WriteFile {
-            path: command.flag.clone(),
-            contents: timefmt::epoch_seconds(host.now().timestamp()).into_bytes(),
-        })?;
         let spec = CommandSpec {
             root: request.root_mount.clone(),
             cwd: request.copy_dir.clone(),
@@ -410,27 +432,60 @@ fn run_interrupt(
                 )
             }),
         };
-        info!(id = %command.id, command = %command.argv.join(" "), "running interrupt command");
-        let outcome = match host.run(&spec) {
-            Ok(outcome) => outcome,
-            Err(err) => {
-                host.apply(&FsChange::RemoveFile { path: command.flag })?;
-                return Err(err.into());
-            }
-        };
-        match interrupt::judge(&interrupt, outcome.code, outcome.terminated_during) {
-            Verdict::Succeeded => {}
-            Verdict::Failed => {
-                host.apply(&FsChange::RemoveFile { path: command.flag })?;
-                return Err(RunError::InterruptFailed {
-                    command: command.argv.join(" "),
-                    code: outcome.code,
-                });
-            }
-            Verdict::RebootUnderway => return Err(RunError::RebootUnderway),
-        }
+        run_interrupt_command(host, &interrupt, command, &spec)?;
     }
     Ok(())
+}
+
+/// The interrupt's plan, given the flags of its commands that exist on the host.
+fn plan_interrupt(
+    host: &impl Host,
+    interrupt: &InterruptPayload,
+    flag_dir: &Path,
+) -> InterruptPlan {
+    let existing: BTreeSet<PathBuf> = match interrupt::plan(interrupt, flag_dir, &BTreeSet::new()) {
+        InterruptPlan::Commands(commands) => commands
+            .into_iter()
+            .map(|c| c.flag)
+            .filter(|flag| host.exists(flag))
+            .collect(),
+        InterruptPlan::RecordNoOp { .. } => BTreeSet::new(),
+    };
+    interrupt::plan(interrupt, flag_dir, &existing)
+}
+
+/// Runs one interrupt command as `spec`, at most once per resource id: its flag is written before
+/// the command, because a reboot may never let the agent write it afterwards, and removed again
+/// when the command fails.
+fn run_interrupt_command(
+    host: &mut impl Host,
+    interrupt: &InterruptPayload,
+    command: PlannedCommand,
+    spec: &CommandSpec,
+) -> Result<(), RunError> {
+    host.apply(&FsChange::WriteFile {
+        path: command.flag.clone(),
+        contents: timefmt::epoch_seconds(host.now().timestamp()).into_bytes(),
+    })?;
+    info!(id = %command.id, command = %command.argv.join(" "), "running interrupt command");
+    let outcome = match host.run(spec) {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            host.apply(&FsChange::RemoveFile { path: command.flag })?;
+            return Err(err.into());
+        }
+    };
+    match interrupt::judge(interrupt, outcome.code, outcome.terminated_during) {
+        Verdict::Succeeded => Ok(()),
+        Verdict::Failed => {
+            host.apply(&FsChange::RemoveFile { path: command.flag })?;
+            Err(RunError::InterruptFailed {
+                command: command.argv.join(" "),
+                code: outcome.code,
+            })
+        }
+        Verdict::RebootUnderway => Err(RunError::RebootUnderway),
+    }
 }
 
 #[cfg(test)]

@@ -57,71 +57,32 @@ fn is_executable(path: &Path) -> bool {
 /// Validates the package in `dir` (the directory holding `config.json`, `skyhook_dir/` and
 /// optionally `root_dir/`).
 pub fn validate(dir: &Path) -> Report {
-    let mut problems = Vec::new();
     let config_path = dir.join("config.json");
     let text = match fs::read_to_string(&config_path) {
         Ok(text) => text,
         Err(err) => {
-            problems.push(Problem::error(
-                Location::File("config.json".into()),
-                format!("cannot read {}: {err}", config_path.display()),
-                "pass the package directory (the one with config.json, skyhook_dir/ and root_dir/)",
-            ));
             return Report {
                 config: None,
-                problems,
+                problems: vec![Problem::error(
+                    Location::File("config.json".into()),
+                    format!("cannot read {}: {err}", config_path.display()),
+                    "pass the package directory (the one with config.json, skyhook_dir/ and root_dir/)",
+                )],
             };
         }
     };
     let loaded = config::parse(&text);
-    problems.extend(loaded.problems);
+    let mut problems = loaded.problems;
     let steps_dir = dir.join("skyhook_dir");
     if let Some(config) = &loaded.config {
-        problems.extend(config::missing_scripts(config, |path| {
-            steps_dir.join(path).exists()
-        }));
-        for (mode, index, step) in config.all_steps() {
-            let script = steps_dir.join(&step.path);
-            if script.is_dir() {
-                problems.push(Problem::error(
-                    step.location(mode, index, Some("path")),
-                    format!("skyhook_dir/{} is a directory, not a script", step.path),
-                    "point path at the script file",
-                ));
-            } else if script.exists() && !is_executable(&script) {
-                problems.push(Problem::error(
-                    step.location(mode, index, Some("path")),
-                    format!("skyhook_dir/{} is not executable", step.path),
-                    format!(
-                        "chmod +x skyhook_dir/{} before building the image",
-                        step.path
-                    ),
-                ));
-            }
-        }
+        problems.extend(step_script_problems(config, &steps_dir));
     }
     if steps_dir.is_dir() {
-        let mut shell_scripts = Vec::new();
-        collect_shell_scripts(&steps_dir, &mut shell_scripts);
-        for script in shell_scripts {
-            let relative = script
-                .strip_prefix(dir)
-                .unwrap_or(&script)
-                .display()
-                .to_string();
-            let referenced = loaded.config.as_ref().is_some_and(|config| {
-                config
-                    .all_steps()
-                    .any(|(_, _, step)| steps_dir.join(&step.path) == script)
-            });
-            if !referenced && !is_executable(&script) {
-                problems.push(Problem::error(
-                    Location::File(relative.clone()),
-                    "shell script is not executable",
-                    format!("chmod +x {relative}"),
-                ));
-            }
-        }
+        problems.extend(shell_script_problems(
+            dir,
+            &steps_dir,
+            loaded.config.as_ref(),
+        ));
     } else {
         problems.push(Problem::error(
             Location::File("skyhook_dir".into()),
@@ -141,6 +102,65 @@ pub fn validate(dir: &Path) -> Report {
         config: loaded.config,
         problems,
     }
+}
+
+/// Every step's script must exist in `steps_dir` as an executable file.
+fn step_script_problems(config: &PackageConfig, steps_dir: &Path) -> Vec<Problem> {
+    let mut problems = config::missing_scripts(config, |path| steps_dir.join(path).exists());
+    for (mode, index, step) in config.all_steps() {
+        let script = steps_dir.join(&step.path);
+        if script.is_dir() {
+            problems.push(Problem::error(
+                step.location(mode, index, Some("path")),
+                format!("skyhook_dir/{} is a directory, not a script", step.path),
+                "point path at the script file",
+            ));
+        } else if script.exists() && !is_executable(&script) {
+            problems.push(Problem::error(
+                step.location(mode, index, Some("path")),
+                format!("skyhook_dir/{} is not executable", step.path),
+                format!(
+                    "chmod +x skyhook_dir/{} before building the image",
+                    step.path
+                ),
+            ));
+        }
+    }
+    problems
+}
+
+/// Shell scripts under `steps_dir` that no step names must be executable too (upstream's
+/// packaging rule); those a step names are reported by [`step_script_problems`].
+fn shell_script_problems(
+    dir: &Path,
+    steps_dir: &Path,
+    config: Option<&PackageConfig>,
+) -> Vec<Problem> {
+    let mut shell_scripts = Vec::new();
+    collect_shell_scripts(steps_dir, &mut shell_scripts);
+    shell_scripts
+        .into_iter()
+        .filter(|script| {
+            let referenced = config.is_some_and(|config| {
+                config
+                    .all_steps()
+                    .any(|(_, _, step)| steps_dir.join(&step.path) == *script)
+            });
+            !referenced && !is_executable(script)
+        })
+        .map(|script| {
+            let relative = script
+                .strip_prefix(dir)
+                .unwrap_or(&script)
+                .display()
+                .to_string();
+            Problem::error(
+                Location::File(relative.clone()),
+                "shell script is not executable",
+                format!("chmod +x {relative}"),
+            )
+        })
+        .collect()
 }
 
 fn collect_shell_scripts(dir: &Path, found: &mut Vec<std::path::PathBuf>) {

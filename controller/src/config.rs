@@ -372,15 +372,8 @@ impl Config {
     /// Checks every setting. See the module documentation.
     pub fn from_args(args: &Args) -> Result<Config, ConfigError> {
         let mut check = Checker { errors: Vec::new() };
-
-        if let Err(problem) = validate_dns_label(&args.namespace) {
-            check.fail(
-                "NAMESPACE",
-                "namespace",
-                format!("is {:?}, not a namespace name ({problem})", args.namespace),
-                "use lowercase letters, digits and '-' (at most 63), e.g. skyhook",
-            );
-        }
+        // Errors are listed in the order of these checks.
+        check.namespace(&args.namespace);
         let default_interval = check.duration(
             "DEFAULT_INTERVAL",
             "default-interval",
@@ -388,21 +381,7 @@ impl Config {
             MIN_DEFAULT_INTERVAL,
             "10m",
         );
-        let image_pull_secret = match args.image_pull_secret.as_str() {
-            "" => None,
-            name => match validate_dns_subdomain(name) {
-                Ok(()) => Some(name.to_owned()),
-                Err(problem) => {
-                    check.fail(
-                    "IMAGE_PULL_SECRET",
-                    "image-pull-secret",
-                    format!("is {name:?}, not a Secret name ({problem})"),
-                    "use the name of a Secret in NAMESPACE (lowercase letters, digits, '-' and '.'), or leave it empty",
-                );
-                    None
-                }
-            },
-        };
+        let image_pull_secret = check.image_pull_secret(&args.image_pull_secret);
         let copy_dir_root =
             check.absolute_path("COPY_DIR_ROOT", "copy-dir-root", &args.copy_dir_root);
         let agent_log_root =
@@ -414,118 +393,11 @@ impl Config {
         );
         let leader_election =
             check.boolean("LEADER_ELECTION", "leader-election", &args.leader_election);
-
-        let runtime_required_taint = match parse_taint(&args.runtime_required_taint) {
-            Ok(taint) => Some(taint),
-            Err(error) => {
-                check.fail(
-                    "RUNTIME_REQUIRED_TAINT",
-                    "runtime-required-taint",
-                    format!("is rejected: {error}"),
-                    "or unset it for the default",
-                );
-                None
-            }
-        };
-
-        match ImageRef::parse(&args.pause_image) {
-            Ok(image) if image.tag.is_some() || image.digest.is_some() => {}
-            Ok(_) => check.fail(
-                "PAUSE_IMAGE",
-                "pause-image",
-                format!("is {:?}, which has no tag", args.pause_image),
-                "add a tag, e.g. registry.k8s.io/pause:3.10",
-            ),
-            Err(error) => check.fail(
-                "PAUSE_IMAGE",
-                "pause-image",
-                format!("is {:?}, not an image reference: {error}", args.pause_image),
-                "e.g. registry.k8s.io/pause:3.10",
-            ),
-        }
-        let agent_version = match ImageRef::parse(&args.agent_image) {
-            Ok(ImageRef { tag: Some(tag), .. }) => tag,
-            Ok(_) => {
-                check.fail(
-                    "AGENT_IMAGE",
-                    "agent-image",
-                    format!("is {:?}, which has no tag", args.agent_image),
-                    "add the agent version as the tag, e.g. ghcr.io/nvidia/skyhook/agent:6.4.1",
-                );
-                String::new()
-            }
-            Err(error) => {
-                check.fail(
-                    "AGENT_IMAGE",
-                    "agent-image",
-                    format!("is {:?}, not an image reference: {error}", args.agent_image),
-                    "e.g. ghcr.io/nvidia/skyhook/agent:6.4.1",
-                );
-                String::new()
-            }
-        };
-
-        let metrics_addr = check.bind_address("METRICS_PORT", "metrics-port", &args.metrics_port);
-        let probe_addr = check.bind_address("PROBE_PORT", "probe-port", &args.probe_port);
-        if let (Some(metrics), Some(probe)) = (metrics_addr, probe_addr)
-            && metrics.port() == probe.port()
-        {
-            check.fail(
-                "PROBE_PORT",
-                "probe-port",
-                format!("uses port {} like METRICS_PORT", probe.port()),
-                "give the two endpoints different ports, e.g. :8080 and :8081",
-            );
-        }
-
-        let encoder = match args.log_encoder.to_ascii_lowercase().as_str() {
-            "json" => LogEncoder::Json,
-            "console" => LogEncoder::Console,
-            other => {
-                check.fail(
-                    "LOG_ENCODER",
-                    "log-encoder",
-                    format!("is {other:?}"),
-                    "use json or console",
-                );
-                LogEncoder::Json
-            }
-        };
-        let level = match args.log_level.to_ascii_lowercase().as_str() {
-            "trace" => tracing::Level::TRACE,
-            "debug" => tracing::Level::DEBUG,
-            "info" => tracing::Level::INFO,
-            "warn" => tracing::Level::WARN,
-            // zap's levels above error all mean "errors only" here.
-            "error" | "dpanic" | "panic" | "fatal" => tracing::Level::ERROR,
-            other => {
-                check.fail(
-                    "LOG_LEVEL",
-                    "log-level",
-                    format!("is {other:?}"),
-                    "use debug, info, warn or error",
-                );
-                tracing::Level::INFO
-            }
-        };
-        let time_encoder = match args.log_time_encoder.as_str() {
-            "rfc3339" | "RFC3339" => TimeEncoder::Rfc3339,
-            "rfc3339nano" | "RFC3339Nano" => TimeEncoder::Rfc3339Nano,
-            "iso8601" | "ISO8601" => TimeEncoder::Iso8601,
-            "epoch" => TimeEncoder::Epoch,
-            "millis" => TimeEncoder::Millis,
-            "nano" | "nanos" => TimeEncoder::Nanos,
-            other => {
-                check.fail(
-                    "LOG_TIME_ENCODER",
-                    "log-time-encoder",
-                    format!("is {other:?}"),
-                    "use rfc3339, rfc3339nano, iso8601, epoch, millis or nanos",
-                );
-                TimeEncoder::Rfc3339
-            }
-        };
-
+        let runtime_required_taint = check.runtime_required_taint(&args.runtime_required_taint);
+        check.pause_image(&args.pause_image);
+        let agent_version = check.agent_version(&args.agent_image);
+        let (metrics_addr, probe_addr) = check.endpoints(&args.metrics_port, &args.probe_port);
+        let log = check.log_settings(args);
         let drain_timeout = check.duration(
             "DRAIN_TIMEOUT",
             "drain-timeout",
@@ -540,7 +412,6 @@ impl Config {
             Duration::from_secs(1),
             "30m",
         );
-
         let max_pods_per_node = check.positive_count(
             "MAX_PODS_PER_NODE",
             "max-pods-per-node",
@@ -565,16 +436,187 @@ impl Config {
                 metrics_addr,
                 probe_addr,
                 leader_election,
-                log: LogSettings {
-                    encoder,
-                    level,
-                    time_encoder,
-                },
+                log,
                 drain_timeout,
                 reboot_deadline,
                 max_pods_per_node,
             }),
             _ => Err(ConfigError(check.errors)),
+        }
+    }
+}
+
+/// The checks of single settings that have no general kind.
+impl Checker {
+    fn namespace(&mut self, raw: &str) {
+        if let Err(problem) = validate_dns_label(raw) {
+            self.fail(
+                "NAMESPACE",
+                "namespace",
+                format!("is {raw:?}, not a namespace name ({problem})"),
+                "use lowercase letters, digits and '-' (at most 63), e.g. skyhook",
+            );
+        }
+    }
+
+    fn image_pull_secret(&mut self, raw: &str) -> Option<String> {
+        if raw.is_empty() {
+            return None;
+        }
+        match validate_dns_subdomain(raw) {
+            Ok(()) => Some(raw.to_owned()),
+            Err(problem) => {
+                self.fail(
+                    "IMAGE_PULL_SECRET",
+                    "image-pull-secret",
+                    format!("is {raw:?}, not a Secret name ({problem})"),
+                    "use the name of a Secret in NAMESPACE (lowercase letters, digits, '-' and '.'), or leave it empty",
+                );
+                None
+            }
+        }
+    }
+
+    fn runtime_required_taint(&mut self, raw: &str) -> Option<Taint> {
+        match parse_taint(raw) {
+            Ok(taint) => Some(taint),
+            Err(error) => {
+                self.fail(
+                    "RUNTIME_REQUIRED_TAINT",
+                    "runtime-required-taint",
+                    format!("is rejected: {error}"),
+                    "or unset it for the default",
+                );
+                None
+            }
+        }
+    }
+
+    fn pause_image(&mut self, raw: &str) {
+        match ImageRef::parse(raw) {
+            Ok(image) if image.tag.is_some() || image.digest.is_some() => {}
+            Ok(_) => self.fail(
+                "PAUSE_IMAGE",
+                "pause-image",
+                format!("is {raw:?}, which has no tag"),
+                "add a tag, e.g. registry.k8s.io/pause:3.10",
+            ),
+            Err(error) => self.fail(
+                "PAUSE_IMAGE",
+                "pause-image",
+                format!("is {raw:?}, not an image reference: {error}"),
+                "e.g. registry.k8s.io/pause:3.10",
+            ),
+        }
+    }
+
+    /// The agent version: the tag of `AGENT_IMAGE`.
+    fn agent_version(&mut self, raw: &str) -> String {
+        match ImageRef::parse(raw) {
+            Ok(ImageRef { tag: Some(tag), .. }) => tag,
+            Ok(_) => {
+                self.fail(
+                    "AGENT_IMAGE",
+                    "agent-image",
+                    format!("is {raw:?}, which has no tag"),
+                    "add the agent version as the tag, e.g. ghcr.io/nvidia/skyhook/agent:6.4.1",
+                );
+                String::new()
+            }
+            Err(error) => {
+                self.fail(
+                    "AGENT_IMAGE",
+                    "agent-image",
+                    format!("is {raw:?}, not an image reference: {error}"),
+                    "e.g. ghcr.io/nvidia/skyhook/agent:6.4.1",
+                );
+                String::new()
+            }
+        }
+    }
+
+    /// The metrics and probe addresses, which cannot share a port.
+    fn endpoints(
+        &mut self,
+        metrics_raw: &str,
+        probe_raw: &str,
+    ) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        let metrics = self.bind_address("METRICS_PORT", "metrics-port", metrics_raw);
+        let probe = self.bind_address("PROBE_PORT", "probe-port", probe_raw);
+        if let (Some(metrics), Some(probe)) = (metrics, probe)
+            && metrics.port() == probe.port()
+        {
+            self.fail(
+                "PROBE_PORT",
+                "probe-port",
+                format!("uses port {} like METRICS_PORT", probe.port()),
+                "give the two endpoints different ports, e.g. :8080 and :8081",
+            );
+        }
+        (metrics, probe)
+    }
+
+    fn log_settings(&mut self, args: &Args) -> LogSettings {
+        LogSettings {
+            encoder: self.log_encoder(&args.log_encoder),
+            level: self.log_level(&args.log_level),
+            time_encoder: self.log_time_encoder(&args.log_time_encoder),
+        }
+    }
+
+    fn log_encoder(&mut self, raw: &str) -> LogEncoder {
+        match raw.to_ascii_lowercase().as_str() {
+            "json" => LogEncoder::Json,
+            "console" => LogEncoder::Console,
+            other => {
+                self.fail(
+                    "LOG_ENCODER",
+                    "log-encoder",
+                    format!("is {other:?}"),
+                    "use json or console",
+                );
+                LogEncoder::Json
+            }
+        }
+    }
+
+    fn log_level(&mut self, raw: &str) -> tracing::Level {
+        match raw.to_ascii_lowercase().as_str() {
+            "trace" => tracing::Level::TRACE,
+            "debug" => tracing::Level::DEBUG,
+            "info" => tracing::Level::INFO,
+            "warn" => tracing::Level::WARN,
+            // zap's levels above error all mean "errors only" here.
+            "error" | "dpanic" | "panic" | "fatal" => tracing::Level::ERROR,
+            other => {
+                self.fail(
+                    "LOG_LEVEL",
+                    "log-level",
+                    format!("is {other:?}"),
+                    "use debug, info, warn or error",
+                );
+                tracing::Level::INFO
+            }
+        }
+    }
+
+    fn log_time_encoder(&mut self, raw: &str) -> TimeEncoder {
+        match raw {
+            "rfc3339" | "RFC3339" => TimeEncoder::Rfc3339,
+            "rfc3339nano" | "RFC3339Nano" => TimeEncoder::Rfc3339Nano,
+            "iso8601" | "ISO8601" => TimeEncoder::Iso8601,
+            "epoch" => TimeEncoder::Epoch,
+            "millis" => TimeEncoder::Millis,
+            "nano" | "nanos" => TimeEncoder::Nanos,
+            other => {
+                self.fail(
+                    "LOG_TIME_ENCODER",
+                    "log-time-encoder",
+                    format!("is {other:?}"),
+                    "use rfc3339, rfc3339nano, iso8601, epoch, millis or nanos",
+                );
+                TimeEncoder::Rfc3339
+            }
         }
     }
 }

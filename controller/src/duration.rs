@@ -82,36 +82,17 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
         if unit.is_empty() {
             return Err(syntax());
         }
-        let unit_nanos: u128 = match unit {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60 * 1_000_000_000,
-            "h" => 3_600 * 1_000_000_000,
-            other => {
-                return Err(DurationError::UnknownUnit {
-                    input: input.to_owned(),
-                    unit: other.to_owned(),
-                });
-            }
-        };
+        let unit_nanos = unit_nanos(unit).ok_or_else(|| DurationError::UnknownUnit {
+            input: input.to_owned(),
+            unit: unit.to_owned(),
+        })?;
         let whole: u128 = if integer.is_empty() {
             0
         } else {
             integer.parse().map_err(|_| overflow())?
         };
-        let mut nanos = whole.checked_mul(unit_nanos).ok_or_else(overflow)?;
-        // The fraction contributes fraction × unit, truncated to whole nanoseconds; digits past
-        // the nanosecond resolution of the unit cannot change the result.
-        let mut scale = unit_nanos;
-        for digit in fraction.bytes() {
-            if scale < 10 {
-                break;
-            }
-            scale /= 10;
-            nanos += u128::from(digit - b'0') * scale;
-        }
+        let nanos = whole.checked_mul(unit_nanos).ok_or_else(overflow)?
+            + fraction_nanos(fraction, unit_nanos);
         total_nanos = total_nanos.checked_add(nanos).ok_or_else(overflow)?;
     }
     if negative && total_nanos > 0 {
@@ -121,6 +102,35 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
     }
     let nanos = u64::try_from(total_nanos).map_err(|_| overflow())?;
     Ok(Duration::from_nanos(nanos))
+}
+
+/// Nanoseconds in one `unit`, if Go knows the unit.
+fn unit_nanos(unit: &str) -> Option<u128> {
+    match unit {
+        "ns" => Some(1),
+        "us" | "µs" | "μs" => Some(1_000),
+        "ms" => Some(1_000_000),
+        "s" => Some(1_000_000_000),
+        "m" => Some(60 * 1_000_000_000),
+        "h" => Some(3_600 * 1_000_000_000),
+        _ => None,
+    }
+}
+
+/// What the decimal `fraction` digits of a unit of `unit_nanos` contribute: fraction × unit,
+/// truncated to whole nanoseconds. Digits past the nanosecond resolution of the unit cannot
+/// change the result.
+fn fraction_nanos(fraction: &str, unit_nanos: u128) -> u128 {
+    let mut nanos = 0;
+    let mut scale = unit_nanos;
+    for digit in fraction.bytes() {
+        if scale < 10 {
+            break;
+        }
+        scale /= 10;
+        nanos += u128::from(digit - b'0') * scale;
+    }
+    nanos
 }
 
 #[cfg(test)]

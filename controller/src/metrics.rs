@@ -29,7 +29,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{Skyhook, Stage, State, Status, StrategyKind};
+use skyhook_api::v1alpha1::{
+    PackageStatus, Skyhook, SkyhookStatus, Stage, State, Status, StrategyKind,
+};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -165,43 +167,20 @@ pub fn skyhook_series(
 ) -> SkyhookSeries {
     let name = skyhook.metadata.name.clone().unwrap_or_default();
     let status = skyhook.status.clone().unwrap_or_default();
-    let current = status.status.unwrap_or(Status::Unknown);
-
-    let status_series = Status::ALL
-        .iter()
-        .map(|s| {
-            (
-                StatusLabels {
-                    skyhook_name: name.clone(),
-                    status: s.as_str().to_owned(),
-                },
-                i64::from(*s == current),
-            )
-        })
-        .collect();
-    let node_status = Status::ALL
-        .iter()
-        .map(|s| {
-            let count = status
-                .node_status
-                .values()
-                .filter(|value| *value == s)
-                .count();
-            (
-                StatusLabels {
-                    skyhook_name: name.clone(),
-                    status: s.as_str().to_owned(),
-                },
-                count_i64(count),
-            )
-        })
-        .collect();
-
-    let mut package_state = Vec::new();
-    let mut package_stage = Vec::new();
-    let mut package_restarts = Vec::new();
+    let mut series = SkyhookSeries {
+        status: status_series(&name, status.status.unwrap_or(Status::Unknown)),
+        node_status: node_status_series(&name, &status),
+        target_count: (
+            SkyhookLabels {
+                skyhook_name: name.clone(),
+            },
+            count_i64(target_nodes),
+        ),
+        rollout: rollout_series(skyhook, &name, &status, strategies),
+        ..SkyhookSeries::default()
+    };
     for package in skyhook.spec.packages.values() {
-        let entries: Vec<_> = status
+        let entries: Vec<&PackageStatus> = status
             .node_state
             .values()
             .filter_map(|node| node.get_version(&package.name, &package.version))
@@ -211,40 +190,112 @@ pub fn skyhook_series(
             package_name: package.name.clone(),
             package_version: package.version.clone(),
         };
-        for state in State::ALL {
+        series
+            .package_state
+            .extend(package_state_series(&labels, &entries));
+        series
+            .package_stage
+            .extend(package_stage_series(&labels, &entries));
+        let restarts = entries.iter().map(|entry| i64::from(entry.restarts)).sum();
+        series.package_restarts.push((labels, restarts));
+    }
+    series
+}
+
+/// `skyhook_status`: 1 for `current`, 0 for every other status.
+fn status_series(name: &str, current: Status) -> Vec<(StatusLabels, i64)> {
+    Status::ALL
+        .iter()
+        .map(|s| {
+            (
+                StatusLabels {
+                    skyhook_name: name.to_owned(),
+                    status: s.as_str().to_owned(),
+                },
+                i64::from(*s == current),
+            )
+        })
+        .collect()
+}
+
+/// `skyhook_node_status_count`: the nodes of each status, zeros included.
+fn node_status_series(name: &str, status: &SkyhookStatus) -> Vec<(StatusLabels, i64)> {
+    Status::ALL
+        .iter()
+        .map(|s| {
+            let count = status
+                .node_status
+                .values()
+                .filter(|value| *value == s)
+                .count();
+            (
+                StatusLabels {
+                    skyhook_name: name.to_owned(),
+                    status: s.as_str().to_owned(),
+                },
+                count_i64(count),
+            )
+        })
+        .collect()
+}
+
+/// `skyhook_package_state_count` of one package: its node-state `entries` per state.
+fn package_state_series(
+    labels: &PackageLabels,
+    entries: &[&PackageStatus],
+) -> Vec<(PackageStateLabels, i64)> {
+    State::ALL
+        .iter()
+        .map(|state| {
             let count = entries.iter().filter(|entry| entry.state == *state).count();
-            package_state.push((
+            (
                 PackageStateLabels {
-                    skyhook_name: name.clone(),
-                    package_name: package.name.clone(),
-                    package_version: package.version.clone(),
+                    skyhook_name: labels.skyhook_name.clone(),
+                    package_name: labels.package_name.clone(),
+                    package_version: labels.package_version.clone(),
                     state: state.as_str().to_owned(),
                 },
                 count_i64(count),
-            ));
-        }
-        for stage in Stage::ALL {
+            )
+        })
+        .collect()
+}
+
+/// `skyhook_package_stage_count` of one package: its node-state `entries` per stage.
+fn package_stage_series(
+    labels: &PackageLabels,
+    entries: &[&PackageStatus],
+) -> Vec<(PackageStageLabels, i64)> {
+    Stage::ALL
+        .iter()
+        .map(|stage| {
             let count = entries.iter().filter(|entry| entry.stage == *stage).count();
-            package_stage.push((
+            (
                 PackageStageLabels {
-                    skyhook_name: name.clone(),
-                    package_name: package.name.clone(),
-                    package_version: package.version.clone(),
+                    skyhook_name: labels.skyhook_name.clone(),
+                    package_name: labels.package_name.clone(),
+                    package_version: labels.package_version.clone(),
                     stage: stage.as_str().to_owned(),
                 },
                 count_i64(count),
-            ));
-        }
-        let restarts = entries.iter().map(|entry| i64::from(entry.restarts)).sum();
-        package_restarts.push((labels, restarts));
-    }
+            )
+        })
+        .collect()
+}
 
+/// `skyhook_rollout_*`: one entry per compartment with a status.
+fn rollout_series(
+    skyhook: &Skyhook,
+    name: &str,
+    status: &SkyhookStatus,
+    strategies: &BTreeMap<String, StrategyKind>,
+) -> Vec<(RolloutLabels, RolloutValues)> {
     let policy = skyhook
         .spec
         .policy_name()
         .unwrap_or(keys::LEGACY_POLICY_NAME)
         .to_owned();
-    let rollout = status
+    status
         .compartment_statuses
         .iter()
         .map(|(compartment, counters)| {
@@ -255,7 +306,7 @@ pub fn skyhook_series(
             let batch = counters.batch_state.clone().unwrap_or_default();
             (
                 RolloutLabels {
-                    skyhook_name: name.clone(),
+                    skyhook_name: name.to_owned(),
                     policy_name: policy.clone(),
                     compartment_name: compartment.clone(),
                     strategy: strategy.as_str().to_owned(),
@@ -272,22 +323,7 @@ pub fn skyhook_series(
                 },
             )
         })
-        .collect();
-
-    SkyhookSeries {
-        status: status_series,
-        node_status,
-        target_count: (
-            SkyhookLabels {
-                skyhook_name: name.clone(),
-            },
-            count_i64(target_nodes),
-        ),
-        package_state,
-        package_stage,
-        package_restarts,
-        rollout,
-    }
+        .collect()
 }
 
 fn count_i64(count: usize) -> i64 {
@@ -352,49 +388,65 @@ impl Default for Metrics {
 impl Metrics {
     /// A registry with every metric registered and no series.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let status = Family::default();
-        let node_status = Family::default();
-        let target_count = Family::default();
-        let package_state = Family::default();
-        let package_stage = Family::default();
-        let package_restarts = Family::default();
-        let rollout = RolloutFamilies::default();
-        let reconcile_runs = Counter::default();
-        let reconcile_failures = Family::default();
-        let reconcile_duration = Histogram::new(exponential_buckets(0.005, 2.0, 12));
-        let api_requests = Family::default();
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            status: Family::default(),
+            node_status: Family::default(),
+            target_count: Family::default(),
+            package_state: Family::default(),
+            package_stage: Family::default(),
+            package_restarts: Family::default(),
+            rollout: RolloutFamilies::default(),
+            reconcile_runs: Counter::default(),
+            reconcile_failures: Family::default(),
+            reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            api_requests: Family::default(),
+            published: Mutex::new(HashMap::new()),
+        };
+        // Registration order is the order of the exposition.
+        metrics.register_skyhook_gauges();
+        metrics.register_rollout_gauges();
+        metrics.register_controller_metrics();
+        metrics
+    }
 
-        registry.register(
+    /// Upstream's per-Skyhook gauges.
+    fn register_skyhook_gauges(&mut self) {
+        self.registry.register(
             "skyhook_status",
             "1 for the current status of the Skyhook, 0 for every other status",
-            status.clone(),
+            self.status.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_node_status_count",
             "Number of nodes of the Skyhook per node status",
-            node_status.clone(),
+            self.node_status.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_node_target_count",
             "Number of nodes the Skyhook targets",
-            target_count.clone(),
+            self.target_count.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_package_state_count",
             "Number of nodes per package state",
-            package_state.clone(),
+            self.package_state.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_package_stage_count",
             "Number of nodes per package stage",
-            package_stage.clone(),
+            self.package_stage.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_package_restarts_count",
             "Restarts of the package's containers, summed over nodes",
-            package_restarts.clone(),
+            self.package_restarts.clone(),
         );
+    }
+
+    /// Upstream's per-compartment rollout gauges.
+    fn register_rollout_gauges(&mut self) {
+        let rollout = &self.rollout;
         let rollout_help = [
             (
                 "skyhook_rollout_matched_nodes",
@@ -438,44 +490,32 @@ impl Metrics {
             ),
         ];
         for (name, help, family) in rollout_help {
-            registry.register(name, help, family.clone());
+            self.registry.register(name, help, family.clone());
         }
-        registry.register(
+    }
+
+    /// The controller's own reconcile and API request metrics.
+    fn register_controller_metrics(&mut self) {
+        self.registry.register(
             "skyhook_controller_reconcile_runs",
             "Reconciles started",
-            reconcile_runs.clone(),
+            self.reconcile_runs.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_controller_reconcile_failures",
             "Requests of reconciles to the API server that failed, by operation",
-            reconcile_failures.clone(),
+            self.reconcile_failures.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_controller_reconcile_duration_seconds",
             "Time spent in one reconcile",
-            reconcile_duration.clone(),
+            self.reconcile_duration.clone(),
         );
-        registry.register(
+        self.registry.register(
             "skyhook_api_requests",
             "Requests the controller sent to the API server, by verb and resource",
-            api_requests.clone(),
+            self.api_requests.clone(),
         );
-
-        Metrics {
-            registry,
-            status,
-            node_status,
-            target_count,
-            package_state,
-            package_stage,
-            package_restarts,
-            rollout,
-            reconcile_runs,
-            reconcile_failures,
-            reconcile_duration,
-            api_requests,
-            published: Mutex::new(HashMap::new()),
-        }
     }
 
     /// Publishes `series` for `skyhook`, replacing what was published for it before.

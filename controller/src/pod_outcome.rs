@@ -38,7 +38,9 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
+};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 
@@ -134,129 +136,207 @@ pub struct PodFailure {
 
 /// Reads a pod's status. See the module documentation for the rules.
 pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
-    let annotations = pod.metadata.annotations.as_ref();
-    let annotation = match annotations.and_then(|a| a.get(keys::PACKAGE_ANNOTATION)) {
-        None => {
-            return PodOutcome::Unrecognised {
-                reason: format!("no {} annotation", keys::PACKAGE_ANNOTATION),
-            };
-        }
-        Some(text) => match PodPackageAnnotation::parse(text) {
-            Ok(annotation) => annotation,
-            Err(error) => {
-                return PodOutcome::Unrecognised {
-                    reason: format!(
-                        "unreadable {} annotation: {error}",
-                        keys::PACKAGE_ANNOTATION
-                    ),
-                };
-            }
-        },
+    let annotation = match package_annotation(pod) {
+        Ok(annotation) => annotation,
+        Err(reason) => return PodOutcome::Unrecognised { reason },
     };
     if annotation.invalid {
         return PodOutcome::Invalid;
     }
+    let view = PodView::new(pod, context);
+    match init_progress(&view, context) {
+        InitProgress::Decided(outcome) => outcome,
+        InitProgress::AllSucceeded => view.succeeded(),
+        InitProgress::Unfinished if view.terminal => terminal_outcome(&view, context),
+        InitProgress::Unfinished if view.reboot_interrupt && !view.rebooted => {
+            reboot_in_progress(&view, context)
+        }
+        InitProgress::Unfinished => PodOutcome::Running,
+    }
+}
 
-    let launch_boot_id = annotations.and_then(|a| a.get(BOOT_ID_ANNOTATION));
-    let rebooted = matches!(
-        (launch_boot_id, context.node_boot_id),
-        (Some(launch), Some(current)) if launch != current
-    );
-    let reboot_interrupt = is_reboot_interrupt(pod);
-    let status = pod.status.as_ref();
-    let terminal = status.and_then(|s| s.phase.as_deref()) == Some(TERMINAL_FAILED_PHASE);
-
-    let statuses = status
-        .and_then(|s| s.init_container_statuses.as_deref())
-        .unwrap_or_default();
-    let containers = pod
-        .spec
+/// The pod's `skyhook.nvidia.com/package` annotation, or why it cannot be used.
+fn package_annotation(pod: &Pod) -> Result<PodPackageAnnotation, String> {
+    let text = pod
+        .metadata
+        .annotations
         .as_ref()
-        .and_then(|spec| spec.init_containers.as_deref())
-        .unwrap_or_default();
+        .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
+        .ok_or_else(|| format!("no {} annotation", keys::PACKAGE_ANNOTATION))?;
+    PodPackageAnnotation::parse(text).map_err(|error| {
+        format!(
+            "unreadable {} annotation: {error}",
+            keys::PACKAGE_ANNOTATION
+        )
+    })
+}
 
-    let mut all_succeeded = !containers.is_empty();
-    for container in containers {
-        let Some(container_status) = statuses.iter().find(|s| s.name == container.name) else {
-            all_succeeded = false;
-            break;
+/// The parts of a pod and its node that decide its outcome.
+struct PodView<'a> {
+    pod: &'a Pod,
+    status: Option<&'a PodStatus>,
+    /// The init containers, in spec order.
+    containers: &'a [Container],
+    statuses: &'a [ContainerStatus],
+    /// The node's boot ID changed since the pod was created.
+    rebooted: bool,
+    /// The pod is an interrupt pod that reboots the node.
+    reboot_interrupt: bool,
+    /// The kubelet will not restart the pod's containers.
+    terminal: bool,
+}
+
+impl<'a> PodView<'a> {
+    fn new(pod: &'a Pod, context: OutcomeContext<'_>) -> Self {
+        let launch_boot_id = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(BOOT_ID_ANNOTATION));
+        let status = pod.status.as_ref();
+        PodView {
+            pod,
+            status,
+            containers: pod
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.init_containers.as_deref())
+                .unwrap_or_default(),
+            statuses: status
+                .and_then(|s| s.init_container_statuses.as_deref())
+                .unwrap_or_default(),
+            rebooted: matches!(
+                (launch_boot_id, context.node_boot_id),
+                (Some(launch), Some(current)) if launch != current
+            ),
+            reboot_interrupt: is_reboot_interrupt(pod),
+            terminal: status.and_then(|s| s.phase.as_deref()) == Some(TERMINAL_FAILED_PHASE),
+        }
+    }
+
+    fn status_of(&self, container: &Container) -> Option<&'a ContainerStatus> {
+        self.statuses.iter().find(|s| s.name == container.name)
+    }
+
+    /// Every init container exited 0: the last one is reported.
+    fn succeeded(&self) -> PodOutcome {
+        let last = self
+            .containers
+            .last()
+            .and_then(|container| self.status_of(container));
+        PodOutcome::Succeeded {
+            container: last.map(|s| s.name.clone()).unwrap_or_default(),
+            restarts: last.map_or(0, |s| s.restart_count),
+        }
+    }
+}
+
+/// How far the init containers got.
+enum InitProgress {
+    /// Every one exited 0.
+    AllSucceeded,
+    /// One has not finished (or not started) and none failed before it.
+    Unfinished,
+    /// A container's end decides the outcome.
+    Decided(PodOutcome),
+}
+
+/// Reads the init containers in spec order up to the first that has not succeeded.
+fn init_progress(view: &PodView<'_>, context: OutcomeContext<'_>) -> InitProgress {
+    if view.containers.is_empty() {
+        return InitProgress::Unfinished;
+    }
+    for container in view.containers {
+        let Some(container_status) = view.status_of(container) else {
+            return InitProgress::Unfinished;
         };
         match classify(container_status) {
             ContainerProgress::Succeeded => continue,
-            ContainerProgress::Working => {
-                all_succeeded = false;
-                break;
-            }
+            ContainerProgress::Working => return InitProgress::Unfinished,
             ContainerProgress::Killed(terminated) => {
-                if rebooted {
-                    return if terminal {
-                        PodOutcome::RecreateAfterReboot
-                    } else {
-                        PodOutcome::Running
-                    };
-                }
-                if reboot_interrupt {
-                    return reboot_wait_or_fail(
-                        reboot_requested(pod, container_status).unwrap_or(context.now),
-                        context,
-                        Some(container_status),
-                        Some(terminated.exit_code),
-                    );
-                }
-                return PodOutcome::Failed(terminated_failure(container_status, terminated));
+                return InitProgress::Decided(killed_outcome(
+                    view,
+                    context,
+                    container_status,
+                    terminated,
+                ));
             }
-            ContainerProgress::Failed(failure) => return PodOutcome::Failed(failure),
+            ContainerProgress::Failed(failure) => {
+                return InitProgress::Decided(PodOutcome::Failed(failure));
+            }
         }
     }
+    InitProgress::AllSucceeded
+}
 
-    if all_succeeded {
-        let last = containers
-            .last()
-            .and_then(|container| statuses.iter().find(|s| s.name == container.name));
-        return PodOutcome::Succeeded {
-            container: last.map(|s| s.name.clone()).unwrap_or_default(),
-            restarts: last.map_or(0, |s| s.restart_count),
+/// A container killed by a signal: the reboot under it, the reboot it asked for, or a failure.
+fn killed_outcome(
+    view: &PodView<'_>,
+    context: OutcomeContext<'_>,
+    container_status: &ContainerStatus,
+    terminated: &ContainerStateTerminated,
+) -> PodOutcome {
+    if view.rebooted {
+        return if view.terminal {
+            PodOutcome::RecreateAfterReboot
+        } else {
+            PodOutcome::Running
         };
     }
+    if view.reboot_interrupt {
+        return reboot_wait_or_fail(
+            reboot_requested(view.pod, container_status).unwrap_or(context.now),
+            context,
+            Some(container_status),
+            Some(terminated.exit_code),
+        );
+    }
+    PodOutcome::Failed(terminated_failure(container_status, terminated))
+}
 
-    if terminal {
-        if rebooted {
-            return PodOutcome::RecreateAfterReboot;
-        }
-        let reason = status.and_then(|s| s.reason.clone());
-        if let Some(reason) = reason.as_deref().filter(|r| is_admission_rejection(r))
-            && !statuses.iter().any(container_ran)
-        {
-            return PodOutcome::Rejected {
-                reason: reason.to_owned(),
-                message: status.and_then(|s| s.message.clone()),
-            };
-        }
-        if reboot_interrupt && reason.as_deref().is_some_and(is_shutdown_reason) {
-            let since = pod_created(pod).unwrap_or(context.now);
-            return reboot_wait_or_fail(since, context, None, None);
-        }
-        return PodOutcome::Failed(PodFailure {
-            container: None,
-            exit_code: None,
-            reason: reason.unwrap_or_else(|| TERMINAL_FAILED_PHASE.to_owned()),
-            message: status.and_then(|s| s.message.clone()),
-            restarts: 0,
-            reboot_requested: None,
-        });
+/// A pod the kubelet will not restart, whose init containers did not all succeed.
+fn terminal_outcome(view: &PodView<'_>, context: OutcomeContext<'_>) -> PodOutcome {
+    if view.rebooted {
+        return PodOutcome::RecreateAfterReboot;
     }
-    if reboot_interrupt && !rebooted {
-        // Still starting or running on the boot it was created on: on a dead node this is
-        // what the last report of its kubelet says, for ever.
-        let container_status = containers
-            .first()
-            .and_then(|container| statuses.iter().find(|s| s.name == container.name));
-        let since = container_status
-            .map_or_else(|| pod_created(pod), |status| reboot_requested(pod, status))
-            .unwrap_or(context.now);
-        return reboot_wait_or_fail(since, context, container_status, None);
+    let reason = view.status.and_then(|s| s.reason.clone());
+    let message = view.status.and_then(|s| s.message.clone());
+    if let Some(reason) = reason.as_deref().filter(|r| is_admission_rejection(r))
+        && !view.statuses.iter().any(container_ran)
+    {
+        return PodOutcome::Rejected {
+            reason: reason.to_owned(),
+            message,
+        };
     }
-    PodOutcome::Running
+    if view.reboot_interrupt && reason.as_deref().is_some_and(is_shutdown_reason) {
+        let since = pod_created(view.pod).unwrap_or(context.now);
+        return reboot_wait_or_fail(since, context, None, None);
+    }
+    PodOutcome::Failed(PodFailure {
+        container: None,
+        exit_code: None,
+        reason: reason.unwrap_or_else(|| TERMINAL_FAILED_PHASE.to_owned()),
+        message,
+        restarts: 0,
+        reboot_requested: None,
+    })
+}
+
+/// A reboot interrupt pod still starting or running on the boot it was created on: on a dead
+/// node this is what the last report of its kubelet says, for ever.
+fn reboot_in_progress(view: &PodView<'_>, context: OutcomeContext<'_>) -> PodOutcome {
+    let container_status = view
+        .containers
+        .first()
+        .and_then(|container| view.status_of(container));
+    let since = container_status
+        .map_or_else(
+            || pod_created(view.pod),
+            |status| reboot_requested(view.pod, status),
+        )
+        .unwrap_or(context.now);
+    reboot_wait_or_fail(since, context, container_status, None)
 }
 
 /// Where one init container is.

@@ -19,20 +19,18 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, EnvVar, HostPathVolumeSource, LocalObjectReference, Pod,
     PodSpec, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
-use serde::{Deserialize, Serialize};
 use skyhook_api::image::{pull_reference, stored_image};
+use skyhook_api::interrupt_payload::{AgentInterruptType, InterruptPayload};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::toleration::{UNSCHEDULABLE_TAINT_KEY, toleration_for};
-use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, PackageResources, Stage};
+use skyhook_api::v1alpha1::{Interrupt, Package, PackageResources, Stage};
 
 use crate::config::PodSettings;
 use crate::duration::{self, DurationError};
@@ -83,7 +81,31 @@ pub fn package_pod(
     stage: Stage,
     boot_id: Option<&str>,
 ) -> Result<Pod, PodError> {
-    let termination_grace_period_seconds = package
+    let termination_grace_period_seconds = termination_grace_period(package)?;
+    let context = PodContext {
+        settings,
+        owner,
+        package,
+        node,
+        boot_id,
+    };
+    let (volumes, mounts) = package_volumes(owner, package, node);
+    let mut pod = base_pod(
+        &context,
+        names::package_pod_name(owner.name, &package.name, &package.version, stage, node),
+        stage,
+        package_containers(&context, stage, &mounts),
+        volumes,
+    );
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.termination_grace_period_seconds = termination_grace_period_seconds;
+    }
+    Ok(pod)
+}
+
+/// The package's `gracefulShutdown` in whole seconds, when it sets one.
+fn termination_grace_period(package: &Package) -> Result<Option<i64>, PodError> {
+    package
         .graceful_shutdown
         .as_deref()
         .map(|text| {
@@ -94,9 +116,16 @@ pub fn package_pod(
                     source,
                 })
         })
-        .transpose()?;
+        .transpose()
+}
 
-    let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
+/// The volumes of a package pod and where every init container mounts them: the host root, the
+/// node metadata, and the package's ConfigMap when it has one.
+fn package_volumes(
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    node: &str,
+) -> (Vec<Volume>, Vec<VolumeMount>) {
     let metadata_volume = names::node_metadata_volume_name(node);
     let mut volumes = vec![
         root_volume(),
@@ -124,24 +153,28 @@ pub fn package_pod(
             ..VolumeMount::default()
         });
     }
+    (volumes, mounts)
+}
 
-    let agent_env: Vec<EnvVar> = package
-        .env
-        .iter()
-        .cloned()
-        .chain(operator_env(
-            settings,
-            owner,
-            &package.name,
-            &package.version,
-        ))
-        .collect();
+/// The three init containers of a package pod: the copy of the package onto the host, then the
+/// agent running `stage`, then the agent running its check.
+fn package_containers(
+    context: &PodContext<'_>,
+    stage: Stage,
+    mounts: &[VolumeMount],
+) -> Vec<Container> {
+    let PodContext {
+        settings,
+        owner,
+        package,
+        ..
+    } = *context;
+    let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
     let resources = package
         .resources
         .as_ref()
         .filter(|resources| resources.any_set())
         .map(package_resources);
-    let agent_image = agent_image(settings, package);
     let privileged = Some(SecurityContext {
         privileged: Some(true),
         ..SecurityContext::default()
@@ -159,10 +192,22 @@ pub fn package_pod(
         args: Some(vec!["-c".to_owned(), COPY_SCRIPT.to_owned()]),
         env: Some(vec![env(keys::ENV_SKYHOOK_DIR, &copy_dir)]),
         security_context: privileged.clone(),
-        volume_mounts: Some(mounts.clone()),
+        volume_mounts: Some(mounts.to_vec()),
         resources: resources.clone(),
         ..Container::default()
     };
+    let agent_env: Vec<EnvVar> = package
+        .env
+        .iter()
+        .cloned()
+        .chain(operator_env(
+            settings,
+            owner,
+            &package.name,
+            &package.version,
+        ))
+        .collect();
+    let agent_image = agent_image(settings, package);
     let agent_container = |name: String, mode: String| Container {
         name,
         image: Some(agent_image.to_owned()),
@@ -170,7 +215,7 @@ pub fn package_pod(
         args: Some(vec![mode, HOST_ROOT_MOUNT.to_owned(), copy_dir.clone()]),
         env: Some(agent_env.clone()),
         security_context: privileged.clone(),
-        volume_mounts: Some(mounts.clone()),
+        volume_mounts: Some(mounts.to_vec()),
         resources: resources.clone(),
         ..Container::default()
     };
@@ -182,22 +227,7 @@ pub fn package_pod(
         check_container_name(&package.name, stage),
         format!("{}-check", stage.as_str()),
     );
-
-    let mut pod = base_pod(
-        settings,
-        owner,
-        package,
-        node,
-        names::package_pod_name(owner.name, &package.name, &package.version, stage, node),
-        stage,
-        vec![copy, run, check],
-        volumes,
-        boot_id,
-    );
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.termination_grace_period_seconds = termination_grace_period_seconds;
-    }
-    Ok(pod)
+    vec![copy, run, check]
 }
 
 /// The pod that interrupts `node` (service restart, reboot…) on behalf of `package`, which owns
@@ -219,7 +249,7 @@ pub fn interrupt_pod(
             Stage::Interrupt.as_str().to_owned(),
             HOST_ROOT_MOUNT.to_owned(),
             copy_dir,
-            interrupt_argument(interrupt),
+            InterruptPayload::from(interrupt).encode(),
         ]),
         env: Some(operator_env(
             settings,
@@ -235,34 +265,25 @@ pub fn interrupt_pod(
         resources: Some(fixed),
         ..Container::default()
     };
-    let mut pod = base_pod(
+    let context = PodContext {
         settings,
         owner,
         package,
         node,
+        boot_id,
+    };
+    let mut pod = base_pod(
+        &context,
         names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node),
         Stage::Interrupt,
         vec![container],
         vec![root_volume()],
-        boot_id,
     );
     pod.metadata.labels.get_or_insert_default().insert(
         keys::INTERRUPT_LABEL.to_owned(),
         keys::INTERRUPT_LABEL_VALUE.to_owned(),
     );
     pod
-}
-
-/// The interrupt as the agent reads it: base64 of `{"type": <agent name>, "services": [...]}`,
-/// with `services` omitted when empty, byte for byte as upstream encodes it.
-pub fn interrupt_argument(interrupt: &Interrupt) -> String {
-    let argument = AgentInterrupt {
-        kind: interrupt.type_.agent_name().to_owned(),
-        services: interrupt.services.clone(),
-    };
-    // Serialising a struct of strings cannot fail; fall back to an empty object to stay total.
-    let json = serde_json::to_string(&argument).unwrap_or_default();
-    BASE64.encode(json)
 }
 
 /// Whether `pod` is an interrupt pod whose interrupt is a reboot, read from the argument of its
@@ -276,18 +297,8 @@ pub fn is_reboot_interrupt(pod: &Pod) -> bool {
         .flatten()
         .filter(|container| container.name == INTERRUPT_CONTAINER)
         .filter_map(|container| container.args.as_ref()?.get(3))
-        .filter_map(|encoded| BASE64.decode(encoded).ok())
-        .filter_map(|json| serde_json::from_slice::<AgentInterrupt>(&json).ok())
-        .any(|argument| argument.kind == InterruptType::Reboot.agent_name())
-}
-
-/// The JSON inside the interrupt argument.
-#[derive(Debug, Serialize, Deserialize)]
-struct AgentInterrupt {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    services: Vec<String>,
+        .filter_map(|argument| InterruptPayload::decode(argument).ok())
+        .any(|payload| payload.type_ == AgentInterruptType::NodeRestart)
 }
 
 /// The four variables the operator appends to the agent's environment, in upstream's order.
@@ -353,19 +364,32 @@ pub fn package_resources(resources: &PackageResources) -> ResourceRequirements {
     }
 }
 
+/// What every pod the controller creates is for: the Skyhook and package it works for, on which
+/// node, and that node's boot ID at creation.
+#[derive(Clone, Copy)]
+struct PodContext<'a> {
+    settings: &'a PodSettings,
+    owner: &'a OwnerSkyhook<'a>,
+    package: &'a Package,
+    node: &'a str,
+    boot_id: Option<&'a str>,
+}
+
 /// Metadata and spec shared by package and interrupt pods.
-#[allow(clippy::too_many_arguments)]
 fn base_pod(
-    settings: &PodSettings,
-    owner: &OwnerSkyhook<'_>,
-    package: &Package,
-    node: &str,
+    context: &PodContext<'_>,
     name: String,
     stage: Stage,
     init_containers: Vec<Container>,
     volumes: Vec<Volume>,
-    boot_id: Option<&str>,
 ) -> Pod {
+    let PodContext {
+        settings,
+        owner,
+        package,
+        node,
+        boot_id,
+    } = *context;
     let annotation = PodPackageAnnotation {
         name: package.name.clone(),
         version: package.version.clone(),

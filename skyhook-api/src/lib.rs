@@ -6,6 +6,7 @@ pub mod glob;
 pub mod graph;
 pub mod image;
 pub mod interrupt;
+pub mod interrupt_payload;
 pub mod keys;
 pub mod names;
 pub mod node_state;

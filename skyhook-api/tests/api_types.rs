@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use serde_json::json;
+use skyhook_api::interrupt_payload::AgentInterruptType;
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{
     BatchState, DeploymentPolicy, DeploymentPolicySpec, DeploymentStrategy, ExponentialStrategy,
@@ -300,7 +301,11 @@ fn interrupt_types_map_to_agent_names_and_rank() {
         assert_eq!(InterruptType::from_str(wire), Ok(kind));
         assert_eq!(serde_json::to_value(kind).unwrap(), json!(wire));
         assert_eq!(
-            (kind.as_str(), kind.agent_name(), kind.rank()),
+            (
+                kind.as_str(),
+                AgentInterruptType::from(kind).as_str(),
+                kind.rank()
+            ),
             (wire, agent, rank)
         );
     }

@@ -10,6 +10,7 @@ mod policy;
 mod skyhook;
 mod status;
 
+pub(crate) use lifecycle::wire_enum;
 pub use lifecycle::{PackageStatus, ParseEnumError, Stage, State, Status};
 pub use package::{Interrupt, InterruptType, Package, PackageResources};
 pub use policy::{

@@ -149,16 +149,6 @@ wire_enum!(InterruptType, "interrupt type", {
 });
 
 impl InterruptType {
-    /// The name the agent expects in its interrupt argument.
-    pub const fn agent_name(self) -> &'static str {
-        match self {
-            InterruptType::Reboot => "node_restart",
-            InterruptType::Service => "service_restart",
-            InterruptType::Noop => "no_op",
-            InterruptType::RestartAllServices => "restart_all_services",
-        }
-    }
-
     /// Precedence when several packages interrupt a node in the same wave: the lowest rank wins
     /// (a reboot covers every service restart, which covers a restart of named services).
     pub const fn rank(self) -> u8 {
