@@ -128,13 +128,13 @@ impl Supervisor {
         let control = match launch {
             Launch::Virtual(program) => {
                 let (stop, stop_rx) = watch::channel(None);
-                (self.tasks).spawn(play(program, log, stop_rx, container, attempt, exits));
+                self.tasks
+                    .spawn(play(program, log, stop_rx, container, attempt, exits));
                 Control::Virtual(stop)
             }
             Launch::Process(spec) => {
-                let processes = processes.ok_or_else(|| StartFailure {
-                    kind: StartErrorKind::Create,
-                    message: "this node runs no processes (light node)".to_owned(),
+                let processes = processes.ok_or_else(|| {
+                    create_error("this node runs no processes (light node)".to_owned())
                 })?;
                 let mut child = spawn_process(processes, &spec, files, log)?;
                 let pid = child
@@ -161,6 +161,7 @@ impl Supervisor {
     }
 }
 
+/// A failure to create the container (`CreateContainerError`).
 fn create_error(message: String) -> StartFailure {
     StartFailure {
         kind: StartErrorKind::Create,
