@@ -724,52 +724,8 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
         format!("owner pid:  {}", record.owner_pid),
         "components:".to_string(),
     ];
-    let port_of = |name: &str| match name {
-        "etcd" => record.ports.etcd_client,
-        "kube-apiserver" => record.ports.apiserver,
-        "kube-controller-manager" => record.ports.controller_manager,
-        "kube-scheduler" => record.ports.scheduler,
-        _ => 0,
-    };
-    for (component, pid) in &record.components {
-        let alive = is_alive_running(*pid, CONTROLPLANE_BINARY);
-        let paused = alive && process::is_stopped(*pid);
-        healthy &= alive && !paused;
-        let state = match (alive, paused) {
-            (true, false) => "running",
-            (true, true) => "PAUSED (`devcluster component resume` thaws it)",
-            (false, _) => "NOT RUNNING",
-        };
-        out.push(format!(
-            "  {component:<24} pid {pid:<8} port {:<6} {state}",
-            port_of(component)
-        ));
-    }
-    match ControllerRecord::running(state) {
-        Some(controller) => out.push(format!(
-            "  {CONTROLLER_BINARY:<24} pid {:<8} port {:<6} running (metrics port {}, log {})",
-            controller.pid,
-            controller.probe_port,
-            controller.metrics_port,
-            controller.log.display()
-        )),
-        None => out.push(format!(
-            "  {CONTROLLER_BINARY:<24} not installed (`devcluster install` runs it)"
-        )),
-    }
-    match WebhookRecord::running(state) {
-        Some(webhook) => out.push(format!(
-            "  {WEBHOOK_BINARY:<24} pid {:<8} port {:<6} running (https://127.0.0.1:{}, admin port {}, log {})",
-            webhook.pid,
-            webhook.port,
-            webhook.port,
-            webhook.admin_port,
-            webhook.log.display()
-        )),
-        None => out.push(format!(
-            "  {WEBHOOK_BINARY:<24} not installed (`devcluster install --webhook` runs it)"
-        )),
-    }
+    healthy &= push_component_lines(&record, &mut out);
+    out.extend(installed_process_lines(state));
     match node_summary(&record.kubeconfig) {
         Ok(lines) => out.extend(lines),
         Err(error) => {
@@ -785,6 +741,61 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// One line per control-plane component; whether every one runs.
+fn push_component_lines(record: &ClusterRecord, out: &mut Vec<String>) -> bool {
+    let port_of = |name: &str| match name {
+        "etcd" => record.ports.etcd_client,
+        "kube-apiserver" => record.ports.apiserver,
+        "kube-controller-manager" => record.ports.controller_manager,
+        "kube-scheduler" => record.ports.scheduler,
+        _ => 0,
+    };
+    let mut healthy = true;
+    for (component, pid) in &record.components {
+        let alive = is_alive_running(*pid, CONTROLPLANE_BINARY);
+        let paused = alive && process::is_stopped(*pid);
+        healthy &= alive && !paused;
+        let state = match (alive, paused) {
+            (true, false) => "running",
+            (true, true) => "PAUSED (`devcluster component resume` thaws it)",
+            (false, _) => "NOT RUNNING",
+        };
+        out.push(format!(
+            "  {component:<24} pid {pid:<8} port {:<6} {state}",
+            port_of(component)
+        ));
+    }
+    healthy
+}
+
+/// The controller's and the webhook's lines: running, or how to install it.
+fn installed_process_lines(state: &StateDir) -> [String; 2] {
+    let controller = match ControllerRecord::running(state) {
+        Some(controller) => format!(
+            "  {CONTROLLER_BINARY:<24} pid {:<8} port {:<6} running (metrics port {}, log {})",
+            controller.pid,
+            controller.probe_port,
+            controller.metrics_port,
+            controller.log.display()
+        ),
+        None => format!("  {CONTROLLER_BINARY:<24} not installed (`devcluster install` runs it)"),
+    };
+    let webhook = match WebhookRecord::running(state) {
+        Some(webhook) => format!(
+            "  {WEBHOOK_BINARY:<24} pid {:<8} port {:<6} running (https://127.0.0.1:{}, admin port {}, log {})",
+            webhook.pid,
+            webhook.port,
+            webhook.port,
+            webhook.admin_port,
+            webhook.log.display()
+        ),
+        None => {
+            format!("  {WEBHOOK_BINARY:<24} not installed (`devcluster install --webhook` runs it)")
+        }
+    };
+    [controller, webhook]
 }
 
 fn node_summary(kubeconfig: &Path) -> anyhow::Result<Vec<String>> {

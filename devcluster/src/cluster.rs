@@ -506,35 +506,77 @@ async fn serve(
     state: StateDir,
     options: DevClusterOptions,
     ready: ReadySender,
-    mut shutdown: oneshot::Receiver<()>,
-    mut faults: mpsc::UnboundedReceiver<FaultRequest>,
+    shutdown: oneshot::Receiver<()>,
+    faults: mpsc::UnboundedReceiver<FaultRequest>,
 ) {
     let progress: Progress = options
         .progress
         .clone()
         .unwrap_or_else(|| Arc::new(|line: &str| tracing::info!(target: "devcluster", "{line}")));
-    let mut plane = match start_control_plane(&state, &options, &*progress).await {
-        Ok(plane) => plane,
+    let (mut plane, nodes) = match start_cluster(&state, &options, &*progress).await {
+        Ok(started) => started,
         Err(error) => {
             let _unheard = ready.send(Err(error));
             return;
         }
     };
-    let nodes = match start_simulated_nodes(&state, &options, &plane, &*progress).await {
-        Ok(nodes) => nodes,
+    let (record, started) = record_started(&state, &options, &plane, nodes.as_ref());
+    if started.is_ok() {
+        progress(&format!(
+            "cluster ready; kubeconfig: {}",
+            state.kubeconfig().display()
+        ));
+    }
+    if ready.send(started).is_ok() {
+        run_until_shutdown(&mut plane, record, &state, shutdown, faults).await;
+    }
+    if let Some(nodes) = nodes
+        && let Err(error) = nodes.shutdown().await
+    {
+        tracing::error!(error = %crate::isolation::error_chain(&error), "stopping the simulated nodes");
+    }
+    plane.stop().await;
+    match std::fs::remove_file(state.cluster_info()) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => {
+            tracing::warn!(path = %state.cluster_info().display(), %error, "removing the cluster record")
+        }
+    }
+}
+
+/// Starts the control plane, then the simulated nodes; stops the control plane again if the
+/// nodes fail to start.
+async fn start_cluster(
+    state: &StateDir,
+    options: &DevClusterOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(ControlPlane, Option<NodeSim>), DevClusterError> {
+    let plane = start_control_plane(state, options, progress).await?;
+    match start_simulated_nodes(state, options, &plane, progress).await {
+        Ok(nodes) => Ok((plane, nodes)),
         Err(error) => {
             plane.stop().await;
-            let _unheard = ready.send(Err(error));
-            return;
+            Err(error)
         }
-    };
-    let node_handles = nodes.as_ref().map(NodeSim::nodes).unwrap_or_default();
-    let mut record = ClusterRecord {
+    }
+}
+
+/// Writes the cluster record (how `devcluster` commands find the running cluster) and says
+/// what started, or why the record could not be written.
+fn record_started(
+    state: &StateDir,
+    options: &DevClusterOptions,
+    plane: &ControlPlane,
+    nodes: Option<&NodeSim>,
+) -> (ClusterRecord, Result<Started, DevClusterError>) {
+    let node_handles = nodes.map(NodeSim::nodes).unwrap_or_default();
+    let record = ClusterRecord {
         owner_pid: std::process::id(),
         server: plane.server().to_string(),
         kubeconfig: state.kubeconfig(),
         ports: plane.ports(),
-        components: component_pids(&plane),
+        components: component_pids(plane),
         nodes: node_handles
             .iter()
             .map(|node| node.name().to_string())
@@ -555,44 +597,35 @@ async fn serve(
             source,
         }),
     };
-    if started.is_ok() {
-        progress(&format!(
-            "cluster ready; kubeconfig: {}",
-            state.kubeconfig().display()
-        ));
-    }
-    if ready.send(started).is_ok() {
-        let mut crash_check = tokio::time::interval(CRASH_CHECK_PERIOD);
-        crash_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                // Either an explicit request or the handle being dropped means stop.
-                _requested = &mut shutdown => break,
-                Some(request) = faults.recv() => {
-                    let outcome = apply_fault(&mut plane, request.action, request.component).await;
-                    // Recorded before answering: the caller may read the new pids at once.
-                    update_record(&mut record, &plane, &state);
-                    let _unheard = request.reply.send(outcome);
-                }
-                _ = crash_check.tick() => {
-                    if !plane.restart_crashed().is_empty() {
-                        update_record(&mut record, &plane, &state);
-                    }
+    (record, started)
+}
+
+/// Applies fault requests and restarts crashed components, keeping the record's pids current,
+/// until shutdown is requested or the handle is dropped.
+async fn run_until_shutdown(
+    plane: &mut ControlPlane,
+    mut record: ClusterRecord,
+    state: &StateDir,
+    mut shutdown: oneshot::Receiver<()>,
+    mut faults: mpsc::UnboundedReceiver<FaultRequest>,
+) {
+    let mut crash_check = tokio::time::interval(CRASH_CHECK_PERIOD);
+    crash_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            // Either an explicit request or the handle being dropped means stop.
+            _requested = &mut shutdown => break,
+            Some(request) = faults.recv() => {
+                let outcome = apply_fault(plane, request.action, request.component).await;
+                // Recorded before answering: the caller may read the new pids at once.
+                update_record(&mut record, plane, state);
+                let _unheard = request.reply.send(outcome);
+            }
+            _ = crash_check.tick() => {
+                if !plane.restart_crashed().is_empty() {
+                    update_record(&mut record, plane, state);
                 }
             }
-        }
-    }
-    if let Some(nodes) = nodes
-        && let Err(error) = nodes.shutdown().await
-    {
-        tracing::error!(error = %crate::isolation::error_chain(&error), "stopping the simulated nodes");
-    }
-    plane.stop().await;
-    match std::fs::remove_file(state.cluster_info()) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => {
-            tracing::warn!(path = %state.cluster_info().display(), %error, "removing the cluster record")
         }
     }
 }

@@ -240,6 +240,39 @@ impl Checker {
             }
         }
     }
+
+    /// Checks the Nodes' state, and records which nodes each Skyhook holds cordoned.
+    fn check_nodes(&mut self, nodes: &BTreeMap<String, Node>) {
+        for budget in &self.budgets {
+            let held = nodes
+                .iter()
+                .filter(|(_, node)| cordoned_by(node, &budget.skyhook))
+                .map(|(name, _)| name.clone());
+            self.report
+                .cordoned
+                .entry(budget.skyhook.clone())
+                .or_default()
+                .extend(held);
+        }
+        self.check(Source::Nodes, |skyhook| {
+            nodes
+                .iter()
+                .filter(|(_, node)| node_busy_for(node, skyhook))
+                .map(|(name, _)| name.clone())
+                .collect()
+        });
+    }
+
+    /// Checks the controller's pods' state.
+    fn check_pods(&mut self, pods: &BTreeMap<String, Pod>) {
+        self.check(Source::Pods, |skyhook| {
+            pods.values()
+                .filter_map(pod_activity)
+                .filter(|(owner, _)| owner == skyhook)
+                .map(|(_, node)| node)
+                .collect()
+        });
+    }
 }
 
 /// A stream's objects by name, rebuilt on every (re)list.
@@ -345,18 +378,7 @@ async fn sample(
     listed: oneshot::Sender<()>,
     mut stopped: oneshot::Receiver<()>,
 ) -> anyhow::Result<Checker> {
-    let selector = watcher::Config::default().labels(SKYHOOK_NAME_LABEL);
-    // Watches back off and list again after an error, so the check survives API server
-    // restarts and etcd stalls; each re-list replaces the stores wholesale.
-    let node_events = watcher::watcher(nodes, watcher::Config::default())
-        .default_backoff()
-        .map_ok(|event| Either::Node(Box::new(event)))
-        .boxed();
-    let pod_events = watcher::watcher(pods, selector)
-        .default_backoff()
-        .map_ok(|event| Either::Pod(Box::new(event)))
-        .boxed();
-    let mut events = futures::stream::select(node_events, pod_events);
+    let mut events = node_and_pod_events(nodes, pods);
     let mut checker = Checker::new(budgets);
     let mut node_store = Store::<Node>::new();
     let mut pod_store = Store::<Pod>::new();
@@ -379,41 +401,13 @@ async fn sample(
             Either::Node(event) => {
                 if node_store.apply(*event) {
                     nodes_listed = true;
-                    for budget in &checker.budgets {
-                        let held = node_store
-                            .objects
-                            .iter()
-                            .filter(|(_, node)| cordoned_by(node, &budget.skyhook))
-                            .map(|(name, _)| name.clone());
-                        checker
-                            .report
-                            .cordoned
-                            .entry(budget.skyhook.clone())
-                            .or_default()
-                            .extend(held);
-                    }
-                    checker.check(Source::Nodes, |skyhook| {
-                        node_store
-                            .objects
-                            .iter()
-                            .filter(|(_, node)| node_busy_for(node, skyhook))
-                            .map(|(name, _)| name.clone())
-                            .collect()
-                    });
+                    checker.check_nodes(&node_store.objects);
                 }
             }
             Either::Pod(event) => {
                 if pod_store.apply(*event) {
                     pods_listed = true;
-                    checker.check(Source::Pods, |skyhook| {
-                        pod_store
-                            .objects
-                            .values()
-                            .filter_map(pod_activity)
-                            .filter(|(owner, _)| owner == skyhook)
-                            .map(|(_, node)| node)
-                            .collect()
-                    });
+                    checker.check_pods(&pod_store.objects);
                 }
             }
         }
@@ -424,6 +418,25 @@ async fn sample(
             let _unheard = listed.send(());
         }
     }
+}
+
+/// The events of both watches, Nodes and the controller's pods, merged.
+fn node_and_pod_events(
+    nodes: Api<Node>,
+    pods: Api<Pod>,
+) -> impl futures::Stream<Item = Result<Either, watcher::Error>> {
+    let selector = watcher::Config::default().labels(SKYHOOK_NAME_LABEL);
+    // Watches back off and list again after an error, so the check survives API server
+    // restarts and etcd stalls; each re-list replaces the stores wholesale.
+    let node_events = watcher::watcher(nodes, watcher::Config::default())
+        .default_backoff()
+        .map_ok(|event| Either::Node(Box::new(event)))
+        .boxed();
+    let pod_events = watcher::watcher(pods, selector)
+        .default_backoff()
+        .map_ok(|event| Either::Pod(Box::new(event)))
+        .boxed();
+    futures::stream::select(node_events, pod_events)
 }
 
 /// An event of either watch (boxed: a Pod is much larger than a Node).

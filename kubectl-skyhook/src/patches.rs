@@ -2,6 +2,7 @@
 //! patches to send (with what each does, in words) out. Only annotation, label and status
 //! merge patches; never a full update.
 
+use k8s_openapi::api::core::v1::Node;
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
@@ -515,33 +516,9 @@ pub fn package_rerun(
     };
     for node in matching_nodes(cluster, patterns) {
         let node_name = name_of(&node.metadata);
-        let Some(Ok(mut state)) = cluster::annotations(node)
-            .get(&state_key)
-            .map(|v| NodeState::parse(v))
+        let Some((value, how)) = rerun_annotation(node, &state_key, package, &spec.version, stage)
         else {
             continue;
-        };
-        let Some(entry) = state.get_version(package, &spec.version).cloned() else {
-            continue;
-        };
-        let how = match stage {
-            None => {
-                state.remove(&entry.key());
-                "from the start".to_owned()
-            }
-            Some(stage) => {
-                state.upsert(skyhook_api::v1alpha1::PackageStatus {
-                    stage,
-                    state: State::InProgress,
-                    ..entry
-                });
-                format!("from stage {stage}")
-            }
-        };
-        let value = if state.is_empty() {
-            Value::Null
-        } else {
-            Value::String(state.to_annotation())
         };
         change.summary.push(format!("  - {node_name}"));
         change.patches.push(Patch {
@@ -573,10 +550,49 @@ pub fn package_rerun(
     Ok(change)
 }
 
+/// The node's `nodeState` annotation once the package's `version` entry reruns (null when
+/// the state becomes empty), and how it reruns; `None` when the node has no readable state or
+/// no such entry.
+fn rerun_annotation(
+    node: &Node,
+    state_key: &str,
+    package: &str,
+    version: &str,
+    stage: Option<Stage>,
+) -> Option<(Value, String)> {
+    let Some(Ok(mut state)) = cluster::annotations(node)
+        .get(state_key)
+        .map(|v| NodeState::parse(v))
+    else {
+        return None;
+    };
+    let entry = state.get_version(package, version).cloned()?;
+    let how = match stage {
+        None => {
+            state.remove(&entry.key());
+            "from the start".to_owned()
+        }
+        Some(stage) => {
+            state.upsert(skyhook_api::v1alpha1::PackageStatus {
+                stage,
+                state: State::InProgress,
+                ..entry
+            });
+            format!("from stage {stage}")
+        }
+    };
+    let value = if state.is_empty() {
+        Value::Null
+    } else {
+        Value::String(state.to_annotation())
+    };
+    Some((value, how))
+}
+
 fn matching_nodes<'c>(
     cluster: &'c Cluster,
     patterns: &'c [NodePattern],
-) -> impl Iterator<Item = &'c k8s_openapi::api::core::v1::Node> + 'c {
+) -> impl Iterator<Item = &'c Node> + 'c {
     let mut nodes: Vec<_> = cluster
         .nodes
         .iter()

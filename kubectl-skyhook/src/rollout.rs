@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use skyhook_api::budget::{
     BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, NodeActivity, Selection,
     assign_nodes, legacy_compartments, policy_compartments, slot_hold,
@@ -86,90 +86,17 @@ pub struct Rollout<'c> {
 impl<'c> Rollout<'c> {
     /// Analyses `skyhook` (which need not be in `cluster`, for `plan`) against the cluster.
     pub fn new(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Self {
-        let name = name_of(&skyhook.metadata);
-        let progress = all_progress(cluster, skyhook);
-        let target = progress
-            .iter()
-            .find(|p| p.name == name)
-            .cloned()
-            .unwrap_or_else(|| progress_of(skyhook, cluster));
-        let status = skyhook.status.as_ref();
-        let mut nodes: Vec<NodeFacts<'c>> = selected_nodes(skyhook, cluster)
-            .map(|node| {
-                let node_name = name_of(&node.metadata);
-                let (state, state_error) = read_state(node, name);
-                NodeFacts {
-                    node,
-                    name: node_name,
-                    complete: is_complete(skyhook, &state),
-                    state,
-                    state_error,
-                    status: node_status(node, name),
-                    ready: node_ready(&progress, &target, node_name),
-                    picked: status.is_some_and(|s| s.node_priority.contains_key(node_name)),
-                    pod_on_node: cluster.pods.iter().any(|pod| {
-                        cluster::pod_node(pod) == Some(node_name)
-                            && cluster::pod_label(pod, keys::NAME_LABEL) == Some(name)
-                    }),
-                }
-            })
-            .collect();
-        nodes.sort_by(|a, b| a.name.cmp(b.name));
-
-        let (specs, policy_missing) = match skyhook.spec.policy_name() {
-            Some(policy) => match cluster.policy(policy) {
-                Some(policy) => (policy_compartments(&policy.spec), false),
-                None => (Vec::new(), true),
-            },
-            None => (
-                legacy_compartments(skyhook.spec.interruption_budget.as_ref(), nodes.len()),
-                false,
-            ),
-        };
-        let labelled: Vec<(&str, &BTreeMap<String, String>)> = nodes
-            .iter()
-            .map(|n| (n.name, cluster::labels(n.node)))
-            .collect();
-        let assignment: BTreeMap<String, String> = assign_nodes(&specs, &labelled)
-            .into_iter()
-            .map(|(node, compartment)| (node.to_owned(), compartment.to_owned()))
-            .collect();
+        let nodes = node_facts(skyhook, cluster);
+        let (specs, policy_missing) = compartment_specs(skyhook, cluster, nodes.len());
+        let assignment = assign(&specs, &nodes);
         let tolerations = tolerations(skyhook);
         let compartments = specs
             .into_iter()
-            .map(|spec| {
-                let members: Vec<usize> = nodes
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, n)| assignment.get(n.name) == Some(&spec.name))
-                    .map(|(index, _)| index)
-                    .collect();
-                let candidates: Vec<CandidateNode<'c>> = members
-                    .iter()
-                    .map(|&i| candidate(name, &nodes[i]))
-                    .collect();
-                let classified = CompartmentNodes::new(candidates, &tolerations);
-                let ceiling = spec.ceiling(members.len());
-                let batch_state = status
-                    .and_then(|s| s.compartment_statuses.get(&spec.name))
-                    .and_then(|c| c.batch_state.clone())
-                    .unwrap_or_else(BatchState::initial);
-                let selection = classified.select(spec.strategy.as_ref(), &batch_state, ceiling);
-                CompartmentView {
-                    complete: classified.complete(),
-                    in_progress: classified.in_progress(),
-                    erroring: classified.erroring(),
-                    spec,
-                    nodes: members,
-                    ceiling,
-                    batch_state,
-                    selection,
-                }
-            })
+            .map(|spec| compartment_view(skyhook, spec, &nodes, &assignment, &tolerations))
             .collect();
         Rollout {
             skyhook,
-            name,
+            name: name_of(&skyhook.metadata),
             nodes,
             compartments,
             policy_missing,
@@ -191,6 +118,112 @@ impl<'c> Rollout<'c> {
             .flat_map(|c| &c.selection.blocked)
             .find(|b| b.name == node)
             .map(|b| &b.reason)
+    }
+}
+
+/// The nodes `skyhook` selects, with what the rules need to know about each, in name order.
+fn node_facts<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Vec<NodeFacts<'c>> {
+    let name = name_of(&skyhook.metadata);
+    let progress = all_progress(cluster, skyhook);
+    let target = progress
+        .iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .unwrap_or_else(|| progress_of(skyhook, cluster));
+    let status = skyhook.status.as_ref();
+    let mut nodes: Vec<NodeFacts<'c>> = selected_nodes(skyhook, cluster)
+        .map(|node| {
+            let node_name = name_of(&node.metadata);
+            let (state, state_error) = read_state(node, name);
+            NodeFacts {
+                node,
+                name: node_name,
+                complete: is_complete(skyhook, &state),
+                state,
+                state_error,
+                status: node_status(node, name),
+                ready: node_ready(&progress, &target, node_name),
+                picked: status.is_some_and(|s| s.node_priority.contains_key(node_name)),
+                pod_on_node: cluster.pods.iter().any(|pod| {
+                    cluster::pod_node(pod) == Some(node_name)
+                        && cluster::pod_label(pod, keys::NAME_LABEL) == Some(name)
+                }),
+            }
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.name.cmp(b.name));
+    nodes
+}
+
+/// The compartments of the Skyhook's DeploymentPolicy, or of its legacy interruption budget
+/// over `node_count` nodes; and whether the named policy is missing (then there are none).
+fn compartment_specs(
+    skyhook: &Skyhook,
+    cluster: &Cluster,
+    node_count: usize,
+) -> (Vec<CompartmentSpec>, bool) {
+    match skyhook.spec.policy_name() {
+        Some(policy) => match cluster.policy(policy) {
+            Some(policy) => (policy_compartments(&policy.spec), false),
+            None => (Vec::new(), true),
+        },
+        None => (
+            legacy_compartments(skyhook.spec.interruption_budget.as_ref(), node_count),
+            false,
+        ),
+    }
+}
+
+/// Each node's compartment name, by node name.
+fn assign(specs: &[CompartmentSpec], nodes: &[NodeFacts<'_>]) -> BTreeMap<String, String> {
+    let labelled: Vec<(&str, &BTreeMap<String, String>)> = nodes
+        .iter()
+        .map(|n| (n.name, cluster::labels(n.node)))
+        .collect();
+    assign_nodes(specs, &labelled)
+        .into_iter()
+        .map(|(node, compartment)| (node.to_owned(), compartment.to_owned()))
+        .collect()
+}
+
+/// One compartment: its members among `nodes`, its ceiling, its batch state, and what the
+/// rules would select in it now.
+fn compartment_view<'c>(
+    skyhook: &'c Skyhook,
+    spec: CompartmentSpec,
+    nodes: &[NodeFacts<'c>],
+    assignment: &BTreeMap<String, String>,
+    tolerations: &[Toleration],
+) -> CompartmentView<'c> {
+    let name = name_of(&skyhook.metadata);
+    let members: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| assignment.get(n.name) == Some(&spec.name))
+        .map(|(index, _)| index)
+        .collect();
+    let candidates: Vec<CandidateNode<'c>> = members
+        .iter()
+        .map(|&i| candidate(name, &nodes[i]))
+        .collect();
+    let classified = CompartmentNodes::new(candidates, tolerations);
+    let ceiling = spec.ceiling(members.len());
+    let batch_state = skyhook
+        .status
+        .as_ref()
+        .and_then(|s| s.compartment_statuses.get(&spec.name))
+        .and_then(|c| c.batch_state.clone())
+        .unwrap_or_else(BatchState::initial);
+    let selection = classified.select(spec.strategy.as_ref(), &batch_state, ceiling);
+    CompartmentView {
+        complete: classified.complete(),
+        in_progress: classified.in_progress(),
+        erroring: classified.erroring(),
+        spec,
+        nodes: members,
+        ceiling,
+        batch_state,
+        selection,
     }
 }
 

@@ -7,14 +7,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use webhook::admit::Endpoint;
-use webhook::lookups::Snapshot;
+use webhook::lookups::ExistingObjects;
 use webhook::review::review;
 
 const ROUNDS: usize = 20_000;
 
 fn main() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let lookups = Snapshot::default();
+    let lookups = ExistingObjects::default();
     for (name, file) in [
         ("demo (allowed)", "allow/demo-create.json"),
         ("many violations (denied)", "deny/many-violations.json"),

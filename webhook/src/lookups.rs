@@ -1,7 +1,7 @@
 //! What admission needs to know about other objects in the cluster: which DeploymentPolicies
 //! exist (a Skyhook may only name an existing one) and which Skyhooks exist (a policy cannot be
 //! deleted while one uses it). The I/O layer answers from reflector caches; tests use
-//! [`Snapshot`].
+//! [`ExistingObjects`].
 
 use std::collections::BTreeSet;
 
@@ -18,16 +18,16 @@ pub trait Lookups {
     fn policy_references(&self) -> Option<Vec<PolicyReference>>;
 }
 
-/// A fixed view of the cluster.
+/// A fixed set of the DeploymentPolicies and Skyhooks that exist.
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
+pub struct ExistingObjects {
     /// Existing DeploymentPolicy names.
     pub policy_names: BTreeSet<String>,
     /// Existing Skyhooks.
     pub skyhooks: Vec<Skyhook>,
 }
 
-impl Lookups for Snapshot {
+impl Lookups for ExistingObjects {
     fn policy_names(&self) -> Option<BTreeSet<String>> {
         Some(self.policy_names.clone())
     }
@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn only_a_named_policy_the_cache_does_not_know_is_asked_about() {
-        let cache = Snapshot {
+        let cache = ExistingObjects {
             policy_names: BTreeSet::from(["known".to_owned()]),
             skyhooks: Vec::new(),
         };
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn confirmed_policies_are_added_to_the_cached_ones() {
-        let cache = Snapshot {
+        let cache = ExistingObjects {
             policy_names: BTreeSet::from(["known".to_owned()]),
             skyhooks: Vec::new(),
         };

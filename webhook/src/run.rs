@@ -2,12 +2,13 @@
 //! on SIGTERM or Ctrl-C.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use rustls::crypto::CryptoProvider;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -89,13 +90,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "starting skyhook-webhook"
     );
     let provider = tls::provider();
-    let certs = Arc::new(ReloadingCert::new(&args.cert_dir, Arc::clone(&provider)));
-    if let Err(err) = certs.reload() {
-        // The mount may lag behind the container start; the watcher below keeps trying and
-        // /readyz stays false until a certificate is served.
-        tracing::warn!(error = %tls::error_chain(&err), "no serving certificate yet");
-    }
-    tokio::spawn(Arc::clone(&certs).watch(CERT_POLL_INTERVAL));
+    let certs = watched_certs(&args.cert_dir, &provider);
 
     let client = kube::Client::try_default()
         .await
@@ -105,14 +100,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(fill_cache);
     let certs_trusted = Arc::new(AtomicBool::new(!args.manage_certs));
     if args.manage_certs {
-        let sync = CertSync {
-            namespace: args.namespace.clone(),
-            secret: args.cert_secret.clone(),
-            service: format!("{}.{}.svc", args.service, args.namespace),
-            extra_names: args.cert_extra_names.clone(),
-            validating: args.validating_webhook_configuration.clone(),
-            mutating: args.mutating_webhook_configuration.clone(),
-        };
+        let sync = cert_sync(&args);
         tokio::spawn(sync.run(client, Arc::clone(&certs), Arc::clone(&certs_trusted)));
     }
 
@@ -130,7 +118,41 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }),
     });
     let tls_config = Arc::new(tls::server_config(certs, provider)?);
+    serve_until_signal(&args, tls_config, admission, admin).await
+}
 
+/// The serving certificate, loaded now if the files are there and re-read when they change.
+fn watched_certs(cert_dir: &Path, provider: &Arc<CryptoProvider>) -> Arc<ReloadingCert> {
+    let certs = Arc::new(ReloadingCert::new(cert_dir, Arc::clone(provider)));
+    if let Err(err) = certs.reload() {
+        // The mount may lag behind the container start; the watcher below keeps trying and
+        // /readyz stays false until a certificate is served.
+        tracing::warn!(error = %tls::error_chain(&err), "no serving certificate yet");
+    }
+    tokio::spawn(Arc::clone(&certs).watch(CERT_POLL_INTERVAL));
+    certs
+}
+
+/// What --manage-certs keeps current, from the flags.
+fn cert_sync(args: &Args) -> CertSync {
+    CertSync {
+        namespace: args.namespace.clone(),
+        secret: args.cert_secret.clone(),
+        service: format!("{}.{}.svc", args.service, args.namespace),
+        extra_names: args.cert_extra_names.clone(),
+        validating: args.validating_webhook_configuration.clone(),
+        mutating: args.mutating_webhook_configuration.clone(),
+    }
+}
+
+/// Serves admission over TLS and the admin endpoints over plain HTTP until SIGTERM or Ctrl-C,
+/// then lets both servers finish their requests.
+async fn serve_until_signal(
+    args: &Args,
+    tls_config: Arc<rustls::ServerConfig>,
+    admission: axum::Router,
+    admin: axum::Router,
+) -> anyhow::Result<()> {
     let admission_addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, args.port));
     let admin_addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, args.admin_port));
     let admission_listener = TcpListener::bind(admission_addr)
@@ -191,5 +213,44 @@ async fn shutdown_signal() -> &'static str {
     tokio::select! {
         () = ctrl_c => "SIGINT",
         () = term => "SIGTERM",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[test]
+    fn managed_certificate_is_issued_for_the_service_and_the_extra_names() {
+        let cases: [(&[&str], &str, &[&str]); 3] = [
+            (&[], "skyhook-webhook.skyhook.svc", &[]),
+            (
+                &["--namespace", "ops", "--service", "hook"],
+                "hook.ops.svc",
+                &[],
+            ),
+            (
+                &[
+                    "--cert-extra-name",
+                    "127.0.0.1",
+                    "--cert-extra-name",
+                    "hook.local",
+                ],
+                "skyhook-webhook.skyhook.svc",
+                &["127.0.0.1", "hook.local"],
+            ),
+        ];
+        for (flags, service, extra_names) in cases {
+            let args = Args::try_parse_from(
+                std::iter::once("skyhook-webhook").chain(flags.iter().copied()),
+            )
+            .expect("flags parse");
+            let sync = cert_sync(&args);
+            assert_eq!(sync.service, service, "{flags:?}");
+            assert_eq!(sync.extra_names, extra_names, "{flags:?}");
+            assert_eq!(sync.secret, "webhook-cert", "{flags:?}");
+        }
     }
 }

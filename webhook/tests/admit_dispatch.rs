@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use skyhook_api::validate::PolicyReference;
 use webhook::admit::Endpoint;
-use webhook::lookups::{Lookups, Snapshot};
+use webhook::lookups::{ExistingObjects, Lookups};
 use webhook::review::review;
 
 /// Caches that have not completed their first list.
@@ -61,7 +61,7 @@ fn dispatch_table() {
     let deleting = json!({"name": "subject", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["skyhook.nvidia.com/cleanup"]});
     let policy = json!({"apiVersion": "skyhook.nvidia.com/v1alpha1", "kind": "DeploymentPolicy", "metadata": {"name": "subject"}, "spec": {"default": {"budget": {"count": 1}, "strategy": {"fixed": {}}}}});
     let not_synced: &dyn Lookups = &NotSynced;
-    let empty: &dyn Lookups = &Snapshot::default();
+    let empty: &dyn Lookups = &ExistingObjects::default();
     let cases: Vec<Case<'_>> = vec![
         (
             "a policy reference cannot be checked before the cache syncs",

@@ -12,7 +12,7 @@ use serde::Deserialize as _;
 use serde_json::{Value, json};
 use skyhook_api::v1alpha1::Skyhook;
 use webhook::admit::Endpoint;
-use webhook::lookups::Snapshot;
+use webhook::lookups::ExistingObjects;
 use webhook::review::{Verdict, review};
 
 use Endpoint::{MutatePolicy, MutateSkyhook, ValidatePolicy, ValidateSkyhook};
@@ -201,7 +201,7 @@ fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
-fn cluster() -> Snapshot {
+fn cluster() -> ExistingObjects {
     let text = std::fs::read_to_string(examples_dir().join("policy-linear.yaml")).unwrap();
     let skyhooks: Vec<Skyhook> = serde_yaml::Deserializer::from_str(&text)
         .map(serde_yaml::Value::deserialize)
@@ -210,7 +210,7 @@ fn cluster() -> Snapshot {
         .map(|doc| serde_yaml::from_value(doc).unwrap())
         .collect();
     assert_eq!(skyhooks.len(), 1);
-    Snapshot {
+    ExistingObjects {
         policy_names: BTreeSet::from(["linear-ramp".to_owned(), "unused".to_owned()]),
         skyhooks,
     }

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use webhook::admit::Endpoint;
-use webhook::lookups::Snapshot;
+use webhook::lookups::ExistingObjects;
 use webhook::review::{Verdict, review};
 
 fn arb_json() -> impl Strategy<Value = Value> {
@@ -79,7 +79,7 @@ fn arb_review() -> impl Strategy<Value = Value> {
 }
 
 fn assert_well_formed(endpoint: Endpoint, body: &[u8]) -> Value {
-    let reviewed = review(endpoint, body, &Snapshot::default());
+    let reviewed = review(endpoint, body, &ExistingObjects::default());
     let json: Value = serde_json::from_slice(&reviewed.to_json()).expect("response is JSON");
     assert_eq!(json["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(json["kind"], "AdmissionReview");

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsConnector;
 use webhook::admit::Endpoint;
-use webhook::lookups::Snapshot;
+use webhook::lookups::ExistingObjects;
 use webhook::metrics::Metrics;
 use webhook::server::{Admin, Admission, admin_router, admission_router, serve_tls};
 use webhook::tls::{self, ReloadingCert};
@@ -66,7 +66,7 @@ impl Server {
         certs.reload().unwrap();
         let metrics = Arc::new(Metrics::default());
         let router = admission_router(Admission {
-            lookups: Arc::new(Snapshot::default()),
+            lookups: Arc::new(ExistingObjects::default()),
             metrics: Arc::clone(&metrics),
             policies: None,
         });

@@ -1,7 +1,7 @@
 //! The command line of each control-plane component, as a pure function of the cluster's layout.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::pki::PkiFiles;
@@ -94,118 +94,149 @@ pub struct Layout {
 
 /// The arguments after the component name.
 pub fn args(component: Component, layout: &Layout) -> Vec<String> {
-    let path = |path: &PathBuf| path.display().to_string();
-    let ports = &layout.ports;
-    let pki = &layout.pki;
-    let kubeconfig = path(&layout.kubeconfig);
-    let flag = |name: &str, value: &str| format!("--{name}={value}");
     match component {
-        Component::Etcd => vec![
-            flag("name", "devcluster"),
-            flag("data-dir", &path(&layout.etcd_data)),
-            flag(
-                "client-url",
-                &format!("http://127.0.0.1:{}", ports.etcd_client),
-            ),
-            flag("peer-url", &format!("http://127.0.0.1:{}", ports.etcd_peer)),
-            // A throwaway test cluster: losing data on a machine crash is fine, and fsync on a
-            // loaded disk is what makes etcd (and so every API write) slow.
-            "--unsafe-no-fsync".to_string(),
-        ],
-        Component::KubeApiserver => vec![
-            flag(
-                "etcd-servers",
-                &format!("http://127.0.0.1:{}", ports.etcd_client),
-            ),
-            flag("bind-address", "127.0.0.1"),
-            flag("advertise-address", "127.0.0.1"),
-            flag("secure-port", &ports.apiserver.to_string()),
-            // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none
-            // rather than an error every few seconds.
-            flag("endpoint-reconciler-type", "none"),
-            flag("tls-cert-file", &path(&pki.apiserver_cert)),
-            flag("tls-private-key-file", &path(&pki.apiserver_key)),
-            flag("client-ca-file", &path(&pki.ca_cert)),
-            flag("authorization-mode", "Node,RBAC"),
-            flag("enable-admission-plugins", "NodeRestriction"),
-            flag("allow-privileged", "true"),
-            flag("service-cluster-ip-range", SERVICE_CIDR),
-            flag("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
-            flag(
-                "service-account-key-file",
-                &path(&pki.service_account_public),
-            ),
-            flag(
-                "service-account-signing-key-file",
-                &path(&pki.service_account_key),
-            ),
-            // Webhooks and aggregated APIs are reached through their Service's endpoints: there
-            // is no kube-proxy to route a ClusterIP.
-            flag("enable-aggregator-routing", "true"),
-            flag(
-                "proxy-client-cert-file",
-                &path(&pki.front_proxy_client_cert),
-            ),
-            flag("proxy-client-key-file", &path(&pki.front_proxy_client_key)),
-            flag(
-                "requestheader-client-ca-file",
-                &path(&pki.front_proxy_ca_cert),
-            ),
-            flag("requestheader-allowed-names", "front-proxy-client"),
-            flag("requestheader-username-headers", "X-Remote-User"),
-            flag("requestheader-group-headers", "X-Remote-Group"),
-            flag("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
-            flag(
-                "kubelet-client-certificate",
-                &path(&pki.kubelet_client_cert),
-            ),
-            flag("kubelet-client-key", &path(&pki.kubelet_client_key)),
-            flag("profiling", "false"),
-        ],
-        Component::KubeControllerManager => vec![
-            flag("kubeconfig", &kubeconfig),
-            flag("authentication-kubeconfig", &kubeconfig),
-            flag("authorization-kubeconfig", &kubeconfig),
-            flag("bind-address", "127.0.0.1"),
-            flag("secure-port", &ports.controller_manager.to_string()),
-            flag(
-                "cert-dir",
-                &path(&layout.components_dir.join(component.name())),
-            ),
-            flag("leader-elect", "false"),
-            flag("use-service-account-credentials", "true"),
-            flag(
-                "service-account-private-key-file",
-                &path(&pki.service_account_key),
-            ),
-            flag("root-ca-file", &path(&pki.ca_cert)),
-            flag("cluster-signing-cert-file", &path(&pki.ca_cert)),
-            flag("cluster-signing-key-file", &path(&pki.ca_key)),
-            flag("service-cluster-ip-range", SERVICE_CIDR),
-            // Tests create and delete objects in bursts; client-side throttling at the default
-            // 20 requests/s would make garbage collection and PDB status lag behind.
-            flag("kube-api-qps", "100"),
-            flag("kube-api-burst", "200"),
-            flag(
-                "node-monitor-grace-period",
-                &format!("{}s", layout.node_monitor_grace_period.as_secs()),
-            ),
-            flag("profiling", "false"),
-        ],
-        Component::KubeScheduler => vec![
-            flag("kubeconfig", &kubeconfig),
-            flag("authentication-kubeconfig", &kubeconfig),
-            flag("authorization-kubeconfig", &kubeconfig),
-            flag("bind-address", "127.0.0.1"),
-            flag("secure-port", &ports.scheduler.to_string()),
-            flag(
-                "cert-dir",
-                &path(&layout.components_dir.join(component.name())),
-            ),
-            flag("leader-elect", "false"),
-            flag("profiling", "false"),
-        ],
+        Component::Etcd => etcd_args(layout),
+        Component::KubeApiserver => apiserver_args(layout),
+        Component::KubeControllerManager => controller_manager_args(layout),
+        Component::KubeScheduler => scheduler_args(layout),
     }
+}
+
+fn flag(name: &str, value: &str) -> String {
+    format!("--{name}={value}")
+}
+
+fn path(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn etcd_args(layout: &Layout) -> Vec<String> {
+    vec![
+        flag("name", "devcluster"),
+        flag("data-dir", &path(&layout.etcd_data)),
+        flag(
+            "client-url",
+            &format!("http://127.0.0.1:{}", layout.ports.etcd_client),
+        ),
+        flag(
+            "peer-url",
+            &format!("http://127.0.0.1:{}", layout.ports.etcd_peer),
+        ),
+        // A throwaway test cluster: losing data on a machine crash is fine, and fsync on a
+        // loaded disk is what makes etcd (and so every API write) slow.
+        "--unsafe-no-fsync".to_string(),
+    ]
+}
+
+fn apiserver_args(layout: &Layout) -> Vec<String> {
+    vec![
+        flag(
+            "etcd-servers",
+            &format!("http://127.0.0.1:{}", layout.ports.etcd_client),
+        ),
+        flag("bind-address", "127.0.0.1"),
+        flag("advertise-address", "127.0.0.1"),
+        flag("secure-port", &layout.ports.apiserver.to_string()),
+        // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none
+        // rather than an error every few seconds.
+        flag("endpoint-reconciler-type", "none"),
+        flag("tls-cert-file", &path(&layout.pki.apiserver_cert)),
+        flag("tls-private-key-file", &path(&layout.pki.apiserver_key)),
+        flag("client-ca-file", &path(&layout.pki.ca_cert)),
+        flag("authorization-mode", "Node,RBAC"),
+        flag("enable-admission-plugins", "NodeRestriction"),
+        flag("allow-privileged", "true"),
+        flag("service-cluster-ip-range", SERVICE_CIDR),
+        flag("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
+        flag(
+            "service-account-key-file",
+            &path(&layout.pki.service_account_public),
+        ),
+        flag(
+            "service-account-signing-key-file",
+            &path(&layout.pki.service_account_key),
+        ),
+        // Webhooks and aggregated APIs are reached through their Service's endpoints: there
+        // is no kube-proxy to route a ClusterIP.
+        flag("enable-aggregator-routing", "true"),
+        flag(
+            "proxy-client-cert-file",
+            &path(&layout.pki.front_proxy_client_cert),
+        ),
+        flag(
+            "proxy-client-key-file",
+            &path(&layout.pki.front_proxy_client_key),
+        ),
+        flag(
+            "requestheader-client-ca-file",
+            &path(&layout.pki.front_proxy_ca_cert),
+        ),
+        flag("requestheader-allowed-names", "front-proxy-client"),
+        flag("requestheader-username-headers", "X-Remote-User"),
+        flag("requestheader-group-headers", "X-Remote-Group"),
+        flag("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
+        flag(
+            "kubelet-client-certificate",
+            &path(&layout.pki.kubelet_client_cert),
+        ),
+        flag("kubelet-client-key", &path(&layout.pki.kubelet_client_key)),
+        flag("profiling", "false"),
+    ]
+}
+
+fn controller_manager_args(layout: &Layout) -> Vec<String> {
+    let kubeconfig = path(&layout.kubeconfig);
+    vec![
+        flag("kubeconfig", &kubeconfig),
+        flag("authentication-kubeconfig", &kubeconfig),
+        flag("authorization-kubeconfig", &kubeconfig),
+        flag("bind-address", "127.0.0.1"),
+        flag("secure-port", &layout.ports.controller_manager.to_string()),
+        flag(
+            "cert-dir",
+            &path(
+                &layout
+                    .components_dir
+                    .join(Component::KubeControllerManager.name()),
+            ),
+        ),
+        flag("leader-elect", "false"),
+        flag("use-service-account-credentials", "true"),
+        flag(
+            "service-account-private-key-file",
+            &path(&layout.pki.service_account_key),
+        ),
+        flag("root-ca-file", &path(&layout.pki.ca_cert)),
+        flag("cluster-signing-cert-file", &path(&layout.pki.ca_cert)),
+        flag("cluster-signing-key-file", &path(&layout.pki.ca_key)),
+        flag("service-cluster-ip-range", SERVICE_CIDR),
+        // Tests create and delete objects in bursts; client-side throttling at the default
+        // 20 requests/s would make garbage collection and PDB status lag behind.
+        flag("kube-api-qps", "100"),
+        flag("kube-api-burst", "200"),
+        flag(
+            "node-monitor-grace-period",
+            &format!("{}s", layout.node_monitor_grace_period.as_secs()),
+        ),
+        flag("profiling", "false"),
+    ]
+}
+
+fn scheduler_args(layout: &Layout) -> Vec<String> {
+    let kubeconfig = path(&layout.kubeconfig);
+    vec![
+        flag("kubeconfig", &kubeconfig),
+        flag("authentication-kubeconfig", &kubeconfig),
+        flag("authorization-kubeconfig", &kubeconfig),
+        flag("bind-address", "127.0.0.1"),
+        flag("secure-port", &layout.ports.scheduler.to_string()),
+        flag(
+            "cert-dir",
+            &path(&layout.components_dir.join(Component::KubeScheduler.name())),
+        ),
+        flag("leader-elect", "false"),
+        flag("profiling", "false"),
+    ]
 }
 
 #[cfg(test)]

@@ -149,6 +149,16 @@ pub fn crash_restart_delay(previous_crashes: u32) -> Duration {
     }
 }
 
+/// What every start attempt shares; only the ports change from one attempt to the next.
+struct LaunchInputs<'a> {
+    binary: &'a Path,
+    state: &'a StateDir,
+    pki: &'a Pki,
+    pki_files: &'a PkiFiles,
+    settings: ControlPlaneSettings,
+    progress: &'a (dyn Fn(&str) + Send + Sync),
+}
+
 impl ControlPlane {
     /// Starts every component in `state` and returns once the API server is ready and the
     /// namespace controllers have run. `progress` receives one human-readable line per milestone.
@@ -179,10 +189,18 @@ impl ControlPlane {
         let pki = Pki::generate(flags::KUBERNETES_SERVICE_IP)?;
         let pki_files = pki.write(&state.pki())?;
 
+        let inputs = LaunchInputs {
+            binary,
+            state,
+            pki: &pki,
+            pki_files: &pki_files,
+            settings,
+            progress,
+        };
         let mut attempt = 1;
         loop {
             let ports = Ports::pick().map_err(ControlPlaneError::Ports)?;
-            match Self::launch(binary, state, &pki, &pki_files, ports, settings, progress).await {
+            match Self::launch(&inputs, ports).await {
                 Err(ControlPlaneError::PortInUse { component, .. }) if attempt < PORT_ATTEMPTS => {
                     tracing::warn!(
                         component,
@@ -209,53 +227,12 @@ impl ControlPlane {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn launch(
-        binary: &Path,
-        state: &StateDir,
-        pki: &Pki,
-        pki_files: &PkiFiles,
-        ports: Ports,
-        settings: ControlPlaneSettings,
-        progress: &(dyn Fn(&str) + Send + Sync),
-    ) -> Result<Self, ControlPlaneError> {
-        let server = format!("https://127.0.0.1:{}", ports.apiserver);
-        let kubeconfig_path = state.kubeconfig();
-        let kubeconfig_text = kubeconfig::admin_kubeconfig(&server, pki);
-        std::fs::write(&kubeconfig_path, &kubeconfig_text).map_err(|source| {
-            ControlPlaneError::Io {
-                action: "writing",
-                path: kubeconfig_path.clone(),
-                source,
-            }
-        })?;
-        let layout = Layout {
-            ports,
-            pki: pki_files.clone(),
-            kubeconfig: kubeconfig_path.clone(),
-            etcd_data: state.etcd_data(),
-            components_dir: state.components(),
-            node_monitor_grace_period: settings.node_monitor_grace_period,
-        };
-        let timeouts = settings.timeouts;
-        let config = client_config(&kubeconfig_text, &kubeconfig_path).await?;
-        let client = kube::Client::try_from(config.clone()).map_err(|error| {
-            ControlPlaneError::Kubeconfig {
-                path: kubeconfig_path.clone(),
-                message: error.to_string(),
-            }
-        })?;
-        let mut plane = Self {
-            processes: Vec::new(),
-            ports,
-            server,
-            config,
-            binary: binary.to_path_buf(),
-            state: state.clone(),
-            layout: layout.clone(),
-            timeouts,
-            crashes: std::collections::BTreeMap::new(),
-        };
+    /// One start attempt on `ports`: every component, each once the one before it is ready.
+    async fn launch(inputs: &LaunchInputs<'_>, ports: Ports) -> Result<Self, ControlPlaneError> {
+        let (binary, state, progress) = (inputs.binary, inputs.state, inputs.progress);
+        let timeouts = inputs.settings.timeouts;
+        let (mut plane, client) = Self::connect(inputs, ports).await?;
+        let layout = plane.layout.clone();
         let started = Instant::now();
 
         progress(&format!("starting etcd on 127.0.0.1:{}", ports.etcd_client));
@@ -298,6 +275,52 @@ impl ControlPlane {
             started.elapsed().as_secs_f64()
         ));
         Ok(plane)
+    }
+
+    /// Writes the admin kubeconfig for `ports` and builds a client from it, with no component
+    /// running yet.
+    async fn connect(
+        inputs: &LaunchInputs<'_>,
+        ports: Ports,
+    ) -> Result<(Self, kube::Client), ControlPlaneError> {
+        let state = inputs.state;
+        let server = format!("https://127.0.0.1:{}", ports.apiserver);
+        let kubeconfig_path = state.kubeconfig();
+        let kubeconfig_text = kubeconfig::admin_kubeconfig(&server, inputs.pki);
+        std::fs::write(&kubeconfig_path, &kubeconfig_text).map_err(|source| {
+            ControlPlaneError::Io {
+                action: "writing",
+                path: kubeconfig_path.clone(),
+                source,
+            }
+        })?;
+        let layout = Layout {
+            ports,
+            pki: inputs.pki_files.clone(),
+            kubeconfig: kubeconfig_path.clone(),
+            etcd_data: state.etcd_data(),
+            components_dir: state.components(),
+            node_monitor_grace_period: inputs.settings.node_monitor_grace_period,
+        };
+        let config = client_config(&kubeconfig_text, &kubeconfig_path).await?;
+        let client = kube::Client::try_from(config.clone()).map_err(|error| {
+            ControlPlaneError::Kubeconfig {
+                path: kubeconfig_path.clone(),
+                message: error.to_string(),
+            }
+        })?;
+        let plane = Self {
+            processes: Vec::new(),
+            ports,
+            server,
+            config,
+            binary: inputs.binary.to_path_buf(),
+            state: state.clone(),
+            layout,
+            timeouts: inputs.settings.timeouts,
+            crashes: std::collections::BTreeMap::new(),
+        };
+        Ok((plane, client))
     }
 
     fn spawn(

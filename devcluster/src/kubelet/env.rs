@@ -4,7 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapKeySelector, Container, EnvFromSource, EnvVarSource, Pod, Secret,
+    SecretKeySelector,
+};
 
 use super::quantity;
 
@@ -84,99 +87,129 @@ pub fn resolve_env(
     sources: &EnvSources<'_>,
     container: &Container,
 ) -> Result<BTreeMap<String, String>, EnvError> {
-    let namespace = sources.pod.metadata.namespace.clone().unwrap_or_default();
     let mut env = sources.base.clone();
     for source in container.env_from.iter().flatten() {
-        let prefix = source.prefix.as_deref().unwrap_or("");
-        if let Some(r) = &source.config_map_ref {
-            match sources.config_maps.get(&r.name) {
-                Some(cm) => {
-                    for (k, v) in cm.data.iter().flatten() {
-                        insert_if_valid(&mut env, format!("{prefix}{k}"), v.clone());
-                    }
-                }
-                None if r.optional == Some(true) => {}
-                None => {
-                    return Err(EnvError::ConfigMapNotFound {
-                        name: r.name.clone(),
-                    });
-                }
-            }
-        }
-        if let Some(r) = &source.secret_ref {
-            match sources.secrets.get(&r.name) {
-                Some(secret) => {
-                    for (k, v) in secret.data.iter().flatten() {
-                        let value = String::from_utf8_lossy(&v.0).into_owned();
-                        insert_if_valid(&mut env, format!("{prefix}{k}"), value);
-                    }
-                }
-                None if r.optional == Some(true) => {}
-                None => {
-                    return Err(EnvError::SecretNotFound {
-                        name: r.name.clone(),
-                    });
-                }
-            }
-        }
+        add_env_from(sources, source, &mut env)?;
     }
     for var in container.env.iter().flatten() {
         let value = match (&var.value, &var.value_from) {
-            (_, Some(from)) => {
-                if let Some(r) = &from.config_map_key_ref {
-                    let Some(cm) = sources.config_maps.get(&r.name) else {
-                        if r.optional == Some(true) {
-                            continue;
-                        }
-                        return Err(EnvError::ConfigMapNotFound {
-                            name: r.name.clone(),
-                        });
-                    };
-                    match cm.data.as_ref().and_then(|d| d.get(&r.key)) {
-                        Some(v) => v.clone(),
-                        None if r.optional == Some(true) => continue,
-                        None => {
-                            return Err(EnvError::ConfigMapKeyNotFound {
-                                namespace: namespace.clone(),
-                                name: r.name.clone(),
-                                key: r.key.clone(),
-                            });
-                        }
-                    }
-                } else if let Some(r) = &from.secret_key_ref {
-                    let Some(secret) = sources.secrets.get(&r.name) else {
-                        if r.optional == Some(true) {
-                            continue;
-                        }
-                        return Err(EnvError::SecretNotFound {
-                            name: r.name.clone(),
-                        });
-                    };
-                    match secret.data.as_ref().and_then(|d| d.get(&r.key)) {
-                        Some(v) => String::from_utf8_lossy(&v.0).into_owned(),
-                        None if r.optional == Some(true) => continue,
-                        None => {
-                            return Err(EnvError::SecretKeyNotFound {
-                                namespace: namespace.clone(),
-                                name: r.name.clone(),
-                                key: r.key.clone(),
-                            });
-                        }
-                    }
-                } else if let Some(r) = &from.field_ref {
-                    field_value(sources, &var.name, &r.field_path)?
-                } else if let Some(r) = &from.resource_field_ref {
-                    resource_value(sources, container, &var.name, r)?
-                } else {
-                    String::new()
-                }
-            }
+            (_, Some(from)) => match value_from(sources, container, &var.name, from)? {
+                Some(value) => value,
+                None => continue,
+            },
             (Some(value), None) => expand(value, &env),
             (None, None) => String::new(),
         };
         env.insert(var.name.clone(), value);
     }
     Ok(env)
+}
+
+/// Adds every key of one `envFrom` ConfigMap or Secret, with its prefix.
+fn add_env_from(
+    sources: &EnvSources<'_>,
+    source: &EnvFromSource,
+    env: &mut BTreeMap<String, String>,
+) -> Result<(), EnvError> {
+    let prefix = source.prefix.as_deref().unwrap_or("");
+    if let Some(r) = &source.config_map_ref {
+        match sources.config_maps.get(&r.name) {
+            Some(cm) => {
+                for (k, v) in cm.data.iter().flatten() {
+                    insert_if_valid(env, format!("{prefix}{k}"), v.clone());
+                }
+            }
+            None if r.optional == Some(true) => {}
+            None => {
+                return Err(EnvError::ConfigMapNotFound {
+                    name: r.name.clone(),
+                });
+            }
+        }
+    }
+    if let Some(r) = &source.secret_ref {
+        match sources.secrets.get(&r.name) {
+            Some(secret) => {
+                for (k, v) in secret.data.iter().flatten() {
+                    let value = String::from_utf8_lossy(&v.0).into_owned();
+                    insert_if_valid(env, format!("{prefix}{k}"), value);
+                }
+            }
+            None if r.optional == Some(true) => {}
+            None => {
+                return Err(EnvError::SecretNotFound {
+                    name: r.name.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value of the variable `var` from its `valueFrom`; `None` when an optional ConfigMap,
+/// Secret or key is missing (the variable is left out).
+fn value_from(
+    sources: &EnvSources<'_>,
+    container: &Container,
+    var: &str,
+    from: &EnvVarSource,
+) -> Result<Option<String>, EnvError> {
+    if let Some(r) = &from.config_map_key_ref {
+        config_map_key(sources, r)
+    } else if let Some(r) = &from.secret_key_ref {
+        secret_key(sources, r)
+    } else if let Some(r) = &from.field_ref {
+        field_value(sources, var, &r.field_path).map(Some)
+    } else if let Some(r) = &from.resource_field_ref {
+        resource_value(sources, container, var, r).map(Some)
+    } else {
+        Ok(Some(String::new()))
+    }
+}
+
+fn config_map_key(
+    sources: &EnvSources<'_>,
+    r: &ConfigMapKeySelector,
+) -> Result<Option<String>, EnvError> {
+    let optional = r.optional == Some(true);
+    let Some(cm) = sources.config_maps.get(&r.name) else {
+        if optional {
+            return Ok(None);
+        }
+        return Err(EnvError::ConfigMapNotFound {
+            name: r.name.clone(),
+        });
+    };
+    match cm.data.as_ref().and_then(|d| d.get(&r.key)) {
+        Some(v) => Ok(Some(v.clone())),
+        None if optional => Ok(None),
+        None => Err(EnvError::ConfigMapKeyNotFound {
+            namespace: sources.pod.metadata.namespace.clone().unwrap_or_default(),
+            name: r.name.clone(),
+            key: r.key.clone(),
+        }),
+    }
+}
+
+fn secret_key(sources: &EnvSources<'_>, r: &SecretKeySelector) -> Result<Option<String>, EnvError> {
+    let optional = r.optional == Some(true);
+    let Some(secret) = sources.secrets.get(&r.name) else {
+        if optional {
+            return Ok(None);
+        }
+        return Err(EnvError::SecretNotFound {
+            name: r.name.clone(),
+        });
+    };
+    match secret.data.as_ref().and_then(|d| d.get(&r.key)) {
+        Some(v) => Ok(Some(String::from_utf8_lossy(&v.0).into_owned())),
+        None if optional => Ok(None),
+        None => Err(EnvError::SecretKeyNotFound {
+            namespace: sources.pod.metadata.namespace.clone().unwrap_or_default(),
+            name: r.name.clone(),
+            key: r.key.clone(),
+        }),
+    }
 }
 
 /// Keys that are not valid variable names are skipped, as the kubelet does (with an event).

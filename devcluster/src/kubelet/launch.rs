@@ -15,7 +15,7 @@ use super::pod_state::StartErrorKind;
 use super::volumes::{self, HostPathKind, VolumeContent, VolumeSources};
 use crate::images::{ResolvedImage, Runtime};
 use crate::isolation::{BindMount, ContainerSpec, MountSource, RootSpec};
-use crate::node::sim::{SimContext, SimNode};
+use crate::node::sim::{ProcessRuntime, SimContext, SimNode};
 
 /// Why a container cannot start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +64,15 @@ pub(crate) struct StartIds<'a> {
     pub pod_ip: &'a str,
 }
 
+/// The ConfigMaps and Secrets a container start reads (those that exist), and whether it
+/// mounts a service account token.
+struct ReferencedObjects {
+    config_maps: BTreeMap<String, ConfigMap>,
+    secrets: BTreeMap<String, Secret>,
+    wants_token: bool,
+}
+
+/// Prepares one start of `container`: what to run, or why it cannot start.
 pub(crate) async fn prepare(
     ctx: &SimContext,
     node: &SimNode,
@@ -79,64 +88,19 @@ pub(crate) async fn prepare(
         ));
     }
     let image_name = container.image.clone().unwrap_or_default();
-    let image = ctx
-        .opts
-        .image_map
-        .resolve(&image_name)
-        .map_err(|e| StartFailure::new(StartErrorKind::ImagePull, e.to_string()))?;
-    if node.light && !image.runtime.runs_on_light_nodes() {
-        return Err(StartFailure::new(
-            StartErrorKind::Create,
-            format!("image {image_name:?} needs a full (non-light) node"),
-        ));
-    }
-    let spec = pod.spec.as_ref();
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-    let runs_process = match image.runtime {
-        Runtime::Pause | Runtime::Sleep => false,
-        Runtime::Agentless => {
-            !node.light && container.command.as_ref().is_some_and(|c| !c.is_empty())
-        }
-        Runtime::NodeShell | Runtime::Container | Runtime::SkyhookAgent => true,
-    };
+    let image = pull_image(ctx, node, &image_name)?;
+    let runs_process = runs_process(image.runtime, node.light, container);
     let no_volumes = Vec::new();
-    let pod_volumes = spec.and_then(|s| s.volumes.as_ref()).unwrap_or(&no_volumes);
+    let pod_volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .unwrap_or(&no_volumes);
+    let objects = fetch_referenced_objects(ctx, pod, container, pod_volumes, runs_process).await?;
 
-    let (mut cm_names, mut secret_names) = env::referenced_objects(container);
-    let mut wants_token = false;
-    if runs_process {
-        let (cms, secrets, token) = volumes::referenced_objects(pod_volumes);
-        cm_names.extend(cms);
-        secret_names.extend(secrets);
-        wants_token = token;
-    }
-    let config_maps = fetch_config_maps(ctx, &namespace, &cm_names)
-        .await
-        .map_err(|m| StartFailure::new(StartErrorKind::CreateConfig, m))?;
-    let secrets = fetch_secrets(ctx, &namespace, &secret_names)
-        .await
-        .map_err(|m| StartFailure::new(StartErrorKind::CreateConfig, m))?;
-
-    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
-    let pod_name = pod.metadata.name.clone().unwrap_or_default();
-    let hostname = if host_network {
-        node.name.clone()
-    } else {
-        pod_name
-    };
+    let hostname = hostname(pod, node);
     let base = base_env(ctx, &image, &hostname);
-    let sources = EnvSources {
-        pod,
-        host_ip: ids.host_ip,
-        pod_ip: ids.pod_ip,
-        config_maps: &config_maps,
-        secrets: &secrets,
-        base: &base,
-        allocatable_cpu_millis: ctx.allocatable.cpu_millis,
-        allocatable_memory: ctx.allocatable.memory,
-    };
-    let environment = env::resolve_env(&sources, container)
-        .map_err(|e| StartFailure::new(StartErrorKind::CreateConfig, e.to_string()))?;
+    let environment = container_env(ctx, pod, container, ids, &objects, &base)?;
     let argv = env::resolve_command(container, &image.entrypoint, &image.cmd, &environment);
 
     if !runs_process {
@@ -155,6 +119,153 @@ pub(crate) async fn prepare(
             format!("image {image_name:?} needs a full (non-light) node"),
         ));
     };
+    let agent_bin = check_image_files(&image, &image_name, processes)?;
+    let argv = resolve_workspace_binary(argv, &image_name)?;
+
+    let token = mounted_token(ctx, pod, objects.wants_token).await?;
+    let volume_sources = VolumeSources {
+        pod,
+        config_maps: &objects.config_maps,
+        secrets: &objects.secrets,
+        token: token.as_deref(),
+    };
+    let mounts = volume_mounts(node, container, pod_volumes, &volume_sources, ids.pod_dir)
+        .map_err(|m| StartFailure::new(StartErrorKind::VolumeSetup, m))?;
+
+    let containers_dir = ids.pod_dir.join("containers");
+    Ok(Launch::Process(Box::new(ContainerSpec {
+        holder_pid: processes.holder_pid,
+        hostname,
+        root: container_root(node, &image, agent_bin),
+        mounts,
+        argv,
+        env: environment.into_iter().collect(),
+        working_dir: container.working_dir.clone(),
+        namespace_file: Some(containers_dir.join(format!("{}.ns", ids.container_key))),
+        error_file: Some(containers_dir.join(format!("{}.err", ids.container_key))),
+    })))
+}
+
+/// The container's environment over `base`, from its `envFrom` and `env`.
+fn container_env(
+    ctx: &SimContext,
+    pod: &Pod,
+    container: &Container,
+    ids: StartIds<'_>,
+    objects: &ReferencedObjects,
+    base: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, StartFailure> {
+    let sources = EnvSources {
+        pod,
+        host_ip: ids.host_ip,
+        pod_ip: ids.pod_ip,
+        config_maps: &objects.config_maps,
+        secrets: &objects.secrets,
+        base,
+        allocatable_cpu_millis: ctx.allocatable.cpu_millis,
+        allocatable_memory: ctx.allocatable.memory,
+    };
+    env::resolve_env(&sources, container)
+        .map_err(|e| StartFailure::new(StartErrorKind::CreateConfig, e.to_string()))
+}
+
+/// The pod's service account token, when one of its volumes mounts it.
+async fn mounted_token(
+    ctx: &SimContext,
+    pod: &Pod,
+    wanted: bool,
+) -> Result<Option<String>, StartFailure> {
+    if !wanted {
+        return Ok(None);
+    }
+    request_token(ctx, pod)
+        .await
+        .map(Some)
+        .map_err(|m| StartFailure::new(StartErrorKind::VolumeSetup, m))
+}
+
+/// "Pulls" the image: resolves it through the image map, and refuses an image the node
+/// cannot run.
+fn pull_image(
+    ctx: &SimContext,
+    node: &SimNode,
+    image_name: &str,
+) -> Result<ResolvedImage, StartFailure> {
+    let image = ctx
+        .opts
+        .image_map
+        .resolve(image_name)
+        .map_err(|e| StartFailure::new(StartErrorKind::ImagePull, e.to_string()))?;
+    if node.light && !image.runtime.runs_on_light_nodes() {
+        return Err(StartFailure::new(
+            StartErrorKind::Create,
+            format!("image {image_name:?} needs a full (non-light) node"),
+        ));
+    }
+    Ok(image)
+}
+
+/// Whether the container runs as a process rather than a program the kubelet plays: agentless
+/// runs its command (the package copy step) as a process on full nodes only.
+fn runs_process(runtime: Runtime, light: bool, container: &Container) -> bool {
+    match runtime {
+        Runtime::Pause | Runtime::Sleep => false,
+        Runtime::Agentless => !light && container.command.as_ref().is_some_and(|c| !c.is_empty()),
+        Runtime::NodeShell | Runtime::Container | Runtime::SkyhookAgent => true,
+    }
+}
+
+/// The ConfigMaps and Secrets the environment names and, for a process, those its volumes name.
+async fn fetch_referenced_objects(
+    ctx: &SimContext,
+    pod: &Pod,
+    container: &Container,
+    pod_volumes: &[k8s_openapi::api::core::v1::Volume],
+    runs_process: bool,
+) -> Result<ReferencedObjects, StartFailure> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let (mut cm_names, mut secret_names) = env::referenced_objects(container);
+    let mut wants_token = false;
+    if runs_process {
+        let (cms, secrets, token) = volumes::referenced_objects(pod_volumes);
+        cm_names.extend(cms);
+        secret_names.extend(secrets);
+        wants_token = token;
+    }
+    let config_maps = fetch_config_maps(ctx, &namespace, &cm_names)
+        .await
+        .map_err(|m| StartFailure::new(StartErrorKind::CreateConfig, m))?;
+    let secrets = fetch_secrets(ctx, &namespace, &secret_names)
+        .await
+        .map_err(|m| StartFailure::new(StartErrorKind::CreateConfig, m))?;
+    Ok(ReferencedObjects {
+        config_maps,
+        secrets,
+        wants_token,
+    })
+}
+
+/// The node's name with host networking, else the pod's.
+fn hostname(pod: &Pod, node: &SimNode) -> String {
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    if host_network {
+        node.name.clone()
+    } else {
+        pod.metadata.name.clone().unwrap_or_default()
+    }
+}
+
+/// Checks that the files an image maps to exist: its package directory and, for the agent
+/// image, the agent binary (returned).
+fn check_image_files(
+    image: &ResolvedImage,
+    image_name: &str,
+    processes: &ProcessRuntime,
+) -> Result<Option<PathBuf>, StartFailure> {
     if let Some(package) = &image.package
         && !package.is_dir()
     {
@@ -166,42 +277,24 @@ pub(crate) async fn prepare(
             ),
         ));
     }
-    let agent_bin = if image.runtime == Runtime::SkyhookAgent {
-        if !processes.agent_bin.is_file() {
-            return Err(StartFailure::new(
-                StartErrorKind::ImagePull,
-                format!(
-                    "image {image_name:?} runs the skyhook-agent binary, not found at {}; build it with `cargo build -p agent` or set SKYHOOK_AGENT_BIN",
-                    processes.agent_bin.display()
-                ),
-            ));
-        }
-        Some(processes.agent_bin.clone())
-    } else {
-        None
-    };
+    if image.runtime != Runtime::SkyhookAgent {
+        return Ok(None);
+    }
+    if !processes.agent_bin.is_file() {
+        return Err(StartFailure::new(
+            StartErrorKind::ImagePull,
+            format!(
+                "image {image_name:?} runs the skyhook-agent binary, not found at {}; build it with `cargo build -p agent` or set SKYHOOK_AGENT_BIN",
+                processes.agent_bin.display()
+            ),
+        ));
+    }
+    Ok(Some(processes.agent_bin.clone()))
+}
 
-    let argv = resolve_workspace_binary(argv, &image_name)?;
-
-    let token = if wants_token {
-        Some(
-            request_token(ctx, pod)
-                .await
-                .map_err(|m| StartFailure::new(StartErrorKind::VolumeSetup, m))?,
-        )
-    } else {
-        None
-    };
-    let volume_sources = VolumeSources {
-        pod,
-        config_maps: &config_maps,
-        secrets: &secrets,
-        token: token.as_deref(),
-    };
-    let mounts = volume_mounts(node, container, pod_volumes, &volume_sources, ids.pod_dir)
-        .map_err(|m| StartFailure::new(StartErrorKind::VolumeSetup, m))?;
-
-    let root = match image.runtime {
+/// The node's own root for the node shell; otherwise a container root over it.
+fn container_root(node: &SimNode, image: &ResolvedImage, agent_bin: Option<PathBuf>) -> RootSpec {
+    match image.runtime {
         Runtime::NodeShell => RootSpec::Node {
             path: node.paths.root.clone(),
         },
@@ -213,19 +306,7 @@ pub(crate) async fn prepare(
             package: image.package.clone(),
             agent_bin,
         },
-    };
-    let containers_dir = ids.pod_dir.join("containers");
-    Ok(Launch::Process(Box::new(ContainerSpec {
-        holder_pid: processes.holder_pid,
-        hostname,
-        root,
-        mounts,
-        argv,
-        env: environment.into_iter().collect(),
-        working_dir: container.working_dir.clone(),
-        namespace_file: Some(containers_dir.join(format!("{}.ns", ids.container_key))),
-        error_file: Some(containers_dir.join(format!("{}.err", ids.container_key))),
-    })))
+    }
 }
 
 /// PATH, HOSTNAME, the API server's service variables, then the image's ENV.
@@ -654,5 +735,35 @@ mod tests {
             virtual_program(Runtime::Sleep, &[], &container, &env, true, Duration::ZERO),
             VirtualProgram::Sleep
         );
+    }
+
+    #[test]
+    fn only_real_work_runs_as_a_process() {
+        let container = |command: serde_json::Value| -> Container {
+            serde_json::from_value(serde_json::json!({"name": "c", "command": command})).unwrap()
+        };
+        let copy = container(serde_json::json!(["cp", "-r", "/skyhook-package", "/root"]));
+        let no_command = container(serde_json::Value::Null);
+        let empty_command = container(serde_json::json!([]));
+        let cases = [
+            // runtime, light node, container, runs a process
+            (Runtime::Pause, false, &copy, false),
+            (Runtime::Sleep, false, &copy, false),
+            (Runtime::Agentless, false, &copy, true),
+            (Runtime::Agentless, true, &copy, false),
+            (Runtime::Agentless, false, &no_command, false),
+            (Runtime::Agentless, false, &empty_command, false),
+            (Runtime::NodeShell, false, &no_command, true),
+            (Runtime::Container, false, &no_command, true),
+            (Runtime::SkyhookAgent, false, &no_command, true),
+        ];
+        for (runtime, light, container, expected) in cases {
+            assert_eq!(
+                runs_process(runtime, light, container),
+                expected,
+                "{runtime:?} light={light} command={:?}",
+                container.command
+            );
+        }
     }
 }

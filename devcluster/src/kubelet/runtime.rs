@@ -15,7 +15,9 @@ use tokio::task::JoinSet;
 
 use super::launch::{Launch, StartFailure, VirtualProgram};
 use super::pod_state::{ContainerRef, StartErrorKind};
-use crate::isolation::{self, NamespaceRecord, START_ERROR_EXIT, mount_namespace_id};
+use crate::isolation::{
+    self, ContainerSpec, NamespaceRecord, START_ERROR_EXIT, mount_namespace_id,
+};
 use crate::node::sim::{ProcessRuntime, SimNode};
 
 /// How a container ended.
@@ -86,7 +88,6 @@ pub(crate) struct StartFiles {
     pub log: PathBuf,
 }
 
-/// Starts a prepared container; the exit arrives on `exits`.
 /// The containers of one pod: their wait tasks (aborted, killing the processes, when the pod
 /// worker goes away) and the channel their exits arrive on.
 #[derive(Debug)]
@@ -122,119 +123,123 @@ impl Supervisor {
         attempt: u32,
         files: &StartFiles,
     ) -> Result<Running, StartFailure> {
-        start(
-            node,
-            processes,
-            launch,
-            (container, attempt),
-            files,
-            &mut self.tasks,
-            &self.exits_tx,
-        )
+        let log = open_log(&files.log)?;
+        let exits = self.exits_tx.clone();
+        let control = match launch {
+            Launch::Virtual(program) => {
+                let (stop, stop_rx) = watch::channel(None);
+                self.tasks
+                    .spawn(play(program, log, stop_rx, container, attempt, exits));
+                Control::Virtual(stop)
+            }
+            Launch::Process(spec) => {
+                let processes = processes.ok_or_else(|| {
+                    create_error("this node runs no processes (light node)".to_owned())
+                })?;
+                let mut child = spawn_process(processes, &spec, files, log)?;
+                let pid = child
+                    .id()
+                    .and_then(|p| i32::try_from(p).ok())
+                    .map(Pid::from_raw)
+                    .ok_or_else(|| create_error("the container process vanished".to_owned()))?;
+                let sweeper = NamespaceSweeper {
+                    namespace_file: spec.namespace_file.clone(),
+                    holder_pid: processes.holder_pid,
+                    _keeper_pipe: child.stdin.take(),
+                };
+                let error_file = spec.error_file.clone();
+                let exited = report_exit(child, sweeper, error_file, (container, attempt), exits);
+                self.tasks.spawn(exited);
+                Control::Process(pid)
+            }
+        };
+        Ok(Running {
+            attempt,
+            control,
+            _live: LiveGuard::new(node.clone()),
+        })
     }
 }
 
-fn start(
-    node: &Arc<SimNode>,
-    processes: Option<&ProcessRuntime>,
-    launch: Launch,
-    (container, attempt): (ContainerRef, u32),
+/// A failure to create the container (`CreateContainerError`).
+fn create_error(message: String) -> StartFailure {
+    StartFailure {
+        kind: StartErrorKind::Create,
+        message,
+    }
+}
+
+/// Writes the container's spec file and runs `devcluster __container` on it, its output going
+/// to the container's log.
+fn spawn_process(
+    processes: &ProcessRuntime,
+    spec: &ContainerSpec,
     files: &StartFiles,
-    tasks: &mut JoinSet<()>,
-    exits: &mpsc::UnboundedSender<ExitEvent>,
-) -> Result<Running, StartFailure> {
-    let log = open_log(&files.log)?;
-    let exits = exits.clone();
-    let control = match launch {
-        Launch::Virtual(program) => {
-            let (stop, stop_rx) = watch::channel(None);
-            tasks.spawn(play(program, log, stop_rx, container, attempt, exits));
-            Control::Virtual(stop)
-        }
-        Launch::Process(spec) => {
-            let processes = processes.ok_or_else(|| StartFailure {
-                kind: StartErrorKind::Create,
-                message: "this node runs no processes (light node)".to_owned(),
-            })?;
-            let create_error = |message: String| StartFailure {
-                kind: StartErrorKind::Create,
-                message,
-            };
-            let json = serde_json::to_vec(&spec).map_err(|e| create_error(e.to_string()))?;
-            if let Some(parent) = files.spec.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    create_error(format!("failed to create {}: {e}", parent.display()))
-                })?;
-            }
-            std::fs::write(&files.spec, json).map_err(|e| {
-                create_error(format!("failed to write {}: {e}", files.spec.display()))
-            })?;
-            let stderr = log.try_clone().map_err(|e| {
-                create_error(format!("failed to open {}: {e}", files.log.display()))
-            })?;
-            // The container's namespace keeper holds this pipe (the container gets /dev/null).
-            let keeper_pipe = if spec.namespace_file.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            };
-            let mut child = tokio::process::Command::new(&processes.devcluster_bin)
-                .args(isolation::container_args(&files.spec))
-                .stdin(keeper_pipe)
-                .stdout(log)
-                .stderr(stderr)
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| {
-                    create_error(format!(
-                        "failed to run {}: {e}",
-                        processes.devcluster_bin.display()
-                    ))
-                })?;
-            let pid = child
-                .id()
-                .and_then(|p| i32::try_from(p).ok())
-                .map(Pid::from_raw)
-                .ok_or_else(|| create_error("the container process vanished".to_owned()))?;
-            let sweeper = NamespaceSweeper {
-                namespace_file: spec.namespace_file.clone(),
-                holder_pid: processes.holder_pid,
-                _keeper_pipe: child.stdin.take(),
-            };
-            let error_file = spec.error_file.clone();
-            tasks.spawn(async move {
-                let status = child.wait().await;
-                drop(sweeper);
-                let (code, signal) = match status {
-                    Ok(status) => {
-                        use std::os::unix::process::ExitStatusExt;
-                        (status.code(), status.signal())
-                    }
-                    Err(_) => (None, None),
-                };
-                let start_error = match (code, &error_file) {
-                    (Some(c), Some(path)) if c == i32::from(START_ERROR_EXIT) => {
-                        std::fs::read_to_string(path).ok()
-                    }
-                    _ => None,
-                };
-                let _ = exits.send(ExitEvent {
-                    container,
-                    attempt,
-                    code,
-                    signal,
-                    at: super::now(),
-                    start_error,
-                });
-            });
-            Control::Process(pid)
-        }
+    log: File,
+) -> Result<tokio::process::Child, StartFailure> {
+    let json = serde_json::to_vec(spec).map_err(|e| create_error(e.to_string()))?;
+    if let Some(parent) = files.spec.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| create_error(format!("failed to create {}: {e}", parent.display())))?;
+    }
+    std::fs::write(&files.spec, json)
+        .map_err(|e| create_error(format!("failed to write {}: {e}", files.spec.display())))?;
+    let stderr = log
+        .try_clone()
+        .map_err(|e| create_error(format!("failed to open {}: {e}", files.log.display())))?;
+    // The container's namespace keeper holds this pipe (the container gets /dev/null).
+    let keeper_pipe = if spec.namespace_file.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
     };
-    Ok(Running {
+    tokio::process::Command::new(&processes.devcluster_bin)
+        .args(isolation::container_args(&files.spec))
+        .stdin(keeper_pipe)
+        .stdout(log)
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            create_error(format!(
+                "failed to run {}: {e}",
+                processes.devcluster_bin.display()
+            ))
+        })
+}
+
+/// Waits for the container process, sweeps its namespace, and sends its exit (with the start
+/// error the process recorded, if it never got to exec its command).
+async fn report_exit(
+    mut child: tokio::process::Child,
+    sweeper: NamespaceSweeper,
+    error_file: Option<PathBuf>,
+    (container, attempt): (ContainerRef, u32),
+    exits: mpsc::UnboundedSender<ExitEvent>,
+) {
+    let status = child.wait().await;
+    drop(sweeper);
+    let (code, signal) = match status {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            (status.code(), status.signal())
+        }
+        Err(_) => (None, None),
+    };
+    let start_error = match (code, &error_file) {
+        (Some(c), Some(path)) if c == i32::from(START_ERROR_EXIT) => {
+            std::fs::read_to_string(path).ok()
+        }
+        _ => None,
+    };
+    let _ = exits.send(ExitEvent {
+        container,
         attempt,
-        control,
-        _live: LiveGuard::new(node.clone()),
-    })
+        code,
+        signal,
+        at: super::now(),
+        start_error,
+    });
 }
 
 fn open_log(path: &Path) -> Result<File, StartFailure> {

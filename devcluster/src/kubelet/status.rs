@@ -41,66 +41,7 @@ pub fn pod_status(rt: &PodRuntime, ctx: &StatusContext<'_>) -> PodStatus {
         None => phase(rt, &main_statuses),
     };
     let terminal = matches!(phase, "Succeeded" | "Failed");
-
-    let not_initialized: Vec<&str> = rt
-        .init
-        .iter()
-        .filter(|r| !r.succeeded())
-        .map(|r| r.name.as_str())
-        .collect();
-    let unready: Vec<&str> = rt
-        .main
-        .iter()
-        .filter(|r| !r.is_running())
-        .map(|r| r.name.as_str())
-        .collect();
-    let ready = unready.is_empty() && !terminal;
-    let ready_reason = || {
-        if terminal {
-            (Some("PodCompleted".to_owned()), None)
-        } else {
-            (
-                Some("ContainersNotReady".to_owned()),
-                Some(format!(
-                    "containers with unready status: [{}]",
-                    unready.join(" ")
-                )),
-            )
-        }
-    };
-    let (ready_r, ready_m) = if ready { (None, None) } else { ready_reason() };
-    let (init_r, init_m) = if not_initialized.is_empty() {
-        (None, None)
-    } else if terminal && rt.init.iter().all(|r| r.current.is_some()) {
-        (Some("PodCompleted".to_owned()), None)
-    } else {
-        (
-            Some("ContainersNotInitialized".to_owned()),
-            Some(format!(
-                "containers with incomplete status: [{}]",
-                not_initialized.join(" ")
-            )),
-        )
-    };
-    let mut conditions = vec![
-        condition(ctx, "PodReadyToStartContainers", !terminal, None, None),
-        condition(
-            ctx,
-            "Initialized",
-            not_initialized.is_empty(),
-            init_r,
-            init_m,
-        ),
-        condition(ctx, "Ready", ready, ready_r.clone(), ready_m.clone()),
-        condition(ctx, "ContainersReady", ready, ready_r, ready_m),
-    ];
-    if !ctx
-        .existing_conditions
-        .iter()
-        .any(|c| c.type_ == "PodScheduled")
-    {
-        conditions.push(condition(ctx, "PodScheduled", true, None, None));
-    }
+    let conditions = conditions(rt, ctx, terminal);
 
     PodStatus {
         phase: Some(phase.to_owned()),
@@ -119,6 +60,77 @@ pub fn pod_status(rt: &PodRuntime, ctx: &StatusContext<'_>) -> PodStatus {
         reason: rt.terminal.as_ref().and_then(|t| t.reason.clone()),
         message: rt.terminal.as_ref().and_then(|t| t.message.clone()),
         ..PodStatus::default()
+    }
+}
+
+/// A condition's status, reason and message.
+type Verdict = (bool, Option<String>, Option<String>);
+
+/// The pod's conditions; `terminal` when the pod has succeeded or failed.
+fn conditions(rt: &PodRuntime, ctx: &StatusContext<'_>, terminal: bool) -> Vec<PodCondition> {
+    let (initialized, init_r, init_m) = initialized(rt, terminal);
+    let (ready, ready_r, ready_m) = containers_ready(rt, terminal);
+    let mut conditions = vec![
+        condition(ctx, "PodReadyToStartContainers", !terminal, None, None),
+        condition(ctx, "Initialized", initialized, init_r, init_m),
+        condition(ctx, "Ready", ready, ready_r.clone(), ready_m.clone()),
+        condition(ctx, "ContainersReady", ready, ready_r, ready_m),
+    ];
+    if !ctx
+        .existing_conditions
+        .iter()
+        .any(|c| c.type_ == "PodScheduled")
+    {
+        conditions.push(condition(ctx, "PodScheduled", true, None, None));
+    }
+    conditions
+}
+
+/// `Initialized`: every init container succeeded.
+fn initialized(rt: &PodRuntime, terminal: bool) -> Verdict {
+    let not_initialized: Vec<&str> = rt
+        .init
+        .iter()
+        .filter(|r| !r.succeeded())
+        .map(|r| r.name.as_str())
+        .collect();
+    if not_initialized.is_empty() {
+        (true, None, None)
+    } else if terminal && rt.init.iter().all(|r| r.current.is_some()) {
+        (false, Some("PodCompleted".to_owned()), None)
+    } else {
+        (
+            false,
+            Some("ContainersNotInitialized".to_owned()),
+            Some(format!(
+                "containers with incomplete status: [{}]",
+                not_initialized.join(" ")
+            )),
+        )
+    }
+}
+
+/// `Ready` and `ContainersReady`: every main container runs, in a pod that has not ended.
+fn containers_ready(rt: &PodRuntime, terminal: bool) -> Verdict {
+    let unready: Vec<&str> = rt
+        .main
+        .iter()
+        .filter(|r| !r.is_running())
+        .map(|r| r.name.as_str())
+        .collect();
+    if unready.is_empty() && !terminal {
+        (true, None, None)
+    } else if terminal {
+        (false, Some("PodCompleted".to_owned()), None)
+    } else {
+        (
+            false,
+            Some("ContainersNotReady".to_owned()),
+            Some(format!(
+                "containers with unready status: [{}]",
+                unready.join(" ")
+            )),
+        )
     }
 }
 
@@ -184,15 +196,36 @@ fn container_status(
     initialized: bool,
     ctx: &StatusContext<'_>,
 ) -> ContainerStatus {
-    let waiting = |reason: &str, message: Option<String>| ContainerState {
-        waiting: Some(ContainerStateWaiting {
-            reason: Some(reason.to_owned()),
-            message,
-        }),
-        ..ContainerState::default()
-    };
+    let (state, last) = container_state(record, init, initialized, ctx);
+    let running = record.is_running();
+    let ever_started = record.attempts > 0;
+    ContainerStatus {
+        name: record.name.clone(),
+        image: record.image.clone(),
+        image_id: if ever_started {
+            format!("devcluster://{}", record.image)
+        } else {
+            String::new()
+        },
+        container_id: record.current.as_ref().map(|r| r.container_id.clone()),
+        ready: if init { record.succeeded() } else { running },
+        started: Some(running),
+        restart_count: record.restart_count(),
+        state: Some(state),
+        last_state: Some(last.map(terminated_state).unwrap_or_default()),
+        ..ContainerStatus::default()
+    }
+}
+
+/// The container's state, and the run its last state shows.
+fn container_state<'r>(
+    record: &'r ContainerRecord,
+    init: bool,
+    initialized: bool,
+    ctx: &StatusContext<'_>,
+) -> (ContainerState, Option<&'r Terminated>) {
     let finished = record.current.as_ref().and_then(|r| r.finished.as_ref());
-    let (state, last) = if let Some(error) = &record.start_error {
+    if let Some(error) = &record.start_error {
         let (reason, message) = match error.kind {
             StartErrorKind::ImagePull if error.backing_off => (
                 "ImagePullBackOff",
@@ -240,24 +273,16 @@ fn container_status(
             "ContainerCreating"
         };
         (waiting(reason, None), record.previous.as_ref())
-    };
-    let running = record.is_running();
-    let ever_started = record.attempts > 0;
-    ContainerStatus {
-        name: record.name.clone(),
-        image: record.image.clone(),
-        image_id: if ever_started {
-            format!("devcluster://{}", record.image)
-        } else {
-            String::new()
-        },
-        container_id: record.current.as_ref().map(|r| r.container_id.clone()),
-        ready: if init { record.succeeded() } else { running },
-        started: Some(running),
-        restart_count: record.restart_count(),
-        state: Some(state),
-        last_state: Some(last.map(terminated_state).unwrap_or_default()),
-        ..ContainerStatus::default()
+    }
+}
+
+fn waiting(reason: &str, message: Option<String>) -> ContainerState {
+    ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.to_owned()),
+            message,
+        }),
+        ..ContainerState::default()
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, Volume,
+    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, ProjectedVolumeSource, Secret, Volume,
 };
 
 use super::env::format_map;
@@ -142,50 +142,59 @@ pub fn content(volume: &Volume, sources: &VolumeSources<'_>) -> Result<VolumeCon
         return Ok(VolumeContent::Files(files));
     }
     if let Some(p) = &volume.projected {
-        let mode = mode_or(p.default_mode, 0o644);
-        let mut files = Vec::new();
-        for source in p.sources.iter().flatten() {
-            if let Some(cm) = &source.config_map {
-                files.extend(keyed_files(
-                    name,
-                    KeySource::ConfigMap(&cm.name),
-                    cm.items.as_deref(),
-                    cm.optional,
-                    mode,
-                    sources,
-                )?);
-            }
-            if let Some(s) = &source.secret {
-                files.extend(keyed_files(
-                    name,
-                    KeySource::Secret(&s.name),
-                    s.items.as_deref(),
-                    s.optional,
-                    mode,
-                    sources,
-                )?);
-            }
-            if let Some(d) = &source.downward_api {
-                files.extend(downward_files(
-                    name,
-                    d.items.as_deref().unwrap_or_default(),
-                    mode,
-                    sources,
-                )?);
-            }
-            if let Some(token) = &source.service_account_token {
-                files.push(VolumeFile {
-                    path: token.path.clone(),
-                    data: sources.token.unwrap_or_default().as_bytes().to_vec(),
-                    mode,
-                });
-            }
-        }
-        return Ok(VolumeContent::Files(files));
+        return Ok(VolumeContent::Files(projected_files(name, p, sources)?));
     }
     Err(VolumeError::Unsupported {
         volume: name.to_owned(),
     })
+}
+
+/// The files of a projected volume: each source's in turn, all with the volume's mode.
+fn projected_files(
+    name: &str,
+    projected: &ProjectedVolumeSource,
+    sources: &VolumeSources<'_>,
+) -> Result<Vec<VolumeFile>, VolumeError> {
+    let mode = mode_or(projected.default_mode, 0o644);
+    let mut files = Vec::new();
+    for source in projected.sources.iter().flatten() {
+        if let Some(cm) = &source.config_map {
+            files.extend(keyed_files(
+                name,
+                KeySource::ConfigMap(&cm.name),
+                cm.items.as_deref(),
+                cm.optional,
+                mode,
+                sources,
+            )?);
+        }
+        if let Some(s) = &source.secret {
+            files.extend(keyed_files(
+                name,
+                KeySource::Secret(&s.name),
+                s.items.as_deref(),
+                s.optional,
+                mode,
+                sources,
+            )?);
+        }
+        if let Some(d) = &source.downward_api {
+            files.extend(downward_files(
+                name,
+                d.items.as_deref().unwrap_or_default(),
+                mode,
+                sources,
+            )?);
+        }
+        if let Some(token) = &source.service_account_token {
+            files.push(VolumeFile {
+                path: token.path.clone(),
+                data: sources.token.unwrap_or_default().as_bytes().to_vec(),
+                mode,
+            });
+        }
+    }
+    Ok(files)
 }
 
 fn mode_or(mode: Option<i32>, default: u32) -> u32 {

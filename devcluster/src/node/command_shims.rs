@@ -81,7 +81,12 @@ pub fn node_root_files() -> Vec<ShimFile> {
 }
 
 fn script() -> String {
-    let power = POWER_COMMANDS.join("|");
+    format!("{}{}", script_functions(), script_dispatch())
+}
+
+/// The shim's header and its two actions: record a command in the journal, and ask the node
+/// simulator for a reboot.
+fn script_functions() -> String {
     format!(
         r#"#!/bin/sh
 # devcluster node shim. This command would act on the real machine; on a simulated node it is
@@ -103,7 +108,15 @@ power() {{
     exit 0
 }}
 
-name=${{0##*/}}
+"#
+    )
+}
+
+/// What the shim does for each command name it stands in for.
+fn script_dispatch() -> String {
+    let power = POWER_COMMANDS.join("|");
+    format!(
+        r#"name=${{0##*/}}
 case "$name" in
     {power})
         case " $* " in

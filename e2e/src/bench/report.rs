@@ -117,111 +117,106 @@ fn verb_summary(requests: &Requests) -> String {
         .join(", ")
 }
 
-/// The cases as Markdown tables, one per kind of case, in the order the kinds first appear.
+/// The cases as Markdown tables, one per kind of case present: rollouts, idle, admission,
+/// then status.
 pub fn markdown_tables(reports: &[CaseReport]) -> String {
     let mut out = String::new();
-    let rollouts: Vec<&RolloutReport> = reports
-        .iter()
-        .filter_map(|r| match r {
-            CaseReport::Rollout(r) => Some(r),
+    push_table(
+        &mut out,
+        "| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | API server CPU |\n\
+         |---|---:|---:|---:|---:|---:|---|---:|---:|\n",
+        reports.iter().filter_map(|r| match r {
+            CaseReport::Rollout(r) => Some(rollout_row(r)),
             _ => None,
-        })
-        .collect();
-    if !rollouts.is_empty() {
-        out.push_str(
-            "| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | API server CPU |\n\
-             |---|---:|---:|---:|---:|---:|---|---:|---:|\n",
-        );
-        for r in rollouts {
-            let _ = writeln!(
-                out,
-                "| {} ({} pkg) | {} | {}% | {:.1} s | {:.1} s | {:.0} MiB | {} ({}) | {:.2} | {:.1} s |",
-                r.case,
-                r.packages,
-                r.nodes,
-                r.budget_percent,
-                r.wall_seconds,
-                r.controller_cpu_seconds,
-                r.controller_peak_rss_mib,
-                r.requests.total(),
-                verb_summary(&r.requests),
-                r.writes_per_node_package,
-                r.apiserver_cpu_seconds,
-            );
-        }
-        out.push('\n');
-    }
-    let idles: Vec<&IdleReport> = reports
-        .iter()
-        .filter_map(|r| match r {
-            CaseReport::Idle(r) => Some(r),
+        }),
+    );
+    push_table(
+        &mut out,
+        "| idle | nodes | Skyhooks | controller CPU/min | RSS | requests/min | API server CPU/min |\n\
+         |---|---:|---:|---:|---:|---|---:|\n",
+        reports.iter().filter_map(|r| match r {
+            CaseReport::Idle(r) => Some(idle_row(r)),
             _ => None,
-        })
-        .collect();
-    if !idles.is_empty() {
-        out.push_str(
-            "| idle | nodes | Skyhooks | controller CPU/min | RSS | requests/min | API server CPU/min |\n\
-             |---|---:|---:|---:|---:|---|---:|\n",
-        );
-        for r in idles {
-            let _ = writeln!(
-                out,
-                "| {:.0} s measured | {} | {} | {:.2} s | {:.0} MiB | {:.1} ({}) | {:.2} s |",
-                r.measured_seconds,
-                r.nodes,
-                r.skyhooks,
-                r.controller_cpu_seconds_per_minute,
-                r.controller_rss_mib,
-                r.requests_per_minute,
-                verb_summary(&r.requests),
-                r.apiserver_cpu_seconds_per_minute,
-            );
-        }
-        out.push('\n');
-    }
-    let admissions: Vec<&AdmissionReport> = reports
-        .iter()
-        .filter_map(|r| match r {
-            CaseReport::Admission(r) => Some(r),
+        }),
+    );
+    push_table(
+        &mut out,
+        "| admission (dry-run create) | concurrency | requests | p50 | p99 | per second |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+        reports.iter().filter_map(|r| match r {
+            CaseReport::Admission(r) => Some(admission_row(r)),
             _ => None,
-        })
-        .collect();
-    if !admissions.is_empty() {
-        out.push_str(
-            "| admission (dry-run create) | concurrency | requests | p50 | p99 | per second |\n\
-             |---|---:|---:|---:|---:|---:|\n",
-        );
-        for r in admissions {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.1} ms | {:.1} ms | {:.0} |",
-                r.object, r.concurrency, r.requests, r.p50_ms, r.p99_ms, r.per_second,
-            );
-        }
-        out.push('\n');
-    }
-    let statuses: Vec<&StatusReport> = reports
-        .iter()
-        .filter_map(|r| match r {
-            CaseReport::Status(r) => Some(r),
+        }),
+    );
+    push_table(
+        &mut out,
+        "| `kubectl skyhook status` | nodes | Skyhooks | runs | median | min |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+        reports.iter().filter_map(|r| match r {
+            CaseReport::Status(r) => Some(status_row(r)),
             _ => None,
-        })
-        .collect();
-    if !statuses.is_empty() {
-        out.push_str(
-            "| `kubectl skyhook status` | nodes | Skyhooks | runs | median | min |\n\
-             |---|---:|---:|---:|---:|---:|\n",
-        );
-        for r in statuses {
-            let _ = writeln!(
-                out,
-                "| all Skyhooks | {} | {} | {} | {:.2} s | {:.2} s |",
-                r.nodes, r.skyhooks, r.runs, r.median_seconds, r.min_seconds,
-            );
-        }
-        out.push('\n');
-    }
+        }),
+    );
     out
+}
+
+/// Appends a table with `header` (its two lines) and the rows, then a blank line; nothing when
+/// there are no rows.
+fn push_table(out: &mut String, header: &str, rows: impl Iterator<Item = String>) {
+    let mut rows = rows.peekable();
+    if rows.peek().is_none() {
+        return;
+    }
+    out.push_str(header);
+    for row in rows {
+        let _ = writeln!(out, "{row}");
+    }
+    out.push('\n');
+}
+
+fn rollout_row(r: &RolloutReport) -> String {
+    format!(
+        "| {} ({} pkg) | {} | {}% | {:.1} s | {:.1} s | {:.0} MiB | {} ({}) | {:.2} | {:.1} s |",
+        r.case,
+        r.packages,
+        r.nodes,
+        r.budget_percent,
+        r.wall_seconds,
+        r.controller_cpu_seconds,
+        r.controller_peak_rss_mib,
+        r.requests.total(),
+        verb_summary(&r.requests),
+        r.writes_per_node_package,
+        r.apiserver_cpu_seconds,
+    )
+}
+
+fn idle_row(r: &IdleReport) -> String {
+    format!(
+        "| {:.0} s measured | {} | {} | {:.2} s | {:.0} MiB | {:.1} ({}) | {:.2} s |",
+        r.measured_seconds,
+        r.nodes,
+        r.skyhooks,
+        r.controller_cpu_seconds_per_minute,
+        r.controller_rss_mib,
+        r.requests_per_minute,
+        verb_summary(&r.requests),
+        r.apiserver_cpu_seconds_per_minute,
+    )
+}
+
+fn admission_row(r: &AdmissionReport) -> String {
+    format!(
+        "| {} | {} | {} | {:.1} ms | {:.1} ms | {:.0} |",
+        r.object, r.concurrency, r.requests, r.p50_ms, r.p99_ms, r.per_second,
+    )
+}
+
+fn status_row(r: &StatusReport) -> String {
+    format!(
+        "| all Skyhooks | {} | {} | {} | {:.2} s | {:.2} s |",
+        r.nodes, r.skyhooks, r.runs, r.median_seconds, r.min_seconds,
+    )
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@ pub use kube_io::client;
 use kube_io::{get_skyhook, list, operator_version, print_log, read_cluster, send};
 
 use crate::cli::{
-    Cli, Command, CompletionShell, GlobalArgs, NodeCommand, PackageCommand, PolicyCommand, VERSION,
+    Cli, Command, CompletionShell, GlobalArgs, NodeCommand, PackageCommand, PolicyCommand,
+    StatusArgs, VERSION, VersionArgs,
 };
 use crate::cluster::Cluster;
 use crate::output::render;
@@ -35,69 +36,11 @@ pub async fn run(cli: Cli, console: &mut Console<'_>) -> Result<(), RunError> {
     let global = cli.global;
     match cli.command {
         Command::Completion { shell } => {
-            let shell = match shell {
-                CompletionShell::Bash => clap_complete::Shell::Bash,
-                CompletionShell::Zsh => clap_complete::Shell::Zsh,
-                CompletionShell::Fish => clap_complete::Shell::Fish,
-            };
-            let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "kubectl-skyhook", console.out);
+            completion(shell, console);
             Ok(())
         }
-        Command::Version(args) => {
-            console.line(&format!("Skyhook plugin:\t{VERSION}"))?;
-            if args.client_only {
-                return Ok(());
-            }
-            let operator = match tokio::time::timeout(args.timeout, operator_version(&global)).await
-            {
-                Ok(Ok(version)) => version,
-                Ok(Err(reason)) => format!("unknown ({reason})"),
-                Err(_) => format!("unknown (no answer within {:?})", args.timeout),
-            };
-            console.line(&format!("Skyhook operator:\t{operator}"))
-        }
-        Command::Status(args) => {
-            let client = client(&global).await?;
-            let mut shown = String::new();
-            loop {
-                let cluster = read_cluster(&client, &global, args.skyhook.is_some()).await?;
-                let (text, complete) = match &args.skyhook {
-                    None => {
-                        let view = views::overview(&cluster);
-                        (
-                            render(&view, global.output, console.colour)?,
-                            view.complete(),
-                        )
-                    }
-                    Some(name) => {
-                        let view = views::skyhook_detail(&cluster, name)
-                            .ok_or_else(|| RunError::SkyhookNotFound { name: name.clone() })?;
-                        (
-                            render(&view, global.output, console.colour)?,
-                            view.complete(),
-                        )
-                    }
-                };
-                if text != shown {
-                    if !shown.is_empty() {
-                        // A terminal shows the latest state in place; a pipe gets a history.
-                        console.print(if console.colour {
-                            "\u{1b}[H\u{1b}[2J"
-                        } else {
-                            "\n"
-                        })?;
-                    }
-                    console.print(&text)?;
-                    shown = text;
-                }
-                if !args.watch || complete {
-                    return Ok(());
-                }
-                // A refresh interval for a human watching, not a synchronisation point.
-                tokio::time::sleep(args.interval).await;
-            }
-        }
+        Command::Version(args) => version(&global, console, args).await,
+        Command::Status(args) => status(&global, console, args).await,
         Command::Plan(args) => {
             let client = client(&global).await?;
             let cluster = read_cluster(&client, &global, false).await?;
@@ -129,6 +72,90 @@ pub async fn run(cli: Cli, console: &mut Console<'_>) -> Result<(), RunError> {
         }
         Command::Node { action } => node(&global, console, action).await,
         Command::Package { action } => package(&global, console, action).await,
+    }
+}
+
+/// `completion`: the shell completion script.
+fn completion(shell: CompletionShell, console: &mut Console<'_>) {
+    let shell = match shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut command = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut command, "kubectl-skyhook", console.out);
+}
+
+/// `version`: the plugin's version and, unless `--client-only`, the operator's.
+async fn version(
+    global: &GlobalArgs,
+    console: &mut Console<'_>,
+    args: VersionArgs,
+) -> Result<(), RunError> {
+    console.line(&format!("Skyhook plugin:\t{VERSION}"))?;
+    if args.client_only {
+        return Ok(());
+    }
+    let operator = match tokio::time::timeout(args.timeout, operator_version(global)).await {
+        Ok(Ok(version)) => version,
+        Ok(Err(reason)) => format!("unknown ({reason})"),
+        Err(_) => format!("unknown (no answer within {:?})", args.timeout),
+    };
+    console.line(&format!("Skyhook operator:\t{operator}"))
+}
+
+/// `status`: the overview or one Skyhook's detail; with `--watch`, redrawn whenever it changes
+/// until the rollout is complete.
+async fn status(
+    global: &GlobalArgs,
+    console: &mut Console<'_>,
+    args: StatusArgs,
+) -> Result<(), RunError> {
+    let client = client(global).await?;
+    let mut shown = String::new();
+    loop {
+        let cluster = read_cluster(&client, global, args.skyhook.is_some()).await?;
+        let (text, complete) =
+            render_status(&cluster, args.skyhook.as_deref(), global, console.colour)?;
+        if text != shown {
+            if !shown.is_empty() {
+                // A terminal shows the latest state in place; a pipe gets a history.
+                console.print(if console.colour {
+                    "\u{1b}[H\u{1b}[2J"
+                } else {
+                    "\n"
+                })?;
+            }
+            console.print(&text)?;
+            shown = text;
+        }
+        if !args.watch || complete {
+            return Ok(());
+        }
+        // A refresh interval for a human watching, not a synchronisation point.
+        tokio::time::sleep(args.interval).await;
+    }
+}
+
+/// The status text, and whether the rollout it shows is complete.
+fn render_status(
+    cluster: &Cluster,
+    skyhook: Option<&str>,
+    global: &GlobalArgs,
+    colour: bool,
+) -> Result<(String, bool), RunError> {
+    match skyhook {
+        None => {
+            let view = views::overview(cluster);
+            Ok((render(&view, global.output, colour)?, view.complete()))
+        }
+        Some(name) => {
+            let view =
+                views::skyhook_detail(cluster, name).ok_or_else(|| RunError::SkyhookNotFound {
+                    name: name.to_owned(),
+                })?;
+            Ok((render(&view, global.output, colour)?, view.complete()))
+        }
     }
 }
 

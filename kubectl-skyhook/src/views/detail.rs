@@ -12,7 +12,7 @@ use skyhook_api::v1alpha1::{PackageStatus, State, Status};
 
 use crate::cluster::{self, Cluster, name_of, pod_label, pod_node};
 use crate::output::{Block, Cell, Table, Tone, View};
-use crate::rollout::{NodeFacts, Rollout, changed_keys};
+use crate::rollout::{CompartmentView, NodeFacts, Rollout, changed_keys};
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::stage::package_complete;
 
@@ -157,23 +157,8 @@ impl SkyhookDetail {
 pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
     let skyhook = cluster.skyhook(name)?;
     let rollout = Rollout::new(skyhook, cluster);
-    let compartments: Vec<CompartmentRow> = rollout
-        .compartments
-        .iter()
-        .map(|c| CompartmentRow {
-            name: c.spec.name.clone(),
-            strategy: c.spec.strategy_kind().as_str().to_owned(),
-            nodes: c.nodes.len(),
-            ceiling: c.ceiling,
-            batch: c.batch_state.current_batch,
-            complete: c.complete,
-            in_progress: c.in_progress,
-            erroring: c.erroring,
-            progress_percent: (c.complete * 100).checked_div(c.nodes.len()).unwrap_or(0),
-            consecutive_failures: c.batch_state.consecutive_failures,
-            should_stop: c.batch_state.should_stop,
-        })
-        .collect();
+    let compartments: Vec<CompartmentRow> =
+        rollout.compartments.iter().map(compartment_row).collect();
     let mut nodes: Vec<NodeRow> = rollout
         .nodes
         .iter()
@@ -187,27 +172,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         .flat_map(|facts| erroring_packages(facts, name, &cluster.pods))
         .collect();
     let blocked = blocked_nodes(&rollout, &cluster.pods, &cluster.pdbs);
-    let mut warnings: Vec<String> = rollout
-        .nodes
-        .iter()
-        .filter_map(|n| {
-            n.state_error.as_ref().map(|error| {
-                format!(
-                    "node {}: annotation {} is unreadable ({error}); the node is shown as not started",
-                    n.name,
-                    keys::node_state_annotation(name)
-                )
-            })
-        })
-        .collect();
-    warnings.extend(
-        skyhook
-            .status
-            .iter()
-            .flat_map(|s| &s.conditions)
-            .filter(|c| c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED && c.status == "True")
-            .map(|c| format!("reboot not confirmed: {}", c.message)),
-    );
+    let warnings = warnings(&rollout);
     Some(SkyhookDetail {
         name: name.to_owned(),
         status: skyhook
@@ -235,6 +200,43 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         blocked,
         warnings,
     })
+}
+
+fn compartment_row(c: &CompartmentView<'_>) -> CompartmentRow {
+    CompartmentRow {
+        name: c.spec.name.clone(),
+        strategy: c.spec.strategy_kind().as_str().to_owned(),
+        nodes: c.nodes.len(),
+        ceiling: c.ceiling,
+        batch: c.batch_state.current_batch,
+        complete: c.complete,
+        in_progress: c.in_progress,
+        erroring: c.erroring,
+        progress_percent: (c.complete * 100).checked_div(c.nodes.len()).unwrap_or(0),
+        consecutive_failures: c.batch_state.consecutive_failures,
+        should_stop: c.batch_state.should_stop,
+    }
+}
+
+/// Unreadable node state annotations, then unconfirmed reboots.
+fn warnings(rollout: &Rollout<'_>) -> Vec<String> {
+    let unreadable = rollout.nodes.iter().filter_map(|n| {
+        n.state_error.as_ref().map(|error| {
+            format!(
+                "node {}: annotation {} is unreadable ({error}); the node is shown as not started",
+                n.name,
+                keys::node_state_annotation(rollout.name)
+            )
+        })
+    });
+    let unconfirmed_reboots = rollout
+        .skyhook
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .filter(|c| c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED && c.status == "True")
+        .map(|c| format!("reboot not confirmed: {}", c.message));
+    unreadable.chain(unconfirmed_reboots).collect()
 }
 
 /// Erroring nodes first, complete nodes last.
@@ -588,6 +590,34 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
 
 impl View for SkyhookDetail {
     fn blocks(&self, wide: bool) -> Vec<Block> {
+        let mut blocks = self.summary();
+        push_table(&mut blocks, self.compartment_table());
+        // Complete nodes need no attention: the table lists them only with -o wide, so that
+        // a large rollout shows what is left.
+        let listed: Vec<&NodeRow> = self.nodes.iter().filter(|n| wide || !n.complete).collect();
+        let hidden = self.nodes.len() - listed.len();
+        push_table(&mut blocks, node_table(&listed));
+        if hidden > 0 {
+            blocks.push(Block::Line(format!(
+                "({hidden} complete node(s) not listed; -o wide lists them)"
+            )));
+        }
+        push_table(&mut blocks, self.erroring_table());
+        push_table(&mut blocks, self.blocked_table());
+        blocks.push(Block::Line(String::new()));
+        blocks.push(Block::Heading("Next:".into()));
+        blocks.extend(
+            self.next
+                .iter()
+                .map(|step| Block::Line(format!("  - {step}"))),
+        );
+        blocks
+    }
+}
+
+impl SkyhookDetail {
+    /// The heading, packages, node count and warnings.
+    fn summary(&self) -> Vec<Block> {
         let mut blocks = vec![
             Block::Heading(format!(
                 "Skyhook: {}   Status: {}   Priority: {}   Policy: {}{}{}",
@@ -607,109 +637,112 @@ impl View for SkyhookDetail {
         for warning in &self.warnings {
             blocks.push(Block::Line(format!("Warning: {warning}")));
         }
-        if !self.compartments.is_empty() {
-            let mut table = Table::new(&[
-                "COMPARTMENT",
-                "STRATEGY",
-                "NODES",
-                "CEILING",
-                "BATCH",
-                "PROGRESS",
-                "IN-PROGRESS",
-                "ERRORING",
-                "STOPPED",
-            ]);
-            for c in &self.compartments {
-                table.push(vec![
-                    Cell::plain(&c.name),
-                    Cell::plain(&c.strategy),
-                    Cell::plain(c.nodes.to_string()),
-                    Cell::plain(c.ceiling.to_string()),
-                    Cell::plain(c.batch.to_string()),
-                    Cell::plain(format!(
-                        "{}/{} ({}%)",
-                        c.complete, c.nodes, c.progress_percent
-                    )),
-                    Cell::plain(c.in_progress.to_string()),
-                    Cell::plain(c.erroring.to_string()),
-                    Cell::plain(if c.should_stop { "yes" } else { "no" }),
-                ]);
-            }
-            blocks.push(Block::Line(String::new()));
-            blocks.push(Block::Table(table));
-        }
-        // Complete nodes need no attention: the table lists them only with -o wide, so that
-        // a large rollout shows what is left.
-        let listed: Vec<&NodeRow> = self.nodes.iter().filter(|n| wide || !n.complete).collect();
-        let hidden = self.nodes.len() - listed.len();
-        if !listed.is_empty() {
-            let mut table =
-                Table::new(&["NODE", "STATUS", "COMPARTMENT", "PACKAGE", "STAGE", "STATE"]);
-            for n in listed {
-                table.push(vec![
-                    Cell::plain(&n.name),
-                    Cell::status(&n.status),
-                    Cell::plain(&n.compartment),
-                    Cell::plain(n.package.as_deref().unwrap_or("-")),
-                    Cell::plain(n.stage.as_deref().unwrap_or("-")),
-                    Cell::status(n.state.as_deref().unwrap_or("-")),
-                ]);
-            }
-            blocks.push(Block::Line(String::new()));
-            blocks.push(Block::Table(table));
-        }
-        if hidden > 0 {
-            blocks.push(Block::Line(format!(
-                "({hidden} complete node(s) not listed; -o wide lists them)"
-            )));
-        }
-        if !self.erroring.is_empty() {
-            let mut table = Table::new(&[
-                "ERRORING NODE",
-                "PACKAGE",
-                "STAGE",
-                "EXIT-CODE",
-                "REASON",
-                "RESTARTS",
-            ]);
-            for e in &self.erroring {
-                table.push(vec![
-                    Cell::plain(&e.node),
-                    Cell::plain(format!("{}@{}", e.package, e.version)),
-                    Cell::plain(&e.stage),
-                    Cell::plain(
-                        e.exit_code
-                            .map_or_else(|| "-".to_owned(), |c| c.to_string()),
-                    ),
-                    Cell::plain(e.reason.as_deref().unwrap_or("-")),
-                    Cell::plain(e.restarts.to_string()),
-                ]);
-            }
-            blocks.push(Block::Line(String::new()));
-            blocks.push(Block::Table(table));
-        }
-        if !self.blocked.is_empty() {
-            let mut table = Table::new(&["BLOCKED NODE", "REASON", "DETAIL"]);
-            for b in &self.blocked {
-                table.push(vec![
-                    Cell::plain(&b.node),
-                    Cell {
-                        text: b.reason.clone(),
-                        tone: Tone::Warn,
-                    },
-                    Cell::plain(&b.detail),
-                ]);
-            }
-            blocks.push(Block::Line(String::new()));
-            blocks.push(Block::Table(table));
-        }
-        blocks.push(Block::Line(String::new()));
-        blocks.push(Block::Heading("Next:".into()));
-        blocks.extend(
-            self.next
-                .iter()
-                .map(|step| Block::Line(format!("  - {step}"))),
-        );
         blocks
+    }
+
+    fn compartment_table(&self) -> Option<Table> {
+        if self.compartments.is_empty() {
+            return None;
+        }
+        let mut table = Table::new(&[
+            "COMPARTMENT",
+            "STRATEGY",
+            "NODES",
+            "CEILING",
+            "BATCH",
+            "PROGRESS",
+            "IN-PROGRESS",
+            "ERRORING",
+            "STOPPED",
+        ]);
+        for c in &self.compartments {
+            table.push(vec![
+                Cell::plain(&c.name),
+                Cell::plain(&c.strategy),
+                Cell::plain(c.nodes.to_string()),
+                Cell::plain(c.ceiling.to_string()),
+                Cell::plain(c.batch.to_string()),
+                Cell::plain(format!(
+                    "{}/{} ({}%)",
+                    c.complete, c.nodes, c.progress_percent
+                )),
+                Cell::plain(c.in_progress.to_string()),
+                Cell::plain(c.erroring.to_string()),
+                Cell::plain(if c.should_stop { "yes" } else { "no" }),
+            ]);
+        }
+        Some(table)
+    }
+
+    fn erroring_table(&self) -> Option<Table> {
+        if self.erroring.is_empty() {
+            return None;
+        }
+        let mut table = Table::new(&[
+            "ERRORING NODE",
+            "PACKAGE",
+            "STAGE",
+            "EXIT-CODE",
+            "REASON",
+            "RESTARTS",
+        ]);
+        for e in &self.erroring {
+            table.push(vec![
+                Cell::plain(&e.node),
+                Cell::plain(format!("{}@{}", e.package, e.version)),
+                Cell::plain(&e.stage),
+                Cell::plain(
+                    e.exit_code
+                        .map_or_else(|| "-".to_owned(), |c| c.to_string()),
+                ),
+                Cell::plain(e.reason.as_deref().unwrap_or("-")),
+                Cell::plain(e.restarts.to_string()),
+            ]);
+        }
+        Some(table)
+    }
+
+    fn blocked_table(&self) -> Option<Table> {
+        if self.blocked.is_empty() {
+            return None;
+        }
+        let mut table = Table::new(&["BLOCKED NODE", "REASON", "DETAIL"]);
+        for b in &self.blocked {
+            table.push(vec![
+                Cell::plain(&b.node),
+                Cell {
+                    text: b.reason.clone(),
+                    tone: Tone::Warn,
+                },
+                Cell::plain(&b.detail),
+            ]);
+        }
+        Some(table)
+    }
+}
+
+fn node_table(listed: &[&NodeRow]) -> Option<Table> {
+    if listed.is_empty() {
+        return None;
+    }
+    let mut table = Table::new(&["NODE", "STATUS", "COMPARTMENT", "PACKAGE", "STAGE", "STATE"]);
+    for n in listed {
+        table.push(vec![
+            Cell::plain(&n.name),
+            Cell::status(&n.status),
+            Cell::plain(&n.compartment),
+            Cell::plain(n.package.as_deref().unwrap_or("-")),
+            Cell::plain(n.stage.as_deref().unwrap_or("-")),
+            Cell::status(n.state.as_deref().unwrap_or("-")),
+        ]);
+    }
+    Some(table)
+}
+
+/// A table after a blank line, when there is one.
+fn push_table(blocks: &mut Vec<Block>, table: Option<Table>) {
+    if let Some(table) = table {
+        blocks.push(Block::Line(String::new()));
+        blocks.push(Block::Table(table));
     }
 }

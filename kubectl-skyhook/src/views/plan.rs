@@ -18,7 +18,7 @@ use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Statu
 
 use crate::cluster::{Cluster, name_of};
 use crate::output::{Block, Cell, Table, Tone, View};
-use crate::rollout::{Rollout, candidate, changed_keys, tolerations};
+use crate::rollout::{NodeFacts, Rollout, candidate, changed_keys, tolerations};
 
 /// `plan` JSON/YAML.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -78,65 +78,11 @@ pub struct PlannedPackage {
 pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
     let name = name_of(&planned.metadata);
     let existing = cluster.skyhook(name);
-    let mut effective = planned.clone();
-    if let Some(existing) = existing {
-        effective.status.clone_from(&existing.status);
-        effective
-            .metadata
-            .annotations
-            .clone_from(&existing.metadata.annotations);
-    }
+    let effective = with_existing_status(planned, existing);
     let rollout = Rollout::new(&effective, cluster);
-    let tolerations = tolerations(&effective);
-    let mut batches: BTreeMap<&str, i32> = BTreeMap::new();
-    for compartment in &rollout.compartments {
-        let candidates: Vec<CandidateNode<'_>> = compartment
-            .nodes
-            .iter()
-            .map(|&i| {
-                // The status the operator would introspect before selecting: e.g. a node
-                // marked complete that a new version makes incomplete goes back to `unknown`.
-                let mut node = candidate(name_of(&effective.metadata), &rollout.nodes[i]);
-                node.status = node_status(NodeStatusInput {
-                    current: node.status,
-                    complete: node.complete,
-                    ready: node.ready,
-                    disabled: false,
-                    paused: false,
-                    has_compartments: true,
-                });
-                node
-            })
-            .collect();
-        simulate_batches(candidates, &tolerations, compartment, &mut batches);
-    }
-    let mut notes = Vec::new();
-    let held = if rollout.policy_missing {
-        let note = format!(
-            "DeploymentPolicy {:?} does not exist: no node would be worked on",
-            planned.spec.policy_name().unwrap_or_default()
-        );
-        notes.push(note.clone());
-        Some(note)
-    } else if effective.is_disabled() || effective.is_paused() {
-        let note = format!(
-            "the Skyhook is {}: no node would be worked on until it is {}",
-            if effective.is_disabled() {
-                "disabled"
-            } else {
-                "paused"
-            },
-            if effective.is_disabled() {
-                "enabled"
-            } else {
-                "resumed"
-            },
-        );
-        notes.push(note.clone());
-        Some(note)
-    } else {
-        None
-    };
+    let batches = predicted_batches(&rollout, &effective);
+    let held = held_note(&effective, rollout.policy_missing);
+    let mut notes: Vec<String> = held.iter().cloned().collect();
     if rollout.nodes.is_empty() {
         notes.push("no node matches spec.nodeSelectors".into());
     }
@@ -152,24 +98,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
             let interrupt = node_interrupt(&packages, &planned.spec.packages, |pkg, p| {
                 effective_interrupts(p, changed_keys(updates, pkg))
             });
-            let blocked = held.clone().or_else(|| {
-                if facts.complete {
-                    None
-                } else if let Some(reason) = rollout.block_reason(facts.name) {
-                    Some(match reason {
-                        BlockReason::Ignored => {
-                            "ignored (label skyhook.nvidia.com/ignore=true)".to_owned()
-                        }
-                        BlockReason::IntolerableTaints(taints) => {
-                            format!("does not tolerate {}", taints.join(", "))
-                        }
-                    })
-                } else if !facts.ready {
-                    Some("waits for higher-priority Skyhooks to complete".to_owned())
-                } else {
-                    None
-                }
-            });
+            let blocked = held.clone().or_else(|| node_blocked(&rollout, facts));
             PlannedNode {
                 node_name: facts.name.to_owned(),
                 compartment: rollout.compartment_of(index).map(|c| c.spec.name.clone()),
@@ -190,6 +119,92 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
         policy: planned.spec.policy_name().map(str::to_owned),
         nodes,
         notes,
+    }
+}
+
+/// `planned` with the status and annotations (pause, disable) of the existing Skyhook of the
+/// same name, if there is one.
+fn with_existing_status(planned: &Skyhook, existing: Option<&Skyhook>) -> Skyhook {
+    let mut effective = planned.clone();
+    if let Some(existing) = existing {
+        effective.status.clone_from(&existing.status);
+        effective
+            .metadata
+            .annotations
+            .clone_from(&existing.metadata.annotations);
+    }
+    effective
+}
+
+/// The batch each node would be picked in, compartment by compartment.
+fn predicted_batches<'c>(rollout: &Rollout<'c>, skyhook: &Skyhook) -> BTreeMap<&'c str, i32> {
+    let tolerations = tolerations(skyhook);
+    let mut batches: BTreeMap<&str, i32> = BTreeMap::new();
+    for compartment in &rollout.compartments {
+        let candidates: Vec<CandidateNode<'_>> = compartment
+            .nodes
+            .iter()
+            .map(|&i| {
+                // The status the operator would introspect before selecting: e.g. a node
+                // marked complete that a new version makes incomplete goes back to `unknown`.
+                let mut node = candidate(name_of(&skyhook.metadata), &rollout.nodes[i]);
+                node.status = node_status(NodeStatusInput {
+                    current: node.status,
+                    complete: node.complete,
+                    ready: node.ready,
+                    disabled: false,
+                    paused: false,
+                    has_compartments: true,
+                });
+                node
+            })
+            .collect();
+        simulate_batches(candidates, &tolerations, compartment, &mut batches);
+    }
+    batches
+}
+
+/// Why no node of the Skyhook would be worked on at all, if none would.
+fn held_note(skyhook: &Skyhook, policy_missing: bool) -> Option<String> {
+    if policy_missing {
+        Some(format!(
+            "DeploymentPolicy {:?} does not exist: no node would be worked on",
+            skyhook.spec.policy_name().unwrap_or_default()
+        ))
+    } else if skyhook.is_disabled() || skyhook.is_paused() {
+        Some(format!(
+            "the Skyhook is {}: no node would be worked on until it is {}",
+            if skyhook.is_disabled() {
+                "disabled"
+            } else {
+                "paused"
+            },
+            if skyhook.is_disabled() {
+                "enabled"
+            } else {
+                "resumed"
+            },
+        ))
+    } else {
+        None
+    }
+}
+
+/// Why this incomplete node would not be picked, if it would not.
+fn node_blocked(rollout: &Rollout<'_>, facts: &NodeFacts<'_>) -> Option<String> {
+    if facts.complete {
+        None
+    } else if let Some(reason) = rollout.block_reason(facts.name) {
+        Some(match reason {
+            BlockReason::Ignored => "ignored (label skyhook.nvidia.com/ignore=true)".to_owned(),
+            BlockReason::IntolerableTaints(taints) => {
+                format!("does not tolerate {}", taints.join(", "))
+            }
+        })
+    } else if !facts.ready {
+        Some("waits for higher-priority Skyhooks to complete".to_owned())
+    } else {
+        None
     }
 }
 
@@ -367,5 +382,64 @@ impl View for PlanView {
         }
         blocks.push(Block::Table(table));
         blocks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_missing_policy_or_a_paused_or_disabled_skyhook_holds_every_node() {
+        let skyhook = |annotations: serde_json::Value| -> Skyhook {
+            serde_json::from_value(json!({
+                "apiVersion": "skyhook.nvidia.com/v1alpha1",
+                "kind": "Skyhook",
+                "metadata": {"name": "s", "annotations": annotations},
+                "spec": {"deploymentPolicy": "rollout", "packages": {}},
+            }))
+            .unwrap()
+        };
+        let paused = json!({"skyhook.nvidia.com/pause": "true"});
+        let disabled = json!({"skyhook.nvidia.com/disable": "true"});
+        let both =
+            json!({"skyhook.nvidia.com/pause": "true", "skyhook.nvidia.com/disable": "true"});
+        let cases = [
+            (json!({}), false, None),
+            (
+                json!({}),
+                true,
+                Some("DeploymentPolicy \"rollout\" does not exist: no node would be worked on"),
+            ),
+            (
+                paused.clone(),
+                true,
+                Some("DeploymentPolicy \"rollout\" does not exist: no node would be worked on"),
+            ),
+            (
+                paused,
+                false,
+                Some("the Skyhook is paused: no node would be worked on until it is resumed"),
+            ),
+            (
+                disabled,
+                false,
+                Some("the Skyhook is disabled: no node would be worked on until it is enabled"),
+            ),
+            (
+                both,
+                false,
+                Some("the Skyhook is disabled: no node would be worked on until it is enabled"),
+            ),
+        ];
+        for (annotations, policy_missing, expected) in cases {
+            assert_eq!(
+                held_note(&skyhook(annotations.clone()), policy_missing).as_deref(),
+                expected,
+                "{annotations} policy_missing={policy_missing}"
+            );
+        }
     }
 }

@@ -43,28 +43,55 @@ pub struct QuantityError {
 
 /// Parses a quantity.
 pub fn parse_quantity(input: &str) -> Result<QuantityValue, QuantityError> {
-    let bad = |problem| QuantityError {
-        input: input.to_owned(),
-        problem,
-    };
-    let (negative, unsigned) = match input.as_bytes().first() {
-        Some(b'-') => (true, &input[1..]),
-        Some(b'+') => (false, &input[1..]),
-        Some(_) => (false, input),
-        None => return Err(bad("it is empty")),
-    };
+    parse_nanos(input)
+        .map(QuantityValue)
+        .map_err(|problem| QuantityError {
+            input: input.to_owned(),
+            problem,
+        })
+}
+
+/// The quantity in nano-units, or what is wrong with it.
+fn parse_nanos(input: &str) -> Result<i128, &'static str> {
+    let (negative, unsigned) = split_sign(input)?;
+    let (int_part, frac_part, suffix) = split_number(unsigned)?;
+    let (pow10, pow2) = suffix_scale(suffix)?;
+    let mantissa = mantissa(int_part, frac_part)?;
+    let frac_len = i32::try_from(frac_part.len()).map_err(|_| "it has too many digits")?;
+    let exponent = pow10.saturating_add(9).saturating_sub(frac_len);
+    let value = scale(mantissa, pow2, exponent)?;
+    Ok(if negative { -value } else { value })
+}
+
+/// Whether the text is negative, and the text without its sign.
+fn split_sign(input: &str) -> Result<(bool, &str), &'static str> {
+    match input.as_bytes().first() {
+        Some(b'-') => Ok((true, &input[1..])),
+        Some(b'+') => Ok((false, &input[1..])),
+        Some(_) => Ok((false, input)),
+        None => Err("it is empty"),
+    }
+}
+
+/// The digits before and after the decimal point, and the suffix that follows them.
+fn split_number(unsigned: &str) -> Result<(&str, &str, &str), &'static str> {
     let number_end = unsigned
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(unsigned.len());
     let (number, suffix) = unsigned.split_at(number_end);
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
     if int_part.is_empty() && frac_part.is_empty() {
-        return Err(bad("it has no number"));
+        return Err("it has no number");
     }
     if frac_part.contains('.') {
-        return Err(bad("it has more than one decimal point"));
+        return Err("it has more than one decimal point");
     }
-    let (pow10, pow2): (i32, u32) = match suffix {
+    Ok((int_part, frac_part, suffix))
+}
+
+/// The power of ten and the power of two a suffix multiplies by.
+fn suffix_scale(suffix: &str) -> Result<(i32, u32), &'static str> {
+    Ok(match suffix {
         "" => (0, 0),
         "n" => (-9, 0),
         "u" => (-6, 0),
@@ -89,46 +116,46 @@ pub fn parse_quantity(input: &str) -> Result<QuantityValue, QuantityError> {
                 .parse()
                 .ok()
                 .filter(|_| !digits.is_empty() && !digits.starts_with("+-"))
-                .ok_or_else(|| bad("the exponent after 'e' is not an integer"))?;
+                .ok_or("the exponent after 'e' is not an integer")?;
             (value, 0)
         }
         _ => {
-            return Err(bad(
+            return Err(
                 "the suffix is not one of n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent",
-            ));
+            );
         }
-    };
+    })
+}
+
+/// All the digits, integer and fraction, as one integer.
+fn mantissa(int_part: &str, frac_part: &str) -> Result<i128, &'static str> {
     let digits = format!("{int_part}{frac_part}");
     let digits = digits.trim_start_matches('0');
     if digits.len() > 30 {
-        return Err(bad("it has too many digits"));
+        return Err("it has too many digits");
     }
-    let mantissa: i128 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().map_err(|_| bad("it is not a number"))?
-    };
-    let frac_len = i32::try_from(frac_part.len()).map_err(|_| bad("it has too many digits"))?;
-    let too_large = || bad("it is too large");
-    let mut value = mantissa.checked_mul(1i128 << pow2).ok_or_else(too_large)?;
-    let exponent = pow10.saturating_add(9).saturating_sub(frac_len);
-    match exponent.cmp(&0) {
+    if digits.is_empty() {
+        return Ok(0);
+    }
+    digits.parse().map_err(|_| "it is not a number")
+}
+
+/// `mantissa × 2^pow2 × 10^pow10`, rounded up to a whole number when `pow10` is negative.
+fn scale(mantissa: i128, pow2: u32, pow10: i32) -> Result<i128, &'static str> {
+    let too_large = "it is too large";
+    let value = mantissa.checked_mul(1i128 << pow2).ok_or(too_large)?;
+    match pow10.cmp(&0) {
         Ordering::Greater => {
-            let factor = 10i128
-                .checked_pow(exponent.unsigned_abs())
-                .ok_or_else(too_large)?;
-            value = value.checked_mul(factor).ok_or_else(too_large)?;
+            let factor = 10i128.checked_pow(pow10.unsigned_abs()).ok_or(too_large)?;
+            value.checked_mul(factor).ok_or(too_large)
         }
-        Ordering::Less => {
-            value = match 10i128.checked_pow(exponent.unsigned_abs()) {
-                // Round up to a whole nano-unit, as Kubernetes does.
-                Some(divisor) => value / divisor + i128::from(value % divisor != 0),
-                None => i128::from(value != 0),
-            };
-        }
-        Ordering::Equal => {}
+        Ordering::Less => Ok(match 10i128.checked_pow(pow10.unsigned_abs()) {
+            // Round up to a whole nano-unit, as Kubernetes does.
+            Some(divisor) => value / divisor + i128::from(value % divisor != 0),
+            None => i128::from(value != 0),
+        }),
+        Ordering::Equal => Ok(value),
     }
-    Ok(QuantityValue(if negative { -value } else { value }))
 }
 
 #[cfg(test)]
@@ -234,5 +261,55 @@ mod tests {
             parse_quantity("1e40").unwrap_err().problem,
             "it is too large"
         );
+    }
+
+    #[test]
+    fn suffix_scales() {
+        /// Suffix, powers of ten and two.
+        type Case = (&'static str, Result<(i32, u32), &'static str>);
+        let cases: &[Case] = &[
+            ("", Ok((0, 0))),
+            ("m", Ok((-3, 0))),
+            ("E", Ok((18, 0))),
+            ("Ki", Ok((0, 10))),
+            ("Ei", Ok((0, 60))),
+            ("e3", Ok((3, 0))),
+            ("E-2", Ok((-2, 0))),
+            ("e+4", Ok((4, 0))),
+            ("e", Err("the exponent after 'e' is not an integer")),
+            ("e+-1", Err("the exponent after 'e' is not an integer")),
+            (
+                "K",
+                Err(
+                    "the suffix is not one of n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent",
+                ),
+            ),
+        ];
+        for (suffix, want) in cases {
+            assert_eq!(suffix_scale(suffix), *want, "{suffix:?}");
+        }
+    }
+
+    #[test]
+    fn scaling() {
+        /// Mantissa, power of two, power of ten, nano-units.
+        type Case = (i128, u32, i32, Result<i128, &'static str>);
+        let cases: &[Case] = &[
+            (5, 0, 0, Ok(5)),
+            (5, 1, 2, Ok(1000)),
+            (15, 0, -1, Ok(2)),
+            (10, 0, -1, Ok(1)),
+            (0, 0, -50, Ok(0)),
+            (1, 0, -50, Ok(1)),
+            (1, 0, 40, Err("it is too large")),
+            (i128::MAX / 2, 2, 0, Err("it is too large")),
+        ];
+        for (mantissa, pow2, pow10, want) in cases {
+            assert_eq!(
+                scale(*mantissa, *pow2, *pow10),
+                *want,
+                "{mantissa} {pow2} {pow10}"
+            );
+        }
     }
 }
