@@ -90,6 +90,24 @@ pub fn is_cordoned(node: &Node) -> bool {
         .unwrap_or(false)
 }
 
+/// Merges `labels` into the labels of every node in `names`.
+pub async fn label_nodes(
+    client: &kube::Client,
+    names: impl IntoIterator<Item = impl AsRef<str>>,
+    labels: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": labels}}));
+    for name in names {
+        let name = name.as_ref();
+        api.patch(name, &PatchParams::default(), &patch)
+            .await
+            .with_context(|| format!("labelling node {name} with {labels:?}"))?;
+    }
+    Ok(())
+}
+
 /// Every `skyhook.nvidia.com/*` annotation and label of `node`, for failure messages.
 pub fn skyhook_keys(node: &Node) -> String {
     let pick = |map: Option<&BTreeMap<String, String>>| {
