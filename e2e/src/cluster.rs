@@ -220,17 +220,11 @@ pub async fn wait_for_skyhook(
     what: &str,
     condition: impl Fn(&DynamicObject) -> bool,
 ) -> anyhow::Result<DynamicObject> {
-    let api = skyhook_api(client);
-    match crate::wait_for(&api, name, what, condition).await {
-        Ok(skyhook) => Ok(skyhook),
-        Err(error) => {
-            let last = api.get_opt(name).await.ok().flatten();
-            Err(error.context(format!(
-                "Skyhook {name} last status: {}",
-                last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string())
-            )))
-        }
-    }
+    crate::wait::wait_for_showing_last(&skyhook_api(client), name, what, condition, |last| {
+        let status = last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string());
+        format!("Skyhook {name} last status: {status}")
+    })
+    .await
 }
 
 /// A Skyhook's `status.status`.

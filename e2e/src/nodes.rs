@@ -150,17 +150,11 @@ pub async fn wait_for_node(
     condition: impl Fn(&Node) -> bool,
 ) -> anyhow::Result<Node> {
     let nodes: Api<Node> = Api::all(client.clone());
-    match crate::wait_for(&nodes, name, what, condition).await {
-        Ok(node) => Ok(node),
-        Err(error) => {
-            let last = nodes.get_opt(name).await.ok().flatten();
-            Err(error.context(format!(
-                "node {name} last: {}",
-                last.as_ref()
-                    .map_or_else(|| "(gone)".to_owned(), skyhook_keys)
-            )))
-        }
-    }
+    crate::wait::wait_for_showing_last(&nodes, name, what, condition, |last| {
+        let keys = last.map_or_else(|| "(gone)".to_owned(), skyhook_keys);
+        format!("node {name} last: {keys}")
+    })
+    .await
 }
 
 /// The node's taints as `key=value:effect` (`key:effect` without a value), in order.
