@@ -89,3 +89,14 @@ pub fn skyhook_manifest(name: &str, mut spec: Value, extra_spec: Value) -> Strin
     })
     .to_string()
 }
+
+/// A DeploymentPolicy manifest (JSON, which is YAML) named `name` with `spec`.
+pub fn policy_manifest(name: &str, spec: Value) -> String {
+    json!({
+        "apiVersion": "skyhook.nvidia.com/v1alpha1",
+        "kind": "DeploymentPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+    .to_string()
+}

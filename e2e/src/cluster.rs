@@ -1,7 +1,7 @@
 //! A devcluster with skyhook installed, and the Kubernetes calls the tests share.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -92,6 +92,8 @@ pub struct Setup {
     pub controller_env: BTreeMap<String, String>,
     /// The nodes' lease renewals and the node lifecycle controller's grace period.
     pub heartbeat: Heartbeat,
+    /// An image map (the format of `devcluster/images.yaml`) tried before the built-in one.
+    pub image_map: Option<PathBuf>,
 }
 
 impl Setup {
@@ -106,6 +108,7 @@ impl Setup {
             agent_image: Some(AGENTLESS_AGENT_IMAGE.to_owned()),
             controller_env: BTreeMap::new(),
             heartbeat: Heartbeat::KUBELET,
+            image_map: None,
         }
     }
 }
@@ -129,6 +132,7 @@ pub async fn install_built(setup: Setup) -> anyhow::Result<Installed> {
         light: setup.light,
         node_labels: setup.node_labels,
         heartbeat: setup.heartbeat,
+        image_map: setup.image_map,
         ..DevClusterOptions::default()
     })
     .await
@@ -216,17 +220,11 @@ pub async fn wait_for_skyhook(
     what: &str,
     condition: impl Fn(&DynamicObject) -> bool,
 ) -> anyhow::Result<DynamicObject> {
-    let api = skyhook_api(client);
-    match crate::wait_for(&api, name, what, condition).await {
-        Ok(skyhook) => Ok(skyhook),
-        Err(error) => {
-            let last = api.get_opt(name).await.ok().flatten();
-            Err(error.context(format!(
-                "Skyhook {name} last status: {}",
-                last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string())
-            )))
-        }
-    }
+    crate::wait::wait_for_showing_last(&skyhook_api(client), name, what, condition, |last| {
+        let status = last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string());
+        format!("Skyhook {name} last status: {status}")
+    })
+    .await
 }
 
 /// A Skyhook's `status.status`.

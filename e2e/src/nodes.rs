@@ -90,6 +90,24 @@ pub fn is_cordoned(node: &Node) -> bool {
         .unwrap_or(false)
 }
 
+/// Merges `labels` into the labels of every node in `names`.
+pub async fn label_nodes(
+    client: &kube::Client,
+    names: impl IntoIterator<Item = impl AsRef<str>>,
+    labels: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": labels}}));
+    for name in names {
+        let name = name.as_ref();
+        api.patch(name, &PatchParams::default(), &patch)
+            .await
+            .with_context(|| format!("labelling node {name} with {labels:?}"))?;
+    }
+    Ok(())
+}
+
 /// Every `skyhook.nvidia.com/*` annotation and label of `node`, for failure messages.
 pub fn skyhook_keys(node: &Node) -> String {
     let pick = |map: Option<&BTreeMap<String, String>>| {
@@ -132,17 +150,11 @@ pub async fn wait_for_node(
     condition: impl Fn(&Node) -> bool,
 ) -> anyhow::Result<Node> {
     let nodes: Api<Node> = Api::all(client.clone());
-    match crate::wait_for(&nodes, name, what, condition).await {
-        Ok(node) => Ok(node),
-        Err(error) => {
-            let last = nodes.get_opt(name).await.ok().flatten();
-            Err(error.context(format!(
-                "node {name} last: {}",
-                last.as_ref()
-                    .map_or_else(|| "(gone)".to_owned(), skyhook_keys)
-            )))
-        }
-    }
+    crate::wait::wait_for_showing_last(&nodes, name, what, condition, |last| {
+        let keys = last.map_or_else(|| "(gone)".to_owned(), skyhook_keys);
+        format!("node {name} last: {keys}")
+    })
+    .await
 }
 
 /// The node's taints as `key=value:effect` (`key:effect` without a value), in order.

@@ -1,9 +1,13 @@
 //! The pods the controller creates for a Skyhook (spec §2.8) and what tests read from them.
 
+use anyhow::Context;
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kube::api::Api;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, PostParams};
+use kube::runtime::conditions::is_pod_running;
+use kube::runtime::wait::await_condition;
 use kube::runtime::watcher;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::Recorder;
 
@@ -105,4 +109,56 @@ pub fn package_stages(pods: &[Pod]) -> Vec<(String, String)> {
         }
     }
     seen
+}
+
+/// Starts a workload pod `pod` (label `app=guarded`) on `node` in `namespace` and a
+/// PodDisruptionBudget `budget` that allows none of its evictions, so that a drain of the node
+/// is refused; returns once the pod runs and the budget counts it.
+pub async fn guard_with_budget(
+    client: &kube::Client,
+    namespace: &str,
+    node: &str,
+    pod: &str,
+    budget: &str,
+) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let workload: Pod = serde_json::from_value(json!({
+        "metadata": {"name": pod, "labels": {"app": "guarded"}},
+        "spec": {
+            "nodeName": node,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "work", "image": "devcluster.local/sleep"}]
+        }
+    }))?;
+    pods.create(&PostParams::default(), &workload)
+        .await
+        .with_context(|| format!("creating pod {namespace}/{pod} on {node}"))?;
+    crate::within(
+        &format!("pod {pod} to run"),
+        crate::WAIT,
+        await_condition(pods, pod, is_pod_running()),
+    )
+    .await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
+    let guard: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": budget},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
+    }))?;
+    budgets
+        .create(&PostParams::default(), &guard)
+        .await
+        .with_context(|| format!("creating PodDisruptionBudget {namespace}/{budget}"))?;
+    crate::wait_for(
+        &budgets,
+        budget,
+        &format!("PodDisruptionBudget {budget} to allow no disruption"),
+        |b| {
+            b.status
+                .as_ref()
+                .is_some_and(|s| s.current_healthy == 1 && s.disruptions_allowed == 0)
+        },
+    )
+    .await?;
+    Ok(())
 }

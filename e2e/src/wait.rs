@@ -48,6 +48,27 @@ where
     found.with_context(|| format!("{name} vanished while waiting for {what}"))
 }
 
+/// [`wait_for`], whose error also shows the object as it was last, as `describe` puts it
+/// (`None`: the object no longer exists).
+pub(crate) async fn wait_for_showing_last<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&K) -> bool,
+    describe: impl Fn(Option<&K>) -> String,
+) -> anyhow::Result<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    match wait_for(api, name, what, condition).await {
+        Ok(object) => Ok(object),
+        Err(error) => {
+            let last = api.get_opt(name).await.ok().flatten();
+            Err(error.context(describe(last.as_ref())))
+        }
+    }
+}
+
 /// Waits until `condition` holds for the set of objects of `api` matching `config` that are
 /// not being deleted, checked after every watch event (so a state both sides of a race see at
 /// once, e.g. two nodes at different priorities, is not missed); returns that set, by name.

@@ -11,12 +11,10 @@
 //!
 //! Every node must also end uncordoned.
 
-use std::collections::BTreeMap;
-
 use anyhow::Context;
 use e2e::budget::{BudgetSampler, CompartmentBudget, SkyhookBudget};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 
 const COUNT: &str = "budget-count";
@@ -65,18 +63,8 @@ async fn interrupting_rollouts_never_exceed_a_ceiling() -> anyhow::Result<()> {
         (&linear_nodes, vec![("group", "policy"), ("pool", "linear")]),
     ];
     labels.push((&default_nodes, vec![("group", "policy")]));
-    let api: Api<Node> = Api::all(client.clone());
     for (nodes, pairs) in labels {
-        let pairs: BTreeMap<&str, &str> = pairs.into_iter().collect();
-        for node in nodes {
-            api.patch(
-                node,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"labels": pairs}})),
-            )
-            .await
-            .with_context(|| format!("labelling {node}"))?;
-        }
+        e2e::nodes::label_nodes(&client, nodes, &pairs).await?;
     }
 
     let budgets = vec![
@@ -99,11 +87,9 @@ async fn interrupting_rollouts_never_exceed_a_ceiling() -> anyhow::Result<()> {
     ];
     let sampler = BudgetSampler::start(&client, budgets).await?;
 
-    let policy = json!({
-        "apiVersion": "skyhook.nvidia.com/v1alpha1",
-        "kind": "DeploymentPolicy",
-        "metadata": {"name": POLICY},
-        "spec": {
+    let policy = e2e::policy_manifest(
+        POLICY,
+        json!({
             "default": {"budget": {"count": 1}, "strategy": {"fixed": {"initialBatch": 1}}},
             "compartments": [
                 {
@@ -119,9 +105,9 @@ async fn interrupting_rollouts_never_exceed_a_ceiling() -> anyhow::Result<()> {
                     "strategy": {"linear": {"initialBatch": 1, "delta": 2}}
                 }
             ]
-        }
-    });
-    e2e::apply_yaml(&client, &policy.to_string()).await?;
+        }),
+    );
+    e2e::apply_yaml(&client, &policy).await?;
     e2e::apply_yaml(
         &client,
         &skyhook(COUNT, "count", json!({"interruptionBudget": {"count": 2}})),
@@ -182,7 +168,8 @@ async fn interrupting_rollouts_never_exceed_a_ceiling() -> anyhow::Result<()> {
         );
     }
 
-    for node in api.list(&Default::default()).await?.items {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for node in nodes.list(&Default::default()).await?.items {
         assert!(
             !e2e::nodes::is_cordoned(&node),
             "every node ends uncordoned: {}",

@@ -16,11 +16,8 @@ use std::collections::BTreeMap;
 use anyhow::{Context, ensure};
 use e2e::Kubectl;
 use e2e::nodes::{is_cordoned, node_state_key, status_key, wait_for_node};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::conditions::is_pod_running;
-use kube::runtime::wait::await_condition;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 use crate::cli_support::agentless_skyhook;
@@ -40,24 +37,15 @@ async fn lifecycle_reset_and_policy_verbs() -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     let kubectl = Kubectl::with_plugin(&installed)?;
 
-    let nodes: Api<Node> = Api::all(client.clone());
-    for node in ROLLING_NODES {
-        let label = json!({"metadata": {"labels": {GROUP_LABEL: ROLLING}}});
-        nodes
-            .patch(node, &PatchParams::default(), &Patch::Merge(&label))
-            .await
-            .with_context(|| format!("labelling {node}"))?;
-    }
-    let policy = json!({
-        "apiVersion": "skyhook.nvidia.com/v1alpha1",
-        "kind": "DeploymentPolicy",
-        "metadata": {"name": POLICY},
-        "spec": {
+    e2e::nodes::label_nodes(&client, ROLLING_NODES, &[(GROUP_LABEL, ROLLING)]).await?;
+    let policy = e2e::policy_manifest(
+        POLICY,
+        json!({
             "default": {"budget": {"count": 1}, "strategy": {"fixed": {"initialBatch": 1}}},
             "resetBatchStateOnCompletion": false,
-        },
-    });
-    e2e::apply_yaml(&client, &policy.to_string()).await?;
+        }),
+    );
+    e2e::apply_yaml(&client, &policy).await?;
     let rolling = agentless_skyhook(
         ROLLING,
         json!({GROUP_LABEL: ROLLING}),
@@ -207,7 +195,7 @@ async fn reset_a_drained_node(
     kubectl: &Kubectl,
     client: &kube::Client,
 ) -> anyhow::Result<()> {
-    block_drains_of(client, DRAINED_NODE).await?;
+    e2e::pods::guard_with_budget(client, "default", DRAINED_NODE, "guarded", "guard").await?;
     let drained = agentless_skyhook(
         DRAINED,
         json!({"kubernetes.io/hostname": DRAINED_NODE}),
@@ -259,45 +247,6 @@ async fn reset_a_drained_node(
         is_cordoned(&node),
         "reset uncordoned {DRAINED_NODE}; only `kubectl uncordon` should"
     );
-    Ok(())
-}
-
-/// A running pod on `node` that a PodDisruptionBudget allows no eviction of.
-async fn block_drains_of(client: &kube::Client, node: &str) -> anyhow::Result<()> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "guarded", "labels": {"app": "guarded"}},
-        "spec": {
-            "nodeName": node,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "work", "image": "devcluster.local/sleep"}]
-        }
-    }))?;
-    pods.create(&PostParams::default(), &pod).await?;
-    e2e::within(
-        "the guarded pod to run",
-        e2e::WAIT,
-        await_condition(pods, "guarded", is_pod_running()),
-    )
-    .await?;
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
-    let budget: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "guard"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
-    }))?;
-    budgets.create(&PostParams::default(), &budget).await?;
-    e2e::wait_for(
-        &budgets,
-        "guard",
-        "the budget to allow no disruption",
-        |b| {
-            b.status
-                .as_ref()
-                .is_some_and(|s| s.current_healthy == 1 && s.disruptions_allowed == 0)
-        },
-    )
-    .await?;
     Ok(())
 }
 

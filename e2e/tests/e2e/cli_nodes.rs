@@ -224,18 +224,7 @@ async fn package_rerun(
 
     // From the start: the entry goes, the node is in progress again, then complete.
     let recorder = record_node(client, "node-1").await?;
-    let out = kubectl
-        .skyhook(&[
-            "package",
-            "rerun",
-            PACKAGE,
-            "--skyhook",
-            SKYHOOK,
-            "--node",
-            "node-1",
-            "-y",
-        ])
-        .await?;
+    let out = rerun(kubectl, "node-1", &[]).await?;
     ensure!(out.contains("node-1"), "{out}");
     recorder
         .wait_until("node-1's status_ label back to in_progress", |seen| {
@@ -247,20 +236,7 @@ async fn package_rerun(
 
     // From a stage: the entry becomes (config, in_progress) and the config stage runs again.
     let recorder = record_node(client, "node-3").await?;
-    let out = kubectl
-        .skyhook(&[
-            "package",
-            "rerun",
-            PACKAGE,
-            "--skyhook",
-            SKYHOOK,
-            "--node",
-            "node-3",
-            "--stage",
-            "config",
-            "-y",
-        ])
-        .await?;
+    let out = rerun(kubectl, "node-3", &["--stage", "config"]).await?;
     ensure!(out.contains("from stage config"), "{out}");
     let seen = recorder
         .wait_until("node-3 in progress in stage config", |seen| {
@@ -282,6 +258,22 @@ async fn package_rerun(
     drop(recorder);
     wait_complete(installed, client, "node-3").await?;
     Ok(())
+}
+
+/// `kubectl skyhook package rerun` of [`PACKAGE`] on `node`, with `options`, confirmed.
+async fn rerun(kubectl: &Kubectl, node: &str, options: &[&str]) -> anyhow::Result<String> {
+    let mut args = vec![
+        "package",
+        "rerun",
+        PACKAGE,
+        "--skyhook",
+        SKYHOOK,
+        "--node",
+        node,
+    ];
+    args.extend_from_slice(options);
+    args.push("-y");
+    kubectl.skyhook(&args).await
 }
 
 async fn wait_complete(

@@ -13,7 +13,7 @@ use anyhow::{Context, ensure};
 use e2e::Kubectl;
 use e2e::nodes::{has_status, wait_for_node};
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Node};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 use crate::cli_support::{PACKAGE, VERSION, agentless_skyhook, rows_starting};
@@ -34,18 +34,11 @@ async fn plan_and_status_through_kubectl() -> anyhow::Result<()> {
 }
 
 async fn plan_of_the_demo(kubectl: &Kubectl, client: &kube::Client) -> anyhow::Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    for node in DEMO_NODES {
-        let label = json!({"metadata": {"labels": {"skyhook.nvidia.com/test-node": "demo"}}});
-        nodes
-            .patch(node, &PatchParams::default(), &Patch::Merge(&label))
-            .await
-            .with_context(|| format!("labelling {node}"))?;
-    }
+    e2e::nodes::label_nodes(client, DEMO_NODES, &[(e2e::TEST_NODE_LABEL, "demo")]).await?;
     let demo = e2e::workspace().join("examples/demo.yaml");
     let demo = demo.to_str().context("the repository path is not UTF-8")?;
 
-    let before = Snapshot::take(client).await?;
+    let before = WritableClusterState::take(client).await?;
     let text = kubectl.skyhook(&["plan", "-f", demo]).await?;
     ensure!(
         text.contains("Plan for Skyhook demo (new), policy legacy: 2 matching node(s)"),
@@ -80,7 +73,7 @@ async fn plan_of_the_demo(kubectl: &Kubectl, client: &kube::Client) -> anyhow::R
         "{plan}"
     );
 
-    let after = Snapshot::take(client).await?;
+    let after = WritableClusterState::take(client).await?;
     before.unchanged(&after)?;
     ensure!(
         e2e::skyhook_api(client).get_opt("demo").await?.is_none(),
@@ -93,13 +86,13 @@ async fn plan_of_the_demo(kubectl: &Kubectl, client: &kube::Client) -> anyhow::R
 /// every Node. Node heartbeats rewrite a node's status now and then, so a node whose
 /// resourceVersion moved must still have the same labels, annotations and spec.
 #[derive(Debug, PartialEq)]
-struct Snapshot {
+struct WritableClusterState {
     skyhooks: BTreeMap<String, String>,
     policies: BTreeMap<String, String>,
     nodes: BTreeMap<String, (String, Value)>,
 }
 
-impl Snapshot {
+impl WritableClusterState {
     async fn take(client: &kube::Client) -> anyhow::Result<Self> {
         let versions = |objects: Vec<DynamicObject>| {
             objects

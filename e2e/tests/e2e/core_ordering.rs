@@ -217,8 +217,9 @@ const D: &str = "strict-order-skyhook-d";
 /// node-2 blocked by a taint. node-1 finishes zzz and stops at the paused b while node-2 is
 /// blocked at zzz. Unpausing b and untainting node-2 together lets node-1 run priority 2 while
 /// node-2 still runs zzz: ordering is per node. Everything but the disabled d completes.
-/// Upstream counts b `paused` on 1 node; a paused Skyhook gives every one of its nodes the
-/// status `paused` (spec §2.5), so both count here (docs/compatibility.md).
+/// A paused Skyhook gives every one of its nodes the status `paused` (spec §2.5), upstream and
+/// here alike: b's `skyhook_status{status="paused"}` is 1 (upstream's assertion) and its
+/// `skyhook_node_status_count{status="paused"}` is 2, node-2 included though it is blocked at zzz.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn priorities_gate_each_node_on_its_own() -> anyhow::Result<()> {
     let installed = e2e::install_with(Setup::agentless(2)).await?;

@@ -9,11 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
 use e2e::budget::{BudgetSampler, CompartmentBudget, SkyhookBudget};
 use e2e::metrics::{find, scrape};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 /// The agentless package every scenario installs; `sleep` seconds per stage.
@@ -30,26 +29,6 @@ fn package(sleep: u32) -> Value {
 /// Names of nodes `first..=last` (`node-<i>`).
 fn nodes(first: usize, last: usize) -> Vec<String> {
     (first..=last).map(|i| format!("node-{i}")).collect()
-}
-
-/// Merges `labels` into each node's labels.
-async fn label(
-    client: &kube::Client,
-    names: &[String],
-    labels: &[(&str, &str)],
-) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(client.clone());
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    for name in names {
-        api.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .with_context(|| format!("labelling node {name} with {labels:?}"))?;
-    }
-    Ok(())
 }
 
 /// `status.compartmentStatuses.<compartment>` of a Skyhook (null when absent).
@@ -86,16 +65,6 @@ fn skyhook_manifest(name: &str, selector: Value, extra_spec: Value, sleep: u32) 
         "packages": package(sleep),
     });
     e2e::skyhook_manifest(name, spec, extra_spec)
-}
-
-fn policy_manifest(name: &str, spec: Value) -> String {
-    json!({
-        "apiVersion": "skyhook.nvidia.com/v1alpha1",
-        "kind": "DeploymentPolicy",
-        "metadata": {"name": name},
-        "spec": spec
-    })
-    .to_string()
 }
 
 fn budget(skyhook: &str, compartments: Vec<CompartmentBudget>) -> Vec<SkyhookBudget> {
@@ -178,7 +147,7 @@ async fn linear_strategy() -> anyhow::Result<()> {
     let installed = cluster(8).await?;
     let client = installed.cluster.client()?;
     let all = nodes(1, 8);
-    label(&client, &all, &[("tier", "production")]).await?;
+    e2e::nodes::label_nodes(&client, &all, &[("tier", "production")]).await?;
     let sampler = BudgetSampler::start(
         &client,
         budget(NAME, vec![compartment_budget("production", &all, 4)]),
@@ -186,7 +155,7 @@ async fn linear_strategy() -> anyhow::Result<()> {
     .await?;
     e2e::apply_yaml(
         &client,
-        &policy_manifest(
+        &e2e::policy_manifest(
             POLICY,
             json!({
                 "default": {"budget": {"count": 1}, "strategy": {"fixed": {"initialBatch": 1}}},
@@ -285,9 +254,9 @@ async fn multi_compartment() -> anyhow::Result<()> {
     let installed = cluster(15).await?;
     let client = installed.cluster.client()?;
     let (critical, standard, test) = (nodes(1, 5), nodes(6, 11), nodes(12, 15));
-    label(&client, &critical, &[("tier", "critical")]).await?;
-    label(&client, &standard, &[("tier", "standard")]).await?;
-    label(&client, &test, &[("tier", "test")]).await?;
+    e2e::nodes::label_nodes(&client, &critical, &[("tier", "critical")]).await?;
+    e2e::nodes::label_nodes(&client, &standard, &[("tier", "standard")]).await?;
+    e2e::nodes::label_nodes(&client, &test, &[("tier", "test")]).await?;
     let sampler = BudgetSampler::start(
         &client,
         budget(
@@ -302,7 +271,7 @@ async fn multi_compartment() -> anyhow::Result<()> {
     .await?;
     e2e::apply_yaml(
         &client,
-        &policy_manifest(
+        &e2e::policy_manifest(
             POLICY,
             json!({
                 "default": {"budget": {"percent": 100}, "strategy": {"fixed": {"initialBatch": 1}}},
@@ -404,9 +373,9 @@ async fn overlapping_selectors() -> anyhow::Result<()> {
     let installed = cluster(6).await?;
     let client = installed.cluster.client()?;
     let (west, production, both) = (nodes(1, 2), nodes(3, 4), nodes(5, 6));
-    label(&client, &west, &[("region", "us-west")]).await?;
-    label(&client, &production, &[("env", "production")]).await?;
-    label(
+    e2e::nodes::label_nodes(&client, &west, &[("region", "us-west")]).await?;
+    e2e::nodes::label_nodes(&client, &production, &[("env", "production")]).await?;
+    e2e::nodes::label_nodes(
         &client,
         &both,
         &[("region", "us-west"), ("env", "production")],
@@ -429,7 +398,7 @@ async fn overlapping_selectors() -> anyhow::Result<()> {
     let exponential = json!({"exponential": {"initialBatch": 1, "growthFactor": 2}});
     e2e::apply_yaml(
         &client,
-        &policy_manifest(
+        &e2e::policy_manifest(
             POLICY,
             json!({
                 "default": {"budget": {"count": 1}, "strategy": {"fixed": {"initialBatch": 1}}},
@@ -542,13 +511,13 @@ async fn batch_state_reset() -> anyhow::Result<()> {
     let installed = cluster(6).await?;
     let client = installed.cluster.client()?;
     let (inherit_nodes, keep_nodes) = (nodes(1, 3), nodes(4, 6));
-    label(
+    e2e::nodes::label_nodes(
         &client,
         &inherit_nodes,
         &[("tier", "tier1"), ("reset", "inherit")],
     )
     .await?;
-    label(
+    e2e::nodes::label_nodes(
         &client,
         &keep_nodes,
         &[("tier", "tier1"), ("reset", "keep")],
@@ -565,7 +534,7 @@ async fn batch_state_reset() -> anyhow::Result<()> {
     let sampler = BudgetSampler::start(&client, budgets).await?;
     e2e::apply_yaml(
         &client,
-        &policy_manifest(
+        &e2e::policy_manifest(
             POLICY,
             json!({
                 "resetBatchStateOnCompletion": true,
@@ -644,7 +613,7 @@ async fn a_failed_batch_stops_the_rollout() -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     e2e::apply_yaml(
         &client,
-        &policy_manifest(
+        &e2e::policy_manifest(
             POLICY,
             json!({
                 "default": {

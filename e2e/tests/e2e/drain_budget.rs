@@ -9,8 +9,7 @@
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::conditions::is_pod_running;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
@@ -30,42 +29,7 @@ async fn a_budget_blocks_the_drain_until_it_is_removed() -> anyhow::Result<()> {
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), NAMESPACE);
     let nodes: Api<Node> = Api::all(client.clone());
 
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": GUARDED_POD, "labels": {"app": "guarded"}},
-        "spec": {
-            "nodeName": NODE,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "work", "image": "devcluster.local/sleep"}]
-        }
-    }))?;
-    pods.create(&PostParams::default(), &pod).await?;
-    e2e::within(
-        "the guarded pod to run",
-        WAIT,
-        await_condition(pods.clone(), GUARDED_POD, is_pod_running()),
-    )
-    .await?;
-
-    let budget: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": BUDGET},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}
-    }))?;
-    budgets.create(&PostParams::default(), &budget).await?;
-    e2e::within(
-        "the budget to allow no disruption",
-        WAIT,
-        await_condition(
-            budgets.clone(),
-            BUDGET,
-            |budget: Option<&PodDisruptionBudget>| {
-                budget
-                    .and_then(|b| b.status.as_ref())
-                    .is_some_and(|s| s.current_healthy == 1 && s.disruptions_allowed == 0)
-            },
-        ),
-    )
-    .await?;
+    e2e::pods::guard_with_budget(&client, NAMESPACE, NODE, GUARDED_POD, BUDGET).await?;
 
     let skyhook: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "skyhook.nvidia.com/v1alpha1",

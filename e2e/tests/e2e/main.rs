@@ -29,6 +29,7 @@ mod devcluster_install;
 mod devcluster_webhook;
 mod dockerfiles;
 mod drain_budget;
+mod examples;
 mod faults;
 mod leader_election;
 mod operator_agent;

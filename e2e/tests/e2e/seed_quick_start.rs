@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 
 /// Generous: a loaded 2-core machine runs 4 stage pods of ~10 s per node, one node at a time.
@@ -21,13 +21,7 @@ async fn seed_quick_start() -> anyhow::Result<()> {
     let installed = e2e::install(3).await?;
     let client = installed.cluster.client()?;
     let nodes: Api<Node> = Api::all(client.clone());
-    for name in SELECTED {
-        let label = json!({"metadata": {"labels": {"skyhook.nvidia.com/test-node": "demo"}}});
-        nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(&label))
-            .await
-            .with_context(|| format!("labelling {name}"))?;
-    }
+    e2e::nodes::label_nodes(&client, SELECTED, &[(e2e::TEST_NODE_LABEL, "demo")]).await?;
     let manifest = e2e::workspace().join("examples/demo.yaml");
     let name = e2e::apply_manifest(&client, &manifest).await?;
     assert_eq!(name, "demo");
