@@ -166,11 +166,22 @@ mod tests {
         let mut named = std::process::Command::new("tail")
             .arg("-f")
             .arg(&spec)
+            .stdout(std::process::Stdio::null())
             .spawn()?;
         let mut inside = std::process::Command::new("sleep")
             .arg("600")
             .current_dir(dir.path())
             .spawn()?;
+        // Until a child has exec'd, /proc shows the test binary's command line: wait for both
+        // programs to be in place, or the scan races the fork under load.
+        for (child, program) in [(&named, "tail"), (&inside, "sleep")] {
+            let cmdline = format!("/proc/{}/cmdline", child.id());
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !std::fs::read(&cmdline)?.starts_with(program.as_bytes()) {
+                assert!(std::time::Instant::now() < deadline, "{program} never started");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
         let found = processes_under(dir.path());
         for child in [&mut named, &mut inside] {
             child.kill()?;

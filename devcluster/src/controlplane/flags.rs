@@ -184,23 +184,28 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
     ]
 }
 
-fn controller_manager_args(layout: &Layout) -> Vec<String> {
+/// The flags kube-controller-manager and kube-scheduler share: the admin kubeconfig for
+/// everything, a local secure port, their own certificate directory, no leader election.
+fn local_component_args(layout: &Layout, component: Component) -> Vec<String> {
     let kubeconfig = path(&layout.kubeconfig);
     vec![
         flag("kubeconfig", &kubeconfig),
         flag("authentication-kubeconfig", &kubeconfig),
         flag("authorization-kubeconfig", &kubeconfig),
         flag("bind-address", "127.0.0.1"),
-        flag("secure-port", &layout.ports.controller_manager.to_string()),
+        flag("secure-port", &component.port(&layout.ports).to_string()),
         flag(
             "cert-dir",
-            &path(
-                &layout
-                    .components_dir
-                    .join(Component::KubeControllerManager.name()),
-            ),
+            &path(&layout.components_dir.join(component.name())),
         ),
         flag("leader-elect", "false"),
+        flag("profiling", "false"),
+    ]
+}
+
+fn controller_manager_args(layout: &Layout) -> Vec<String> {
+    let mut args = local_component_args(layout, Component::KubeControllerManager);
+    args.extend([
         flag("use-service-account-credentials", "true"),
         flag(
             "service-account-private-key-file",
@@ -218,25 +223,12 @@ fn controller_manager_args(layout: &Layout) -> Vec<String> {
             "node-monitor-grace-period",
             &format!("{}s", layout.node_monitor_grace_period.as_secs()),
         ),
-        flag("profiling", "false"),
-    ]
+    ]);
+    args
 }
 
 fn scheduler_args(layout: &Layout) -> Vec<String> {
-    let kubeconfig = path(&layout.kubeconfig);
-    vec![
-        flag("kubeconfig", &kubeconfig),
-        flag("authentication-kubeconfig", &kubeconfig),
-        flag("authorization-kubeconfig", &kubeconfig),
-        flag("bind-address", "127.0.0.1"),
-        flag("secure-port", &layout.ports.scheduler.to_string()),
-        flag(
-            "cert-dir",
-            &path(&layout.components_dir.join(Component::KubeScheduler.name())),
-        ),
-        flag("leader-elect", "false"),
-        flag("profiling", "false"),
-    ]
+    local_component_args(layout, Component::KubeScheduler)
 }
 
 #[cfg(test)]
