@@ -178,7 +178,10 @@ mod tests {
             let cmdline = format!("/proc/{}/cmdline", child.id());
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             while !std::fs::read(&cmdline)?.starts_with(program.as_bytes()) {
-                assert!(std::time::Instant::now() < deadline, "{program} never started");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{program} never started"
+                );
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
         }
