@@ -8,15 +8,7 @@ use jiff::{Timestamp, Zoned};
 /// Python's `datetime.isoformat()` of a naive datetime: microseconds are shown unless zero.
 fn iso(datetime: DateTime) -> String {
     let micros = datetime.subsec_nanosecond() / 1_000;
-    let base = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        datetime.year(),
-        datetime.month(),
-        datetime.day(),
-        datetime.hour(),
-        datetime.minute(),
-        datetime.second()
-    );
+    let base = zero_padded(datetime, "T", ":");
     if micros == 0 {
         base
     } else {
@@ -37,9 +29,14 @@ pub fn utc_offset(now: Timestamp) -> String {
 
 /// `%Y-%m-%d-%H%M%S` in UTC: the timestamp in log file names.
 pub fn log_file_stamp(now: Timestamp) -> String {
-    let datetime = now.to_zoned(TimeZone::UTC).datetime();
+    zero_padded(now.to_zoned(TimeZone::UTC).datetime(), "-", "")
+}
+
+/// Year, month, day, hour, minute and second, zero-padded as Python's `%Y-%m-%d` and `%H%M%S`
+/// pad them, with `between` after the date and `time_separator` between the time fields.
+fn zero_padded(datetime: DateTime, between: &str, time_separator: &str) -> String {
     format!(
-        "{:04}-{:02}-{:02}-{:02}{:02}{:02}",
+        "{:04}-{:02}-{:02}{between}{:02}{time_separator}{:02}{time_separator}{:02}",
         datetime.year(),
         datetime.month(),
         datetime.day(),

@@ -17,6 +17,8 @@ pub mod runtime_required;
 pub mod selector;
 pub mod stage;
 pub mod status;
+#[cfg(test)]
+mod test_support;
 pub mod toleration;
 pub mod v1alpha1;
 pub mod validate;

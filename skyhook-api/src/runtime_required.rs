@@ -105,6 +105,7 @@ pub fn runtime_taint_removable(node: &str, skyhooks: &[RuntimeRequiredSkyhook<'_
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::taint;
 
     #[test]
     fn parse_table() {
@@ -148,15 +149,6 @@ mod tests {
         ] {
             let err = parse_taint(bad).unwrap_err();
             assert!(err.to_string().contains("key[=value]:Effect"), "{err}");
-        }
-    }
-
-    fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
-        Taint {
-            key: key.into(),
-            value: value.map(Into::into),
-            effect: effect.into(),
-            time_added: None,
         }
     }
 

@@ -251,13 +251,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect()
-    }
+    use crate::test_support::labels;
 
     fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
         LabelSelectorRequirement {

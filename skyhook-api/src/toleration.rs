@@ -84,15 +84,7 @@ pub fn node_selection_tolerations(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
-        Taint {
-            key: key.into(),
-            value: value.map(Into::into),
-            effect: effect.into(),
-            time_added: None,
-        }
-    }
+    use crate::test_support::taint;
 
     fn toleration(
         key: &str,

@@ -9,7 +9,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::de::DeserializeOwned;
-use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
+use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook};
 use skyhook_api::validate::{
     ValidationContext, Violations, admission_warnings, default_policy, policy_delete_blockers,
     policy_delete_message, validate_policy, validate_skyhook,
@@ -91,14 +91,12 @@ pub fn admit(
         (Endpoint::ValidateSkyhook, Operation::Create | Operation::Update) => {
             validate_skyhook_request(response, request, lookups)
         }
-        (Endpoint::ValidatePolicy, Operation::Create | Operation::Update) => {
-            validate_policy_request(response, request)
-        }
+        (
+            Endpoint::ValidatePolicy | Endpoint::MutatePolicy,
+            Operation::Create | Operation::Update,
+        ) => policy_write_request(endpoint, response, request),
         (Endpoint::ValidatePolicy, Operation::Delete) => {
             protect_policy_delete(response, request, lookups)
-        }
-        (Endpoint::MutatePolicy, Operation::Create | Operation::Update) => {
-            default_policy_request(response, request)
         }
         // Deleting a Skyhook, and mutating one, need no decision.
         _ => response,
@@ -157,7 +155,10 @@ fn is_unchanged_or_deleting(request: &AdmissionRequest<DynamicObject>) -> bool {
     }
 }
 
-fn validate_policy_request(
+/// A DeploymentPolicy CREATE or UPDATE: decoded once, then validated or defaulted depending on
+/// the endpoint.
+fn policy_write_request(
+    endpoint: Endpoint,
     response: AdmissionResponse,
     request: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
@@ -165,6 +166,9 @@ fn validate_policy_request(
         Ok(policy) => policy,
         Err(reason) => return deny_bad_request(response, reason),
     };
+    if endpoint == Endpoint::MutatePolicy {
+        return default_policy_response(response, &request.name, &policy.spec);
+    }
     match validate_policy(&policy.spec) {
         Ok(()) => response,
         Err(violations) => deny_invalid(response, "DeploymentPolicy", &request.name, &violations),
@@ -194,32 +198,27 @@ fn protect_policy_delete(
     )
 }
 
-fn default_policy_request(
+/// `response` with a JSON patch filling in the defaults `spec` leaves out, if it leaves any out.
+fn default_policy_response(
     response: AdmissionResponse,
-    request: &AdmissionRequest<DynamicObject>,
+    name: &str,
+    spec: &DeploymentPolicySpec,
 ) -> AdmissionResponse {
-    let policy: DeploymentPolicy = match typed_object(request) {
-        Ok(policy) => policy,
-        Err(reason) => return deny_bad_request(response, reason),
-    };
-    let defaulted = default_policy(&policy.spec);
-    if defaulted == policy.spec {
+    let defaulted = default_policy(spec);
+    if &defaulted == spec {
         return response;
     }
     // Diffing the typed spec before and after defaulting yields exactly the filled-in fields;
     // every parent they are added under exists in the request because defaults only go into
     // strategies the user wrote.
-    let before = serde_json::json!({ "spec": policy.spec });
+    let before = serde_json::json!({ "spec": spec });
     let after = serde_json::json!({ "spec": defaulted });
     let patch = json_patch::diff(&before, &after);
     match response.clone().with_patch(patch) {
         Ok(patched) => patched,
         Err(err) => deny_bad_request(
             response,
-            format!(
-                "failed to encode the defaults patch of DeploymentPolicy {:?}: {err}",
-                request.name
-            ),
+            format!("failed to encode the defaults patch of DeploymentPolicy {name:?}: {err}"),
         ),
     }
 }

@@ -354,11 +354,10 @@ mod tests {
     #[test]
     fn rechecks_daily_or_at_the_renewal_time_whichever_is_first() {
         let webhooks = [trust("validate-skyhook.nvidia.com", Some("CA"))];
-        let plan_for = |days: i64| {
-            let secret = stored(days);
+        let plan_for = |secret: &StoredCert| {
             cert_plan(
                 &Observed {
-                    stored: Some(&secret),
+                    stored: Some(secret),
                     webhooks: &webhooks,
                     served: Some("CERT"),
                     service: SERVICE,
@@ -366,24 +365,13 @@ mod tests {
                 },
                 now(),
             )
-            .recheck_at
         };
-        assert_eq!(plan_for(300), now() + RECHECK_EVERY);
+        assert_eq!(plan_for(&stored(300)).recheck_at, now() + RECHECK_EVERY);
         // Renewal due in 7 days 12 hours minus 7 days: 12 hours from now.
-        let secret = StoredCert {
+        let plan = plan_for(&StoredCert {
             expires: Some(now() + SignedDuration::from_hours(7 * 24 + 12)),
             ..stored(0)
-        };
-        let plan = cert_plan(
-            &Observed {
-                stored: Some(&secret),
-                webhooks: &webhooks,
-                served: Some("CERT"),
-                service: SERVICE,
-                extra_names: &[],
-            },
-            now(),
-        );
+        });
         assert_eq!(plan.recheck_at, now() + SignedDuration::from_hours(12));
         assert!(plan.ready);
     }

@@ -78,17 +78,8 @@ fn strategy_safety(strategy: Option<&DeploymentStrategy>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::v1alpha1::{ExponentialStrategy, FixedStrategy, LinearStrategy};
-
-    fn fixed(initial: i32) -> DeploymentStrategy {
-        DeploymentStrategy {
-            fixed: Some(FixedStrategy {
-                initial_batch: Some(initial),
-                ..FixedStrategy::default()
-            }),
-            ..DeploymentStrategy::default()
-        }
-    }
+    use crate::test_support::fixed;
+    use crate::v1alpha1::{ExponentialStrategy, LinearStrategy};
 
     fn linear(initial: i32, delta: i32, safety: i32) -> DeploymentStrategy {
         DeploymentStrategy {

@@ -136,14 +136,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
     use super::*;
+    use crate::test_support::labels;
     use crate::v1alpha1::{Compartment, ExponentialStrategy, LinearStrategy, PolicyDefault};
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect()
-    }
 
     fn strategy(kind: StrategyKind) -> Option<DeploymentStrategy> {
         let mut s = DeploymentStrategy::default();

@@ -332,8 +332,8 @@ impl<'a> CompartmentNodes<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::fixed;
     use crate::toleration::node_selection_tolerations;
-    use crate::v1alpha1::FixedStrategy;
 
     struct Node {
         name: &'static str,
@@ -404,16 +404,6 @@ mod tests {
             })
             .collect();
         CompartmentNodes::new(candidates, &node_selection_tolerations(&[], None))
-    }
-
-    fn fixed(initial: i32) -> DeploymentStrategy {
-        DeploymentStrategy {
-            fixed: Some(FixedStrategy {
-                initial_batch: Some(initial),
-                ..FixedStrategy::default()
-            }),
-            ..DeploymentStrategy::default()
-        }
     }
 
     fn select<'a>(c: &CompartmentNodes<'a>, initial: i32, ceiling: usize) -> Selection<'a> {
