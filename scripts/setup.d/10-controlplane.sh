@@ -35,16 +35,8 @@ fi
 
 cache_dir="$SKYHOOK_CACHE/controlplane/$hash"
 binary="$cache_dir/$binary_name"
-if [ -x "$binary" ]; then
-  echo "control plane already built: $binary" >&2
-  echo "$binary"
-  exit 0
-fi
-
-command -v go >/dev/null 2>&1 || {
-  echo "error: the Go toolchain is needed to build the devcluster control plane; install Go (>= the version in $src/go.mod)" >&2
-  exit 1
-}
+exit_if_built "control plane" "$binary"
+require_go "the devcluster control plane" "the version in $src/go.mod"
 
 # Report the upstream release the binary was built from, as the official builds do, so
 # `kubectl version` and the /version endpoint say v1.X.Y rather than v0.0.0-master.

@@ -13,16 +13,8 @@ source scripts/lib/common.sh
 version=v3.21.4
 cache_dir="$SKYHOOK_CACHE/helm/$version"
 binary="$cache_dir/helm"
-if [ -x "$binary" ]; then
-  echo "helm $version already built: $binary" >&2
-  echo "$binary"
-  exit 0
-fi
-
-command -v go >/dev/null 2>&1 || {
-  echo "error: the Go toolchain is needed to build helm; install Go (>= 1.24)" >&2
-  exit 1
-}
+exit_if_built "helm $version" "$binary"
+require_go helm 1.24
 
 mkdir -p "$cache_dir"
 gobin=$(mktemp -d "$cache_dir/.gobin.XXXXXX")
