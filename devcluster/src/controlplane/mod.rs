@@ -455,12 +455,17 @@ impl ControlPlane {
         let etcd_port = self.ports.etcd_client;
         let watched = Some(component);
         match component {
-            Component::Etcd => {
-                self.wait_for(watched, "etcd", timeouts.etcd, &state, || {
-                    readiness::etcd_healthy(etcd_port)
-                })
-                .await?;
-                if self.is_running(Component::KubeApiserver) {
+            Component::Etcd | Component::KubeApiserver => {
+                if component == Component::Etcd {
+                    self.wait_for(watched, "etcd", timeouts.etcd, &state, || {
+                        readiness::etcd_healthy(etcd_port)
+                    })
+                    .await?;
+                }
+                // After etcd, a running kube-apiserver must answer again as well.
+                if component == Component::KubeApiserver
+                    || self.is_running(Component::KubeApiserver)
+                {
                     self.wait_for(
                         watched,
                         "kube-apiserver",
@@ -470,16 +475,6 @@ impl ControlPlane {
                     )
                     .await?;
                 }
-            }
-            Component::KubeApiserver => {
-                self.wait_for(
-                    watched,
-                    "kube-apiserver",
-                    timeouts.apiserver,
-                    &state,
-                    || readiness::apiserver_ready(&client),
-                )
-                .await?;
             }
             Component::KubeControllerManager | Component::KubeScheduler => {
                 let health = self.health_client(component)?;
