@@ -26,6 +26,20 @@ exit_if_built() {
   exit 0
 }
 
+# Waits while a background build runs, calling <report> <now> every 30 s (checked every 5 s)
+# from <started> on. Usage: watch_build <pid> <started> <report>
+watch_build() {
+  local pid=$1 last_report=$2 report=$3 now
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    now=$(date +%s)
+    if [ $((now - last_report)) -ge 30 ]; then
+      last_report=$now
+      "$report" "$now"
+    fi
+  done
+}
+
 # Fails, saying which Go is needed, when the Go toolchain is missing.
 # Usage: require_go <what is built> <which Go version>
 require_go() {

@@ -69,25 +69,21 @@ started=$(date +%s)
 build_pid=$!
 
 # `go build -v` prints one line per package it compiles; count them against the total.
-last_report=$started
-while kill -0 "$build_pid" 2>/dev/null; do
-  sleep 5
-  now=$(date +%s)
-  if [ $((now - last_report)) -ge 30 ]; then
-    last_report=$now
-    done_count=$(grep -c -v -e '^#' -e ': ' "$build_log" || true)
-    elapsed=$((now - started))
-    if [ "$done_count" -gt 0 ] && [ "$total" -gt 0 ]; then
-      left=$((total - done_count)); [ "$left" -lt 0 ] && left=0
-      eta_s=$((elapsed * left / done_count))
-      printf 'building control plane: %d/%d packages (%d%%), %s elapsed, ~%d min left\n' \
-        "$done_count" "$total" $((done_count * 100 / total)) "$((elapsed / 60))m$((elapsed % 60))s" \
-        $(((eta_s + 59) / 60)) >&2
-    else
-      printf 'building control plane: starting (%ss elapsed)\n' "$elapsed" >&2
-    fi
+report_progress() { # <now>
+  local done_count elapsed left eta_s
+  done_count=$(grep -c -v -e '^#' -e ': ' "$build_log" || true)
+  elapsed=$(($1 - started))
+  if [ "$done_count" -gt 0 ] && [ "$total" -gt 0 ]; then
+    left=$((total - done_count)); [ "$left" -lt 0 ] && left=0
+    eta_s=$((elapsed * left / done_count))
+    printf 'building control plane: %d/%d packages (%d%%), %s elapsed, ~%d min left\n' \
+      "$done_count" "$total" $((done_count * 100 / total)) "$((elapsed / 60))m$((elapsed % 60))s" \
+      $(((eta_s + 59) / 60)) >&2
+  else
+    printf 'building control plane: starting (%ss elapsed)\n' "$elapsed" >&2
   fi
-done
+}
+watch_build "$build_pid" "$started" report_progress
 if ! wait "$build_pid"; then
   echo "error: building the control plane failed; the compiler said:" >&2
   grep -e '^#' -e ': ' "$build_log" | tail -40 >&2

@@ -34,17 +34,13 @@ GOBIN="$gobin" go install -v -trimpath "-ldflags=$ldflags" "helm.sh/helm/v3/cmd/
 build_pid=$!
 
 # `go install -v` prints one line per package it compiles.
-last_report=$started
-while kill -0 "$build_pid" 2>/dev/null; do
-  sleep 5
-  now=$(date +%s)
-  if [ $((now - last_report)) -ge 30 ]; then
-    last_report=$now
-    compiled=$(grep -c -v -e '^#' -e ': ' -e '^go: ' "$build_log" || true)
-    printf 'building helm: %d packages compiled, %s elapsed\n' "$compiled" \
-      "$(((now - started) / 60))m$(((now - started) % 60))s" >&2
-  fi
-done
+report_progress() { # <now>
+  local compiled
+  compiled=$(grep -c -v -e '^#' -e ': ' -e '^go: ' "$build_log" || true)
+  printf 'building helm: %d packages compiled, %s elapsed\n' "$compiled" \
+    "$((($1 - started) / 60))m$((($1 - started) % 60))s" >&2
+}
+watch_build "$build_pid" "$started" report_progress
 if ! wait "$build_pid"; then
   echo "error: building helm $version failed; go said:" >&2
   tail -40 "$build_log" >&2
