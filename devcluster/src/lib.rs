@@ -18,10 +18,12 @@ pub mod isolation;
 pub mod kubelet;
 mod leftovers;
 pub mod node;
+mod path_io;
 pub mod skyhook;
 pub mod state;
 
 pub use cluster::{DevCluster, DevClusterError, DevClusterOptions, Progress};
 pub use controlplane::flags::Component;
+pub use path_io::PathIoError;
 pub use skyhook::install::{ControllerProcess, InstallError, InstallOptions};
 pub use skyhook::webhook::{WebhookError, WebhookOptions, WebhookProcess};

@@ -10,3 +10,41 @@ step() {
   local now; now=$(date +%s)
   printf '\n==> [%s, +%ss] %s\n' "$(date -u +%H:%M:%S)" "$((now - _step_started))" "$*" >&2
 }
+
+# Ends a setup script when its cached build is there: prints <output> on stdout and returns at
+# once. Usage: exit_if_built <what> <output> [<executable>...]; the executables default to
+# <output>.
+exit_if_built() {
+  local what=$1 output=$2 file
+  shift 2
+  [ "$#" -gt 0 ] || set -- "$output"
+  for file in "$@"; do
+    [ -x "$file" ] || return 0
+  done
+  echo "$what already built: $output" >&2
+  echo "$output"
+  exit 0
+}
+
+# Waits while a background build runs, calling <report> <now> every 30 s (checked every 5 s)
+# from <started> on. Usage: watch_build <pid> <started> <report>
+watch_build() {
+  local pid=$1 last_report=$2 report=$3 now
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    now=$(date +%s)
+    if [ $((now - last_report)) -ge 30 ]; then
+      last_report=$now
+      "$report" "$now"
+    fi
+  done
+}
+
+# Fails, saying which Go is needed, when the Go toolchain is missing.
+# Usage: require_go <what is built> <which Go version>
+require_go() {
+  command -v go >/dev/null 2>&1 || {
+    echo "error: the Go toolchain is needed to build $1; install Go (>= $2)" >&2
+    exit 1
+  }
+}

@@ -35,16 +35,8 @@ fi
 
 cache_dir="$SKYHOOK_CACHE/controlplane/$hash"
 binary="$cache_dir/$binary_name"
-if [ -x "$binary" ]; then
-  echo "control plane already built: $binary" >&2
-  echo "$binary"
-  exit 0
-fi
-
-command -v go >/dev/null 2>&1 || {
-  echo "error: the Go toolchain is needed to build the devcluster control plane; install Go (>= the version in $src/go.mod)" >&2
-  exit 1
-}
+exit_if_built "control plane" "$binary"
+require_go "the devcluster control plane" "the version in $src/go.mod"
 
 # Report the upstream release the binary was built from, as the official builds do, so
 # `kubectl version` and the /version endpoint say v1.X.Y rather than v0.0.0-master.
@@ -77,25 +69,21 @@ started=$(date +%s)
 build_pid=$!
 
 # `go build -v` prints one line per package it compiles; count them against the total.
-last_report=$started
-while kill -0 "$build_pid" 2>/dev/null; do
-  sleep 5
-  now=$(date +%s)
-  if [ $((now - last_report)) -ge 30 ]; then
-    last_report=$now
-    done_count=$(grep -c -v -e '^#' -e ': ' "$build_log" || true)
-    elapsed=$((now - started))
-    if [ "$done_count" -gt 0 ] && [ "$total" -gt 0 ]; then
-      left=$((total - done_count)); [ "$left" -lt 0 ] && left=0
-      eta_s=$((elapsed * left / done_count))
-      printf 'building control plane: %d/%d packages (%d%%), %s elapsed, ~%d min left\n' \
-        "$done_count" "$total" $((done_count * 100 / total)) "$((elapsed / 60))m$((elapsed % 60))s" \
-        $(((eta_s + 59) / 60)) >&2
-    else
-      printf 'building control plane: starting (%ss elapsed)\n' "$elapsed" >&2
-    fi
+report_progress() { # <now>
+  local done_count elapsed left eta_s
+  done_count=$(grep -c -v -e '^#' -e ': ' "$build_log" || true)
+  elapsed=$(($1 - started))
+  if [ "$done_count" -gt 0 ] && [ "$total" -gt 0 ]; then
+    left=$((total - done_count)); [ "$left" -lt 0 ] && left=0
+    eta_s=$((elapsed * left / done_count))
+    printf 'building control plane: %d/%d packages (%d%%), %s elapsed, ~%d min left\n' \
+      "$done_count" "$total" $((done_count * 100 / total)) "$((elapsed / 60))m$((elapsed % 60))s" \
+      $(((eta_s + 59) / 60)) >&2
+  else
+    printf 'building control plane: starting (%ss elapsed)\n' "$elapsed" >&2
   fi
-done
+}
+watch_build "$build_pid" "$started" report_progress
 if ! wait "$build_pid"; then
   echo "error: building the control plane failed; the compiler said:" >&2
   grep -e '^#' -e ': ' "$build_log" | tail -40 >&2

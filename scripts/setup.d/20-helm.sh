@@ -13,16 +13,8 @@ source scripts/lib/common.sh
 version=v3.21.4
 cache_dir="$SKYHOOK_CACHE/helm/$version"
 binary="$cache_dir/helm"
-if [ -x "$binary" ]; then
-  echo "helm $version already built: $binary" >&2
-  echo "$binary"
-  exit 0
-fi
-
-command -v go >/dev/null 2>&1 || {
-  echo "error: the Go toolchain is needed to build helm; install Go (>= 1.24)" >&2
-  exit 1
-}
+exit_if_built "helm $version" "$binary"
+require_go helm 1.24
 
 mkdir -p "$cache_dir"
 gobin=$(mktemp -d "$cache_dir/.gobin.XXXXXX")
@@ -42,17 +34,13 @@ GOBIN="$gobin" go install -v -trimpath "-ldflags=$ldflags" "helm.sh/helm/v3/cmd/
 build_pid=$!
 
 # `go install -v` prints one line per package it compiles.
-last_report=$started
-while kill -0 "$build_pid" 2>/dev/null; do
-  sleep 5
-  now=$(date +%s)
-  if [ $((now - last_report)) -ge 30 ]; then
-    last_report=$now
-    compiled=$(grep -c -v -e '^#' -e ': ' -e '^go: ' "$build_log" || true)
-    printf 'building helm: %d packages compiled, %s elapsed\n' "$compiled" \
-      "$(((now - started) / 60))m$(((now - started) % 60))s" >&2
-  fi
-done
+report_progress() { # <now>
+  local compiled
+  compiled=$(grep -c -v -e '^#' -e ': ' -e '^go: ' "$build_log" || true)
+  printf 'building helm: %d packages compiled, %s elapsed\n' "$compiled" \
+    "$((($1 - started) / 60))m$((($1 - started) % 60))s" >&2
+}
+watch_build "$build_pid" "$started" report_progress
 if ! wait "$build_pid"; then
   echo "error: building helm $version failed; go said:" >&2
   tail -40 "$build_log" >&2

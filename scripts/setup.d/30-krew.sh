@@ -12,16 +12,8 @@ source scripts/lib/common.sh
 src=krew/tool
 hash=$(cat "$src/go.mod" "$src/go.sum" | sha256sum | cut -c1-16)
 cache_dir="$SKYHOOK_CACHE/krew/$hash"
-if [ -x "$cache_dir/kubectl-krew" ] && [ -x "$cache_dir/validate-krew-manifest" ]; then
-  echo "krew already built: $cache_dir" >&2
-  echo "$cache_dir"
-  exit 0
-fi
-
-command -v go >/dev/null 2>&1 || {
-  echo "error: the Go toolchain is needed to build krew; install Go (>= the version in $src/go.mod)" >&2
-  exit 1
-}
+exit_if_built krew "$cache_dir" "$cache_dir/kubectl-krew" "$cache_dir/validate-krew-manifest"
+require_go krew "the version in $src/go.mod"
 
 krew_version=$(cd "$src" && go list -m -f '{{.Version}}' sigs.k8s.io/krew)
 echo "building krew $krew_version into $cache_dir (modules cached in $(go env GOMODCACHE))" >&2

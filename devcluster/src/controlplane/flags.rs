@@ -106,14 +106,14 @@ fn flag(name: &str, value: &str) -> String {
     format!("--{name}={value}")
 }
 
-fn path(path: &Path) -> String {
-    path.display().to_string()
+fn path_flag(name: &str, value: &Path) -> String {
+    flag(name, &value.display().to_string())
 }
 
 fn etcd_args(layout: &Layout) -> Vec<String> {
     vec![
         flag("name", "devcluster"),
-        flag("data-dir", &path(&layout.etcd_data)),
+        path_flag("data-dir", &layout.etcd_data),
         flag(
             "client-url",
             &format!("http://127.0.0.1:{}", layout.ports.etcd_client),
@@ -140,46 +140,43 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
         // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none
         // rather than an error every few seconds.
         flag("endpoint-reconciler-type", "none"),
-        flag("tls-cert-file", &path(&layout.pki.apiserver_cert)),
-        flag("tls-private-key-file", &path(&layout.pki.apiserver_key)),
-        flag("client-ca-file", &path(&layout.pki.ca_cert)),
+        path_flag("tls-cert-file", &layout.pki.apiserver_cert),
+        path_flag("tls-private-key-file", &layout.pki.apiserver_key),
+        path_flag("client-ca-file", &layout.pki.ca_cert),
         flag("authorization-mode", "Node,RBAC"),
         flag("enable-admission-plugins", "NodeRestriction"),
         flag("allow-privileged", "true"),
         flag("service-cluster-ip-range", SERVICE_CIDR),
         flag("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
-        flag(
+        path_flag(
             "service-account-key-file",
-            &path(&layout.pki.service_account_public),
+            &layout.pki.service_account_public,
         ),
-        flag(
+        path_flag(
             "service-account-signing-key-file",
-            &path(&layout.pki.service_account_key),
+            &layout.pki.service_account_key,
         ),
         // Webhooks and aggregated APIs are reached through their Service's endpoints: there
         // is no kube-proxy to route a ClusterIP.
         flag("enable-aggregator-routing", "true"),
-        flag(
+        path_flag(
             "proxy-client-cert-file",
-            &path(&layout.pki.front_proxy_client_cert),
+            &layout.pki.front_proxy_client_cert,
         ),
-        flag(
-            "proxy-client-key-file",
-            &path(&layout.pki.front_proxy_client_key),
-        ),
-        flag(
+        path_flag("proxy-client-key-file", &layout.pki.front_proxy_client_key),
+        path_flag(
             "requestheader-client-ca-file",
-            &path(&layout.pki.front_proxy_ca_cert),
+            &layout.pki.front_proxy_ca_cert,
         ),
         flag("requestheader-allowed-names", "front-proxy-client"),
         flag("requestheader-username-headers", "X-Remote-User"),
         flag("requestheader-group-headers", "X-Remote-Group"),
         flag("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
-        flag(
+        path_flag(
             "kubelet-client-certificate",
-            &path(&layout.pki.kubelet_client_cert),
+            &layout.pki.kubelet_client_cert,
         ),
-        flag("kubelet-client-key", &path(&layout.pki.kubelet_client_key)),
+        path_flag("kubelet-client-key", &layout.pki.kubelet_client_key),
         flag("profiling", "false"),
     ]
 }
@@ -187,17 +184,14 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
 /// The flags kube-controller-manager and kube-scheduler share: the admin kubeconfig for
 /// everything, a local secure port, their own certificate directory, no leader election.
 fn local_component_args(layout: &Layout, component: Component) -> Vec<String> {
-    let kubeconfig = path(&layout.kubeconfig);
+    let kubeconfig = &layout.kubeconfig;
     vec![
-        flag("kubeconfig", &kubeconfig),
-        flag("authentication-kubeconfig", &kubeconfig),
-        flag("authorization-kubeconfig", &kubeconfig),
+        path_flag("kubeconfig", kubeconfig),
+        path_flag("authentication-kubeconfig", kubeconfig),
+        path_flag("authorization-kubeconfig", kubeconfig),
         flag("bind-address", "127.0.0.1"),
         flag("secure-port", &component.port(&layout.ports).to_string()),
-        flag(
-            "cert-dir",
-            &path(&layout.components_dir.join(component.name())),
-        ),
+        path_flag("cert-dir", &layout.components_dir.join(component.name())),
         flag("leader-elect", "false"),
         flag("profiling", "false"),
     ]
@@ -207,13 +201,13 @@ fn controller_manager_args(layout: &Layout) -> Vec<String> {
     let mut args = local_component_args(layout, Component::KubeControllerManager);
     args.extend([
         flag("use-service-account-credentials", "true"),
-        flag(
+        path_flag(
             "service-account-private-key-file",
-            &path(&layout.pki.service_account_key),
+            &layout.pki.service_account_key,
         ),
-        flag("root-ca-file", &path(&layout.pki.ca_cert)),
-        flag("cluster-signing-cert-file", &path(&layout.pki.ca_cert)),
-        flag("cluster-signing-key-file", &path(&layout.pki.ca_key)),
+        path_flag("root-ca-file", &layout.pki.ca_cert),
+        path_flag("cluster-signing-cert-file", &layout.pki.ca_cert),
+        path_flag("cluster-signing-key-file", &layout.pki.ca_key),
         flag("service-cluster-ip-range", SERVICE_CIDR),
         // Tests create and delete objects in bursts; client-side throttling at the default
         // 20 requests/s would make garbage collection and PDB status lag behind.

@@ -238,7 +238,7 @@ impl ControlPlane {
         progress(&format!("starting etcd on 127.0.0.1:{}", ports.etcd_client));
         plane.spawn(binary, state, &layout, Component::Etcd)?;
         plane
-            .wait_for("etcd", timeouts.etcd, state, || {
+            .wait_for(None, "etcd", timeouts.etcd, state, || {
                 readiness::etcd_healthy(ports.etcd_client)
             })
             .await?;
@@ -250,7 +250,7 @@ impl ControlPlane {
         progress(&format!("starting kube-apiserver on {}", plane.server));
         plane.spawn(binary, state, &layout, Component::KubeApiserver)?;
         plane
-            .wait_for("kube-apiserver", timeouts.apiserver, state, || {
+            .wait_for(None, "kube-apiserver", timeouts.apiserver, state, || {
                 readiness::apiserver_ready(&client)
             })
             .await?;
@@ -264,6 +264,7 @@ impl ControlPlane {
         plane.spawn(binary, state, &layout, Component::KubeScheduler)?;
         plane
             .wait_for(
+                None,
                 "the namespace controllers",
                 timeouts.controllers,
                 state,
@@ -349,25 +350,9 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Polls `check` until it passes, failing early when a started process exits.
-    async fn wait_for<F, Fut>(
-        &mut self,
-        what: &'static str,
-        timeout: Duration,
-        state: &StateDir,
-        mut check: F,
-    ) -> Result<(), ControlPlaneError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<(), String>>,
-    {
-        self.wait_for_watching(None, what, timeout, state, &mut check)
-            .await
-    }
-
-    /// [`ControlPlane::wait_for`], failing early only when `watched` (or, with `None`, any
+    /// Polls `check` until it passes, failing early when `watched` (or, with `None`, any started
     /// component) exits.
-    async fn wait_for_watching<F, Fut>(
+    async fn wait_for<F, Fut>(
         &mut self,
         watched: Option<Component>,
         what: &'static str,
@@ -470,13 +455,18 @@ impl ControlPlane {
         let etcd_port = self.ports.etcd_client;
         let watched = Some(component);
         match component {
-            Component::Etcd => {
-                self.wait_for_watching(watched, "etcd", timeouts.etcd, &state, || {
-                    readiness::etcd_healthy(etcd_port)
-                })
-                .await?;
-                if self.is_running(Component::KubeApiserver) {
-                    self.wait_for_watching(
+            Component::Etcd | Component::KubeApiserver => {
+                if component == Component::Etcd {
+                    self.wait_for(watched, "etcd", timeouts.etcd, &state, || {
+                        readiness::etcd_healthy(etcd_port)
+                    })
+                    .await?;
+                }
+                // After etcd, a running kube-apiserver must answer again as well.
+                if component == Component::KubeApiserver
+                    || self.is_running(Component::KubeApiserver)
+                {
+                    self.wait_for(
                         watched,
                         "kube-apiserver",
                         timeouts.apiserver,
@@ -486,19 +476,9 @@ impl ControlPlane {
                     .await?;
                 }
             }
-            Component::KubeApiserver => {
-                self.wait_for_watching(
-                    watched,
-                    "kube-apiserver",
-                    timeouts.apiserver,
-                    &state,
-                    || readiness::apiserver_ready(&client),
-                )
-                .await?;
-            }
             Component::KubeControllerManager | Component::KubeScheduler => {
                 let health = self.health_client(component)?;
-                self.wait_for_watching(
+                self.wait_for(
                     watched,
                     component.name(),
                     timeouts.controllers,

@@ -5,33 +5,25 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Component, Path, PathBuf};
 
 use super::setup::IsolationError;
+use crate::PathIoError;
 use crate::node::command_shims::ShimFile;
-
-fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError {
-    let path = path.to_owned();
-    move |source| IsolationError::Io {
-        action,
-        path,
-        source,
-    }
-}
 
 /// Copies a directory tree, keeping modes and symlinks (the image "pull").
 pub fn copy_tree(from: &Path, to: &Path) -> Result<(), IsolationError> {
-    let meta = std::fs::symlink_metadata(from).map_err(io_error("read", from))?;
+    let meta = std::fs::symlink_metadata(from).map_err(PathIoError::of("read", from))?;
     let kind = meta.file_type();
     if kind.is_symlink() {
-        let target = std::fs::read_link(from).map_err(io_error("read link", from))?;
-        symlink(&target, to).map_err(io_error("create symlink", to))?;
+        let target = std::fs::read_link(from).map_err(PathIoError::of("read link", from))?;
+        symlink(&target, to).map_err(PathIoError::of("create symlink", to))?;
     } else if kind.is_dir() {
-        std::fs::create_dir_all(to).map_err(io_error("create directory", to))?;
-        for entry in std::fs::read_dir(from).map_err(io_error("list", from))? {
-            let entry = entry.map_err(io_error("list", from))?;
+        std::fs::create_dir_all(to).map_err(PathIoError::of("create directory", to))?;
+        for entry in std::fs::read_dir(from).map_err(PathIoError::of("list", from))? {
+            let entry = entry.map_err(PathIoError::of("list", from))?;
             copy_tree(&entry.path(), &to.join(entry.file_name()))?;
         }
-        std::fs::set_permissions(to, meta.permissions()).map_err(io_error("chmod", to))?;
+        std::fs::set_permissions(to, meta.permissions()).map_err(PathIoError::of("chmod", to))?;
     } else {
-        std::fs::copy(from, to).map_err(io_error("copy to", to))?;
+        std::fs::copy(from, to).map_err(PathIoError::of("copy to", to))?;
     }
     Ok(())
 }
@@ -78,13 +70,14 @@ pub fn resolve_in_root(root: &Path, path: &str) -> PathBuf {
 /// Creates an empty directory or file to mount on, with parents.
 pub fn create_mount_point(path: &Path, directory: bool) -> Result<(), IsolationError> {
     if directory {
-        return std::fs::create_dir_all(path).map_err(io_error("create directory", path));
+        std::fs::create_dir_all(path).map_err(PathIoError::of("create directory", path))?;
+        return Ok(());
     }
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io_error("create directory", parent))?;
+        std::fs::create_dir_all(parent).map_err(PathIoError::of("create directory", parent))?;
     }
     if !path.exists() {
-        std::fs::write(path, b"").map_err(io_error("create file", path))?;
+        std::fs::write(path, b"").map_err(PathIoError::of("create file", path))?;
     }
     Ok(())
 }
@@ -95,19 +88,19 @@ pub fn write_shim_files(root: &Path, files: &[ShimFile]) -> Result<(), Isolation
         let (ShimFile::File { path, .. } | ShimFile::Symlink { path, .. }) = file;
         let path = root.join(path);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_error("create directory", parent))?;
+            std::fs::create_dir_all(parent).map_err(PathIoError::of("create directory", parent))?;
         }
         if std::fs::symlink_metadata(&path).is_ok() {
-            std::fs::remove_file(&path).map_err(io_error("replace", &path))?;
+            std::fs::remove_file(&path).map_err(PathIoError::of("replace", &path))?;
         }
         match file {
             ShimFile::File { content, mode, .. } => {
-                std::fs::write(&path, content).map_err(io_error("write", &path))?;
+                std::fs::write(&path, content).map_err(PathIoError::of("write", &path))?;
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))
-                    .map_err(io_error("chmod", &path))?;
+                    .map_err(PathIoError::of("chmod", &path))?;
             }
             ShimFile::Symlink { target, .. } => {
-                symlink(target, &path).map_err(io_error("create symlink", &path))?;
+                symlink(target, &path).map_err(PathIoError::of("create symlink", &path))?;
             }
         }
     }

@@ -26,6 +26,8 @@ use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
 
+use crate::PathIoError;
+
 pub use setup::{IsolationError, mount_namespace_id};
 
 /// Exit code of a container whose setup or exec failed (the kubelet reports `StartError`).
@@ -165,11 +167,7 @@ pub fn run_if_requested() -> Option<ExitCode> {
 }
 
 fn read_spec<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, IsolationError> {
-    let text = std::fs::read(path).map_err(|source| IsolationError::Io {
-        action: "read spec",
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = std::fs::read(path).map_err(PathIoError::of("read spec", path.to_owned()))?;
     serde_json::from_slice(&text).map_err(|source| IsolationError::Spec {
         path: path.to_owned(),
         source,
@@ -205,11 +203,10 @@ pub fn devcluster_binary() -> Result<PathBuf, IsolationError> {
     if let Some(path) = std::env::var_os("DEVCLUSTER_BIN") {
         return Ok(PathBuf::from(path));
     }
-    let exe = std::env::current_exe().map_err(|source| IsolationError::Io {
-        action: "locate the running executable",
-        path: PathBuf::from("/proc/self/exe"),
-        source,
-    })?;
+    let exe = std::env::current_exe().map_err(PathIoError::of(
+        "locate the running executable",
+        PathBuf::from("/proc/self/exe"),
+    ))?;
     if exe.file_name().is_some_and(|n| n == "devcluster") {
         return Ok(exe);
     }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
 use super::setup::IsolationError;
+use crate::PathIoError;
 
 fn sys_error(action: &'static str, path: &Path) -> impl FnOnce(nix::Error) -> IsolationError {
     let path = path.to_owned();
@@ -104,12 +105,10 @@ pub fn detach(target: &Path) -> Result<(), IsolationError> {
 
 /// Whether `path` is a mount point in this namespace.
 pub fn is_mount_point(path: &Path) -> Result<bool, IsolationError> {
-    let info =
-        std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| IsolationError::Io {
-            action: "read",
-            path: PathBuf::from("/proc/self/mountinfo"),
-            source,
-        })?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(PathIoError::of(
+        "read",
+        PathBuf::from("/proc/self/mountinfo"),
+    ))?;
     Ok(mount_points(&info).any(|p| p == path))
 }
 

@@ -11,6 +11,7 @@ use nix::sched::CloneFlags;
 use super::fs::{copy_tree, create_mount_point, resolve_in_root, write_shim_files};
 use super::mounts::{bind, detach, is_mount_point, make_private_recursive, mount_fs};
 use super::{AGENT_PATH_IN_CONTAINER, ContainerSpec, MountSource, NodeRootSpec, RootSpec};
+use crate::PathIoError;
 use crate::node::command_shims::{CONTROL_MOUNT, REAL_SYSCTL_PATH, node_root_files, shim_files};
 
 /// Errors of the hidden entry points; printed to the container log or the caller's stderr.
@@ -24,13 +25,8 @@ pub enum IsolationError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("failed to {action} {path}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("failed to {action} {path}")]
     Sys {
         action: &'static str,
@@ -70,11 +66,10 @@ pub fn hold_namespace() -> Result<(), IsolationError> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "ready")
         .and_then(|()| stdout.flush())
-        .map_err(|source| IsolationError::Io {
-            action: "report readiness on",
-            path: PathBuf::from("stdout"),
-            source,
-        })?;
+        .map_err(PathIoError::of(
+            "report readiness on",
+            PathBuf::from("stdout"),
+        ))?;
     // EOF on stdin means the simulator is gone; the namespace (and every node root in it) then
     // disappears with this process.
     wait_for_stdin_eof();
@@ -259,11 +254,7 @@ fn copy_real_sysctl(real: &Path, root: &Path) -> Result<(), IsolationError> {
     if std::fs::symlink_metadata(real).is_ok_and(|m| m.is_file()) {
         let kept = root.join(REAL_SYSCTL_PATH);
         create_mount_point(&kept, false)?;
-        std::fs::copy(real, &kept).map_err(|source| IsolationError::Io {
-            action: "copy sysctl to",
-            path: kept,
-            source,
-        })?;
+        std::fs::copy(real, &kept).map_err(PathIoError::of("copy sysctl to", kept))?;
     }
     Ok(())
 }
@@ -368,10 +359,12 @@ fn minimal_dev(dev: &Path) -> Result<(), IsolationError> {
         ("stderr", "/proc/self/fd/2"),
     ] {
         let path = dev.join(link);
-        std::os::unix::fs::symlink(target, &path).map_err(|source| IsolationError::Io {
-            action: "create symlink",
-            path,
-            source,
+        std::os::unix::fs::symlink(target, &path).map_err(|source| {
+            IsolationError::Io(PathIoError {
+                action: "create symlink",
+                path,
+                source,
+            })
         })?;
     }
     Ok(())
@@ -379,11 +372,8 @@ fn minimal_dev(dev: &Path) -> Result<(), IsolationError> {
 
 fn enter_namespace(holder_pid: i32) -> Result<(), IsolationError> {
     let path = PathBuf::from(format!("/proc/{holder_pid}/ns/mnt"));
-    let file = std::fs::File::open(&path).map_err(|source| IsolationError::Io {
-        action: "open the node namespace",
-        path: path.clone(),
-        source,
-    })?;
+    let file = std::fs::File::open(&path)
+        .map_err(PathIoError::of("open the node namespace", path.clone()))?;
     nix::sched::setns(file, CloneFlags::CLONE_NEWNS).map_err(|source| IsolationError::Sys {
         action: "enter the mount namespace",
         path,
@@ -394,43 +384,36 @@ fn enter_namespace(holder_pid: i32) -> Result<(), IsolationError> {
 /// Starts the keeper of this process's mount namespace on our stdin (the kubelet's pipe), gives
 /// the container `/dev/null` as stdin instead, and records the namespace with the keeper's pid.
 fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), IsolationError> {
-    let namespace = mount_namespace_id("self").map_err(|source| IsolationError::Io {
-        action: "read the mount namespace of",
-        path: PathBuf::from("/proc/self/ns/mnt"),
-        source,
-    })?;
+    let namespace = mount_namespace_id("self").map_err(PathIoError::of(
+        "read the mount namespace of",
+        PathBuf::from("/proc/self/ns/mnt"),
+    ))?;
     let exe = PathBuf::from("/proc/self/exe");
     let launched = std::process::Command::new(&exe)
         .args(super::keep_namespace_args(spec_path, false))
         .stdin(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|source| IsolationError::Io {
-            action: "start the namespace keeper",
-            path: exe.clone(),
-            source,
-        })?;
+        .map_err(PathIoError::of("start the namespace keeper", exe.clone()))?;
     let printed = String::from_utf8_lossy(&launched.stdout);
     let keeper_pid = printed
         .trim()
         .parse::<u32>()
         .ok()
         .filter(|_| launched.status.success())
-        .ok_or_else(|| IsolationError::Io {
-            action: "start the namespace keeper",
-            path: exe,
-            source: std::io::Error::other(format!(
-                "it exited with {} and printed {:?} instead of its pid",
-                launched.status,
-                printed.trim()
-            )),
+        .ok_or_else(|| {
+            IsolationError::Io(PathIoError {
+                action: "start the namespace keeper",
+                path: exe,
+                source: std::io::Error::other(format!(
+                    "it exited with {} and printed {:?} instead of its pid",
+                    launched.status,
+                    printed.trim()
+                )),
+            })
         })?;
     let null = PathBuf::from("/dev/null");
-    let dev_null = std::fs::File::open(&null).map_err(|source| IsolationError::Io {
-        action: "open",
-        path: null.clone(),
-        source,
-    })?;
+    let dev_null = std::fs::File::open(&null).map_err(PathIoError::of("open", null.clone()))?;
     nix::unistd::dup2_stdin(&dev_null).map_err(|source| IsolationError::Sys {
         action: "redirect stdin to",
         path: null,
@@ -440,15 +423,19 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), IsolationError>
         namespace,
         keeper_pid,
     };
-    let json = serde_json::to_vec(&record).map_err(|e| IsolationError::Io {
-        action: "encode the namespace record for",
-        path: path.to_owned(),
-        source: std::io::Error::other(e),
+    let json = serde_json::to_vec(&record).map_err(|e| {
+        IsolationError::Io(PathIoError {
+            action: "encode the namespace record for",
+            path: path.to_owned(),
+            source: std::io::Error::other(e),
+        })
     })?;
-    std::fs::write(path, json).map_err(|source| IsolationError::Io {
-        action: "write",
-        path: path.to_owned(),
-        source,
+    std::fs::write(path, json).map_err(|source| {
+        IsolationError::Io(PathIoError {
+            action: "write",
+            path: path.to_owned(),
+            source,
+        })
     })
 }
 
@@ -461,18 +448,16 @@ pub fn start_detached_keeper(spec_path: &Path) -> Result<(), IsolationError> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .map_err(|source| IsolationError::Io {
-            action: "start the detached namespace keeper",
-            path: exe,
-            source,
-        })?;
+        .map_err(PathIoError::of("start the detached namespace keeper", exe))?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "{}", keeper.id())
         .and_then(|()| stdout.flush())
-        .map_err(|source| IsolationError::Io {
-            action: "report the keeper pid on",
-            path: PathBuf::from("stdout"),
-            source,
+        .map_err(|source| {
+            IsolationError::Io(PathIoError {
+                action: "report the keeper pid on",
+                path: PathBuf::from("stdout"),
+                source,
+            })
         })
 }
 

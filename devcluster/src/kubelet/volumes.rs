@@ -111,29 +111,30 @@ pub fn content(volume: &Volume, sources: &VolumeSources<'_>) -> Result<VolumeCon
     if volume.empty_dir.is_some() {
         return Ok(VolumeContent::EmptyDir);
     }
-    if let Some(cm) = &volume.config_map {
-        let mode = mode_or(cm.default_mode, 0o644);
-        let files = keyed_files(
-            name,
-            KeySource::ConfigMap(&cm.name),
-            cm.items.as_deref(),
-            cm.optional,
-            mode,
-            sources,
-        )?;
-        return Ok(VolumeContent::Files(files));
-    }
-    if let Some(s) = &volume.secret {
-        let mode = mode_or(s.default_mode, 0o644);
-        let secret_name = s.secret_name.clone().unwrap_or_default();
-        let files = keyed_files(
-            name,
-            KeySource::Secret(&secret_name),
-            s.items.as_deref(),
-            s.optional,
-            mode,
-            sources,
-        )?;
+    let keyed = if let Some(cm) = &volume.config_map {
+        Some((
+            cm.default_mode,
+            Keyed::new(
+                KeySource::ConfigMap(&cm.name),
+                cm.items.as_deref(),
+                cm.optional,
+            ),
+        ))
+    } else {
+        volume.secret.as_ref().map(|s| {
+            let secret_name = s.secret_name.as_deref().unwrap_or_default();
+            (
+                s.default_mode,
+                Keyed::new(
+                    KeySource::Secret(secret_name),
+                    s.items.as_deref(),
+                    s.optional,
+                ),
+            )
+        })
+    };
+    if let Some((default_mode, keyed)) = keyed {
+        let files = keyed.files(name, mode_or(default_mode, 0o644), sources)?;
         return Ok(VolumeContent::Files(files));
     }
     if let Some(d) = &volume.downward_api {
@@ -158,25 +159,17 @@ fn projected_files(
     let mode = mode_or(projected.default_mode, 0o644);
     let mut files = Vec::new();
     for source in projected.sources.iter().flatten() {
-        if let Some(cm) = &source.config_map {
-            files.extend(keyed_files(
-                name,
+        let config_map = (source.config_map.as_ref()).map(|cm| {
+            Keyed::new(
                 KeySource::ConfigMap(&cm.name),
                 cm.items.as_deref(),
                 cm.optional,
-                mode,
-                sources,
-            )?);
-        }
-        if let Some(s) = &source.secret {
-            files.extend(keyed_files(
-                name,
-                KeySource::Secret(&s.name),
-                s.items.as_deref(),
-                s.optional,
-                mode,
-                sources,
-            )?);
+            )
+        });
+        let secret = (source.secret.as_ref())
+            .map(|s| Keyed::new(KeySource::Secret(&s.name), s.items.as_deref(), s.optional));
+        for keyed in config_map.into_iter().chain(secret) {
+            files.extend(keyed.files(name, mode, sources)?);
         }
         if let Some(d) = &source.downward_api {
             files.extend(downward_files(
@@ -247,62 +240,83 @@ enum KeySource<'a> {
     Secret(&'a str),
 }
 
-/// The files of a configMap or secret volume: every key, or the selected `items`. A missing
-/// object is an error unless the volume is optional.
-fn keyed_files(
-    volume: &str,
-    source: KeySource<'_>,
-    items: Option<&[KeyToPath]>,
+/// A configMap or secret with the keys to take from it, as a volume or a projection names them.
+#[derive(Debug, Clone, Copy)]
+struct Keyed<'a> {
+    source: KeySource<'a>,
+    items: Option<&'a [KeyToPath]>,
     optional: Option<bool>,
-    mode: u32,
-    sources: &VolumeSources<'_>,
-) -> Result<Vec<VolumeFile>, VolumeError> {
-    let optional = optional == Some(true);
-    let (kind, data) = match source {
-        KeySource::ConfigMap(name) => (
-            "configMap",
-            sources.config_maps.get(name).map(|cm| {
-                let mut data: BTreeMap<String, Vec<u8>> = cm
-                    .data
-                    .iter()
-                    .flatten()
-                    .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
-                    .collect();
-                for (k, v) in cm.binary_data.iter().flatten() {
-                    data.insert(k.clone(), v.0.clone());
-                }
-                data
-            }),
-        ),
-        KeySource::Secret(name) => (
-            "secret",
-            sources.secrets.get(name).map(|secret| {
-                secret
-                    .data
-                    .iter()
-                    .flatten()
-                    .map(|(k, v)| (k.clone(), v.0.clone()))
-                    .collect::<BTreeMap<String, Vec<u8>>>()
-            }),
-        ),
-    };
-    let Some(data) = data else {
-        if optional {
-            return Ok(Vec::new());
+}
+
+impl<'a> Keyed<'a> {
+    fn new(source: KeySource<'a>, items: Option<&'a [KeyToPath]>, optional: Option<bool>) -> Self {
+        Self {
+            source,
+            items,
+            optional,
         }
-        let volume = volume.to_owned();
-        return Err(match source {
-            KeySource::ConfigMap(name) => VolumeError::ConfigMapNotFound {
-                volume,
-                name: name.to_owned(),
-            },
-            KeySource::Secret(name) => VolumeError::SecretNotFound {
-                volume,
-                name: name.to_owned(),
-            },
-        });
-    };
-    select_files(volume, kind, &data, items, optional, mode)
+    }
+
+    /// The files: every key, or the selected `items`. A missing object is an error unless the
+    /// volume is optional.
+    fn files(
+        self,
+        volume: &str,
+        mode: u32,
+        sources: &VolumeSources<'_>,
+    ) -> Result<Vec<VolumeFile>, VolumeError> {
+        let Self {
+            source,
+            items,
+            optional,
+        } = self;
+        let optional = optional == Some(true);
+        let (kind, data) = match source {
+            KeySource::ConfigMap(name) => (
+                "configMap",
+                sources.config_maps.get(name).map(|cm| {
+                    let mut data: BTreeMap<String, Vec<u8>> = cm
+                        .data
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                        .collect();
+                    for (k, v) in cm.binary_data.iter().flatten() {
+                        data.insert(k.clone(), v.0.clone());
+                    }
+                    data
+                }),
+            ),
+            KeySource::Secret(name) => (
+                "secret",
+                sources.secrets.get(name).map(|secret| {
+                    secret
+                        .data
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.0.clone()))
+                        .collect::<BTreeMap<String, Vec<u8>>>()
+                }),
+            ),
+        };
+        let Some(data) = data else {
+            if optional {
+                return Ok(Vec::new());
+            }
+            let volume = volume.to_owned();
+            return Err(match source {
+                KeySource::ConfigMap(name) => VolumeError::ConfigMapNotFound {
+                    volume,
+                    name: name.to_owned(),
+                },
+                KeySource::Secret(name) => VolumeError::SecretNotFound {
+                    volume,
+                    name: name.to_owned(),
+                },
+            });
+        };
+        select_files(volume, kind, &data, items, optional, mode)
+    }
 }
 
 fn downward_files(

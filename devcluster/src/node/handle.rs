@@ -11,6 +11,7 @@ use super::command_shims::{JOURNAL_FILE, REQUESTS_FIFO};
 use super::holder::running_holder;
 use super::power;
 use super::sim::{NodePaths, NodeRecord, SimContext, SimNode};
+use crate::PathIoError;
 use crate::isolation::{self, ContainerSpec, RootSpec};
 
 /// A simulated node: its name, host root, boot ID and journal, and commands run inside it.
@@ -79,9 +80,9 @@ impl NodeHandle {
         if let Some((_, node)) = &self.local {
             return Ok(node.boot_id());
         }
-        std::fs::read_to_string(&self.paths.boot_id)
-            .map(|s| s.trim().to_owned())
-            .map_err(NodeError::io("read", &self.paths.boot_id))
+        let text = std::fs::read_to_string(&self.paths.boot_id)
+            .map_err(PathIoError::of("read", &self.paths.boot_id))?;
+        Ok(text.trim().to_owned())
     }
 
     /// The service journal: one line per `systemctl`/`service`/power/`sysctl` command run in the
@@ -91,7 +92,7 @@ impl NodeHandle {
         match std::fs::read_to_string(&path) {
             Ok(text) => Ok(text.lines().map(str::to_owned).collect()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(NodeError::io("read", path)(e)),
+            Err(e) => Err(PathIoError::of("read", path)(e).into()),
         }
     }
 
@@ -101,7 +102,7 @@ impl NodeHandle {
         let holder_pid = self.holder_pid.ok_or_else(|| self.not_running())?;
         let binary = isolation::devcluster_binary()?;
         let exec_dir = self.paths.dir.join("exec");
-        std::fs::create_dir_all(&exec_dir).map_err(NodeError::io("create", &exec_dir))?;
+        std::fs::create_dir_all(&exec_dir).map_err(PathIoError::of("create", &exec_dir))?;
         let spec_file = tempfile_in(&exec_dir)?;
         let spec = ContainerSpec {
             holder_pid,
@@ -118,19 +119,23 @@ impl NodeHandle {
             namespace_file: None,
             error_file: None,
         };
-        let json = serde_json::to_vec(&spec).map_err(|e| NodeError::Io {
-            action: "encode",
-            path: spec_file.path().to_owned(),
-            source: std::io::Error::other(e),
+        let json = serde_json::to_vec(&spec).map_err(|e| {
+            NodeError::Io(PathIoError {
+                action: "encode",
+                path: spec_file.path().to_owned(),
+                source: std::io::Error::other(e),
+            })
         })?;
-        std::fs::write(spec_file.path(), json).map_err(NodeError::io("write", spec_file.path()))?;
-        tokio::process::Command::new(&binary)
+        std::fs::write(spec_file.path(), json)
+            .map_err(PathIoError::of("write", spec_file.path()))?;
+        let output = tokio::process::Command::new(&binary)
             .args(isolation::container_args(spec_file.path()))
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output()
             .await
-            .map_err(NodeError::io("run", binary))
+            .map_err(PathIoError::of("run", binary))?;
+        Ok(output)
     }
 
     /// Reboots the node, as `reboot` inside it would. Returns once the reboot has started; watch
@@ -153,7 +158,8 @@ impl NodeHandle {
         sender
             .write_all(b"reboot handle\n")
             .await
-            .map_err(NodeError::io("write", fifo))
+            .map_err(PathIoError::of("write", fifo))?;
+        Ok(())
     }
 
     /// The machine dies (power cut): the kubelet stops renewing the Lease and posting status,
@@ -211,8 +217,9 @@ impl NodeHandle {
 }
 
 fn tempfile_in(dir: &Path) -> Result<tempfile::NamedTempFile, NodeError> {
-    tempfile::Builder::new()
+    let file = tempfile::Builder::new()
         .suffix(".json")
         .tempfile_in(dir)
-        .map_err(NodeError::io("create a spec file in", dir))
+        .map_err(PathIoError::of("create a spec file in", dir))?;
+    Ok(file)
 }

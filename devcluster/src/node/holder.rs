@@ -9,6 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::NodeError;
+use crate::PathIoError;
 use crate::isolation::{self, NodeRootSpec};
 
 /// File under the nodes state dir with the holder's pid, for other processes (`devcluster exec`).
@@ -71,7 +72,7 @@ impl Holder {
             .ok_or_else(|| failed("it exited right after starting".into()))?;
         let pid_file = state_dir.join(HOLDER_PID_FILE);
         std::fs::write(&pid_file, pid.to_string())
-            .map_err(NodeError::io("write", pid_file.clone()))?;
+            .map_err(PathIoError::of("write", pid_file.clone()))?;
         Ok(Self {
             child,
             _stdin: stdin,
@@ -99,14 +100,14 @@ pub async fn mount_node_root(
         node: node.to_owned(),
         reason: e.to_string(),
     })?;
-    std::fs::write(spec_path, json).map_err(NodeError::io("write", spec_path))?;
+    std::fs::write(spec_path, json).map_err(PathIoError::of("write", spec_path))?;
     let output = Command::new(binary)
         .args(isolation::node_root_args(spec_path))
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output()
         .await
-        .map_err(NodeError::io("run", binary))?;
+        .map_err(PathIoError::of("run", binary))?;
     if output.status.success() {
         Ok(())
     } else {

@@ -29,6 +29,7 @@ use std::time::Duration;
 pub use handle::NodeHandle;
 pub use sim::{NodeSim, start_nodes};
 
+use crate::PathIoError;
 use crate::images::{ImageMap, ImageMapError};
 use crate::kubelet::backoff::BackoffPolicy;
 
@@ -148,13 +149,8 @@ impl NodeSimOptions {
 pub enum NodeError {
     #[error(transparent)]
     ImageMap(#[from] ImageMapError),
-    #[error("failed to {action} {path}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathIoError),
     #[error("failed to {action} node {node}")]
     Api {
         action: &'static str,
@@ -187,18 +183,4 @@ pub enum NodeError {
     NotInProcess { node: String, action: &'static str },
     #[error("failed to watch nodes until they are Ready: {reason}")]
     Watch { reason: String },
-}
-
-impl NodeError {
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Self::Io {
-            action,
-            path,
-            source,
-        }
-    }
 }

@@ -20,6 +20,7 @@ use super::command_shims::{JOURNAL_FILE, REQUESTS_FIFO};
 use super::holder::{self, Holder};
 use super::object::{self, LEASE_NAMESPACE, NodeFacts};
 use super::{NodeError, NodeHandle, NodeSimOptions, heartbeat, power};
+use crate::PathIoError;
 use crate::isolation::{self, NodeRootSpec};
 use crate::kubelet::Kubelet;
 use crate::kubelet::admission::{Allocatable, Requests};
@@ -194,9 +195,9 @@ pub struct NodeSim {
 /// Starts `opts.count` nodes: host roots (unless light), Node and Lease objects, heartbeats,
 /// and the kubelet that runs pods bound to them. Returns once every Node object exists.
 pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<NodeSim, NodeError> {
-    std::fs::create_dir_all(&opts.state_dir).map_err(NodeError::io("create", &opts.state_dir))?;
+    std::fs::create_dir_all(&opts.state_dir).map_err(PathIoError::of("create", &opts.state_dir))?;
     let state_dir = std::fs::canonicalize(&opts.state_dir)
-        .map_err(NodeError::io("resolve", &opts.state_dir))?;
+        .map_err(PathIoError::of("resolve", &opts.state_dir))?;
     if let Some(pid) = holder::running_holder(&state_dir) {
         return Err(NodeError::AlreadyRunning { state_dir, pid });
     }
@@ -369,9 +370,8 @@ fn machine_facts(opts: &NodeSimOptions) -> NodeFacts {
 /// A fresh random boot ID.
 pub(crate) fn new_boot_id() -> Result<String, NodeError> {
     let path = "/proc/sys/kernel/random/uuid";
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_owned())
-        .map_err(NodeError::io("read", path))
+    let text = std::fs::read_to_string(path).map_err(PathIoError::of("read", path))?;
+    Ok(text.trim().to_owned())
 }
 
 /// Local state of every node: directories, boot IDs, control FIFOs, node roots.
@@ -383,23 +383,26 @@ async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, 
         let paths = NodePaths::new(&opts.state_dir, &name);
         // A new node is a new machine: nothing of an earlier run's node survives.
         if paths.dir.exists() {
-            std::fs::remove_dir_all(&paths.dir).map_err(NodeError::io("remove", &paths.dir))?;
+            std::fs::remove_dir_all(&paths.dir).map_err(PathIoError::of("remove", &paths.dir))?;
         }
-        std::fs::create_dir_all(&paths.dir).map_err(NodeError::io("create", &paths.dir))?;
+        std::fs::create_dir_all(&paths.dir).map_err(PathIoError::of("create", &paths.dir))?;
         let boot_id = new_boot_id()?;
-        std::fs::write(&paths.boot_id, &boot_id).map_err(NodeError::io("write", &paths.boot_id))?;
+        std::fs::write(&paths.boot_id, &boot_id)
+            .map_err(PathIoError::of("write", &paths.boot_id))?;
         let record = NodeRecord {
             name: name.clone(),
             index,
             light: opts.light,
         };
         let record_path = paths.dir.join("node.json");
-        let json = serde_json::to_vec(&record).map_err(|e| NodeError::Io {
-            action: "encode",
-            path: record_path.clone(),
-            source: std::io::Error::other(e),
+        let json = serde_json::to_vec(&record).map_err(|e| {
+            NodeError::Io(PathIoError {
+                action: "encode",
+                path: record_path.clone(),
+                source: std::io::Error::other(e),
+            })
         })?;
-        std::fs::write(&record_path, json).map_err(NodeError::io("write", &record_path))?;
+        std::fs::write(&record_path, json).map_err(PathIoError::of("write", &record_path))?;
         if !opts.light {
             prepare_control_dir(&paths)?;
             isolation::prepare_node_upper(&paths.upper)?;
@@ -432,14 +435,16 @@ async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, 
 }
 
 fn prepare_control_dir(paths: &NodePaths) -> Result<(), NodeError> {
-    std::fs::create_dir_all(&paths.control).map_err(NodeError::io("create", &paths.control))?;
+    std::fs::create_dir_all(&paths.control).map_err(PathIoError::of("create", &paths.control))?;
     let fifo = paths.control.join(REQUESTS_FIFO);
     if std::fs::symlink_metadata(&fifo).is_err() {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).map_err(
-            |e| NodeError::Io {
-                action: "create the request FIFO",
-                path: fifo.clone(),
-                source: std::io::Error::from(e),
+            |e| {
+                NodeError::Io(PathIoError {
+                    action: "create the request FIFO",
+                    path: fifo.clone(),
+                    source: std::io::Error::from(e),
+                })
             },
         )?;
     }
@@ -448,7 +453,7 @@ fn prepare_control_dir(paths: &NodePaths) -> Result<(), NodeError> {
         .create(true)
         .append(true)
         .open(&journal)
-        .map_err(NodeError::io("create", &journal))?;
+        .map_err(PathIoError::of("create", &journal))?;
     Ok(())
 }
 

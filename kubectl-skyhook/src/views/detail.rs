@@ -175,12 +175,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
     let warnings = warnings(&rollout);
     Some(SkyhookDetail {
         name: name.to_owned(),
-        status: skyhook
-            .status
-            .as_ref()
-            .and_then(|s| s.status)
-            .map_or("unknown", |s| s.as_str())
-            .to_owned(),
+        status: super::reported_status(skyhook),
         priority: skyhook.spec.priority,
         policy: skyhook.spec.policy_name().map(str::to_owned),
         paused: skyhook.is_paused(),

@@ -60,12 +60,7 @@ pub fn overview(cluster: &Cluster) -> SkyhookOverview {
             let count = |status| rollout.nodes.iter().filter(|n| n.status == status).count();
             SkyhookRow {
                 name: name_of(&skyhook.metadata).to_owned(),
-                status: skyhook
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.status)
-                    .map_or("unknown", |s| s.as_str())
-                    .to_owned(),
+                status: super::reported_status(skyhook),
                 priority: skyhook.spec.priority,
                 complete_nodes: rollout.nodes.iter().filter(|n| n.complete).count(),
                 total_nodes: rollout.nodes.len(),

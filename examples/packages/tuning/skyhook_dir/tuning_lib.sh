@@ -135,6 +135,12 @@ remove_file() { # <path>
   fi
 }
 
+# Removes a unit's drop-in and, when nothing else is left in it, its <unit>.service.d directory.
+remove_service_dropin() { # <unit>
+  remove_file "$(service_dropin "$1")"
+  rmdir "$(dirname "$(service_dropin "$1")")" 2> /dev/null || true
+}
+
 regenerate_grub_config() {
   if command -v update-grub > /dev/null 2>&1; then
     update-grub

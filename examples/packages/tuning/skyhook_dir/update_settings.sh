@@ -45,8 +45,7 @@ for unit in $(configured_units); do
 done
 for unit in $(installed_units); do
   if [ ! -f "$CONFIGMAPS/service_${unit}.conf" ]; then
-    remove_file "$(service_dropin "$unit")"
-    rmdir "$(dirname "$(service_dropin "$unit")")" 2> /dev/null || true
+    remove_service_dropin "$unit"
     units_changed=true
   fi
 done

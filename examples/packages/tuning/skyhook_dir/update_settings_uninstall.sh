@@ -8,8 +8,7 @@ remove_file "$LIMITS_DROPIN"
 
 units_changed=false
 for unit in $(installed_units); do
-  remove_file "$(service_dropin "$unit")"
-  rmdir "$(dirname "$(service_dropin "$unit")")" 2> /dev/null || true
+  remove_service_dropin "$unit"
   units_changed=true
 done
 if [ "$units_changed" = true ]; then
