@@ -82,13 +82,7 @@ pub fn package_pod(
     boot_id: Option<&str>,
 ) -> Result<Pod, PodError> {
     let termination_grace_period_seconds = termination_grace_period(package)?;
-    let context = PodContext {
-        settings,
-        owner,
-        package,
-        node,
-        boot_id,
-    };
+    let context = PodContext::new(settings, owner, package, node, boot_id);
     let (volumes, mounts) = package_volumes(owner, package, node);
     let mut pod = base_pod(
         &context,
@@ -265,13 +259,7 @@ pub fn interrupt_pod(
         resources: Some(fixed),
         ..Container::default()
     };
-    let context = PodContext {
-        settings,
-        owner,
-        package,
-        node,
-        boot_id,
-    };
+    let context = PodContext::new(settings, owner, package, node, boot_id);
     let mut pod = base_pod(
         &context,
         names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node),
@@ -373,6 +361,24 @@ struct PodContext<'a> {
     package: &'a Package,
     node: &'a str,
     boot_id: Option<&'a str>,
+}
+
+impl<'a> PodContext<'a> {
+    fn new(
+        settings: &'a PodSettings,
+        owner: &'a OwnerSkyhook<'a>,
+        package: &'a Package,
+        node: &'a str,
+        boot_id: Option<&'a str>,
+    ) -> Self {
+        PodContext {
+            settings,
+            owner,
+            package,
+            node,
+            boot_id,
+        }
+    }
 }
 
 /// Metadata and spec shared by package and interrupt pods.
