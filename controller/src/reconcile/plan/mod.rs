@@ -44,6 +44,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
 use skyhook_api::resources::{CpuMemory, pod_requests};
+use skyhook_api::runtime_required::has_taint;
 use skyhook_api::v1alpha1::SkyhookStatus;
 
 use crate::config::Config;
@@ -375,6 +376,31 @@ impl<'s> Planner<'s> {
 
     fn view_of(&self, node: &str) -> Option<&'s NodeView> {
         self.nodes.get(node).map(|work| work.view)
+    }
+
+    /// Taints the nodes no Skyhook has touched yet, for Skyhooks asking for it.
+    fn auto_taint(&mut self) {
+        let taint = &self.config.pods.runtime_required_taint;
+        let marker = skyhook_api::keys::auto_taint_annotation(&taint.key);
+        for node in taints::nodes_to_auto_taint(self.snapshot, taint) {
+            if let Some(work) = self.nodes.get_mut(node) {
+                work.add_taint(taint);
+                work.set_annotation(marker.clone(), "true".to_owned());
+            }
+        }
+    }
+
+    /// Removes the runtime-required taint from each node on which every runtime-required
+    /// Skyhook targeting it is complete.
+    fn runtime_required(&mut self) {
+        let taint = &self.config.pods.runtime_required_taint;
+        for node in taints::runtime_taint_removable_nodes(self.snapshot, &self.completion) {
+            if let Some(work) = self.nodes.get_mut(node)
+                && has_taint(&work.taints, taint)
+            {
+                work.remove_taint(taint);
+            }
+        }
     }
 
     fn finish(mut self) -> Plan {

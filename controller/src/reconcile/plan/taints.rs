@@ -1,14 +1,15 @@
 //! Node selection by Skyhook, auto-taint of new nodes and per-node removal of the
 //! runtime-required taint (spec §2.10).
 
-use skyhook_api::keys;
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::runtime_required::{
-    RuntimeRequiredSkyhook, auto_taint_eligible, has_taint, runtime_taint_removable,
+    RuntimeRequiredSkyhook, auto_taint_eligible, runtime_taint_removable,
 };
 use skyhook_api::v1alpha1::Skyhook;
 
-use super::Planner;
-use crate::reconcile::snapshot::NodeView;
+use crate::reconcile::snapshot::{NodeView, Snapshot};
 
 /// The nodes `skyhook` targets ([`skyhook_api::v1alpha1::SkyhookSpec::target_selector`]: every
 /// node without `nodeSelectors`), by creation time then name.
@@ -22,60 +23,53 @@ pub(super) fn matched_nodes<'s>(skyhook: &Skyhook, nodes: &'s [NodeView]) -> Vec
     matched
 }
 
-impl Planner<'_> {
-    /// Taints nodes no Skyhook has touched yet, for Skyhooks asking for it.
-    pub(super) fn auto_taint(&mut self) {
-        let taint = self.config.pods.runtime_required_taint.clone();
-        let marker = keys::auto_taint_annotation(&taint.key);
-        for skyhook in &self.snapshot.skyhooks {
-            if !(skyhook.spec.runtime_required && skyhook.spec.auto_taint_new_nodes)
-                || skyhook.metadata.deletion_timestamp.is_some()
-            {
-                continue;
-            }
-            for node in matched_nodes(skyhook, &self.snapshot.nodes) {
-                let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
-                    continue;
-                };
-                if auto_taint_eligible(work.annotations(), &work.taints, &taint) {
-                    work.add_taint(&taint);
-                    work.set_annotation(marker.clone(), "true".to_owned());
-                }
-            }
-        }
-    }
+/// The nodes to auto-taint: those targeted by a Skyhook asking for it (runtime required, auto
+/// taint of new nodes, not being deleted) that no Skyhook has touched yet and that lack the
+/// taint.
+pub(super) fn nodes_to_auto_taint<'s>(snapshot: &'s Snapshot, taint: &Taint) -> BTreeSet<&'s str> {
+    snapshot
+        .skyhooks
+        .iter()
+        .filter(|s| s.spec.runtime_required && s.spec.auto_taint_new_nodes)
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+        .flat_map(|skyhook| matched_nodes(skyhook, &snapshot.nodes))
+        .filter(|node| auto_taint_eligible(&node.annotations, &node.taints, taint))
+        .map(|node| node.name.as_str())
+        .collect()
+}
 
-    /// Removes the runtime-required taint from each node on which every runtime-required
-    /// Skyhook targeting it is complete.
-    pub(super) fn runtime_required(&mut self) {
-        let taint = self.config.pods.runtime_required_taint.clone();
-        let skyhooks: Vec<RuntimeRequiredSkyhook<'_>> = self
-            .snapshot
-            .skyhooks
-            .iter()
-            .filter(|s| s.spec.runtime_required && s.metadata.deletion_timestamp.is_none())
-            .map(|s| {
-                let name = s.metadata.name.as_deref().unwrap_or_default();
-                RuntimeRequiredSkyhook {
-                    active: !s.is_disabled() && !s.is_paused(),
-                    nodes: matched_nodes(s, &self.snapshot.nodes)
-                        .into_iter()
-                        .map(|n| {
-                            let complete = self
-                                .completion
-                                .get(&(name.to_owned(), n.name.clone()))
-                                .copied()
-                                .unwrap_or(false);
-                            (n.name.as_str(), complete)
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        for (name, work) in &mut self.nodes {
-            if has_taint(&work.taints, &taint) && runtime_taint_removable(name, &skyhooks) {
-                work.remove_taint(&taint);
+/// The nodes whose runtime-required taint may go: every runtime-required Skyhook targeting
+/// them is active and complete there, by `completion` (per (Skyhook, node), after this plan's
+/// edits).
+pub(super) fn runtime_taint_removable_nodes<'s>(
+    snapshot: &'s Snapshot,
+    completion: &BTreeMap<(String, String), bool>,
+) -> BTreeSet<&'s str> {
+    let skyhooks: Vec<RuntimeRequiredSkyhook<'_>> = snapshot
+        .skyhooks
+        .iter()
+        .filter(|s| s.spec.runtime_required && s.metadata.deletion_timestamp.is_none())
+        .map(|s| {
+            let name = s.metadata.name.as_deref().unwrap_or_default();
+            let complete = |node: &str| {
+                completion
+                    .get(&(name.to_owned(), node.to_owned()))
+                    .copied()
+                    .unwrap_or(false)
+            };
+            RuntimeRequiredSkyhook {
+                active: !s.is_disabled() && !s.is_paused(),
+                nodes: matched_nodes(s, &snapshot.nodes)
+                    .into_iter()
+                    .map(|n| (n.name.as_str(), complete(&n.name)))
+                    .collect(),
             }
-        }
-    }
+        })
+        .collect();
+    snapshot
+        .nodes
+        .iter()
+        .map(|node| node.name.as_str())
+        .filter(|node| runtime_taint_removable(node, &skyhooks))
+        .collect()
 }
