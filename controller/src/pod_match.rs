@@ -35,7 +35,7 @@ use skyhook_api::validate::{QuantityValue, parse_quantity};
 
 use crate::config::PodSettings;
 use crate::names::{self, OwnerSkyhook};
-use crate::pods::{interrupt_pod, package_pod};
+use crate::pods::{PodNode, interrupt_pod, package_pod};
 
 /// Annotation the LimitRanger admission plugin puts on pods whose resources it set.
 pub const LIMIT_RANGER_ANNOTATION: &str = "kubernetes.io/limit-ranger";
@@ -134,9 +134,15 @@ pub fn matches_package(
             type_: InterruptType::Noop,
             services: Vec::new(),
         };
-        interrupt_pod(settings, owner, package, &any_interrupt, "", None)
+        interrupt_pod(
+            settings,
+            owner,
+            package,
+            &any_interrupt,
+            &PodNode::new("", None),
+        )
     } else {
-        match package_pod(settings, owner, package, "", stage, None) {
+        match package_pod(settings, owner, package, &PodNode::new("", None), stage) {
             Ok(pod) => pod,
             Err(_) => return false,
         }

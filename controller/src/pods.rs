@@ -67,8 +67,7 @@ pub enum PodError {
     },
 }
 
-/// The pod running `stage` (and its check) of `package` on `node`, whose current boot ID is
-/// `boot_id`.
+/// The pod running `stage` (and its check) of `package` on `node`.
 ///
 /// For an uninstall of a package removed from the spec, pass the minimal package synthesised from
 /// the node-state entry (name, version, image): it has no env, configMap, resources or agent
@@ -77,16 +76,21 @@ pub fn package_pod(
     settings: &PodSettings,
     owner: &OwnerSkyhook<'_>,
     package: &Package,
-    node: &str,
+    node: &PodNode<'_>,
     stage: Stage,
-    boot_id: Option<&str>,
 ) -> Result<Pod, PodError> {
     let termination_grace_period_seconds = termination_grace_period(package)?;
-    let context = PodContext::new(settings, owner, package, node, boot_id);
-    let (volumes, mounts) = package_volumes(owner, package, node);
+    let context = PodContext::new(settings, owner, package, *node);
+    let (volumes, mounts) = package_volumes(owner, package, node.name);
     let mut pod = base_pod(
         &context,
-        names::package_pod_name(owner.name, &package.name, &package.version, stage, node),
+        names::package_pod_name(
+            owner.name,
+            &package.name,
+            &package.version,
+            stage,
+            node.name,
+        ),
         stage,
         package_containers(&context, stage, &mounts),
         volumes,
@@ -199,6 +203,7 @@ fn package_containers(
             owner,
             &package.name,
             &package.version,
+            context.node.order,
         ))
         .collect();
     let agent_image = agent_image(settings, package);
@@ -225,14 +230,13 @@ fn package_containers(
 }
 
 /// The pod that interrupts `node` (service restart, reboot…) on behalf of `package`, which owns
-/// the wave's merged `interrupt`. `boot_id` is the node's current boot ID, recorded on the pod.
+/// the wave's merged `interrupt`; the node's current boot ID is recorded on the pod.
 pub fn interrupt_pod(
     settings: &PodSettings,
     owner: &OwnerSkyhook<'_>,
     package: &Package,
     interrupt: &Interrupt,
-    node: &str,
-    boot_id: Option<&str>,
+    node: &PodNode<'_>,
 ) -> Pod {
     let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
     let fixed = fixed_resources("500m", "64Mi");
@@ -250,6 +254,7 @@ pub fn interrupt_pod(
             owner,
             &package.name,
             &package.version,
+            node.order,
         )),
         security_context: Some(SecurityContext {
             privileged: Some(true),
@@ -259,10 +264,10 @@ pub fn interrupt_pod(
         resources: Some(fixed),
         ..Container::default()
     };
-    let context = PodContext::new(settings, owner, package, node, boot_id);
+    let context = PodContext::new(settings, owner, package, *node);
     let mut pod = base_pod(
         &context,
-        names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node),
+        names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node.name),
         Stage::Interrupt,
         vec![container],
         vec![root_volume()],
@@ -289,12 +294,14 @@ pub fn is_reboot_interrupt(pod: &Pod) -> bool {
         .any(|payload| payload.type_ == AgentInterruptType::NodeRestart)
 }
 
-/// The four variables the operator appends to the agent's environment, in upstream's order.
+/// The variables the operator appends to the agent's environment, in upstream's order
+/// ([`keys::OPERATOR_AGENT_ENV`]); `node_order` is the node's place in the rollout order.
 pub fn operator_env(
     settings: &PodSettings,
     owner: &OwnerSkyhook<'_>,
     package: &str,
     version: &str,
+    node_order: i64,
 ) -> Vec<EnvVar> {
     vec![
         env(
@@ -310,6 +317,7 @@ pub fn operator_env(
             keys::ENV_SKYHOOK_RESOURCE_ID,
             &owner.package_resource_id(package, version),
         ),
+        env(keys::ENV_SKYHOOK_NODE_ORDER, &node_order.to_string()),
     ]
 }
 
@@ -352,15 +360,42 @@ pub fn package_resources(resources: &PackageResources) -> ResourceRequirements {
     }
 }
 
-/// What every pod the controller creates is for: the Skyhook and package it works for, on which
-/// node, and that node's boot ID at creation.
+/// The node a pod runs on, as the pod records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodNode<'a> {
+    /// Node name.
+    pub name: &'a str,
+    /// The node's `status.nodeInfo.bootID` when the pod is created.
+    pub boot_id: Option<&'a str>,
+    /// The node's place in the Skyhook's rollout order (`SKYHOOK_NODE_ORDER`, see
+    /// [`skyhook_api::budget::node_order`]); 0 for a node not in it.
+    pub order: i64,
+}
+
+impl<'a> PodNode<'a> {
+    /// Node `name` with boot ID `boot_id`, first in the rollout order.
+    pub fn new(name: &'a str, boot_id: Option<&'a str>) -> Self {
+        PodNode {
+            name,
+            boot_id,
+            order: 0,
+        }
+    }
+
+    /// The same node at `order` in the rollout order.
+    pub fn at_order(self, order: i64) -> Self {
+        PodNode { order, ..self }
+    }
+}
+
+/// What every pod the controller creates is for: the Skyhook and package it works for, and on
+/// which node.
 #[derive(Clone, Copy)]
 struct PodContext<'a> {
     settings: &'a PodSettings,
     owner: &'a OwnerSkyhook<'a>,
     package: &'a Package,
-    node: &'a str,
-    boot_id: Option<&'a str>,
+    node: PodNode<'a>,
 }
 
 impl<'a> PodContext<'a> {
@@ -368,15 +403,13 @@ impl<'a> PodContext<'a> {
         settings: &'a PodSettings,
         owner: &'a OwnerSkyhook<'a>,
         package: &'a Package,
-        node: &'a str,
-        boot_id: Option<&'a str>,
+        node: PodNode<'a>,
     ) -> Self {
         PodContext {
             settings,
             owner,
             package,
             node,
-            boot_id,
         }
     }
 }
@@ -393,8 +426,11 @@ fn base_pod(
         settings,
         owner,
         package,
-        node,
-        boot_id,
+        node: PodNode {
+            name: node,
+            boot_id,
+            ..
+        },
     } = *context;
     let annotation = PodPackageAnnotation {
         name: package.name.clone(),

@@ -360,7 +360,28 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
             .done
             .push(format!("Batch state of Skyhook {name:?} reset"));
     }
+    if let Some(patch) = node_order_reset_patch(skyhook).filter(|_| !skip_batch_reset) {
+        change.patches.push(patch);
+    }
     change
+}
+
+/// The status patch that starts the rollout order (`SKYHOOK_NODE_ORDER`) again from 0, as
+/// upstream's `reset` does after the batch reset: no node picked, offset 0. `None` when there
+/// is nothing to clear.
+fn node_order_reset_patch(skyhook: &Skyhook) -> Option<Patch> {
+    let name = name_of(&skyhook.metadata);
+    let status = skyhook.status.as_ref()?;
+    if status.node_priority.is_empty() && status.node_order_offset == 0 {
+        return None;
+    }
+    Some(Patch {
+        target: Target::SkyhookStatus(name.to_owned()),
+        body: json!({"status": {"nodeOrderOffset": 0, "nodePriority": null}}),
+        description: format!(
+            "restart the rollout order of Skyhook {name:?} from 0 (nodeOrderOffset, nodePriority)"
+        ),
+    })
 }
 
 /// `deployment-policy reset <skyhook>`: every compartment's batch state back to batch 1.

@@ -157,6 +157,7 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
             &Target::Node("node-c".into()),
             &Target::Node("node-f".into()),
             &Target::SkyhookStatus("demo".into()),
+            &Target::SkyhookStatus("demo".into()),
         ]
     );
     assert_eq!(
@@ -249,10 +250,12 @@ fn reset_without_node_state_only_resets_batches() {
         change.notes,
         ["No node has node state for Skyhook \"lonely\""]
     );
-    assert_eq!(change.patches.len(), 1);
-    assert_eq!(
-        change.patches[0].target,
-        Target::SkyhookStatus("lonely".into())
+    assert_eq!(change.patches.len(), 2);
+    assert!(
+        change
+            .patches
+            .iter()
+            .all(|p| p.target == Target::SkyhookStatus("lonely".into()))
     );
 }
 
@@ -421,4 +424,45 @@ fn rerun_refuses_unknown_packages() {
             skyhook: "demo".into()
         }
     );
+}
+
+/// Like upstream's, `reset` starts the rollout order (`SKYHOOK_NODE_ORDER`) from 0 again after
+/// the batch reset, unless `--skip-batch-reset`; with nothing picked and no offset it writes
+/// nothing for it.
+#[test]
+fn reset_restarts_the_rollout_order() {
+    let cluster = common::cluster();
+    let mut ordered = cluster.skyhook("demo").unwrap().clone();
+    let status = ordered.status.get_or_insert_default();
+    status.node_order_offset = 4;
+    status.node_priority.insert(
+        "node-a".into(),
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ),
+    );
+    let change = patches::reset(&cluster, &ordered, false);
+    let last = change.patches.last().unwrap();
+    assert_eq!(last.target, Target::SkyhookStatus("demo".into()));
+    assert_eq!(
+        last.body,
+        json!({"status": {"nodeOrderOffset": 0, "nodePriority": null}})
+    );
+    let skip = patches::reset(&cluster, &ordered, true);
+    assert!(
+        skip.patches
+            .iter()
+            .all(|p| matches!(p.target, Target::Node(_)))
+    );
+
+    let mut unordered = ordered.clone();
+    let status = unordered.status.get_or_insert_default();
+    status.node_order_offset = 0;
+    status.node_priority.clear();
+    let change = patches::reset(&cluster, &unordered, false);
+    assert!(change.patches.iter().all(|p| {
+        !p.body["status"]
+            .as_object()
+            .is_some_and(|s| s.contains_key("nodeOrderOffset"))
+    }));
 }

@@ -206,13 +206,17 @@ pub const ENV_SKYHOOK_ROOT_DIR: &str = "SKYHOOK_ROOT_DIR";
 pub const ENV_COPY_RESOLV: &str = "COPY_RESOLV";
 /// Agent env: `<skyhook>-<uid>-<generation>_<package>_<version>`, the key of interrupt flags.
 pub const ENV_SKYHOOK_RESOURCE_ID: &str = "SKYHOOK_RESOURCE_ID";
+/// Agent environment: the node's place in the Skyhook's rollout order, a decimal that only grows
+/// across batches (see [`crate::budget::node_order`]).
+pub const ENV_SKYHOOK_NODE_ORDER: &str = "SKYHOOK_NODE_ORDER";
 /// The environment variables the operator injects into agent containers, in the order it adds
-/// them after the package's own `env`.
-pub const OPERATOR_AGENT_ENV: [&str; 4] = [
+/// them after the package's own `env`. A pod is compared with the spec without them.
+pub const OPERATOR_AGENT_ENV: [&str; 5] = [
     ENV_SKYHOOK_LOG_DIR,
     ENV_SKYHOOK_ROOT_DIR,
     ENV_COPY_RESOLV,
     ENV_SKYHOOK_RESOURCE_ID,
+    ENV_SKYHOOK_NODE_ORDER,
 ];
 
 // ---- Skyhook condition types ---------------------------------------------------------------

@@ -50,9 +50,8 @@ fn pod_for(skyhook: &Skyhook, package: &Package, stage: Stage) -> Pod {
         &settings(),
         &owner(skyhook),
         package,
-        "node-1",
+        &PodNode::new("node-1", Some("b")),
         stage,
-        Some("b"),
     )
     .unwrap()
 }
@@ -333,8 +332,7 @@ fn interrupt_pods() {
         &owner(&sky),
         &dexter,
         &reboot,
-        "node-1",
-        Some("b"),
+        &PodNode::new("node-1", Some("b")),
     );
     let node_state = state(&[("dexter", "1.2.3", Stage::Interrupt)]);
     let keep = validate_pod(

@@ -7,7 +7,7 @@ use skyhook_api::v1alpha1::{Interrupt, InterruptType, Stage};
 use super::*;
 use crate::names::OwnerSkyhook;
 use crate::pods::tests::{package, settings, skyhook};
-use crate::pods::{interrupt_pod, package_pod};
+use crate::pods::{PodNode, interrupt_pod, package_pod};
 
 const NOW: &str = "2026-05-01T12:00:00Z";
 
@@ -27,7 +27,14 @@ fn apply_pod(boot_id: Option<&str>) -> Pod {
     let sky = skyhook("demo", vec![]);
     let owner = OwnerSkyhook::new(&sky).unwrap();
     let pkg = package("spencer", "3.2.3", "ghcr.io/nvidia/skyhook/agentless");
-    package_pod(&settings(), &owner, &pkg, "n", Stage::Apply, boot_id).unwrap()
+    package_pod(
+        &settings(),
+        &owner,
+        &pkg,
+        &PodNode::new("n", boot_id),
+        Stage::Apply,
+    )
+    .unwrap()
 }
 
 fn interrupt(type_: InterruptType, boot_id: Option<&str>) -> Pod {
@@ -44,8 +51,7 @@ fn interrupt(type_: InterruptType, boot_id: Option<&str>) -> Pod {
         &owner,
         &pkg,
         &Interrupt { type_, services },
-        "n",
-        boot_id,
+        &PodNode::new("n", boot_id),
     )
 }
 

@@ -106,9 +106,8 @@ fn simple_skyhook_apply_pod() {
         &settings(),
         &owner,
         &spencer,
-        "kind-worker",
+        &PodNode::new("kind-worker", None),
         Stage::Apply,
-        None,
     )
     .unwrap();
     let copy_dir = format!("/var/lib/skyhook/simple-skyhook/spencer-3.2.3-{UID}-2");
@@ -219,7 +218,14 @@ fn image_with_a_bogus_tag_is_pulled_by_version_and_stored_without_tag() {
     let sky = skyhook("simple-skyhook", vec![]);
     let owner = OwnerSkyhook::new(&sky).unwrap();
     let dexter = package("dexter", "1.2.3", "ghcr.io/nvidia/skyhook/agentless:bogus");
-    let pod = package_pod(&settings(), &owner, &dexter, "n", Stage::Apply, None).unwrap();
+    let pod = package_pod(
+        &settings(),
+        &owner,
+        &dexter,
+        &PodNode::new("n", None),
+        Stage::Apply,
+    )
+    .unwrap();
     assert_eq!(
         init(&pod)[0].image.as_deref(),
         Some("ghcr.io/nvidia/skyhook/agentless:1.2.3")
@@ -245,7 +251,14 @@ fn container_sha_and_resources_override() {
         }),
         ..package("foobar", "1.2", "ghcr.io/nvidia/skyhook/agentless")
     };
-    let pod = package_pod(&settings(), &owner, &foobar, "n", Stage::Apply, None).unwrap();
+    let pod = package_pod(
+        &settings(),
+        &owner,
+        &foobar,
+        &PodNode::new("n", None),
+        Stage::Apply,
+    )
+    .unwrap();
     assert_eq!(
         init(&pod)[0].image.as_deref(),
         Some(format!("ghcr.io/nvidia/skyhook/agentless@{SHA}").as_str())
@@ -273,7 +286,14 @@ fn registry_port_survives() {
     let sky = skyhook("s", vec![]);
     let owner = OwnerSkyhook::new(&sky).unwrap();
     let pkg = package("local", "1.0.0", "registry.local:5000/pkgs/local");
-    let pod = package_pod(&settings(), &owner, &pkg, "n", Stage::Apply, None).unwrap();
+    let pod = package_pod(
+        &settings(),
+        &owner,
+        &pkg,
+        &PodNode::new("n", None),
+        Stage::Apply,
+    )
+    .unwrap();
     assert_eq!(
         init(&pod)[0].image.as_deref(),
         Some("registry.local:5000/pkgs/local:1.0.0")
@@ -288,7 +308,14 @@ fn agent_override_applies_to_agent_containers_only() {
         agent_image_override: Some("ghcr.io/nvidia/skyhook/agentless:6.1.0".into()),
         ..package("jason", "1.3.2", "ghcr.io/nvidia/skyhook/agentless")
     };
-    let pod = package_pod(&settings(), &owner, &jason, "n", Stage::Config, None).unwrap();
+    let pod = package_pod(
+        &settings(),
+        &owner,
+        &jason,
+        &PodNode::new("n", None),
+        Stage::Config,
+    )
+    .unwrap();
     let images: Vec<_> = init(&pod)
         .iter()
         .map(|c| c.image.as_deref().unwrap())
@@ -305,7 +332,13 @@ fn agent_override_applies_to_agent_containers_only() {
         type_: InterruptType::Noop,
         services: vec![],
     };
-    let pod = interrupt_pod(&settings(), &owner, &jason, &interrupt, "n", None);
+    let pod = interrupt_pod(
+        &settings(),
+        &owner,
+        &jason,
+        &interrupt,
+        &PodNode::new("n", None),
+    );
     assert_eq!(
         init(&pod)[0].image.as_deref(),
         Some("ghcr.io/nvidia/skyhook/agentless:6.1.0")
@@ -349,9 +382,8 @@ fn stage_container_names_and_args() {
             &settings(),
             &owner,
             &dax,
-            "kind-worker",
+            &PodNode::new("kind-worker", Some("boot-1")),
             stage,
-            Some("boot-1"),
         )
         .unwrap();
         let got: Vec<_> = init(&pod).iter().map(|c| c.name.as_str()).collect();
@@ -385,7 +417,14 @@ fn env_is_package_env_then_operator_env() {
         ],
         ..package("tuning", "1.1.4", "ghcr.io/nvidia/skyhook-packages/tuning")
     };
-    let pod = package_pod(&settings(), &owner, &pkg, "n", Stage::Config, None).unwrap();
+    let pod = package_pod(
+        &settings(),
+        &owner,
+        &pkg,
+        &PodNode::new("n", None).at_order(7),
+        Stage::Config,
+    )
+    .unwrap();
     for container in &init(&pod)[1..] {
         assert_eq!(
             env_names(container),
@@ -395,7 +434,8 @@ fn env_is_package_env_then_operator_env() {
                 "SKYHOOK_LOG_DIR",
                 "SKYHOOK_ROOT_DIR",
                 "COPY_RESOLV",
-                "SKYHOOK_RESOURCE_ID"
+                "SKYHOOK_RESOURCE_ID",
+                "SKYHOOK_NODE_ORDER"
             ]
         );
         let values: Vec<_> = container
@@ -412,6 +452,7 @@ fn env_is_package_env_then_operator_env() {
                 "/var/lib/skyhook/demo",
                 "false",
                 format!("demo-{UID}-2_tuning_1.1.4").as_str(),
+                "7",
             ]
         );
     }
@@ -431,9 +472,8 @@ fn volumes_and_mounts() {
         &settings(),
         &owner,
         &plain,
-        "node.example.com",
+        &PodNode::new("node.example.com", None),
         Stage::Apply,
-        None,
     )
     .unwrap();
     let volumes = pod.spec.as_ref().unwrap().volumes.as_ref().unwrap();
@@ -458,7 +498,14 @@ fn volumes_and_mounts() {
         );
     }
 
-    let pod = package_pod(&settings(), &owner, &with_config, "n", Stage::Apply, None).unwrap();
+    let pod = package_pod(
+        &settings(),
+        &owner,
+        &with_config,
+        &PodNode::new("n", None),
+        Stage::Apply,
+    )
+    .unwrap();
     let volumes = pod.spec.as_ref().unwrap().volumes.as_ref().unwrap();
     assert_eq!(volumes.len(), 3);
     assert_eq!(volumes[2].name, "conf");
@@ -502,8 +549,21 @@ fn tolerations_and_pull_secret() {
         services: vec![],
     };
     let pods = [
-        package_pod(&settings, &owner, &pkg, "n", Stage::Apply, None).unwrap(),
-        interrupt_pod(&settings, &owner, &pkg, &interrupt, "n", None),
+        package_pod(
+            &settings,
+            &owner,
+            &pkg,
+            &PodNode::new("n", None),
+            Stage::Apply,
+        )
+        .unwrap(),
+        interrupt_pod(
+            &settings,
+            &owner,
+            &pkg,
+            &interrupt,
+            &PodNode::new("n", None),
+        ),
     ];
     for pod in pods {
         let spec = pod.spec.unwrap();
@@ -539,7 +599,14 @@ fn graceful_shutdown() {
             graceful_shutdown: Some(text.into()),
             ..package("p", "1.0.0", "busybox")
         };
-        let pod = package_pod(&settings(), &owner, &pkg, "n", Stage::Apply, None).unwrap();
+        let pod = package_pod(
+            &settings(),
+            &owner,
+            &pkg,
+            &PodNode::new("n", None),
+            Stage::Apply,
+        )
+        .unwrap();
         assert_eq!(
             pod.spec.unwrap().termination_grace_period_seconds,
             want,
@@ -550,7 +617,14 @@ fn graceful_shutdown() {
         graceful_shutdown: Some("soon".into()),
         ..package("p", "1.0.0", "busybox")
     };
-    let error = package_pod(&settings(), &owner, &bad, "n", Stage::Apply, None).unwrap_err();
+    let error = package_pod(
+        &settings(),
+        &owner,
+        &bad,
+        &PodNode::new("n", None),
+        Stage::Apply,
+    )
+    .unwrap_err();
     assert!(matches!(error, PodError::GracefulShutdown { ref package, .. } if package == "p"));
 }
 
@@ -568,8 +642,7 @@ fn reboot_interrupt_pod() {
         &owner,
         &dexter,
         &interrupt,
-        "kind-worker",
-        Some("boot-1"),
+        &PodNode::new("kind-worker", Some("boot-1")),
     );
     let copy_dir = format!("/var/lib/skyhook/interrupt/dexter-1.2.3-{UID}-2");
 
@@ -609,7 +682,8 @@ fn reboot_interrupt_pod() {
             "SKYHOOK_LOG_DIR",
             "SKYHOOK_ROOT_DIR",
             "COPY_RESOLV",
-            "SKYHOOK_RESOURCE_ID"
+            "SKYHOOK_RESOURCE_ID",
+            "SKYHOOK_NODE_ORDER"
         ]
     );
     let spec = pod.spec.as_ref().unwrap();
@@ -633,7 +707,13 @@ fn merged_service_interrupt_argument() {
         type_: InterruptType::Service,
         services: vec!["containerd".into(), "cron".into(), "foobar".into()],
     };
-    let pod = interrupt_pod(&settings(), &owner, &dax, &interrupt, "kind-worker", None);
+    let pod = interrupt_pod(
+        &settings(),
+        &owner,
+        &dax,
+        &interrupt,
+        &PodNode::new("kind-worker", None),
+    );
     let arguments = args(&init(&pod)[0]);
     assert_eq!(
         BASE64.decode(arguments[3]).unwrap(),
@@ -660,9 +740,8 @@ fn package_pods_are_not_reboot_interrupts() {
         &settings(),
         &owner,
         &package("p", "1", "busybox"),
-        "n",
+        &PodNode::new("n", None),
         Stage::Apply,
-        None,
     )
     .unwrap();
     assert!(!is_reboot_interrupt(&pod));

@@ -9,6 +9,7 @@ mod batch;
 mod ceiling;
 mod compartment;
 mod evaluate;
+mod order;
 mod select;
 mod slot;
 
@@ -18,6 +19,7 @@ pub use compartment::{CompartmentSpec, assign_nodes, legacy_compartments, policy
 pub use evaluate::{
     BatchObservation, BatchOutcome, evaluate_batch, reset_batch_state_enabled, reset_batch_states,
 };
+pub use order::{next_node_order_offset, node_order};
 pub use select::{
     BlockReason, BlockedNode, CandidateNode, CompartmentNodes, Selection, block_reason,
 };

@@ -48,6 +48,11 @@ pub struct SkyhookStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_priority: BTreeMap<String, Time>,
 
+    /// How many nodes have left `nodePriority` (completed or no longer selected): the rollout
+    /// order (`SKYHOOK_NODE_ORDER`) of a picked node is this plus its rank in `nodePriority`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub node_order_offset: i32,
+
     /// Per package, the `configMap` keys whose values changed and still have to be configured on
     /// every node. They decide which `configInterrupts` apply.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -85,6 +90,7 @@ impl Default for SkyhookStatus {
             conditions: Vec::new(),
             node_boot_ids: BTreeMap::new(),
             node_priority: BTreeMap::new(),
+            node_order_offset: 0,
             config_updates: BTreeMap::new(),
             compartment_statuses: BTreeMap::new(),
             nodes_in_progress: 0,

@@ -8,12 +8,12 @@ use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
 use skyhook_api::v1alpha1::{Stage, State, Status};
 
-use super::packages::{NodeRun, Wave};
+use super::packages::{NodeRun, NodeWave};
 use super::skyhooks::Pass;
 use super::{DRAIN_POLL, EventTarget, Eviction, Planner};
 use crate::drain::{blockers, drain, interrupt_blockers};
 use crate::names::package_label;
-use crate::pods::interrupt_pod;
+use crate::pods::{PodNode, interrupt_pod};
 
 impl Planner<'_> {
     /// Cordons `node` for the pass's Skyhook, waits for protected pods, and drains it. True
@@ -115,13 +115,8 @@ impl Planner<'_> {
 
     /// Creates the wave's interrupt pod once every interrupting package of the wave reached
     /// the interrupt stage, no Skyhook pod is left on the node, and the node is drained.
-    pub(super) fn interrupt(
-        &mut self,
-        pass: &Pass<'_>,
-        node: &str,
-        wave: &Wave,
-        run: &mut NodeRun,
-    ) {
+    pub(super) fn interrupt(&mut self, pass: &Pass<'_>, at: &NodeWave<'_>, run: &mut NodeRun) {
+        let (node, wave) = (at.node, &at.wave);
         let name = pass.name();
         let packages = &pass.skyhook.spec.packages;
         let Some(merged) = &wave.merged else {
@@ -152,8 +147,7 @@ impl Planner<'_> {
             &pass.owner,
             package,
             &merged.interrupt,
-            node,
-            boot_id.as_deref(),
+            &PodNode::new(node, boot_id.as_deref()).at_order(at.order),
         );
         self.plan.create_pods.push(pod);
         self.created_on.entry(node.to_owned()).or_default().push((

@@ -20,7 +20,7 @@ use super::skyhooks::Pass;
 use super::{EventTarget, Planner};
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
 use crate::names::{OwnerSkyhook, package_label};
-use crate::pods::package_pod;
+use crate::pods::{PodNode, package_pod};
 
 pub(super) fn changed_keys<'u>(
     updates: &'u BTreeMap<String, Vec<String>>,
@@ -128,9 +128,11 @@ enum Flow {
 }
 
 /// One node's wave, as [`Planner::package_step`] reads it.
-struct NodeWave<'a> {
-    node: &'a str,
-    wave: Wave,
+pub(super) struct NodeWave<'a> {
+    pub(super) node: &'a str,
+    /// The node's place in the rollout order (`SKYHOOK_NODE_ORDER`).
+    pub(super) order: i64,
+    pub(super) wave: Wave,
     /// The packages the node's pods last read, for removed packages' uninstalls.
     previous: Option<BTreeMap<String, Package>>,
 }
@@ -140,7 +142,7 @@ impl<'s> Planner<'s> {
     pub(super) fn run_node(
         &mut self,
         pass: &Pass<'_>,
-        node: &str,
+        (node, order): (&str, i64),
         updates: &BTreeMap<String, Vec<String>>,
     ) -> NodeRun {
         let mut run = NodeRun::default();
@@ -174,6 +176,7 @@ impl<'s> Planner<'s> {
             .flatten();
         let at = NodeWave {
             node,
+            order,
             wave,
             previous,
         };
@@ -187,7 +190,7 @@ impl<'s> Planner<'s> {
             }
         }
         if owner_ready {
-            self.interrupt(pass, node, &at.wave, &mut run);
+            self.interrupt(pass, &at, &mut run);
         }
         run
     }
@@ -250,7 +253,7 @@ impl<'s> Planner<'s> {
         }
         match step {
             NextStep::Run(stage) if stage != Stage::Interrupt => {
-                if let Some(applied) = self.launch(&pass.owner, package, node, stage) {
+                if let Some(applied) = self.launch(&pass.owner, package, (node, at.order), stage) {
                     run.applied = Some(applied);
                 }
             }
@@ -293,7 +296,7 @@ impl<'s> Planner<'s> {
         &mut self,
         owner: &OwnerSkyhook<'_>,
         package: &Package,
-        node: &str,
+        (node, order): (&str, i64),
         stage: Stage,
     ) -> Option<String> {
         // Checked before the pod is built: with hundreds of packages waiting, most launches
@@ -306,9 +309,8 @@ impl<'s> Planner<'s> {
             &self.config.pods,
             owner,
             package,
-            node,
+            &PodNode::new(node, boot_id.as_deref()).at_order(order),
             stage,
-            boot_id.as_deref(),
         ) {
             Ok(pod) => pod,
             Err(error) => {

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
-    CompartmentSpec, NodeActivity, legacy_compartments, policy_compartments, slot_hold,
+    CompartmentSpec, NodeActivity, legacy_compartments, next_node_order_offset, node_order,
+    policy_compartments, slot_hold,
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
@@ -217,6 +218,15 @@ impl<'s> Planner<'s> {
             self.run_batch(pass, &compartments, &nodes, &mut status, &mut outcome);
         }
         self.record_nodes(pass, &nodes, &mut status);
+        let offset = next_node_order_offset(
+            skyhook
+                .status
+                .as_ref()
+                .map_or(&status.node_priority, |s| &s.node_priority),
+            &status.node_priority,
+            status.node_order_offset.into(),
+        );
+        status.node_order_offset = i32::try_from(offset).unwrap_or(i32::MAX);
         let next = next_status(skyhook, policy, status, outcome, self.now);
         if let Some(transition) = &next.transition {
             let message = format!("Skyhook transitioned {transition}");
@@ -317,7 +327,8 @@ impl<'s> Planner<'s> {
         status.compartment_statuses = compartment_statuses;
         outcome.blocking = blocking;
         for node in &picks {
-            let run = self.run_node(pass, node, &status.config_updates);
+            let order = node_order(&status.node_priority, status.node_order_offset.into(), node);
+            let run = self.run_node(pass, (node, order), &status.config_updates);
             outcome.applied = run.applied.or(outcome.applied.take());
             if let Some(message) = run.drain_blocked
                 && !outcome.drain_blocked.contains(&message)

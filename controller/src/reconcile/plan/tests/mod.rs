@@ -7,6 +7,7 @@ mod changes;
 mod conditions;
 mod interrupting_changes;
 mod node_metadata;
+mod node_order;
 mod pod_slots;
 mod policy;
 mod reboots;
