@@ -261,6 +261,36 @@ pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND: &str =
 /// budget slot meanwhile.
 pub const CONDITION_REBOOT_NOT_CONFIRMED: &str = "skyhook.nvidia.com/RebootNotConfirmed";
 
+// ---- Explicit uninstall and deletion conditions (bare types only, upstream §2.9) ----------
+
+/// Condition: True while some node has a spec package in its uninstall cycle (`uninstall` or
+/// `uninstall-interrupt`); removed once none has.
+pub const CONDITION_UNINSTALL_IN_PROGRESS: &str = "UninstallInProgress";
+/// Reason of [`CONDITION_UNINSTALL_IN_PROGRESS`].
+pub const UNINSTALL_IN_PROGRESS_REASON: &str = "UninstallInProgress";
+/// Condition: True while such an uninstall entry is `erroring`.
+pub const CONDITION_UNINSTALL_FAILED: &str = "UninstallFailed";
+/// Reason of [`CONDITION_UNINSTALL_FAILED`].
+pub const UNINSTALL_FAILED_REASON: &str = "UninstallPodFailing";
+/// Condition: True while a package cannot run because a package it depends on is being, or
+/// has been, uninstalled.
+pub const CONDITION_BLOCKED: &str = "Blocked";
+/// Reason of [`CONDITION_BLOCKED`].
+pub const DEPENDENCY_UNINSTALLED_REASON: &str = "DependencyUninstalled";
+/// Condition: True while some node's `nodeState_<skyhook>` annotation does not parse.
+pub const CONDITION_NODE_STATE_MALFORMED: &str = "NodeStateMalformed";
+/// Reason of [`CONDITION_NODE_STATE_MALFORMED`].
+pub const NODE_STATE_MALFORMED_REASON: &str = "ParseError";
+/// Condition: True while a deleted Skyhook waits before it can uninstall and clean its nodes;
+/// also the reason of its Warning Event.
+pub const CONDITION_DELETION_BLOCKED: &str = "DeletionBlocked";
+/// [`CONDITION_DELETION_BLOCKED`] reason: a node's state is unreadable.
+pub const DELETION_BLOCKED_MALFORMED_REASON: &str = "MalformedNodeState";
+/// [`CONDITION_DELETION_BLOCKED`] reason: the Skyhook is paused with uninstalls pending.
+pub const DELETION_BLOCKED_PAUSED_REASON: &str = "PausedWithPendingUninstall";
+/// [`CONDITION_DELETION_BLOCKED`] reason: the Skyhook is disabled with uninstalls pending.
+pub const DELETION_BLOCKED_DISABLED_REASON: &str = "DisabledWithPendingUninstall";
+
 // ---- Rollout names -------------------------------------------------------------------------
 
 /// Name of the compartment holding the nodes no compartment selects, and of the single

@@ -20,6 +20,7 @@ pub mod status;
 #[cfg(test)]
 mod test_support;
 pub mod toleration;
+pub mod uninstall;
 pub mod v1alpha1;
 pub mod validate;
 pub mod version;

@@ -52,12 +52,25 @@ pub fn copy_container_name(package: &str) -> String {
 
 /// Name of the init container running `stage`.
 pub fn stage_container_name(package: &str, stage: Stage) -> String {
-    format!("{}-{}", container_prefix(package), stage.as_str())
+    format!("{}-{}", container_prefix(package), container_word(stage))
+}
+
+/// The stage as container names spell it: an uninstall's interrupt runs the same interrupt
+/// container as any other (and `-uninstall-interruptcheck` would not fit a DNS label).
+const fn container_word(stage: Stage) -> &'static str {
+    match stage {
+        Stage::UninstallInterrupt => Stage::Interrupt.as_str(),
+        other => other.as_str(),
+    }
 }
 
 /// Name of the init container running the check of `stage`.
 pub fn check_container_name(package: &str, stage: Stage) -> String {
-    format!("{}-{}check", container_prefix(package), stage.as_str())
+    format!(
+        "{}-{}check",
+        container_prefix(package),
+        container_word(stage)
+    )
 }
 
 #[cfg(test)]

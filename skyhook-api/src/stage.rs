@@ -57,7 +57,9 @@ pub const fn terminal_stage(has_interrupt: bool) -> Stage {
 /// interrupt goes back to `config`, its terminal stage, rather than staying stuck short of it.
 pub const fn stage_after(stage: Stage, has_interrupt: bool) -> Option<Stage> {
     match (stage, has_interrupt) {
-        (Stage::Uninstall, _) => Some(Stage::Apply),
+        // A finished uninstall-interrupt entry is deleted before the next pass looks at the
+        // package; if it is ever read, the package installs again.
+        (Stage::Uninstall | Stage::UninstallInterrupt, _) => Some(Stage::Apply),
         (Stage::Apply | Stage::Upgrade, _) => Some(Stage::Config),
         (Stage::Config, true) => Some(Stage::Interrupt),
         (Stage::Config, false) => None,
@@ -111,7 +113,11 @@ pub fn next_step(entry: Option<&PackageStatus>, has_interrupt: bool, pod_exists:
 /// Where a package whose pod disappeared mid-stage starts again.
 pub const fn restart_stage(stage: Stage) -> Stage {
     match stage {
-        Stage::Config | Stage::Upgrade | Stage::Uninstall | Stage::Interrupt => stage,
+        Stage::Config
+        | Stage::Upgrade
+        | Stage::Uninstall
+        | Stage::Interrupt
+        | Stage::UninstallInterrupt => stage,
         Stage::Apply | Stage::PostInterrupt => Stage::Apply,
     }
 }

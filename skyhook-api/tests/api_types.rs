@@ -343,6 +343,7 @@ fn lifecycle_enums_spell_consistently() {
             "config",
             "uninstall",
             "upgrade",
+            "uninstall-interrupt",
         ],
     );
     check(

@@ -284,7 +284,7 @@ fn pod_outcome() -> impl Strategy<Value = PodOutcome> {
 /// The documented flow (spec §2.6), written out independently of the implementation.
 fn flow_successor(stage: Stage, has_interrupt: bool) -> Option<Stage> {
     match stage {
-        Stage::Uninstall => Some(Stage::Apply),
+        Stage::Uninstall | Stage::UninstallInterrupt => Some(Stage::Apply),
         Stage::Apply | Stage::Upgrade => Some(Stage::Config),
         Stage::Config if has_interrupt => Some(Stage::Interrupt),
         Stage::Interrupt if has_interrupt => Some(Stage::PostInterrupt),

@@ -79,6 +79,9 @@ pub enum Stage {
     /// A newer version replaces an installed one (`upgrade` then `upgrade-check`).
     #[serde(rename = "upgrade")]
     Upgrade,
+    /// The package's own interrupt after an explicit uninstall (reboot, service restart).
+    #[serde(rename = "uninstall-interrupt")]
+    UninstallInterrupt,
 }
 
 wire_enum!(Stage, "stage", {
@@ -88,6 +91,7 @@ wire_enum!(Stage, "stage", {
     Config => "config",
     Uninstall => "uninstall",
     Upgrade => "upgrade",
+    UninstallInterrupt => "uninstall-interrupt",
 });
 
 /// The outcome of the current stage of a package on one node.

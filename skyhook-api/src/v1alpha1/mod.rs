@@ -12,7 +12,7 @@ mod status;
 
 pub(crate) use lifecycle::wire_enum;
 pub use lifecycle::{PackageStatus, ParseEnumError, Stage, State, Status};
-pub use package::{Interrupt, InterruptType, Package, PackageResources};
+pub use package::{Interrupt, InterruptType, Package, PackageResources, Uninstall};
 pub use policy::{
     Compartment, DEFAULT_BATCH_THRESHOLD, DEFAULT_DELTA, DEFAULT_GROWTH_FACTOR,
     DEFAULT_INITIAL_BATCH, DEFAULT_SAFETY_LIMIT, DeploymentPolicy, DeploymentPolicySpec,

@@ -81,6 +81,50 @@ pub struct Package {
     /// `5m`). Becomes the pod's `terminationGracePeriodSeconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graceful_shutdown: Option<String>,
+
+    /// Explicit uninstall: whether the package supports it (`enabled`) and whether it is
+    /// requested now (`apply`). An uninstall runs the package's `uninstall` stage with its full
+    /// configuration, then its `interrupt` if it has one; deleting the Skyhook uninstalls every
+    /// package with `enabled: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uninstall: Option<Uninstall>,
+}
+
+/// `packages.<name>.uninstall`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = both_required)]
+pub struct Uninstall {
+    /// The package supports uninstall: set `apply` to run it, and deleting the Skyhook runs it.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Run the uninstall now on every node where the package is installed. Requires `enabled`.
+    /// Setting it back to false cancels an uninstall that has not reached its interrupt.
+    #[serde(default)]
+    pub apply: bool,
+}
+
+/// Upstream's CRD lists both fields as required inside the block, with `false` defaults that
+/// the API server fills in, so a stored object always carries both.
+fn both_required(schema: &mut schemars::Schema) {
+    schema.insert(
+        "required".to_owned(),
+        serde_json::json!(["apply", "enabled"]),
+    );
+}
+
+impl Package {
+    /// Whether the package declares that it can be uninstalled (`uninstall.enabled`).
+    pub fn uninstall_enabled(&self) -> bool {
+        self.uninstall.is_some_and(|u| u.enabled)
+    }
+
+    /// Whether an uninstall of the package is requested: `enabled && apply`, or the Skyhook is
+    /// being deleted and the package is `enabled`.
+    pub fn uninstall_requested(&self, skyhook_deleting: bool) -> bool {
+        self.uninstall
+            .is_some_and(|u| u.enabled && (u.apply || skyhook_deleting))
+    }
 }
 
 /// CPU and memory for the containers of a package pod. Set all four or none.
