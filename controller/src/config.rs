@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::image::ImageRef;
 use skyhook_api::runtime_required::parse_taint;
 use skyhook_api::selector::{validate_dns_label, validate_dns_subdomain};
+use skyhook_api::uninstall::UninstallMode;
 
 use crate::duration;
 
@@ -123,6 +124,12 @@ pub struct Args {
     /// other packages wait for a slot (at least 1).
     #[arg(long, env = "MAX_PODS_PER_NODE", default_value = "4")]
     pub max_pods_per_node: String,
+
+    /// What removing a package or lowering its version does: `legacy` runs its uninstall
+    /// stage; `explicit` (upstream's newest) never does, and only `uninstall.apply` or deleting
+    /// the Skyhook uninstalls.
+    #[arg(long, env = "UNINSTALL_MODE", default_value = "legacy")]
+    pub uninstall_mode: String,
 }
 
 /// Checked configuration.
@@ -148,6 +155,8 @@ pub struct Config {
     pub reboot_deadline: Duration,
     /// Most package pods the controller keeps on one node at once, all Skyhooks together.
     pub max_pods_per_node: usize,
+    /// What removing or downgrading a package does.
+    pub uninstall_mode: UninstallMode,
 }
 
 /// The settings that shape the pods and ConfigMaps the controller creates.
@@ -305,6 +314,18 @@ impl Checker {
         }
     }
 
+    fn uninstall_mode(&mut self, raw: &str) -> UninstallMode {
+        raw.parse().unwrap_or_else(|_| {
+            self.fail(
+                "UNINSTALL_MODE",
+                "uninstall-mode",
+                format!("is {raw:?}, not an uninstall mode"),
+                "use legacy (the default) or explicit",
+            );
+            UninstallMode::default()
+        })
+    }
+
     fn positive_count(
         &mut self,
         variable: &'static str,
@@ -418,6 +439,7 @@ impl Config {
             &args.max_pods_per_node,
             "4",
         );
+        let uninstall_mode = check.uninstall_mode(&args.uninstall_mode);
 
         match (check.errors.is_empty(), runtime_required_taint) {
             (true, Some(runtime_required_taint)) => Ok(Config {
@@ -440,6 +462,7 @@ impl Config {
                 drain_timeout,
                 reboot_deadline,
                 max_pods_per_node,
+                uninstall_mode,
             }),
             _ => Err(ConfigError(check.errors)),
         }
@@ -691,6 +714,7 @@ mod tests {
             ("drain_timeout", "DRAIN_TIMEOUT"),
             ("reboot_deadline", "REBOOT_DEADLINE"),
             ("max_pods_per_node", "MAX_PODS_PER_NODE"),
+            ("uninstall_mode", "UNINSTALL_MODE"),
         ];
         let command = Args::command();
         let got: Vec<(String, String)> = command
@@ -741,6 +765,7 @@ mod tests {
                 drain_timeout: Duration::from_secs(600),
                 reboot_deadline: Duration::from_secs(1800),
                 max_pods_per_node: 4,
+                uninstall_mode: UninstallMode::Legacy,
             }
         );
     }

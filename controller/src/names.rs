@@ -63,6 +63,15 @@ pub fn interrupt_pod_name(skyhook: &str, interrupt_type: &str, node: &str) -> St
     safe_name(MAX_POD_NAME, &[skyhook, "interrupt", interrupt_type, node])
 }
 
+/// Name of the interrupt pod that follows an explicit uninstall (upstream's
+/// `<skyhook>-uninstall-interrupt-<type>-<node>`).
+pub fn uninstall_interrupt_pod_name(skyhook: &str, interrupt_type: &str, node: &str) -> String {
+    safe_name(
+        MAX_POD_NAME,
+        &[skyhook, "uninstall-interrupt", interrupt_type, node],
+    )
+}
+
 /// Name of the node-metadata ConfigMap of a Skyhook on a node.
 pub fn node_metadata_configmap_name(skyhook: &str, node: &str) -> String {
     safe_name(MAX_CONFIGMAP_NAME, &[skyhook, node, "metadata"])
@@ -155,6 +164,13 @@ impl<'a> OwnerSkyhook<'a> {
     /// The agent keys interrupt flags by it, so an interrupt runs once per generation.
     pub fn package_resource_id(&self, package: &str, version: &str) -> String {
         format!("{}_{package}_{version}", self.resource_id())
+    }
+
+    /// `SKYHOOK_RESOURCE_ID` of the interrupt after an explicit uninstall:
+    /// `<skyhook>-<uid>-<generation>-uninstall_<package>_<version>`, distinct from the
+    /// install's, so the agent does not skip it as already done in this generation.
+    pub fn uninstall_resource_id(&self, package: &str, version: &str) -> String {
+        format!("{}-uninstall_{package}_{version}", self.resource_id())
     }
 }
 

@@ -9,8 +9,8 @@
 //!   the operator-injected variables are removed (they change with every generation); and,
 //!   for package pods, the same resources when the package sets them, or none at all when it does
 //!   not (unless the LimitRanger filled them in, which it records in the
-//!   `kubernetes.io/limit-ranger` annotation). Uninstall pods are exempt: their package has left
-//!   the spec by definition;
+//!   `kubernetes.io/limit-ranger` annotation). Legacy uninstall pods are exempt: their package
+//!   version has left the spec by definition;
 //! * the node state has an entry for the pod's package version, at the pod's stage.
 //!
 //! The operator-injected variables are upstream's four agent variables plus the copy container's
@@ -90,7 +90,14 @@ pub fn validate_pod(
     if annotation.invalid {
         return Verdict::Invalidate(InvalidReason::AlreadyMarked);
     }
-    let in_spec = annotation.stage == Stage::Uninstall
+    // A legacy uninstall (of a removed package or an old version) has no spec to match; an
+    // explicit one (the spec version) is checked like any pod, so editing a failing uninstall's
+    // env or image replaces its pod.
+    let legacy_uninstall = annotation.stage == Stage::Uninstall
+        && packages
+            .get(&annotation.name)
+            .is_none_or(|p| p.version != annotation.version);
+    let in_spec = legacy_uninstall
         || packages
             .values()
             .any(|package| matches_package(settings, owner, pod, package, annotation.stage));

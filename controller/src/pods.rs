@@ -238,8 +238,58 @@ pub fn interrupt_pod(
     interrupt: &Interrupt,
     node: &PodNode<'_>,
 ) -> Pod {
+    let name = names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node.name);
+    let pod = PodInterrupt {
+        name,
+        stage: Stage::Interrupt,
+        resource_id: owner.package_resource_id(&package.name, &package.version),
+    };
+    build_interrupt_pod(settings, owner, package, interrupt, node, pod)
+}
+
+/// The pod that runs `package`'s own `interrupt` on `node` after its explicit uninstall: stage
+/// `uninstall-interrupt`, its own name, and its own `SKYHOOK_RESOURCE_ID`, because the agent
+/// runs an interrupt once per resource ID and the install's interrupt of the same generation
+/// has already used the ordinary one.
+pub fn uninstall_interrupt_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    interrupt: &Interrupt,
+    node: &PodNode<'_>,
+) -> Pod {
+    let name = names::uninstall_interrupt_pod_name(owner.name, interrupt.type_.as_str(), node.name);
+    let pod = PodInterrupt {
+        name,
+        stage: Stage::UninstallInterrupt,
+        resource_id: owner.uninstall_resource_id(&package.name, &package.version),
+    };
+    build_interrupt_pod(settings, owner, package, interrupt, node, pod)
+}
+
+/// What tells an uninstall's interrupt pod from an install's.
+struct PodInterrupt {
+    name: String,
+    stage: Stage,
+    resource_id: String,
+}
+
+fn build_interrupt_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    interrupt: &Interrupt,
+    node: &PodNode<'_>,
+    which: PodInterrupt,
+) -> Pod {
     let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
     let fixed = fixed_resources("500m", "64Mi");
+    let mut env = operator_env(settings, owner, &package.name, &package.version, node.order);
+    for variable in &mut env {
+        if variable.name == keys::ENV_SKYHOOK_RESOURCE_ID {
+            variable.value = Some(which.resource_id.clone());
+        }
+    }
     let container = Container {
         name: INTERRUPT_CONTAINER.to_owned(),
         image: Some(agent_image(settings, package).to_owned()),
@@ -249,13 +299,7 @@ pub fn interrupt_pod(
             copy_dir,
             InterruptPayload::from(interrupt).encode(),
         ]),
-        env: Some(operator_env(
-            settings,
-            owner,
-            &package.name,
-            &package.version,
-            node.order,
-        )),
+        env: Some(env),
         security_context: Some(SecurityContext {
             privileged: Some(true),
             ..SecurityContext::default()
@@ -267,8 +311,8 @@ pub fn interrupt_pod(
     let context = PodContext::new(settings, owner, package, *node);
     let mut pod = base_pod(
         &context,
-        names::interrupt_pod_name(owner.name, interrupt.type_.as_str(), node.name),
-        Stage::Interrupt,
+        which.name,
+        which.stage,
         vec![container],
         vec![root_volume()],
     );

@@ -136,7 +136,11 @@ fn plugin_verdict(skyhook: &Skyhook) -> Verdict {
         policies: vec![policy()],
         ..Cluster::default()
     };
-    let view = kubectl_skyhook::views::plan(&cluster, skyhook);
+    let view = kubectl_skyhook::views::plan(
+        &cluster,
+        skyhook,
+        skyhook_api::uninstall::UninstallMode::Legacy,
+    );
     let first = view.nodes.iter().filter_map(|n| n.batch).min();
     Verdict {
         targets: view.nodes.iter().map(|n| n.node_name.clone()).collect(),

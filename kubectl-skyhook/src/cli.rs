@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use skyhook_api::uninstall::{UninstallMode, UnknownUninstallMode};
 use skyhook_api::v1alpha1::Stage;
 
 use crate::output::OutputFormat;
@@ -173,7 +174,7 @@ pub struct StatusArgs {
 
 /// `plan` arguments.
 #[derive(Debug, Clone, Args)]
-#[group(required = true, multiple = false)]
+#[group(id = "source", required = true, multiple = false)]
 pub struct PlanArgs {
     /// A Skyhook manifest (YAML) to plan.
     #[arg(short = 'f', long = "filename", value_name = "FILE", group = "source")]
@@ -181,6 +182,15 @@ pub struct PlanArgs {
     /// An existing Skyhook to plan as it stands.
     #[arg(group = "source")]
     pub skyhook: Option<String>,
+    /// The controller's uninstall mode (its `UNINSTALL_MODE`): `legacy` uninstalls removed and
+    /// downgraded packages, `explicit` only packages with `uninstall.apply`.
+    #[arg(long, value_name = "MODE", default_value = "legacy", value_parser = parse_uninstall_mode)]
+    pub uninstall_mode: UninstallMode,
+}
+
+fn parse_uninstall_mode(text: &str) -> Result<UninstallMode, String> {
+    text.parse()
+        .map_err(|error: UnknownUninstallMode| error.to_string())
 }
 
 /// A Skyhook name and `--confirm`.

@@ -16,6 +16,7 @@ use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::runtime_required::parse_taint;
 use skyhook_api::stage::node_complete;
 use skyhook_api::toleration::node_selection_tolerations;
+use skyhook_api::uninstall::{UninstallMode, UninstallRules};
 use skyhook_api::v1alpha1::{BatchState, Skyhook, Status};
 
 use crate::cluster::{self, Cluster, name_of};
@@ -295,7 +296,13 @@ pub fn node_status(node: &Node, skyhook: &str) -> Status {
 /// each package's effective interrupt).
 pub fn is_complete(skyhook: &Skyhook, state: &NodeState) -> bool {
     let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
-    node_complete(state, &skyhook.spec.packages, |package| {
+    // Only `plan` asks for the controller's mode; the completion of a node does not depend on
+    // it except for legacy uninstall entries, which `legacy` counts as incomplete.
+    let rules = UninstallRules {
+        mode: UninstallMode::Legacy,
+        deleting: skyhook.metadata.deletion_timestamp.is_some(),
+    };
+    node_complete(state, &skyhook.spec.packages, rules, |package| {
         skyhook
             .spec
             .packages

@@ -7,6 +7,7 @@ use common::{node, progress};
 use kubectl_skyhook::cluster::Cluster;
 use kubectl_skyhook::views::{PlannedNode, PlannedPackage, plan};
 use serde_json::json;
+use skyhook_api::uninstall::UninstallMode;
 use skyhook_api::v1alpha1::{DeploymentPolicy, InterruptionBudget, Skyhook};
 
 fn demo_node(name: &str, minute: u32) -> k8s_openapi::api::core::v1::Node {
@@ -81,7 +82,7 @@ fn row(
 
 #[test]
 fn the_demo_on_fresh_nodes_runs_apply_and_config_everywhere_in_one_batch() {
-    let view = plan(&fresh_cluster(), &common::demo());
+    let view = plan(&fresh_cluster(), &common::demo(), UninstallMode::Legacy);
     assert!(!view.exists);
     assert_eq!(
         summary(&view.nodes),
@@ -121,7 +122,7 @@ fn a_count_budget_of_one_gives_one_node_per_batch_oldest_first() {
         count: Some(1),
         percent: None,
     });
-    let view = plan(&fresh_cluster(), &demo);
+    let view = plan(&fresh_cluster(), &demo, UninstallMode::Legacy);
     let batches: Vec<(String, Option<i32>)> = view
         .nodes
         .iter()
@@ -186,7 +187,7 @@ fn interrupts_upgrades_and_blocked_nodes() {
             json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]),
         ),
     ];
-    let view = plan(&cluster, &demo);
+    let view = plan(&cluster, &demo, UninstallMode::Legacy);
     // d-done, complete before the first batch, is counted as a batch of its own by the
     // controller's batch evaluation, so the first batch the controller starts is number 2.
     assert_eq!(
@@ -230,7 +231,7 @@ fn interrupts_upgrades_and_blocked_nodes() {
 
     // A runtime-required Skyhook tolerates the runtime-required taint.
     demo.spec.runtime_required = true;
-    let view = plan(&cluster, &demo);
+    let view = plan(&cluster, &demo, UninstallMode::Legacy);
     let tainted = view
         .nodes
         .iter()
@@ -260,7 +261,7 @@ fn policy_compartments_take_their_nodes_and_batch_separately() {
     ));
     let mut demo = common::demo();
     demo.spec.deployment_policy = Some("canary-first".into());
-    let view = plan(&cluster, &demo);
+    let view = plan(&cluster, &demo, UninstallMode::Legacy);
     let placed: Vec<(String, String, Option<i32>)> = view
         .nodes
         .iter()
@@ -283,7 +284,7 @@ fn policy_compartments_take_their_nodes_and_batch_separately() {
     );
 
     demo.spec.deployment_policy = Some("missing".into());
-    let view = plan(&cluster, &demo);
+    let view = plan(&cluster, &demo, UninstallMode::Legacy);
     assert!(
         view.nodes
             .iter()
@@ -312,7 +313,7 @@ fn a_higher_priority_skyhook_incomplete_on_a_node_makes_it_wait() {
         .as_mut()
         .unwrap()
         .insert("first".into(), "yes".into());
-    let view = plan(&cluster, &common::demo());
+    let view = plan(&cluster, &common::demo(), UninstallMode::Legacy);
     let waiting = view
         .nodes
         .iter()
@@ -340,7 +341,7 @@ fn an_equal_version_written_differently_is_an_upgrade_as_in_the_controller() {
         progress("demo", "complete", &[installed]),
         json!([]),
     )];
-    let view = plan(&cluster, &demo);
+    let view = plan(&cluster, &demo, UninstallMode::Legacy);
     assert_eq!(
         view.nodes[0].packages,
         [PlannedPackage {
@@ -367,7 +368,7 @@ fn downgrades_and_removals_follow_the_controllers_version_changes() {
         progress("demo", "complete", &[newer, gone]),
         json!([]),
     )];
-    let view = plan(&cluster, &demo);
+    let view = plan(&cluster, &demo, UninstallMode::Legacy);
     let stages: Vec<(String, String, Vec<String>)> = view.nodes[0]
         .packages
         .iter()

@@ -5,6 +5,7 @@ mod common;
 use kubectl_skyhook::output::{OutputFormat, View, render};
 use kubectl_skyhook::pattern::parse_all;
 use kubectl_skyhook::views;
+use skyhook_api::uninstall::UninstallMode;
 
 const FORMATS: [(OutputFormat, &str); 4] = [
     (OutputFormat::Table, "txt"),
@@ -69,7 +70,7 @@ fn package_status() {
 fn plan_of_the_demo() {
     check_all(
         "plan-demo",
-        &views::plan(&common::cluster(), &common::demo()),
+        &views::plan(&common::cluster(), &common::demo(), UninstallMode::Legacy),
     );
 }
 

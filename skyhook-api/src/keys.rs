@@ -64,6 +64,25 @@ pub fn auto_taint_annotation(taint_key: &str) -> String {
     format!("{GROUP}/autoTaint_{taint_key}")
 }
 
+/// Whether the node annotation or label `key` belongs to Skyhook `skyhook`: it starts with
+/// `skyhook.nvidia.com/` and ends with `_<skyhook>`. The auto-taint annotation is never one,
+/// even when the taint key happens to equal the Skyhook's name (upstream's cleanup removed it
+/// then).
+pub fn is_skyhook_node_key(key: &str, skyhook: &str) -> bool {
+    let Some(rest) = key.strip_prefix(GROUP).and_then(|r| r.strip_prefix('/')) else {
+        return false;
+    };
+    !rest.starts_with("autoTaint_")
+        && rest
+            .strip_suffix(skyhook)
+            .is_some_and(|head| head.ends_with('_'))
+}
+
+/// The prefix of every node condition type of Skyhook `skyhook`: `skyhook.nvidia.com/<s>/`.
+pub fn node_condition_prefix(skyhook: &str) -> String {
+    format!("{GROUP}/{skyhook}/")
+}
+
 /// Node label `"true"` set by an administrator: the node is `blocked` for every Skyhook.
 pub const IGNORE_LABEL: &str = "skyhook.nvidia.com/ignore";
 
@@ -302,6 +321,23 @@ pub const LEGACY_POLICY_NAME: &str = "legacy";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_keys_of_a_skyhook() {
+        let cases = [
+            ("skyhook.nvidia.com/nodeState_gpu", true),
+            ("skyhook.nvidia.com/status_gpu", true),
+            ("skyhook.nvidia.com/cordonedAt_gpu", true),
+            ("skyhook.nvidia.com/status_other-gpu", false),
+            ("skyhook.nvidia.com/status_gpu2", false),
+            ("skyhook.nvidia.com/autoTaint_gpu", false),
+            ("example.com/status_gpu", false),
+            ("skyhook.nvidia.com/gpu", false),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(is_skyhook_node_key(key, "gpu"), expected, "{key}");
+        }
+    }
 
     #[test]
     fn per_skyhook_keys_match_upstream_spelling() {

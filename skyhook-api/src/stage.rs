@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::image::stored_image;
 use crate::node_state::{NodeState, PackageKey};
 use crate::pod_annotation::PodPackageAnnotation;
+use crate::uninstall::{UninstallMode, UninstallRules, in_cycle_stage};
 use crate::v1alpha1::{Package, PackageStatus, Stage, State};
 use crate::version::Version;
 
@@ -142,21 +143,25 @@ pub fn package_complete(entry: Option<&PackageStatus>, has_interrupt: bool) -> b
 }
 
 /// The node completion rule: every spec package is complete (so every spec version is
-/// present) and no entry, of any package, is in stage `uninstall`. Extra entries are tolerated.
-/// `has_interrupt` tells, per package name, whether it has an effective interrupt.
+/// present), except a package whose uninstall is requested and done (its spec version has no
+/// entry); and in [`UninstallMode::Legacy`] no entry, of any package, is in stage `uninstall`.
+/// Extra entries are tolerated: in [`UninstallMode::Explicit`] they are markers of removed or
+/// downgraded packages. `has_interrupt` tells, per package name, whether it has an effective
+/// interrupt.
 pub fn node_complete(
     state: &NodeState,
     packages: &BTreeMap<String, Package>,
+    rules: UninstallRules,
     has_interrupt: impl Fn(&str) -> bool,
 ) -> bool {
     packages.iter().all(|(name, package)| {
-        package_complete(
-            state.get_version(name, &package.version),
-            has_interrupt(name),
-        )
-    }) && state
-        .iter()
-        .all(|(_, entry)| entry.stage != Stage::Uninstall)
+        let entry = state.get_version(name, &package.version);
+        (entry.is_none() && package.uninstall_requested(rules.deleting))
+            || package_complete(entry, has_interrupt(name))
+    }) && (rules.mode == UninstallMode::Explicit
+        || state
+            .iter()
+            .all(|(_, entry)| entry.stage != Stage::Uninstall))
 }
 
 /// The result of comparing a node state with the spec.
@@ -169,7 +174,9 @@ pub struct VersionChanges {
     pub changed_packages: BTreeSet<String>,
 }
 
-/// Version-change bookkeeping for one node (upstream's `HandleVersionChange`):
+/// Version-change bookkeeping for one node (upstream's `HandleVersionChange`). In
+/// [`UninstallMode::Explicit`] removals and downgrades change nothing (the old entries stay as
+/// markers) and only upgrades are recorded; in [`UninstallMode::Legacy`]:
 /// - an entry of a package no longer in the spec becomes `(in_progress, uninstall)`, unless it
 ///   already is in stage uninstall; an uninstall placeholder or an already uninstalled entry
 ///   (`skipped`/`complete` at uninstall) of a removed package is simply deleted, as nothing is
@@ -181,11 +188,19 @@ pub struct VersionChanges {
 ///
 /// Versions that compare equal but are written differently (`1.2` vs `1.2.0`), or that do not
 /// parse, are treated as an upgrade, so the old entry is replaced rather than left behind.
-pub fn version_changes(state: &NodeState, packages: &BTreeMap<String, Package>) -> VersionChanges {
+pub fn version_changes(
+    state: &NodeState,
+    packages: &BTreeMap<String, Package>,
+    mode: UninstallMode,
+) -> VersionChanges {
     let mut changes = VersionChanges::default();
     let mut placed: BTreeSet<PackageKey> = BTreeSet::new();
+    let legacy = mode == UninstallMode::Legacy;
     for (key, entry) in state {
         let Some(package) = packages.get(key.name()) else {
+            if !legacy {
+                continue;
+            }
             match (entry.stage, entry.state) {
                 (Stage::Uninstall, State::InProgress | State::Erroring | State::Unknown) => {}
                 (Stage::Uninstall, State::Skipped | State::Complete) => {
@@ -209,6 +224,9 @@ pub fn version_changes(state: &NodeState, packages: &BTreeMap<String, Package>) 
         let spec_key = PackageKey::new(&package.name, &package.version);
         let spec_entry_exists = state.get(&spec_key).is_some() || placed.contains(&spec_key);
         if is_downgrade(&package.version, key.version()) {
+            if !legacy {
+                continue;
+            }
             if entry.stage != Stage::Uninstall {
                 changes.edits.push(NodeStateEdit::Upsert(PackageStatus {
                     stage: Stage::Uninstall,
@@ -226,7 +244,7 @@ pub fn version_changes(state: &NodeState, packages: &BTreeMap<String, Package>) 
                 changes.changed_packages.insert(package.name.clone());
                 placed.insert(spec_key);
             }
-        } else if !spec_entry_exists {
+        } else if !spec_entry_exists && !in_cycle_stage(entry.stage) {
             changes.edits.push(NodeStateEdit::Upsert(entry_for(
                 package,
                 Stage::Upgrade,
@@ -246,11 +264,26 @@ fn is_downgrade(spec_version: &str, entry_version: &str) -> bool {
     }
 }
 
-/// The entries whose uninstall pods should run on the node: stage `uninstall`, not a
-/// placeholder (`skipped`) and not finished. They run before the package's normal wave.
-pub fn pending_uninstalls(state: &NodeState) -> Vec<&PackageStatus> {
+/// The legacy uninstalls to run on the node: entries of removed packages or old versions at
+/// stage `uninstall`, not a placeholder (`skipped`) and not finished. They run before the
+/// package's normal wave. None in [`UninstallMode::Explicit`], where removal and downgrade do
+/// not uninstall; the spec version's own uninstall is an explicit one
+/// ([`crate::uninstall::node_uninstalls`]).
+pub fn pending_uninstalls<'a>(
+    state: &'a NodeState,
+    packages: &BTreeMap<String, Package>,
+    mode: UninstallMode,
+) -> Vec<&'a PackageStatus> {
+    if mode == UninstallMode::Explicit {
+        return Vec::new();
+    }
     state
         .iter()
+        .filter(|(key, _)| {
+            packages
+                .get(key.name())
+                .is_none_or(|p| p.version != key.version())
+        })
         .map(|(_, entry)| entry)
         .filter(|e| {
             e.stage == Stage::Uninstall
@@ -281,8 +314,14 @@ pub fn uninstall_package(entry: &PackageStatus) -> Package {
 ///   `(complete, interrupt)`, so each moves on to `post-interrupt`;
 /// - `upgrade`: the version becomes `(complete, upgrade)` and every other version of the
 ///   package is deleted;
-/// - `uninstall`: the uninstalled entry is deleted, then, if the spec still has the package, its
-///   spec version is upserted as `(complete, uninstall)` (whose next stage is `apply`);
+/// - `uninstall` of the spec version (an explicit uninstall): a package with a package-level
+///   `interrupt` goes on to `(in_progress, uninstall-interrupt)`; otherwise the entry is deleted;
+/// - `uninstall` of another version, or of a removed package (a legacy uninstall): the entry
+///   is deleted, and a spec version waiting on it as the `(skipped, uninstall)` placeholder
+///   becomes `(complete, uninstall)`, whose next stage is `apply`;
+/// - `uninstall-interrupt`: `(complete, uninstall-interrupt)`, promoting `(skipped, interrupt)`
+///   entries as an interrupt does; the next pass deletes the entry
+///   ([`crate::uninstall::node_uninstalls`]);
 /// - any other stage: `(complete, stage)` with the container's restart count.
 pub fn on_pod_succeeded(
     state: &NodeState,
@@ -301,8 +340,8 @@ pub fn on_pod_succeeded(
         restarts,
     };
     match pod.stage {
-        Stage::Interrupt => {
-            let mut edits = vec![NodeStateEdit::Upsert(finished(Stage::Interrupt))];
+        Stage::Interrupt | Stage::UninstallInterrupt => {
+            let mut edits = vec![NodeStateEdit::Upsert(finished(pod.stage))];
             edits.extend(
                 state
                     .iter()
@@ -328,19 +367,47 @@ pub fn on_pod_succeeded(
             );
             edits
         }
-        Stage::Uninstall => {
-            let mut edits = vec![NodeStateEdit::Remove(key)];
-            if let Some(package) = packages.get(&pod.name) {
-                edits.push(NodeStateEdit::Upsert(entry_for(
-                    package,
-                    Stage::Uninstall,
-                    State::Complete,
-                )));
-            }
-            edits
-        }
+        Stage::Uninstall => uninstall_succeeded(state, pod, packages),
         stage => vec![NodeStateEdit::Upsert(finished(stage))],
     }
+}
+
+/// [`on_pod_succeeded`] for an uninstall pod.
+fn uninstall_succeeded(
+    state: &NodeState,
+    pod: &PodPackageAnnotation,
+    packages: &BTreeMap<String, Package>,
+) -> Vec<NodeStateEdit> {
+    let key = PackageKey::new(&pod.name, &pod.version);
+    let Some(package) = packages.get(&pod.name) else {
+        return vec![NodeStateEdit::Remove(key)];
+    };
+    if package.version == pod.version {
+        if package.interrupt.is_none() {
+            return vec![NodeStateEdit::Remove(key)];
+        }
+        return vec![NodeStateEdit::Upsert(PackageStatus {
+            name: pod.name.clone(),
+            version: pod.version.clone(),
+            image: pod.image.clone(),
+            container_sha: pod.container_sha.clone(),
+            stage: Stage::UninstallInterrupt,
+            state: State::InProgress,
+            restarts: 0,
+        })];
+    }
+    let mut edits = vec![NodeStateEdit::Remove(key)];
+    let placeholder = state
+        .get_version(&package.name, &package.version)
+        .is_some_and(|e| e.stage == Stage::Uninstall && e.state == State::Skipped);
+    if placeholder {
+        edits.push(NodeStateEdit::Upsert(entry_for(
+            package,
+            Stage::Uninstall,
+            State::Complete,
+        )));
+    }
+    edits
 }
 
 /// Node-state edit when a pod fails (a container exited non-zero or is in CrashLoopBackOff):
@@ -539,19 +606,40 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        assert!(node_complete(&state, &packages, interrupts));
+        assert!(node_complete(
+            &state,
+            &packages,
+            UninstallRules::default(),
+            interrupts
+        ));
         // Extra entries are tolerated…
         state.upsert(entry("zombie", "9", Config, Complete));
-        assert!(node_complete(&state, &packages, interrupts));
+        assert!(node_complete(
+            &state,
+            &packages,
+            UninstallRules::default(),
+            interrupts
+        ));
         // …but not one being uninstalled, even of another package.
         state.upsert(entry("zombie", "9", Uninstall, InProgress));
-        assert!(!node_complete(&state, &packages, interrupts));
+        assert!(!node_complete(
+            &state,
+            &packages,
+            UninstallRules::default(),
+            interrupts
+        ));
         // A missing spec version is incomplete.
         let state: NodeState = [with(Config, Complete)].into_iter().collect();
-        assert!(!node_complete(&state, &packages, interrupts));
+        assert!(!node_complete(
+            &state,
+            &packages,
+            UninstallRules::default(),
+            interrupts
+        ));
         assert!(node_complete(
             &NodeState::new(),
             &BTreeMap::new(),
+            UninstallRules::default(),
             interrupts
         ));
     }
@@ -571,10 +659,14 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        assert!(version_changes(&state, &before).edits.is_empty());
+        assert!(
+            version_changes(&state, &before, UninstallMode::Legacy)
+                .edits
+                .is_empty()
+        );
 
         let after = spec(&[package("dogs", "1.2.5"), package("nullptr", "2.0.1")]);
-        let changes = version_changes(&state, &after);
+        let changes = version_changes(&state, &after, UninstallMode::Legacy);
         assert_eq!(
             changes.changed_packages,
             BTreeSet::from(["cats".into(), "dogs".into(), "nullptr".into()])
@@ -591,8 +683,12 @@ mod tests {
             ]
         );
         // Idempotent: a second reconcile changes nothing.
-        assert!(version_changes(&state, &after).edits.is_empty());
-        let pending: Vec<_> = pending_uninstalls(&state)
+        assert!(
+            version_changes(&state, &after, UninstallMode::Legacy)
+                .edits
+                .is_empty()
+        );
+        let pending: Vec<_> = pending_uninstalls(&state, &BTreeMap::new(), UninstallMode::Legacy)
             .iter()
             .map(|e| e.key().to_string())
             .collect();
@@ -626,7 +722,12 @@ mod tests {
             next_step(state.get_version("nullptr", "2.0.1"), true, false),
             NextStep::Run(Config)
         );
-        assert!(!node_complete(&state, &after, |_| true));
+        assert!(!node_complete(
+            &state,
+            &after,
+            UninstallRules::default(),
+            |_| true
+        ));
 
         // Then everything is removed from the spec.
         let state: NodeState = [
@@ -636,7 +737,7 @@ mod tests {
         .into_iter()
         .collect();
         let mut state = state;
-        let edits = version_changes(&state, &BTreeMap::new()).edits;
+        let edits = version_changes(&state, &BTreeMap::new(), UninstallMode::Legacy).edits;
         apply_edits(&mut state, &edits);
         assert_eq!(
             summary(&state),
@@ -662,7 +763,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let changes = version_changes(&state, &BTreeMap::new());
+        let changes = version_changes(&state, &BTreeMap::new(), UninstallMode::Legacy);
         assert_eq!(
             changes.edits,
             [
@@ -676,7 +777,8 @@ mod tests {
     fn equal_precedence_or_unparsable_versions_upgrade() {
         for (old, new) in [("1.2.0", "1.2"), ("bogus", "1.0.0")] {
             let state: NodeState = [entry("a", old, Config, Complete)].into_iter().collect();
-            let changes = version_changes(&state, &spec(&[package("a", new)]));
+            let changes =
+                version_changes(&state, &spec(&[package("a", new)]), UninstallMode::Legacy);
             assert_eq!(changes.edits.len(), 1);
             assert!(
                 matches!(&changes.edits[0], NodeStateEdit::Upsert(e) if e.version == new && e.stage == Upgrade)
@@ -721,17 +823,82 @@ mod tests {
             (failed.stage, failed.state, failed.restarts),
             (Apply, Erroring, 2)
         );
+    }
 
-        // Uninstall of a version that is also the spec version (removed then re-added).
-        let state: NodeState = [entry("a", "1.0.0", Uninstall, InProgress)]
-            .into_iter()
-            .collect();
-        let mut after = state.clone();
-        apply_edits(
-            &mut after,
-            &on_pod_succeeded(&state, &pod("a", "1.0.0", Uninstall), 0, &packages),
+    #[test]
+    fn uninstall_pod_outcomes() {
+        let rebooting = Package {
+            interrupt: Some(crate::v1alpha1::Interrupt {
+                type_: crate::v1alpha1::InterruptType::Reboot,
+                services: Vec::new(),
+            }),
+            ..package("r", "1.0.0")
+        };
+        let packages = spec(&[package("a", "1.0.0"), rebooting, package("d", "1.0.0")]);
+        let after = |state: &[PackageStatus], pod: PodPackageAnnotation| {
+            let state: NodeState = state.iter().cloned().collect();
+            let mut after = state.clone();
+            apply_edits(&mut after, &on_pod_succeeded(&state, &pod, 0, &packages));
+            summary(&after)
+        };
+        // An explicit uninstall of the spec version: forgotten, or on to its own interrupt.
+        assert_eq!(
+            after(
+                &[entry("a", "1.0.0", Uninstall, InProgress)],
+                pod("a", "1.0.0", Uninstall)
+            ),
+            []
         );
-        assert_eq!(summary(&after), [("a|1.0.0".into(), Uninstall, Complete)]);
+        assert_eq!(
+            after(
+                &[entry("r", "1.0.0", Uninstall, Erroring)],
+                pod("r", "1.0.0", Uninstall)
+            ),
+            [("r|1.0.0".into(), UninstallInterrupt, InProgress)]
+        );
+        assert_eq!(
+            after(
+                &[
+                    entry("r", "1.0.0", UninstallInterrupt, InProgress),
+                    entry("a", "1.0.0", Interrupt, Skipped)
+                ],
+                pod("r", "1.0.0", UninstallInterrupt)
+            ),
+            [
+                ("a|1.0.0".into(), Interrupt, Complete),
+                ("r|1.0.0".into(), UninstallInterrupt, Complete)
+            ]
+        );
+        // A legacy downgrade: the old version goes and its placeholder may install.
+        assert_eq!(
+            after(
+                &[
+                    entry("d", "2.0.0", Uninstall, InProgress),
+                    entry("d", "1.0.0", Uninstall, Skipped)
+                ],
+                pod("d", "2.0.0", Uninstall)
+            ),
+            [("d|1.0.0".into(), Uninstall, Complete)]
+        );
+        // Without a placeholder (explicit mode's downgrade), the new version is left alone.
+        assert_eq!(
+            after(
+                &[
+                    entry("d", "2.0.0", Uninstall, InProgress),
+                    entry("d", "1.0.0", Apply, InProgress)
+                ],
+                pod("d", "2.0.0", Uninstall)
+            ),
+            [("d|1.0.0".into(), Apply, InProgress)]
+        );
+        // A removed package's uninstall deletes its entry.
+        assert_eq!(
+            after(
+                &[entry("gone", "1.0.0", Uninstall, InProgress)],
+                pod("gone", "1.0.0", Uninstall)
+            ),
+            []
+        );
     }
 
     #[test]

@@ -659,7 +659,8 @@ async fn patch_nodes(
 }
 
 /// The node's metadata and spec as one merge patch (conditional on `resource_version`, see
-/// [`node_merge_patch`]), its conditions as one strategic merge patch of the status.
+/// [`node_merge_patch`]), its conditions (set and removed) as one strategic merge patch of the
+/// status: the main object's patch cannot change them.
 async fn patch_node(
     api: &Api<Node>,
     name: &str,
@@ -670,10 +671,14 @@ async fn patch_node(
         api.patch(name, &PatchParams::default(), &Patch::Merge(body))
             .await?;
     }
-    let conditions = &patch.conditions;
-    if !conditions.is_empty() {
+    if !(patch.conditions.is_empty() && patch.remove_conditions.is_empty()) {
         let now = jiff::Timestamp::now().to_string();
-        let conditions: Vec<Value> = conditions
+        let removals = patch
+            .remove_conditions
+            .iter()
+            .map(|type_| json!({"type": type_, "$patch": "delete"}));
+        let conditions: Vec<Value> = patch
+            .conditions
             .iter()
             .map(|condition| {
                 json!({
@@ -685,6 +690,7 @@ async fn patch_node(
                     "lastHeartbeatTime": now,
                 })
             })
+            .chain(removals)
             .collect();
         api.patch_status(
             name,

@@ -49,7 +49,10 @@ pub async fn run(cli: Cli, console: &mut Console<'_>) -> Result<(), RunError> {
                 Some(path) => read_manifest(path)?,
                 None => find(&cluster, args.skyhook.as_deref().unwrap_or_default())?.clone(),
             };
-            console.show(&views::plan(&cluster, &planned), &global)
+            console.show(
+                &views::plan(&cluster, &planned, args.uninstall_mode),
+                &global,
+            )
         }
         Command::Pause(target) => lifecycle(&global, console, target, Lifecycle::Pause).await,
         Command::Resume(target) => lifecycle(&global, console, target, Lifecycle::Resume).await,

@@ -14,6 +14,7 @@ use skyhook_api::stage::{
     apply_edits, package_complete, pending_uninstalls, stage_after, version_changes,
 };
 use skyhook_api::status::{NodeStatusInput, node_status};
+use skyhook_api::uninstall::{UninstallMode, UninstallRules, held_by_uninstall, node_uninstalls};
 use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Status};
 
 use crate::cluster::{Cluster, name_of};
@@ -75,7 +76,11 @@ pub struct PlannedPackage {
 
 /// Plans `planned` (typically read from a file) against `cluster`. If a Skyhook of the same
 /// name exists, its status (batch states, picked nodes, config updates) is carried over.
-pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
+pub fn plan(cluster: &Cluster, planned: &Skyhook, mode: UninstallMode) -> PlanView {
+    let rules = UninstallRules {
+        mode,
+        deleting: planned.metadata.deletion_timestamp.is_some(),
+    };
     let name = name_of(&planned.metadata);
     let existing = cluster.skyhook(name);
     let effective = with_existing_status(planned, existing);
@@ -92,9 +97,10 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook) -> PlanView {
         .iter()
         .enumerate()
         .map(|(index, facts)| {
-            let packages = planned_packages(&facts.state, &planned.spec.packages, |pkg, p| {
-                has_interrupt(p, changed_keys(updates, pkg))
-            });
+            let packages =
+                planned_packages(&facts.state, &planned.spec.packages, rules, |pkg, p| {
+                    has_interrupt(p, changed_keys(updates, pkg))
+                });
             let interrupt = node_interrupt(&packages, &planned.spec.packages, |pkg, p| {
                 effective_interrupts(p, changed_keys(updates, pkg))
             });
@@ -244,30 +250,38 @@ fn simulate_batches<'c>(
 }
 
 /// The stages every package would still run on a node with `state`: spec packages in name
-/// order, then uninstalls of packages no longer in the spec. The version changes are the
-/// controller's own ([`version_changes`]), applied to a copy of the node state first.
+/// order, then uninstalls of packages no longer in the spec. The version changes and the
+/// explicit uninstall requests are the controller's own ([`version_changes`],
+/// [`node_uninstalls`]), applied to a copy of the node state first.
 pub fn planned_packages(
     state: &NodeState,
     packages: &BTreeMap<String, Package>,
+    rules: UninstallRules,
     has_interrupt: impl Fn(&str, &Package) -> bool,
 ) -> Vec<PlannedPackage> {
-    let edits = version_changes(state, packages).edits;
     let mut state = state.clone();
+    let edits = version_changes(&state, packages, rules.mode).edits;
+    apply_edits(&mut state, &edits);
+    let edits = node_uninstalls(&state, packages, rules.deleting).edits;
     apply_edits(&mut state, &edits);
     let mut planned: Vec<PlannedPackage> = packages
         .iter()
-        .map(|(name, package)| PlannedPackage {
-            name: name.clone(),
-            version: package.version.clone(),
-            stages: package_stages(&state, name, package, has_interrupt(name, package))
-                .iter()
-                .map(|s| s.as_str().to_owned())
-                .collect(),
+        .map(|(name, package)| {
+            let stages = if held_by_uninstall(&state, package, rules.deleting) {
+                uninstall_stages(&state, package)
+            } else {
+                package_stages(&state, name, package, has_interrupt(name, package))
+            };
+            PlannedPackage {
+                name: name.clone(),
+                version: package.version.clone(),
+                stages: stages.iter().map(|s| s.as_str().to_owned()).collect(),
+            }
         })
         .filter(|p| !p.stages.is_empty())
         .collect();
     planned.extend(
-        pending_uninstalls(&state)
+        pending_uninstalls(&state, packages, rules.mode)
             .into_iter()
             .filter(|entry| !packages.contains_key(&entry.name))
             .map(|entry| PlannedPackage {
@@ -277,6 +291,22 @@ pub fn planned_packages(
             }),
     );
     planned
+}
+
+/// What an explicit uninstall still runs: `uninstall`, then the package's own interrupt;
+/// nothing once it is done.
+fn uninstall_stages(state: &NodeState, package: &Package) -> Vec<Stage> {
+    let interrupt = package
+        .interrupt
+        .is_some()
+        .then_some(Stage::UninstallInterrupt);
+    match state.get_version(&package.name, &package.version) {
+        Some(entry) if entry.stage == Stage::Uninstall => {
+            std::iter::once(Stage::Uninstall).chain(interrupt).collect()
+        }
+        Some(entry) if entry.stage == Stage::UninstallInterrupt => interrupt.into_iter().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The stages one spec package still runs, from its node-state entry after the version

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use crate::keys;
 use crate::node_state::NodeState;
-use crate::v1alpha1::{Stage, State, Status};
+use crate::v1alpha1::{State, Status};
 
 /// Why a node holds one of its compartment's budget slots whatever its eligibility.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,7 +66,7 @@ pub fn slot_hold(node: NodeActivity<'_>) -> Option<SlotHold> {
         return Some(SlotHold::Cordoned);
     }
     let interrupting = node.state.iter().any(|(_, entry)| {
-        entry.stage == Stage::Interrupt
+        entry.stage.interrupts_node()
             && matches!(
                 entry.state,
                 State::InProgress | State::Erroring | State::Skipped
@@ -81,7 +81,7 @@ pub fn slot_hold(node: NodeActivity<'_>) -> Option<SlotHold> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::v1alpha1::PackageStatus;
+    use crate::v1alpha1::{PackageStatus, Stage};
 
     fn entry(stage: Stage, state: State) -> NodeState {
         let mut node_state = NodeState::new();

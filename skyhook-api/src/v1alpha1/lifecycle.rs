@@ -94,6 +94,14 @@ wire_enum!(Stage, "stage", {
     UninstallInterrupt => "uninstall-interrupt",
 });
 
+impl Stage {
+    /// Whether the stage interrupts the node (service restart, reboot): an install's
+    /// `interrupt` or an uninstall's `uninstall-interrupt`.
+    pub const fn interrupts_node(self) -> bool {
+        matches!(self, Stage::Interrupt | Stage::UninstallInterrupt)
+    }
+}
+
 /// The outcome of the current stage of a package on one node.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,

@@ -10,6 +10,7 @@ use skyhook_api::interrupt::{
     has_interrupt, record_config_updates,
 };
 use skyhook_api::stage::package_complete;
+use skyhook_api::uninstall::in_cycle_stage;
 use skyhook_api::v1alpha1::{Package, PackageStatus, SkyhookStatus, Stage, State, Status};
 
 use super::Planner;
@@ -30,7 +31,10 @@ struct NodeEntry {
 impl Planner<'_> {
     /// Package ConfigMaps: create new ones, apply or queue changed ones (spec §2.6), delete
     /// those of versions no longer in the spec and metadata ConfigMaps of nodes left behind.
-    pub(super) fn config_updates(&mut self, pass: &Pass<'_>, status: &mut SkyhookStatus) {
+    /// Returns whether a change waits (queued until the nodes are idle, or held by an
+    /// uninstall): the spec is then not fully observed yet.
+    pub(super) fn config_updates(&mut self, pass: &Pass<'_>, status: &mut SkyhookStatus) -> bool {
+        let mut waiting = false;
         let mut wanted = BTreeSet::new();
         for package in pass.skyhook.spec.packages.values() {
             let Some(desired) = package_configmap(&self.config.pods, &pass.owner, package) else {
@@ -40,9 +44,15 @@ impl Planner<'_> {
             wanted.insert(cm_name.clone());
             match self.snapshot.package_configmaps.get(&cm_name) {
                 None => self.plan.upsert_configmaps.push(desired),
+                // An uninstall runs with the configuration the package was installed with: a
+                // change waits until no node has the package in its uninstall cycle.
                 Some(existing) if existing.data != package.config_map => {
-                    if self.config_change(pass, package, &existing.data, status) {
+                    if !self.in_uninstall_cycle(pass, package)
+                        && self.config_change(pass, package, &existing.data, status)
+                    {
                         self.plan.upsert_configmaps.push(desired);
+                    } else {
+                        waiting = true;
                     }
                 }
                 Some(_) => {}
@@ -50,6 +60,15 @@ impl Planner<'_> {
         }
         let stale = stale_configmaps(self.snapshot, pass, &wanted);
         self.plan.delete_configmaps.extend(stale);
+        waiting
+    }
+
+    /// Whether some targeted node has `package`'s spec version in its uninstall cycle.
+    fn in_uninstall_cycle(&mut self, pass: &Pass<'_>, package: &Package) -> bool {
+        pass.matched.iter().any(|node| {
+            self.entry(pass.name(), &node.name, package)
+                .is_some_and(|entry| in_cycle_stage(entry.stage))
+        })
     }
 
     /// Applies the change of `package`'s ConfigMap when [`config_change_decision`] allows it:

@@ -6,14 +6,14 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
-use skyhook_api::v1alpha1::{Stage, State, Status};
+use skyhook_api::v1alpha1::{Package, Stage, State, Status};
 
 use super::packages::{NodeRun, NodeWave};
 use super::skyhooks::Pass;
 use super::{DRAIN_POLL, EventTarget, Eviction, Planner};
 use crate::drain::{blockers, drain, interrupt_blockers};
 use crate::names::package_label;
-use crate::pods::{PodNode, interrupt_pod};
+use crate::pods::{PodNode, interrupt_pod, uninstall_interrupt_pod};
 
 impl Planner<'_> {
     /// Cordons `node` for the pass's Skyhook, waits for protected pods, and drains it. True
@@ -160,6 +160,55 @@ impl Planner<'_> {
         let message = format!(
             "Interrupting node [{node}] with {} for package [{}:{}]",
             merged.interrupt.type_, package.name, package.version
+        );
+        run.applied = Some(message.clone());
+        self.event(
+            EventTarget::Skyhook(name.to_owned()),
+            false,
+            "Interrupt",
+            message,
+        );
+    }
+
+    /// Runs `package`'s own interrupt after its explicit uninstall, once no Skyhook pod is left
+    /// on the node and it is drained. Each package fires its own; nothing is merged or
+    /// skipped. A package whose `interrupt` was removed meanwhile has nothing to run, so its
+    /// cycle ends here instead of stranding the node (an upstream defect).
+    pub(super) fn uninstall_interrupt(
+        &mut self,
+        pass: &Pass<'_>,
+        at: &NodeWave<'_>,
+        package: &Package,
+        run: &mut NodeRun,
+    ) {
+        let (name, node) = (pass.name(), at.node);
+        let Some(interrupt) = package.interrupt.clone() else {
+            let done = entry_for(package, Stage::UninstallInterrupt, State::Complete);
+            self.set_entry(name, node, done);
+            return;
+        };
+        if self.any_skyhook_pod_on(node) || !self.ready_for_interrupt(pass, node, run) {
+            return;
+        }
+        let boot_id = self.view_of(node).and_then(|v| v.boot_id.clone());
+        let pod = uninstall_interrupt_pod(
+            &self.config.pods,
+            &pass.owner,
+            package,
+            &interrupt,
+            &PodNode::new(node, boot_id.as_deref()).at_order(at.order),
+        );
+        self.plan.create_pods.push(pod);
+        self.created_on.entry(node.to_owned()).or_default().push((
+            name.to_owned(),
+            package_label(&package.name, &package.version),
+        ));
+        let entry = entry_for(package, Stage::UninstallInterrupt, State::InProgress);
+        self.set_entry(name, node, entry);
+        self.set_status(name, node, Status::InProgress);
+        let message = format!(
+            "Interrupting node [{node}] with {} after uninstalling package [{}:{}]",
+            interrupt.type_, package.name, package.version
         );
         run.applied = Some(message.clone());
         self.event(

@@ -24,6 +24,7 @@
 //! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
 
 mod configs;
+mod deletion;
 mod interrupts;
 mod packages;
 mod pod_results;
@@ -124,6 +125,8 @@ pub struct NodePatch {
     pub taints: Option<Vec<Taint>>,
     /// Node conditions to set: only those that differ from the node as read.
     pub conditions: Vec<NodeConditionView>,
+    /// Node condition types to remove (a deleted Skyhook's).
+    pub remove_conditions: Vec<String>,
 }
 
 impl NodePatch {
@@ -144,6 +147,7 @@ impl NodePatch {
             && self.unschedulable.is_none()
             && self.taints.is_none()
             && self.conditions.is_empty()
+            && self.remove_conditions.is_empty()
     }
 }
 

@@ -14,6 +14,7 @@ use skyhook_api::resources::{CpuMemory, pod_requests};
 use skyhook_api::stage::{
     NextStep, entry_for, next_step, package_complete, pending_uninstalls, uninstall_package,
 };
+use skyhook_api::uninstall::{UninstallRules, held_by_uninstall};
 use skyhook_api::v1alpha1::{Interrupt, Package, PackageStatus, Stage, State, Status};
 
 use super::skyhooks::Pass;
@@ -51,9 +52,11 @@ fn uninstall_interrupts(
 
 /// The packages one node runs next, and the interrupt they share.
 pub(super) struct Wave {
-    /// Uninstalls pending from version changes, before anything else.
+    /// Uninstalls first: the legacy ones (removed packages and old versions, as minimal
+    /// packages made from their entries) and the explicit ones (the full spec package).
     uninstalls: Vec<Package>,
-    /// Packages that are not complete and whose dependencies are.
+    /// Packages that are not complete and whose dependencies are, without those an uninstall
+    /// holds.
     runnable: Vec<Package>,
     /// The effective interrupts of the runnable packages that have one.
     pub(super) interrupts: BTreeMap<String, Vec<Interrupt>>,
@@ -67,6 +70,7 @@ impl Wave {
         graph: &PackageGraph,
         state: &NodeState,
         updates: &BTreeMap<String, Vec<String>>,
+        rules: UninstallRules,
     ) -> Self {
         let runnable: Vec<Package> = graph
             .runnable(|p| {
@@ -79,10 +83,19 @@ impl Wave {
             })
             .into_iter()
             .filter_map(|p| packages.get(p.name).cloned())
+            .filter(|p| !held_by_uninstall(state, p, rules.deleting))
             .collect();
-        let uninstalls = pending_uninstalls(state)
+        let explicit = packages
+            .values()
+            .filter(|p| {
+                held_by_uninstall(state, p, rules.deleting)
+                    && state.get_version(&p.name, &p.version).is_some()
+            })
+            .cloned();
+        let uninstalls = pending_uninstalls(state, packages, rules.mode)
             .into_iter()
             .map(uninstall_package)
+            .chain(explicit)
             .collect();
         let interrupts: BTreeMap<String, Vec<Interrupt>> = runnable
             .iter()
@@ -170,7 +183,7 @@ impl<'s> Planner<'s> {
         if !work.view.ready {
             return run;
         }
-        let wave = Wave::of(packages, &graph, work.state(name), updates);
+        let wave = Wave::of(packages, &graph, work.state(name), updates, pass.rules);
         let previous = (!wave.uninstalls.is_empty())
             .then(|| self.packages_last_read(name, node))
             .flatten();
@@ -252,6 +265,9 @@ impl<'s> Planner<'s> {
             }
         }
         match step {
+            NextStep::Run(Stage::UninstallInterrupt) => {
+                self.uninstall_interrupt(pass, at, package, run);
+            }
             NextStep::Run(stage) if stage != Stage::Interrupt => {
                 if let Some(applied) = self.launch(&pass.owner, package, (node, at.order), stage) {
                     run.applied = Some(applied);

@@ -13,7 +13,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use skyhook_api::interrupt::effective_interrupts;
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{InterruptType, PackageStatus, Stage, State, Status};
+use skyhook_api::v1alpha1::{InterruptType, PackageStatus, State, Status};
 
 use super::packages::changed_keys;
 use super::skyhooks::Pass;
@@ -112,7 +112,7 @@ impl Planner<'_> {
                 .state(name)
                 .iter()
                 .filter(|(_, e)| {
-                    e.stage == Stage::Interrupt
+                    e.stage.interrupts_node()
                         && matches!(e.state, State::InProgress | State::Erroring)
                 })
                 .map(|(_, e)| e.clone())

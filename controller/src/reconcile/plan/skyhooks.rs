@@ -21,6 +21,7 @@ use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
 use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::toleration::node_selection_tolerations;
+use skyhook_api::uninstall::UninstallRules;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
 
@@ -52,6 +53,8 @@ pub(super) struct Pass<'s> {
     pub(super) owner: OwnerSkyhook<'s>,
     /// The nodes it targets, by creation time then name.
     pub(super) matched: Vec<&'s NodeView>,
+    /// The controller's uninstall mode, and whether the Skyhook is being deleted.
+    pub(super) rules: UninstallRules,
 }
 
 impl Pass<'_> {
@@ -108,13 +111,8 @@ impl<'s> Planner<'s> {
             .iter()
             .flatten()
             .any(|f| f == keys::FINALIZER);
-        if skyhook.metadata.deletion_timestamp.is_some() {
-            for work in self.nodes.values_mut() {
-                work.release_cordon(name);
-            }
-            if has_finalizer {
-                self.plan.finalizers.insert(name.to_owned(), false);
-            }
+        let deleting = skyhook.metadata.deletion_timestamp.is_some();
+        if deleting && !(has_finalizer && self.deletion(skyhook, name)) {
             return None;
         }
         if !has_finalizer {
@@ -141,7 +139,7 @@ impl<'s> Planner<'s> {
             .annotations
             .as_ref()
             .and_then(|a| a.get(keys::VERSION_ANNOTATION));
-        if version.map(String::as_str) != Some(CONTROLLER_VERSION) {
+        if version.map(String::as_str) != Some(CONTROLLER_VERSION) && !deleting {
             self.plan.skyhook_annotations.insert(
                 name.to_owned(),
                 BTreeMap::from([(
@@ -155,6 +153,10 @@ impl<'s> Planner<'s> {
             skyhook,
             owner,
             matched,
+            rules: UninstallRules {
+                mode: self.config.uninstall_mode,
+                deleting,
+            },
         })
     }
 
@@ -181,12 +183,24 @@ impl<'s> Planner<'s> {
         // reporting its state), so a spec edit made while paused, and a lost interrupt pod,
         // are looked at again on resume.
         let paused = skyhook.is_paused();
+        // Deletion reports its own waits; once the pass runs, nothing blocks it.
+        status
+            .conditions
+            .retain(|c| c.type_ != keys::CONDITION_DELETION_BLOCKED);
+        // A removed package's queued config keys mean nothing any more.
+        let packages = &skyhook.spec.packages;
+        status
+            .config_updates
+            .retain(|p, _| packages.contains_key(p));
+        if !paused && !skyhook.is_disabled() {
+            self.uninstall_requests(pass);
+        }
         if !paused {
             outcome
                 .unconfirmed_reboots
                 .extend(self.lost_interrupts(pass));
             outcome.version_changed = self.version_changes(pass, &mut status);
-            self.config_updates(pass, &mut status);
+            outcome.config_waiting = self.config_updates(pass, &mut status);
             self.validate_pods(pass);
         }
         let complete = self.completion(pass, &status);
@@ -255,7 +269,7 @@ impl<'s> Planner<'s> {
         let mut complete = BTreeMap::new();
         for node in &pass.matched {
             if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
-                let done = node_complete(work.state(pass.name()), packages, has_int);
+                let done = node_complete(work.state(pass.name()), packages, pass.rules, has_int);
                 complete.insert(node.name.as_str(), done);
             }
         }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use skyhook_api::stage::{apply_edits, version_changes};
+use skyhook_api::uninstall::node_uninstalls;
 use skyhook_api::v1alpha1::{Package, SkyhookStatus, Status};
 
 use super::skyhooks::Pass;
@@ -53,6 +54,25 @@ impl Planner<'_> {
         }
     }
 
+    /// Explicit uninstall requests and cancels (upstream's `HandleUninstallRequests` and
+    /// `HandleCancelledUninstalls`), on every targeted node at once: a finished install whose
+    /// uninstall is requested moves to `(in_progress, uninstall)`, a withdrawn request sends a
+    /// running uninstall back to `apply`, a finished uninstall interrupt is forgotten. Pods
+    /// still follow selection and the budget, so a node not already in progress waits.
+    pub(super) fn uninstall_requests(&mut self, pass: &Pass<'_>) {
+        for node in &pass.matched {
+            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
+                continue;
+            };
+            let state = work.state(pass.name());
+            let changes = node_uninstalls(state, &pass.skyhook.spec.packages, pass.rules.deleting);
+            apply_edits(state, &changes.edits);
+            if changes.node_in_progress && work.status(pass.name()) != Status::InProgress {
+                work.set_status(pass.name(), Status::Waiting);
+            }
+        }
+    }
+
     /// Upgrades, downgrades and removals turn into node-state edits (spec §2.6); returns whether
     /// any node changed. The nodes keep `in_progress` only if they already were.
     pub(super) fn version_changes(&mut self, pass: &Pass<'_>, status: &mut SkyhookStatus) -> bool {
@@ -62,7 +82,8 @@ impl Planner<'_> {
                 continue;
             };
             let state = work.state(pass.name());
-            let changes = version_changes(state, &pass.skyhook.spec.packages);
+            let mode = self.config.uninstall_mode;
+            let changes = version_changes(state, &pass.skyhook.spec.packages, mode);
             if changes.edits.is_empty() {
                 continue;
             }

@@ -26,6 +26,8 @@ pub(super) struct Outcome {
     pub(super) drain_blocked: Vec<String>,
     /// Reboots not confirmed in time, by node.
     pub(super) unconfirmed_reboots: BTreeMap<String, UnconfirmedReboot>,
+    /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
+    pub(super) config_waiting: bool,
 }
 
 /// The status one Skyhook's pass leaves, and the transition it makes, if any.
@@ -123,7 +125,9 @@ pub(super) fn next_status(
     status.package_list = counted.package_list;
     status.status = Some(next);
     let entering_complete = next == Status::Complete && previous != Some(Status::Complete);
-    if next == Status::Complete {
+    // A spec whose ConfigMap change still waits is not done, even if every node is complete
+    // with the old configuration: tools waiting on `observedGeneration` must keep waiting.
+    if next == Status::Complete && !outcome.config_waiting {
         status.observed_generation = skyhook.metadata.generation;
     }
     if (entering_complete || outcome.version_changed)

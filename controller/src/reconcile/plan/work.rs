@@ -119,6 +119,30 @@ impl<'s> NodeWork<'s> {
         self.conditions.insert(type_, condition);
     }
 
+    /// Removes every trace of a deleted Skyhook (upstream §2.8): its cordon, every annotation
+    /// and label of its ([`keys::is_skyhook_node_key`]) and its node conditions. Its node state
+    /// and the controller-version annotation stay when the state still holds entries: the
+    /// markers of packages that were never uninstalled.
+    pub(super) fn forget_skyhook(&mut self, skyhook: &str) {
+        self.release_cordon(skyhook);
+        let keep_markers = !self.state(skyhook).is_empty();
+        let markers = [
+            keys::node_state_annotation(skyhook),
+            keys::node_version_annotation(skyhook),
+        ];
+        let forget = |key: &String| {
+            keys::is_skyhook_node_key(key, skyhook) && !(keep_markers && markers.contains(key))
+        };
+        self.annotations.retain(|key, _| !forget(key));
+        self.labels.retain(|key, _| !forget(key));
+        if !keep_markers {
+            self.states.remove(skyhook);
+        }
+        let prefix = keys::node_condition_prefix(skyhook);
+        self.conditions
+            .retain(|type_, _| !type_.starts_with(&prefix));
+    }
+
     /// Cordons the node for `skyhook`, recording ownership and when.
     pub(super) fn cordon(&mut self, skyhook: &str, now: &str) {
         self.annotations
@@ -207,6 +231,13 @@ impl<'s> NodeWork<'s> {
                 .values()
                 .filter(|condition| !self.view.conditions.contains(condition))
                 .cloned()
+                .collect(),
+            remove_conditions: self
+                .view
+                .conditions
+                .iter()
+                .filter(|c| !self.conditions.contains_key(&c.type_))
+                .map(|c| c.type_.clone())
                 .collect(),
         }
     }

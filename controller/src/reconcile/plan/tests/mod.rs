@@ -14,3 +14,4 @@ mod reboots;
 mod scenarios;
 mod sim;
 mod targeting;
+mod uninstall;

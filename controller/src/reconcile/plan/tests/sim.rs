@@ -46,6 +46,7 @@ pub(super) fn config() -> Config {
         drain_timeout: Duration::from_secs(600),
         reboot_deadline: Duration::from_secs(1800),
         max_pods_per_node: 4,
+        uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
     }
 }
 
@@ -208,6 +209,8 @@ impl Sim {
                 node.conditions.retain(|c| c.type_ != condition.type_);
                 node.conditions.push(condition.clone());
             }
+            node.conditions
+                .retain(|c| !patch.remove_conditions.contains(&c.type_));
         }
         snapshot
             .pods
