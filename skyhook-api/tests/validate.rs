@@ -224,6 +224,15 @@ fn skyhook_rejection_table() {
             "packages: {dexter: {version: 1.2.3, image: busybox}, spencer: {version: '1', image: busybox, dependsOn: {dexter: ''}}}",
             &["spec.packages.spencer.dependsOn.dexter"],
         ),
+        // Applying an uninstall needs a package that declares one.
+        (
+            "packages: {dexter: {version: '1', image: busybox, uninstall: {enabled: false, apply: true}}}",
+            &["spec.packages.dexter.uninstall.apply"],
+        ),
+        (
+            "packages: {dexter: {version: '1', image: busybox, uninstall: {apply: true}}}",
+            &["spec.packages.dexter.uninstall.apply"],
+        ),
         // Cycles are rejected.
         (
             "packages: {aa: {version: '1', image: busybox, dependsOn: {bb: '1'}}, bb: {version: '1', image: busybox, dependsOn: {aa: '1'}}}",
@@ -274,6 +283,30 @@ packages:
     );
     assert!(message.contains("(fix: "), "{message}");
     assert!(message.contains("drop the `v`"), "{message}");
+}
+
+#[test]
+fn uninstall_apply_without_enabled_names_the_package_in_upstream_words() {
+    let yaml = "packages: {dexter: {version: '1', image: busybox, uninstall: {enabled: false, apply: true}}}";
+    let violations = validate_skyhook(&spec(yaml), &ValidationContext::default()).unwrap_err();
+    assert!(
+        violations.to_string().contains(
+            "spec.packages.dexter.uninstall.apply: package \"dexter\": uninstall.apply requires uninstall.enabled to be true"
+        ),
+        "{violations}"
+    );
+    for allowed in [
+        "{enabled: true, apply: true}",
+        "{enabled: true, apply: false}",
+        "{enabled: false, apply: false}",
+    ] {
+        let yaml =
+            format!("packages: {{dexter: {{version: '1', image: busybox, uninstall: {allowed}}}}}");
+        assert!(
+            validate_skyhook(&spec(&yaml), &ValidationContext::default()).is_ok(),
+            "{yaml}"
+        );
+    }
 }
 
 #[test]

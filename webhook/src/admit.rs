@@ -11,8 +11,9 @@ use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::de::DeserializeOwned;
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook};
 use skyhook_api::validate::{
-    ValidationContext, Violations, admission_warnings, default_policy, policy_delete_blockers,
-    policy_delete_message, validate_policy, validate_skyhook,
+    UpdateVerdict, ValidationContext, Violation, Violations, admission_warnings, default_policy,
+    policy_delete_blockers, policy_delete_message, skyhook_update, validate_policy,
+    validate_skyhook,
 };
 
 use crate::lookups::Lookups;
@@ -118,7 +119,9 @@ fn validate_skyhook_request(
         Ok(skyhook) => skyhook,
         Err(reason) => return deny_bad_request(response, reason),
     };
-    let warnings = admission_warnings(&skyhook.spec);
+    let update = update_verdict(request, &skyhook);
+    let mut warnings = admission_warnings(&skyhook.spec);
+    warnings.extend(update.warnings);
     let response = with_warnings(response, warnings);
     let names_policy = skyhook.spec.policy_name().is_some();
     let known_policies: Option<BTreeSet<String>> = lookups.policy_names();
@@ -137,9 +140,36 @@ fn validate_skyhook_request(
         name: Some(name).filter(|n| !n.is_empty()),
         known_policies: known_policies.as_ref(),
     };
-    match validate_skyhook(&skyhook.spec, &context) {
+    let mut violations: Vec<Violation> = match validate_skyhook(&skyhook.spec, &context) {
+        Ok(()) => Vec::new(),
+        Err(violations) => violations.into_iter().collect(),
+    };
+    violations.extend(update.violations);
+    match Violations::check(violations) {
         Ok(()) => response,
         Err(violations) => deny_invalid(response, "Skyhook", name, &violations),
+    }
+}
+
+/// The update rules of an UPDATE that carries the old object; nothing to check otherwise. An
+/// old object that no longer decodes cannot be compared, which is said in a warning rather
+/// than refused: refusing would keep the user from repairing it.
+fn update_verdict(request: &AdmissionRequest<DynamicObject>, new: &Skyhook) -> UpdateVerdict {
+    if !matches!(request.operation, Operation::Update) {
+        return UpdateVerdict::default();
+    }
+    let Some(old_object) = &request.old_object else {
+        return UpdateVerdict::default();
+    };
+    match decode::<Skyhook>(old_object) {
+        Ok(old) => skyhook_update(&old, new),
+        Err(err) => UpdateVerdict {
+            violations: Vec::new(),
+            warnings: vec![format!(
+                "the stored Skyhook {:?} is not readable ({err}), so the rules for removing or downgrading packages with uninstall.enabled were not checked",
+                request.name
+            )],
+        },
     }
 }
 
@@ -235,9 +265,12 @@ fn typed_object<K: DeserializeOwned>(
             request.name
         ));
     };
-    serde_json::to_value(object)
-        .and_then(serde_json::from_value)
+    decode(object)
         .map_err(|err| format!("the object is not a valid {kind} {:?}: {err}", request.name))
+}
+
+fn decode<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, serde_json::Error> {
+    serde_json::to_value(object).and_then(serde_json::from_value)
 }
 
 /// The operation as the API server spells it.

@@ -36,3 +36,4 @@ mod operator_agent;
 mod pod_slots;
 mod seed_quick_start;
 mod webhook_admission;
+mod webhook_uninstall;

@@ -4,6 +4,7 @@
 mod policy;
 mod quantity;
 mod skyhook;
+mod update;
 mod violation;
 
 pub use policy::{
@@ -11,4 +12,5 @@ pub use policy::{
 };
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use skyhook::{ValidationContext, admission_warnings, validate_skyhook};
+pub use update::{UpdateVerdict, skyhook_update};
 pub use violation::{Violation, Violations};

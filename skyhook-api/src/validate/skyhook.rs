@@ -198,6 +198,13 @@ fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
     if let Some(resources) = &package.resources {
         check_resources(&field, resources, out);
     }
+    if package.uninstall.is_some_and(|u| u.apply && !u.enabled) {
+        out.push(Violation::new(
+            format!("{field}.uninstall.apply"),
+            format!("package \"{key}\": uninstall.apply requires uninstall.enabled to be true"),
+            "set uninstall.enabled: true if the package supports uninstall, or remove uninstall.apply",
+        ));
+    }
 }
 
 /// The node name standing in for every node in the pod names checked below: node names are
