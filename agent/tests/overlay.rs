@@ -560,6 +560,39 @@ fn interrupts_run_once_per_resource_id_and_reach_the_journal() {
 }
 
 #[test]
+fn an_interrupt_restores_a_copy_dir_that_uninstall_removed() {
+    require_overlay_support();
+    let node = Node::new("uninstall-interrupt");
+    let copy_dir = node.copy_dir("shellscript", "1.1.1");
+    let root = node.merged.to_string_lossy().into_owned();
+    let data_dir = example("shellscript");
+    let env = [
+        ("SKYHOOK_RESOURCE_ID", "e2e-uid-3_shellscript_1.1.1"),
+        ("SKYHOOK_DATA_DIR", data_dir.to_str().unwrap()),
+    ];
+    node.install_package(&data_dir, &copy_dir, &[]);
+    assert_eq!(code(&node.run("uninstall", &copy_dir, &env)), Some(0));
+    // What an uninstall that cleans up after itself leaves: no copy dir.
+    fs::remove_dir_all(node.changed(&copy_dir)).unwrap();
+
+    use base64::Engine as _;
+    let restart = base64::engine::general_purpose::STANDARD
+        .encode(r#"{"type": "service_restart", "services": ["containerd"]}"#);
+    let output = node.agent(&["interrupt", &root, &copy_dir, &restart], &env);
+    assert_eq!(code(&output), Some(0));
+    assert!(node.changed(&copy_dir).join("config.json").is_file());
+    assert!(
+        node.changed(&copy_dir)
+            .join("skyhook_dir/shellscript_run.sh")
+            .is_file()
+    );
+    assert_eq!(
+        node.journal(),
+        ["systemctl daemon-reload", "systemctl restart containerd"]
+    );
+}
+
+#[test]
 fn sigterm_stops_after_the_running_step() {
     require_overlay_support();
     let node = Node::new("sigterm");
