@@ -593,8 +593,8 @@ pub fn package_rerun(
 
 /// `package uninstall <pkg> --skyhook X [--cancel]`: sets `packages.<pkg>.uninstall.apply` to
 /// true (asking first) or, with `cancel`, to false (without asking: it only undoes a request).
-/// The package must be in the spec with `uninstall.enabled: true`; a request already in the
-/// wanted state gets no patch, only a note.
+/// The package must be in the spec, and a request needs `uninstall.enabled: true`; an `apply`
+/// already in the wanted state gets no patch, only a note.
 pub fn package_uninstall(
     skyhook: &Skyhook,
     package: &str,
@@ -609,7 +609,8 @@ pub fn package_uninstall(
             package: package.to_owned(),
             skyhook: name.to_owned(),
         })?;
-    if !spec.uninstall_enabled() {
+    // A cancel needs no support: it only clears `apply`, whatever `enabled` says.
+    if !cancel && !spec.uninstall_enabled() {
         return Err(PlanError::UninstallNotEnabled {
             package: package.to_owned(),
             skyhook: name.to_owned(),

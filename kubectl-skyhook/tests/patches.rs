@@ -496,6 +496,15 @@ fn package_uninstall_sets_only_uninstall_apply_with_a_merge_patch() {
             "This will cancel the uninstall of package \"tuning\" (1.1.0) of Skyhook \"demo\"",
             "Uninstall of package \"tuning\" of Skyhook \"demo\" cancelled;",
         ),
+        // apply without enabled (stored before the webhook checked it): a cancel clears it.
+        (
+            (false, true),
+            true,
+            false,
+            false,
+            "This will cancel the uninstall of package \"tuning\" (1.1.0) of Skyhook \"demo\"",
+            "Uninstall of package \"tuning\" of Skyhook \"demo\" cancelled;",
+        ),
     ];
     for (block, cancel, apply, asks, summary, done) in cases {
         let change =
@@ -542,12 +551,20 @@ fn package_uninstall_with_nothing_to_do_only_says_so() {
             true,
             "The uninstall of package \"tuning\" of Skyhook \"demo\" is not requested; nothing to cancel",
         ),
+        // A cancel needs no uninstall support: with `enabled` false there is nothing to cancel.
+        (
+            (false, false),
+            true,
+            "The uninstall of package \"tuning\" of Skyhook \"demo\" is not requested; nothing to cancel",
+        ),
     ] {
         let change =
             patches::package_uninstall(&with_uninstall(Some(block)), "tuning", cancel).unwrap();
         assert!(change.patches.is_empty(), "{block:?} cancel={cancel}");
         assert_eq!(change.notes, [note]);
     }
+    let no_block = patches::package_uninstall(&with_uninstall(None), "tuning", true).unwrap();
+    assert!(no_block.patches.is_empty() && no_block.notes.len() == 1);
 }
 
 #[test]
@@ -574,12 +591,6 @@ fn package_uninstall_refusals_name_the_fix() {
             with_uninstall(Some((false, false))),
             "tuning",
             false,
-            "set packages.tuning.uninstall.enabled: true first",
-        ),
-        (
-            with_uninstall(None),
-            "tuning",
-            true,
             "set packages.tuning.uninstall.enabled: true first",
         ),
         (
