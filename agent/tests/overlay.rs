@@ -914,6 +914,11 @@ fn tuned_manages_profiles_through_tuned_adm() {
         code(&node.run("uninstall-check", &copy_dir, &[id])),
         Some(0)
     );
+    assert_eq!(
+        node.files_differing_from_machine("/etc"),
+        Vec::<String>::new(),
+        "uninstall removes every profile and script config wrote"
+    );
 }
 
 #[test]
