@@ -20,7 +20,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     version = VERSION,
     // `--version` prints "Skyhook plugin: <version>", as upstream's plugin does.
     display_name = "Skyhook plugin:",
-    after_help = "Examples:\n  kubectl skyhook status\n  kubectl skyhook status demo\n  kubectl skyhook plan -f examples/demo.yaml\n  kubectl skyhook pause demo --confirm\n  kubectl skyhook node list --skyhook demo -o wide"
+    after_help = "Examples:\n  kubectl skyhook status\n  kubectl skyhook status demo\n  kubectl skyhook plan -f examples/demo.yaml\n  kubectl skyhook pause demo --confirm\n  kubectl skyhook node list --skyhook demo -o wide\n  kubectl skyhook package uninstall tuning --skyhook demo"
 )]
 pub struct Cli {
     /// Flags every command takes.
