@@ -189,30 +189,73 @@ fn run_stage(
     }
 }
 
-/// The package copy on the host. When the operator did not make one (legacy mode), the package
-/// is copied there from the agent image first, with the legacy node files when present.
+/// What the agent has on its side to fill a missing copy dir with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CopySources {
+    copy_dir_exists: bool,
+    data_dir_exists: bool,
+    node_files_exist: bool,
+}
+
+impl CopySources {
+    fn observe(host: &impl Host, settings: &Settings, copy_dir: &Path) -> CopySources {
+        CopySources {
+            copy_dir_exists: host.exists(copy_dir),
+            data_dir_exists: host.exists(Path::new(&settings.data_dir)),
+            node_files_exist: host.exists(Path::new(LEGACY_NODE_FILES)),
+        }
+    }
+}
+
+/// The changes that provide the copy dir when it is missing: `SKYHOOK_DATA_DIR` copied there,
+/// then the legacy node files when present. A stage copies the data dir even when it is missing,
+/// so the copy fails naming it. An interrupt without a data dir still gets an empty copy dir,
+/// the working directory of its commands (upstream #181); with one, it gets the package back,
+/// since an uninstall's interrupt can run after the uninstall removed the copy.
+fn copy_dir_changes(
+    mode: Mode,
+    sources: CopySources,
+    settings: &Settings,
+    request: &Request,
+) -> Vec<FsChange> {
+    if sources.copy_dir_exists {
+        return Vec::new();
+    }
+    let root = &request.root_mount;
+    let copy_tree = |from: &str| FsChange::CopyTree {
+        from: PathBuf::from(from),
+        root: root.clone(),
+        dest: request.copy_dir.clone(),
+    };
+    let mut changes = Vec::new();
+    if sources.data_dir_exists || mode != Mode::Interrupt {
+        changes.push(copy_tree(&settings.data_dir));
+    } else {
+        changes.push(FsChange::CreateDir {
+            path: under_root(root, &request.copy_dir),
+        });
+    }
+    if sources.node_files_exist {
+        changes.push(copy_tree(LEGACY_NODE_FILES));
+    }
+    changes
+}
+
+/// The package copy on the host. When it is missing (legacy mode, or an interrupt after an
+/// uninstall removed it), it is made first; see [`copy_dir_changes`].
 fn ensure_copy_dir(
     host: &mut impl Host,
     settings: &Settings,
     request: &Request,
 ) -> Result<PathBuf, RunError> {
-    let root = &request.root_mount;
-    let copy_dir = under_root(root, &request.copy_dir);
-    if host.exists(&copy_dir) {
-        return Ok(copy_dir);
+    let copy_dir = under_root(&request.root_mount, &request.copy_dir);
+    let sources = CopySources::observe(host, settings, &copy_dir);
+    let changes = copy_dir_changes(request.mode, sources, settings, request);
+    if !changes.is_empty() {
+        info!(copy_dir = %copy_dir.display(), data_dir = %settings.data_dir, data_dir_exists = sources.data_dir_exists, "copy dir missing: copying the package to the host");
     }
-    info!(copy_dir = %copy_dir.display(), data_dir = %settings.data_dir, "copy dir missing: legacy mode, copying the package to the host");
-    host.apply(&FsChange::CopyTree {
-        from: PathBuf::from(&settings.data_dir),
-        root: root.clone(),
-        dest: request.copy_dir.clone(),
-    })?;
-    if host.exists(Path::new(LEGACY_NODE_FILES)) {
-        host.apply(&FsChange::CopyTree {
-            from: PathBuf::from(LEGACY_NODE_FILES),
-            root: root.clone(),
-            dest: request.copy_dir.clone(),
-        })?;
+    for change in &changes {
+        host.apply(change)?;
     }
     Ok(copy_dir)
 }
@@ -380,11 +423,9 @@ fn run_interrupt(
     })?;
     let interrupt =
         InterruptPayload::decode(data).map_err(|err| RunError::Usage(err.to_string()))?;
-    // The commands run with the copy dir as their working directory; it may not exist for this
-    // generation of the package (upstream issue #181).
-    host.apply(&FsChange::CreateDir {
-        path: under_root(&request.root_mount, &request.copy_dir),
-    })?;
+    // The commands run with the copy dir as their working directory; it may be missing for this
+    // generation of the package (upstream #181) or removed by an uninstall.
+    ensure_copy_dir(host, settings, request)?;
     let layout = layout(settings, request);
     let flag_dir = layout.interrupt_flag_dir(&settings.resource_id);
     host.apply(&FsChange::CreateDir {

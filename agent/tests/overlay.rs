@@ -131,6 +131,33 @@ impl Node {
             .unwrap_or_else(|err| panic!("{host_path} in the node root: {err}"))
     }
 
+    /// The regular files under `host_dir` that the agent created or changed in the node root:
+    /// those whose bytes differ from the machine's own file, or that the machine lacks.
+    fn files_differing_from_machine(&self, host_dir: &str) -> Vec<String> {
+        let mut differing = Vec::new();
+        let mut pending = vec![self.changed(host_dir)];
+        while let Some(dir) = pending.pop() {
+            for entry in fs::read_dir(&dir).into_iter().flatten() {
+                let entry = entry.unwrap();
+                let kind = entry.file_type().unwrap();
+                if kind.is_dir() {
+                    pending.push(entry.path());
+                    continue;
+                }
+                if !kind.is_file() {
+                    continue; // overlay whiteouts: files the agent deleted
+                }
+                let host_path =
+                    Path::new("/").join(entry.path().strip_prefix(&self.upper).unwrap());
+                if fs::read(&host_path).ok() != Some(fs::read(entry.path()).unwrap()) {
+                    differing.push(host_path.to_string_lossy().into_owned());
+                }
+            }
+        }
+        differing.sort();
+        differing
+    }
+
     fn journal(&self) -> Vec<String> {
         fs::read_to_string(self.upper.join(JOURNAL))
             .unwrap_or_default()
@@ -352,6 +379,11 @@ fn shellscript_lifecycle_changes_only_the_node_root() {
     assert_eq!(code(&node.run("uninstall", &copy_dir, &resource)), Some(0));
     assert!(!node.changed("/etc/skyhook-e2e-applied").exists());
     assert_eq!(
+        node.files_differing_from_machine("/etc"),
+        Vec::<String>::new(),
+        "the configMap's uninstall.sh undid what apply.sh and config.sh wrote"
+    );
+    assert_eq!(
         code(&node.run("uninstall-check", &copy_dir, &resource)),
         Some(0)
     );
@@ -528,6 +560,39 @@ fn interrupts_run_once_per_resource_id_and_reach_the_journal() {
 }
 
 #[test]
+fn an_interrupt_restores_a_copy_dir_that_uninstall_removed() {
+    require_overlay_support();
+    let node = Node::new("uninstall-interrupt");
+    let copy_dir = node.copy_dir("shellscript", "1.1.1");
+    let root = node.merged.to_string_lossy().into_owned();
+    let data_dir = example("shellscript");
+    let env = [
+        ("SKYHOOK_RESOURCE_ID", "e2e-uid-3_shellscript_1.1.1"),
+        ("SKYHOOK_DATA_DIR", data_dir.to_str().unwrap()),
+    ];
+    node.install_package(&data_dir, &copy_dir, &[]);
+    assert_eq!(code(&node.run("uninstall", &copy_dir, &env)), Some(0));
+    // What an uninstall that cleans up after itself leaves: no copy dir.
+    fs::remove_dir_all(node.changed(&copy_dir)).unwrap();
+
+    use base64::Engine as _;
+    let restart = base64::engine::general_purpose::STANDARD
+        .encode(r#"{"type": "service_restart", "services": ["containerd"]}"#);
+    let output = node.agent(&["interrupt", &root, &copy_dir, &restart], &env);
+    assert_eq!(code(&output), Some(0));
+    assert!(node.changed(&copy_dir).join("config.json").is_file());
+    assert!(
+        node.changed(&copy_dir)
+            .join("skyhook_dir/shellscript_run.sh")
+            .is_file()
+    );
+    assert_eq!(
+        node.journal(),
+        ["systemctl daemon-reload", "systemctl restart containerd"]
+    );
+}
+
+#[test]
 fn sigterm_stops_after_the_running_step() {
     require_overlay_support();
     let node = Node::new("sigterm");
@@ -672,6 +737,22 @@ fn tuning_writes_and_removes_its_drop_ins() {
         String::from_utf8_lossy(&bad.stderr).contains("is not <name>=<value> with a name among")
     );
 
+    // uninstall-check fails, naming what remains, until uninstall has run.
+    let early = node.run("uninstall-check", &copy_dir, &id);
+    assert_eq!(code(&early), Some(3));
+    let early_text = String::from_utf8_lossy(&early.stderr).into_owned();
+    assert!(
+        early_text.contains("/etc/security/limits.d/999-tuning-tuning.conf"),
+        "{early_text}"
+    );
+    if machine_lacks_pam_limits() {
+        assert!(
+            node.read("/etc/pam.d/common-session")
+                .contains("pam_limits.so # added by the skyhook tuning package"),
+            "config enables pam_limits, marking the line"
+        );
+    }
+
     assert_eq!(code(&node.run("uninstall", &copy_dir, &id)), Some(0));
     for dropin in [
         "/etc/sysctl.d/999-tuning-tuning.conf",
@@ -681,6 +762,39 @@ fn tuning_writes_and_removes_its_drop_ins() {
         assert!(!node.changed(dropin).exists(), "{dropin} removed");
     }
     assert_eq!(code(&node.run("uninstall-check", &copy_dir, &id)), Some(0));
+    assert_eq!(
+        node.files_differing_from_machine("/etc"),
+        Vec::<String>::new(),
+        "uninstall leaves no file config wrote under /etc"
+    );
+
+    // A pam_limits line of tuning's that no drop-in needs any more fails the check too.
+    if machine_lacks_pam_limits() {
+        let session = node.changed("/etc/pam.d/common-session");
+        let mut text = fs::read_to_string(&session).unwrap();
+        text.push_str("session required pam_limits.so # added by the skyhook tuning package\n");
+        fs::write(&session, text).unwrap();
+        let leftover = node.run("uninstall-check", &copy_dir, &id);
+        assert_eq!(code(&leftover), Some(3));
+        assert!(
+            String::from_utf8_lossy(&leftover.stderr)
+                .contains("/etc/pam.d/common-session (pam_limits line)")
+        );
+        assert_eq!(code(&node.run("uninstall", &copy_dir, &id)), Some(0));
+        assert_eq!(
+            node.files_differing_from_machine("/etc"),
+            Vec::<String>::new()
+        );
+    }
+}
+
+/// Whether this machine's Debian session stack lacks pam_limits, so tuning's config adds it.
+fn machine_lacks_pam_limits() -> bool {
+    fs::read_to_string("/etc/pam.d/common-session").is_ok_and(|text| {
+        !text
+            .lines()
+            .any(|l| l.trim_start().starts_with("session") && l.contains("pam_limits.so"))
+    })
 }
 
 #[test]
@@ -799,6 +913,11 @@ fn tuned_manages_profiles_through_tuned_adm() {
     assert_eq!(
         code(&node.run("uninstall-check", &copy_dir, &[id])),
         Some(0)
+    );
+    assert_eq!(
+        node.files_differing_from_machine("/etc"),
+        Vec::<String>::new(),
+        "uninstall removes every profile and script config wrote"
     );
 }
 

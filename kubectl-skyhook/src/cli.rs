@@ -21,7 +21,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
     version = VERSION,
     // `--version` prints "Skyhook plugin: <version>", as upstream's plugin does.
     display_name = "Skyhook plugin:",
-    after_help = "Examples:\n  kubectl skyhook status\n  kubectl skyhook status demo\n  kubectl skyhook plan -f examples/demo.yaml\n  kubectl skyhook pause demo --confirm\n  kubectl skyhook node list --skyhook demo -o wide"
+    after_help = "Examples:\n  kubectl skyhook status\n  kubectl skyhook status demo\n  kubectl skyhook plan -f examples/demo.yaml\n  kubectl skyhook pause demo --confirm\n  kubectl skyhook node list --skyhook demo -o wide\n  kubectl skyhook package uninstall tuning --skyhook demo"
 )]
 pub struct Cli {
     /// Flags every command takes.
@@ -118,9 +118,9 @@ pub enum Command {
         #[command(subcommand)]
         action: NodeCommand,
     },
-    /// Packages: progress per node and reruns.
+    /// Packages: progress per node, reruns and explicit uninstall.
     #[command(
-        after_help = "Examples:\n  kubectl skyhook package status tuning --skyhook demo\n  kubectl skyhook package rerun tuning --skyhook demo --node worker-1"
+        after_help = "Examples:\n  kubectl skyhook package status tuning --skyhook demo\n  kubectl skyhook package rerun tuning --skyhook demo --node worker-1\n  kubectl skyhook package uninstall tuning --skyhook demo"
     )]
     Package {
         /// The action.
@@ -337,6 +337,26 @@ pub enum PackageCommand {
         #[arg(short = 'y', long)]
         confirm: bool,
     },
+    /// Request the explicit uninstall of a package on every node where it is installed (sets
+    /// packages.<pkg>.uninstall.apply: true; the package needs uninstall.enabled: true), or
+    /// cancel it with --cancel (does not ask).
+    #[command(
+        after_help = "Examples:\n  kubectl skyhook package uninstall tuning --skyhook demo\n  kubectl skyhook package uninstall tuning --skyhook demo -y --dry-run\n  kubectl skyhook package uninstall tuning --skyhook demo --cancel\n  kubectl skyhook status demo   (shows the uninstall progress)"
+    )]
+    Uninstall {
+        /// The package.
+        package: String,
+        /// The Skyhook.
+        #[arg(long)]
+        skyhook: String,
+        /// Cancel a requested uninstall (sets uninstall.apply: false): nodes still uninstalling
+        /// reinstall the package.
+        #[arg(long)]
+        cancel: bool,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long)]
+        confirm: bool,
+    },
 }
 
 /// Any stage.
@@ -483,6 +503,44 @@ mod tests {
                 assert_eq!(target.confirm, confirm, "{args:?}");
             }
         }
+    }
+
+    #[test]
+    fn package_uninstall_takes_cancel_and_confirm() {
+        for (args, cancel, confirm) in [
+            (vec!["tuning", "--skyhook", "demo"], false, false),
+            (vec!["tuning", "--skyhook", "demo", "-y"], false, true),
+            (
+                vec!["tuning", "--skyhook", "demo", "--confirm"],
+                false,
+                true,
+            ),
+            (vec!["tuning", "--skyhook", "demo", "--cancel"], true, false),
+        ] {
+            let line: Vec<&str> = ["package", "uninstall"]
+                .into_iter()
+                .chain(args.clone())
+                .collect();
+            match parse(&line).unwrap().command {
+                Command::Package {
+                    action:
+                        PackageCommand::Uninstall {
+                            package,
+                            skyhook,
+                            cancel: got_cancel,
+                            confirm: got_confirm,
+                        },
+                } => {
+                    assert_eq!((package.as_str(), skyhook.as_str()), ("tuning", "demo"));
+                    assert_eq!((got_cancel, got_confirm), (cancel, confirm), "{args:?}");
+                }
+                other => panic!("{args:?}: parsed as {other:?}"),
+            }
+        }
+        assert!(
+            parse(&["package", "uninstall", "tuning"]).is_err(),
+            "--skyhook is required"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The mutating verbs as pure patch planners: the objects and the arguments in, the merge
-//! patches to send (with what each does, in words) out. Only annotation, label and status
-//! merge patches; never a full update.
+//! patches to send (with what each does, in words) out. Only merge patches (annotations, labels,
+//! status, and `packages.<p>.uninstall.apply` in a Skyhook's spec); never a full update.
 
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Map, Value, json};
@@ -15,7 +15,7 @@ use crate::pattern::{NodePattern, matches_any};
 /// What a patch is sent to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// A Skyhook's metadata.
+    /// A Skyhook's metadata or spec.
     Skyhook(String),
     /// A Skyhook's status subresource.
     SkyhookStatus(String),
@@ -81,6 +81,26 @@ pub enum PlanError {
         verb: &'static str,
         /// The operator version found.
         version: String,
+    },
+    /// `package uninstall` of a package that does not declare uninstall support.
+    #[error(
+        "package {package:?} of Skyhook {skyhook:?} does not have uninstall.enabled: true; set packages.{package}.uninstall.enabled: true first (its uninstall steps must undo what it installed), then request the uninstall"
+    )]
+    UninstallNotEnabled {
+        /// The package asked for.
+        package: String,
+        /// The Skyhook.
+        skyhook: String,
+    },
+    /// `package uninstall --cancel` while the Skyhook is being deleted.
+    #[error(
+        "cannot cancel the uninstall of package {package:?}: Skyhook {skyhook:?} is being deleted, which uninstalls every package with uninstall.enabled: true; it cannot be cancelled"
+    )]
+    CancelWhileDeleting {
+        /// The package asked for.
+        package: String,
+        /// The Skyhook.
+        skyhook: String,
     },
     /// A stage that `package rerun` cannot start from.
     #[error("cannot rerun from stage {stage:?}: use apply, config, interrupt or post-interrupt")]
@@ -569,6 +589,96 @@ pub fn package_rerun(
         );
     }
     Ok(change)
+}
+
+/// `package uninstall <pkg> --skyhook X [--cancel]`: sets `packages.<pkg>.uninstall.apply` to
+/// true (asking first) or, with `cancel`, to false (without asking: it only undoes a request).
+/// The package must be in the spec, and a request needs `uninstall.enabled: true`; an `apply`
+/// already in the wanted state gets no patch, only a note.
+pub fn package_uninstall(
+    skyhook: &Skyhook,
+    package: &str,
+    cancel: bool,
+) -> Result<Change, PlanError> {
+    let name = name_of(&skyhook.metadata);
+    let spec = skyhook
+        .spec
+        .packages
+        .get(package)
+        .ok_or_else(|| PlanError::UnknownPackage {
+            package: package.to_owned(),
+            skyhook: name.to_owned(),
+        })?;
+    // A cancel needs no support: it only clears `apply`, whatever `enabled` says.
+    if !cancel && !spec.uninstall_enabled() {
+        return Err(PlanError::UninstallNotEnabled {
+            package: package.to_owned(),
+            skyhook: name.to_owned(),
+        });
+    }
+    if cancel && skyhook.metadata.deletion_timestamp.is_some() {
+        return Err(PlanError::CancelWhileDeleting {
+            package: package.to_owned(),
+            skyhook: name.to_owned(),
+        });
+    }
+    let requested = spec.uninstall.is_some_and(|u| u.apply);
+    if requested != cancel {
+        let already = if cancel {
+            "is not requested; nothing to cancel"
+        } else {
+            "is already requested; `kubectl skyhook status` shows its progress"
+        };
+        return Ok(Change {
+            notes: vec![format!(
+                "The uninstall of package {package:?} of Skyhook {name:?} {already}"
+            )],
+            ..Change::default()
+        });
+    }
+    let (summary, description, done) = uninstall_words(name, package, &spec.version, cancel);
+    Ok(Change {
+        summary: vec![summary],
+        patches: vec![Patch {
+            target: Target::Skyhook(name.to_owned()),
+            body: json!({"spec": {"packages": {package: {"uninstall": {"apply": !cancel}}}}}),
+            description,
+        }],
+        done: vec![done],
+        notes: Vec::new(),
+        // A cancel only undoes a request, as resume and enable do, and does not ask.
+        confirm: !cancel,
+    })
+}
+
+/// The summary, patch description and done line of `package uninstall`.
+fn uninstall_words(
+    skyhook: &str,
+    package: &str,
+    version: &str,
+    cancel: bool,
+) -> (String, String, String) {
+    if cancel {
+        (
+            format!(
+                "This will cancel the uninstall of package {package:?} ({version}) of Skyhook {skyhook:?}: nodes still uninstalling reinstall it; an uninstall already at its interrupt finishes first, then reinstalls."
+            ),
+            format!("cancel the uninstall of package {package:?} of Skyhook {skyhook:?}"),
+            format!(
+                "Uninstall of package {package:?} of Skyhook {skyhook:?} cancelled; nodes where it completed will reinstall it"
+            ),
+        )
+    } else {
+        (
+            format!(
+                "This will uninstall package {package:?} ({version}) of Skyhook {skyhook:?} from every node where it is installed, running its uninstall stage and then its interrupt, if it has one."
+            ),
+            format!("request the uninstall of package {package:?} of Skyhook {skyhook:?}"),
+            format!(
+                "Uninstall of package {package:?} of Skyhook {skyhook:?} requested; `kubectl skyhook status {skyhook}` shows its progress, `kubectl skyhook package uninstall {package} --skyhook {skyhook} --cancel` cancels it"
+            ),
+        )
+    }
 }
 
 /// The node's `nodeState` annotation once the package's `version` entry reruns (null when

@@ -6,7 +6,7 @@ use kubectl_skyhook::patches::{self, Lifecycle, PlanError, Target};
 use kubectl_skyhook::pattern::parse_all;
 use serde_json::{Value, json};
 use skyhook_api::node_state::NodeState;
-use skyhook_api::v1alpha1::{Skyhook, Stage};
+use skyhook_api::v1alpha1::{Skyhook, Stage, Uninstall};
 
 fn with_annotations(mut skyhook: Skyhook, annotations: &[(&str, &str)]) -> Skyhook {
     skyhook.metadata.annotations = Some(
@@ -465,4 +465,146 @@ fn reset_restarts_the_rollout_order() {
             .as_object()
             .is_some_and(|s| s.contains_key("nodeOrderOffset"))
     }));
+}
+
+/// The demo with `tuning`'s uninstall block set to `block` (`None` removes it).
+#[allow(clippy::unwrap_used)] // The demo has a tuning package; without one the test must fail.
+fn with_uninstall(block: Option<(bool, bool)>) -> Skyhook {
+    let mut skyhook = common::demo();
+    let tuning = skyhook.spec.packages.get_mut("tuning").unwrap();
+    tuning.uninstall = block.map(|(enabled, apply)| Uninstall { enabled, apply });
+    skyhook
+}
+
+#[test]
+fn package_uninstall_sets_only_uninstall_apply_with_a_merge_patch() {
+    // (uninstall block, cancel, apply sent, asks, summary start, done start)
+    let cases = [
+        (
+            (true, false),
+            false,
+            true,
+            true,
+            "This will uninstall package \"tuning\" (1.1.0) of Skyhook \"demo\" from every node",
+            "Uninstall of package \"tuning\" of Skyhook \"demo\" requested;",
+        ),
+        (
+            (true, true),
+            true,
+            false,
+            false,
+            "This will cancel the uninstall of package \"tuning\" (1.1.0) of Skyhook \"demo\"",
+            "Uninstall of package \"tuning\" of Skyhook \"demo\" cancelled;",
+        ),
+        // apply without enabled (stored before the webhook checked it): a cancel clears it.
+        (
+            (false, true),
+            true,
+            false,
+            false,
+            "This will cancel the uninstall of package \"tuning\" (1.1.0) of Skyhook \"demo\"",
+            "Uninstall of package \"tuning\" of Skyhook \"demo\" cancelled;",
+        ),
+    ];
+    for (block, cancel, apply, asks, summary, done) in cases {
+        let change =
+            patches::package_uninstall(&with_uninstall(Some(block)), "tuning", cancel).unwrap();
+        assert_eq!(change.patches.len(), 1, "{block:?} cancel={cancel}");
+        let patch = &change.patches[0];
+        assert_eq!(patch.target, Target::Skyhook("demo".into()));
+        assert_eq!(
+            patch.body,
+            json!({"spec": {"packages": {"tuning": {"uninstall": {"apply": apply}}}}})
+        );
+        assert_eq!(change.confirm, asks, "cancel={cancel}");
+        assert!(
+            change.summary[0].starts_with(summary),
+            "{:?}",
+            change.summary
+        );
+        assert!(change.done[0].starts_with(done), "{:?}", change.done);
+        assert!(change.notes.is_empty());
+        let verb = if cancel {
+            "cancel the uninstall"
+        } else {
+            "request the uninstall"
+        };
+        assert_eq!(
+            change.dry_run(),
+            [format!(
+                "[dry-run] Would {verb} of package \"tuning\" of Skyhook \"demo\""
+            )]
+        );
+    }
+}
+
+#[test]
+fn package_uninstall_with_nothing_to_do_only_says_so() {
+    for (block, cancel, note) in [
+        (
+            (true, true),
+            false,
+            "The uninstall of package \"tuning\" of Skyhook \"demo\" is already requested; `kubectl skyhook status` shows its progress",
+        ),
+        (
+            (true, false),
+            true,
+            "The uninstall of package \"tuning\" of Skyhook \"demo\" is not requested; nothing to cancel",
+        ),
+        // A cancel needs no uninstall support: with `enabled` false there is nothing to cancel.
+        (
+            (false, false),
+            true,
+            "The uninstall of package \"tuning\" of Skyhook \"demo\" is not requested; nothing to cancel",
+        ),
+    ] {
+        let change =
+            patches::package_uninstall(&with_uninstall(Some(block)), "tuning", cancel).unwrap();
+        assert!(change.patches.is_empty(), "{block:?} cancel={cancel}");
+        assert_eq!(change.notes, [note]);
+    }
+    let no_block = patches::package_uninstall(&with_uninstall(None), "tuning", true).unwrap();
+    assert!(no_block.patches.is_empty() && no_block.notes.len() == 1);
+}
+
+#[test]
+fn package_uninstall_refusals_name_the_fix() {
+    let mut deleting = with_uninstall(Some((true, true)));
+    deleting.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ));
+    let cases = [
+        (
+            with_uninstall(Some((true, false))),
+            "nope",
+            false,
+            "package \"nope\" is not in the spec of Skyhook \"demo\"",
+        ),
+        (
+            with_uninstall(None),
+            "tuning",
+            false,
+            "set packages.tuning.uninstall.enabled: true first",
+        ),
+        (
+            with_uninstall(Some((false, false))),
+            "tuning",
+            false,
+            "set packages.tuning.uninstall.enabled: true first",
+        ),
+        (
+            deleting,
+            "tuning",
+            true,
+            "Skyhook \"demo\" is being deleted",
+        ),
+    ];
+    for (skyhook, package, cancel, message) in cases {
+        let error = patches::package_uninstall(&skyhook, package, cancel).unwrap_err();
+        assert!(
+            error.to_string().contains(message),
+            "{package} cancel={cancel}: {error}"
+        );
+    }
 }

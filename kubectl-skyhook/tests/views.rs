@@ -206,3 +206,158 @@ fn an_unconfirmed_reboot_is_shown_as_a_warning() {
         "{text}"
     );
 }
+
+/// A node state with one entry per `(package, stage, state)`, all at version 1.1.0.
+#[allow(clippy::unwrap_used)] // A fixture that does not parse must fail the test.
+fn state_of(entries: &[(&str, &str, &str)]) -> skyhook_api::node_state::NodeState {
+    let map: serde_json::Map<String, serde_json::Value> = entries
+        .iter()
+        .map(|(name, stage, state)| {
+            (
+                format!("{name}|1.1.0"),
+                serde_json::json!({"name": name, "version": "1.1.0", "image": "i",
+                    "stage": stage, "state": state, "restarts": 0}),
+            )
+        })
+        .collect();
+    skyhook_api::node_state::NodeState::parse(&serde_json::Value::Object(map).to_string()).unwrap()
+}
+
+/// The demo with `tuning`'s uninstall block, optionally being deleted.
+#[allow(clippy::unwrap_used)] // The demo has a tuning package; without one the test must fail.
+fn demo_uninstall(enabled: bool, apply: bool, deleting: bool) -> skyhook_api::v1alpha1::Skyhook {
+    let mut demo = common::demo();
+    demo.spec.packages.get_mut("tuning").unwrap().uninstall =
+        Some(skyhook_api::v1alpha1::Uninstall { enabled, apply });
+    if deleting {
+        demo.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-01-01T00:00:00Z".parse().unwrap(),
+            ));
+    }
+    demo
+}
+
+#[test]
+fn uninstall_progress_counts_nodes_per_stage_and_the_uninstalled() {
+    let installed = state_of(&[("tuning", "config", "complete")]);
+    let uninstalling = state_of(&[("tuning", "uninstall", "in_progress")]);
+    let failing = state_of(&[("tuning", "uninstall", "erroring")]);
+    let interrupting = state_of(&[("tuning", "uninstall-interrupt", "in_progress")]);
+    let gone = state_of(&[]);
+    let nodes = [&installed, &uninstalling, &failing, &interrupting, &gone];
+    // (enabled, apply, deleting, node states, expected (requested, uninstall,
+    // uninstall-interrupt, erroring, uninstalled) or None for no row)
+    type Counts = (bool, usize, usize, usize, Option<usize>);
+    let cases: &[(bool, bool, bool, &[_], Option<Counts>)] = &[
+        (true, true, false, &nodes, Some((true, 2, 1, 1, Some(1)))),
+        (
+            true,
+            true,
+            false,
+            &[&gone, &gone],
+            Some((true, 0, 0, 0, Some(2))),
+        ),
+        // Deleting the Skyhook requests the uninstall of every enabled package.
+        (
+            true,
+            false,
+            true,
+            &[&installed],
+            Some((true, 0, 0, 0, Some(0))),
+        ),
+        // Cancelled while an uncancellable interrupt finishes: shown, nothing uninstalled counted.
+        (
+            true,
+            false,
+            false,
+            &[&interrupting, &gone],
+            Some((false, 0, 1, 0, None)),
+        ),
+        (true, false, false, &[&installed, &gone], None),
+        // apply without enabled is no request (the webhook refuses it anyway).
+        (false, true, false, &[&installed], None),
+    ];
+    for (enabled, apply, deleting, states, want) in cases {
+        let rows = views::uninstall_progress(&demo_uninstall(*enabled, *apply, *deleting), states);
+        let got: Option<Counts> = rows.first().map(|r| {
+            assert_eq!(r.package, "tuning@1.1.0");
+            assert_eq!(r.nodes, states.len());
+            (
+                r.requested,
+                r.uninstall,
+                r.uninstall_interrupt,
+                r.erroring,
+                r.uninstalled,
+            )
+        });
+        assert_eq!(
+            got, *want,
+            "enabled={enabled} apply={apply} deleting={deleting}"
+        );
+        assert!(rows.len() <= 1);
+    }
+}
+
+#[test]
+fn uninstall_table_renders_counts_and_uninstalled_of_total() {
+    let row = |requested, uninstalled| views::UninstallRow {
+        package: "tuning@1.1.0".into(),
+        requested,
+        uninstall: 2,
+        uninstall_interrupt: 1,
+        erroring: 1,
+        uninstalled,
+        nodes: 5,
+    };
+    assert!(views::uninstall_table(&[]).is_none());
+    let table = views::uninstall_table(&[row(true, Some(1)), row(false, None)]).unwrap();
+    let text = kubectl_skyhook::output::render_table(&table, false);
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            vec![
+                "UNINSTALL",
+                "PACKAGE",
+                "REQUESTED",
+                "UNINSTALL",
+                "UNINSTALL-INTERRUPT",
+                "ERRORING",
+                "UNINSTALLED"
+            ],
+            vec!["tuning@1.1.0", "yes", "2", "1", "1", "1/5"],
+            vec!["tuning@1.1.0", "no", "(cancelled)", "2", "1", "1", "-"],
+        ]
+    );
+}
+
+#[test]
+fn status_shows_uninstall_progress_only_when_there_is_some() {
+    let mut cluster = common::cluster();
+    let plain = render(
+        &views::skyhook_detail(&cluster, "demo").unwrap(),
+        OutputFormat::Table,
+        false,
+    )
+    .unwrap();
+    assert!(!plain.contains("UNINSTALL"), "{plain}");
+    let demo = cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo"))
+        .unwrap();
+    *demo = skyhook_api::v1alpha1::Skyhook {
+        status: demo.status.take(),
+        ..demo_uninstall(true, true, false)
+    };
+    let detail = views::skyhook_detail(&cluster, "demo").unwrap();
+    assert_eq!(detail.uninstalls.len(), 1);
+    let text = render(&detail, OutputFormat::Table, false).unwrap();
+    assert!(text.contains("UNINSTALL PACKAGE"), "{text}");
+    let json = render(&detail, OutputFormat::Json, false).unwrap();
+    assert!(json.contains("\"uninstallInterrupt\": 0"), "{json}");
+}

@@ -549,3 +549,102 @@ fn interrupt_usage_errors_are_explained() {
     assert_eq!(err.exit(), Exit::Usage);
     assert!(host.commands.is_empty());
 }
+
+#[test]
+fn a_missing_copy_dir_is_provided_from_what_the_agent_has() {
+    let copy_data = FsChange::CopyTree {
+        from: "/skyhook-package".into(),
+        root: ROOT.into(),
+        dest: COPY_DIR.into(),
+    };
+    let copy_node_files = FsChange::CopyTree {
+        from: LEGACY_NODE_FILES.into(),
+        root: ROOT.into(),
+        dest: COPY_DIR.into(),
+    };
+    let create = FsChange::CreateDir {
+        path: HOST_COPY.into(),
+    };
+    let sources = |copy_dir_exists, data_dir_exists, node_files_exist| CopySources {
+        copy_dir_exists,
+        data_dir_exists,
+        node_files_exist,
+    };
+    let cases = [
+        (Mode::Apply, sources(true, true, true), vec![]),
+        (Mode::Interrupt, sources(true, true, true), vec![]),
+        (
+            Mode::Apply,
+            sources(false, true, false),
+            vec![copy_data.clone()],
+        ),
+        (
+            Mode::Apply,
+            sources(false, true, true),
+            vec![copy_data.clone(), copy_node_files.clone()],
+        ),
+        // A stage copies a missing data dir anyway, so the copy fails naming it.
+        (
+            Mode::Uninstall,
+            sources(false, false, false),
+            vec![copy_data.clone()],
+        ),
+        (
+            Mode::Interrupt,
+            sources(false, true, false),
+            vec![copy_data.clone()],
+        ),
+        (
+            Mode::Interrupt,
+            sources(false, true, true),
+            vec![copy_data.clone(), copy_node_files.clone()],
+        ),
+        (
+            Mode::Interrupt,
+            sources(false, false, false),
+            vec![create.clone()],
+        ),
+        (
+            Mode::Interrupt,
+            sources(false, false, true),
+            vec![create, copy_node_files],
+        ),
+    ];
+    let settings = settings(&[]);
+    for (mode, sources, want) in cases {
+        let request = Request {
+            mode,
+            ..request(mode)
+        };
+        assert_eq!(
+            copy_dir_changes(mode, sources, &settings, &request),
+            want,
+            "{mode} {sources:?}"
+        );
+    }
+}
+
+#[test]
+fn an_interrupt_after_uninstall_removed_the_copy_dir_restores_the_package_first() {
+    let mut host = FakeHost::default();
+    add_package(&mut host, "/skyhook-package", &config_json());
+    host.add_file("/etc/nvidia-bootstrap/node-files/node.txt", "n");
+    let request = interrupt_request(r#"{"type": "service_restart", "services": ["containerd"]}"#);
+    run(&mut host, &settings(&[]), &agent_env(), &request).unwrap();
+    assert!(host.exists(Path::new(&format!("{HOST_COPY}/config.json"))));
+    assert_eq!(host.text(format!("{HOST_COPY}/node.txt")), Some("n".into()));
+    let copied = host
+        .changes
+        .iter()
+        .position(|c| matches!(c, FsChange::CopyTree { .. }));
+    let first_flag = host
+        .changes
+        .iter()
+        .position(|c| matches!(c, FsChange::WriteFile { .. }));
+    assert!(
+        matches!((copied, first_flag), (Some(copy), Some(flag)) if copy < flag),
+        "the copy comes before the interrupt runs: {:?}",
+        host.changes
+    );
+    assert_eq!(host.commands.len(), 2);
+}

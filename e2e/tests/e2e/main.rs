@@ -19,6 +19,7 @@ mod cli_lifecycle;
 mod cli_nodes;
 mod cli_status;
 mod cli_support;
+mod cli_uninstall;
 mod core_changes;
 mod core_interrupts;
 mod core_ordering;

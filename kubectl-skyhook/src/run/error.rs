@@ -123,6 +123,12 @@ impl RunError {
             RunError::Plan(PlanError::OperatorTooOld { .. }) => {
                 "upgrade the Skyhook operator; older operators pause through spec.pause"
             }
+            RunError::Plan(PlanError::UninstallNotEnabled { .. }) => {
+                "set it in the Skyhook's spec (`kubectl edit skyhook <name>`), then run `package uninstall` again"
+            }
+            RunError::Plan(PlanError::CancelWhileDeleting { .. }) => {
+                "the uninstall finishes with the deletion; create the Skyhook again to reinstall the package"
+            }
             RunError::Plan(_) => "see `kubectl skyhook <command> --help`",
             RunError::Output(_) | RunError::Terminal { .. } => "try another -o format",
             RunError::Aborted => "pass --confirm (-y) to skip the question",

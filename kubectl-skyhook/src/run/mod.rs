@@ -296,6 +296,16 @@ async fn package(
             let change = patches::package_rerun(&cluster, &skyhook, &package, &patterns, stage)?;
             apply(&client, global, console, &change, confirm).await
         }
+        PackageCommand::Uninstall {
+            package,
+            skyhook,
+            cancel,
+            confirm,
+        } => {
+            let skyhook = get_skyhook(&client, &skyhook).await?;
+            let change = patches::package_uninstall(&skyhook, &package, cancel)?;
+            apply(&client, global, console, &change, confirm).await
+        }
     }
 }
 

@@ -1,18 +1,21 @@
 //! `status <name>`: one rollout at a glance. Compartments with batch, ceiling and progress;
 //! nodes grouped by status with the package and stage each is in; every erroring package with
-//! its exit code or reason and restarts; blocked nodes and why; what happens next.
+//! its exit code or reason and restarts; the progress of explicit uninstalls; blocked nodes and
+//! why; what happens next.
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Serialize;
 use skyhook_api::budget::BlockReason;
 use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
 use skyhook_api::selector::Selector;
 use skyhook_api::v1alpha1::{PackageStatus, State, Status};
 
 use crate::cluster::{self, Cluster, name_of, pod_label, pod_node};
 use crate::output::{Block, Cell, Table, Tone, View};
 use crate::rollout::{CompartmentView, NodeFacts, Rollout, changed_keys};
+use crate::views::{UninstallRow, uninstall_progress, uninstall_table};
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::stage::package_complete;
 
@@ -46,6 +49,10 @@ pub struct SkyhookDetail {
     pub compartments: Vec<CompartmentRow>,
     /// Selected nodes, grouped by status (erroring first, complete last).
     pub nodes: Vec<NodeRow>,
+    /// Packages whose explicit uninstall is requested or still running somewhere (left out
+    /// of JSON and YAML when there is none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uninstalls: Vec<UninstallRow>,
     /// Every erroring package on every node.
     pub erroring: Vec<ErroringPackage>,
     /// Nodes that cannot be worked on, and why.
@@ -173,6 +180,11 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         .collect();
     let blocked = blocked_nodes(&rollout, &cluster.pods, &cluster.pdbs);
     let warnings = warnings(&rollout);
+    let readable: Vec<&NodeState> = (rollout.nodes.iter())
+        .filter(|n| n.state_error.is_none())
+        .map(|n| &n.state)
+        .collect();
+    let uninstalls = uninstall_progress(skyhook, &readable);
     Some(SkyhookDetail {
         name: name.to_owned(),
         status: super::reported_status(skyhook),
@@ -191,6 +203,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         next: next_steps(&rollout),
         compartments,
         nodes,
+        uninstalls,
         erroring,
         blocked,
         warnings,
@@ -597,6 +610,7 @@ impl View for SkyhookDetail {
                 "({hidden} complete node(s) not listed; -o wide lists them)"
             )));
         }
+        push_table(&mut blocks, uninstall_table(&self.uninstalls));
         push_table(&mut blocks, self.erroring_table());
         push_table(&mut blocks, self.blocked_table());
         blocks.push(Block::Line(String::new()));

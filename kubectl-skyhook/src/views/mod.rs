@@ -6,6 +6,7 @@ mod nodes;
 mod overview;
 mod packages;
 mod plan;
+mod uninstall;
 
 pub use detail::{
     BlockedNodeRow, CompartmentRow, ErroringPackage, NodeRow, SkyhookDetail, skyhook_detail,
@@ -17,6 +18,7 @@ pub use nodes::{
 pub use overview::{SkyhookOverview, SkyhookRow, overview};
 pub use packages::{PackageRow, PackageStatusView, package_status};
 pub use plan::{PlanView, PlannedNode, PlannedPackage, plan};
+pub use uninstall::{UninstallRow, uninstall_progress, uninstall_table};
 
 /// A Skyhook's status as the operator reported it, `unknown` before it has.
 fn reported_status(skyhook: &skyhook_api::v1alpha1::Skyhook) -> String {

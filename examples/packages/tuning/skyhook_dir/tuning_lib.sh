@@ -29,6 +29,9 @@ GRUB_DROPIN="/etc/default/grub.d/999-${PKG}-tuning.cfg"
 SYSTEMD_DIR="/etc/systemd/system"
 SERVICE_DROPIN_NAME="999-${PKG}-tuning.conf"
 ULIMIT_NAMES="memlock nofile fsize stack nproc"
+PAM_SESSIONS="/etc/pam.d/common-session /etc/pam.d/common-session-noninteractive"
+# Ends the pam_limits line this package adds, so uninstall removes only its own line.
+PAM_MARK="# added by the skyhook tuning package"
 
 service_dropin() { # <unit>
   printf '%s/%s.service.d/%s' "$SYSTEMD_DIR" "$1" "$SERVICE_DROPIN_NAME"
@@ -150,4 +153,41 @@ regenerate_grub_config() {
     echo "tuning: neither update-grub nor grub2-mkconfig is installed; cannot regenerate the boot loader config for ${GRUB_DROPIN}" >&2
     return 1
   fi
+}
+
+# Enables pam_limits in the Debian session stacks that lack it, marking the line as ours.
+enable_pam_limits() {
+  local session
+  for session in $PAM_SESSIONS; do
+    [ -f "$session" ] || continue
+    if ! grep -Eq '^[[:space:]]*session[[:space:]].*pam_limits\.so' "$session"; then
+      echo "session required pam_limits.so ${PAM_MARK}" >> "$session"
+      echo "tuning: enabled pam_limits in ${session}"
+    fi
+  done
+}
+
+# The session files holding a pam_limits line that a tuning package added and that no tuning
+# package needs any more: no tuning limits drop-in (of any package name) remains.
+unneeded_pam_lines() {
+  local dropin session
+  for dropin in /etc/security/limits.d/999-*-tuning.conf; do
+    [ -e "$dropin" ] && return 0
+  done
+  for session in $PAM_SESSIONS; do
+    [ -f "$session" ] && grep -qF "$PAM_MARK" "$session" && printf '%s\n' "$session"
+  done
+  return 0
+}
+
+# Removes the pam_limits lines tuning added once no tuning package needs them.
+release_pam_limits() {
+  local session tmp
+  for session in $(unneeded_pam_lines); do
+    tmp=$(mktemp "${session}.XXXXXX")
+    grep -vF "$PAM_MARK" "$session" > "$tmp" || true
+    chmod --reference="$session" "$tmp"
+    mv "$tmp" "$session"
+    echo "tuning: removed the pam_limits line it added to ${session}"
+  done
 }

@@ -27,15 +27,10 @@ if [ -f "$CONFIGMAPS/ulimit.conf" ]; then
       echo "tuning: warning: this host does not accept ${name}=${value} now (ulimit ${flag}); it applies to new sessions" >&2
     fi
   done < "$LIMITS_DROPIN"
-  for session in /etc/pam.d/common-session /etc/pam.d/common-session-noninteractive; do
-    [ -f "$session" ] || continue
-    if ! grep -Eq '^[[:space:]]*session[[:space:]].*pam_limits\.so' "$session"; then
-      echo "session required pam_limits.so" >> "$session"
-      echo "tuning: enabled pam_limits in ${session}"
-    fi
-  done
+  enable_pam_limits
 else
   remove_file "$LIMITS_DROPIN"
+  release_pam_limits
 fi
 
 units_changed=false

@@ -1,10 +1,12 @@
 #!/bin/bash
-# uninstall: remove every drop-in this package wrote.
+# uninstall: remove every drop-in this package wrote, and the pam_limits line config added once
+# no tuning package needs it.
 set -euo pipefail
 . "$(dirname "$0")/tuning_lib.sh"
 
 remove_file "$SYSCTL_DROPIN"
 remove_file "$LIMITS_DROPIN"
+release_pam_limits
 
 units_changed=false
 for unit in $(installed_units); do
