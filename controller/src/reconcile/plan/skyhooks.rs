@@ -275,6 +275,10 @@ impl<'s> Planner<'s> {
                 complete.insert(node.name.as_str(), done);
             }
         }
+        // A skipped node is incomplete, so it still holds back the Skyhooks after this one.
+        for node in &pass.malformed {
+            complete.insert(node.name.as_str(), false);
+        }
         complete
     }
 

@@ -45,13 +45,24 @@ fn three_nodes_one_corrupt() -> Sim {
     )
 }
 
-/// Steps and settles until nothing changes, asserting each plan leaves `c` alone: no patch, no
-/// pod. Returns every plan.
+/// Steps and settles until nothing changes, asserting each plan leaves `x`'s part of `c`
+/// alone (no key of `x`, no cordon change, no condition of `x`) and starts no pod there.
+/// Returns every plan.
 fn roll_around_c(sim: &mut Sim) -> Vec<crate::reconcile::plan::Plan> {
     let mut plans = Vec::new();
     for _ in 0..20 {
         let planned = sim.step();
-        assert!(!planned.nodes.contains_key("c"), "{:?}", planned.nodes);
+        if let Some(patch) = planned.nodes.get("c") {
+            let mut keys_of_x = patch.annotations.keys().chain(patch.labels.keys());
+            assert!(
+                keys_of_x.all(|k| !k.ends_with("_x")) && patch.unschedulable.is_none(),
+                "{patch:?}"
+            );
+            assert!(
+                patch.conditions.iter().all(|c| !c.type_.contains("/x/")),
+                "{patch:?}"
+            );
+        }
         assert!(
             planned.create_pods.iter().all(|p| p
                 .spec
@@ -208,4 +219,49 @@ fn uninstall_conditions_follow_the_node_state_even_while_paused() {
     set_state(&mut sim, "config", "complete");
     sim.step();
     assert_eq!(condition(&sim, "UninstallInProgress"), None);
+}
+
+/// A skipped node is incomplete for its Skyhook, so a later Skyhook waits there as it would for
+/// any incomplete node, and runs on the others.
+#[test]
+fn a_later_skyhook_waits_on_the_skipped_node() {
+    let mut sim = three_nodes_one_corrupt();
+    let mut later = skyhook("y", vec![package("bb", "1.0.0")]);
+    later.spec.priority = 300;
+    sim.snapshot.skyhooks.push(later);
+    roll_around_c(&mut sim);
+    let done = vec![("bb|1.0.0".to_owned(), Stage::Config, State::Complete)];
+    assert_eq!(sim.state("y", "a"), done);
+    assert_eq!(sim.state("y", "b"), done);
+    assert_eq!(sim.state("y", "c"), vec![]);
+    assert_eq!(sim.node_status("y", "c").as_deref(), Some("waiting"));
+}
+
+/// A pod already on a node whose state turns unreadable is left as it is: its success is not
+/// written over the annotation and the pod is neither deleted nor judged.
+#[test]
+fn a_pod_on_a_node_whose_state_turns_unreadable_is_left_alone() {
+    let mut sim = Sim::new(
+        vec![node("c", 0)],
+        vec![skyhook("x", vec![package("aa", "1.0.0")])],
+    );
+    sim.step();
+    assert_eq!(sim.snapshot.pods.len(), 1, "a pod on c");
+    sim.snapshot.nodes[0]
+        .annotations
+        .insert(keys::node_state_annotation("x"), "[1]".to_owned());
+    sim.settle(|_| false);
+    for _ in 0..3 {
+        let planned = sim.step();
+        assert!(planned.delete_pods.is_empty(), "{:?}", planned.delete_pods);
+        assert!(planned.create_pods.is_empty());
+    }
+    assert_eq!(sim.snapshot.pods.len(), 1);
+    assert_eq!(
+        sim.node("c")
+            .annotations
+            .get(&keys::node_state_annotation("x"))
+            .map(String::as_str),
+        Some("[1]")
+    );
 }
