@@ -165,7 +165,7 @@ pub fn transition_text(
     (reason, message)
 }
 
-/// `TaintNotTolerable`'s message while True: one `<node>: <taints>` per node, sorted, or the
+/// `TaintNotTolerable`'s message while True: one `<node>: <taints>` per node, sorted by node, or the
 /// count alone above [`MAX_LISTED_NODES`] nodes (upstream's text).
 pub fn intolerable_message(mut nodes: Vec<String>) -> String {
     if nodes.len() > MAX_LISTED_NODES {
@@ -174,7 +174,7 @@ pub fn intolerable_message(mut nodes: Vec<String>) -> String {
             nodes.len()
         );
     }
-    nodes.sort();
+    nodes.sort_by(|a, b| a.split(": ").next().cmp(&b.split(": ").next()));
     format!(
         "nodes with taints the Skyhook does not tolerate: {}",
         nodes.join("; ")

@@ -152,8 +152,12 @@ fn transition_texts() {
 #[test]
 fn blocked_node_messages_are_sorted_and_become_a_count_above_ten() {
     assert_eq!(
-        intolerable_message(vec!["b: t=x:NoSchedule".into(), "a: u:NoExecute".into()]),
-        "nodes with taints the Skyhook does not tolerate: a: u:NoExecute; b: t=x:NoSchedule"
+        intolerable_message(vec![
+            "b: t=x:NoSchedule".into(),
+            "a-b: v:NoSchedule".into(),
+            "a: u:NoExecute".into()
+        ]),
+        "nodes with taints the Skyhook does not tolerate: a: u:NoExecute; a-b: v:NoSchedule; b: t=x:NoSchedule"
     );
     assert_eq!(
         intolerable_message(names("n", 11)),
