@@ -136,12 +136,7 @@ pub(super) fn next_status(
     let mut long_lists =
         ready_conditions(&mut status, &conditions, transition.as_deref(), &outcome);
     pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
-    for type_ in UNINSTALL_CONDITION_TYPES {
-        let holding = outcome.uninstall.holding.iter().find(|c| c.type_ == type_);
-        let condition =
-            holding.map(|c| conditions.condition(type_, true, c.reason, c.message.clone()));
-        set_or_remove(&mut status.conditions, type_, condition);
-    }
+    set_uninstall_conditions(skyhook, &mut status.conditions, &outcome.uninstall, now);
     long_lists.extend(outcome.uninstall.long_lists);
     bound_node_state_mirror(&mut status);
     if skyhook.status.as_ref() == Some(&status) {
@@ -151,6 +146,23 @@ pub(super) fn next_status(
         status,
         transition,
         long_lists,
+    }
+}
+
+/// Sets the explicit-uninstall conditions that hold and removes the others (also for a Skyhook
+/// being deleted, whose pass does not reach [`next_status`]).
+pub(super) fn set_uninstall_conditions(
+    skyhook: &Skyhook,
+    list: &mut Vec<Condition>,
+    uninstall: &UninstallConditions,
+    now: Timestamp,
+) {
+    let conditions = Conditions::of(skyhook, now);
+    for type_ in UNINSTALL_CONDITION_TYPES {
+        let holding = uninstall.holding.iter().find(|c| c.type_ == type_);
+        let condition =
+            holding.map(|c| conditions.condition(type_, true, c.reason, c.message.clone()));
+        set_or_remove(list, type_, condition);
     }
 }
 
