@@ -208,14 +208,18 @@ fn ready_conditions(
     summary.long_lists
 }
 
-/// Sets `condition` under its bare type and its deprecated prefixed twin, or removes both.
+/// Sets `condition` under its bare type and its deprecated prefixed twin, or removes both. The
+/// twin is a copy of the bare condition, transition time included, so the two never differ.
 fn set_twins(list: &mut Vec<Condition>, bare: &str, prefixed: &str, condition: Option<Condition>) {
-    for type_ in [bare, prefixed] {
-        let twin = condition.clone().map(|c| Condition {
-            type_: type_.to_owned(),
-            ..c
-        });
-        set_or_remove(list, type_, twin);
+    set_or_remove(list, bare, condition);
+    let twin = list.iter().find(|c| c.type_ == bare).map(|c| Condition {
+        type_: prefixed.to_owned(),
+        ..c.clone()
+    });
+    match (twin, list.iter().position(|c| c.type_ == prefixed)) {
+        (Some(twin), Some(at)) => list[at] = twin,
+        (Some(twin), None) => list.push(twin),
+        (None, _) => list.retain(|c| c.type_ != prefixed),
     }
 }
 

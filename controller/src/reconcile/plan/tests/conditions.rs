@@ -156,6 +156,18 @@ fn ready_and_transition_follow_the_rollout() {
         triple("True", "NodesConverged", "2/2 nodes complete (a, b)")
     );
     assert_ne!(ready_time(&second, "Ready"), ready_time(&done, "Ready"));
+    let find = |type_: &str| done.conditions.iter().find(|c| c.type_ == type_).cloned();
+    let mirror = find("skyhook.nvidia.com/Ready").map(|c| {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Ready".into(),
+            ..c
+        }
+    });
+    assert_eq!(
+        mirror,
+        find("Ready"),
+        "the mirror is identical, time included"
+    );
     let planned = sim.step();
     assert!(
         planned.statuses.is_empty(),
