@@ -361,3 +361,48 @@ fn status_shows_uninstall_progress_only_when_there_is_some() {
     let json = render(&detail, OutputFormat::Json, false).unwrap();
     assert!(json.contains("\"uninstallInterrupt\": 0"), "{json}");
 }
+
+#[test]
+fn uninstall_and_node_state_conditions_are_shown_as_warnings() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let mut cluster = common::cluster();
+    let demo = cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo"))
+        .unwrap();
+    let condition = |type_: &str, status: &str, message: &str| Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: "Any".into(),
+        message: message.into(),
+        observed_generation: None,
+        last_transition_time: Time("2026-01-01T00:00:00Z".parse().unwrap()),
+    };
+    demo.status.get_or_insert_default().conditions.extend([
+        condition(
+            "UninstallInProgress",
+            "True",
+            "package a is being uninstalled",
+        ),
+        condition("UninstallFailed", "True", "package a uninstall is failing"),
+        condition("Blocked", "True", "package b is blocked: dependency a"),
+        condition(
+            "NodeStateMalformed",
+            "True",
+            "nodeState annotation cannot be parsed",
+        ),
+        condition("Ready", "False", "0/2 nodes complete"),
+    ]);
+    let detail = views::skyhook_detail(&cluster, "demo").unwrap();
+    let text = render(&detail, OutputFormat::Table, false).unwrap();
+    for line in [
+        "Warning: uninstall in progress: package a is being uninstalled",
+        "Warning: uninstall failing: package a uninstall is failing",
+        "Warning: blocked: package b is blocked: dependency a",
+        "Warning: node state unreadable: nodeState annotation cannot be parsed",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    assert!(!text.contains("0/2 nodes complete"), "{text}");
+}

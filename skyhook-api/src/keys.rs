@@ -243,7 +243,10 @@ pub const OPERATOR_AGENT_ENV: [&str; 5] = [
 /// Standard condition: True once the Skyhook is complete on every selected node, for
 /// `kubectl wait --for=condition=Ready` and GitOps tools.
 pub const CONDITION_READY: &str = "Ready";
-/// Condition set on every status change; True when complete, reason = the new status.
+/// Deprecated mirror of [`CONDITION_READY`], identical to it, kept for one release.
+pub const CONDITION_READY_PREFIXED: &str = "skyhook.nvidia.com/Ready";
+/// Condition always present: Ready's status, reason = the raw Skyhook status, message the
+/// transition in a pass that changed the status, otherwise Ready's message.
 pub const CONDITION_TRANSITION: &str = "skyhook.nvidia.com/Transition";
 /// Condition naming the package and node of the last pod launch.
 pub const CONDITION_APPLY_PACKAGE: &str = "skyhook.nvidia.com/ApplyPackage";
@@ -251,6 +254,16 @@ pub const CONDITION_APPLY_PACKAGE: &str = "skyhook.nvidia.com/ApplyPackage";
 pub const CONDITION_TAINT_NOT_TOLERABLE: &str = "skyhook.nvidia.com/TaintNotTolerable";
 /// Condition: True while some selected node carries the ignore label.
 pub const CONDITION_NODES_IGNORED: &str = "skyhook.nvidia.com/NodesIgnored";
+/// The bare types written beside [`CONDITION_APPLY_PACKAGE`], [`CONDITION_TAINT_NOT_TOLERABLE`],
+/// [`CONDITION_NODES_IGNORED`] and [`CONDITION_DEPLOYMENT_POLICY_NOT_FOUND`], which upstream
+/// deprecated but still writes for one release. Each pair always carries the same condition.
+pub const CONDITION_APPLY_PACKAGE_BARE: &str = "ApplyPackage";
+/// See [`CONDITION_APPLY_PACKAGE_BARE`].
+pub const CONDITION_TAINT_NOT_TOLERABLE_BARE: &str = "TaintNotTolerable";
+/// See [`CONDITION_APPLY_PACKAGE_BARE`].
+pub const CONDITION_NODES_IGNORED_BARE: &str = "NodesIgnored";
+/// See [`CONDITION_APPLY_PACKAGE_BARE`].
+pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND_BARE: &str = "DeploymentPolicyNotFound";
 /// Reason of [`CONDITION_TAINT_NOT_TOLERABLE`], True or False (upstream: the type's last
 /// segment either way).
 pub const TAINT_NOT_TOLERABLE_REASON: &str = "TaintNotTolerable";

@@ -1,10 +1,8 @@
-//! Node and Skyhook status aggregation, the printer-column counters and the `Ready` condition.
+//! Node and Skyhook status aggregation and the printer-column counters (the conditions are in
+//! [`crate::conditions`]).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-
-use crate::keys::CONDITION_READY;
 use crate::node_state::NodeState;
 use crate::v1alpha1::{Package, State, Status};
 
@@ -160,53 +158,8 @@ pub fn node_erroring(state: &NodeState) -> bool {
         .any(|(_, e)| matches!(e.state, State::Erroring | State::Unknown))
 }
 
-/// The standard `Ready` condition for a Skyhook in `status`: True with reason `Complete` when
-/// complete, otherwise False with the status (in CamelCase) as reason, so `kubectl wait
-/// --for=condition=Ready` and GitOps health checks work. `lastTransitionTime` is kept from
-/// `previous` while the condition's status does not change, and is `now` otherwise.
-pub fn ready_condition(
-    status: Status,
-    observed_generation: Option<i64>,
-    previous: Option<&Condition>,
-    now: Time,
-) -> Condition {
-    let ready = status == Status::Complete;
-    let condition_status = if ready { "True" } else { "False" };
-    let last_transition_time = previous
-        .filter(|p| p.status == condition_status)
-        .map_or(now, |p| p.last_transition_time.clone());
-    Condition {
-        type_: CONDITION_READY.to_owned(),
-        status: condition_status.to_owned(),
-        reason: reason(status).to_owned(),
-        message: if ready {
-            "every package is complete on every selected node".to_owned()
-        } else {
-            format!("the Skyhook is {status}")
-        },
-        observed_generation,
-        last_transition_time,
-    }
-}
-
-/// A condition reason for `status`: CamelCase, as Kubernetes reasons are written.
-pub const fn reason(status: Status) -> &'static str {
-    match status {
-        Status::Unknown => "Unknown",
-        Status::Complete => "Complete",
-        Status::Blocked => "Blocked",
-        Status::Waiting => "Waiting",
-        Status::Disabled => "Disabled",
-        Status::Paused => "Paused",
-        Status::InProgress => "InProgress",
-        Status::Erroring => "Erroring",
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::jiff::Timestamp;
-
     use super::*;
     use crate::v1alpha1::{PackageStatus, Stage};
     use Status::*;
@@ -409,43 +362,5 @@ mod tests {
         assert!(node_erroring(
             &[entry(State::Unknown)].into_iter().collect()
         ));
-    }
-
-    #[test]
-    fn ready_condition_values() {
-        let t0 = Time(Timestamp::from_second(1_700_000_000).unwrap());
-        let t1 = Time(Timestamp::from_second(1_700_000_100).unwrap());
-        let ready = ready_condition(Complete, Some(3), None, t0.clone());
-        assert_eq!(
-            (
-                ready.type_.as_str(),
-                ready.status.as_str(),
-                ready.reason.as_str()
-            ),
-            ("Ready", "True", "Complete")
-        );
-        assert_eq!(ready.observed_generation, Some(3));
-        let not_ready = ready_condition(InProgress, Some(4), Some(&ready), t1.clone());
-        assert_eq!(
-            (not_ready.status.as_str(), not_ready.reason.as_str()),
-            ("False", "InProgress")
-        );
-        assert_eq!(
-            not_ready.last_transition_time, t1,
-            "status changed: new transition time"
-        );
-        let still = ready_condition(Erroring, Some(4), Some(&not_ready), t0);
-        assert_eq!(still.reason, "Erroring");
-        assert_eq!(
-            still.last_transition_time, t1,
-            "status unchanged: transition time kept"
-        );
-        for status in Status::ALL {
-            let r = reason(*status);
-            assert!(
-                r.chars().all(|c| c.is_ascii_alphabetic())
-                    && r.starts_with(|c: char| c.is_ascii_uppercase())
-            );
-        }
     }
 }

@@ -54,6 +54,7 @@ pub async fn apply(
         events,
         requeue_after: _,
         malformed_states: _,
+        long_node_lists: _,
     } = plan;
     let writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();

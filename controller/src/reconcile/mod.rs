@@ -35,7 +35,8 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::runtime::events::Recorder;
-use tracing::{Instrument as _, debug, info_span, warn};
+use skyhook_api::conditions::LongList;
+use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::cache::CachedObjects;
 use crate::config::Config;
@@ -108,6 +109,7 @@ impl Reconciler {
         let mut planned = plan::plan(&snapshot, &self.config, now);
         debug!(plan = ?planned, "planned");
         log_malformed_states(&planned.malformed_states);
+        log_long_node_lists(&planned.long_node_lists);
         let dropped = self.event_budget.admit(&mut planned.events, now);
         if dropped > 0 {
             debug!(
@@ -137,7 +139,22 @@ fn log_malformed_states(malformed: &[plan::MalformedNodeState]) {
             node = %malformed.node,
             skyhook = %malformed.skyhook,
             error = %malformed.error,
-            "node state annotation cannot be parsed; rebuilding it from empty, so the Skyhook's packages run again on the node"
+            "node state annotation cannot be parsed; the Skyhook skips the node until the annotation is repaired or deleted"
+        );
+    }
+}
+
+/// The node lists a Skyhook condition's message leaves out ("list truncated; see controller
+/// logs").
+fn log_long_node_lists(lists: &[(String, LongList)]) {
+    for (skyhook, list) in lists {
+        info!(
+            %skyhook,
+            condition = list.condition,
+            group = %list.group,
+            count = list.nodes.len(),
+            nodes = %list.nodes.join(", "),
+            "nodes left out of the condition's message"
         );
     }
 }

@@ -33,6 +33,7 @@ mod drain_budget;
 mod examples;
 mod faults;
 mod leader_election;
+mod node_state_malformed;
 mod operator_agent;
 mod pod_slots;
 mod seed_quick_start;

@@ -226,7 +226,20 @@ fn compartment_row(c: &CompartmentView<'_>) -> CompartmentRow {
     }
 }
 
-/// Unreadable node state annotations, then unconfirmed reboots.
+/// How `status` introduces each True Skyhook condition that needs someone's attention.
+fn condition_warning(type_: &str) -> Option<&'static str> {
+    Some(match type_ {
+        keys::CONDITION_REBOOT_NOT_CONFIRMED => "reboot not confirmed",
+        keys::CONDITION_NODE_STATE_MALFORMED => "node state unreadable",
+        keys::CONDITION_UNINSTALL_IN_PROGRESS => "uninstall in progress",
+        keys::CONDITION_UNINSTALL_FAILED => "uninstall failing",
+        keys::CONDITION_BLOCKED => "blocked",
+        keys::CONDITION_DELETION_BLOCKED => "deletion blocked",
+        _ => return None,
+    })
+}
+
+/// Unreadable node state annotations, then the conditions of [`condition_warning`].
 fn warnings(rollout: &Rollout<'_>) -> Vec<String> {
     let unreadable = rollout.nodes.iter().filter_map(|n| {
         n.state_error.as_ref().map(|error| {
@@ -237,14 +250,14 @@ fn warnings(rollout: &Rollout<'_>) -> Vec<String> {
             )
         })
     });
-    let unconfirmed_reboots = rollout
+    let conditions = rollout
         .skyhook
         .status
         .iter()
         .flat_map(|s| &s.conditions)
-        .filter(|c| c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED && c.status == "True")
-        .map(|c| format!("reboot not confirmed: {}", c.message));
-    unreadable.chain(unconfirmed_reboots).collect()
+        .filter(|c| c.status == "True")
+        .filter_map(|c| condition_warning(&c.type_).map(|what| format!("{what}: {}", c.message)));
+    unreadable.chain(conditions).collect()
 }
 
 /// Erroring nodes first, complete nodes last.

@@ -26,6 +26,7 @@
 mod configs;
 mod deletion;
 mod interrupts;
+mod node_states;
 mod packages;
 mod pod_results;
 mod reboots;
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
+use skyhook_api::conditions::LongList;
 use skyhook_api::resources::{CpuMemory, pod_requests};
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::v1alpha1::SkyhookStatus;
@@ -92,9 +94,12 @@ pub struct Plan {
     pub events: Vec<PlannedEvent>,
     /// Look again after this long even if nothing changes; `None` when only watches matter.
     pub requeue_after: Option<Duration>,
-    /// Node-state annotations that did not parse and are rebuilt from empty by this plan, for
-    /// the log (each also has a Warning Event on its node).
+    /// Node-state annotations that did not parse, whose nodes their Skyhook skips, for the log
+    /// (each also has a Warning Event on its node).
     pub malformed_states: Vec<MalformedNodeState>,
+    /// Node lists too long for the condition messages of the Skyhook named first, for the log;
+    /// only when that Skyhook's status changes.
+    pub long_node_lists: Vec<(String, LongList)>,
 }
 
 /// A `nodeState_<skyhook>` annotation that did not parse.
@@ -423,9 +428,9 @@ impl<'s> Planner<'s> {
         self.plan
     }
 
-    /// A node state that did not parse was read as empty, and this plan writes the rebuilt
-    /// state over it: say so on the node, so the rerun of every package has a visible cause.
-    /// The wording follows upstream's `NodeStateMalformed` condition.
+    /// A node state that did not parse makes its Skyhook skip the node: say so on the node,
+    /// so the stalled node has a visible cause. Repeats fold into one Event series per distinct
+    /// parse error. The wording follows upstream's `NodeStateMalformed` condition.
     fn report_malformed_states(&mut self) {
         let malformed: Vec<MalformedNodeState> = self
             .nodes
@@ -446,7 +451,7 @@ impl<'s> Planner<'s> {
                 true,
                 NODE_STATE_MALFORMED_REASON,
                 format!(
-                    "nodeState annotation {} cannot be parsed: {}; it is rebuilt from empty, so Skyhook [{}] runs its packages on this node again",
+                    "nodeState annotation {} cannot be parsed: {}; Skyhook [{}] skips this node until the annotation is repaired or deleted",
                     skyhook_api::keys::node_state_annotation(&m.skyhook),
                     m.error,
                     m.skyhook

@@ -40,6 +40,10 @@ impl Planner<'_> {
             let Some(annotation) = &pod.annotation else {
                 continue;
             };
+            // A node whose state does not parse is left as it is, its pods included.
+            if self.state_malformed(&pod.node, &annotation.skyhook) {
+                continue;
+            }
             let skyhook = snapshot
                 .skyhooks
                 .iter()

@@ -51,15 +51,26 @@ fn pass_order(skyhooks: &[Skyhook]) -> Vec<&Skyhook> {
 pub(super) struct Pass<'s> {
     pub(super) skyhook: &'s Skyhook,
     pub(super) owner: OwnerSkyhook<'s>,
-    /// The nodes it targets, by creation time then name.
+    /// The nodes it targets and works on, by creation time then name.
     pub(super) matched: Vec<&'s NodeView>,
+    /// The nodes it targets but skips: their node state does not parse (`node_states`).
+    pub(super) malformed: Vec<&'s NodeView>,
     /// The controller's uninstall mode, and whether the Skyhook is being deleted.
     pub(super) rules: UninstallRules,
 }
 
-impl Pass<'_> {
+impl<'s> Pass<'s> {
     pub(super) fn name(&self) -> &str {
         self.owner.name
+    }
+
+    /// Every node it targets, skipped ones included.
+    pub(super) fn targeted(&self) -> Vec<&'s NodeView> {
+        self.matched
+            .iter()
+            .chain(&self.malformed)
+            .copied()
+            .collect()
     }
 }
 
@@ -149,10 +160,12 @@ impl<'s> Planner<'s> {
             );
         }
         let matched = matched_nodes(skyhook, &self.snapshot.nodes);
+        let (matched, malformed) = self.split_malformed(name, matched);
         Some(Pass {
             skyhook,
             owner,
             matched,
+            malformed,
             rules: UninstallRules {
                 mode: self.config.uninstall_mode,
                 deleting,
@@ -173,7 +186,7 @@ impl<'s> Planner<'s> {
     fn pass(&mut self, pass: &Pass<'s>, earlier: &[SkyhookProgress<'s>]) -> SkyhookProgress<'s> {
         let skyhook = pass.skyhook;
         let name = pass.owner.name;
-        let mut status = targeted_status(skyhook.status.as_ref(), &pass.matched);
+        let mut status = targeted_status(skyhook.status.as_ref(), &pass.targeted());
         let mut outcome = Outcome {
             unconfirmed_reboots: self.unconfirmed_reboots.remove(name).unwrap_or_default(),
             ..Outcome::default()
@@ -241,6 +254,7 @@ impl<'s> Planner<'s> {
             status.node_order_offset.into(),
         );
         status.node_order_offset = i32::try_from(offset).unwrap_or(i32::MAX);
+        self.report_node_states(pass, &nodes.complete, &mut status, &mut outcome);
         let next = next_status(skyhook, policy, status, outcome, self.now);
         if let Some(transition) = &next.transition {
             let message = format!("Skyhook transitioned {transition}");
@@ -251,6 +265,8 @@ impl<'s> Planner<'s> {
                 message,
             );
         }
+        let long = next.long_lists.into_iter().map(|l| (name.to_owned(), l));
+        self.plan.long_node_lists.extend(long);
         if skyhook.status.clone().unwrap_or_default() != next.status {
             self.plan.statuses.insert(name.to_owned(), next.status);
         }
@@ -272,6 +288,10 @@ impl<'s> Planner<'s> {
                 let done = node_complete(work.state(pass.name()), packages, pass.rules, has_int);
                 complete.insert(node.name.as_str(), done);
             }
+        }
+        // A skipped node is incomplete, so it still holds back the Skyhooks after this one.
+        for node in &pass.malformed {
+            complete.insert(node.name.as_str(), false);
         }
         complete
     }
@@ -419,7 +439,7 @@ impl<'s> Planner<'s> {
             }
             status.node_status.insert(node.name.clone(), node_status);
         }
-        let targeted: BTreeSet<&str> = pass.matched.iter().map(|n| n.name.as_str()).collect();
+        let targeted: BTreeSet<&str> = pass.targeted().iter().map(|n| n.name.as_str()).collect();
         for (node, work) in &mut self.nodes {
             if !targeted.contains(node) {
                 work.release_cordon(name);

@@ -105,7 +105,10 @@ impl Planner<'_> {
     pub(super) fn validate_pods(&mut self, pass: &Pass<'_>) {
         let snapshot = self.snapshot;
         for pod in snapshot.pods.iter().filter(|p| p.skyhook == pass.name()) {
-            if pod.deleting || self.plan.delete_pods.contains_key(&pod.name) {
+            if pod.deleting
+                || self.plan.delete_pods.contains_key(&pod.name)
+                || self.state_malformed(&pod.node, pass.name())
+            {
                 continue;
             }
             if !self.nodes.contains_key(pod.node.as_str()) {

@@ -6,8 +6,12 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use skyhook_api::budget::{reset_batch_state_enabled, reset_batch_states};
+use skyhook_api::conditions::{
+    LongList, ReadyNode, UNINSTALL_CONDITION_TYPES, UninstallConditions, ignored_message,
+    intolerable_message, ready_summary, set_condition, set_or_remove, transition_text,
+};
 use skyhook_api::keys;
-use skyhook_api::status::{SkyhookOverrides, counters, ready_condition, skyhook_status};
+use skyhook_api::status::{SkyhookOverrides, counters, skyhook_status};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
 
 use super::reboots::{UnconfirmedReboot, condition_message};
@@ -28,6 +32,11 @@ pub(super) struct Outcome {
     pub(super) unconfirmed_reboots: BTreeMap<String, UnconfirmedReboot>,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
     pub(super) config_waiting: bool,
+    /// Per targeted node, whether every package is complete there (false for a node whose
+    /// state does not parse), for `Ready`.
+    pub(super) complete: BTreeMap<String, bool>,
+    /// The explicit-uninstall conditions that hold.
+    pub(super) uninstall: UninstallConditions,
 }
 
 /// The status one Skyhook's pass leaves, and the transition it makes, if any.
@@ -36,21 +45,9 @@ pub(super) struct NextStatus {
     pub(super) status: SkyhookStatus,
     /// `[<from>] -> [<to>]` when the Skyhook's status changes: its `State` Event says so.
     pub(super) transition: Option<String>,
-}
-
-/// Sets a condition, keeping its transition time when its status did not change.
-fn set_condition(conditions: &mut Vec<Condition>, condition: Condition) {
-    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
-        Some(existing) => {
-            let keep_time = existing.status == condition.status;
-            let time = existing.last_transition_time.clone();
-            *existing = condition;
-            if keep_time {
-                existing.last_transition_time = time;
-            }
-        }
-        None => conditions.push(condition),
-    }
+    /// The node lists the conditions' messages left out, for the log; empty when the status
+    /// does not change (the lists are then as last logged).
+    pub(super) long_lists: Vec<LongList>,
 }
 
 /// The conditions of one Skyhook's status: its generation and this plan's time.
@@ -140,34 +137,94 @@ pub(super) fn next_status(
         let from = previous.map_or_else(|| "none".to_owned(), |s| s.to_string());
         format!("[{from}] -> [{next}]")
     });
-    if let Some(transition) = &transition {
-        set_condition(
-            &mut status.conditions,
-            conditions.condition(
-                keys::CONDITION_TRANSITION,
-                next == Status::Complete,
-                next.as_str(),
-                format!("Transitioned {transition}"),
-            ),
-        );
-    }
-    let previous_ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == keys::CONDITION_READY)
-        .cloned();
-    set_condition(
-        &mut status.conditions,
-        ready_condition(
-            next,
-            conditions.generation,
-            previous_ready.as_ref(),
-            Time(now),
-        ),
-    );
+    let mut long_lists =
+        ready_conditions(&mut status, &conditions, transition.as_deref(), &outcome);
     pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
+    set_uninstall_conditions(skyhook, &mut status.conditions, &outcome.uninstall, now);
+    long_lists.extend(outcome.uninstall.long_lists);
     bound_node_state_mirror(&mut status);
-    NextStatus { status, transition }
+    if skyhook.status.as_ref() == Some(&status) {
+        long_lists.clear();
+    }
+    NextStatus {
+        status,
+        transition,
+        long_lists,
+    }
+}
+
+/// Sets the explicit-uninstall conditions that hold and removes the others (also for a Skyhook
+/// being deleted, whose pass does not reach [`next_status`]).
+pub(super) fn set_uninstall_conditions(
+    skyhook: &Skyhook,
+    list: &mut Vec<Condition>,
+    uninstall: &UninstallConditions,
+    now: Timestamp,
+) {
+    let conditions = Conditions::of(skyhook, now);
+    for type_ in UNINSTALL_CONDITION_TYPES {
+        let holding = uninstall.holding.iter().find(|c| c.type_ == type_);
+        let condition =
+            holding.map(|c| conditions.condition(type_, true, c.reason, c.message.clone()));
+        set_or_remove(list, type_, condition);
+    }
+}
+
+/// `Ready`, its mirror `skyhook.nvidia.com/Ready` and `skyhook.nvidia.com/Transition`; returns
+/// the node lists `Ready`'s message left out.
+fn ready_conditions(
+    status: &mut SkyhookStatus,
+    conditions: &Conditions,
+    transition: Option<&str>,
+    outcome: &Outcome,
+) -> Vec<LongList> {
+    let nodes: Vec<ReadyNode<'_>> = outcome
+        .complete
+        .iter()
+        .map(|(name, complete)| ReadyNode {
+            name,
+            status: status
+                .node_status
+                .get(name)
+                .copied()
+                .unwrap_or(Status::Unknown),
+            complete: *complete,
+        })
+        .collect();
+    let summary = ready_summary(status.status.unwrap_or(Status::Unknown), &nodes);
+    let ready = conditions.condition(
+        keys::CONDITION_READY,
+        summary.ready,
+        summary.reason,
+        summary.message.clone(),
+    );
+    let list = &mut status.conditions;
+    set_twins(
+        list,
+        keys::CONDITION_READY,
+        keys::CONDITION_READY_PREFIXED,
+        Some(ready),
+    );
+    let (reason, message) = transition_text(status.status, transition, &summary.message);
+    let transition =
+        conditions.condition(keys::CONDITION_TRANSITION, summary.ready, &reason, message);
+    set_condition(list, transition);
+    summary.long_lists
+}
+
+/// Sets `condition` under its bare type and its deprecated prefixed twin, or removes both. The
+/// twin is a copy of the bare condition, transition time included, so the two never differ.
+fn set_twins(list: &mut Vec<Condition>, bare: &str, prefixed: &str, condition: Option<Condition>) {
+    set_or_remove(list, bare, condition);
+    let twin = list.iter().find(|c| c.type_ == bare).map(|c| Condition {
+        type_: prefixed.to_owned(),
+        ..c.clone()
+    });
+    match (twin, list.iter().position(|c| c.type_ == prefixed)) {
+        (Some(twin), Some(at)) => list[at] = twin,
+        (Some(twin), None) => list.push(twin),
+        (None, _) => list.retain(|c| c.type_ != prefixed),
+    }
 }
 
 /// The conditions that report what the pass found: the last launch, blocked and ignored nodes,
@@ -179,34 +236,39 @@ fn pass_conditions(
     outcome: &Outcome,
 ) {
     if let Some(applied) = &outcome.applied {
-        set_condition(
+        let condition = conditions.condition(
+            keys::CONDITION_APPLY_PACKAGE_BARE,
+            true,
+            keys::APPLY_PACKAGE_REASON,
+            applied.clone(),
+        );
+        set_twins(
             list,
-            conditions.condition(
-                keys::CONDITION_APPLY_PACKAGE,
-                true,
-                keys::APPLY_PACKAGE_REASON,
-                applied.clone(),
-            ),
+            keys::CONDITION_APPLY_PACKAGE_BARE,
+            keys::CONDITION_APPLY_PACKAGE,
+            Some(condition),
         );
     }
     blocking_conditions(list, conditions, &outcome.blocking);
-    upsert_or_remove(
+    let policy_missing = outcome.policy_missing.then(|| {
+        conditions.condition(
+            keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND_BARE,
+            true,
+            "DeploymentPolicyNotFound",
+            format!(
+                "DeploymentPolicy {:?} does not exist; create it or fix spec.deploymentPolicy",
+                skyhook.spec.policy_name().unwrap_or_default()
+            ),
+        )
+    });
+    set_twins(
         list,
+        keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND_BARE,
         keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
-        outcome.policy_missing.then(|| {
-            conditions.condition(
-                keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
-                true,
-                "DeploymentPolicyNotFound",
-                format!(
-                    "DeploymentPolicy {:?} does not exist; create it or fix spec.deploymentPolicy",
-                    skyhook.spec.policy_name().unwrap_or_default()
-                ),
-            )
-        }),
+        policy_missing,
     );
     list.retain(|c| c.type_ != CONDITION_SPEC_INVALID);
-    upsert_or_remove(
+    set_or_remove(
         list,
         CONDITION_DRAIN_BLOCKED,
         (!outcome.drain_blocked.is_empty()).then(|| {
@@ -219,7 +281,7 @@ fn pass_conditions(
         }),
     );
     let unconfirmed = &outcome.unconfirmed_reboots;
-    upsert_or_remove(
+    set_or_remove(
         list,
         keys::CONDITION_REBOOT_NOT_CONFIRMED,
         (!unconfirmed.is_empty()).then(|| {
@@ -233,43 +295,42 @@ fn pass_conditions(
     );
 }
 
-/// `TaintNotTolerable` and `NodesIgnored`, written False with upstream's messages when no node
-/// is blocked.
+/// `TaintNotTolerable` and `NodesIgnored` (bare and prefixed), written False with upstream's
+/// messages when no node is blocked.
 fn blocking_conditions(list: &mut Vec<Condition>, conditions: &Conditions, blocking: &Blocking) {
     let intolerable = &blocking.intolerable;
-    set_condition(
+    let condition = conditions.condition(
+        keys::CONDITION_TAINT_NOT_TOLERABLE_BARE,
+        !intolerable.is_empty(),
+        keys::TAINT_NOT_TOLERABLE_REASON,
+        if intolerable.is_empty() {
+            keys::ALL_TAINTS_TOLERABLE_MESSAGE.to_owned()
+        } else {
+            intolerable_message(intolerable.clone())
+        },
+    );
+    set_twins(
         list,
-        conditions.condition(
-            keys::CONDITION_TAINT_NOT_TOLERABLE,
-            !intolerable.is_empty(),
-            keys::TAINT_NOT_TOLERABLE_REASON,
-            if intolerable.is_empty() {
-                keys::ALL_TAINTS_TOLERABLE_MESSAGE.to_owned()
-            } else {
-                format!(
-                    "nodes with taints the Skyhook does not tolerate: {}",
-                    intolerable.join("; ")
-                )
-            },
-        ),
+        keys::CONDITION_TAINT_NOT_TOLERABLE_BARE,
+        keys::CONDITION_TAINT_NOT_TOLERABLE,
+        Some(condition),
     );
     let ignored = &blocking.ignored;
-    set_condition(
+    let condition = conditions.condition(
+        keys::CONDITION_NODES_IGNORED_BARE,
+        !ignored.is_empty(),
+        keys::NODES_IGNORED_REASON,
+        if ignored.is_empty() {
+            keys::NO_NODES_IGNORED_MESSAGE.to_owned()
+        } else {
+            ignored_message(ignored.clone())
+        },
+    );
+    set_twins(
         list,
-        conditions.condition(
-            keys::CONDITION_NODES_IGNORED,
-            !ignored.is_empty(),
-            keys::NODES_IGNORED_REASON,
-            if ignored.is_empty() {
-                keys::NO_NODES_IGNORED_MESSAGE.to_owned()
-            } else {
-                format!(
-                    "nodes labelled {}=true: {}",
-                    keys::IGNORE_LABEL,
-                    ignored.join(", ")
-                )
-            },
-        ),
+        keys::CONDITION_NODES_IGNORED_BARE,
+        keys::CONDITION_NODES_IGNORED,
+        Some(condition),
     );
 }
 
@@ -288,13 +349,6 @@ pub fn bound_node_state_mirror(status: &mut SkyhookStatus) {
     let size = serde_json::to_vec(&status.node_state).map_or(usize::MAX, |json| json.len());
     if size > NODE_STATE_MIRROR_MAX_BYTES {
         status.node_state.clear();
-    }
-}
-
-fn upsert_or_remove(conditions: &mut Vec<Condition>, type_: &str, condition: Option<Condition>) {
-    match condition {
-        Some(condition) => set_condition(conditions, condition),
-        None => conditions.retain(|c| c.type_ != type_),
     }
 }
 

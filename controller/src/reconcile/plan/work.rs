@@ -24,7 +24,7 @@ pub(super) struct NodeWork<'s> {
     /// Node states parsed on first use, by Skyhook; written back in [`NodeWork::patch`].
     states: BTreeMap<String, NodeState>,
     /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
-    /// planner, since the rebuilt state is written over it.
+    /// planner, and never written over (the Skyhook's pass skips the node).
     malformed: BTreeMap<String, String>,
 }
 
@@ -55,9 +55,9 @@ impl<'s> NodeWork<'s> {
         self.unschedulable
     }
 
-    /// The node state of `skyhook`; an unreadable annotation reads as empty, so the packages
-    /// run again (the agent's flags keep that idempotent), and is recorded in
-    /// [`NodeWork::malformed`].
+    /// The node state of `skyhook`; an unreadable annotation reads as empty and is recorded in
+    /// [`NodeWork::malformed`]: the Skyhook's pass skips such a node, and whatever else edits
+    /// its state is not written back over the annotation.
     pub(super) fn state(&mut self, skyhook: &str) -> &mut NodeState {
         let annotations = &self.annotations;
         let malformed = &mut self.malformed;
@@ -70,6 +70,12 @@ impl<'s> NodeWork<'s> {
                 NodeState::new()
             })
         })
+    }
+
+    /// Whether the node-state annotation of `skyhook` does not parse.
+    pub(super) fn state_malformed(&mut self, skyhook: &str) -> bool {
+        self.state(skyhook);
+        self.malformed.contains_key(skyhook)
     }
 
     /// The Skyhooks whose node-state annotation did not parse, with why.
@@ -94,6 +100,7 @@ impl<'s> NodeWork<'s> {
     /// Forgets `skyhook` on this node: state, status annotation and label.
     pub(super) fn reset(&mut self, skyhook: &str) {
         self.states.insert(skyhook.to_owned(), NodeState::new());
+        self.malformed.remove(skyhook);
         let key = keys::node_status_key(skyhook);
         self.annotations.remove(&key);
         self.labels.remove(&key);
@@ -191,10 +198,13 @@ impl<'s> NodeWork<'s> {
     }
 
     /// The node's annotations as this plan leaves them so far, node states included; a node
-    /// state that did not change keeps its text as read.
+    /// state that did not change keeps its text as read, and one that did not parse stays.
     pub(super) fn current_annotations(&self) -> BTreeMap<String, String> {
         let mut annotations = self.annotations.clone();
         for (skyhook, state) in &self.states {
+            if self.malformed.contains_key(skyhook) {
+                continue;
+            }
             let key = keys::node_state_annotation(skyhook);
             if state.is_empty() {
                 annotations.remove(&key);

@@ -57,10 +57,144 @@ fn skyhook_conditions_read_as_upstreams_when_nothing_is_blocked() {
                 "Applying package [one:1.0.0] to node [worker]",
             ),
         ),
+        (
+            "TaintNotTolerable",
+            triple(
+                "False",
+                "TaintNotTolerable",
+                "All nodes have tolerable taints.",
+            ),
+        ),
+        (
+            "NodesIgnored",
+            triple("False", "NodesIgnored", "No nodes have ignore label set."),
+        ),
+        (
+            "ApplyPackage",
+            triple(
+                "True",
+                "ApplyPackage",
+                "Applying package [one:1.0.0] to node [worker]",
+            ),
+        ),
+        (
+            "Ready",
+            triple("True", "NodesConverged", "1/1 nodes complete (worker)"),
+        ),
+        (
+            "skyhook.nvidia.com/Ready",
+            triple("True", "NodesConverged", "1/1 nodes complete (worker)"),
+        ),
+        (
+            "skyhook.nvidia.com/Transition",
+            triple("True", "complete", "1/1 nodes complete (worker)"),
+        ),
+        ("DeploymentPolicyNotFound", None),
+        ("skyhook.nvidia.com/DeploymentPolicyNotFound", None),
     ];
     for (type_, want) in cases {
         assert_eq!(skyhook_condition(&sim, "demo", type_), want, "{type_}");
     }
+}
+
+/// `Ready` counts the nodes by status while rolling; `Transition` names the change in the
+/// pass that makes it and repeats `Ready`'s message after; their times follow §4.
+#[test]
+fn ready_and_transition_follow_the_rollout() {
+    let mut sim = Sim::new(
+        vec![node("b", 1), node("a", 0)],
+        vec![skyhook("demo", vec![package("one", "1.0.0")])],
+    );
+    sim.step();
+    let transition = "skyhook.nvidia.com/Transition";
+    assert_eq!(
+        skyhook_condition(&sim, "demo", "Ready"),
+        triple(
+            "False",
+            "Progressing",
+            "0/2 nodes complete, 2 in progress (a, b)"
+        )
+    );
+    assert_eq!(
+        skyhook_condition(&sim, "demo", transition),
+        triple(
+            "False",
+            "in_progress",
+            "Transitioned [none] -> [in_progress]"
+        )
+    );
+    let first = sim.skyhook("demo").status.clone().unwrap_or_default();
+    let ready_time = |status: &skyhook_api::v1alpha1::SkyhookStatus, type_: &str| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.last_transition_time.clone(), c.observed_generation))
+    };
+    sim.step();
+    let second = sim.skyhook("demo").status.clone().unwrap_or_default();
+    assert_eq!(
+        skyhook_condition(&sim, "demo", transition),
+        triple(
+            "False",
+            "in_progress",
+            "0/2 nodes complete, 2 in progress (a, b)"
+        ),
+        "no change of status: Ready's message"
+    );
+    assert_eq!(ready_time(&first, "Ready"), ready_time(&second, "Ready"));
+    assert_eq!(ready_time(&second, "Ready").and_then(|t| t.1), Some(1));
+    assert_ne!(
+        ready_time(&first, transition),
+        ready_time(&second, transition),
+        "Transition's time follows its message"
+    );
+    sim.run(20);
+    let done = sim.skyhook("demo").status.clone().unwrap_or_default();
+    assert_eq!(
+        skyhook_condition(&sim, "demo", "Ready"),
+        triple("True", "NodesConverged", "2/2 nodes complete (a, b)")
+    );
+    assert_ne!(ready_time(&second, "Ready"), ready_time(&done, "Ready"));
+    let find = |type_: &str| done.conditions.iter().find(|c| c.type_ == type_).cloned();
+    let mirror = find("skyhook.nvidia.com/Ready").map(|c| {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Ready".into(),
+            ..c
+        }
+    });
+    assert_eq!(
+        mirror,
+        find("Ready"),
+        "the mirror is identical, time included"
+    );
+    let planned = sim.step();
+    assert!(
+        planned.statuses.is_empty(),
+        "identical conditions write nothing: {:?}",
+        planned.statuses
+    );
+}
+
+/// `Ready` is True on a complete Skyhook whatever its status says: paused, its nodes read
+/// `paused`.
+#[test]
+fn ready_stays_true_on_a_complete_skyhook_that_is_paused() {
+    let mut sim = Sim::new(
+        vec![node("a", 0)],
+        vec![skyhook("demo", vec![package("one", "1.0.0")])],
+    );
+    sim.run(10);
+    sim.skyhook_mut("demo")
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(keys::PAUSE_ANNOTATION.to_owned(), "true".to_owned());
+    sim.step();
+    assert_eq!(
+        skyhook_condition(&sim, "demo", "Ready"),
+        triple("True", "Paused", "0/1 nodes complete, 1 paused (a)")
+    );
 }
 
 #[test]

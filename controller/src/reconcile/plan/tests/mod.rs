@@ -8,6 +8,7 @@ mod conditions;
 mod interrupting_changes;
 mod node_metadata;
 mod node_order;
+mod node_state_conditions;
 mod pod_slots;
 mod policy;
 mod reboots;

@@ -162,3 +162,42 @@ fn batch_state_resets_on_completion_only_when_enabled() {
         );
     }
 }
+
+/// `(status, reason)` of `demo`'s condition `type_`.
+fn condition_types(sim: &Sim, type_: &str) -> Option<(String, String)> {
+    sim.skyhook("demo")
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// A missing policy sets `DeploymentPolicyNotFound` under both types; both go when it returns.
+#[test]
+fn both_policy_condition_types_come_and_go_with_the_policy() {
+    let mut demo = skyhook("demo", vec![package("one", "1.0.0")]);
+    demo.spec.deployment_policy = Some("later".into());
+    let mut sim = Sim::new(vec![node("a", 0)], vec![demo]);
+    sim.step();
+    for type_ in [
+        "DeploymentPolicyNotFound",
+        "skyhook.nvidia.com/DeploymentPolicyNotFound",
+    ] {
+        let found = condition_types(&sim, type_);
+        assert_eq!(
+            found,
+            Some(("True".to_owned(), "DeploymentPolicyNotFound".to_owned())),
+            "{type_}"
+        );
+    }
+    sim.snapshot.policies.insert("later".into(), policy(false));
+    sim.step();
+    for type_ in [
+        "DeploymentPolicyNotFound",
+        "skyhook.nvidia.com/DeploymentPolicyNotFound",
+    ] {
+        assert_eq!(condition_types(&sim, type_), None, "{type_}");
+    }
+}

@@ -1,0 +1,94 @@
+//! Nodes whose `nodeState_<skyhook>` annotation does not parse, and the conditions read from the
+//! node states (upstream §2.9).
+//!
+//! Such a node is skipped by its Skyhook's pass: not selected, no pod started or judged there,
+//! its annotations, labels and cordon for that Skyhook left exactly as they are, never counted
+//! as complete. Its status in `status.nodeStatus` is `unknown`; the condition
+//! `NodeStateMalformed` lists it and a Warning Event on the node says why. Every other node, and
+//! every other Skyhook, keeps rolling (upstream aborts the rest of the pass). Repairing or
+//! deleting the annotation brings the node back on the next reconcile.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use skyhook_api::conditions::{NodeStateRead, UninstallFacts, uninstall_conditions};
+use skyhook_api::interrupt::has_interrupt;
+use skyhook_api::node_state::NodeState;
+use skyhook_api::v1alpha1::{SkyhookStatus, Status};
+
+use super::Planner;
+use super::packages::changed_keys;
+use super::skyhooks::Pass;
+use super::status::Outcome;
+use crate::reconcile::snapshot::NodeView;
+
+impl<'s> Planner<'s> {
+    /// Splits the nodes `skyhook` targets into those whose node state parses and those whose
+    /// does not.
+    pub(super) fn split_malformed(
+        &mut self,
+        skyhook: &str,
+        matched: Vec<&'s NodeView>,
+    ) -> (Vec<&'s NodeView>, Vec<&'s NodeView>) {
+        matched
+            .into_iter()
+            .partition(|node| !self.state_malformed(&node.name, skyhook))
+    }
+
+    /// Whether `node`'s node state of `skyhook` does not parse (false for an unknown node).
+    pub(super) fn state_malformed(&mut self, node: &str, skyhook: &str) -> bool {
+        self.nodes
+            .get_mut(node)
+            .is_some_and(|work| work.state_malformed(skyhook))
+    }
+
+    /// Puts the pass's findings about node states into its outcome: completion per targeted
+    /// node for `Ready` (a malformed node is not complete and its status is `unknown`), and the
+    /// explicit-uninstall conditions.
+    pub(super) fn report_node_states(
+        &mut self,
+        pass: &Pass<'s>,
+        complete: &BTreeMap<&str, bool>,
+        status: &mut SkyhookStatus,
+        outcome: &mut Outcome,
+    ) {
+        let name = pass.name();
+        outcome.complete = pass
+            .targeted()
+            .iter()
+            .map(|node| {
+                let done = complete.get(node.name.as_str()).copied().unwrap_or(false);
+                (node.name.clone(), done)
+            })
+            .collect();
+        for node in &pass.malformed {
+            status
+                .node_status
+                .insert(node.name.clone(), Status::Unknown);
+        }
+        let mut states: BTreeMap<String, NodeState> = BTreeMap::new();
+        for node in &pass.matched {
+            if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
+                states.insert(node.name.clone(), work.state(name).clone());
+            }
+        }
+        let mut reads: BTreeMap<String, NodeStateRead<'_>> = states
+            .iter()
+            .map(|(node, state)| (node.clone(), NodeStateRead::Parsed(state)))
+            .collect();
+        for node in &pass.malformed {
+            reads.insert(node.name.clone(), NodeStateRead::Malformed);
+        }
+        let packages = &pass.skyhook.spec.packages;
+        let interrupting: BTreeSet<String> = packages
+            .iter()
+            .filter(|(p, package)| has_interrupt(package, changed_keys(&status.config_updates, p)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        outcome.uninstall = uninstall_conditions(&UninstallFacts {
+            packages,
+            deleting: pass.skyhook.metadata.deletion_timestamp.is_some(),
+            nodes: &reads,
+            interrupting: &interrupting,
+        });
+    }
+}
