@@ -417,7 +417,7 @@ fn blocked_messages(facts: &UninstallFacts<'_>) -> Vec<String> {
 
 /// `NodeStateMalformed`'s message: at most five names, sorted, each over ten characters cut
 /// to ten and `...`, then ` and <k> more`.
-fn malformed_message(mut nodes: Vec<String>) -> String {
+pub fn malformed_message(mut nodes: Vec<String>) -> String {
     nodes.sort();
     let listed: Vec<String> = nodes
         .iter()

@@ -3,6 +3,7 @@
 //! (`DeletionBlocked`), then removes every trace of the Skyhook from the nodes and lets go.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use skyhook_api::conditions::malformed_message;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::Skyhook;
@@ -45,8 +46,8 @@ pub fn deletion_step(input: &DeletionInput) -> DeletionStep {
         return DeletionStep::Blocked {
             reason: keys::DELETION_BLOCKED_MALFORMED_REASON,
             message: format!(
-                "nodeState annotation cannot be parsed on {}; fix or delete the annotation so the uninstalls can run",
-                nodes(&input.malformed)
+                "{}; fix or delete the annotation so the uninstalls can run",
+                malformed_message(input.malformed.clone())
             ),
         };
     }
