@@ -149,21 +149,34 @@ impl Planner<'_> {
             &merged.interrupt,
             &PodNode::new(node, boot_id.as_deref()).at_order(at.order),
         );
-        self.plan.create_pods.push(pod);
-        self.created_on.entry(node.to_owned()).or_default().push((
-            name.to_owned(),
-            package_label(&package.name, &package.version),
-        ));
-        let entry = entry_for(package, Stage::Interrupt, State::InProgress);
-        self.set_entry(name, node, entry);
-        self.set_status(name, node, Status::InProgress);
         let message = format!(
             "Interrupting node [{node}] with {} for package [{}:{}]",
             merged.interrupt.type_, package.name, package.version
         );
+        let launch = (node, package, Stage::Interrupt);
+        self.start_interrupt(name, launch, pod, message, run);
+    }
+
+    /// Creates the interrupt `pod` running `stage` of `package` on `node`, records its entry
+    /// `in_progress`, and reports the launch.
+    fn start_interrupt(
+        &mut self,
+        skyhook: &str,
+        (node, package, stage): (&str, &Package, Stage),
+        pod: Pod,
+        message: String,
+        run: &mut NodeRun,
+    ) {
+        self.plan.create_pods.push(pod);
+        self.created_on.entry(node.to_owned()).or_default().push((
+            skyhook.to_owned(),
+            package_label(&package.name, &package.version),
+        ));
+        self.set_entry(skyhook, node, entry_for(package, stage, State::InProgress));
+        self.set_status(skyhook, node, Status::InProgress);
         run.applied = Some(message.clone());
         self.event(
-            EventTarget::Skyhook(name.to_owned()),
+            EventTarget::Skyhook(skyhook.to_owned()),
             false,
             "Interrupt",
             message,
@@ -198,24 +211,11 @@ impl Planner<'_> {
             &interrupt,
             &PodNode::new(node, boot_id.as_deref()).at_order(at.order),
         );
-        self.plan.create_pods.push(pod);
-        self.created_on.entry(node.to_owned()).or_default().push((
-            name.to_owned(),
-            package_label(&package.name, &package.version),
-        ));
-        let entry = entry_for(package, Stage::UninstallInterrupt, State::InProgress);
-        self.set_entry(name, node, entry);
-        self.set_status(name, node, Status::InProgress);
         let message = format!(
             "Interrupting node [{node}] with {} after uninstalling package [{}:{}]",
             interrupt.type_, package.name, package.version
         );
-        run.applied = Some(message.clone());
-        self.event(
-            EventTarget::Skyhook(name.to_owned()),
-            false,
-            "Interrupt",
-            message,
-        );
+        let launch = (node, package, Stage::UninstallInterrupt);
+        self.start_interrupt(name, launch, pod, message, run);
     }
 }
