@@ -526,6 +526,21 @@ pub fn node_ignore(cluster: &Cluster, patterns: &[NodePattern], ignore: bool) ->
     change
 }
 
+/// `package` of `skyhook`'s spec, or the error naming both.
+fn spec_package<'s>(
+    skyhook: &'s Skyhook,
+    package: &str,
+) -> Result<&'s skyhook_api::v1alpha1::Package, PlanError> {
+    skyhook
+        .spec
+        .packages
+        .get(package)
+        .ok_or_else(|| PlanError::UnknownPackage {
+            package: package.to_owned(),
+            skyhook: name_of(&skyhook.metadata).to_owned(),
+        })
+}
+
 /// `package rerun <pkg> --skyhook X --node P... [--stage S]`: on matching nodes that have the
 /// spec version's entry, deletes it (the package starts over at apply; the annotation goes
 /// when it becomes empty) or, with `stage`, sets it to `(stage, in_progress)`.
@@ -537,14 +552,7 @@ pub fn package_rerun(
     stage: Option<Stage>,
 ) -> Result<Change, PlanError> {
     let name = name_of(&skyhook.metadata);
-    let spec = skyhook
-        .spec
-        .packages
-        .get(package)
-        .ok_or_else(|| PlanError::UnknownPackage {
-            package: package.to_owned(),
-            skyhook: name.to_owned(),
-        })?;
+    let spec = spec_package(skyhook, package)?;
     if let Some(stage @ (Stage::Uninstall | Stage::Upgrade)) = stage {
         return Err(PlanError::UnsupportedStage {
             stage: stage.as_str().to_owned(),
@@ -601,14 +609,7 @@ pub fn package_uninstall(
     cancel: bool,
 ) -> Result<Change, PlanError> {
     let name = name_of(&skyhook.metadata);
-    let spec = skyhook
-        .spec
-        .packages
-        .get(package)
-        .ok_or_else(|| PlanError::UnknownPackage {
-            package: package.to_owned(),
-            skyhook: name.to_owned(),
-        })?;
+    let spec = spec_package(skyhook, package)?;
     // A cancel needs no support: it only clears `apply`, whatever `enabled` says.
     if !cancel && !spec.uninstall_enabled() {
         return Err(PlanError::UninstallNotEnabled {
