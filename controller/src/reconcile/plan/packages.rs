@@ -84,6 +84,9 @@ impl Wave {
             .into_iter()
             .filter_map(|p| packages.get(p.name).cloned())
             .filter(|p| !held_by_uninstall(state, p, rules.deleting))
+            // A Skyhook being deleted starts no install of its own: only an uninstallable
+            // package may finish the stages it is in, so that its uninstall can run.
+            .filter(|p| !rules.deleting || p.uninstall_enabled())
             .collect();
         let explicit = packages
             .values()

@@ -356,3 +356,23 @@ fn deleting_a_paused_skyhook_with_pending_uninstalls_waits_and_says_why() {
     });
     assert!(sim.state("un", "node-a").is_empty());
 }
+
+#[test]
+fn a_skyhook_being_deleted_installs_nothing_new() {
+    let mut sim = installed(vec![removable("tool", "1.0.0")]);
+    // A package added just before the deletion, never installed.
+    sim.skyhook_mut("un")
+        .spec
+        .packages
+        .insert("late".into(), package("late", "1.0.0"));
+    delete(&mut sim);
+    let created = run_until(&mut sim, |s| {
+        s.skyhook("un")
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.is_empty())
+    });
+    let stages: Vec<String> = stages_of(&created).into_iter().map(|(s, _)| s).collect();
+    assert_eq!(stages, ["uninstall"]);
+}
