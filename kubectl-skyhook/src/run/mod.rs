@@ -257,32 +257,13 @@ async fn package(
             follow,
             tail,
         } => {
-            let patterns = pattern::parse_all(&nodes)?;
-            let pods = Api::<Pod>::namespaced(client.clone(), &global.namespace);
-            let listed = pods
-                .list(&ListParams::default().labels(&format!("{}={skyhook}", keys::NAME_LABEL)))
-                .await
-                .map_err(|source| RunError::Read {
-                    action: format!("list package pods in namespace {:?}", global.namespace),
-                    source,
-                })?;
-            let targets =
-                crate::logs::log_targets(&listed.items, &skyhook, &package, &patterns, stage);
-            if targets.is_empty() {
-                let container = stage.map_or_else(
-                    || "a started container".to_owned(),
-                    |stage| format!("a container {package}-{stage}"),
-                );
-                return console.line(&format!(
-                    "No log to show: no pod of package {package:?} of Skyhook {skyhook:?} in namespace {:?} has {container} (pods that succeeded are deleted quickly)",
-                    global.namespace
-                ));
-            }
-            for target in targets {
-                console.line(&target.header())?;
-                print_log(&pods, &target, follow, tail, console).await?;
-            }
-            Ok(())
+            let selection = LogSelection {
+                package,
+                skyhook,
+                nodes,
+                stage,
+            };
+            package_logs(global, console, &client, selection, (follow, tail)).await
         }
         PackageCommand::Rerun {
             package,
@@ -307,6 +288,56 @@ async fn package(
             apply(&client, global, console, &change, confirm).await
         }
     }
+}
+
+/// Which package logs `package logs` shows.
+struct LogSelection {
+    package: String,
+    skyhook: String,
+    nodes: Vec<String>,
+    stage: Option<skyhook_api::v1alpha1::Stage>,
+}
+
+/// `package logs`: the logs of the selected package pods' containers, one after another.
+async fn package_logs(
+    global: &GlobalArgs,
+    console: &mut Console<'_>,
+    client: &Client,
+    selection: LogSelection,
+    (follow, tail): (bool, i64),
+) -> Result<(), RunError> {
+    let LogSelection {
+        package,
+        skyhook,
+        nodes,
+        stage,
+    } = selection;
+
+    let patterns = pattern::parse_all(&nodes)?;
+    let pods = Api::<Pod>::namespaced(client.clone(), &global.namespace);
+    let listed = pods
+        .list(&ListParams::default().labels(&format!("{}={skyhook}", keys::NAME_LABEL)))
+        .await
+        .map_err(|source| RunError::Read {
+            action: format!("list package pods in namespace {:?}", global.namespace),
+            source,
+        })?;
+    let targets = crate::logs::log_targets(&listed.items, &skyhook, &package, &patterns, stage);
+    if targets.is_empty() {
+        let container = stage.map_or_else(
+            || "a started container".to_owned(),
+            |stage| format!("a container {package}-{stage}"),
+        );
+        return console.line(&format!(
+                    "No log to show: no pod of package {package:?} of Skyhook {skyhook:?} in namespace {:?} has {container} (pods that succeeded are deleted quickly)",
+                    global.namespace
+                ));
+    }
+    for target in targets {
+        console.line(&target.header())?;
+        print_log(&pods, &target, follow, tail, console).await?;
+    }
+    Ok(())
 }
 
 /// Prints the change, asks unless confirmed, then sends the patches in order (or, in a dry

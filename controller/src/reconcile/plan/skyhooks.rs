@@ -27,7 +27,7 @@ use skyhook_api::validate::{ValidationContext, validate_skyhook};
 
 use super::packages::changed_keys;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
-use super::status::{Outcome, invalid_status, next_status};
+use super::status::{NextStatus, Outcome, invalid_status, next_status};
 use super::taints::matched_nodes;
 use super::{CONTROLLER_VERSION, EventTarget, Planner};
 use crate::names::OwnerSkyhook;
@@ -191,31 +191,7 @@ impl<'s> Planner<'s> {
             unconfirmed_reboots: self.unconfirmed_reboots.remove(name).unwrap_or_default(),
             ..Outcome::default()
         };
-        self.track_reboots(name, &pass.matched, &mut status);
-        // A paused Skyhook changes nothing on its nodes (upstream skips it right after
-        // reporting its state), so a spec edit made while paused, and a lost interrupt pod,
-        // are looked at again on resume.
-        let paused = skyhook.is_paused();
-        // Deletion reports its own waits; once the pass runs, nothing blocks it.
-        status
-            .conditions
-            .retain(|c| c.type_ != keys::CONDITION_DELETION_BLOCKED);
-        // A removed package's queued config keys mean nothing any more.
-        let packages = &skyhook.spec.packages;
-        status
-            .config_updates
-            .retain(|p, _| packages.contains_key(p));
-        if !paused && !skyhook.is_disabled() {
-            self.uninstall_requests(pass);
-        }
-        if !paused {
-            outcome
-                .unconfirmed_reboots
-                .extend(self.lost_interrupts(pass));
-            outcome.version_changed = self.version_changes(pass, &mut status);
-            outcome.config_waiting = self.config_updates(pass, &mut status);
-            self.validate_pods(pass);
-        }
+        self.spec_changes(pass, &mut status, &mut outcome);
         let complete = self.completion(pass, &status);
         let progress = SkyhookProgress {
             name,
@@ -234,7 +210,7 @@ impl<'s> Planner<'s> {
         let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
         outcome.policy_missing = policy_name.is_some() && policy.is_none();
         self.set_node_statuses(pass, &nodes, outcome.policy_missing);
-        if !skyhook.is_disabled() && !paused && !outcome.policy_missing {
+        if !skyhook.is_disabled() && !skyhook.is_paused() && !outcome.policy_missing {
             let compartments = match policy {
                 Some(policy) => policy_compartments(policy),
                 None => legacy_compartments(
@@ -256,6 +232,13 @@ impl<'s> Planner<'s> {
         status.node_order_offset = i32::try_from(offset).unwrap_or(i32::MAX);
         self.report_node_states(pass, &nodes.complete, &mut status, &mut outcome);
         let next = next_status(skyhook, policy, status, outcome, self.now);
+        self.write_status(skyhook, name, next);
+        progress
+    }
+
+    /// Records the Skyhook's next status when it differs, with its transition Event and the
+    /// node lists too long for its conditions.
+    fn write_status(&mut self, skyhook: &Skyhook, name: &str, next: NextStatus) {
         if let Some(transition) = &next.transition {
             let message = format!("Skyhook transitioned {transition}");
             self.event(
@@ -270,7 +253,37 @@ impl<'s> Planner<'s> {
         if skyhook.status.clone().unwrap_or_default() != next.status {
             self.plan.statuses.insert(name.to_owned(), next.status);
         }
-        progress
+    }
+
+    /// What changed since the last pass, as node-state edits: reboots, uninstall requests,
+    /// lost interrupts, version changes, config updates and pods that no longer match.
+    fn spec_changes(&mut self, pass: &Pass<'s>, status: &mut SkyhookStatus, outcome: &mut Outcome) {
+        let skyhook = pass.skyhook;
+        self.track_reboots(pass.name(), &pass.matched, status);
+        // Deletion reports its own waits; once the pass runs, nothing blocks it.
+        status
+            .conditions
+            .retain(|c| c.type_ != keys::CONDITION_DELETION_BLOCKED);
+        // A removed package's queued config keys mean nothing any more.
+        let packages = &skyhook.spec.packages;
+        status
+            .config_updates
+            .retain(|p, _| packages.contains_key(p));
+        // A paused Skyhook changes nothing on its nodes (upstream skips it right after
+        // reporting its state), so a spec edit made while paused, and a lost interrupt pod,
+        // are looked at again on resume.
+        if skyhook.is_paused() {
+            return;
+        }
+        if !skyhook.is_disabled() {
+            self.uninstall_requests(pass);
+        }
+        outcome
+            .unconfirmed_reboots
+            .extend(self.lost_interrupts(pass));
+        outcome.version_changed = self.version_changes(pass, status);
+        outcome.config_waiting = self.config_updates(pass, status);
+        self.validate_pods(pass);
     }
 
     /// Per targeted node, whether every package is complete after this pass's edits so far.
