@@ -3,11 +3,13 @@
 //! (`DeletionBlocked`), then removes every trace of the Skyhook from the nodes and lets go.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use skyhook_api::conditions::malformed_message;
+use skyhook_api::conditions::{malformed_message, set_condition};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::Skyhook;
 
+use super::status::set_uninstall_conditions;
+use super::taints::matched_nodes;
 use super::{EventTarget, Planner};
 
 /// What a deleted Skyhook's nodes say, for [`deletion_step`].
@@ -125,8 +127,8 @@ impl Planner<'_> {
         input
     }
 
-    /// Sets `DeletionBlocked` and, when it is new or its reason changed, says so in a Warning
-    /// Event.
+    /// Sets `DeletionBlocked` (and refreshes the uninstall conditions) and, when it is new or
+    /// its reason changed, says so in a Warning Event.
     fn deletion_blocked(
         &mut self,
         skyhook: &Skyhook,
@@ -135,36 +137,36 @@ impl Planner<'_> {
         message: String,
     ) {
         let old = skyhook.status.clone().unwrap_or_default();
-        let previous = old
+        let previous_reason = old
             .conditions
             .iter()
-            .find(|c| c.type_ == keys::CONDITION_DELETION_BLOCKED);
-        if previous.is_some_and(|c| c.reason == reason && c.message == message) {
-            return;
-        }
-        if previous.is_none_or(|c| c.reason != reason) {
+            .find(|c| c.type_ == keys::CONDITION_DELETION_BLOCKED)
+            .map(|c| c.reason.as_str());
+        if previous_reason != Some(reason) {
             let target = EventTarget::Skyhook(name.to_owned());
-            self.event(
-                target,
-                true,
-                keys::CONDITION_DELETION_BLOCKED,
-                message.clone(),
-            );
+            let event_reason = keys::CONDITION_DELETION_BLOCKED;
+            self.event(target, true, event_reason, message.clone());
         }
         let mut status = old.clone();
-        status
-            .conditions
-            .retain(|c| c.type_ != keys::CONDITION_DELETION_BLOCKED);
-        status.conditions.push(Condition {
+        // Upstream refreshes these on every reconcile, a blocked deletion included.
+        let matched = matched_nodes(skyhook, &self.snapshot.nodes);
+        let (parsed, malformed) = self.split_malformed(name, matched);
+        let config_updates = &old.config_updates;
+        let uninstall =
+            self.uninstall_conditions_of(skyhook, (&parsed, &malformed), config_updates);
+        set_uninstall_conditions(skyhook, &mut status.conditions, &uninstall, self.now);
+        let blocked = Condition {
             type_: keys::CONDITION_DELETION_BLOCKED.to_owned(),
             status: "True".to_owned(),
             reason: reason.to_owned(),
             message,
             observed_generation: skyhook.metadata.generation,
-            last_transition_time: previous
-                .filter(|c| c.status == "True")
-                .map_or(Time(self.now), |c| c.last_transition_time.clone()),
-        });
+            last_transition_time: Time(self.now),
+        };
+        set_condition(&mut status.conditions, blocked);
+        if status == old {
+            return;
+        }
         self.plan.statuses.insert(name.to_owned(), status);
     }
 }

@@ -10,10 +10,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use skyhook_api::conditions::{NodeStateRead, UninstallFacts, uninstall_conditions};
+use skyhook_api::conditions::{
+    NodeStateRead, UninstallConditions, UninstallFacts, uninstall_conditions,
+};
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::node_state::NodeState;
-use skyhook_api::v1alpha1::{SkyhookStatus, Status};
+use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 
 use super::Planner;
 use super::packages::changed_keys;
@@ -51,7 +53,6 @@ impl<'s> Planner<'s> {
         status: &mut SkyhookStatus,
         outcome: &mut Outcome,
     ) {
-        let name = pass.name();
         outcome.complete = pass
             .targeted()
             .iter()
@@ -65,8 +66,24 @@ impl<'s> Planner<'s> {
                 .node_status
                 .insert(node.name.clone(), Status::Unknown);
         }
+        outcome.uninstall = self.uninstall_conditions_of(
+            pass.skyhook,
+            (&pass.matched, &pass.malformed),
+            &status.config_updates,
+        );
+    }
+
+    /// The explicit-uninstall conditions of `skyhook` over its targeted nodes, split into
+    /// those whose state parses and those whose does not.
+    pub(super) fn uninstall_conditions_of(
+        &mut self,
+        skyhook: &Skyhook,
+        (parsed, malformed): (&[&NodeView], &[&NodeView]),
+        config_updates: &BTreeMap<String, Vec<String>>,
+    ) -> UninstallConditions {
+        let name = skyhook.metadata.name.as_deref().unwrap_or_default();
         let mut states: BTreeMap<String, NodeState> = BTreeMap::new();
-        for node in &pass.matched {
+        for node in parsed {
             if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
                 states.insert(node.name.clone(), work.state(name).clone());
             }
@@ -75,20 +92,20 @@ impl<'s> Planner<'s> {
             .iter()
             .map(|(node, state)| (node.clone(), NodeStateRead::Parsed(state)))
             .collect();
-        for node in &pass.malformed {
+        for node in malformed {
             reads.insert(node.name.clone(), NodeStateRead::Malformed);
         }
-        let packages = &pass.skyhook.spec.packages;
+        let packages = &skyhook.spec.packages;
         let interrupting: BTreeSet<String> = packages
             .iter()
-            .filter(|(p, package)| has_interrupt(package, changed_keys(&status.config_updates, p)))
+            .filter(|(p, package)| has_interrupt(package, changed_keys(config_updates, p)))
             .map(|(p, _)| p.clone())
             .collect();
-        outcome.uninstall = uninstall_conditions(&UninstallFacts {
+        uninstall_conditions(&UninstallFacts {
             packages,
-            deleting: pass.skyhook.metadata.deletion_timestamp.is_some(),
+            deleting: skyhook.metadata.deletion_timestamp.is_some(),
             nodes: &reads,
             interrupting: &interrupting,
-        });
+        })
     }
 }
