@@ -36,5 +36,6 @@ mod leader_election;
 mod operator_agent;
 mod pod_slots;
 mod seed_quick_start;
+mod uninstall_flows;
 mod webhook_admission;
 mod webhook_uninstall;
