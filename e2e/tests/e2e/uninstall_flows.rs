@@ -11,7 +11,7 @@
 //!   paused and while disabled, and downgrades in legacy and in explicit mode.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, ensure};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
@@ -124,9 +124,10 @@ fn stage_of(step: &Option<(String, String)>) -> Option<&str> {
     step.as_ref().map(|(stage, _)| stage.as_str())
 }
 
-// --- The real agent on a full node -------------------------------------------------------------
+// --- The real agent on full nodes --------------------------------------------------------------
 
 const REAL: &str = "uninstall-real";
+const FULL_NODES: [&str; 2] = ["node-1", "node-2"];
 /// Where the packages' scripts write their marker files, relative to the host root.
 const MARKS: &str = "etc/skyhook-e2e-uninstall";
 
@@ -145,7 +146,7 @@ fn marking_package(file: &str) -> Value {
 }
 
 /// `files` (uninstall enabled), `kernel` (uninstall enabled, reboot interrupt) and `plain`
-/// (no uninstall).
+/// (no uninstall); both nodes may be interrupted at once.
 fn real_skyhook() -> String {
     let mut files = marking_package("files");
     files["uninstall"] = uninstall(true, false);
@@ -154,25 +155,40 @@ fn real_skyhook() -> String {
     kernel["interrupt"] = json!({"type": "reboot"});
     let spec = json!({
         "nodeSelectors": {"matchLabels": {TEST_NODE_LABEL: TEST_NODE_VALUE}},
+        "interruptionBudget": {"count": FULL_NODES.len()},
         "packages": {"files": files, "kernel": kernel, "plain": marking_package("plain")},
     });
     e2e::skyhook_manifest(REAL, spec, json!({}))
 }
 
-fn node_root(installed: &Installed) -> anyhow::Result<PathBuf> {
-    installed
-        .cluster
-        .node(NODE)
-        .and_then(|node| node.root())
-        .with_context(|| format!("{NODE} has no host root (not a full node?)"))
+/// The host roots of the full nodes.
+fn node_roots(installed: &Installed) -> anyhow::Result<Vec<PathBuf>> {
+    FULL_NODES
+        .iter()
+        .map(|name| {
+            installed
+                .cluster
+                .node(name)
+                .and_then(|node| node.root())
+                .with_context(|| format!("{name} has no host root (not a full node?)"))
+        })
+        .collect()
 }
 
-/// Which of the packages' marker files exist under `root`.
-fn marks(root: &Path) -> Vec<&'static str> {
-    ["files", "kernel", "plain"]
-        .into_iter()
-        .filter(|file| root.join(MARKS).join(file).exists())
-        .collect()
+/// Asserts that exactly the marker files `expected` exist on every node root.
+fn assert_marks(roots: &[PathBuf], expected: &[&str], why: &str) {
+    for root in roots {
+        let found: Vec<&str> = ["files", "kernel", "plain"]
+            .into_iter()
+            .filter(|file| root.join(MARKS).join(file).exists())
+            .collect();
+        assert_eq!(
+            found,
+            expected,
+            "{why}: marker files under {}",
+            root.display()
+        );
+    }
 }
 
 fn boot_id(node: &Node) -> Option<String> {
@@ -180,67 +196,86 @@ fn boot_id(node: &Node) -> Option<String> {
     Some(info.boot_id.clone())
 }
 
+/// Waits until `condition` holds for every full node at once; returns them then.
+async fn wait_for_full_nodes(
+    client: &kube::Client,
+    what: &str,
+    condition: impl Fn(&str, &Node) -> bool,
+) -> anyhow::Result<BTreeMap<String, Node>> {
+    e2e::nodes::wait_for_nodes(client, what, |nodes| {
+        FULL_NODES
+            .iter()
+            .all(|name| nodes.get(*name).is_some_and(|node| condition(name, node)))
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn explicit_uninstall_with_the_real_agent_leaves_the_node_clean() -> anyhow::Result<()> {
+async fn explicit_uninstall_with_the_real_agent_leaves_the_nodes_clean() -> anyhow::Result<()> {
     let installed = e2e::install_with(Setup {
-        nodes: 1,
+        nodes: FULL_NODES.len(),
         node_labels: BTreeMap::from([(TEST_NODE_LABEL.to_owned(), TEST_NODE_VALUE.to_owned())]),
         ..Setup::default()
     })
     .await?;
     let client = installed.cluster.client()?;
-    let root = node_root(&installed)?;
+    let roots = node_roots(&installed)?;
     e2e::apply_yaml(&client, &real_skyhook()).await?;
     wait_settled(&installed, REAL).await?;
-    assert_eq!(marks(&root), ["files", "kernel", "plain"]);
+    assert_marks(&roots, &["files", "kernel", "plain"], "installed");
 
-    uninstall_without_interrupt(&installed, &root).await?;
-    uninstall_with_reboot(&installed, &root).await?;
-    cancel_during_uninstall_interrupt(&installed, &root).await?;
-    deletion_uninstalls_and_cleans_the_node(&installed, &root).await?;
+    uninstall_without_interrupt(&installed, &roots).await?;
+    uninstall_with_reboot(&installed, &roots).await?;
+    cancel_during_uninstall_interrupt(&installed, &roots).await?;
+    deletion_uninstalls_and_cleans_the_nodes(&installed, &roots).await?;
     Ok(())
 }
 
-/// Workflow 1: `files` goes from the node state and its file from the root; nothing else moves.
-async fn uninstall_without_interrupt(installed: &Installed, root: &Path) -> anyhow::Result<()> {
+/// Workflow 1, requested with `kubectl skyhook package uninstall`: `files` leaves every node
+/// state and its file every root; nothing else moves.
+async fn uninstall_without_interrupt(
+    installed: &Installed,
+    roots: &[PathBuf],
+) -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     let pods = record_pods(&client, REAL).await?;
-    patch_package(
-        &client,
-        REAL,
-        "files",
-        json!({"uninstall": uninstall(true, true)}),
-    )
-    .await?;
-    wait_for_node(&client, NODE, "files|1.1.1 to leave the node state", |n| {
+    let kubectl = e2e::Kubectl::with_plugin(installed)?;
+    kubectl
+        .skyhook(&["package", "uninstall", "files", "--skyhook", REAL, "-y"])
+        .await?;
+    let nodes = wait_for_full_nodes(&client, "files|1.1.1 to leave every node state", |_, n| {
         entry(n, REAL, "files|1.1.1").is_none()
     })
     .await?;
     wait_settled(installed, REAL).await?;
-    assert_eq!(marks(root), ["kernel", "plain"], "files' uninstall ran");
-    let node: Node = Api::all(client.clone()).get(NODE).await?;
-    assert!(
-        is_complete(&node, REAL, "kernel|1.1.1"),
-        "{:?}",
-        stages(&node, REAL)
-    );
-    assert!(
-        is_complete(&node, REAL, "plain|1.1.1"),
-        "{:?}",
-        stages(&node, REAL)
-    );
-    assert!(!is_cordoned(&node), "no interrupt, no cordon");
+    assert_marks(roots, &["kernel", "plain"], "files' uninstall ran");
+    for node in nodes.values() {
+        let left = stages(node, REAL);
+        assert!(is_complete(node, REAL, "kernel|1.1.1"), "{left:?}");
+        assert!(is_complete(node, REAL, "plain|1.1.1"), "{left:?}");
+        assert!(!is_cordoned(node), "no interrupt, no cordon");
+    }
     let seen = pods.seen();
-    assert_eq!(pods_of(&seen, "files", "uninstall", "1.1.1").len(), 1);
+    assert_eq!(
+        pods_of(&seen, "files", "uninstall", "1.1.1").len(),
+        FULL_NODES.len(),
+        "one uninstall pod per node"
+    );
     Ok(())
 }
 
-/// Workflow 2: cordon before the uninstall pod, the `uninstall-interrupt` reboot pod, a new
-/// boot ID, uncordoned at the end, the entry gone.
-async fn uninstall_with_reboot(installed: &Installed, root: &Path) -> anyhow::Result<()> {
+/// Workflow 2: each node is cordoned before its uninstall pod, runs an `uninstall-interrupt`
+/// reboot pod, comes back with a new boot ID and is uncordoned; the entry is gone.
+async fn uninstall_with_reboot(installed: &Installed, roots: &[PathBuf]) -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     let nodes: Api<Node> = Api::all(client.clone());
-    let booted = boot_id(&nodes.get(NODE).await?).context("no boot ID")?;
+    let mut booted = BTreeMap::new();
+    for name in FULL_NODES {
+        booted.insert(
+            name,
+            boot_id(&nodes.get(name).await?).context("no boot ID")?,
+        );
+    }
     let pods = record_pods(&client, REAL).await?;
     patch_package(
         &client,
@@ -249,49 +284,83 @@ async fn uninstall_with_reboot(installed: &Installed, root: &Path) -> anyhow::Re
         json!({"uninstall": uninstall(true, true)}),
     )
     .await?;
-    pods.wait_until("kernel's uninstall pod", |seen| {
-        find_pod(seen, "kernel", "uninstall").is_some()
-    })
-    .await?;
-    // The cordon comes before the pod and stays until the reboot is done, so the node is
-    // cordoned when the pod shows up.
-    let node = nodes.get(NODE).await?;
-    assert!(is_cordoned(&node), "schedulable under the uninstall pod");
+    let mut checked = Vec::new();
+    while checked.len() < FULL_NODES.len() {
+        let seen = pods
+            .wait_until("an uninstall pod of kernel on another node", |seen| {
+                pods_of(seen, "kernel", "uninstall", "1.1.1")
+                    .iter()
+                    .any(|pod| !checked.contains(&pod_node(pod)))
+            })
+            .await?;
+        for pod in pods_of(&seen, "kernel", "uninstall", "1.1.1") {
+            let name = pod_node(pod);
+            if checked.contains(&name) {
+                continue;
+            }
+            // The cordon comes before the pod and stays until the reboot is done, so the
+            // node is cordoned when its pod shows up.
+            let node = nodes.get(&name).await?;
+            assert!(
+                is_cordoned(&node),
+                "{name} schedulable under its uninstall pod"
+            );
+            checked.push(name);
+        }
+    }
 
-    let done = wait_for_node(
+    let done = wait_for_full_nodes(
         &client,
-        NODE,
-        "kernel uninstalled, the node rebooted and uncordoned",
-        |n| {
+        "kernel uninstalled, every node rebooted and uncordoned",
+        |name, n| {
             entry(n, REAL, "kernel|1.1.1").is_none()
                 && !is_cordoned(n)
-                && boot_id(n).is_some_and(|id| id != booted)
+                && boot_id(n).is_some_and(|id| Some(&id) != booted.get(name))
         },
     )
     .await?;
     wait_settled(installed, REAL).await?;
-    assert!(is_complete(&done, REAL, "plain|1.1.1"));
-    let prefix = format!("{REAL}-uninstall-interrupt-reboot-{NODE}");
-    let interrupts: Vec<String> = pods
+    for node in done.values() {
+        assert!(is_complete(node, REAL, "plain|1.1.1"));
+    }
+    let mut interrupts: Vec<String> = pods
         .seen()
         .iter()
         .filter_map(|pod| pod.metadata.name.clone())
         .filter(|name| name.contains("interrupt"))
         .collect();
+    interrupts.sort();
+    interrupts.dedup();
+    // `safe_name` adds a hash to the name.
+    let matched: Vec<bool> = FULL_NODES
+        .iter()
+        .map(|node| {
+            let prefix = format!("{REAL}-uninstall-interrupt-reboot-{node}");
+            interrupts.iter().filter(|n| n.starts_with(&prefix)).count() == 1
+        })
+        .collect();
     assert!(
-        interrupts.iter().all(|name| name.starts_with(&prefix)) && !interrupts.is_empty(),
-        "interrupt pods: {interrupts:?}"
+        matched.iter().all(|m| *m) && interrupts.len() == FULL_NODES.len(),
+        "one uninstall interrupt pod per node: {interrupts:?}"
     );
-    assert_eq!(marks(root), ["plain"], "kernel's uninstall ran");
+    assert_marks(roots, &["plain"], "kernel's uninstall ran");
     Ok(())
 }
 
-/// Workflow 4 (and the cancel of an uninstalled package): cancelling both requests reinstalls
-/// them from apply; a new request for `kernel`, cancelled in `uninstall-interrupt`, finishes its
-/// cycle (the reboot) before the package installs again.
+fn pod_node(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// Workflow 4 (and the cancel of uninstalled packages): cancelling both requests reinstalls
+/// them from apply; a new request for `kernel`, cancelled while a node is in
+/// `uninstall-interrupt`, finishes that node's cycle (the reboot) before the package installs
+/// there again.
 async fn cancel_during_uninstall_interrupt(
     installed: &Installed,
-    root: &Path,
+    roots: &[PathBuf],
 ) -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     let cancel = json!({"spec": {"packages": {
@@ -299,14 +368,17 @@ async fn cancel_during_uninstall_interrupt(
         "kernel": {"uninstall": uninstall(true, false)},
     }}});
     e2e::merge_patch_skyhook(&client, REAL, &cancel).await?;
-    wait_for_node(&client, NODE, "files and kernel installed again", |n| {
+    wait_for_full_nodes(&client, "files and kernel installed again", |_, n| {
         is_complete(n, REAL, "files|1.1.1") && is_complete(n, REAL, "kernel|1.1.1")
     })
     .await?;
     wait_settled(installed, REAL).await?;
-    assert_eq!(marks(root), ["files", "kernel", "plain"]);
+    assert_marks(roots, &["files", "kernel", "plain"], "reinstalled");
 
-    let recorded = e2e::record_node(&client, NODE).await?;
+    let recorded =
+        Recorder::start(Api::<Node>::all(client.clone()), watcher::Config::default()).await?;
+    let in_interrupt =
+        |n: &Node| entry(n, REAL, "kernel|1.1.1").is_some_and(|(s, _)| s == "uninstall-interrupt");
     patch_package(
         &client,
         REAL,
@@ -314,8 +386,8 @@ async fn cancel_during_uninstall_interrupt(
         json!({"uninstall": uninstall(true, true)}),
     )
     .await?;
-    wait_for_node(&client, NODE, "kernel in uninstall-interrupt", |n| {
-        entry(n, REAL, "kernel|1.1.1").is_some_and(|(stage, _)| stage == "uninstall-interrupt")
+    e2e::nodes::wait_for_nodes(&client, "a node in kernel's uninstall-interrupt", |nodes| {
+        nodes.values().any(in_interrupt)
     })
     .await?;
     patch_package(
@@ -325,77 +397,102 @@ async fn cancel_during_uninstall_interrupt(
         json!({"uninstall": uninstall(true, false)}),
     )
     .await?;
-    wait_for_node(&client, NODE, "kernel installed again", |n| {
+    wait_for_full_nodes(&client, "kernel installed again", |_, n| {
         is_complete(n, REAL, "kernel|1.1.1") && !is_cordoned(n)
     })
     .await?;
     wait_settled(installed, REAL).await?;
-    // The cycle finished before the reinstall: the node rebooted for the uninstall interrupt
-    // between the entry's `uninstall-interrupt` and its next `apply`. (The entry's deletion and
-    // the reinstall's `(in_progress, apply)` may land in one node write, so its absence is not
-    // always observable.)
-    let seen = recorded.seen();
-    let stage_at = |node: &Node| entry(node, REAL, "kernel|1.1.1").map(|(stage, _)| stage);
-    let cycle = seen
-        .iter()
-        .position(|n| stage_at(n).as_deref() == Some("uninstall-interrupt"))
-        .context("never in uninstall-interrupt")?;
-    let reapplied = seen[cycle..]
-        .iter()
-        .find(|n| stage_at(n).as_deref() == Some("apply"))
-        .context("never reinstalled from apply")?;
-    assert_ne!(
-        boot_id(&seen[cycle]),
-        boot_id(reapplied),
-        "reinstalled before the uninstall interrupt rebooted the node: {:?}",
-        history(&seen, REAL, "kernel|1.1.1")
+    let interrupted = assert_cycle_finished_before_reinstall(&recorded.seen(), in_interrupt)?;
+    ensure!(interrupted > 0, "no node was seen in uninstall-interrupt");
+    assert_marks(
+        roots,
+        &["files", "kernel", "plain"],
+        "reinstalled after the cycle",
     );
-    assert_eq!(marks(root), ["files", "kernel", "plain"]);
     Ok(())
 }
 
-/// Workflow 7: deleting the Skyhook uninstalls `files` and `kernel`, then strips the node of
+/// Per node seen in `uninstall-interrupt`: the node rebooted (for the uninstall interrupt)
+/// between that and kernel's next `apply`. (The entry's deletion and the reinstall's
+/// `(in_progress, apply)` may land in one node write, so its absence is not always
+/// observable.) Returns how many nodes were seen in `uninstall-interrupt`.
+fn assert_cycle_finished_before_reinstall(
+    seen: &[Node],
+    in_interrupt: impl Fn(&Node) -> bool,
+) -> anyhow::Result<usize> {
+    let mut interrupted = 0;
+    for name in FULL_NODES {
+        let versions: Vec<&Node> = seen
+            .iter()
+            .filter(|n| n.metadata.name.as_deref() == Some(name))
+            .collect();
+        let Some(cycle) = versions.iter().position(|n| in_interrupt(n)) else {
+            continue;
+        };
+        interrupted += 1;
+        let stage_at = |n: &Node| entry(n, REAL, "kernel|1.1.1").map(|(stage, _)| stage);
+        let reapplied = versions[cycle..]
+            .iter()
+            .find(|n| stage_at(n).as_deref() == Some("apply"))
+            .with_context(|| format!("{name}: never reinstalled from apply"))?;
+        let owned: Vec<Node> = versions.iter().map(|n| (*n).clone()).collect();
+        assert_ne!(
+            boot_id(versions[cycle]),
+            boot_id(reapplied),
+            "{name} reinstalled before the uninstall interrupt rebooted it: {:?}",
+            history(&owned, REAL, "kernel|1.1.1")
+        );
+    }
+    Ok(interrupted)
+}
+
+/// Workflow 7: deleting the Skyhook uninstalls `files` and `kernel`, then strips every node of
 /// everything of the Skyhook but `plain`'s marker.
-async fn deletion_uninstalls_and_cleans_the_node(
+async fn deletion_uninstalls_and_cleans_the_nodes(
     installed: &Installed,
-    root: &Path,
+    roots: &[PathBuf],
 ) -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     delete_and_wait_gone(installed, REAL).await?;
-    let node: Node = Api::all(client.clone()).get(NODE).await?;
     let suffix = format!("_{REAL}");
-    let mut left: Vec<&String> = node
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .chain(node.metadata.labels.iter().flatten())
-        .map(|(key, _)| key)
-        .filter(|key| key.starts_with("skyhook.nvidia.com/") && key.ends_with(&suffix))
-        .collect();
-    left.sort();
-    assert_eq!(
-        left,
-        [
-            &format!("skyhook.nvidia.com/nodeState_{REAL}"),
-            &format!("skyhook.nvidia.com/version_{REAL}")
-        ],
-        "{}",
-        e2e::nodes::skyhook_keys(&node)
-    );
-    let markers: Vec<String> = stages(&node, REAL).into_keys().collect();
-    assert_eq!(markers, ["plain|1.1.1"]);
     let prefix = format!("skyhook.nvidia.com/{REAL}/");
-    let conditions: Vec<&str> = node
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.iter().flatten())
-        .map(|c| c.type_.as_str())
-        .filter(|t| t.starts_with(&prefix))
-        .collect();
-    assert!(conditions.is_empty(), "conditions left: {conditions:?}");
-    assert!(!is_cordoned(&node), "left cordoned");
-    assert_eq!(marks(root), ["plain"], "deletion ran the uninstalls");
+    for name in FULL_NODES {
+        let node: Node = Api::all(client.clone()).get(name).await?;
+        let mut left: Vec<&String> = node
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .chain(node.metadata.labels.iter().flatten())
+            .map(|(key, _)| key)
+            .filter(|key| key.starts_with("skyhook.nvidia.com/") && key.ends_with(&suffix))
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                &format!("skyhook.nvidia.com/nodeState_{REAL}"),
+                &format!("skyhook.nvidia.com/version_{REAL}")
+            ],
+            "{name}: {}",
+            e2e::nodes::skyhook_keys(&node)
+        );
+        let markers: Vec<String> = stages(&node, REAL).into_keys().collect();
+        assert_eq!(markers, ["plain|1.1.1"], "{name}");
+        let conditions: Vec<&str> = node
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .map(|c| c.type_.as_str())
+            .filter(|t| t.starts_with(&prefix))
+            .collect();
+        assert!(
+            conditions.is_empty(),
+            "{name}: conditions left: {conditions:?}"
+        );
+        assert!(!is_cordoned(&node), "{name} left cordoned");
+    }
+    assert_marks(roots, &["plain"], "deletion ran the uninstalls");
     Ok(())
 }
 
