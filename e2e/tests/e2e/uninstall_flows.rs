@@ -100,6 +100,25 @@ fn pods_of<'a>(pods: &'a [Pod], package: &str, stage: &str, version: &str) -> Ve
     by_uid.into_values().collect()
 }
 
+/// The uids of the pods `recorder` has seen so far.
+fn uids(recorder: &Recorder<Pod>) -> Vec<Option<String>> {
+    recorder
+        .seen()
+        .iter()
+        .map(|pod| pod.metadata.uid.clone())
+        .collect()
+}
+
+/// The pod versions `recorder` has seen, but of none of the pods `earlier` (completed pods
+/// of an earlier step may still be listed when a recorder starts).
+fn seen_since(recorder: &Recorder<Pod>, earlier: &[Option<String>]) -> Vec<Pod> {
+    recorder
+        .seen()
+        .into_iter()
+        .filter(|pod| !earlier.contains(&pod.metadata.uid))
+        .collect()
+}
+
 /// Where `package`@`version` at `stage` first appears in `pods`.
 fn first_seen(pods: &[Pod], package: &str, stage: &str, version: &str) -> Option<usize> {
     pods.iter().position(|pod| {
@@ -277,6 +296,7 @@ async fn uninstall_with_reboot(installed: &Installed, roots: &[PathBuf]) -> anyh
         );
     }
     let pods = record_pods(&client, REAL).await?;
+    let earlier = uids(&pods);
     patch_package(
         &client,
         REAL,
@@ -323,8 +343,7 @@ async fn uninstall_with_reboot(installed: &Installed, roots: &[PathBuf]) -> anyh
     for node in done.values() {
         assert!(is_complete(node, REAL, "plain|1.1.1"));
     }
-    let mut interrupts: Vec<String> = pods
-        .seen()
+    let mut interrupts: Vec<String> = seen_since(&pods, &earlier)
         .iter()
         .filter_map(|pod| pod.metadata.name.clone())
         .filter(|name| name.contains("interrupt"))
@@ -764,6 +783,7 @@ async fn downgrades_in_legacy_mode(installed: &Installed) -> anyhow::Result<()> 
     wait_settled(installed, DOWNGRADE).await?;
 
     let pods = record_pods(&client, DOWNGRADE).await?;
+    let earlier = uids(&pods);
     let lower = json!({"spec": {"packages": {
         "tool": {"version": "1.0.0", "uninstall": uninstall(true, false)},
         "old": {"version": "1.0.0"},
@@ -780,7 +800,7 @@ async fn downgrades_in_legacy_mode(installed: &Installed) -> anyhow::Result<()> 
         ["old|1.0.0", "tool|1.0.0"],
         "legacy leaves no old entry"
     );
-    let seen = pods.seen();
+    let seen = seen_since(&pods, &earlier);
     let uninstalled = first_seen(&seen, "old", "uninstall", "2.0.0");
     let applied = first_seen(&seen, "old", "apply", "1.0.0");
     assert!(
