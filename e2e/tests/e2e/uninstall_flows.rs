@@ -2,10 +2,11 @@
 //! `packages.<p>.uninstall.apply`, cancelling it, fixing a failing uninstall, deleting the
 //! Skyhook, and lowering a version, in each `UNINSTALL_MODE`.
 //!
-//! - With the real agent on a full node (shellscript packages whose scripts write marker files
-//!   under `/etc`): an uninstall without an interrupt, one with a reboot (cordon, the
-//!   `uninstall-interrupt` pod, a new boot ID, uncordon), a cancel during `uninstall-interrupt`
-//!   (the cycle finishes first), and deletion, which uninstalls and leaves the node clean.
+//! - With the real agent on two full nodes (shellscript packages whose scripts write marker
+//!   files under `/etc`): an uninstall without an interrupt (requested with `kubectl skyhook
+//!   package uninstall`), one with a reboot (cordon, the `uninstall-interrupt` pod, a new boot
+//!   ID, uncordon), a cancel during `uninstall-interrupt` (the cycle finishes first), and
+//!   deletion, which uninstalls and leaves the nodes clean.
 //! - With agentless packages on a light node: a cancel during `uninstall`, a failing uninstall
 //!   fixed by an env edit, a package without `uninstall` left alone, deletion blocked while
 //!   paused and while disabled, and downgrades in legacy and in explicit mode.
