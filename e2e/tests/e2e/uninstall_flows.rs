@@ -344,23 +344,34 @@ async fn uninstall_with_reboot(installed: &Installed, roots: &[PathBuf]) -> anyh
     for node in done.values() {
         assert!(is_complete(node, REAL, "plain|1.1.1"));
     }
-    let mut interrupts: Vec<String> = seen_since(&pods, &earlier)
+    let interrupt_pods: Vec<Pod> = seen_since(&pods, &earlier)
+        .into_iter()
+        .filter(|pod| {
+            let labels = pod.metadata.labels.as_ref();
+            labels.and_then(|l| l.get("skyhook.nvidia.com/interrupt")) == Some(&"True".to_owned())
+        })
+        .collect();
+    for pod in &interrupt_pods {
+        assert_eq!(
+            package_and_stage(pod),
+            Some(("kernel".to_owned(), "uninstall-interrupt".to_owned())),
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+    let mut interrupts: Vec<String> = interrupt_pods
         .iter()
         .filter_map(|pod| pod.metadata.name.clone())
-        .filter(|name| name.contains("interrupt"))
         .collect();
     interrupts.sort();
     interrupts.dedup();
     // `safe_name` adds a hash to the name.
-    let matched: Vec<bool> = FULL_NODES
-        .iter()
-        .map(|node| {
-            let prefix = format!("{REAL}-uninstall-interrupt-reboot-{node}");
-            interrupts.iter().filter(|n| n.starts_with(&prefix)).count() == 1
-        })
-        .collect();
+    let matched = FULL_NODES.iter().all(|node| {
+        let prefix = format!("{REAL}-uninstall-interrupt-reboot-{node}");
+        interrupts.iter().filter(|n| n.starts_with(&prefix)).count() == 1
+    });
     assert!(
-        matched.iter().all(|m| *m) && interrupts.len() == FULL_NODES.len(),
+        matched && interrupts.len() == FULL_NODES.len(),
         "one uninstall interrupt pod per node: {interrupts:?}"
     );
     assert_marks(roots, &["plain"], "kernel's uninstall ran");
