@@ -37,5 +37,6 @@ mod node_state_malformed;
 mod operator_agent;
 mod pod_slots;
 mod seed_quick_start;
+mod uninstall_flows;
 mod webhook_admission;
 mod webhook_uninstall;
