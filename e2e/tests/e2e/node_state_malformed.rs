@@ -46,7 +46,7 @@ fn triple(status: &str, reason: &str, message: &str) -> Option<(String, String, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_an_unreadable_state_is_skipped_until_the_annotation_is_deleted()
 -> anyhow::Result<()> {
-    let installed = e2e::install_with(Setup::agentless(2)).await?;
+    let installed = e2e::install_with(Setup::agentless(3)).await?;
     let client = installed.cluster.client()?;
     let nodes: Api<Node> = Api::all(client.clone());
     let key = e2e::nodes::node_state_key(NAME);
@@ -63,7 +63,9 @@ async fn a_node_with_an_unreadable_state_is_skipped_until_the_annotation_is_dele
         .await?;
     e2e::apply_yaml(&client, SKYHOOK).await?;
 
+    // The other two nodes roll on while node-2 is skipped.
     checks::wait_for_complete_node(&client, "node-1", NAME).await?;
+    checks::wait_for_complete_node(&client, "node-3", NAME).await?;
     let malformed = triple(
         "True",
         "ParseError",
@@ -72,7 +74,7 @@ async fn a_node_with_an_unreadable_state_is_skipped_until_the_annotation_is_dele
     let not_ready = triple(
         "False",
         "Unknown",
-        "1/2 nodes complete (node-1), 1 unknown (node-2)",
+        "2/3 nodes complete (node-1, node-3), 1 unknown (node-2)",
     );
     e2e::wait_for_skyhook(&client, NAME, "NodeStateMalformed and Ready False", |s| {
         condition(s, "NodeStateMalformed") == malformed && condition(s, "Ready") == not_ready
@@ -92,7 +94,7 @@ async fn a_node_with_an_unreadable_state_is_skipped_until_the_annotation_is_dele
     let ready = triple(
         "True",
         "NodesConverged",
-        "2/2 nodes complete (node-1, node-2)",
+        "3/3 nodes complete (node-1, node-2, node-3)",
     );
     e2e::wait_for_skyhook(&client, NAME, "Ready and no NodeStateMalformed", |s| {
         condition(s, "NodeStateMalformed").is_none() && condition(s, "Ready") == ready
