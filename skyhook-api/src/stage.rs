@@ -330,15 +330,7 @@ pub fn on_pod_succeeded(
     packages: &BTreeMap<String, Package>,
 ) -> Vec<NodeStateEdit> {
     let key = PackageKey::new(&pod.name, &pod.version);
-    let finished = |stage| PackageStatus {
-        name: pod.name.clone(),
-        version: pod.version.clone(),
-        image: pod.image.clone(),
-        container_sha: pod.container_sha.clone(),
-        stage,
-        state: State::Complete,
-        restarts,
-    };
+    let finished = |stage| pod_entry(pod, stage, State::Complete, restarts);
     match pod.stage {
         Stage::Interrupt | Stage::UninstallInterrupt => {
             let mut edits = vec![NodeStateEdit::Upsert(finished(pod.stage))];
@@ -386,15 +378,8 @@ fn uninstall_succeeded(
         if package.interrupt.is_none() {
             return vec![NodeStateEdit::Remove(key)];
         }
-        return vec![NodeStateEdit::Upsert(PackageStatus {
-            name: pod.name.clone(),
-            version: pod.version.clone(),
-            image: pod.image.clone(),
-            container_sha: pod.container_sha.clone(),
-            stage: Stage::UninstallInterrupt,
-            state: State::InProgress,
-            restarts: 0,
-        })];
+        let interrupt = pod_entry(pod, Stage::UninstallInterrupt, State::InProgress, 0);
+        return vec![NodeStateEdit::Upsert(interrupt)];
     }
     let mut edits = vec![NodeStateEdit::Remove(key)];
     let placeholder = state
@@ -414,15 +399,26 @@ fn uninstall_succeeded(
 /// `(erroring, stage, restarts)`. The pod is left for the kubelet to retry, and the node
 /// status becomes `erroring`.
 pub fn on_pod_failed(pod: &PodPackageAnnotation, restarts: i32) -> NodeStateEdit {
-    NodeStateEdit::Upsert(PackageStatus {
+    NodeStateEdit::Upsert(pod_entry(pod, pod.stage, State::Erroring, restarts))
+}
+
+/// The entry of the package version a pod ran, with its image and digest as the pod recorded
+/// them.
+fn pod_entry(
+    pod: &PodPackageAnnotation,
+    stage: Stage,
+    state: State,
+    restarts: i32,
+) -> PackageStatus {
+    PackageStatus {
         name: pod.name.clone(),
         version: pod.version.clone(),
         image: pod.image.clone(),
         container_sha: pod.container_sha.clone(),
-        stage: pod.stage,
-        state: State::Erroring,
+        stage,
+        state,
         restarts,
-    })
+    }
 }
 
 #[cfg(test)]
