@@ -135,15 +135,28 @@ impl Snapshot {
             .iter()
             .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
             .collect();
+        // `spec.rebootDeadline` of each Skyhook, over the controller-wide one.
+        let deadlines: BTreeMap<&str, Duration> = cached
+            .skyhooks
+            .iter()
+            .filter_map(|s| {
+                let name = s.metadata.name.as_deref()?;
+                Some((name, s.spec.reboot_deadline(reboot_deadline)))
+            })
+            .collect();
         let pods = cached
             .pods
             .iter()
             .filter_map(|pod| {
                 let node = pod.spec.as_ref()?.node_name.clone()?;
+                let labels = pod.metadata.labels.as_ref();
+                let skyhook = labels.and_then(|l| l.get(keys::NAME_LABEL));
                 let context = OutcomeContext {
                     node_boot_id: boot_ids.get(node.as_str()).copied().flatten(),
                     now,
-                    reboot_deadline,
+                    reboot_deadline: skyhook
+                        .and_then(|name| deadlines.get(name.as_str()).copied())
+                        .unwrap_or(reboot_deadline),
                 };
                 Some(owned_pod(pod, node, context))
             })
