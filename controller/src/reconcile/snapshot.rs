@@ -135,15 +135,7 @@ impl Snapshot {
             .iter()
             .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
             .collect();
-        // `spec.rebootDeadline` of each Skyhook, over the controller-wide one.
-        let deadlines: BTreeMap<&str, Duration> = cached
-            .skyhooks
-            .iter()
-            .filter_map(|s| {
-                let name = s.metadata.name.as_deref()?;
-                Some((name, s.spec.reboot_deadline(reboot_deadline)))
-            })
-            .collect();
+        let deadlines = reboot_deadlines(&cached.skyhooks, reboot_deadline);
         let pods = cached
             .pods
             .iter()
@@ -243,6 +235,22 @@ pub fn node_view(node: &Node) -> NodeView {
     }
 }
 
+/// Each Skyhook's reboot deadline: its `spec.rebootDeadline`, else the controller's `fallback`.
+fn reboot_deadlines(
+    skyhooks: &[std::sync::Arc<Skyhook>],
+    fallback: Duration,
+) -> BTreeMap<&str, Duration> {
+    skyhooks
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.metadata.name.as_deref()?,
+                s.spec.reboot_deadline(fallback),
+            ))
+        })
+        .collect()
+}
+
 fn owned_pod(pod: &Pod, node: String, context: OutcomeContext<'_>) -> OwnedPod {
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let annotation = pod
@@ -301,6 +309,7 @@ mod tests {
     use kube::api::ObjectMeta;
 
     use super::*;
+    use skyhook_api::v1alpha1::SkyhookSpec;
 
     fn node(name: &str, annotations: &[(&str, &str)], ready: &str) -> Node {
         Node {
@@ -402,6 +411,20 @@ mod tests {
             assert_eq!(with(&list), want, "{list:?}");
         }
         assert_eq!(node_view(&node("n", &[], "True")).allocatable, None);
+    }
+
+    #[test]
+    fn each_skyhook_has_its_own_reboot_deadline() {
+        let skyhook = |name: &str, deadline: Option<&str>| {
+            let mut s = Skyhook::new(name, SkyhookSpec::default());
+            s.spec.reboot_deadline = deadline.map(str::to_owned);
+            Arc::new(s)
+        };
+        let skyhooks = [skyhook("fast", Some("5m")), skyhook("default", None)];
+        let fallback = Duration::from_secs(1800);
+        let deadlines = reboot_deadlines(&skyhooks, fallback);
+        assert_eq!(deadlines.get("fast"), Some(&Duration::from_secs(300)));
+        assert_eq!(deadlines.get("default"), Some(&fallback));
     }
 
     #[test]

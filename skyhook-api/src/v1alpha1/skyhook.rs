@@ -374,3 +374,57 @@ impl Skyhook {
             .is_some_and(|value| value == "true")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_skyhook_durations_override_the_controllers() {
+        let fallback = Duration::from_secs(600);
+        #[rustfmt::skip]
+        let cases = [
+            ("absent: the controller's", None, fallback),
+            ("set", Some("90s"), Duration::from_secs(90)),
+            ("compound", Some("1h30m"), Duration::from_secs(5400)),
+            ("zero", Some("0"), Duration::ZERO),
+            ("unparsable (the webhook rejects it): the controller's", Some("soon"), fallback),
+            ("negative (the webhook rejects it): the controller's", Some("-5m"), fallback),
+        ];
+        for (case, text, expected) in cases {
+            let spec = SkyhookSpec {
+                drain: Some(DrainSpec {
+                    timeout: text.map(str::to_owned),
+                    ..DrainSpec::default()
+                }),
+                reboot_deadline: text.map(str::to_owned),
+                ..SkyhookSpec::default()
+            };
+            assert_eq!(
+                spec.drain_timeout(fallback),
+                expected,
+                "drain timeout, {case}"
+            );
+            assert_eq!(
+                spec.reboot_deadline(fallback),
+                expected,
+                "reboot deadline, {case}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_upstream_manifest_keeps_upstreams_drain_and_failure_policy() {
+        let spec: SkyhookSpec = serde_json::from_str("{}").expect("an empty spec");
+        assert_eq!(spec.drain_on_timeout(), DrainTimeoutAction::Wait);
+        assert!(!spec.uncordon_on_failure());
+        assert!(spec.image_pull_secrets.is_empty());
+        let written = serde_json::to_value(&spec).expect("serialisable");
+        for field in ["drain", "onFailure", "rebootDeadline", "imagePullSecrets"] {
+            assert!(
+                written.get(field).is_none(),
+                "{field} is not written when absent"
+            );
+        }
+    }
+}
