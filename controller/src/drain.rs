@@ -6,17 +6,23 @@
 //! honoured by the API server; these functions only decide which pods must leave and explain why
 //! a drain is stuck.
 //!
-//! A pod must leave ([`must_evict`]) when it is Running or Pending and none of these hold:
+//! A pod must leave ([`disposition`]) when it is Running or Pending and none of these hold:
 //! * it tolerates the cordon (`node.kubernetes.io/unschedulable`, or a key-less `Exists`
 //!   toleration), so it would come straight back;
-//! * a DaemonSet owns it. Upstream exempted DaemonSet pods only when they had more than one owner
-//!   (a slip); any DaemonSet owner exempts here, as in `kubectl drain`, since the DaemonSet
-//!   controller would recreate the pod on the node anyway;
+//! * a DaemonSet owns it and `spec.drain.ignoreDaemonSets` is not false. Upstream exempted
+//!   DaemonSet pods only when they had more than one owner (a slip); any DaemonSet owner
+//!   exempts here, as in `kubectl drain`, since the DaemonSet controller would recreate the pod
+//!   on the node anyway;
 //! * it is in `kube-system`;
 //! * it is a mirror pod (a static pod; the Eviction API cannot remove it);
-//! * it is one of Skyhook's own pods (label `skyhook.nvidia.com/name`).
+//! * it is one of Skyhook's own pods (label `skyhook.nvidia.com/name`);
+//! * it matches `spec.drain.podSelector`.
 //!
-//! A pod being deleted still counts until it is gone, but is not evicted again.
+//! A pod that must leave is evicted unless `spec.drain` forbids it ([`Held`]): a DaemonSet pod
+//! with `ignoreDaemonSets: false`, a pod no controller owns with `force: false`, a pod with an
+//! `emptyDir` volume with `deleteEmptyDirData: false`. Such a pod blocks the drain, as
+//! `kubectl drain` refuses without the matching flag. A pod being deleted still counts until it
+//! is gone, but is not evicted again.
 
 use std::collections::BTreeMap;
 
@@ -26,11 +32,103 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use skyhook_api::keys;
 use skyhook_api::selector::{self, Selector, SelectorProblem};
 use skyhook_api::toleration::UNSCHEDULABLE_TAINT_KEY;
+use skyhook_api::v1alpha1::DrainSpec;
 
 /// Annotation the kubelet puts on the API mirror of a static pod.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// How many blocking pods a report names before summarising the rest.
 pub const MAX_REPORTED_PODS: usize = 10;
+
+/// How one Skyhook's `spec.drain` sorts the pods on a node. The default is upstream's drain.
+#[derive(Debug, Clone)]
+pub struct DrainRules {
+    /// DaemonSet pods stay and do not block (`ignoreDaemonSets`, default true).
+    pub ignore_daemon_sets: bool,
+    /// Pods no controller owns are evicted (`force`; absent: true, as upstream).
+    pub evict_unowned: bool,
+    /// Pods with `emptyDir` volumes are evicted (`deleteEmptyDirData`; absent: true).
+    pub evict_empty_dir: bool,
+    /// Pods matching this stay and do not block (`podSelector`).
+    pub skip: Option<Selector>,
+}
+
+impl Default for DrainRules {
+    fn default() -> Self {
+        DrainRules {
+            ignore_daemon_sets: true,
+            evict_unowned: true,
+            evict_empty_dir: true,
+            skip: None,
+        }
+    }
+}
+
+impl DrainRules {
+    /// The rules of `spec.drain`. An absent or empty `podSelector` skips no pod; one that does
+    /// not parse is an error rather than "nothing", so that a typo never evicts a pod the
+    /// selector meant to keep.
+    pub fn of(spec: Option<&DrainSpec>) -> Result<DrainRules, Vec<SelectorProblem>> {
+        let Some(spec) = spec else {
+            return Ok(DrainRules::default());
+        };
+        let skip = match spec
+            .pod_selector
+            .as_ref()
+            .filter(|s| !selector::is_empty(s))
+        {
+            Some(labels) => Some(Selector::parse(labels)?),
+            None => None,
+        };
+        Ok(DrainRules {
+            ignore_daemon_sets: spec.ignore_daemon_sets.unwrap_or(true),
+            evict_unowned: spec.force.unwrap_or(true),
+            evict_empty_dir: spec.delete_empty_dir_data.unwrap_or(true),
+            skip,
+        })
+    }
+}
+
+/// Why a pod that must leave is not evicted: `spec.drain` forbids it, so it blocks the drain
+/// until it is gone or the rule changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A DaemonSet owns it and `ignoreDaemonSets` is false.
+    DaemonSet,
+    /// No controller owns it and `force` is false.
+    Unowned,
+    /// It has an `emptyDir` volume and `deleteEmptyDirData` is false.
+    EmptyDir,
+}
+
+impl Held {
+    /// Why the pod stays, and the setting that would let the drain evict it.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Held::DaemonSet => {
+                "owned by a DaemonSet; set spec.drain.ignoreDaemonSets: true to leave it in place"
+            }
+            Held::Unowned => {
+                "owned by no controller; set spec.drain.force: true to evict it or delete it yourself"
+            }
+            Held::EmptyDir => {
+                "uses emptyDir data; set spec.drain.deleteEmptyDirData: true to evict it"
+            }
+        }
+    }
+}
+
+/// What a drain does with one pod on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// It stays and does not block the drain.
+    Stays,
+    /// It is evicted.
+    Evict,
+    /// It is already being deleted; the drain waits for it.
+    Leaving,
+    /// It must leave but may not be evicted; it blocks the drain.
+    Held(Held),
+}
 
 /// What draining a node still requires.
 #[derive(Debug, Default, PartialEq)]
@@ -39,33 +137,68 @@ pub struct Drain<'a> {
     pub evict: Vec<&'a Pod>,
     /// Pods already being deleted; the drain waits for them.
     pub terminating: Vec<&'a Pod>,
+    /// Pods `spec.drain` forbids evicting, which keep the drain from completing.
+    pub held: Vec<(&'a Pod, Held)>,
 }
 
 impl Drain<'_> {
     /// Whether nothing is left to remove from the node.
     pub fn is_complete(&self) -> bool {
-        self.evict.is_empty() && self.terminating.is_empty()
+        self.evict.is_empty() && self.terminating.is_empty() && self.held.is_empty()
     }
 }
 
-/// Sorts the pods on a node into those to evict and those already leaving.
-pub fn drain(pods_on_node: &[Pod]) -> Drain<'_> {
+/// Sorts the pods on a node into those to evict, those already leaving and those held.
+pub fn drain<'a>(pods_on_node: &'a [Pod], rules: &DrainRules) -> Drain<'a> {
     let mut drain = Drain::default();
-    for pod in pods_on_node.iter().filter(|pod| must_evict(pod)) {
-        if pod.metadata.deletion_timestamp.is_some() {
-            drain.terminating.push(pod);
-        } else {
-            drain.evict.push(pod);
+    for pod in pods_on_node {
+        match disposition(pod, rules) {
+            Disposition::Stays => {}
+            Disposition::Evict => drain.evict.push(pod),
+            Disposition::Leaving => drain.terminating.push(pod),
+            Disposition::Held(why) => drain.held.push((pod, why)),
         }
     }
     drain
 }
 
-/// Whether `pod` must leave a node before it is interrupted. See the module documentation.
-pub fn must_evict(pod: &Pod) -> bool {
+/// What a drain under `rules` does with `pod`. See the module documentation.
+pub fn disposition(pod: &Pod, rules: &DrainRules) -> Disposition {
     let active = matches!(phase(pod), Some("Running" | "Pending"));
-    let tolerates_cordon = pod
-        .spec
+    let system = pod.metadata.namespace.as_deref() == Some("kube-system");
+    let mirror = has_annotation(pod, MIRROR_POD_ANNOTATION);
+    let empty = BTreeMap::new();
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+    let ours = labels.contains_key(keys::NAME_LABEL);
+    let skipped = rules.skip.as_ref().is_some_and(|s| s.matches(labels));
+    if !active || system || mirror || ours || skipped {
+        return Disposition::Stays;
+    }
+    let owners = pod.metadata.owner_references.as_deref().unwrap_or_default();
+    let daemon_set = owners.iter().any(|owner| owner.kind == "DaemonSet");
+    let held = if daemon_set {
+        if rules.ignore_daemon_sets {
+            return Disposition::Stays;
+        }
+        Some(Held::DaemonSet)
+    } else if tolerates_cordon(pod) {
+        return Disposition::Stays;
+    } else if !rules.evict_unowned && !owners.iter().any(|o| o.controller == Some(true)) {
+        Some(Held::Unowned)
+    } else if !rules.evict_empty_dir && has_empty_dir(pod) {
+        Some(Held::EmptyDir)
+    } else {
+        None
+    };
+    match (pod.metadata.deletion_timestamp.is_some(), held) {
+        (true, _) => Disposition::Leaving,
+        (false, Some(why)) => Disposition::Held(why),
+        (false, None) => Disposition::Evict,
+    }
+}
+
+fn tolerates_cordon(pod: &Pod) -> bool {
+    pod.spec
         .as_ref()
         .and_then(|spec| spec.tolerations.as_ref())
         .is_some_and(|tolerations| {
@@ -74,21 +207,14 @@ pub fn must_evict(pod: &Pod) -> bool {
                 key == UNSCHEDULABLE_TAINT_KEY
                     || (key.is_empty() && toleration.operator.as_deref() == Some("Exists"))
             })
-        });
-    let daemon_set = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|owner| owner.kind == "DaemonSet");
-    let system = pod.metadata.namespace.as_deref() == Some("kube-system");
-    let mirror = has_annotation(pod, MIRROR_POD_ANNOTATION);
-    let ours = pod
-        .metadata
-        .labels
+        })
+}
+
+fn has_empty_dir(pod: &Pod) -> bool {
+    pod.spec
         .as_ref()
-        .is_some_and(|labels| labels.contains_key(keys::NAME_LABEL));
-    active && !tolerates_cordon && !daemon_set && !system && !mirror && !ours
+        .and_then(|spec| spec.volumes.as_ref())
+        .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some()))
 }
 
 /// The pods on a node that prevent interrupting it: Running or Pending pods matching the
@@ -118,6 +244,8 @@ pub struct BlockingPod {
     pub pod: String,
     /// Whether it is already being deleted.
     pub terminating: bool,
+    /// Why `spec.drain` keeps it from being evicted, if it does.
+    pub held: Option<Held>,
     /// `namespace/name` of each PodDisruptionBudget selecting it that allows no disruption now.
     pub budgets: Vec<String>,
 }
@@ -142,6 +270,9 @@ impl DrainBlockers {
                 if blocker.terminating {
                     why.push("terminating".to_owned());
                 }
+                if let Some(held) = blocker.held {
+                    why.push(held.explain().to_owned());
+                }
                 for budget in &blocker.budgets {
                     why.push(format!("PodDisruptionBudget {budget} allows no disruption"));
                 }
@@ -165,42 +296,54 @@ impl DrainBlockers {
 /// Explains a stuck drain: every pod still to remove, and the PodDisruptionBudgets in its namespace
 /// that select it and currently allow no disruption.
 pub fn blockers(drain: &Drain<'_>, budgets: &[PodDisruptionBudget]) -> DrainBlockers {
-    let empty = BTreeMap::new();
     let mut pods: Vec<BlockingPod> = drain
         .evict
         .iter()
-        .map(|pod| (pod, false))
-        .chain(drain.terminating.iter().map(|pod| (pod, true)))
-        .map(|(pod, terminating)| {
-            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-            let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-            let mut blocking_budgets: Vec<String> = budgets
+        .map(|pod| (*pod, false, None))
+        .chain(drain.terminating.iter().map(|pod| (*pod, true, None)))
+        .chain(
+            drain
+                .held
                 .iter()
-                .filter(|budget| {
-                    budget.metadata.namespace.as_deref().unwrap_or_default() == namespace
-                })
-                .filter(|budget| allows_no_disruption(budget))
-                .filter(|budget| budget_selects(budget, labels))
-                .map(|budget| {
-                    format!(
-                        "{namespace}/{}",
-                        budget.metadata.name.as_deref().unwrap_or_default()
-                    )
-                })
-                .collect();
-            blocking_budgets.sort();
-            BlockingPod {
-                pod: format!(
-                    "{namespace}/{}",
-                    pod.metadata.name.as_deref().unwrap_or_default()
-                ),
-                terminating,
-                budgets: blocking_budgets,
-            }
+                .map(|(pod, why)| (*pod, false, Some(*why))),
+        )
+        .map(|(pod, terminating, held)| BlockingPod {
+            pod: qualified(
+                pod.metadata.namespace.as_deref(),
+                pod.metadata.name.as_deref(),
+            ),
+            terminating,
+            held,
+            budgets: blocking_budgets(pod, budgets),
         })
         .collect();
     pods.sort_by(|a, b| a.pod.cmp(&b.pod));
     DrainBlockers { pods }
+}
+
+/// The PodDisruptionBudgets in `pod`'s namespace that select it and allow no disruption now, as
+/// sorted `namespace/name`s.
+fn blocking_budgets(pod: &Pod, budgets: &[PodDisruptionBudget]) -> Vec<String> {
+    let empty = BTreeMap::new();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+    let mut names: Vec<String> = budgets
+        .iter()
+        .filter(|budget| budget.metadata.namespace.as_deref().unwrap_or_default() == namespace)
+        .filter(|budget| allows_no_disruption(budget))
+        .filter(|budget| budget_selects(budget, labels))
+        .map(|budget| qualified(Some(namespace), budget.metadata.name.as_deref()))
+        .collect();
+    names.sort();
+    names
+}
+
+fn qualified(namespace: Option<&str>, name: Option<&str>) -> String {
+    format!(
+        "{}/{}",
+        namespace.unwrap_or_default(),
+        name.unwrap_or_default()
+    )
 }
 
 fn allows_no_disruption(budget: &PodDisruptionBudget) -> bool {

@@ -25,7 +25,7 @@ pub mod cache;
 pub mod config;
 pub mod configmaps;
 pub mod drain;
-pub mod duration;
+pub use skyhook_api::duration;
 pub mod leader;
 pub mod metrics;
 pub mod names;

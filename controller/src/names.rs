@@ -6,7 +6,7 @@
 //! step: a Skyhook read from the API server always has a uid and a generation, and everything the
 //! controller creates is owned by one, so a Skyhook without them is rejected once, here.
 
-use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::api::core::v1::{LocalObjectReference, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 use sha2::{Digest, Sha256};
@@ -93,6 +93,8 @@ pub struct OwnerSkyhook<'a> {
     pub generation: i64,
     /// `spec.additionalTolerations`.
     pub additional_tolerations: &'a [Toleration],
+    /// `spec.imagePullSecrets`.
+    pub image_pull_secrets: &'a [LocalObjectReference],
 }
 
 /// A Skyhook lacks what every owned object needs.
@@ -129,6 +131,7 @@ impl<'a> OwnerSkyhook<'a> {
             uid: meta.uid.as_deref().ok_or_else(|| missing("uid"))?,
             generation: meta.generation.ok_or_else(|| missing("generation"))?,
             additional_tolerations: &skyhook.spec.additional_tolerations,
+            image_pull_secrets: &skyhook.spec.image_pull_secrets,
         })
     }
 

@@ -519,17 +519,37 @@ fn base_pod(
                 resources: Some(fixed_resources("100m", "20Mi")),
                 ..Container::default()
             }],
-            image_pull_secrets: settings.image_pull_secret.as_ref().map(|secret| {
-                vec![LocalObjectReference {
-                    name: secret.clone(),
-                }]
-            }),
+            image_pull_secrets: pull_secrets(
+                settings.image_pull_secret.as_deref(),
+                owner.image_pull_secrets,
+            ),
             tolerations: Some(pod_tolerations(settings, owner)),
             volumes: Some(volumes),
             ..PodSpec::default()
         }),
         status: None,
     }
+}
+
+/// The pull secrets of a package or interrupt pod: the controller's `IMAGE_PULL_SECRET`, then
+/// the Skyhook's `spec.imagePullSecrets`, each name once; `None` when there are none, as
+/// upstream wrote it.
+pub fn pull_secrets(
+    global: Option<&str>,
+    per_skyhook: &[LocalObjectReference],
+) -> Option<Vec<LocalObjectReference>> {
+    let mut secrets: Vec<LocalObjectReference> = Vec::new();
+    let names = global
+        .into_iter()
+        .chain(per_skyhook.iter().map(|s| s.name.as_str()));
+    for name in names.filter(|name| !name.is_empty()) {
+        if !secrets.iter().any(|s| s.name == name) {
+            secrets.push(LocalObjectReference {
+                name: name.to_owned(),
+            });
+        }
+    }
+    (!secrets.is_empty()).then_some(secrets)
 }
 
 fn fixed_resources(cpu: &str, memory: &str) -> ResourceRequirements {

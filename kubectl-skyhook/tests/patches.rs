@@ -169,6 +169,7 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
                 "skyhook.nvidia.com/cordon_demo": null,
                 "skyhook.nvidia.com/version_demo": null,
                 "skyhook.nvidia.com/cordonedAt_demo": null,
+                "skyhook.nvidia.com/drainFail_demo": null,
                 "skyhook.nvidia.com/autoTaint_demo": null,
             },
             "labels": {"skyhook.nvidia.com/status_demo": null},

@@ -58,6 +58,14 @@ pub fn cordoned_at_annotation(skyhook: &str) -> String {
     format!("{CORDONED_AT_PREFIX}{skyhook}")
 }
 
+/// Node annotation (RFC 3339): when a drain of Skyhook `skyhook` on the node timed out with
+/// `spec.drain.onTimeout: fail`. The node was uncordoned and its interrupting package marked
+/// `erroring` without an interrupt having run, so it holds no budget slot
+/// ([`crate::budget::slot_hold`]); the next cordon of the Skyhook removes it. Ours.
+pub fn drain_failed_annotation(skyhook: &str) -> String {
+    format!("{GROUP}/drainFail_{skyhook}")
+}
+
 /// Node annotation `"true"`: the operator added the taint with key `taint_key` to a new node.
 /// The suffix is the taint key, not a Skyhook name.
 pub fn auto_taint_annotation(taint_key: &str) -> String {
@@ -122,7 +130,7 @@ pub struct NodeKey {
 /// Every node annotation, label and condition type the controller writes for Skyhook
 /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length of
 /// a Skyhook name ([`max_skyhook_name_len`]). A new per-Skyhook key must be added here.
-pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 7] {
+pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 8] {
     let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
     [
         key(node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -130,6 +138,7 @@ pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 7] {
         key(cordon_annotation(skyhook), NodeKeyKind::Annotation),
         key(node_version_annotation(skyhook), NodeKeyKind::Annotation),
         key(cordoned_at_annotation(skyhook), NodeKeyKind::Annotation),
+        key(drain_failed_annotation(skyhook), NodeKeyKind::Annotation),
         key(
             node_not_ready_condition(skyhook),
             NodeKeyKind::ConditionType,

@@ -261,6 +261,21 @@ fn schema_rejects_invalid_manifests() {
     type Mutation = fn(&mut Value);
     let skyhook_cases: &[(&str, Mutation, &str)] = &[
         (
+            "unknown drain onTimeout",
+            |v| v["spec"]["drain"] = json!({"onTimeout": "evict-anyway"}),
+            "/spec/drain/onTimeout",
+        ),
+        (
+            "negative drain grace period",
+            |v| v["spec"]["drain"] = json!({"gracePeriodSeconds": -1}),
+            "/spec/drain/gracePeriodSeconds",
+        ),
+        (
+            "onFailure uncordon not a boolean",
+            |v| v["spec"]["onFailure"] = json!({"uncordon": "yes"}),
+            "/spec/onFailure/uncordon",
+        ),
+        (
             "unknown interrupt type",
             |v| v["spec"]["packages"]["tuning"]["interrupt"] = json!({"type": "powercycle"}),
             "/spec/packages/tuning/interrupt/type",

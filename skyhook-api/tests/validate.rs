@@ -84,6 +84,20 @@ packages:
       game.properties: {type: service, services: [rsyslog]}
       "*.properties": {type: reboot}
 "#,
+        r#"
+drain:
+  timeout: 15m
+  gracePeriodSeconds: 30
+  deleteEmptyDirData: true
+  ignoreDaemonSets: true
+  force: false
+  podSelector: {matchLabels: {skyhook.nvidia.com/keep: "true"}}
+  onTimeout: fail
+onFailure: {uncordon: true}
+rebootDeadline: 45m
+imagePullSecrets: [{name: regcred}]
+packages: {}
+"#,
     ];
     for yaml in cases {
         assert_eq!(
@@ -121,6 +135,28 @@ fn skyhook_rejection_table() {
             &["spec.podNonInterruptLabels.matchExpressions[0].operator"],
         ),
         ("priority: 0", &["spec.priority"]),
+        // Drain options, failure policy and pull secrets (issue #17).
+        ("drain: {timeout: -5m}", &["spec.drain.timeout"]),
+        ("drain: {timeout: soon}", &["spec.drain.timeout"]),
+        ("drain: {timeout: 10 minutes}", &["spec.drain.timeout"]),
+        (
+            "drain: {gracePeriodSeconds: -1}",
+            &["spec.drain.gracePeriodSeconds"],
+        ),
+        (
+            "drain: {podSelector: {matchExpressions: [{key: app, operator: Near}]}}",
+            &["spec.drain.podSelector.matchExpressions[0].operator"],
+        ),
+        ("rebootDeadline: -1h", &["spec.rebootDeadline"]),
+        ("rebootDeadline: 30", &["spec.rebootDeadline"]),
+        (
+            "imagePullSecrets: [{name: ''}]",
+            &["spec.imagePullSecrets[0].name"],
+        ),
+        (
+            "imagePullSecrets: [{name: ok}, {name: Not_OK}]",
+            &["spec.imagePullSecrets[1].name"],
+        ),
         // Name equals key.
         (
             "packages: {dexter: {name: spencer, version: '1', image: busybox}}",
@@ -246,6 +282,21 @@ fn skyhook_rejection_table() {
             "{yaml}"
         );
     }
+}
+
+#[test]
+fn duration_violations_name_the_field_and_the_fix() {
+    let violations = validate_skyhook(
+        &spec("drain: {timeout: -5m}\nrebootDeadline: soon"),
+        &ValidationContext::default(),
+    )
+    .unwrap_err();
+    let text = violations.to_string();
+    assert!(text.contains("spec.drain.timeout"), "{text}");
+    assert!(text.contains("negative"), "{text}");
+    assert!(text.contains("spec.rebootDeadline"), "{text}");
+    assert!(text.contains("is not a duration"), "{text}");
+    assert!(text.contains("e.g. 90s, 15m or 1h30m"), "{text}");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::{PodSpec, PodStatus, Toleration};
+use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PodSpec, PodStatus, Toleration, Volume};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::ObjectMeta;
@@ -6,7 +6,7 @@ use kube::api::ObjectMeta;
 use super::*;
 
 /// A pod in a compact notation: `namespace/name`, phase, labels, then options.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct PodDef<'a> {
     name: &'a str,
     phase: &'a str,
@@ -16,6 +16,9 @@ struct PodDef<'a> {
     tolerate_everything: bool,
     mirror: bool,
     deleting: bool,
+    /// The owners (by kind) that are controllers.
+    controllers: &'a [&'a str],
+    empty_dir: bool,
 }
 
 fn pod(def: PodDef<'_>) -> Pod {
@@ -51,9 +54,12 @@ fn pod(def: PodDef<'_>) -> Pod {
             owner_references: Some(
                 def.owners
                     .iter()
-                    .map(|kind| OwnerReference {
+                    .map(|kind| (kind, false))
+                    .chain(def.controllers.iter().map(|kind| (kind, true)))
+                    .map(|(kind, controller)| OwnerReference {
                         kind: (*kind).into(),
                         name: "owner".into(),
+                        controller: controller.then_some(true),
                         ..OwnerReference::default()
                     })
                     .collect(),
@@ -65,6 +71,13 @@ fn pod(def: PodDef<'_>) -> Pod {
         },
         spec: Some(PodSpec {
             tolerations: Some(tolerations),
+            volumes: def.empty_dir.then(|| {
+                vec![Volume {
+                    name: "scratch".into(),
+                    empty_dir: Some(EmptyDirVolumeSource::default()),
+                    ..Volume::default()
+                }]
+            }),
             ..PodSpec::default()
         }),
         status: Some(PodStatus {
@@ -214,7 +227,9 @@ fn who_must_leave() {
         ),
     ];
     for (name, def, want) in cases {
-        assert_eq!(must_evict(&pod(def)), want, "{name}");
+        let rules = DrainRules::default();
+        let must_leave = disposition(&pod(def), &rules) != Disposition::Stays;
+        assert_eq!(must_leave, want, "{name}");
     }
 }
 
@@ -243,7 +258,7 @@ fn drain_splits_evictions_from_terminating_pods() {
             ..PodDef::default()
         }),
     ];
-    let drain = drain(&pods);
+    let drain = drain(&pods, &DrainRules::default());
     let names = |pods: &[&Pod]| {
         pods.iter()
             .map(|p| p.metadata.name.clone().unwrap())
@@ -254,7 +269,7 @@ fn drain_splits_evictions_from_terminating_pods() {
     assert!(!drain.is_complete());
 
     let settled = vec![pods[2].clone(), pods[3].clone()];
-    assert!(super::drain(&settled).is_complete());
+    assert!(super::drain(&settled, &DrainRules::default()).is_complete());
 }
 
 #[test]
@@ -375,22 +390,25 @@ fn blocker_report_names_pods_and_budgets() {
         budget("other/web-pdb", Some(web(&[("app", "web")])), 0),
         budget("default/no-selector", None, 0),
     ];
-    let report = blockers(&drain(&pods), &budgets);
+    let report = blockers(&drain(&pods, &DrainRules::default()), &budgets);
     assert_eq!(
         report.pods,
         vec![
             BlockingPod {
                 pod: "default/cache".into(),
+                held: None,
                 terminating: false,
                 budgets: vec!["default/everything".into()],
             },
             BlockingPod {
                 pod: "default/old".into(),
+                held: None,
                 terminating: true,
                 budgets: vec!["default/everything".into()],
             },
             BlockingPod {
                 pod: "default/web-0".into(),
+                held: None,
                 terminating: false,
                 budgets: vec!["default/everything".into(), "default/web-pdb".into()],
             },
@@ -412,6 +430,7 @@ fn blocker_message_is_bounded() {
         pods: (0..25)
             .map(|i| BlockingPod {
                 pod: format!("default/p{i:02}"),
+                held: None,
                 terminating: false,
                 budgets: vec![],
             })
@@ -419,4 +438,96 @@ fn blocker_message_is_bounded() {
     };
     let message = report.message("n");
     assert!(message.ends_with("default/p09, and 15 more"), "{message}");
+}
+
+fn drain_spec(json: &str) -> DrainSpec {
+    serde_json::from_str(json).unwrap()
+}
+
+#[test]
+fn drain_options_decide_what_stays_what_is_evicted_and_what_blocks() {
+    let replica = |name| PodDef {
+        name,
+        phase: "Running",
+        controllers: &["ReplicaSet"],
+        ..PodDef::default()
+    };
+    let daemon = PodDef {
+        name: "default/agent",
+        phase: "Running",
+        controllers: &["DaemonSet"],
+        toleration_key: Some(UNSCHEDULABLE_TAINT_KEY),
+        ..PodDef::default()
+    };
+    let bare = PodDef {
+        name: "default/bare",
+        phase: "Running",
+        ..PodDef::default()
+    };
+    let bare_owned_not_controlled = PodDef {
+        name: "default/adopted",
+        phase: "Running",
+        owners: &["ReplicaSet"],
+        ..PodDef::default()
+    };
+    let scratch = PodDef {
+        empty_dir: true,
+        ..replica("default/scratch")
+    };
+    let pinned = PodDef {
+        labels: &[("keep", "yes")],
+        ..replica("default/pinned")
+    };
+    let leaving_bare = PodDef {
+        deleting: true,
+        ..bare_owned_not_controlled
+    };
+    use Disposition::*;
+    #[rustfmt::skip]
+    let cases: Vec<(&str, &str, PodDef<'_>, Disposition)> = vec![
+        ("absent spec: upstream", "{}", replica("default/web"), Evict),
+        ("absent spec: DaemonSet ignored", "{}", daemon, Stays),
+        ("absent spec: unowned evicted", "{}", bare, Evict),
+        ("absent spec: emptyDir evicted", "{}", scratch, Evict),
+        ("ignoreDaemonSets false holds", r#"{"ignoreDaemonSets": false}"#, daemon, Held(super::Held::DaemonSet)),
+        ("ignoreDaemonSets true", r#"{"ignoreDaemonSets": true}"#, daemon, Stays),
+        ("force false holds the unowned", r#"{"force": false}"#, bare, Held(super::Held::Unowned)),
+        ("force false: an owner that is no controller", r#"{"force": false}"#, bare_owned_not_controlled, Held(super::Held::Unowned)),
+        ("force false: controlled pods go", r#"{"force": false}"#, replica("default/web"), Evict),
+        ("force true evicts", r#"{"force": true}"#, bare, Evict),
+        ("deleteEmptyDirData false holds", r#"{"deleteEmptyDirData": false}"#, scratch, Held(super::Held::EmptyDir)),
+        ("deleteEmptyDirData true", r#"{"deleteEmptyDirData": true}"#, scratch, Evict),
+        ("podSelector leaves the match", r#"{"podSelector": {"matchLabels": {"keep": "yes"}}}"#, pinned, Stays),
+        ("podSelector: others still go", r#"{"podSelector": {"matchLabels": {"keep": "yes"}}}"#, replica("default/web"), Evict),
+        ("empty podSelector keeps nothing", r#"{"podSelector": {}}"#, pinned, Evict),
+        ("held pod already leaving", r#"{"force": false}"#, leaving_bare, Leaving),
+    ];
+    for (case, spec, def, want) in cases {
+        let rules = DrainRules::of(Some(&drain_spec(spec))).unwrap();
+        assert_eq!(disposition(&pod(def), &rules), want, "{case}");
+    }
+}
+
+#[test]
+fn held_pods_block_the_drain_and_say_which_setting_frees_them() {
+    let pods = vec![pod(PodDef {
+        name: "default/bare",
+        phase: "Running",
+        ..PodDef::default()
+    })];
+    let rules = DrainRules::of(Some(&drain_spec(r#"{"force": false}"#))).unwrap();
+    let pending = drain(&pods, &rules);
+    assert!(pending.evict.is_empty());
+    assert!(!pending.is_complete());
+    let message = blockers(&pending, &[]).message("n");
+    assert!(
+        message.contains("default/bare (owned by no controller; set spec.drain.force: true"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_pod_selector_that_does_not_parse_is_an_error() {
+    let spec = drain_spec(r#"{"podSelector": {"matchLabels": {"Bad Key": "x"}}}"#);
+    assert!(DrainRules::of(Some(&spec)).is_err());
 }

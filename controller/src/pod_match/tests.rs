@@ -441,3 +441,24 @@ fn annotation_problems() {
     );
     assert_eq!(verdict, Verdict::Invalidate(InvalidReason::Unreadable));
 }
+
+/// Pull secrets only matter when an image is pulled; the images a running pod uses did not
+/// change, so adding or removing one restarts nothing.
+#[test]
+fn image_pull_secrets_are_not_compared() {
+    let old = skyhook("demo", vec![]);
+    let pkg = package("dexter", "1.2.3", "busybox");
+    let running = pod_for(&old, &pkg, Stage::Apply);
+    let mut new = old.clone();
+    new.spec.image_pull_secrets = vec![k8s_openapi::api::core::v1::LocalObjectReference {
+        name: "regcred".into(),
+    }];
+    let verdict = validate_pod(
+        &settings(),
+        &owner(&new),
+        &spec(vec![pkg]),
+        &state(&[("dexter", "1.2.3", Stage::Apply)]),
+        &running,
+    );
+    assert_eq!(verdict, Verdict::Keep);
+}

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Toleration};
+use k8s_openapi::api::core::v1::{Container, EnvVar, LocalObjectReference, Pod, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
@@ -581,6 +581,74 @@ fn tolerations_and_pull_secret() {
         assert_eq!(tolerations[1].operator.as_deref(), Some("Equal"));
         assert_eq!(tolerations[2], extra);
         assert_eq!(spec.image_pull_secrets.unwrap()[0].name, "node-init-secret");
+    }
+}
+
+/// Case, global secret, the Skyhook's, expected.
+type PullSecretCase<'a> = (
+    &'a str,
+    Option<&'a str>,
+    &'a [&'a str],
+    Option<&'a [&'a str]>,
+);
+
+#[test]
+fn pull_secrets_join_the_global_one_and_the_skyhooks() {
+    let refs = |names: &[&str]| -> Vec<LocalObjectReference> {
+        names
+            .iter()
+            .map(|name| LocalObjectReference {
+                name: (*name).into(),
+            })
+            .collect()
+    };
+    #[rustfmt::skip]
+    let cases: [PullSecretCase<'_>; 6] = [
+        ("none at all, as upstream", None, &[], None),
+        ("global only, as upstream", Some("g"), &[], Some(&["g"])),
+        ("skyhook only", None, &["a", "b"], Some(&["a", "b"])),
+        ("global first", Some("g"), &["a"], Some(&["g", "a"])),
+        ("each name once", Some("a"), &["a", "b", "b"], Some(&["a", "b"])),
+        ("empty names dropped", Some(""), &[""], None),
+    ];
+    for (case, global, per_skyhook, expected) in cases {
+        assert_eq!(
+            pull_secrets(global, &refs(per_skyhook)),
+            expected.map(refs),
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn skyhook_pull_secrets_reach_package_and_interrupt_pods() {
+    let mut sky = skyhook("demo", vec![]);
+    sky.spec.image_pull_secrets = vec![LocalObjectReference {
+        name: "regcred".into(),
+    }];
+    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let mut settings = settings();
+    settings.image_pull_secret = Some("node-init-secret".into());
+    let pkg = package("p", "1.0.0", "busybox");
+    let interrupt = Interrupt {
+        type_: InterruptType::Reboot,
+        services: vec![],
+    };
+    let node = PodNode::new("n", None);
+    let pods = [
+        package_pod(&settings, &owner, &pkg, &node, Stage::Apply).unwrap(),
+        interrupt_pod(&settings, &owner, &pkg, &interrupt, &node),
+    ];
+    for pod in pods {
+        let names: Vec<String> = pod
+            .spec
+            .unwrap()
+            .image_pull_secrets
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["node-init-secret", "regcred"]);
     }
 }
 

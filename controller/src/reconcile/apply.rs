@@ -274,7 +274,14 @@ impl<'a> Writer<'a> {
                 .filter(|eviction| !waiting.nodes.contains(&eviction.node)),
             |eviction| async move {
                 let api = Api::<Pod>::namespaced(self.client.clone(), &eviction.namespace);
-                let result = api.evict(&eviction.name, &EvictParams::default()).await;
+                let params = EvictParams {
+                    delete_options: eviction.grace_period_seconds.map(|seconds| DeleteParams {
+                        grace_period_seconds: u32::try_from(seconds).ok(),
+                        ..DeleteParams::default()
+                    }),
+                    ..EvictParams::default()
+                };
+                let result = api.evict(&eviction.name, &params).await;
                 (eviction, result)
             },
         )

@@ -135,15 +135,20 @@ impl Snapshot {
             .iter()
             .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
             .collect();
+        let deadlines = reboot_deadlines(&cached.skyhooks, reboot_deadline);
         let pods = cached
             .pods
             .iter()
             .filter_map(|pod| {
                 let node = pod.spec.as_ref()?.node_name.clone()?;
+                let labels = pod.metadata.labels.as_ref();
+                let skyhook = labels.and_then(|l| l.get(keys::NAME_LABEL));
                 let context = OutcomeContext {
                     node_boot_id: boot_ids.get(node.as_str()).copied().flatten(),
                     now,
-                    reboot_deadline,
+                    reboot_deadline: skyhook
+                        .and_then(|name| deadlines.get(name.as_str()).copied())
+                        .unwrap_or(reboot_deadline),
                 };
                 Some(owned_pod(pod, node, context))
             })
@@ -230,6 +235,22 @@ pub fn node_view(node: &Node) -> NodeView {
     }
 }
 
+/// Each Skyhook's reboot deadline: its `spec.rebootDeadline`, else the controller's `fallback`.
+fn reboot_deadlines(
+    skyhooks: &[std::sync::Arc<Skyhook>],
+    fallback: Duration,
+) -> BTreeMap<&str, Duration> {
+    skyhooks
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.metadata.name.as_deref()?,
+                s.spec.reboot_deadline(fallback),
+            ))
+        })
+        .collect()
+}
+
 fn owned_pod(pod: &Pod, node: String, context: OutcomeContext<'_>) -> OwnedPod {
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let annotation = pod
@@ -288,6 +309,7 @@ mod tests {
     use kube::api::ObjectMeta;
 
     use super::*;
+    use skyhook_api::v1alpha1::SkyhookSpec;
 
     fn node(name: &str, annotations: &[(&str, &str)], ready: &str) -> Node {
         Node {
@@ -389,6 +411,20 @@ mod tests {
             assert_eq!(with(&list), want, "{list:?}");
         }
         assert_eq!(node_view(&node("n", &[], "True")).allocatable, None);
+    }
+
+    #[test]
+    fn each_skyhook_has_its_own_reboot_deadline() {
+        let skyhook = |name: &str, deadline: Option<&str>| {
+            let mut s = Skyhook::new(name, SkyhookSpec::default());
+            s.spec.reboot_deadline = deadline.map(str::to_owned);
+            Arc::new(s)
+        };
+        let skyhooks = [skyhook("fast", Some("5m")), skyhook("default", None)];
+        let fallback = Duration::from_secs(1800);
+        let deadlines = reboot_deadlines(&skyhooks, fallback);
+        assert_eq!(deadlines.get("fast"), Some(&Duration::from_secs(300)));
+        assert_eq!(deadlines.get("default"), Some(&fallback));
     }
 
     #[test]

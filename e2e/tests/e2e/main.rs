@@ -36,6 +36,7 @@ mod leader_election;
 mod node_state_malformed;
 mod operator_agent;
 mod pod_slots;
+mod rollout_safety;
 mod seed_quick_start;
 mod uninstall_flows;
 mod webhook_admission;

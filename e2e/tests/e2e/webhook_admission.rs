@@ -137,6 +137,12 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             "spec.packages.tuning.uninstall.apply",
             "uninstall.apply requires uninstall.enabled to be true",
         ),
+        (
+            "drain-negative-timeout.yaml",
+            SKYHOOK_DENIED,
+            "spec.drain.timeout",
+            "\"-5m\" is negative",
+        ),
     ];
     let invalid_dir = e2e::workspace().join("examples/invalid");
     let mut on_disk: Vec<String> = std::fs::read_dir(&invalid_dir)?

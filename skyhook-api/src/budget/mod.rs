@@ -23,7 +23,7 @@ pub use order::{next_node_order_offset, node_order};
 pub use select::{
     BlockReason, BlockedNode, CandidateNode, CompartmentNodes, Selection, block_reason,
 };
-pub use slot::{NodeActivity, SlotHold, slot_hold};
+pub use slot::{NodeActivity, SlotHold, slot_hold, uncordon_on_failure};
 
 use crate::v1alpha1::{BatchState, CompartmentStatus};
 

@@ -12,6 +12,15 @@
 //!   for its new boot ID, or reported as not having rebooted in time;
 //! - the Skyhook is working on it (`in_progress`) and one of its pods is still on the node.
 //!
+//! A node is *released* when the Skyhook gives up on it for now: a drain that timed out with
+//! `spec.drain.onTimeout: fail` (the node is uncordoned, its interrupting package turns
+//! `erroring` and the node is marked `drainFail_<skyhook>`), or an `erroring` node uncordoned by
+//! `spec.onFailure.uncordon`. A released node holds no slot through a cordon, and an interrupt
+//! entry `erroring` on a node marked `drainFail_` holds none either, since no interrupt ran: the
+//! drain failed before it. An unconfirmed reboot still holds its slot when uncordoned: the
+//! node may be down. A released node is `erroring`, so it leaves the current batch and is
+//! picked again only by a later batch, like any failed node.
+//!
 //! A node that holds a slot keeps it when it becomes ineligible: a reboot makes the node
 //! NotReady and kube-controller-manager taints it `node.kubernetes.io/not-ready` or
 //! `unreachable`, which the Skyhook does not tolerate. Treating that node as blocked freed its
@@ -65,17 +74,29 @@ pub fn slot_hold(node: NodeActivity<'_>) -> Option<SlotHold> {
     if cordoned {
         return Some(SlotHold::Cordoned);
     }
+    let drain_failed = node
+        .annotations
+        .contains_key(&keys::drain_failed_annotation(node.skyhook));
     let interrupting = node.state.iter().any(|(_, entry)| {
         entry.stage.interrupts_node()
             && matches!(
                 entry.state,
                 State::InProgress | State::Erroring | State::Skipped
             )
+            && !(drain_failed && entry.state == State::Erroring)
     });
     if interrupting {
         return Some(SlotHold::Interrupting);
     }
     (node.status == Status::InProgress && node.pod_on_node).then_some(SlotHold::Working)
+}
+
+/// Whether `spec.onFailure.uncordon` releases the Skyhook's cordon on a node: when it is set,
+/// a package of the Skyhook is `erroring` on the node, and the Skyhook is not draining the node
+/// right now (a failed package being tried again cordons and drains anew, and must keep that
+/// cordon until its pod runs).
+pub fn uncordon_on_failure(uncordon: bool, state: &NodeState, draining: bool) -> bool {
+    uncordon && !draining && state.iter().any(|(_, e)| e.state == State::Erroring)
 }
 
 #[cfg(test)]
@@ -97,6 +118,30 @@ mod tests {
         node_state
     }
 
+    #[test]
+    fn on_failure_uncordons_only_erroring_nodes_not_being_drained() {
+        let erroring = entry(Stage::Apply, State::Erroring);
+        let unconfirmed = entry(Stage::Interrupt, State::Erroring);
+        let applying = entry(Stage::Apply, State::InProgress);
+        let empty = NodeState::new();
+        #[rustfmt::skip]
+        let cases = [
+            ("default false keeps the cordon", false, &erroring, false, false),
+            ("erroring package", true, &erroring, false, true),
+            ("unconfirmed reboot", true, &unconfirmed, false, true),
+            ("erroring package drained again", true, &erroring, true, false),
+            ("in progress", true, &applying, false, false),
+            ("nothing", true, &empty, false, false),
+        ];
+        for (case, uncordon, state, draining, expected) in cases {
+            assert_eq!(
+                uncordon_on_failure(uncordon, state, draining),
+                expected,
+                "{case}"
+            );
+        }
+    }
+
     /// Case, annotations, unschedulable, node state, status, pod on node, expected hold.
     type Case<'a> = (
         &'a str,
@@ -112,6 +157,11 @@ mod tests {
     fn holds_by_cordon_interrupt_or_running_pod() {
         let cordon = BTreeMap::from([(keys::cordon_annotation("s"), "true".to_owned())]);
         let other_cordon = BTreeMap::from([(keys::cordon_annotation("t"), "true".to_owned())]);
+        let drain_failed = BTreeMap::from([(keys::drain_failed_annotation("s"), "t".to_owned())]);
+        let mut cordon_after_failure = drain_failed.clone();
+        cordon_after_failure.extend(cordon.clone());
+        let other_drain_failed =
+            BTreeMap::from([(keys::drain_failed_annotation("t"), "t".to_owned())]);
         let none = BTreeMap::new();
         let empty = NodeState::new();
         let interrupting = entry(Stage::Interrupt, State::InProgress);
@@ -121,7 +171,7 @@ mod tests {
         let applying = entry(Stage::Apply, State::InProgress);
         use Status::*;
         #[rustfmt::skip]
-        let cases: [Case<'_>; 11] = [
+        let cases: [Case<'_>; 15] = [
             ("cordoned by the skyhook", &cordon, true, &empty, Erroring, false, Some(SlotHold::Cordoned)),
             ("cordon annotation but uncordoned", &cordon, false, &empty, Erroring, false, None),
             ("cordoned by another skyhook", &other_cordon, true, &empty, Waiting, false, None),
@@ -133,6 +183,10 @@ mod tests {
             ("in progress between pods", &none, false, &applying, InProgress, false, None),
             ("erroring pod left in place", &none, false, &applying, Erroring, true, None),
             ("nothing", &none, false, &empty, Waiting, false, None),
+            ("drain failed before the interrupt", &drain_failed, false, &unconfirmed, Erroring, false, None),
+            ("another skyhook's drain failed", &other_drain_failed, false, &unconfirmed, Erroring, false, Some(SlotHold::Interrupting)),
+            ("drain failed, cordoned again", &cordon_after_failure, true, &unconfirmed, InProgress, false, Some(SlotHold::Cordoned)),
+            ("interrupt started after a failed drain", &drain_failed, false, &interrupting, InProgress, false, Some(SlotHold::Interrupting)),
         ];
         for (case, annotations, unschedulable, state, status, pod_on_node, expected) in cases {
             let activity = NodeActivity {

@@ -20,7 +20,8 @@ pub use policy::{
     PolicyDefault, StrategyKind,
 };
 pub use skyhook::{
-    DEFAULT_PRIORITY, DeploymentPolicyOptions, InterruptionBudget, Sequencing, Skyhook, SkyhookSpec,
+    DEFAULT_PRIORITY, DeploymentPolicyOptions, DrainSpec, DrainTimeoutAction, InterruptionBudget,
+    OnFailure, Sequencing, Skyhook, SkyhookSpec,
 };
 pub use status::{BatchState, CompartmentStatus, SkyhookStatus};
 

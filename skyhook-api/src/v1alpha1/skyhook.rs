@@ -1,8 +1,9 @@
 //! The `Skyhook` custom resource: which packages to apply to which nodes, in which order.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::api::core::v1::{LocalObjectReference, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::package::{Package, deserialize_packages};
 use super::status::SkyhookStatus;
+use crate::duration;
 use crate::keys;
 use crate::selector::Selector;
 
@@ -141,6 +143,25 @@ pub struct SkyhookSpec {
     /// every node they target.
     #[serde(default)]
     pub sequencing: Sequencing,
+
+    /// How nodes are drained before an interrupt. Absent: as upstream, with the controller's
+    /// `DRAIN_TIMEOUT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainSpec>,
+
+    /// What happens to a node whose package is `erroring`. Absent: it stays cordoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<OnFailure>,
+
+    /// How long a node asked to reboot may stay away before the reboot is reported as not
+    /// confirmed, as a Go duration (`45m`). Overrides the controller's `REBOOT_DEADLINE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot_deadline: Option<String>,
+
+    /// Secrets to pull this Skyhook's package images with, added to its package and interrupt
+    /// pods beside the controller's `IMAGE_PULL_SECRET`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
 }
 
 /// The default of `spec.priority`.
@@ -166,6 +187,10 @@ impl Default for SkyhookSpec {
             auto_taint_new_nodes: false,
             priority: DEFAULT_PRIORITY,
             sequencing: Sequencing::default(),
+            drain: None,
+            on_failure: None,
+            reboot_deadline: None,
+            image_pull_secrets: Vec::new(),
         }
     }
 }
@@ -187,6 +212,40 @@ impl SkyhookSpec {
     pub fn policy_name(&self) -> Option<&str> {
         self.deployment_policy.as_deref().filter(|p| !p.is_empty())
     }
+
+    /// How long a drain may take: `spec.drain.timeout`, else the controller's `fallback`. A
+    /// value that does not parse (the webhook rejects it) falls back too.
+    pub fn drain_timeout(&self, fallback: Duration) -> Duration {
+        override_or(
+            self.drain.as_ref().and_then(|d| d.timeout.as_deref()),
+            fallback,
+        )
+    }
+
+    /// How long a reboot may take: `spec.rebootDeadline`, else the controller's `fallback`. A
+    /// value that does not parse (the webhook rejects it) falls back too.
+    pub fn reboot_deadline(&self, fallback: Duration) -> Duration {
+        override_or(self.reboot_deadline.as_deref(), fallback)
+    }
+
+    /// What a drain past its timeout does.
+    pub fn drain_on_timeout(&self) -> DrainTimeoutAction {
+        self.drain
+            .as_ref()
+            .and_then(|d| d.on_timeout)
+            .unwrap_or_default()
+    }
+
+    /// Whether a node whose package is `erroring` is uncordoned (`spec.onFailure.uncordon`).
+    pub fn uncordon_on_failure(&self) -> bool {
+        self.on_failure.as_ref().is_some_and(|f| f.uncordon)
+    }
+}
+
+fn override_or(setting: Option<&str>, fallback: Duration) -> Duration {
+    setting
+        .and_then(|text| duration::parse(text).ok())
+        .unwrap_or(fallback)
 }
 
 /// Per-Skyhook overrides of DeploymentPolicy settings.
@@ -209,6 +268,63 @@ impl Default for DeploymentPolicyOptions {
 
 pub(crate) fn default_true() -> bool {
     true
+}
+
+/// How a Skyhook drains a node before interrupting it. Every field is optional; absent fields
+/// keep upstream's behaviour. Evictions always go through the Eviction API, so every
+/// PodDisruptionBudget is honoured whatever these say.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainSpec {
+    /// How long a drain may take before it is reported as blocked, as a Go duration (`15m`).
+    /// Overrides the controller's `DRAIN_TIMEOUT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Grace period given to each evicted pod, in seconds. Absent: the pod's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub grace_period_seconds: Option<i64>,
+    /// Whether pods with `emptyDir` volumes (whose data is lost) may be evicted. Absent: they
+    /// are, as upstream did; `false`: they are left and block the drain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_empty_dir_data: Option<bool>,
+    /// Whether DaemonSet pods are ignored (never evicted). Default true; `false`: they block
+    /// the drain, as `kubectl drain` without `--ignore-daemonsets` refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_daemon_sets: Option<bool>,
+    /// Whether pods no controller owns (which nothing recreates) may be evicted. Absent: they
+    /// are, as upstream did; `false`: they are left and block the drain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+    /// Pods matching this selector are left on the node and do not block the drain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+    /// What a drain past its timeout does: `wait` (default) keeps waiting and reports the
+    /// blockers; `fail` marks the node's package `erroring` with the blocker report and
+    /// uncordons the node, giving back its budget slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<DrainTimeoutAction>,
+}
+
+/// What a drain past its timeout does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DrainTimeoutAction {
+    /// Keep draining and report what blocks it.
+    #[default]
+    Wait,
+    /// Give up: the package turns `erroring` and the node is uncordoned.
+    Fail,
+}
+
+/// What happens to a node whose package is `erroring`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OnFailure {
+    /// Uncordon the node (if this Skyhook cordoned it) so workloads return while the package
+    /// is fixed; the node then gives back its budget slot. Default false: it stays cordoned.
+    #[serde(default)]
+    pub uncordon: bool,
 }
 
 /// Legacy rollout budget. Set `percent` or `count`, not both.
@@ -256,5 +372,59 @@ impl Skyhook {
             .as_ref()
             .and_then(|annotations| annotations.get(key))
             .is_some_and(|value| value == "true")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_skyhook_durations_override_the_controllers() {
+        let fallback = Duration::from_secs(600);
+        #[rustfmt::skip]
+        let cases = [
+            ("absent: the controller's", None, fallback),
+            ("set", Some("90s"), Duration::from_secs(90)),
+            ("compound", Some("1h30m"), Duration::from_secs(5400)),
+            ("zero", Some("0"), Duration::ZERO),
+            ("unparsable (the webhook rejects it): the controller's", Some("soon"), fallback),
+            ("negative (the webhook rejects it): the controller's", Some("-5m"), fallback),
+        ];
+        for (case, text, expected) in cases {
+            let spec = SkyhookSpec {
+                drain: Some(DrainSpec {
+                    timeout: text.map(str::to_owned),
+                    ..DrainSpec::default()
+                }),
+                reboot_deadline: text.map(str::to_owned),
+                ..SkyhookSpec::default()
+            };
+            assert_eq!(
+                spec.drain_timeout(fallback),
+                expected,
+                "drain timeout, {case}"
+            );
+            assert_eq!(
+                spec.reboot_deadline(fallback),
+                expected,
+                "reboot deadline, {case}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_upstream_manifest_keeps_upstreams_drain_and_failure_policy() {
+        let spec: SkyhookSpec = serde_json::from_str("{}").expect("an empty spec");
+        assert_eq!(spec.drain_on_timeout(), DrainTimeoutAction::Wait);
+        assert!(!spec.uncordon_on_failure());
+        assert!(spec.image_pull_secrets.is_empty());
+        let written = serde_json::to_value(&spec).expect("serialisable");
+        for field in ["drain", "onFailure", "rebootDeadline", "imagePullSecrets"] {
+            assert!(
+                written.get(field).is_none(),
+                "{field} is not written when absent"
+            );
+        }
     }
 }

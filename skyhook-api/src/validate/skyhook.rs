@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::quantity::{QuantityValue, parse_quantity};
 use super::violation::{Violation, Violations};
+use crate::duration;
 use crate::glob::Pattern;
 use crate::graph::{GraphError, PackageGraph};
 use crate::image::{ImageRef, PackageImageError, pull_reference, validate_package_image};
@@ -45,6 +46,7 @@ pub fn validate_skyhook(
         "spec.podNonInterruptLabels",
         &mut out,
     );
+    check_rollout_safety(spec, &mut out);
     if spec.priority < 1 {
         out.push(Violation::new(
             "spec.priority",
@@ -125,6 +127,41 @@ fn check_budget_and_policy(
                 "create the DeploymentPolicy first, or fix the name",
             ));
         }
+    }
+}
+
+/// `spec.drain`, `spec.rebootDeadline` and `spec.imagePullSecrets` (issue #17).
+fn check_rollout_safety(spec: &SkyhookSpec, out: &mut Vec<Violation>) {
+    if let Some(drain) = &spec.drain {
+        check_duration(drain.timeout.as_deref(), "spec.drain.timeout", out);
+        if let Some(seconds) = drain.grace_period_seconds.filter(|s| *s < 0) {
+            out.push(Violation::new(
+                "spec.drain.gracePeriodSeconds",
+                format!("gracePeriodSeconds {seconds} is negative"),
+                "use 0 or more seconds, or leave it out to give each pod its own grace period",
+            ));
+        }
+        check_selector(drain.pod_selector.as_ref(), "spec.drain.podSelector", out);
+    }
+    check_duration(spec.reboot_deadline.as_deref(), "spec.rebootDeadline", out);
+    for (index, secret) in spec.image_pull_secrets.iter().enumerate() {
+        if let Err(problem) = validate_dns_subdomain(&secret.name) {
+            out.push(Violation::new(
+                format!("spec.imagePullSecrets[{index}].name"),
+                format!("{:?} is not a Secret name: {problem}", secret.name),
+                "name a Secret of type kubernetes.io/dockerconfigjson in the controller's namespace",
+            ));
+        }
+    }
+}
+
+fn check_duration(text: Option<&str>, field: &str, out: &mut Vec<Violation>) {
+    if let Some(Err(problem)) = text.map(duration::parse) {
+        out.push(Violation::new(
+            field,
+            problem.to_string(),
+            "write a Go duration of zero or more, e.g. 90s, 15m or 1h30m",
+        ));
     }
 }
 

@@ -6,28 +6,45 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
-use skyhook_api::v1alpha1::{Package, Stage, State, Status};
+use skyhook_api::v1alpha1::{DrainTimeoutAction, Package, Stage, State, Status};
 
 use super::packages::{NodeRun, NodeWave};
 use super::skyhooks::Pass;
 use super::{DRAIN_POLL, EventTarget, Eviction, Planner};
-use crate::drain::{blockers, drain, interrupt_blockers};
+use crate::drain::{DrainRules, blockers, drain, interrupt_blockers};
 use crate::names::package_label;
 use crate::pods::{PodNode, interrupt_pod, uninstall_interrupt_pod};
 
+/// Where a node stands before something interrupting runs on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Readiness {
+    /// Cordoned and drained: go ahead.
+    Ready,
+    /// Still cordoning or draining; looked at again soon.
+    Waiting,
+    /// The drain timed out with `onTimeout: fail`: the package was marked `erroring` and the
+    /// node released.
+    Failed,
+}
+
+/// What a drain is for: the package and the stage that waits for it.
+pub(super) type DrainFor<'p> = (&'p Package, Stage);
+
 impl Planner<'_> {
-    /// Cordons `node` for the pass's Skyhook, waits for protected pods, and drains it. True
-    /// when nothing is left to move; a drain past its timeout is reported in `run`.
+    /// Cordons `node` for the pass's Skyhook, waits for protected pods, and drains it by the
+    /// Skyhook's `spec.drain`. A drain past its timeout is reported in `run`, and with
+    /// `onTimeout: fail` gives up on the node (see [`Planner::fail_drain`]).
     pub(super) fn ready_for_interrupt(
         &mut self,
         pass: &Pass<'_>,
         node: &str,
+        drain_for: DrainFor<'_>,
         run: &mut NodeRun,
-    ) -> bool {
+    ) -> Readiness {
         let name = pass.name();
         let now = self.now;
         let Some(work) = self.nodes.get_mut(node) else {
-            return false;
+            return Readiness::Waiting;
         };
         let was_cordoned = work.view.unschedulable
             && work
@@ -35,8 +52,9 @@ impl Planner<'_> {
                 .annotations
                 .contains_key(&keys::cordon_annotation(name));
         work.cordon(name, &now.to_string());
+        self.draining.insert((name.to_owned(), node.to_owned()));
         if !was_cordoned {
-            return false;
+            return Readiness::Waiting;
         }
         let cordoned_at = work
             .annotations()
@@ -45,32 +63,79 @@ impl Planner<'_> {
         let snapshot = self.snapshot;
         let Some(pods) = snapshot.workload_pods.get(node) else {
             self.requeue(DRAIN_POLL);
-            return false;
+            return Readiness::Waiting;
+        };
+        let Some(rules) = self.drain_rules(pass) else {
+            return Readiness::Waiting;
         };
         if !self.interruptible(pass, pods) {
-            return false;
+            return Readiness::Waiting;
         }
-        let pending = drain(pods);
+        let pending = drain(pods, &rules);
         if pending.is_complete() {
-            return true;
+            return Readiness::Ready;
         }
-        self.evict(name, node, &pending.evict);
+        self.evict(pass, node, &pending.evict);
+        let timeout = pass.skyhook.spec.drain_timeout(self.config.drain_timeout);
         let timed_out = cordoned_at.is_some_and(|at| {
             std::time::Duration::try_from(now.duration_since(at))
-                .is_ok_and(|elapsed| elapsed >= self.config.drain_timeout)
+                .is_ok_and(|elapsed| elapsed >= timeout)
         });
         if timed_out {
             let message = blockers(&pending, &snapshot.pdbs).message(node);
             run.drain_blocked = Some(message.clone());
-            self.event(
-                EventTarget::Node(node.to_owned()),
-                true,
-                "DrainBlocked",
-                message,
-            );
+            if pass.skyhook.spec.drain_on_timeout() == DrainTimeoutAction::Fail {
+                self.fail_drain(name, node, drain_for, message);
+                return Readiness::Failed;
+            }
+            let target = EventTarget::Node(node.to_owned());
+            self.event(target, true, "DrainBlocked", message);
         }
         self.requeue(DRAIN_POLL);
-        false
+        Readiness::Waiting
+    }
+
+    /// Gives up on a drain that timed out with `onTimeout: fail`: the package waiting for it
+    /// turns `erroring`, and the node is released (see `skyhook_api::budget::slot`): uncordoned,
+    /// marked `drainFail_<skyhook>` so that the erroring entry holds no budget slot, and left
+    /// for a later batch to try again.
+    fn fail_drain(
+        &mut self,
+        skyhook: &str,
+        node: &str,
+        (package, stage): DrainFor<'_>,
+        report: String,
+    ) {
+        self.set_entry(skyhook, node, entry_for(package, stage, State::Erroring));
+        self.set_status(skyhook, node, Status::Erroring);
+        let now = self.now.to_string();
+        if let Some(work) = self.nodes.get_mut(node) {
+            work.release_cordon(skyhook);
+            work.mark_drain_failed(skyhook, &now);
+        }
+        self.event(
+            EventTarget::Node(node.to_owned()),
+            true,
+            "DrainFailed",
+            format!("{report}; package [{}:{}] of Skyhook [{skyhook}] is erroring and the node was uncordoned (spec.drain.onTimeout: fail); it is tried again in a later batch", package.name, package.version),
+        );
+    }
+
+    /// The pass's `spec.drain` rules, or `None` (with a Warning Event, draining nothing) while
+    /// its `podSelector` does not parse.
+    fn drain_rules(&mut self, pass: &Pass<'_>) -> Option<DrainRules> {
+        match DrainRules::of(pass.skyhook.spec.drain.as_ref()) {
+            Ok(rules) => Some(rules),
+            Err(problems) => {
+                self.event(
+                    EventTarget::Skyhook(pass.name().to_owned()),
+                    true,
+                    "Interrupt",
+                    format!("spec.drain.podSelector is not a valid selector ({problems:?}); fix it, no node is drained until then"),
+                );
+                None
+            }
+        }
     }
 
     /// The `podNonInterruptLabels` gate: false (looking again soon) while a protected pod is
@@ -94,13 +159,17 @@ impl Planner<'_> {
         }
     }
 
-    /// Requests the evictions that drain `node`.
-    fn evict(&mut self, skyhook: &str, node: &str, pods: &[&Pod]) {
+    /// Requests the evictions that drain `node`, with the Skyhook's grace period.
+    fn evict(&mut self, pass: &Pass<'_>, node: &str, pods: &[&Pod]) {
+        let skyhook = pass.name();
+        let drain = pass.skyhook.spec.drain.as_ref();
+        let grace_period_seconds = drain.and_then(|d| d.grace_period_seconds);
         for pod in pods {
             self.plan.evictions.push(Eviction {
                 namespace: pod.metadata.namespace.clone().unwrap_or_default(),
                 name: pod.metadata.name.clone().unwrap_or_default(),
                 node: node.to_owned(),
+                grace_period_seconds,
             });
         }
         if !pods.is_empty() {
@@ -137,7 +206,8 @@ impl Planner<'_> {
             });
         if !others_waiting
             || self.any_skyhook_pod_on(node)
-            || !self.ready_for_interrupt(pass, node, run)
+            || self.ready_for_interrupt(pass, node, (package, Stage::Interrupt), run)
+                != Readiness::Ready
         {
             return;
         }
@@ -200,7 +270,10 @@ impl Planner<'_> {
             self.set_entry(name, node, done);
             return;
         };
-        if self.any_skyhook_pod_on(node) || !self.ready_for_interrupt(pass, node, run) {
+        if self.any_skyhook_pod_on(node)
+            || self.ready_for_interrupt(pass, node, (package, Stage::UninstallInterrupt), run)
+                != Readiness::Ready
+        {
             return;
         }
         let boot_id = self.view_of(node).and_then(|v| v.boot_id.clone());

@@ -179,6 +179,8 @@ pub struct Eviction {
     pub name: String,
     /// The node being drained.
     pub node: String,
+    /// `spec.drain.gracePeriodSeconds`; `None` leaves the pod's own.
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// What an Event is about.
@@ -257,6 +259,9 @@ struct Planner<'s> {
     /// Per Skyhook, per node: reboots found not confirmed in time by `pod_results`; each
     /// Skyhook's pass takes its own into its status.
     unconfirmed_reboots: BTreeMap<String, BTreeMap<String, reboots::UnconfirmedReboot>>,
+    /// (Skyhook, node) pairs this plan cordons and drains, which `spec.onFailure.uncordon`
+    /// leaves cordoned.
+    draining: BTreeSet<(String, String)>,
 }
 
 impl<'s> Planner<'s> {
@@ -278,6 +283,7 @@ impl<'s> Planner<'s> {
             succeeded: BTreeSet::new(),
             metadata_due: BTreeSet::new(),
             unconfirmed_reboots: BTreeMap::new(),
+            draining: BTreeSet::new(),
         }
     }
 

@@ -17,6 +17,7 @@ use skyhook_api::stage::{
 use skyhook_api::uninstall::{UninstallRules, held_by_uninstall};
 use skyhook_api::v1alpha1::{Interrupt, Package, PackageStatus, Stage, State, Status};
 
+use super::interrupts::{DrainFor, Readiness};
 use super::skyhooks::Pass;
 use super::{EventTarget, Planner};
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
@@ -254,15 +255,16 @@ impl<'s> Planner<'s> {
                 }
                 // Uninstall and upgrade scripts change what running workloads use, so they
                 // wait for the cordon and drain just as an apply does.
-                NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall))
-                    if !self.ready_for_interrupt(pass, node, run) =>
-                {
-                    let waiting = entry_for(package, Stage::Apply, State::InProgress);
-                    if stage == Stage::Apply && entry.as_ref() != Some(&waiting) {
-                        self.set_entry(name, node, waiting);
+                NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall)) => {
+                    let drain_for = (package, stage);
+                    match self.ready_for_interrupt(pass, node, drain_for, run) {
+                        Readiness::Ready => {}
+                        Readiness::Failed => return Flow::NextUnlessSerial,
+                        Readiness::Waiting => {
+                            self.wait_for_drain(name, node, drain_for, entry.as_ref());
+                            return Flow::NextUnlessSerial;
+                        }
                     }
-                    self.set_status(name, node, Status::InProgress);
-                    return Flow::NextUnlessSerial;
                 }
                 _ => {}
             }
@@ -280,6 +282,22 @@ impl<'s> Planner<'s> {
             NextStep::Run(_) | NextStep::Wait => {}
         }
         Flow::NextUnlessSerial
+    }
+
+    /// Records a package whose stage waits for the drain: `in_progress` at its apply (an
+    /// upgrade or uninstall keeps its entry).
+    fn wait_for_drain(
+        &mut self,
+        skyhook: &str,
+        node: &str,
+        (package, stage): DrainFor<'_>,
+        entry: Option<&PackageStatus>,
+    ) {
+        let waiting = entry_for(package, Stage::Apply, State::InProgress);
+        if stage == Stage::Apply && entry != Some(&waiting) {
+            self.set_entry(skyhook, node, waiting);
+        }
+        self.set_status(skyhook, node, Status::InProgress);
     }
 
     pub(super) fn entry(

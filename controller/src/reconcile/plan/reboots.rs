@@ -71,6 +71,17 @@ impl Planner<'_> {
             .insert(node.to_owned(), UnconfirmedReboot { package, requested });
     }
 
+    /// How long a reboot of `skyhook`'s may take: its `spec.rebootDeadline`, else the
+    /// controller's.
+    fn reboot_deadline_of(&self, skyhook: &str) -> Duration {
+        let fallback = self.config.reboot_deadline;
+        self.snapshot
+            .skyhooks
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(skyhook))
+            .map_or(fallback, |s| s.spec.reboot_deadline(fallback))
+    }
+
     /// The Warning Event of an unconfirmed reboot.
     pub(super) fn reboot_not_confirmed_event(
         &mut self,
@@ -87,7 +98,7 @@ impl Planner<'_> {
             "RebootNotConfirmed",
             format!(
                 "Node [{node}] was asked to reboot{ago} by package [{package}] of Skyhook [{skyhook}] and has not come back with a new boot ID within the reboot deadline ({}); it stays cordoned and keeps its budget slot",
-                humantime(self.config.reboot_deadline)
+                humantime(self.reboot_deadline_of(skyhook))
             ),
         );
     }
@@ -163,7 +174,10 @@ impl Planner<'_> {
                 .any(|i| i.type_ == InterruptType::Reboot)
         });
         let since = node.not_ready_since.filter(|_| reboot)?;
-        let deadline = deadline_after(since, self.config.reboot_deadline);
+        let deadline = deadline_after(
+            since,
+            skyhook.spec.reboot_deadline(self.config.reboot_deadline),
+        );
         if self.now < deadline {
             let wait = Duration::try_from(self.now.duration_until(deadline)).unwrap_or_default();
             self.requeue(wait);

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
     CompartmentSpec, NodeActivity, legacy_compartments, next_node_order_offset, node_order,
-    policy_compartments, slot_hold,
+    policy_compartments, slot_hold, uncordon_on_failure,
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
@@ -430,8 +430,17 @@ impl<'s> Planner<'s> {
         status: &mut SkyhookStatus,
     ) {
         let name = pass.name();
+        let uncordon = pass.skyhook.spec.uncordon_on_failure();
         for node in &pass.matched {
             let done = nodes.complete(&node.name);
+            let draining = self
+                .draining
+                .contains(&(name.to_owned(), node.name.clone()));
+            if let Some(work) = self.nodes.get_mut(node.name.as_str())
+                && uncordon_on_failure(uncordon, work.state(name), draining)
+            {
+                work.release_cordon(name);
+            }
             self.completion
                 .insert((name.to_owned(), node.name.clone()), done);
             if done {

@@ -150,14 +150,24 @@ impl<'s> NodeWork<'s> {
             .retain(|type_, _| !type_.starts_with(&prefix));
     }
 
-    /// Cordons the node for `skyhook`, recording ownership and when.
+    /// Cordons the node for `skyhook`, recording ownership and when; a drain that failed
+    /// before is being tried again, so its mark goes.
     pub(super) fn cordon(&mut self, skyhook: &str, now: &str) {
+        self.annotations
+            .remove(&keys::drain_failed_annotation(skyhook));
         self.annotations
             .insert(keys::cordon_annotation(skyhook), "true".to_owned());
         self.annotations
             .entry(keys::cordoned_at_annotation(skyhook))
             .or_insert_with(|| now.to_owned());
         self.unschedulable = true;
+    }
+
+    /// Marks a drain of `skyhook` that timed out with `onTimeout: fail` (see
+    /// `skyhook_api::budget::slot`).
+    pub(super) fn mark_drain_failed(&mut self, skyhook: &str, now: &str) {
+        self.annotations
+            .insert(keys::drain_failed_annotation(skyhook), now.to_owned());
     }
 
     /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook

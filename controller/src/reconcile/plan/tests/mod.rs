@@ -5,6 +5,7 @@
 mod budget;
 mod changes;
 mod conditions;
+mod drain_options;
 mod interrupting_changes;
 mod node_metadata;
 mod node_order;

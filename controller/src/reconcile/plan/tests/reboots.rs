@@ -307,3 +307,27 @@ fn a_paused_skyhook_leaves_a_lost_interrupt_alone_until_it_resumes() {
         "reported on resume"
     );
 }
+
+#[test]
+fn a_reboot_deadline_of_the_skyhook_overrides_the_controllers() {
+    let mut sim = rollout();
+    sim.skyhook_mut(NAME).spec.reboot_deadline = Some("5m".into());
+    until_interrupt(&mut sim);
+    go_down(&mut sim, "node-0", 60);
+    sim.snapshot.pods.retain(|p| !p.interrupt);
+    let planned = sim.step();
+    assert_eq!(
+        planned.requeue_after,
+        Some(std::time::Duration::from_secs(4 * 60)),
+        "look again when the Skyhook's 5m deadline passes, not REBOOT_DEADLINE's 30m"
+    );
+    sim.now += jiff::SignedDuration::from_mins(5);
+    let planned = sim.step();
+    let events = warnings(&planned, "RebootNotConfirmed");
+    assert_eq!(events.len(), 1, "{:?}", planned.events);
+    assert!(
+        events[0].contains("within the reboot deadline (5m)"),
+        "{}",
+        events[0]
+    );
+}
