@@ -4,9 +4,11 @@
 //! Contract: [`Caches::start`] watches Skyhooks, DeploymentPolicies and Nodes cluster-wide, and,
 //! in the controller's namespace, the pods and package ConfigMaps labelled
 //! `skyhook.nvidia.com/name` and the node-metadata ConfigMaps labelled
-//! `skyhook.nvidia.com/skyhook-node-meta`. Every change wakes the [`Notify`] it was given (one
-//! pending wake-up absorbs a burst of changes). [`Caches::snapshot`] copies the current contents
-//! of all stores at once, so one reconcile works from one view of the cluster.
+//! `skyhook.nvidia.com/skyhook-node-meta`. Every change the plan can see wakes the [`Notify`] it
+//! was given (one pending wake-up absorbs a burst of changes); a Node's heartbeat or a change to
+//! a Node field the plan does not read only refreshes the cache (see [`trigger`]).
+//! [`Caches::snapshot`] copies the current contents of all stores at once, so one reconcile works
+//! from one view of the cluster.
 //!
 //! Pods of other namespaces (workloads to drain, pods that block an interrupt) are deliberately
 //! not cached: they are listed per node, only for nodes about to be interrupted, which keeps
@@ -19,10 +21,11 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{StreamExt, future};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -30,6 +33,10 @@ use skyhook_api::keys;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 use tokio::sync::Notify;
 use tracing::warn;
+
+pub mod trigger;
+
+use trigger::{Trigger, node_changed, version_changed};
 
 /// The stores the reconcile reads.
 #[derive(Clone)]
@@ -81,36 +88,42 @@ impl Caches {
             watcher::Config::default(),
             changed.clone(),
             |_| {},
+            version_changed,
         );
         let (policies, policies_watch) = reflect(
             Api::<DeploymentPolicy>::all(client.clone()),
             watcher::Config::default(),
             changed.clone(),
             |_| {},
+            version_changed,
         );
         let (nodes, nodes_watch) = reflect(
             Api::<Node>::all(client.clone()),
             watcher::Config::default(),
             changed.clone(),
             slim_node,
+            node_changed,
         );
         let (pods, pods_watch) = reflect(
             Api::<Pod>::namespaced(client.clone(), namespace),
             owned.clone(),
             changed.clone(),
             |pod: &mut Pod| pod.managed_fields_mut().clear(),
+            version_changed,
         );
         let (package_configmaps, package_configmaps_watch) = reflect(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             owned,
             changed.clone(),
             |cm: &mut ConfigMap| cm.managed_fields_mut().clear(),
+            version_changed,
         );
         let (metadata_configmaps, metadata_configmaps_watch) = reflect(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             node_meta,
             changed,
             |cm: &mut ConfigMap| cm.managed_fields_mut().clear(),
+            version_changed,
         );
 
         let drive = async move {
@@ -159,32 +172,59 @@ impl Caches {
     }
 }
 
-/// A store for `api` filtered by `config`, and the future that keeps it current, waking
-/// `changed` on every event and trimming each object with `trim` before it is stored.
+/// A store for `api` filtered by `config`, and the future that keeps it current, trimming each
+/// object with `trim` before it is stored and waking `changed` once the store holds an event that
+/// [`Trigger`] (comparing cached and new objects by `differs`) says the plan can see.
 fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
     changed: Arc<Notify>,
     trim: fn(&mut K),
+    differs: fn(&K, &K) -> bool,
 ) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
+    let cached = store.clone();
+    let mut trigger = Trigger::new(differs);
+    // Decided before the store applies the event (it still holds the old version), acted on
+    // after, so the woken reconcile reads the new one.
+    let wake = Arc::new(AtomicBool::new(false));
+    let woken = wake.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     let drive = watcher(api, config)
         .default_backoff()
         .modify(trim)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                let old = event_object(event).and_then(|obj| cached.get(&ObjectRef::from_obj(obj)));
+                if trigger.wakes(event, old.as_deref(), || cached.len()) {
+                    wake.store(true, Ordering::Relaxed);
+                }
+            }
+        })
         .reflect(writer)
         .for_each(move |event| {
             match event {
-                Ok(_) => changed.notify_one(),
+                Ok(_) if woken.swap(false, Ordering::Relaxed) => changed.notify_one(),
+                Ok(_) => {}
                 Err(error) => warn!(%kind, error = %error, "watch failed; retrying"),
             }
             future::ready(())
         });
     (store, drive)
+}
+
+/// The object an event carries, if any.
+fn event_object<K>(event: &watcher::Event<K>) -> Option<&K> {
+    match event {
+        watcher::Event::Apply(obj)
+        | watcher::Event::Delete(obj)
+        | watcher::Event::InitApply(obj) => Some(obj),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
 }
 
 /// Drops the parts of a Node the controller never reads.
