@@ -14,8 +14,9 @@
 //! not cached: they are listed per node, only for nodes about to be interrupted, which keeps
 //! memory proportional to the controller's own objects rather than to the cluster.
 //!
-//! Node objects are stored without `managedFields` and without `status.images`, the two largest
-//! parts of a Node that the controller never reads.
+//! Node objects are stored with only what the controller reads ([`slim_node`]): no
+//! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
+//! annotations stay whole: the node-metadata ConfigMaps copy them.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -24,7 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{StreamExt, future};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, NodeSystemInfo, Pod};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -227,10 +228,84 @@ fn event_object<K>(event: &watcher::Event<K>) -> Option<&K> {
     }
 }
 
-/// Drops the parts of a Node the controller never reads.
+/// Drops the parts of a Node the controller never reads; keeps what the plan's node view, the
+/// node-metadata ConfigMaps (labels, annotations) and the metrics (labels) read.
 fn slim_node(node: &mut Node) {
     node.managed_fields_mut().clear();
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = None;
+        spec.pod_cidrs = None;
+        spec.provider_id = None;
+        spec.config_source = None;
+    }
     if let Some(status) = node.status.as_mut() {
-        status.images = None;
+        let boot_id = status
+            .node_info
+            .as_ref()
+            .map(|info| info.boot_id.clone())
+            .unwrap_or_default();
+        let allocatable = status.allocatable.take().map(|mut list| {
+            list.retain(|name, _| name == "cpu" || name == "memory");
+            list
+        });
+        *status = NodeStatus {
+            conditions: status.conditions.take(),
+            node_info: Some(NodeSystemInfo {
+                boot_id,
+                ..NodeSystemInfo::default()
+            }),
+            allocatable,
+            ..NodeStatus::default()
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::snapshot::node_view;
+
+    #[test]
+    fn a_slim_node_reads_as_the_node_it_came_from() {
+        let json = serde_json::json!({
+            "metadata": {
+                "name": "node-1", "resourceVersion": "7",
+                "creationTimestamp": "2026-11-24T10:00:00Z",
+                "labels": {"tier": "gpu"}, "annotations": {"skyhook.nvidia.com/x": "y"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}]
+            },
+            "spec": {"podCIDR": "10.0.0.0/24", "unschedulable": true,
+                     "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "allocatable": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "8"},
+                "capacity": {"cpu": "8", "memory": "16Gi"},
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "images": [{"names": ["busybox:1"], "sizeBytes": 1}],
+                "nodeInfo": {"bootID": "boot-1", "kernelVersion": "6.1", "machineID": "m",
+                             "systemUUID": "u", "osImage": "o", "containerRuntimeVersion": "c",
+                             "kubeletVersion": "v", "kubeProxyVersion": "",
+                             "operatingSystem": "linux", "architecture": "amd64"},
+                "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                "message": "m", "lastTransitionTime": "2026-11-24T11:00:00Z"}]
+            }
+        });
+        let node: Node = serde_json::from_value(json).unwrap();
+        let mut slim = node.clone();
+        slim_node(&mut slim);
+        assert_eq!(node_view(&slim), node_view(&node));
+        // The node-metadata ConfigMaps copy labels and annotations whole.
+        assert_eq!(slim.metadata.labels, node.metadata.labels);
+        assert_eq!(slim.metadata.annotations, node.metadata.annotations);
+        assert!(
+            slim.metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .next()
+                .is_none()
+        );
+        let status = slim.status.as_ref().unwrap();
+        assert!(status.images.is_none() && status.addresses.is_none() && status.capacity.is_none());
+        assert_eq!(status.node_info.as_ref().unwrap().kernel_version, "");
     }
 }
