@@ -4,25 +4,29 @@
 //! Contract: [`Caches::start`] watches Skyhooks, DeploymentPolicies and Nodes cluster-wide, and,
 //! in the controller's namespace, the pods and package ConfigMaps labelled
 //! `skyhook.nvidia.com/name` and the node-metadata ConfigMaps labelled
-//! `skyhook.nvidia.com/skyhook-node-meta`. Every change wakes the [`Notify`] it was given (one
-//! pending wake-up absorbs a burst of changes). [`Caches::snapshot`] copies the current contents
-//! of all stores at once, so one reconcile works from one view of the cluster.
+//! `skyhook.nvidia.com/skyhook-node-meta`. Every change the plan can see wakes the [`Notify`] it
+//! was given (one pending wake-up absorbs a burst of changes); a Node's heartbeat or a change to
+//! a Node field the plan does not read only refreshes the cache (see [`trigger`]).
+//! [`Caches::snapshot`] copies the current contents of all stores at once, so one reconcile works
+//! from one view of the cluster.
 //!
 //! Pods of other namespaces (workloads to drain, pods that block an interrupt) are deliberately
 //! not cached: they are listed per node, only for nodes about to be interrupted, which keeps
 //! memory proportional to the controller's own objects rather than to the cluster.
 //!
-//! Node objects are stored without `managedFields` and without `status.images`, the two largest
-//! parts of a Node that the controller never reads.
+//! Node objects are stored with only what the controller reads ([`slim_node`]): no
+//! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
+//! annotations stay whole: the node-metadata ConfigMaps copy them.
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{StreamExt, future};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::runtime::reflector::{self, Store};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, NodeSystemInfo, Pod};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -30,6 +34,10 @@ use skyhook_api::keys;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 use tokio::sync::Notify;
 use tracing::warn;
+
+pub mod trigger;
+
+use trigger::{Trigger, node_changed, version_changed};
 
 /// The stores the reconcile reads.
 #[derive(Clone)]
@@ -81,36 +89,42 @@ impl Caches {
             watcher::Config::default(),
             changed.clone(),
             |_| {},
+            version_changed,
         );
         let (policies, policies_watch) = reflect(
             Api::<DeploymentPolicy>::all(client.clone()),
             watcher::Config::default(),
             changed.clone(),
             |_| {},
+            version_changed,
         );
         let (nodes, nodes_watch) = reflect(
             Api::<Node>::all(client.clone()),
             watcher::Config::default(),
             changed.clone(),
             slim_node,
+            node_changed,
         );
         let (pods, pods_watch) = reflect(
             Api::<Pod>::namespaced(client.clone(), namespace),
             owned.clone(),
             changed.clone(),
             |pod: &mut Pod| pod.managed_fields_mut().clear(),
+            version_changed,
         );
         let (package_configmaps, package_configmaps_watch) = reflect(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             owned,
             changed.clone(),
             |cm: &mut ConfigMap| cm.managed_fields_mut().clear(),
+            version_changed,
         );
         let (metadata_configmaps, metadata_configmaps_watch) = reflect(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             node_meta,
             changed,
             |cm: &mut ConfigMap| cm.managed_fields_mut().clear(),
+            version_changed,
         );
 
         let drive = async move {
@@ -159,27 +173,44 @@ impl Caches {
     }
 }
 
-/// A store for `api` filtered by `config`, and the future that keeps it current, waking
-/// `changed` on every event and trimming each object with `trim` before it is stored.
+/// A store for `api` filtered by `config`, and the future that keeps it current, trimming each
+/// object with `trim` before it is stored and waking `changed` once the store holds an event that
+/// [`Trigger`] (comparing cached and new objects by `differs`) says the plan can see.
 fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
     changed: Arc<Notify>,
     trim: fn(&mut K),
+    differs: fn(&K, &K) -> bool,
 ) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
+    let cached = store.clone();
+    let mut trigger = Trigger::new(differs);
+    // Decided before the store applies the event (it still holds the old version), acted on
+    // after, so the woken reconcile reads the new one.
+    let wake = Arc::new(AtomicBool::new(false));
+    let woken = wake.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     let drive = watcher(api, config)
         .default_backoff()
         .modify(trim)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                let old = event_object(event).and_then(|obj| cached.get(&ObjectRef::from_obj(obj)));
+                if trigger.wakes(event, old.as_deref(), || cached.len()) {
+                    wake.store(true, Ordering::Relaxed);
+                }
+            }
+        })
         .reflect(writer)
         .for_each(move |event| {
             match event {
-                Ok(_) => changed.notify_one(),
+                Ok(_) if woken.swap(false, Ordering::Relaxed) => changed.notify_one(),
+                Ok(_) => {}
                 Err(error) => warn!(%kind, error = %error, "watch failed; retrying"),
             }
             future::ready(())
@@ -187,10 +218,94 @@ where
     (store, drive)
 }
 
-/// Drops the parts of a Node the controller never reads.
+/// The object an event carries, if any.
+fn event_object<K>(event: &watcher::Event<K>) -> Option<&K> {
+    match event {
+        watcher::Event::Apply(obj)
+        | watcher::Event::Delete(obj)
+        | watcher::Event::InitApply(obj) => Some(obj),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
+/// Drops the parts of a Node the controller never reads; keeps what the plan's node view, the
+/// node-metadata ConfigMaps (labels, annotations) and the metrics (labels) read.
 fn slim_node(node: &mut Node) {
     node.managed_fields_mut().clear();
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = None;
+        spec.pod_cidrs = None;
+        spec.provider_id = None;
+        spec.config_source = None;
+    }
     if let Some(status) = node.status.as_mut() {
-        status.images = None;
+        let boot_id = status
+            .node_info
+            .as_ref()
+            .map(|info| info.boot_id.clone())
+            .unwrap_or_default();
+        let allocatable = status.allocatable.take().map(|mut list| {
+            list.retain(|name, _| name == "cpu" || name == "memory");
+            list
+        });
+        *status = NodeStatus {
+            conditions: status.conditions.take(),
+            node_info: Some(NodeSystemInfo {
+                boot_id,
+                ..NodeSystemInfo::default()
+            }),
+            allocatable,
+            ..NodeStatus::default()
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::snapshot::node_view;
+
+    #[test]
+    fn a_slim_node_reads_as_the_node_it_came_from() {
+        let json = serde_json::json!({
+            "metadata": {
+                "name": "node-1", "resourceVersion": "7",
+                "creationTimestamp": "2026-11-24T10:00:00Z",
+                "labels": {"tier": "gpu"}, "annotations": {"skyhook.nvidia.com/x": "y"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}]
+            },
+            "spec": {"podCIDR": "10.0.0.0/24", "unschedulable": true,
+                     "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "allocatable": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "8"},
+                "capacity": {"cpu": "8", "memory": "16Gi"},
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "images": [{"names": ["busybox:1"], "sizeBytes": 1}],
+                "nodeInfo": {"bootID": "boot-1", "kernelVersion": "6.1", "machineID": "m",
+                             "systemUUID": "u", "osImage": "o", "containerRuntimeVersion": "c",
+                             "kubeletVersion": "v", "kubeProxyVersion": "",
+                             "operatingSystem": "linux", "architecture": "amd64"},
+                "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                "message": "m", "lastTransitionTime": "2026-11-24T11:00:00Z"}]
+            }
+        });
+        let node: Node = serde_json::from_value(json).unwrap();
+        let mut slim = node.clone();
+        slim_node(&mut slim);
+        assert_eq!(node_view(&slim), node_view(&node));
+        // The node-metadata ConfigMaps copy labels and annotations whole.
+        assert_eq!(slim.metadata.labels, node.metadata.labels);
+        assert_eq!(slim.metadata.annotations, node.metadata.annotations);
+        assert!(
+            slim.metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .next()
+                .is_none()
+        );
+        let status = slim.status.as_ref().unwrap();
+        assert!(status.images.is_none() && status.addresses.is_none() && status.capacity.is_none());
+        assert_eq!(status.node_info.as_ref().unwrap().kernel_version, "");
     }
 }

@@ -17,7 +17,7 @@ use crate::controlplane::flags::Component;
 use crate::controlplane::process::{self, SignalTarget, Stopped, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
 use crate::images::ImageMap;
-use crate::node::{Heartbeat, NodeHandle};
+use crate::node::{Heartbeat, NodeHandle, NodeSize};
 use crate::skyhook::background::BackgroundRecord;
 use crate::skyhook::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
 use crate::skyhook::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
@@ -212,6 +212,10 @@ struct ClusterArgs {
     /// instead of 50 s: a sixth of the heartbeat writes, for thousands of nodes on one machine.
     #[arg(long)]
     relaxed_heartbeats: bool,
+    /// How much each Node carries: `small` (the kubelet's own labels, no images) or `realistic`
+    /// (50 images, 25 labels, 10 annotations, every standard condition, as a real node).
+    #[arg(long, value_enum, default_value_t = NodeSize::Small)]
+    node_size: NodeSize,
     /// An image map (the format of devcluster/images.yaml) whose entries are tried before the
     /// built-in ones: how the nodes run images the built-in map does not know.
     #[arg(long, value_name = "FILE")]
@@ -226,6 +230,9 @@ impl ClusterArgs {
         }
         if self.relaxed_heartbeats {
             args.push("--relaxed-heartbeats".to_string());
+        }
+        if self.node_size != NodeSize::Small {
+            args.push("--node-size=realistic".to_string());
         }
         if let Some(file) = &self.image_map {
             args.push(format!("--image-map={}", file.display()));
@@ -501,6 +508,7 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
         timeouts: Timeouts::default(),
         progress: Some(std::sync::Arc::new(progress.clone())),
         image_map: cluster.image_map.clone(),
+        node_size: cluster.node_size,
         ..DevClusterOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -982,6 +990,7 @@ mod tests {
                     nodes: 0,
                     light: false,
                     relaxed_heartbeats: false,
+                    node_size: NodeSize::Small,
                     image_map: None,
                 },
                 vec!["--nodes=0"],
@@ -991,6 +1000,7 @@ mod tests {
                     nodes: 3,
                     light: true,
                     relaxed_heartbeats: false,
+                    node_size: NodeSize::Small,
                     image_map: None,
                 },
                 vec!["--nodes=3", "--light"],
@@ -1000,15 +1010,22 @@ mod tests {
                     nodes: 5000,
                     light: true,
                     relaxed_heartbeats: true,
+                    node_size: NodeSize::Realistic,
                     image_map: None,
                 },
-                vec!["--nodes=5000", "--light", "--relaxed-heartbeats"],
+                vec![
+                    "--nodes=5000",
+                    "--light",
+                    "--relaxed-heartbeats",
+                    "--node-size=realistic",
+                ],
             ),
             (
                 ClusterArgs {
                     nodes: 1,
                     light: false,
                     relaxed_heartbeats: false,
+                    node_size: NodeSize::Small,
                     image_map: Some(PathBuf::from("/maps/images.yaml")),
                 },
                 vec!["--nodes=1", "--image-map=/maps/images.yaml"],
@@ -1021,7 +1038,7 @@ mod tests {
             argv.extend(rendered);
             let parsed = Cli::try_parse_from(argv).map(|cli| cli.command);
             assert!(
-                matches!(parsed, Ok(Command::Serve { cluster }) if cluster.nodes == args.nodes && cluster.light == args.light && cluster.relaxed_heartbeats == args.relaxed_heartbeats && cluster.image_map == args.image_map),
+                matches!(parsed, Ok(Command::Serve { cluster }) if cluster.nodes == args.nodes && cluster.light == args.light && cluster.relaxed_heartbeats == args.relaxed_heartbeats && cluster.node_size == args.node_size && cluster.image_map == args.image_map),
                 "{args:?}"
             );
         }

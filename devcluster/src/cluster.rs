@@ -21,7 +21,9 @@ use crate::controlplane::{
     ControlPlane, ControlPlaneError, ControlPlaneSettings, Timeouts, binary,
 };
 use crate::images::ImageMap;
-use crate::node::{Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, start_nodes};
+use crate::node::{
+    Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, NodeSize, start_nodes,
+};
 use crate::state::{ClusterRecord, StateDir, repository_root};
 
 /// How often the cluster thread looks for control-plane components that exited by themselves.
@@ -43,6 +45,8 @@ pub struct DevClusterOptions {
     pub keep_state: bool,
     /// Labels every node gets.
     pub node_labels: BTreeMap<String, String>,
+    /// How much each Node object carries (realistic Nodes for memory and watch-cost figures).
+    pub node_size: NodeSize,
     /// How long a simulated reboot keeps a node down.
     pub reboot_delay: Duration,
     /// Lease renewals of the nodes and the node lifecycle controller's grace period.
@@ -63,6 +67,7 @@ impl Default for DevClusterOptions {
             state_dir: None,
             keep_state: false,
             node_labels: BTreeMap::new(),
+            node_size: NodeSize::Small,
             reboot_delay: Duration::from_secs(2),
             heartbeat: Heartbeat::KUBELET,
             timeouts: Timeouts::default(),
@@ -80,6 +85,7 @@ impl std::fmt::Debug for DevClusterOptions {
             .field("state_dir", &self.state_dir)
             .field("keep_state", &self.keep_state)
             .field("node_labels", &self.node_labels)
+            .field("node_size", &self.node_size)
             .field("reboot_delay", &self.reboot_delay)
             .field("heartbeat", &self.heartbeat)
             .field("timeouts", &self.timeouts)
@@ -703,6 +709,7 @@ async fn start_simulated_nodes(
     sim_options.image_map = image_map;
     sim_options.light = options.light;
     sim_options.labels = options.node_labels.clone();
+    sim_options.size = options.node_size;
     sim_options.reboot_delay = options.reboot_delay;
     sim_options.heartbeat = options.heartbeat;
     sim_options.apiserver_url = Some(plane.server().to_string());

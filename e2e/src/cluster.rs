@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use devcluster::node::Heartbeat;
+use devcluster::node::{Heartbeat, NodeSize};
 use devcluster::{ControllerProcess, DevCluster, DevClusterOptions, InstallOptions};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
@@ -92,6 +92,8 @@ pub struct Setup {
     pub controller_env: BTreeMap<String, String>,
     /// The nodes' lease renewals and the node lifecycle controller's grace period.
     pub heartbeat: Heartbeat,
+    /// How much each Node object carries.
+    pub node_size: NodeSize,
     /// An image map (the format of `devcluster/images.yaml`) tried before the built-in one.
     pub image_map: Option<PathBuf>,
 }
@@ -108,6 +110,7 @@ impl Setup {
             agent_image: Some(AGENTLESS_AGENT_IMAGE.to_owned()),
             controller_env: BTreeMap::new(),
             heartbeat: Heartbeat::KUBELET,
+            node_size: NodeSize::Small,
             image_map: None,
         }
     }
@@ -132,6 +135,7 @@ pub async fn install_built(setup: Setup) -> anyhow::Result<Installed> {
         light: setup.light,
         node_labels: setup.node_labels,
         heartbeat: setup.heartbeat,
+        node_size: setup.node_size,
         image_map: setup.image_map,
         ..DevClusterOptions::default()
     })

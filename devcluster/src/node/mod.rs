@@ -21,6 +21,7 @@ mod holder;
 pub mod object;
 mod power;
 pub(crate) mod sim;
+pub mod size;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 pub use handle::NodeHandle;
 pub use sim::{NodeSim, start_nodes};
+pub use size::NodeSize;
 
 use crate::PathIoError;
 use crate::images::{ImageMap, ImageMapError};
@@ -81,6 +83,8 @@ pub struct NodeSimOptions {
     pub name_prefix: String,
     /// Extra labels on every node.
     pub labels: BTreeMap<String, String>,
+    /// How much each Node object carries besides what the simulation needs.
+    pub size: NodeSize,
     /// How long a rebooting node stays down.
     pub reboot_delay: Duration,
     /// `<cluster state>/nodes`.
@@ -125,6 +129,7 @@ impl NodeSimOptions {
             light: false,
             name_prefix: "node-".to_owned(),
             labels: BTreeMap::new(),
+            size: NodeSize::Small,
             reboot_delay: Duration::from_secs(5),
             state_dir,
             image_map: ImageMap::builtin(&workspace_root)?,

@@ -1,6 +1,6 @@
 //! Starting, running and stopping the simulated nodes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use super::command_shims::{JOURNAL_FILE, REQUESTS_FIFO};
 use super::holder::{self, Holder};
 use super::object::{self, LEASE_NAMESPACE, NodeFacts};
+use super::size::{self, NodeSize};
 use super::{NodeError, NodeHandle, NodeSimOptions, heartbeat, power};
 use crate::PathIoError;
 use crate::isolation::{self, NodeRootSpec};
@@ -408,7 +409,7 @@ async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, 
             isolation::prepare_node_upper(&paths.upper)?;
         }
         nodes.push(Arc::new(SimNode {
-            labels: object::node_labels(&name, &ctx.facts, &opts.labels),
+            labels: object::node_labels(&name, &ctx.facts, &size_labels(opts, index)),
             name,
             index,
             light: opts.light,
@@ -479,6 +480,16 @@ pub(crate) async fn mount_root(
     .await
 }
 
+/// The labels of node `index` besides the kubelet's: those of its size, then the configured ones.
+fn size_labels(opts: &NodeSimOptions, index: usize) -> BTreeMap<String, String> {
+    let mut labels = match opts.size {
+        NodeSize::Small => BTreeMap::new(),
+        NodeSize::Realistic => size::extra_labels(index),
+    };
+    labels.extend(opts.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    labels
+}
+
 /// Creates the Node and Lease objects, or refreshes existing ones, with bounded concurrency.
 async fn register_nodes(ctx: &Arc<SimContext>, nodes: &[Arc<SimNode>]) -> Result<(), NodeError> {
     futures::stream::iter(nodes.iter().map(|node| register_node(ctx, node)))
@@ -499,7 +510,7 @@ async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError
     };
     let now = Timestamp::now();
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let desired = object::build_node(
+    let mut desired = object::build_node(
         &node.name,
         node.index,
         node.labels.clone(),
@@ -507,6 +518,9 @@ async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError
         &node.boot_id(),
         now,
     );
+    if ctx.opts.size == NodeSize::Realistic {
+        size::dress(&mut desired, node.index, now);
+    }
     let created = nodes.create(&post_params(), &desired).await;
     match created {
         Ok(_) => {}

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use devcluster::node::Heartbeat;
+use devcluster::node::{Heartbeat, NodeSize};
 use devcluster::state::{ClusterRecord, StateDir};
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
@@ -75,14 +75,15 @@ impl BenchCluster {
     /// their leases every 60 s ([`Heartbeat::RELAXED`]): at 5,000 nodes the kubelet default would
     /// be 500 lease writes a second, most of a two-core machine's API server, and nodes missing
     /// their renewals would be tainted unreachable and block the rollout being measured.
-    pub async fn start(nodes: usize) -> anyhow::Result<Self> {
+    pub async fn start(nodes: usize, node_size: NodeSize) -> anyhow::Result<Self> {
         let setup = Setup {
             heartbeat: Heartbeat::RELAXED,
+            node_size,
             ..Setup::agentless(nodes)
         };
-        let installed = install_built(setup)
-            .await
-            .with_context(|| format!("starting a devcluster of {nodes} light nodes"))?;
+        let installed = install_built(setup).await.with_context(|| {
+            format!("starting a devcluster of {nodes} light {node_size:?} nodes")
+        })?;
         let client = installed.cluster.client()?;
         let state = StateDir::new(installed.cluster.state_dir());
         let record = ClusterRecord::read(&state.cluster_info())

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use cases::Rollout;
 use cluster::BenchCluster;
+use devcluster::node::NodeSize;
 use report::CaseReport;
 
 /// One measured step on a cluster.
@@ -105,6 +106,8 @@ pub struct Effort {
     pub admission_requests: usize,
     pub admission_concurrency: [usize; 2],
     pub status_runs: usize,
+    /// How much each simulated Node object carries.
+    pub node_size: NodeSize,
 }
 
 /// Runs the planned clusters and steps; `emit` receives each case's report as it finishes.
@@ -117,7 +120,7 @@ pub async fn run(
     for (nodes, steps) in planned {
         eprintln!("bench: starting a devcluster of {nodes} light nodes");
         let started = std::time::Instant::now();
-        let mut cluster = BenchCluster::start(*nodes).await?;
+        let mut cluster = BenchCluster::start(*nodes, effort.node_size).await?;
         eprintln!(
             "bench: {nodes} nodes ready in {:.0} s; controller pid {}, kube-apiserver pid {}",
             started.elapsed().as_secs_f64(),

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use devcluster::node::NodeSize;
 use e2e::bench::report::{CaseReport, markdown_tables};
 use e2e::bench::{Effort, Selection, plan, run};
 
@@ -51,6 +52,10 @@ struct Args {
     /// Runs of `kubectl skyhook status` per cluster.
     #[arg(long, default_value_t = 5)]
     status_runs: usize,
+    /// How much each simulated Node carries: `realistic` (50 images, 25 labels, 10 annotations,
+    /// every standard condition, as a real node) or `small` (the kubelet's own labels only).
+    #[arg(long, value_enum, default_value_t = NodeSize::Realistic)]
+    node_size: NodeSize,
     /// Dry-run creates per admission measurement.
     #[arg(long, default_value_t = 400)]
     admission_requests: usize,
@@ -99,6 +104,7 @@ fn main() -> anyhow::Result<()> {
         admission_requests: args.admission_requests,
         admission_concurrency: [1, 16],
         status_runs: args.status_runs,
+        node_size: args.node_size,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

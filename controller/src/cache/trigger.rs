@@ -1,0 +1,320 @@
+//! Which watch events wake the reconcile loop (pure).
+//!
+//! Every kubelet re-posts its node's status every five minutes (new condition heartbeat times,
+//! nothing else), and other controllers touch fields the plan never reads. A reconcile over an
+//! unchanged view of the cluster plans nothing new, so such events only refresh the cache: a
+//! Node wakes the loop when what the plan reads of it ([`node_view`]) changes; the controller's
+//! own objects and the Skyhooks when their `resourceVersion` does (every change of theirs
+//! matters to the plan). A relist after a lost watch wakes the loop only when it found a change.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Resource;
+use kube::runtime::watcher::Event;
+
+use crate::reconcile::snapshot::{NodeView, node_view};
+
+/// Whether a Node changed in what the plan reads: labels, annotations, taints, unschedulable,
+/// creation time, boot ID, conditions (type, status, reason, message; the Ready condition's
+/// transition time while not Ready) and allocatable CPU and memory. Not heartbeat times, images,
+/// addresses or the resource version (the next reconcile reads the latest one anyway).
+pub fn node_changed(old: &Node, new: &Node) -> bool {
+    plan_input(old) != plan_input(new)
+}
+
+fn plan_input(node: &Node) -> NodeView {
+    NodeView {
+        resource_version: None,
+        ..node_view(node)
+    }
+}
+
+/// Whether an object the plan reads whole changed: its `resourceVersion` moved (or is unknown).
+pub fn version_changed<K: Resource>(old: &K, new: &K) -> bool {
+    let (old, new) = (old.meta(), new.meta());
+    old.resource_version.is_none() || old.resource_version != new.resource_version
+}
+
+/// The wake-up decision for one watch stream, which remembers what a relist found so far.
+#[derive(Debug)]
+pub struct Trigger<K> {
+    changed: fn(&K, &K) -> bool,
+    relist: Relist,
+}
+
+/// What the relist in progress found.
+#[derive(Debug, Default, Clone, Copy)]
+struct Relist {
+    seen: usize,
+    changed: bool,
+}
+
+impl<K> Trigger<K> {
+    /// A trigger comparing a cached object with its new version by `changed`.
+    pub fn new(changed: fn(&K, &K) -> bool) -> Self {
+        Self {
+            changed,
+            relist: Relist::default(),
+        }
+    }
+
+    /// Whether `event` wakes the reconcile loop. `cached` is the event's object as the cache
+    /// holds it before the event, `cached_count` how many objects the cache holds before it
+    /// (read only at the end of a relist).
+    pub fn wakes(
+        &mut self,
+        event: &Event<K>,
+        cached: Option<&K>,
+        cached_count: impl FnOnce() -> usize,
+    ) -> bool {
+        let changed = |new: &K| cached.is_none_or(|old| (self.changed)(old, new));
+        match event {
+            Event::Apply(new) => changed(new),
+            Event::Delete(_) => true,
+            Event::Init => {
+                self.relist = Relist::default();
+                false
+            }
+            Event::InitApply(new) => {
+                let changed = changed(new);
+                self.relist.seen += 1;
+                self.relist.changed |= changed;
+                false
+            }
+            Event::InitDone => {
+                let relist = std::mem::take(&mut self.relist);
+                // Same count and every listed object cached unchanged: nothing was deleted.
+                relist.changed || relist.seen != cached_count()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::Timestamp;
+    use k8s_openapi::api::core::v1::{
+        ContainerImage, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use kube::ResourceExt;
+    use std::collections::BTreeMap;
+
+    fn time(second: i64) -> Time {
+        Time(Timestamp::from_second(second).unwrap())
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str, heartbeat: i64) -> NodeCondition {
+        NodeCondition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            reason: Some(reason.to_owned()),
+            message: Some(format!("{type_} is {status}")),
+            last_heartbeat_time: Some(time(heartbeat)),
+            last_transition_time: Some(time(1_000)),
+        }
+    }
+
+    fn node() -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("node-1".to_owned()),
+                resource_version: Some("10".to_owned()),
+                creation_timestamp: Some(time(500)),
+                labels: Some(BTreeMap::from([("tier".to_owned(), "gpu".to_owned())])),
+                annotations: Some(BTreeMap::from([("a".to_owned(), "1".to_owned())])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus {
+                conditions: Some(vec![
+                    condition(
+                        "MemoryPressure",
+                        "False",
+                        "KubeletHasSufficientMemory",
+                        2_000,
+                    ),
+                    condition("Ready", "True", "KubeletReady", 2_000),
+                ]),
+                node_info: Some(NodeSystemInfo {
+                    boot_id: "boot-1".to_owned(),
+                    ..NodeSystemInfo::default()
+                }),
+                ..NodeStatus::default()
+            }),
+        }
+    }
+
+    fn edited(edit: fn(&mut Node)) -> Node {
+        let mut node = node();
+        node.metadata.resource_version = Some("11".to_owned());
+        edit(&mut node);
+        node
+    }
+
+    fn conditions(node: &mut Node) -> &mut Vec<NodeCondition> {
+        node.status.as_mut().unwrap().conditions.as_mut().unwrap()
+    }
+
+    #[test]
+    fn only_what_the_plan_reads_of_a_node_wakes_the_loop() {
+        let cases: [(&str, Node, bool); 14] = [
+            ("resource version only", edited(|_| {}), false),
+            (
+                "heartbeat times (a kubelet status report)",
+                edited(|n| {
+                    conditions(n)
+                        .iter_mut()
+                        .for_each(|c| c.last_heartbeat_time = Some(time(2_300)))
+                }),
+                false,
+            ),
+            (
+                "images",
+                edited(|n| {
+                    n.status.as_mut().unwrap().images = Some(vec![ContainerImage::default()])
+                }),
+                false,
+            ),
+            (
+                "managed fields",
+                edited(|n| n.metadata.managed_fields = Some(Vec::new())),
+                false,
+            ),
+            (
+                "kernel version",
+                edited(|n| {
+                    n.status
+                        .as_mut()
+                        .unwrap()
+                        .node_info
+                        .as_mut()
+                        .unwrap()
+                        .kernel_version = "6.2".to_owned()
+                }),
+                false,
+            ),
+            (
+                "label",
+                edited(|n| {
+                    n.labels_mut().insert("tier".to_owned(), "cpu".to_owned());
+                }),
+                true,
+            ),
+            (
+                "annotation",
+                edited(|n| {
+                    n.annotations_mut().remove("a");
+                }),
+                true,
+            ),
+            (
+                "taint",
+                edited(|n| n.spec.as_mut().unwrap().taints = Some(vec![Taint::default()])),
+                true,
+            ),
+            (
+                "cordon",
+                edited(|n| n.spec.as_mut().unwrap().unschedulable = Some(true)),
+                true,
+            ),
+            (
+                "Ready flips",
+                edited(|n| {
+                    conditions(n)[1] = condition("Ready", "False", "KubeletNotReady", 2_300)
+                }),
+                true,
+            ),
+            (
+                "Ready reason",
+                edited(|n| conditions(n)[1].reason = Some("Other".to_owned())),
+                true,
+            ),
+            (
+                "another condition's status",
+                edited(|n| conditions(n)[0].status = "True".to_owned()),
+                true,
+            ),
+            (
+                "boot ID (a reboot)",
+                edited(|n| {
+                    n.status
+                        .as_mut()
+                        .unwrap()
+                        .node_info
+                        .as_mut()
+                        .unwrap()
+                        .boot_id = "boot-2".to_owned()
+                }),
+                true,
+            ),
+            (
+                "recreated",
+                edited(|n| n.metadata.creation_timestamp = Some(time(600))),
+                true,
+            ),
+        ];
+        for (case, new, expected) in cases {
+            assert_eq!(node_changed(&node(), &new), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn events_wake_the_loop_on_a_change_only() {
+        let old = node();
+        let heartbeat = edited(|n| conditions(n)[1].last_heartbeat_time = Some(time(2_300)));
+        let relabelled = edited(|n| {
+            n.labels_mut().insert("x".to_owned(), "y".to_owned());
+        });
+        let step = |trigger: &mut Trigger<Node>, event: Event<Node>, cached: Option<&Node>| {
+            trigger.wakes(&event, cached, || 1)
+        };
+        let mut trigger = Trigger::new(node_changed);
+        let cases: Vec<(&str, Event<Node>, Option<&Node>, bool)> = vec![
+            (
+                "heartbeat",
+                Event::Apply(heartbeat.clone()),
+                Some(&old),
+                false,
+            ),
+            ("label", Event::Apply(relabelled.clone()), Some(&old), true),
+            ("new node", Event::Apply(old.clone()), None, true),
+            ("deleted", Event::Delete(old.clone()), Some(&old), true),
+            ("relist starts", Event::Init, None, false),
+            (
+                "relist: heartbeat",
+                Event::InitApply(heartbeat.clone()),
+                Some(&old),
+                false,
+            ),
+            ("relist unchanged", Event::InitDone, None, false),
+            ("relist starts", Event::Init, None, false),
+            (
+                "relist: label",
+                Event::InitApply(relabelled),
+                Some(&old),
+                false,
+            ),
+            ("relist found a change", Event::InitDone, None, true),
+            ("relist starts", Event::Init, None, false),
+            (
+                "relist found none of the one cached",
+                Event::InitDone,
+                None,
+                true,
+            ),
+        ];
+        for (case, event, cached, expected) in cases {
+            assert_eq!(step(&mut trigger, event, cached), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn other_objects_wake_on_a_new_resource_version() {
+        let old = node();
+        assert!(!version_changed(&old, &old));
+        assert!(version_changed(&old, &edited(|_| {})));
+        let unversioned = Node::default();
+        assert!(version_changed(&unversioned, &unversioned));
+    }
+}
