@@ -246,11 +246,22 @@ pub fn is_alive_running(pid: u32, needle: &str) -> bool {
     is_alive(pid) && String::from_utf8_lossy(&cmdline).contains(needle)
 }
 
-/// The last `lines` lines of a log file, for error messages.
+/// The last `lines` lines of a log file, for error messages. A Rust program that exits with an
+/// error under `RUST_BACKTRACE` ends its output with a stack backtrace, dozens of frames that
+/// would push the error itself out of the tail: the lines before the last backtrace are kept.
 pub fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    let end = all
+        .iter()
+        .rposition(|line| line.trim() == "Stack backtrace:")
+        .unwrap_or(all.len());
+    let before = all[..end]
+        .iter()
+        .rposition(|line| !line.trim().is_empty())
+        .map_or(0, |last| last + 1);
+    let shown = if end == all.len() { all.len() } else { before };
+    all[shown.saturating_sub(lines)..shown].join("\n")
 }
 
 #[cfg(test)]
@@ -400,6 +411,23 @@ mod tests {
         let cases = [(0, ""), (2, "2\n3"), (5, "1\n2\n3")];
         for (lines, expected) in cases {
             assert_eq!(log_tail(&path, lines), expected, "{lines} lines");
+        }
+        let failed = "starting\nError: binding 0.0.0.0:8080\n\nCaused by:\n    in use\n\n\
+                      Stack backtrace:\n   0: main\n             at src/main.rs:1\n";
+        std::fs::write(&path, failed)?;
+        let cases = [
+            (2, "Caused by:\n    in use"),
+            (
+                9,
+                "starting\nError: binding 0.0.0.0:8080\n\nCaused by:\n    in use",
+            ),
+        ];
+        for (lines, expected) in cases {
+            assert_eq!(
+                log_tail(&path, lines),
+                expected,
+                "{lines} lines before a backtrace"
+            );
         }
         assert_eq!(log_tail(&dir.path().join("missing"), 3), "");
         Ok(())

@@ -303,6 +303,42 @@ pub fn stop_recorded_controller(state: &StateDir, grace: Duration) -> Option<u32
     stop_recorded::<ControllerRecord>(state, grace)
 }
 
+/// How many times a process is started when its port was taken before it could bind it.
+const PORT_ATTEMPTS: usize = 3;
+
+/// Whether the process exited because another one bound its port first. [`free_port`] can only
+/// pick a port that is free now: between that and the process binding it, any outgoing
+/// connection on this machine may take it (a pod's ports would be its own, so this race exists
+/// only here). Such a start is retried with new ports; any other exit is the process's own
+/// failure and is reported as it is.
+pub(crate) fn lost_port_race(error: &InstallError) -> bool {
+    matches!(error, InstallError::Exited { tail, .. } if tail.contains("Address already in use"))
+}
+
+/// Runs `start` (which picks its ports afresh each time) until it does not lose a port race,
+/// at most [`PORT_ATTEMPTS`] times.
+pub(crate) async fn start_with_fresh_ports<T, E, F, Fut>(
+    binary: &str,
+    lost_race: fn(&E) -> bool,
+    mut start: F,
+) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    let mut attempt = 1;
+    loop {
+        match start().await {
+            Err(error) if attempt < PORT_ATTEMPTS && lost_race(&error) => {
+                tracing::warn!(binary, attempt, %error, "another process took a port first; starting again on new ports");
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 pub(crate) fn free_port(endpoint: &'static str) -> Result<u16, InstallError> {
     std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
@@ -327,6 +363,17 @@ pub async fn start_controller(
     if !agent.is_file() {
         return Err(InstallError::AgentMissing(agent));
     }
+    start_with_fresh_ports(CONTROLLER_BINARY, lost_port_race, || {
+        start_controller_on_free_ports(state, options, &binary)
+    })
+    .await
+}
+
+async fn start_controller_on_free_ports(
+    state: &StateDir,
+    options: &InstallOptions,
+    binary: &Path,
+) -> Result<ControllerProcess, InstallError> {
     let metrics_port = free_port("metrics")?;
     let probe_port = free_port("probe")?;
     let env = controller_env(
@@ -338,7 +385,7 @@ pub async fn start_controller(
     );
     let log_name = log_name(options.replica.as_deref());
     let launch = Launch {
-        binary: &binary,
+        binary,
         args: Vec::new(),
         env,
         log_name: &log_name,
@@ -488,6 +535,38 @@ mod tests {
             Some("256Mi")
         );
         assert_eq!(range.metadata.namespace.as_deref(), Some(NAMESPACE));
+    }
+
+    #[test]
+    fn only_a_bind_refused_for_a_taken_port_is_a_lost_race() {
+        use std::os::unix::process::ExitStatusExt;
+        let exited = |tail: &str| InstallError::Exited {
+            binary: CONTROLLER_BINARY,
+            status: std::process::ExitStatus::from_raw(256),
+            log: PathBuf::from("c.log"),
+            tail: tail.to_owned(),
+        };
+        let cases = [
+            (
+                exited("Error: binding 0.0.0.0:4321: Address already in use (os error 98)"),
+                true,
+            ),
+            (exited("Error: the Skyhook CRD is not installed"), false),
+            (
+                InstallError::NotReady {
+                    binary: CONTROLLER_BINARY,
+                    pid: 1,
+                    waited: Duration::from_secs(1),
+                    last: "Address already in use".to_owned(),
+                    log: PathBuf::from("c.log"),
+                    tail: "Address already in use".to_owned(),
+                },
+                false,
+            ),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(lost_port_race(&error), expected, "{error}");
+        }
     }
 
     #[test]

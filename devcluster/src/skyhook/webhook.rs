@@ -28,7 +28,9 @@ use kube::api::{
 };
 
 use super::background::{BackgroundProcess, BackgroundRecord, Launch, spawn, stop_recorded};
-use super::install::{InstallError, NAMESPACE, free_port, readyz};
+use super::install::{
+    InstallError, NAMESPACE, free_port, lost_port_race, readyz, start_with_fresh_ports,
+};
 use crate::state::StateDir;
 
 /// The webhook's binary name (also what `status` and `down` look for in `/proc/<pid>/cmdline`).
@@ -283,6 +285,20 @@ pub async fn start_webhook(
     if !binary.is_file() {
         return Err(WebhookError::Missing(binary));
     }
+    let lost_race =
+        |error: &WebhookError| matches!(error, WebhookError::Install(e) if lost_port_race(e));
+    start_with_fresh_ports(WEBHOOK_BINARY, lost_race, || {
+        start_webhook_on_free_ports(client, state, options, &binary)
+    })
+    .await
+}
+
+async fn start_webhook_on_free_ports(
+    client: &kube::Client,
+    state: &StateDir,
+    options: &WebhookOptions,
+    binary: &Path,
+) -> Result<WebhookProcess, WebhookError> {
     let port = free_port("webhook")?;
     let admin_port = free_port("webhook admin")?;
     register(client, port).await?;
@@ -304,7 +320,7 @@ pub async fn start_webhook(
         ),
     ]);
     let launch = Launch {
-        binary: &binary,
+        binary,
         args: webhook_args(&cert_dir, port, admin_port),
         env,
         log_name: WEBHOOK_BINARY,
