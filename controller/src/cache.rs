@@ -23,6 +23,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use futures::{StreamExt, future};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, NodeSystemInfo, Pod};
@@ -35,9 +36,14 @@ use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 use tokio::sync::Notify;
 use tracing::warn;
 
+pub mod own_writes;
 pub mod trigger;
 
+use own_writes::{CachedKind, OwnWrite, shows};
 use trigger::{Trigger, node_changed, version_changed};
+
+/// How often the caches are checked while the last reconcile's writes are not all shown.
+const OWN_WRITES_POLL: Duration = Duration::from_millis(10);
 
 /// The stores the reconcile reads.
 #[derive(Clone)]
@@ -48,6 +54,8 @@ pub struct Caches {
     pods: Store<Pod>,
     package_configmaps: Store<ConfigMap>,
     metadata_configmaps: Store<ConfigMap>,
+    /// The namespace of the controller's pods and ConfigMaps.
+    namespace: String,
 }
 
 impl std::fmt::Debug for Caches {
@@ -145,6 +153,7 @@ impl Caches {
                 pods,
                 package_configmaps,
                 metadata_configmaps,
+                namespace: namespace.to_owned(),
             },
             drive,
         )
@@ -158,6 +167,43 @@ impl Caches {
         self.pods.wait_until_ready().await?;
         self.package_configmaps.wait_until_ready().await?;
         self.metadata_configmaps.wait_until_ready().await
+    }
+
+    /// Waits until the caches show each of `writes` (see [`own_writes`]), at most `bound`;
+    /// `Err` carries how many they did not show in time.
+    pub async fn until_shown(&self, writes: Vec<OwnWrite>, bound: Duration) -> Result<(), usize> {
+        let started = Instant::now();
+        let mut unseen = writes;
+        loop {
+            unseen.retain(|write| !shows(write, self.cached_version(write).as_deref()));
+            if unseen.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() >= bound {
+                return Err(unseen.len());
+            }
+            tokio::time::sleep(OWN_WRITES_POLL).await;
+        }
+    }
+
+    /// The `resourceVersion` at which the cache of the write's kind holds its object.
+    fn cached_version(&self, write: &OwnWrite) -> Option<String> {
+        fn version<K: Resource>(object: Option<Arc<K>>) -> Option<String> {
+            object.and_then(|object| object.meta().resource_version.clone())
+        }
+        let name = write.name.as_str();
+        let owned =
+            |store: &Store<ConfigMap>| store.get(&ObjectRef::new(name).within(&self.namespace));
+        match write.kind {
+            CachedKind::Skyhook => version(self.skyhooks.get(&ObjectRef::new(name))),
+            CachedKind::Node => version(self.nodes.get(&ObjectRef::new(name))),
+            CachedKind::Pod => {
+                version(self.pods.get(&ObjectRef::new(name).within(&self.namespace)))
+            }
+            CachedKind::ConfigMap => version(
+                owned(&self.package_configmaps).or_else(|| owned(&self.metadata_configmaps)),
+            ),
+        }
     }
 
     /// Copies the current contents of every cache.

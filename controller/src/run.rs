@@ -12,6 +12,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::future;
@@ -138,8 +139,14 @@ async fn lead_and_reconcile(
     result
 }
 
-/// Reconciles one copy of the caches at a time: after every cache change, when the last plan
-/// asked for it, and at least every `DEFAULT_INTERVAL`.
+/// How long a reconcile waits at most for the caches to show the previous one's writes (see
+/// [`crate::cache::own_writes`]): far above a healthy watch's delay, short enough that a lost
+/// event costs little.
+const OWN_WRITES_BOUND: Duration = Duration::from_secs(5);
+
+/// Reconciles one copy of the caches at a time, each once the caches show the previous one's
+/// writes: after every cache change, when the last plan asked for it, and at least every
+/// `DEFAULT_INTERVAL`.
 pub async fn reconcile_loop(
     client: &Client,
     config: &Config,
@@ -156,10 +163,19 @@ pub async fn reconcile_loop(
     );
     let mut reconciler = Reconciler::new(client.clone(), config.clone(), recorder, metrics);
     loop {
-        let wait = reconciler.reconcile(&caches.objects()).await;
+        let reconciled = reconciler.reconcile(&caches.objects()).await;
+        if let Err(unseen) = caches
+            .until_shown(reconciled.writes, OWN_WRITES_BOUND)
+            .await
+        {
+            info!(
+                unseen,
+                "the caches did not show every write of the last reconcile in time; reconciling on"
+            );
+        }
         tokio::select! {
             () = changed.notified() => {}
-            () = tokio::time::sleep(wait) => {}
+            () = tokio::time::sleep(reconciled.wait) => {}
         }
     }
 }

@@ -27,19 +27,29 @@ use tracing::{debug, info, warn};
 
 use super::plan::{EventTarget, Eviction, NodePatch, Plan, PlannedEvent, node_write_order};
 use super::snapshot::{OwnedConfigMap, Snapshot};
+use crate::cache::own_writes::{CachedKind, OwnWrite, OwnWrites};
 use crate::metrics::Metrics;
 
 /// Field manager of every server-side apply the controller makes.
 pub const FIELD_MANAGER: &str = "skyhook-controller";
 
-/// Applies `plan`; returns the writes that failed.
+/// What carrying out a plan did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The writes that failed.
+    pub failures: Failures,
+    /// The writes that landed, for the next reconcile to wait until the caches show them.
+    pub writes: Vec<OwnWrite>,
+}
+
+/// Applies `plan`.
 pub async fn apply(
     client: &Client,
     recorder: &Recorder,
     namespace: &str,
     snapshot: &Snapshot,
     plan: Plan,
-) -> Failures {
+) -> Applied {
     log_size(&plan);
     let Plan {
         nodes,
@@ -56,7 +66,7 @@ pub async fn apply(
         malformed_states: _,
         long_node_lists: _,
     } = plan;
-    let writer = Writer::new(client, namespace, snapshot);
+    let mut writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();
     writer
         .set_finalizers(&finalizers, true, &mut failures)
@@ -94,7 +104,10 @@ pub async fn apply(
     writer
         .set_finalizers(&finalizers, false, &mut failures)
         .await;
-    failures
+    Applied {
+        failures,
+        writes: writer.own_writes.into_inner(),
+    }
 }
 
 /// One line per plan that writes anything, with how much of each kind.
@@ -133,6 +146,7 @@ struct Writer<'a> {
     configmaps: Api<ConfigMap>,
     nodes: Api<Node>,
     ssa: PatchParams,
+    own_writes: OwnWrites,
 }
 
 /// How the node patches went.
@@ -154,12 +168,13 @@ impl<'a> Writer<'a> {
             configmaps: Api::namespaced(client.clone(), namespace),
             nodes: Api::all(client.clone()),
             ssa: PatchParams::apply(FIELD_MANAGER).force(),
+            own_writes: OwnWrites::default(),
         }
     }
 
     /// The finalizer additions (`add`) or removals of the plan.
     async fn set_finalizers(
-        &self,
+        &mut self,
         finalizers: &BTreeMap<String, bool>,
         add: bool,
         failures: &mut Failures,
@@ -170,13 +185,20 @@ impl<'a> Writer<'a> {
             Operation::RemoveFinalizer
         };
         for (name, _) in finalizers.iter().filter(|(_, wanted)| **wanted == add) {
-            let result = set_finalizer(&self.skyhooks, self.snapshot, name, add).await;
+            let result = match set_finalizer(&self.skyhooks, self.snapshot, name, add).await {
+                Ok(Some(skyhook)) => {
+                    self.own_writes
+                        .returned(CachedKind::Skyhook, name, Ok(skyhook))
+                }
+                Ok(None) => Ok(()),
+                Err(error) => Err(error),
+            };
             failures.record(operation, name, result);
         }
     }
 
     async fn annotate_skyhooks(
-        &self,
+        &mut self,
         annotations: &BTreeMap<String, BTreeMap<String, String>>,
         failures: &mut Failures,
     ) {
@@ -185,8 +207,8 @@ impl<'a> Writer<'a> {
             let result = self
                 .skyhooks
                 .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(drop);
+                .await;
+            let result = self.own_writes.returned(CachedKind::Skyhook, name, result);
             failures.record(Operation::AnnotateSkyhook, name, result);
         }
     }
@@ -194,7 +216,7 @@ impl<'a> Writer<'a> {
     /// Releases before takes, and takes only once every release landed: a plan never holds a
     /// newly picked node next to one it failed to release (see `node_write_order`).
     async fn patch_nodes(
-        &self,
+        &mut self,
         nodes: &BTreeMap<String, NodePatch>,
         failures: &mut Failures,
     ) -> NodesWritten {
@@ -205,30 +227,21 @@ impl<'a> Writer<'a> {
             .map(|node| (node.name.as_str(), node.resource_version.as_deref()))
             .collect();
         let (others, takes) = node_write_order(nodes);
-        let mut refused = BTreeSet::new();
-        let mut changed_under_plan = patch_nodes(
-            &self.nodes,
-            nodes,
-            &read_versions,
-            others,
-            &mut refused,
+        let mut outcome = NodePatchOutcome {
+            refused: BTreeSet::new(),
             failures,
-        )
-        .await;
-        if refused.is_empty() {
-            changed_under_plan |= patch_nodes(
-                &self.nodes,
-                nodes,
-                &read_versions,
-                takes,
-                &mut refused,
-                failures,
-            )
-            .await;
+            own_writes: &mut self.own_writes,
+        };
+        let mut changed_under_plan =
+            patch_nodes(&self.nodes, nodes, &read_versions, others, &mut outcome).await;
+        if outcome.refused.is_empty() {
+            changed_under_plan |=
+                patch_nodes(&self.nodes, nodes, &read_versions, takes, &mut outcome).await;
         } else {
             debug!(nodes = ?takes, "a node patch failed; the nodes this plan takes wait for the next plan");
-            refused.extend(takes.into_iter().map(str::to_owned));
+            outcome.refused.extend(takes.into_iter().map(str::to_owned));
         }
+        let refused = outcome.refused;
         NodesWritten {
             waiting: refused,
             changed_under_plan,
@@ -236,11 +249,12 @@ impl<'a> Writer<'a> {
     }
 
     async fn apply_configmaps(
-        &self,
+        &mut self,
         upserts: Vec<ConfigMap>,
         waiting: &Waiting,
         failures: &mut Failures,
     ) {
+        let (configmaps, ssa) = (&self.configmaps, &self.ssa);
         let results = concurrently(
             upserts
                 .into_iter()
@@ -255,16 +269,17 @@ impl<'a> Writer<'a> {
                     "metadata": body.metadata,
                     "data": body.data,
                 });
-                let result = self
-                    .configmaps
-                    .patch(&name, &self.ssa, &Patch::Apply(value))
-                    .await
-                    .map(drop);
+                let result = configmaps.patch(&name, ssa, &Patch::Apply(value)).await;
                 (name, result)
             },
         )
         .await;
-        failures.record_all(Operation::ApplyConfigMap, results);
+        for (name, result) in results {
+            let result = self
+                .own_writes
+                .returned(CachedKind::ConfigMap, &name, result);
+            failures.record(Operation::ApplyConfigMap, &name, result);
+        }
     }
 
     async fn evict(&self, evictions: Vec<Eviction>, waiting: &Waiting, failures: &mut Failures) {
@@ -300,51 +315,57 @@ impl<'a> Writer<'a> {
         }
     }
 
-    async fn delete_pods(&self, pods: BTreeMap<String, String>, failures: &mut Failures) {
+    async fn delete_pods(&mut self, pods: BTreeMap<String, String>, failures: &mut Failures) {
+        let api = &self.pods;
         let results = concurrently(pods, |(name, why)| async move {
             debug!(pod = %name, reason = %why, "deleting pod");
-            let result = self
-                .pods
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(drop);
+            let result = api.delete(&name, &DeleteParams::default()).await;
             (name, result)
         })
         .await;
-        failures.record_all(Operation::DeletePod, results);
+        for (name, result) in results {
+            let result = self.own_writes.deleted(CachedKind::Pod, &name, result);
+            failures.record(Operation::DeletePod, &name, result);
+        }
     }
 
-    async fn create_pods(&self, pods: Vec<Pod>, waiting: &Waiting, failures: &mut Failures) {
+    async fn create_pods(&mut self, pods: Vec<Pod>, waiting: &Waiting, failures: &mut Failures) {
+        let api = &self.pods;
         let results = concurrently(
             pods.into_iter().filter(|pod| waiting.creates_pod(pod)),
             |pod| async move {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                // 409: a pod with this deterministic name exists already (a plan made from a
-                // cache that had not yet seen the previous creation); that pod is the one wanted.
-                let result = match self.pods.create(&PostParams::default(), &pod).await {
-                    Err(error) if is_status(&error, 409) => Ok(()),
-                    other => other.map(drop),
-                };
+                let result = api.create(&PostParams::default(), &pod).await;
                 (name, result)
             },
         )
         .await;
-        failures.record_all(Operation::CreatePod, results);
+        for (name, result) in results {
+            let result = match result {
+                // A pod with this deterministic name exists already (created by a previous
+                // leader whose writes this cache had not shown yet): it is the one wanted.
+                Err(error) if is_status(&error, 409) => Ok(()),
+                other => self.own_writes.returned(CachedKind::Pod, &name, other),
+            };
+            failures.record(Operation::CreatePod, &name, result);
+        }
     }
 
-    async fn delete_configmaps(&self, names: BTreeSet<String>, failures: &mut Failures) {
+    async fn delete_configmaps(&mut self, names: BTreeSet<String>, failures: &mut Failures) {
         for name in names {
             let result = self
                 .configmaps
                 .delete(&name, &DeleteParams::default())
-                .await
-                .map(drop);
+                .await;
+            let result = self
+                .own_writes
+                .deleted(CachedKind::ConfigMap, &name, result);
             failures.record(Operation::DeleteConfigMap, &name, result);
         }
     }
 
     async fn apply_statuses(
-        &self,
+        &mut self,
         statuses: BTreeMap<String, SkyhookStatus>,
         failures: &mut Failures,
     ) {
@@ -357,8 +378,8 @@ impl<'a> Writer<'a> {
             let result = self
                 .skyhooks
                 .patch_status(&name, &self.ssa, &Patch::Apply(value))
-                .await
-                .map(drop);
+                .await;
+            let result = self.own_writes.returned(CachedKind::Skyhook, &name, result);
             failures.record(Operation::ApplySkyhookStatus, &name, result);
         }
     }
@@ -565,17 +586,6 @@ impl Failures {
         }
     }
 
-    /// [`Failures::record`] for each `(name, result)`.
-    fn record_all(
-        &mut self,
-        operation: Operation,
-        results: Vec<(String, Result<(), kube::Error>)>,
-    ) {
-        for (name, result) in results {
-            self.record(operation, &name, result);
-        }
-    }
-
     /// Adds the failures of `other`.
     pub fn merge(&mut self, other: Failures) {
         for (operation, count) in other.by_operation {
@@ -611,13 +621,13 @@ async fn set_finalizer(
     snapshot: &Snapshot,
     name: &str,
     add: bool,
-) -> Result<(), kube::Error> {
+) -> Result<Option<Skyhook>, kube::Error> {
     let Some(skyhook) = snapshot
         .skyhooks
         .iter()
         .find(|s| s.metadata.name.as_deref() == Some(name))
     else {
-        return Ok(());
+        return Ok(None);
     };
     let mut finalizers: Vec<String> = skyhook.metadata.finalizers.clone().unwrap_or_default();
     finalizers.retain(|f| f != keys::FINALIZER);
@@ -632,18 +642,25 @@ async fn set_finalizer(
     });
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
-        .map(drop)
+        .map(Some)
 }
 
 /// Patches the nodes `names` concurrently, adding those whose patch failed to `refused`;
 /// returns whether any was refused because the node changed since the plan read it (409).
+/// Where [`patch_nodes`] records how its patches went.
+struct NodePatchOutcome<'a> {
+    /// The nodes whose patch failed.
+    refused: BTreeSet<String>,
+    failures: &'a mut Failures,
+    own_writes: &'a mut OwnWrites,
+}
+
 async fn patch_nodes(
     api: &Api<Node>,
     nodes: &BTreeMap<String, NodePatch>,
     read_versions: &HashMap<&str, Option<&str>>,
     names: Vec<&str>,
-    refused: &mut BTreeSet<String>,
-    failures: &mut Failures,
+    outcome: &mut NodePatchOutcome<'_>,
 ) -> bool {
     let results = concurrently(names, |name| async move {
         let result = match nodes.get(name) {
@@ -651,16 +668,23 @@ async fn patch_nodes(
                 let version = read_versions.get(name).copied().flatten();
                 patch_node(api, name, patch, version).await
             }
-            None => Ok(()),
+            None => Ok(None),
         };
         (name, result)
     })
     .await;
     let mut changed_under_plan = false;
     for (name, result) in results {
+        let result = match result {
+            Ok(Some(node)) => outcome
+                .own_writes
+                .returned(CachedKind::Node, name, Ok(node)),
+            Ok(None) => Ok(()),
+            Err(error) => Err(error),
+        };
         changed_under_plan |= is_status_result(&result, 409);
-        if failures.record(Operation::PatchNode, name, result) {
-            refused.insert(name.to_owned());
+        if outcome.failures.record(Operation::PatchNode, name, result) {
+            outcome.refused.insert(name.to_owned());
         }
     }
     changed_under_plan
@@ -674,10 +698,13 @@ async fn patch_node(
     name: &str,
     patch: &NodePatch,
     resource_version: Option<&str>,
-) -> Result<(), kube::Error> {
+) -> Result<Option<Node>, kube::Error> {
+    let mut written = None;
     if let Some(body) = node_merge_patch(patch, resource_version) {
-        api.patch(name, &PatchParams::default(), &Patch::Merge(body))
-            .await?;
+        written = Some(
+            api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+                .await?,
+        );
     }
     if !(patch.conditions.is_empty() && patch.remove_conditions.is_empty()) {
         let now = jiff::Timestamp::now().to_string();
@@ -700,14 +727,16 @@ async fn patch_node(
             })
             .chain(removals)
             .collect();
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Strategic(json!({"status": {"conditions": conditions}})),
-        )
-        .await?;
+        written = Some(
+            api.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(json!({"status": {"conditions": conditions}})),
+            )
+            .await?,
+        );
     }
-    Ok(())
+    Ok(written)
 }
 
 /// The object an Event is about.

@@ -10,7 +10,7 @@
 //! 5. [`report`]: publish each Skyhook's metrics and count the failed requests.
 //!
 //! [`Reconciler::reconcile`] runs the five steps in a `reconcile` tracing span and returns how
-//! long the next reconcile may wait.
+//! long the next reconcile may wait and the writes the caches must show before it starts.
 
 /// 1. What the caches do not hold.
 pub mod observe;
@@ -39,6 +39,7 @@ use skyhook_api::conditions::LongList;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::cache::CachedObjects;
+use crate::cache::own_writes::OwnWrite;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use event_budget::EventBudget;
@@ -47,6 +48,15 @@ use snapshot::Snapshot;
 
 /// How soon a reconcile runs again after a request failed.
 pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// What one reconcile leaves for the loop.
+#[derive(Debug)]
+pub struct Reconciled {
+    /// How long the next reconcile may wait at most.
+    pub wait: Duration,
+    /// The writes that landed: the next reconcile waits until the caches show them.
+    pub writes: Vec<OwnWrite>,
+}
 
 /// Runs reconciles one at a time, keeping what lasts between them: the Event budget and the
 /// Skyhooks with published metrics.
@@ -81,8 +91,8 @@ impl Reconciler {
         }
     }
 
-    /// One reconcile over `cached`; returns how long the next may wait at most.
-    pub async fn reconcile(&mut self, cached: &CachedObjects) -> Duration {
+    /// One reconcile over `cached`.
+    pub async fn reconcile(&mut self, cached: &CachedObjects) -> Reconciled {
         let span = info_span!(
             "reconcile",
             skyhooks = cached.skyhooks.len(),
@@ -91,7 +101,7 @@ impl Reconciler {
         self.pipeline(cached).instrument(span).await
     }
 
-    async fn pipeline(&mut self, cached: &CachedObjects) -> Duration {
+    async fn pipeline(&mut self, cached: &CachedObjects) -> Reconciled {
         let _timer = self.metrics.reconcile_started();
         let now = jiff::Timestamp::now();
         let observe::Observed {
@@ -122,14 +132,18 @@ impl Reconciler {
             wait = wait.min(after);
         }
         let namespace = &self.config.pods.namespace;
-        failures
-            .merge(apply::apply(&self.client, &self.recorder, namespace, &snapshot, planned).await);
+        let applied =
+            apply::apply(&self.client, &self.recorder, namespace, &snapshot, planned).await;
+        failures.merge(applied.failures);
         if !failures.is_empty() {
             wait = wait.min(RETRY_AFTER_FAILURE);
         }
         self.reporter.report(cached);
         failures.count_into(&self.metrics);
-        wait
+        Reconciled {
+            wait,
+            writes: applied.writes,
+        }
     }
 }
 
