@@ -405,6 +405,7 @@ mod tests {
             stage,
             state,
             restarts: 0,
+            last_transition_time: None,
         }
     }
 

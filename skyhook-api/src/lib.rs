@@ -22,6 +22,7 @@ pub mod status;
 #[cfg(test)]
 mod test_support;
 pub mod toleration;
+pub mod transition;
 pub mod uninstall;
 pub mod v1alpha1;
 pub mod validate;

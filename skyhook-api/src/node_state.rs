@@ -172,6 +172,11 @@ impl NodeState {
         self.entries.iter()
     }
 
+    /// Every entry, mutable, in key order (an entry's name and version must not change).
+    pub fn entries_mut(&mut self) -> impl Iterator<Item = &mut PackageStatus> {
+        self.entries.values_mut()
+    }
+
     /// Keeps only the entries for which `keep` returns true.
     pub fn retain(&mut self, mut keep: impl FnMut(&PackageKey, &PackageStatus) -> bool) {
         self.entries.retain(|key, status| keep(key, status));

@@ -133,6 +133,7 @@ pub fn entry_for(package: &Package, stage: Stage, state: State) -> PackageStatus
         stage,
         state,
         restarts: 0,
+        last_transition_time: None,
     }
 }
 
@@ -418,6 +419,7 @@ fn pod_entry(
         stage,
         state,
         restarts,
+        last_transition_time: None,
     }
 }
 
@@ -443,6 +445,7 @@ mod tests {
             stage,
             state,
             restarts: 0,
+            last_transition_time: None,
         }
     }
 

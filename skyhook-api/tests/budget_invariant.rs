@@ -101,6 +101,7 @@ impl SimNode {
             state: entry_state,
             container_sha: String::new(),
             restarts: 0,
+            last_transition_time: None,
         });
         state
     }

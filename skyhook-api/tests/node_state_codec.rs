@@ -16,6 +16,7 @@ fn status(name: &str, version: &str, stage: Stage, state: State) -> PackageStatu
         stage,
         state,
         restarts: 0,
+        last_transition_time: None,
     }
 }
 
@@ -292,6 +293,7 @@ fn arb_status() -> impl Strategy<Value = PackageStatus> {
                 stage,
                 state,
                 restarts,
+                last_transition_time: None,
             },
         )
 }
@@ -324,4 +326,21 @@ proptest! {
         let decoded = NodeState::parse(&pretty).unwrap();
         prop_assert_eq!(decoded.to_annotation(), state.to_annotation());
     }
+}
+
+#[test]
+fn transition_time_is_written_last_and_read_back() {
+    let upstream = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/tuning","stage":"apply","state":"complete"}}"#;
+    let mut state = NodeState::parse(upstream).unwrap();
+    assert_eq!(state.to_annotation(), upstream, "no time, nothing added");
+    let text = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/tuning","stage":"apply","state":"complete","restarts":2,"lastTransitionTime":"2027-01-15T08:00:00Z"}}"#;
+    state = NodeState::parse(text).unwrap();
+    let entry = state.get_version("tuning", "1.0.0").unwrap();
+    let expected: k8s_openapi::jiff::Timestamp = "2027-01-15T08:00:00Z".parse().unwrap();
+    assert_eq!(
+        entry.last_transition_time.as_ref().map(|t| t.0),
+        Some(expected)
+    );
+    assert_eq!(state.to_annotation(), text);
+    assert_eq!(entry.without_transition_time().last_transition_time, None);
 }

@@ -1,6 +1,7 @@
 //! Per-package lifecycle values (`Stage`, `State`), the node/Skyhook `Status`, and the
 //! `PackageStatus` entry stored in node state.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -203,6 +204,24 @@ pub struct PackageStatus {
     /// How many times the container of the last stage restarted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub restarts: i32,
+    /// When `stage` or `state` last changed on this node (RFC 3339, seconds), as Kubernetes
+    /// names the field in conditions. Ours only: upstream ignores unknown fields and entries
+    /// it writes have none. Left out of the CRD schema and of `status.nodeState` (see
+    /// [`PackageStatus::without_transition_time`]): a cluster still on upstream's CRD would
+    /// prune it from the status and the controller would rewrite that status forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub last_transition_time: Option<Time>,
+}
+
+impl PackageStatus {
+    /// This entry as `status.nodeState` mirrors it: without its transition time.
+    pub fn without_transition_time(&self) -> PackageStatus {
+        PackageStatus {
+            last_transition_time: None,
+            ..self.clone()
+        }
+    }
 }
 
 // serde's `skip_serializing_if` hands over a reference.
