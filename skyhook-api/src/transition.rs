@@ -103,10 +103,17 @@ mod tests {
         }
     }
 
+    /// (previous as written, entry as left, expected time, expected finished stage, seconds)
+    type Case = (
+        Option<PackageStatus>,
+        PackageStatus,
+        Option<i64>,
+        Option<(Stage, f64)>,
+    );
+
     #[test]
     fn stamps_changes_and_reports_finished_attempts() {
         let now = 100;
-        // (previous as written, entry as left, expected time, expected finished stage, seconds)
         let cases: &[(
             Option<PackageStatus>,
             PackageStatus,
