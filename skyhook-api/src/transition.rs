@@ -114,12 +114,7 @@ mod tests {
     #[test]
     fn stamps_changes_and_reports_finished_attempts() {
         let now = 100;
-        let cases: &[(
-            Option<PackageStatus>,
-            PackageStatus,
-            Option<i64>,
-            Option<(Stage, f64)>,
-        )] = &[
+        let cases: &[Case] = &[
             // A new entry: stamped, nothing finished (no start known).
             (None, entry(Apply, InProgress, None), Some(now), None),
             // Unchanged: keeps its time, even when the caller built it afresh.
