@@ -17,7 +17,7 @@
 //! Deliberate difference: upstream set each package's state and stage gauges inside one nested
 //! loop, so a state count held only the count of the last stage seen; here each is a true count.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
@@ -100,6 +100,17 @@ pub struct RolloutLabels {
     pub compartment_name: String,
     /// `fixed`, `linear`, `exponential` or `unknown`.
     pub strategy: String,
+}
+
+/// Labels of the stage duration histogram.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageDurationLabels {
+    /// The Skyhook.
+    pub skyhook_name: String,
+    /// The package (no version: a rollout's durations stay one series across versions).
+    pub package_name: String,
+    /// The [`Stage`] that finished.
+    pub stage: &'static str,
 }
 
 /// Labels of the reconcile failure counter.
@@ -372,6 +383,9 @@ pub struct Metrics {
     package_stage: Family<PackageStageLabels, Gauge>,
     package_restarts: Family<PackageLabels, Gauge>,
     rollout: RolloutFamilies,
+    stage_durations: Family<StageDurationLabels, Histogram>,
+    /// The label sets of `stage_durations`, which a Family cannot list, for [`Metrics::remove`].
+    stage_duration_labels: Mutex<HashSet<StageDurationLabels>>,
     reconcile_runs: Counter,
     reconcile_failures: Family<CategoryLabels, Counter>,
     reconcile_duration: Histogram,
@@ -397,6 +411,8 @@ impl Metrics {
             package_stage: Family::default(),
             package_restarts: Family::default(),
             rollout: RolloutFamilies::default(),
+            stage_durations: Family::new_with_constructor(stage_duration_histogram),
+            stage_duration_labels: Mutex::new(HashSet::new()),
             reconcile_runs: Counter::default(),
             reconcile_failures: Family::default(),
             reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
@@ -441,6 +457,11 @@ impl Metrics {
             "skyhook_package_restarts_count",
             "Restarts of the package's containers, summed over nodes",
             self.package_restarts.clone(),
+        );
+        self.registry.register(
+            "skyhook_package_stage_duration_seconds",
+            "Time a package's stage took on a node, from its previous transition to its completion",
+            self.stage_durations.clone(),
         );
     }
 
@@ -562,6 +583,16 @@ impl Metrics {
         if let Some(previous) = published.remove(skyhook) {
             self.delete_missing(&previous, &SkyhookSeries::default());
         }
+        self.stage_duration_labels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|labels| {
+                let keep = labels.skyhook_name != skyhook;
+                if !keep {
+                    self.stage_durations.remove(labels);
+                }
+                keep
+            });
     }
 
     /// Removes the label sets of `previous` that `next` does not have.
@@ -600,6 +631,20 @@ impl Metrics {
         }
     }
 
+    /// Observes one finished stage attempt of `package` of `skyhook`.
+    pub fn observe_stage_duration(&self, skyhook: &str, package: &str, stage: Stage, seconds: f64) {
+        let labels = StageDurationLabels {
+            skyhook_name: skyhook.to_owned(),
+            package_name: package.to_owned(),
+            stage: stage.as_str(),
+        };
+        self.stage_durations.get_or_create(&labels).observe(seconds);
+        self.stage_duration_labels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(labels);
+    }
+
     /// Counts a reconcile and measures it until the returned guard is dropped.
     pub fn reconcile_started(&self) -> ReconcileTimer<'_> {
         self.reconcile_runs.inc();
@@ -630,6 +675,12 @@ impl Metrics {
         encode(&mut text, &self.registry)?;
         Ok(text)
     }
+}
+
+/// Buckets from one second to about four and a half hours: a stage runs a package's scripts,
+/// drains or reboots a node.
+fn stage_duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 15))
 }
 
 /// Observes the reconcile duration when dropped.

@@ -13,6 +13,7 @@ fn entry(name: &str, version: &str, stage: Stage, state: State, restarts: i32) -
         stage,
         state,
         restarts,
+        last_transition_time: None,
     }
 }
 
@@ -389,4 +390,35 @@ fn reconcile_metrics() {
         text.contains("skyhook_controller_reconcile_duration_seconds_count 1"),
         "{text}"
     );
+}
+
+#[test]
+fn stage_durations_are_observed_and_go_with_their_skyhook() {
+    let metrics = Metrics::new();
+    metrics.observe_stage_duration("gone", "tuning", Stage::Apply, 3.0);
+    metrics.observe_stage_duration("gone", "tuning", Stage::Apply, 70.0);
+    metrics.observe_stage_duration("kept", "driver", Stage::Interrupt, 200.0);
+    let text = metrics.encode().unwrap();
+    let series = "skyhook_package_stage_duration_seconds";
+    for line in [
+        format!(
+            "{series}_bucket{{le=\"4.0\",skyhook_name=\"gone\",package_name=\"tuning\",stage=\"apply\"}} 1"
+        ),
+        format!(
+            "{series}_bucket{{le=\"128.0\",skyhook_name=\"gone\",package_name=\"tuning\",stage=\"apply\"}} 2"
+        ),
+        format!(
+            "{series}_sum{{skyhook_name=\"gone\",package_name=\"tuning\",stage=\"apply\"}} 73.0"
+        ),
+        format!(
+            "{series}_count{{skyhook_name=\"kept\",package_name=\"driver\",stage=\"interrupt\"}} 1"
+        ),
+    ] {
+        assert!(text.contains(&line), "{line} not in {text}");
+    }
+
+    metrics.remove("gone");
+    let text = metrics.encode().unwrap();
+    assert_eq!(lines_for(&text, "gone"), Vec::<String>::new(), "{text}");
+    assert!(!lines_for(&text, "kept").is_empty(), "{text}");
 }

@@ -25,7 +25,9 @@ use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
 use tracing::{debug, info, warn};
 
-use super::plan::{EventTarget, Eviction, NodePatch, Plan, PlannedEvent, node_write_order};
+use super::plan::{
+    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, StageDuration, node_write_order,
+};
 use super::snapshot::{OwnedConfigMap, Snapshot};
 use crate::cache::own_writes::{CachedKind, OwnWrite, OwnWrites};
 use crate::metrics::Metrics;
@@ -40,6 +42,9 @@ pub struct Applied {
     pub failures: Failures,
     /// The writes that landed, for the next reconcile to wait until the caches show them.
     pub writes: Vec<OwnWrite>,
+    /// The plan's stage durations whose node patch landed, for the metrics (a refused patch
+    /// is planned again, so each stage is counted once).
+    pub stage_durations: Vec<StageDuration>,
 }
 
 /// Applies `plan`.
@@ -65,6 +70,7 @@ pub async fn apply(
         requeue_after: _,
         malformed_states: _,
         long_node_lists: _,
+        stage_durations,
     } = plan;
     let mut writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();
@@ -75,6 +81,7 @@ pub async fn apply(
         .annotate_skyhooks(&skyhook_annotations, &mut failures)
         .await;
     let written = writer.patch_nodes(&nodes, &mut failures).await;
+    let stage_durations = landed_durations(stage_durations, &written.waiting);
     let waiting = Waiting::after_node_patches(
         written.waiting.clone(),
         written.changed_under_plan,
@@ -107,7 +114,17 @@ pub async fn apply(
     Applied {
         failures,
         writes: writer.own_writes.into_inner(),
+        stage_durations,
     }
+}
+
+/// The stage durations whose node patch was written: a refused patch is planned again.
+fn landed_durations(
+    mut durations: Vec<StageDuration>,
+    waiting: &BTreeSet<String>,
+) -> Vec<StageDuration> {
+    durations.retain(|d| !waiting.contains(&d.node));
+    durations
 }
 
 /// One line per plan that writes anything, with how much of each kind.

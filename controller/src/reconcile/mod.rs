@@ -135,6 +135,15 @@ impl Reconciler {
         let applied =
             apply::apply(&self.client, &self.recorder, namespace, &snapshot, planned).await;
         failures.merge(applied.failures);
+        for landed in &applied.stage_durations {
+            let finished = &landed.finished;
+            self.metrics.observe_stage_duration(
+                &landed.skyhook,
+                &finished.package,
+                finished.stage,
+                finished.seconds,
+            );
+        }
         if !failures.is_empty() {
             wait = wait.min(RETRY_AFTER_FAILURE);
         }

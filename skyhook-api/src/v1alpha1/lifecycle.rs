@@ -222,6 +222,12 @@ impl PackageStatus {
             ..self.clone()
         }
     }
+
+    /// Whether `other` records the same progress: equal but for the transition time, which
+    /// only the stamping rule sets (`crate::transition`).
+    pub fn same_progress(&self, other: &PackageStatus) -> bool {
+        self.without_transition_time() == other.without_transition_time()
+    }
 }
 
 // serde's `skip_serializing_if` hands over a reference.

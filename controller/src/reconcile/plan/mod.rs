@@ -48,6 +48,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
 use skyhook_api::conditions::LongList;
 use skyhook_api::resources::{CpuMemory, pod_requests};
 use skyhook_api::runtime_required::has_taint;
+use skyhook_api::transition::FinishedStage;
 use skyhook_api::v1alpha1::SkyhookStatus;
 
 use crate::config::Config;
@@ -100,6 +101,21 @@ pub struct Plan {
     /// Node lists too long for the condition messages of the Skyhook named first, for the log;
     /// only when that Skyhook's status changes.
     pub long_node_lists: Vec<(String, LongList)>,
+    /// Stage attempts this plan finished, for `skyhook_package_stage_duration_seconds`: the
+    /// apply step records those whose node patch landed, so a refused patch, planned again,
+    /// is counted once.
+    pub stage_durations: Vec<StageDuration>,
+}
+
+/// A stage attempt that finished on a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageDuration {
+    /// The node whose patch carries the transition.
+    pub node: String,
+    /// The Skyhook.
+    pub skyhook: String,
+    /// The package, stage and duration.
+    pub finished: FinishedStage,
 }
 
 /// A `nodeState_<skyhook>` annotation that did not parse.

@@ -154,9 +154,9 @@ impl Planner<'_> {
         let edit = on_pod_failed(annotation, failure.restarts);
         let state = work.state(&annotation.skyhook);
         let changed = match &edit {
-            NodeStateEdit::Upsert(entry) => {
-                state.get_version(&entry.name, &entry.version) != Some(entry)
-            }
+            NodeStateEdit::Upsert(entry) => !state
+                .get_version(&entry.name, &entry.version)
+                .is_some_and(|old| old.same_progress(entry)),
             NodeStateEdit::Remove(_) => true,
         };
         apply_edits(state, std::slice::from_ref(&edit));

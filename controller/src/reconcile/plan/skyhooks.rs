@@ -29,7 +29,7 @@ use super::packages::changed_keys;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
 use super::status::{NextStatus, Outcome, invalid_status, next_status};
 use super::taints::matched_nodes;
-use super::{CONTROLLER_VERSION, EventTarget, Planner};
+use super::{CONTROLLER_VERSION, EventTarget, Planner, StageDuration};
 use crate::names::OwnerSkyhook;
 use crate::reconcile::snapshot::NodeView;
 
@@ -504,13 +504,24 @@ impl<'s> Planner<'s> {
             reason,
             keys::node_erroring_message(name, erroring),
         );
+        let finished = work.stamp_transitions(name, self.now);
         if work.state(name).is_empty() {
             status.node_state.remove(&node.name);
         } else {
-            status
-                .node_state
-                .insert(node.name.clone(), work.state(name).clone());
+            let mirror = work
+                .state(name)
+                .iter()
+                .map(|(_, entry)| entry.without_transition_time())
+                .collect();
+            status.node_state.insert(node.name.clone(), mirror);
         }
+        self.plan
+            .stage_durations
+            .extend(finished.into_iter().map(|finished| StageDuration {
+                node: node.name.clone(),
+                skyhook: name.to_owned(),
+                finished,
+            }));
         let version_key = keys::node_version_annotation(name);
         if node.annotations.get(&version_key).map(String::as_str) != Some(CONTROLLER_VERSION) {
             work.set_annotation(version_key, CONTROLLER_VERSION.to_owned());

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
+use skyhook_api::transition::{FinishedStage, stamp_transitions};
 use skyhook_api::v1alpha1::Status;
 
 use super::NodePatch;
@@ -70,6 +72,23 @@ impl<'s> NodeWork<'s> {
                 NodeState::new()
             })
         })
+    }
+
+    /// Stamps the transition times of `skyhook`'s node state against the annotation as read
+    /// (see [`stamp_transitions`]); the stage attempts this plan finished. Called once per
+    /// Skyhook and node, after the last edit of the state.
+    pub(super) fn stamp_transitions(
+        &mut self,
+        skyhook: &str,
+        now: Timestamp,
+    ) -> Vec<FinishedStage> {
+        let written = self
+            .view
+            .annotations
+            .get(&keys::node_state_annotation(skyhook))
+            .and_then(|text| NodeState::parse(text).ok())
+            .unwrap_or_default();
+        stamp_transitions(&written, self.state(skyhook), now)
     }
 
     /// Whether the node-state annotation of `skyhook` does not parse.

@@ -15,5 +15,6 @@ mod policy;
 mod reboots;
 mod scenarios;
 mod sim;
+mod stage_durations;
 mod targeting;
 mod uninstall;
