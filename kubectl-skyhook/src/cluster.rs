@@ -20,6 +20,8 @@ pub struct Cluster {
     pub policies: Vec<DeploymentPolicy>,
     /// PodDisruptionBudgets, read when a drain may be waiting on them.
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// When it was read: the `now` of estimates.
+    pub read_at: Timestamp,
 }
 
 static NO_STRINGS: BTreeMap<String, String> = BTreeMap::new();

@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod eta;
 pub mod logs;
 pub mod operator_version;
 pub mod output;

@@ -4,6 +4,7 @@ use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, LogParams, Patch as KubePatch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -144,6 +145,7 @@ pub(super) async fn read_cluster(
         .await?,
         pods: Vec::new(),
         pdbs: Vec::new(),
+        read_at: Timestamp::now(),
     };
     if pods {
         let package_pods = Api::<Pod>::namespaced(client.clone(), &global.namespace)

@@ -65,6 +65,8 @@ pub fn cluster() -> Cluster {
     demo.status = Some(
         serde_json::from_value(json!({
             "status": "erroring",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "InProgress",
+                "message": "rolling out", "lastTransitionTime": "2026-01-01T10:30:00Z"}],
             "nodePriority": {"node-b": "2026-01-01T11:00:00Z", "node-c": "2026-01-01T11:00:00Z"},
             "compartmentStatuses": {"__default__": {"matched": 5, "ceiling": 5, "inProgress": 1,
                 "completed": 1, "progressPercent": 20, "batchState": {"currentBatch": 2, "lastBatchSize": 1, "completedNodes": 1}}},
@@ -158,7 +160,10 @@ pub fn cluster() -> Cluster {
         .annotations
         .get_or_insert_with(Default::default)
         .insert("skyhook.nvidia.com/cordon_demo".into(), "true".into());
+    let mut completed_at_10_past_11 = tuning("config", "complete", 0);
+    completed_at_10_past_11["lastTransitionTime"] = json!("2026-01-01T11:10:00Z");
     Cluster {
+        read_at: "2026-01-01T11:20:00Z".parse().unwrap(),
         pdbs: vec![pdb("web-pdb", "web", 0), pdb("batch-pdb", "batch", 1)],
         skyhooks: vec![demo, gpu],
         policies: vec![policy],
@@ -168,7 +173,7 @@ pub fn cluster() -> Cluster {
                 "node-a",
                 1,
                 demo_labels(),
-                progress("demo", "complete", &[tuning("config", "complete", 0)]),
+                progress("demo", "complete", &[completed_at_10_past_11]),
                 json!([]),
             ),
             node_b,
