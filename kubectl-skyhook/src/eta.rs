@@ -13,6 +13,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::Skyhook;
 
+use crate::rollout::Rollout;
+
 /// What the estimate is computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolloutTimes {
@@ -85,6 +87,63 @@ pub fn estimate_end(times: &RolloutTimes, now: Timestamp) -> Estimate {
         end,
         completed: since_start.len(),
         observed,
+    }
+}
+
+/// The estimated end of `rollout` at `now`.
+pub fn rollout_estimate(rollout: &Rollout<'_>, now: Timestamp) -> Estimate {
+    estimate_end(&rollout_times(rollout), now)
+}
+
+/// What [`estimate_end`] needs from a rollout.
+pub fn rollout_times(rollout: &Rollout<'_>) -> RolloutTimes {
+    let skyhook = rollout.skyhook;
+    let halted = if skyhook.is_disabled() {
+        Some("the Skyhook is disabled".to_owned())
+    } else if skyhook.is_paused() {
+        Some("the Skyhook is paused".to_owned())
+    } else {
+        (rollout.compartments.iter())
+            .find(|c| c.batch_state.should_stop)
+            .map(|c| format!("compartment {} stopped after failed batches", c.spec.name))
+    };
+    let complete = || rollout.nodes.iter().filter(|n| n.complete);
+    RolloutTimes {
+        started: rollout_started(skyhook),
+        completed: complete().map(|n| completed_at(&n.state)).collect(),
+        remaining: rollout.nodes.iter().filter(|n| !n.complete).count(),
+        halted,
+    }
+}
+
+/// The estimate as the `estimatedEnd` and `estimateBasis` fields of `status`.
+pub fn describe(estimate: &Estimate, now: Timestamp) -> (String, String) {
+    match estimate {
+        Estimate::Done => ("done".into(), "every selected node is complete".into()),
+        Estimate::At {
+            end,
+            completed,
+            observed,
+        } => (
+            end.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            format!(
+                "in {}, at the pace of {completed} node(s) completed in {} since the rollout started",
+                short_duration(now.duration_until(*end)),
+                short_duration(*observed)
+            ),
+        ),
+        Estimate::Unknown(why) => ("unknown".into(), why.clone()),
+    }
+}
+
+/// `1h20m`, `12m`, `45s`: minutes are enough for a rollout.
+fn short_duration(duration: SignedDuration) -> String {
+    let seconds = duration.as_secs().max(0);
+    let (hours, minutes) = (seconds / 3600, seconds % 3600 / 60);
+    match (hours, minutes) {
+        (0, 0) => format!("{seconds}s"),
+        (0, _) => format!("{minutes}m"),
+        _ => format!("{hours}h{minutes}m"),
     }
 }
 

@@ -5,7 +5,6 @@
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use skyhook_api::budget::BlockReason;
 use skyhook_api::keys;
@@ -14,7 +13,7 @@ use skyhook_api::selector::Selector;
 use skyhook_api::v1alpha1::{PackageStatus, State, Status};
 
 use crate::cluster::{self, Cluster, name_of, pod_label, pod_node};
-use crate::eta::{Estimate, RolloutTimes, completed_at, estimate_end, rollout_started};
+use crate::eta::{describe, rollout_estimate};
 use crate::output::{Block, Cell, Table, Tone, View};
 use crate::rollout::{CompartmentView, NodeFacts, Rollout, changed_keys};
 use crate::views::{UninstallRow, uninstall_progress, uninstall_table};
@@ -191,8 +190,8 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         .map(|n| &n.state)
         .collect();
     let uninstalls = uninstall_progress(skyhook, &readable);
-    let (estimated_end, estimate_basis) = describe_estimate(
-        &estimate_end(&rollout_times(&rollout), cluster.read_at),
+    let (estimated_end, estimate_basis) = describe(
+        &rollout_estimate(&rollout, cluster.read_at),
         cluster.read_at,
     );
     Some(SkyhookDetail {
@@ -220,58 +219,6 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         blocked,
         warnings,
     })
-}
-
-/// What [`estimate_end`] needs from a rollout.
-fn rollout_times(rollout: &Rollout<'_>) -> RolloutTimes {
-    let skyhook = rollout.skyhook;
-    let halted = if skyhook.is_disabled() {
-        Some("the Skyhook is disabled".to_owned())
-    } else if skyhook.is_paused() {
-        Some("the Skyhook is paused".to_owned())
-    } else {
-        (rollout.compartments.iter())
-            .find(|c| c.batch_state.should_stop)
-            .map(|c| format!("compartment {} stopped after failed batches", c.spec.name))
-    };
-    let complete = || rollout.nodes.iter().filter(|n| n.complete);
-    RolloutTimes {
-        started: rollout_started(skyhook),
-        completed: complete().map(|n| completed_at(&n.state)).collect(),
-        remaining: rollout.nodes.iter().filter(|n| !n.complete).count(),
-        halted,
-    }
-}
-
-/// The estimate as the `estimatedEnd` and `estimateBasis` fields.
-fn describe_estimate(estimate: &Estimate, now: Timestamp) -> (String, String) {
-    match estimate {
-        Estimate::Done => ("done".into(), "every selected node is complete".into()),
-        Estimate::At {
-            end,
-            completed,
-            observed,
-        } => (
-            end.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            format!(
-                "in {}, at the pace of {completed} node(s) completed in {} since the rollout started",
-                short_duration(now.duration_until(*end)),
-                short_duration(*observed)
-            ),
-        ),
-        Estimate::Unknown(why) => ("unknown".into(), why.clone()),
-    }
-}
-
-/// `1h20m`, `12m`, `45s`: minutes are enough for a rollout.
-fn short_duration(duration: SignedDuration) -> String {
-    let seconds = duration.as_secs().max(0);
-    let (hours, minutes) = (seconds / 3600, seconds % 3600 / 60);
-    match (hours, minutes) {
-        (0, 0) => format!("{seconds}s"),
-        (0, _) => format!("{minutes}m"),
-        _ => format!("{hours}h{minutes}m"),
-    }
 }
 
 fn compartment_row(c: &CompartmentView<'_>) -> CompartmentRow {

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::cluster::{Cluster, name_of};
+use crate::eta::{describe, rollout_estimate};
 use crate::output::{Block, Cell, Table, View};
 use crate::rollout::Rollout;
 
@@ -36,6 +37,8 @@ pub struct SkyhookRow {
     pub paused: bool,
     /// The disable annotation is set.
     pub disabled: bool,
+    /// When the rollout should end: RFC 3339, `done`, or `unknown` (`status <name>` says why).
+    pub estimated_end: String,
     /// The DeploymentPolicy, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
@@ -68,6 +71,11 @@ pub fn overview(cluster: &Cluster) -> SkyhookOverview {
                 erroring: count(skyhook_api::v1alpha1::Status::Erroring),
                 paused: skyhook.is_paused(),
                 disabled: skyhook.is_disabled(),
+                estimated_end: describe(
+                    &rollout_estimate(&rollout, cluster.read_at),
+                    cluster.read_at,
+                )
+                .0,
                 policy: skyhook.spec.policy_name().map(str::to_owned),
             }
         })
@@ -90,6 +98,7 @@ impl View for SkyhookOverview {
             "ERRORING",
             "PAUSED/DISABLED",
             "POLICY",
+            "ESTIMATED-END",
         ];
         let mut table = Table::new(&headers);
         for row in &self.skyhooks {
@@ -108,6 +117,7 @@ impl View for SkyhookOverview {
                 Cell::plain(row.erroring.to_string()),
                 Cell::status(held),
                 Cell::plain(row.policy.as_deref().unwrap_or("legacy")),
+                Cell::plain(&row.estimated_end),
             ]);
         }
         vec![Block::Table(table)]
