@@ -167,6 +167,8 @@ pub struct SkyhookSeries {
     pub package_restarts: Vec<(PackageLabels, i64)>,
     /// `skyhook_rollout_*`, one entry per compartment with a status.
     pub rollout: Vec<(RolloutLabels, RolloutValues)>,
+    /// `skyhook_drain_blocked`: 1 while a drain is blocked past its timeout (ours).
+    pub drain_blocked: (SkyhookLabels, i64),
 }
 
 /// Computes the series of `skyhook`, which targets `target_nodes` nodes and whose compartments
@@ -188,6 +190,14 @@ pub fn skyhook_series(
             count_i64(target_nodes),
         ),
         rollout: rollout_series(skyhook, &name, &status, strategies),
+        drain_blocked: (
+            SkyhookLabels {
+                skyhook_name: name.clone(),
+            },
+            i64::from(status.conditions.iter().any(|c| {
+                c.type_ == crate::reconcile::plan::CONDITION_DRAIN_BLOCKED && c.status == "True"
+            })),
+        ),
         ..SkyhookSeries::default()
     };
     for package in skyhook.spec.packages.values() {
@@ -379,6 +389,7 @@ pub struct Metrics {
     status: Family<StatusLabels, Gauge>,
     node_status: Family<StatusLabels, Gauge>,
     target_count: Family<SkyhookLabels, Gauge>,
+    drain_blocked: Family<SkyhookLabels, Gauge>,
     package_state: Family<PackageStateLabels, Gauge>,
     package_stage: Family<PackageStageLabels, Gauge>,
     package_restarts: Family<PackageLabels, Gauge>,
@@ -407,6 +418,7 @@ impl Metrics {
             status: Family::default(),
             node_status: Family::default(),
             target_count: Family::default(),
+            drain_blocked: Family::default(),
             package_state: Family::default(),
             package_stage: Family::default(),
             package_restarts: Family::default(),
@@ -457,6 +469,11 @@ impl Metrics {
             "skyhook_package_restarts_count",
             "Restarts of the package's containers, summed over nodes",
             self.package_restarts.clone(),
+        );
+        self.registry.register(
+            "skyhook_drain_blocked",
+            "1 while a drain of the Skyhook is blocked past its timeout (condition DrainBlocked)",
+            self.drain_blocked.clone(),
         );
         self.registry.register(
             "skyhook_package_stage_duration_seconds",
@@ -557,6 +574,9 @@ impl Metrics {
         self.target_count
             .get_or_create(&series.target_count.0)
             .set(series.target_count.1);
+        self.drain_blocked
+            .get_or_create(&series.drain_blocked.0)
+            .set(series.drain_blocked.1);
         for (labels, value) in &series.package_state {
             self.package_state.get_or_create(labels).set(*value);
         }
@@ -614,6 +634,9 @@ impl Metrics {
         }
         if previous.target_count.0 != next.target_count.0 {
             self.target_count.remove(&previous.target_count.0);
+        }
+        if previous.drain_blocked.0 != next.drain_blocked.0 {
+            self.drain_blocked.remove(&previous.drain_blocked.0);
         }
         for labels in stale(&previous.package_state, &next.package_state) {
             self.package_state.remove(labels);

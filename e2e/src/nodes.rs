@@ -19,9 +19,34 @@ pub fn status_key(skyhook: &str) -> String {
     format!("skyhook.nvidia.com/status_{skyhook}")
 }
 
-/// The decoded node state of `skyhook` on `node`: `"<pkg>|<version>"` -> package status; empty
-/// when the annotation is absent.
+/// The decoded node state of `skyhook` on `node` as upstream writes it: `"<pkg>|<version>"` ->
+/// package status, without our additive `lastTransitionTime` (see [`transition_times`]), so the
+/// suites compare the values upstream's assertions compare; empty when the annotation is absent.
 pub fn node_state(node: &Node, skyhook: &str) -> anyhow::Result<Map<String, Value>> {
+    let mut state = raw_node_state(node, skyhook)?;
+    for entry in state.values_mut() {
+        if let Some(fields) = entry.as_object_mut() {
+            fields.remove(TRANSITION_TIME);
+        }
+    }
+    Ok(state)
+}
+
+/// The field of a node-state entry holding when its stage or state last changed.
+pub const TRANSITION_TIME: &str = "lastTransitionTime";
+
+/// `"<pkg>|<version>"` -> the entry's `lastTransitionTime`, `None` for an entry without one.
+pub fn transition_times(
+    node: &Node,
+    skyhook: &str,
+) -> anyhow::Result<BTreeMap<String, Option<String>>> {
+    Ok(raw_node_state(node, skyhook)?
+        .into_iter()
+        .map(|(key, entry)| (key, entry[TRANSITION_TIME].as_str().map(str::to_owned)))
+        .collect())
+}
+
+fn raw_node_state(node: &Node, skyhook: &str) -> anyhow::Result<Map<String, Value>> {
     let key = node_state_key(skyhook);
     let Some(text) = node.metadata.annotations.as_ref().and_then(|a| a.get(&key)) else {
         return Ok(Map::new());

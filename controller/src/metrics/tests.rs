@@ -422,3 +422,27 @@ fn stage_durations_are_observed_and_go_with_their_skyhook() {
     assert_eq!(lines_for(&text, "gone"), Vec::<String>::new(), "{text}");
     assert!(!lines_for(&text, "kept").is_empty(), "{text}");
 }
+
+#[test]
+fn a_blocked_drain_follows_its_condition() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let condition = |status: &str| Condition {
+        type_: crate::reconcile::plan::CONDITION_DRAIN_BLOCKED.into(),
+        status: status.into(),
+        reason: "DrainTimeout".into(),
+        message: "node-1: waiting for shop/web-1".into(),
+        last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+        observed_generation: None,
+    };
+    for (conditions, expected) in [
+        (vec![], 0),
+        (vec![condition("True")], 1),
+        (vec![condition("False")], 0),
+    ] {
+        let mut sky = observed("drain", &[], &[], Status::InProgress);
+        sky.status.as_mut().unwrap().conditions = conditions;
+        let series = skyhook_series(&sky, 1, &BTreeMap::new());
+        assert_eq!(series.drain_blocked.0.skyhook_name, "drain");
+        assert_eq!(series.drain_blocked.1, expected);
+    }
+}
