@@ -15,6 +15,7 @@ mod kubectl;
 pub mod metrics;
 pub mod nodes;
 pub mod pods;
+pub mod promql;
 mod recorder;
 mod wait;
 

@@ -1033,3 +1033,94 @@ fn the_chart_passes_only_settings_the_binaries_read() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn dashboard_and_alerts_are_opt_in_and_follow_their_values() -> anyhow::Result<()> {
+    let docs = helm::render(&[], &[])?;
+    ensure!(all(&docs, "PrometheusRule").is_empty());
+    ensure!(!names(&docs, "ConfigMap").contains(&"skyhook-operator-dashboard".to_owned()));
+
+    let docs = helm::render(
+        &[
+            "metrics.dashboard.enabled=true",
+            "metrics.dashboard.label=dashboards",
+            "metrics.dashboard.labelValue=skyhook",
+            "metrics.dashboard.namespace=grafana",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.prometheusRule.labels.release=kube-prometheus",
+            "metrics.prometheusRule.severity=critical",
+            "metrics.prometheusRule.noProgress.window=2h",
+            "metrics.prometheusRule.noProgress.for=20m",
+            "metrics.prometheusRule.erroringNodes.for=45m",
+            "metrics.prometheusRule.drainBlocked.for=1m",
+        ],
+        &[],
+    )?;
+    let configmap = one(&docs, "ConfigMap", "skyhook-operator-dashboard")?;
+    ensure!(configmap["metadata"]["labels"]["dashboards"] == "skyhook");
+    ensure!(configmap["metadata"]["namespace"] == "grafana");
+    let text = configmap["data"]["skyhook-rollouts.json"]
+        .as_str()
+        .context("no dashboard JSON")?;
+    let dashboard: Value = serde_json::from_str(text)?;
+    let titles: Vec<&str> = dashboard["panels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|panel| panel["title"].as_str())
+        .collect();
+    for wanted in [
+        "Rollout progress",
+        "Stage duration (p50, p95)",
+        "Blocked drains",
+        "Erroring nodes",
+    ] {
+        ensure!(titles.contains(&wanted), "{wanted} not among {titles:?}");
+    }
+
+    let rule = one(&docs, "PrometheusRule", "skyhook-operator-alerts")?;
+    ensure!(rule["metadata"]["labels"]["release"] == "kube-prometheus");
+    let rules = &rule["spec"]["groups"][0]["rules"];
+    let alert = |name: &str| {
+        rules
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["alert"] == name)
+            .with_context(|| format!("no alert {name} in {rules}"))
+    };
+    let stalled = alert("SkyhookRolloutStalled")?;
+    ensure!(stalled["for"] == "20m");
+    ensure!(
+        stalled["expr"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("[2h]")
+    );
+    ensure!(alert("SkyhookNodesErroring")?["for"] == "45m");
+    let drain = alert("SkyhookDrainBlocked")?;
+    ensure!(drain["for"] == "1m");
+    ensure!(drain["labels"]["severity"] == "critical");
+    ensure!(
+        drain["annotations"]["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("{{ $labels.skyhook_name }}"),
+        "Prometheus templates reach the rule unexpanded: {drain}"
+    );
+
+    let metrics = e2e::promql::chart_metric_names()?;
+    for expected in [
+        "skyhook_package_stage_duration_seconds_bucket",
+        "skyhook_package_stage_duration_seconds_count",
+        "skyhook_drain_blocked",
+        "skyhook_node_status_count",
+        "skyhook_rollout_progress_percent",
+    ] {
+        ensure!(
+            metrics.contains_key(expected),
+            "{expected} not in {metrics:?}"
+        );
+    }
+    Ok(())
+}
