@@ -34,6 +34,7 @@ mod examples;
 mod faults;
 mod leader_election;
 mod node_state_malformed;
+mod observability;
 mod operator_agent;
 mod pod_slots;
 mod rollout_safety;
