@@ -3,9 +3,11 @@
 //! status, and `packages.<p>.uninstall.apply` in a Skyhook's spec); never a full update.
 
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
+use skyhook_api::transition::stamp_transitions;
 use skyhook_api::v1alpha1::{Skyhook, Stage, State};
 use skyhook_api::version::compare_precedence;
 
@@ -566,8 +568,12 @@ pub fn package_rerun(
     };
     for node in matching_nodes(cluster, patterns) {
         let node_name = name_of(&node.metadata);
-        let Some((value, how)) = rerun_annotation(node, &state_key, package, &spec.version, stage)
-        else {
+        let rerun = Rerun {
+            package,
+            version: &spec.version,
+            stage,
+        };
+        let Some((value, how)) = rerun_annotation(node, &state_key, &rerun, cluster.read_at) else {
             continue;
         };
         change.summary.push(format!("  - {node_name}"));
@@ -683,22 +689,31 @@ fn uninstall_words(
     }
 }
 
+/// Which entry reruns, from which stage (`None`: from the start).
+struct Rerun<'a> {
+    package: &'a str,
+    version: &'a str,
+    stage: Option<Stage>,
+}
+
 /// The node's `nodeState` annotation once the package's `version` entry reruns (null when
 /// the state becomes empty), and how it reruns; `None` when the node has no readable state or
-/// no such entry.
+/// no such entry. The rerun entry's `lastTransitionTime` is `now`, by the controller's rule,
+/// so the rerun stage is timed from when it was asked for.
 fn rerun_annotation(
     node: &Node,
     state_key: &str,
-    package: &str,
-    version: &str,
-    stage: Option<Stage>,
+    rerun: &Rerun<'_>,
+    now: Timestamp,
 ) -> Option<(Value, String)> {
-    let Some(Ok(mut state)) = cluster::annotations(node)
+    let Some(Ok(written)) = cluster::annotations(node)
         .get(state_key)
         .map(|v| NodeState::parse(v))
     else {
         return None;
     };
+    let mut state = written.clone();
+    let (package, version, stage) = (rerun.package, rerun.version, rerun.stage);
     let entry = state.get_version(package, version).cloned()?;
     let how = match stage {
         None => {
@@ -714,6 +729,8 @@ fn rerun_annotation(
             format!("from stage {stage}")
         }
     };
+    // A rerun is not the end of an attempt: nothing to observe.
+    let _ = stamp_transitions(&written, &mut state, now);
     let value = if state.is_empty() {
         Value::Null
     } else {

@@ -407,6 +407,12 @@ fn rerun_deletes_or_rewinds_the_spec_version_entry() {
         ("config", "in_progress")
     );
     assert_eq!(entry.image, "ghcr.io/nvidia/skyhook-packages/shellscript");
+    // node-a's entry completed at 11:10; the rerun starts when the cluster was read.
+    assert_eq!(
+        entry.last_transition_time.as_ref().map(|t| t.0),
+        Some(cluster.read_at),
+        "the rerun is timed from when it was asked for"
+    );
     assert_eq!(
         change.dry_run(),
         ["[dry-run] Would rerun package \"tuning\" (1.1.0) on node \"node-a\" from stage config"]

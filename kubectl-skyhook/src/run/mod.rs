@@ -8,6 +8,7 @@ mod kube_io;
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use skyhook_api::keys;
@@ -191,6 +192,7 @@ async fn node(
     let client = client(global).await?;
     let cluster = Cluster {
         nodes: list(Api::<Node>::all(client.clone()), "list nodes").await?,
+        read_at: Timestamp::now(),
         ..Cluster::default()
     };
     match action {
@@ -235,6 +237,7 @@ async fn package(
     let nodes = list(Api::<Node>::all(client.clone()), "list nodes").await?;
     let cluster = Cluster {
         nodes,
+        read_at: Timestamp::now(),
         ..Cluster::default()
     };
     match action {
