@@ -1,8 +1,8 @@
 //! The kubelet API of full devcluster nodes, through the real `kubectl` and API server (which
 //! verifies each node's serving certificate against the cluster CA):
 //!
-//! - a package whose apply step fails: `kubectl skyhook package logs` shows the failing stage's
-//!   output, and `kubectl logs` reads the package pod's init containers by name;
+//! - a package whose apply step fails: `kubectl skyhook package logs` shows (and follows) the
+//!   failing stage's output, and `kubectl logs` reads the package pod's init containers by name;
 //! - `kubectl exec` into a running pod: the command runs in the pod (its hostname), gets stdin,
 //!   and its exit code comes back.
 
@@ -108,6 +108,10 @@ async fn package_logs_show_the_failing_stage(kubectl: &Kubectl) -> anyhow::Resul
             && header.ends_with(&format!(", Node: {NODE} <==")),
         "package logs header: {header:?}\n{stdout}"
     );
+    // Following ends with the run of the container it reads, which fails at once.
+    let mut follow = args.to_vec();
+    follow.push("-f");
+    until_output_contains(kubectl, &follow, FAILURE_LINE).await?;
     Ok(())
 }
 
