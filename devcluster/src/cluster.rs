@@ -719,7 +719,9 @@ async fn start_simulated_nodes(
     sim_options.reboot_delay = options.reboot_delay;
     sim_options.heartbeat = options.heartbeat;
     sim_options.apiserver_url = Some(plane.server().to_string());
-    // Light nodes run no processes, and thousands of them would each need a listener.
+    // Light nodes run no processes, and thousands of them would each need a listener and a
+    // certificate: 1,000 light nodes took 6.5 s longer to start (debug build) and the server
+    // 105 MB.
     let kubelet_api = match options.light {
         true => None,
         false => Some(start_kubelet_api(state, &sim_options).await?),

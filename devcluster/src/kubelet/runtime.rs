@@ -154,7 +154,7 @@ impl Supervisor {
                     sweeper,
                     copier,
                     error_file: spec.error_file.clone(),
-                    exited_marker: container_log::exited_marker(&files.log),
+                    ended_marker: RunEndMarker::for_log(&files.log),
                 };
                 let exited = report_exit(child, ended, (container, attempt), exits);
                 self.tasks.spawn(exited);
@@ -217,7 +217,7 @@ struct ProcessEnd {
     sweeper: NamespaceSweeper,
     copier: tokio::task::JoinHandle<()>,
     error_file: Option<PathBuf>,
-    exited_marker: PathBuf,
+    ended_marker: RunEndMarker,
 }
 
 /// How long the log copier may take to drain the pipes after the container ended. Only a process
@@ -238,11 +238,11 @@ async fn report_exit(
         sweeper,
         copier,
         error_file,
-        exited_marker,
+        ended_marker,
     } = ended;
     drop(sweeper);
     let _still_copying = tokio::time::timeout(LOG_DRAIN_LIMIT, copier).await;
-    mark_exited(&exited_marker);
+    drop(ended_marker);
     let (code, signal) = match status {
         Ok(status) => {
             use std::os::unix::process::ExitStatusExt;
@@ -355,10 +355,23 @@ async fn copy_stream(
     }
 }
 
-/// Tells log readers following this run that it is over.
-fn mark_exited(marker: &Path) {
-    if let Err(error) = std::fs::write(marker, b"") {
-        tracing::debug!(path = %marker.display(), %error, "failed to mark the container log ended");
+/// Tells log readers following a run that it is over when dropped: when the run ended, or when
+/// its task was aborted with the pod's worker (so a followed log never waits for a pod that is
+/// gone).
+#[derive(Debug)]
+struct RunEndMarker(PathBuf);
+
+impl RunEndMarker {
+    fn for_log(log: &Path) -> Self {
+        Self(container_log::exited_marker(log))
+    }
+}
+
+impl Drop for RunEndMarker {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::write(&self.0, b"") {
+            tracing::debug!(path = %self.0.display(), %error, "failed to mark the container log ended");
+        }
     }
 }
 
@@ -371,6 +384,7 @@ async fn play(
     attempt: u32,
     exits: mpsc::UnboundedSender<ExitEvent>,
 ) {
+    let _ended = RunEndMarker::for_log(&log.path);
     let (sleep, exit_code, on_term) = match &program {
         VirtualProgram::Pause => (None, 0, Some(0)),
         VirtualProgram::Sleep => (None, 0, None),
@@ -400,7 +414,6 @@ async fn play(
             }
         }
     };
-    mark_exited(&container_log::exited_marker(&log.path));
     let _ = exits.send(ExitEvent {
         container,
         attempt,

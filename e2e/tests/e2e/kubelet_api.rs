@@ -4,7 +4,7 @@
 //! - a package whose apply step fails: `kubectl skyhook package logs` shows (and follows) the
 //!   failing stage's output, and `kubectl logs` reads the package pod's init containers by name;
 //! - `kubectl exec` into a running pod: the command runs in the pod (its hostname), gets stdin,
-//!   and its exit code comes back.
+//!   and its exit code comes back; `kubectl logs -f` of it ends when the pod is deleted.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -84,7 +84,8 @@ async fn logs_and_exec_through_the_kubelet_api() -> anyhow::Result<()> {
         pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
     })
     .await?;
-    exec_runs_in_the_pod(&kubectl).await
+    exec_runs_in_the_pod(&kubectl).await?;
+    following_ends_with_the_container(&installed.cluster.kubeconfig_path(), &kubectl).await
 }
 
 /// The failing container restarts with a back-off, so its current log can be a run that has
@@ -204,6 +205,41 @@ async fn exec_runs_in_the_pod(kubectl: &Kubectl) -> anyhow::Result<()> {
         missing.contains("executable file not found"),
         "exec of a missing command: {missing}"
     );
+    Ok(())
+}
+
+/// `kubectl logs -f` streams the running container and ends once the pod is force-deleted.
+async fn following_ends_with_the_container(
+    kubeconfig: &std::path::Path,
+    kubectl: &Kubectl,
+) -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let mut follow = tokio::process::Command::new("kubectl")
+        .args(["logs", "-f", "shell"])
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("running kubectl logs -f")?;
+    let stdout = follow.stdout.take().context("kubectl's stdout")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(e2e::WAIT, lines.next_line())
+        .await
+        .context("kubectl logs -f printed nothing")?
+        .context("reading kubectl logs -f")?;
+    ensure!(
+        first.as_deref() == Some("shell is up"),
+        "first line: {first:?}"
+    );
+    kubectl
+        .succeed(&["delete", "pod", "shell", "--grace-period=0", "--force"])
+        .await?;
+    let status = tokio::time::timeout(e2e::WAIT, follow.wait())
+        .await
+        .context("kubectl logs -f did not end with the pod")?
+        .context("waiting for kubectl logs -f")?;
+    ensure!(status.success(), "kubectl logs -f ended with {status}");
     Ok(())
 }
 
