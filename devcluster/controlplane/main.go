@@ -27,7 +27,7 @@ import (
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
-const usage = "usage: devcluster-controlplane etcd|kube-apiserver|kube-controller-manager|kube-scheduler [flags]"
+const usage = "usage: devcluster-controlplane etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet-api [flags]"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -44,6 +44,8 @@ func main() {
 		os.Exit(runCobra(controllermanager.NewControllerManagerCommand(), args))
 	case "kube-scheduler":
 		os.Exit(runCobra(scheduler.NewSchedulerCommand(), args))
+	case "kubelet-api":
+		os.Exit(runKubeletAPI(args))
 	case "version":
 		fmt.Println(versions())
 		os.Exit(0)

@@ -451,7 +451,14 @@ async fn init_containers_env_and_volumes_run_like_kubernetes() -> Result<()> {
         .join("node-2/logs")
         .join(format!("env-volumes_envvol_{uid}"))
         .join("main/0.log");
-    assert_eq!(std::fs::read_to_string(&log)?, "init\nfrom-configmap");
+    // The log is in the CRI format: one line per output line, the last one without a newline.
+    let content = std::fs::read(&log)?;
+    let texts: Vec<String> = content
+        .split(|&byte| byte == b'\n')
+        .filter_map(devcluster::kubelet::container_log::parse_line)
+        .map(|line| String::from_utf8_lossy(line.text).into_owned())
+        .collect();
+    assert_eq!(texts, ["init", "from-configmap"]);
     Ok(())
 }
 

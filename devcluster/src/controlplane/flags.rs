@@ -177,6 +177,10 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
             &layout.pki.kubelet_client_cert,
         ),
         path_flag("kubelet-client-key", &layout.pki.kubelet_client_key),
+        // Kubelets serve certificates of the cluster CA, verified as in a hardened cluster, and
+        // are reached at their InternalIP: simulated nodes' host names resolve nowhere.
+        path_flag("kubelet-certificate-authority", &layout.pki.ca_cert),
+        flag("kubelet-preferred-address-types", "InternalIP"),
         flag("profiling", "false"),
     ]
 }

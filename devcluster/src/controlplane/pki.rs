@@ -12,6 +12,9 @@ use rcgen::{
     KeyUsagePurpose, SanType,
 };
 
+/// The common name of the cluster CA, which signs every certificate but the front proxy's.
+const CLUSTER_CA_NAME: &str = "devcluster-ca";
+
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     #[error("generating the {what} certificate: {source}")]
@@ -103,7 +106,7 @@ pub fn apiserver_sans(service_ip: Ipv4Addr) -> Vec<SanType> {
 
 impl Pki {
     pub fn generate(service_ip: Ipv4Addr) -> Result<Self, PkiError> {
-        let (ca, ca_issuer) = certificate_authority("devcluster-ca")?;
+        let (ca, ca_issuer) = certificate_authority(CLUSTER_CA_NAME)?;
         let (front_proxy_ca, front_proxy_issuer) =
             certificate_authority("devcluster-front-proxy-ca")?;
 
@@ -211,7 +214,7 @@ impl Pki {
     }
 }
 
-fn write_file(path: &Path, content: &str, secret: bool) -> std::io::Result<()> {
+pub(crate) fn write_file(path: &Path, content: &str, secret: bool) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mode = if secret { 0o600 } else { 0o644 };
@@ -229,6 +232,16 @@ fn certificate_authority(
 ) -> Result<(CertAndKey, Issuer<'static, KeyPair>), PkiError> {
     let generate = |source| PkiError::Generate { what: name, source };
     let key = KeyPair::generate().map_err(generate)?;
+    let params = ca_params(name);
+    let cert = params.self_signed(&key).map_err(generate)?;
+    let pair = CertAndKey {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    };
+    Ok((pair, Issuer::new(params, key)))
+}
+
+fn ca_params(name: &str) -> CertificateParams {
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -237,12 +250,31 @@ fn certificate_authority(
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    let cert = params.self_signed(&key).map_err(generate)?;
-    let pair = CertAndKey {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    };
-    Ok((pair, Issuer::new(params, key)))
+    params
+}
+
+/// The serving certificate of a node's kubelet API, signed by the cluster CA (whose key is
+/// `ca_key_pem`), for the node's name and address: the API server verifies it
+/// (`--kubelet-certificate-authority`) as it would a real kubelet's.
+pub fn kubelet_serving_certificate(
+    ca_key_pem: &str,
+    node: &str,
+    address: IpAddr,
+) -> Result<CertAndKey, PkiError> {
+    let what = "kubelet serving";
+    let ca_key =
+        KeyPair::from_pem(ca_key_pem).map_err(|source| PkiError::Generate { what, source })?;
+    let issuer = Issuer::new(ca_params(CLUSTER_CA_NAME), ca_key);
+    let mut sans = vec![SanType::IpAddress(address)];
+    sans.extend(node.try_into().ok().map(SanType::DnsName));
+    leaf(
+        what,
+        &format!("system:node:{node}"),
+        Some("system:nodes"),
+        sans,
+        ExtendedKeyUsagePurpose::ServerAuth,
+        &issuer,
+    )
 }
 
 fn client(

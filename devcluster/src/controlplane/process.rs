@@ -163,7 +163,17 @@ pub fn is_stopped(pid: u32) -> bool {
 }
 
 /// The state letter of `/proc/<pid>/stat` (R, S, T, Z, ...), `None` when there is no such process.
+/// `/proc/<id>` also answers for the id of a thread, which a recorded pid may have become: that is
+/// no process of ours either.
 fn process_state(pid: u32) -> Option<char> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let leader = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|tgid| tgid.trim().parse::<u32>().ok());
+    if leader != Some(pid) {
+        return None;
+    }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The state letter follows the parenthesised command name, which may itself contain ") ".
     stat.rsplit_once(") ")
@@ -267,6 +277,24 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A recorded pid recycled as the id of some process's thread is not a live process.
+    #[test]
+    fn a_thread_id_is_not_a_live_process() {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+            let _ = done_rx.recv();
+        });
+        let tid = tid_rx.recv().map(|tid| tid as u32).unwrap_or_default();
+        assert!(tid > 0 && tid != std::process::id());
+        assert!(std::path::Path::new(&format!("/proc/{tid}/stat")).exists());
+        assert!(!is_alive(tid), "thread {tid} taken for a process");
+        assert!(is_alive(std::process::id()));
+        let _ = done_tx.send(());
+        let _ = thread.join();
+    }
 
     #[tokio::test]
     async fn output_goes_to_the_log_and_stop_ends_the_group()

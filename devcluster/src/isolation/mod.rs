@@ -13,10 +13,14 @@
 //!   its stdin (a pipe from the kubelet) closes: namespace ids are reused as soon as a namespace
 //!   dies, so only a namespace kept alive can be swept by id.
 //!
+//! - `devcluster __pod-exec ...` and `devcluster __kubelet-logs ...`: the exec and container
+//!   log requests of the kubelet API, run by its server (see `crate::kubelet::api`).
+//!
 //! `main` calls [`run_if_requested`] before anything else.
 
 mod fs;
 mod mounts;
+mod pod_exec;
 mod setup;
 
 use std::ffi::OsString;
@@ -38,6 +42,9 @@ const NODE_ROOT: &str = "__node-root";
 const CONTAINER: &str = "__container";
 const KEEP_NS: &str = "__keep-ns";
 const DETACHED: &str = "--detached";
+/// Run by the kubelet API server (`devcluster/controlplane/kubelet.go` names them too).
+const POD_EXEC: &str = "__pod-exec";
+const KUBELET_LOGS: &str = "__kubelet-logs";
 
 /// How to mount a node's root in the holder's namespace.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -133,6 +140,11 @@ pub const AGENT_PATH_IN_CONTAINER: &str = "/usr/local/bin/skyhook-agent";
 pub fn run_if_requested() -> Option<ExitCode> {
     let args: Vec<OsString> = std::env::args_os().collect();
     let command = args.get(1)?.to_str()?;
+    match command {
+        POD_EXEC => return Some(pod_exec::run(&args[2..])),
+        KUBELET_LOGS => return Some(crate::kubelet::log_reader::run(&args[2..])),
+        _ => {}
+    }
     let spec_path = args
         .get(2)
         .map(PathBuf::from)

@@ -2,13 +2,16 @@
 //! per pod that runs its containers and reports its status as the kubelet does.
 //!
 //! Not simulated: probes (a running container is ready), lifecycle hooks, sidecar (restartable)
-//! init containers, ephemeral containers, resource limits, and the kubelet's HTTP server (so
-//! `kubectl logs`/`exec` do not work; container logs are files under the node's state directory).
+//! init containers, ephemeral containers, resource limits, and of the kubelet's HTTP server all but
+//! container logs and exec on full nodes ([`api`]).
 
 pub mod admission;
+pub mod api;
 pub mod backoff;
+pub mod container_log;
 pub mod env;
 mod launch;
+pub mod log_reader;
 pub mod pod_state;
 pub mod quantity;
 mod runtime;

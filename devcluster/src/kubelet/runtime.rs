@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::container_log::{self, LineSplitter, Stream};
 use super::launch::{Launch, StartFailure, VirtualProgram};
 use super::pod_state::{ContainerRef, StartErrorKind};
 use crate::isolation::{
@@ -123,7 +124,7 @@ impl Supervisor {
         attempt: u32,
         files: &StartFiles,
     ) -> Result<Running, StartFailure> {
-        let log = open_log(&files.log)?;
+        let log = ContainerLog::open(&files.log)?;
         let exits = self.exits_tx.clone();
         let control = match launch {
             Launch::Virtual(program) => {
@@ -136,7 +137,7 @@ impl Supervisor {
                 let processes = processes.ok_or_else(|| {
                     create_error("this node runs no processes (light node)".to_owned())
                 })?;
-                let mut child = spawn_process(processes, &spec, files, log)?;
+                let mut child = spawn_process(processes, &spec, files)?;
                 let pid = child
                     .id()
                     .and_then(|p| i32::try_from(p).ok())
@@ -147,8 +148,15 @@ impl Supervisor {
                     holder_pid: processes.holder_pid,
                     _keeper_pipe: child.stdin.take(),
                 };
-                let error_file = spec.error_file.clone();
-                let exited = report_exit(child, sweeper, error_file, (container, attempt), exits);
+                let copier =
+                    tokio::spawn(copy_output(child.stdout.take(), child.stderr.take(), log));
+                let ended = ProcessEnd {
+                    sweeper,
+                    copier,
+                    error_file: spec.error_file.clone(),
+                    ended_marker: RunEndMarker::for_log(&files.log),
+                };
+                let exited = report_exit(child, ended, (container, attempt), exits);
                 self.tasks.spawn(exited);
                 Control::Process(pid)
             }
@@ -169,13 +177,12 @@ fn create_error(message: String) -> StartFailure {
     }
 }
 
-/// Writes the container's spec file and runs `devcluster __container` on it, its output going
-/// to the container's log.
+/// Writes the container's spec file and runs `devcluster __container` on it, its output on pipes
+/// for [`copy_output`].
 fn spawn_process(
     processes: &ProcessRuntime,
     spec: &ContainerSpec,
     files: &StartFiles,
-    log: File,
 ) -> Result<tokio::process::Child, StartFailure> {
     let json = serde_json::to_vec(spec).map_err(|e| create_error(e.to_string()))?;
     if let Some(parent) = files.spec.parent() {
@@ -184,9 +191,6 @@ fn spawn_process(
     }
     std::fs::write(&files.spec, json)
         .map_err(|e| create_error(format!("failed to write {}: {e}", files.spec.display())))?;
-    let stderr = log
-        .try_clone()
-        .map_err(|e| create_error(format!("failed to open {}: {e}", files.log.display())))?;
     // The container's namespace keeper holds this pipe (the container gets /dev/null).
     let keeper_pipe = if spec.namespace_file.is_some() {
         Stdio::piped()
@@ -196,8 +200,8 @@ fn spawn_process(
     tokio::process::Command::new(&processes.devcluster_bin)
         .args(isolation::container_args(&files.spec))
         .stdin(keeper_pipe)
-        .stdout(log)
-        .stderr(stderr)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
@@ -208,17 +212,37 @@ fn spawn_process(
         })
 }
 
-/// Waits for the container process, sweeps its namespace, and sends its exit (with the start
-/// error the process recorded, if it never got to exec its command).
+/// What ends with a container process: its namespace, its log, and the files telling readers so.
+struct ProcessEnd {
+    sweeper: NamespaceSweeper,
+    copier: tokio::task::JoinHandle<()>,
+    error_file: Option<PathBuf>,
+    ended_marker: RunEndMarker,
+}
+
+/// How long the log copier may take to drain the pipes after the container ended. Only a process
+/// the container left behind (killed by the sweep just before) can hold them open longer.
+const LOG_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Waits for the container process, sweeps its namespace, lets its log drain and marks it
+/// ended, and sends its exit (with the start error the process recorded, if it never got to
+/// exec its command).
 async fn report_exit(
     mut child: tokio::process::Child,
-    sweeper: NamespaceSweeper,
-    error_file: Option<PathBuf>,
+    ended: ProcessEnd,
     (container, attempt): (ContainerRef, u32),
     exits: mpsc::UnboundedSender<ExitEvent>,
 ) {
     let status = child.wait().await;
+    let ProcessEnd {
+        sweeper,
+        copier,
+        error_file,
+        ended_marker,
+    } = ended;
     drop(sweeper);
+    let _still_copying = tokio::time::timeout(LOG_DRAIN_LIMIT, copier).await;
+    drop(ended_marker);
     let (code, signal) = match status {
         Ok(status) => {
             use std::os::unix::process::ExitStatusExt;
@@ -242,31 +266,125 @@ async fn report_exit(
     });
 }
 
-fn open_log(path: &Path) -> Result<File, StartFailure> {
-    let failure = |e: std::io::Error| StartFailure {
-        kind: StartErrorKind::Create,
-        message: format!("failed to open log file {}: {e}", path.display()),
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(failure)?;
+/// A container run's log file, in the CRI log format (see [`super::container_log`]).
+#[derive(Debug)]
+struct ContainerLog {
+    file: File,
+    path: PathBuf,
+}
+
+impl ContainerLog {
+    fn open(path: &Path) -> Result<Self, StartFailure> {
+        let failure = |e: std::io::Error| StartFailure {
+            kind: StartErrorKind::Create,
+            message: format!("failed to open log file {}: {e}", path.display()),
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(failure)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(failure)?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+        })
     }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(failure)
+
+    /// Appends one line with one write, so lines of stdout and stderr never interleave.
+    fn append(&mut self, stream: Stream, partial: bool, text: &[u8]) {
+        use std::io::Write;
+        let line = container_log::encode_line(Timestamp::now(), stream, partial, text);
+        if let Err(error) = self.file.write_all(&line) {
+            tracing::debug!(path = %self.path.display(), %error, "failed to write a container log line");
+        }
+    }
+
+    fn try_clone(&self) -> std::io::Result<Self> {
+        Ok(Self {
+            file: self.file.try_clone()?,
+            path: self.path.clone(),
+        })
+    }
+}
+
+/// Copies the container's stdout and stderr into its log, line by line, until both end.
+async fn copy_output(
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    log: ContainerLog,
+) {
+    let second = match log.try_clone() {
+        Ok(second) => second,
+        Err(error) => {
+            tracing::warn!(path = %log.path.display(), %error, "cannot log the container's stderr");
+            return copy_stream(stdout, Stream::Stdout, log).await;
+        }
+    };
+    tokio::join!(
+        copy_stream(stdout, Stream::Stdout, log),
+        copy_stream(stderr, Stream::Stderr, second)
+    );
+}
+
+async fn copy_stream(
+    reader: Option<impl tokio::io::AsyncRead + Unpin>,
+    stream: Stream,
+    mut log: ContainerLog,
+) {
+    use tokio::io::AsyncReadExt;
+    let Some(mut reader) = reader else {
+        return;
+    };
+    let mut splitter = LineSplitter::default();
+    let mut buffer = vec![0; 8192];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                for (line, partial) in splitter.push(&buffer[..n]) {
+                    log.append(stream, partial, &line);
+                }
+            }
+        }
+    }
+    if let Some(last) = splitter.finish() {
+        log.append(stream, false, &last);
+    }
+}
+
+/// Tells log readers following a run that it is over when dropped: when the run ended, or when
+/// its task was aborted with the pod's worker (so a followed log never waits for a pod that is
+/// gone).
+#[derive(Debug)]
+struct RunEndMarker(PathBuf);
+
+impl RunEndMarker {
+    fn for_log(log: &Path) -> Self {
+        Self(container_log::exited_marker(log))
+    }
+}
+
+impl Drop for RunEndMarker {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::write(&self.0, b"") {
+            tracing::debug!(path = %self.0.display(), %error, "failed to mark the container log ended");
+        }
+    }
 }
 
 /// Plays a virtual program until it ends or is signalled.
 async fn play(
     program: VirtualProgram,
-    mut log: File,
+    mut log: ContainerLog,
     mut stop: watch::Receiver<Option<Signal>>,
     container: ContainerRef,
     attempt: u32,
     exits: mpsc::UnboundedSender<ExitEvent>,
 ) {
-    use std::io::Write;
+    let _ended = RunEndMarker::for_log(&log.path);
     let (sleep, exit_code, on_term) = match &program {
         VirtualProgram::Pause => (None, 0, Some(0)),
         VirtualProgram::Sleep => (None, 0, None),
@@ -275,8 +393,7 @@ async fn play(
             sleep,
             exit_code,
         } => {
-            // The log is the container's stdout; a failed write only loses that line.
-            let _ = writeln!(log, "{banner}");
+            log.append(Stream::Stdout, false, banner.as_bytes());
             (Some(*sleep), *exit_code, None)
         }
     };

@@ -38,6 +38,10 @@ use crate::kubelet::backoff::BackoffPolicy;
 /// The Kubernetes version the simulated kubelets report (the control plane's version).
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.36.3";
 
+/// The kubelet's own port; a cluster uses another when it serves the kubelet API, so that
+/// clusters side by side (whose nodes have the same addresses) do not collide.
+pub const DEFAULT_KUBELET_PORT: u16 = 10250;
+
 /// How often the simulated kubelets renew their node Leases, and how long the node lifecycle
 /// controller waits for a renewal before it taints a node `unreachable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +119,8 @@ pub struct NodeSimOptions {
     pub apiserver_url: Option<String>,
     /// How long a rebooting node waits for its processes after SIGTERM before SIGKILL.
     pub shutdown_grace: Duration,
+    /// The port every node's kubelet API listens on, at the node's InternalIP.
+    pub kubelet_port: u16,
 }
 
 impl NodeSimOptions {
@@ -145,7 +151,13 @@ impl NodeSimOptions {
             write_concurrency: 32,
             apiserver_url: None,
             shutdown_grace: Duration::from_secs(5),
+            kubelet_port: DEFAULT_KUBELET_PORT,
         })
+    }
+
+    /// The name of the node numbered `index` (from 1).
+    pub fn node_name(&self, index: usize) -> String {
+        format!("{}{index}", self.name_prefix)
     }
 }
 

@@ -28,6 +28,8 @@ pub struct NodeFacts {
     pub cpu: String,
     pub memory: String,
     pub pods: String,
+    /// The port of the node's kubelet API (`status.daemonEndpoints`).
+    pub kubelet_port: u16,
 }
 
 /// The Kubernetes name of the machine's architecture.
@@ -43,7 +45,13 @@ pub fn kube_arch(rust_arch: &str) -> &str {
 /// The node's InternalIP: a loopback address (the whole 127/8 reaches this machine), distinct
 /// per node index.
 pub fn node_ip(index: usize) -> String {
-    format!("127.1.{}.{}", (index >> 8) & 0xff, index & 0xff)
+    node_address(index).to_string()
+}
+
+/// [`node_ip`] as an address.
+pub fn node_address(index: usize) -> std::net::Ipv4Addr {
+    let [.., high, low] = index.to_be_bytes();
+    std::net::Ipv4Addr::new(127, 1, high, low)
 }
 
 /// A pod IP on the node, also loopback so pods that serve can be reached; `slot` is 1..=254.
@@ -125,7 +133,9 @@ pub fn build_node(
             ]),
             conditions: Some(conditions(true, now)),
             daemon_endpoints: Some(NodeDaemonEndpoints {
-                kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+                kubelet_endpoint: Some(DaemonEndpoint {
+                    port: i32::from(facts.kubelet_port),
+                }),
             }),
             node_info: Some(NodeSystemInfo {
                 architecture: facts.architecture.clone(),
@@ -283,6 +293,7 @@ mod tests {
             cpu: "8".into(),
             memory: "16Gi".into(),
             pods: "110".into(),
+            kubelet_port: 10250,
         }
     }
 

@@ -25,6 +25,7 @@ use crate::PathIoError;
 use crate::isolation::{self, NodeRootSpec};
 use crate::kubelet::Kubelet;
 use crate::kubelet::admission::{Allocatable, Requests};
+use crate::kubelet::api::KubeletApi;
 use crate::kubelet::quantity;
 
 pub(crate) use super::object::is_ready;
@@ -191,6 +192,8 @@ pub struct NodeSim {
     /// Heartbeats and power request readers.
     tasks: JoinSet<()>,
     holder: Option<Holder>,
+    /// Serves the nodes' kubelet API; stopped with them.
+    kubelet_api: Option<KubeletApi>,
 }
 
 /// Starts `opts.count` nodes: host roots (unless light), Node and Lease objects, heartbeats,
@@ -257,6 +260,7 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         kubelet_task,
         tasks,
         holder,
+        kubelet_api: None,
     })
 }
 
@@ -295,7 +299,15 @@ impl NodeSim {
     }
 
     /// Stops the kubelets (killing every container), the heartbeats and the node roots.
+    /// Hands over the server of the nodes' kubelet API, to be stopped with them.
+    pub(crate) fn serve_kubelet_api(&mut self, api: KubeletApi) {
+        self.kubelet_api = Some(api);
+    }
+
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
+        if let Some(api) = self.kubelet_api.take() {
+            api.stop().await;
+        }
         self.kubelet.stop();
         while self.kubelet_task.join_next().await.is_some() {}
         self.tasks.shutdown().await;
@@ -365,6 +377,7 @@ fn machine_facts(opts: &NodeSimOptions) -> NodeFacts {
         cpu: opts.cpu.clone(),
         memory: opts.memory.clone(),
         pods: opts.max_pods.clone(),
+        kubelet_port: opts.kubelet_port,
     }
 }
 
@@ -380,7 +393,7 @@ async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, 
     let opts = &ctx.opts;
     let mut nodes = Vec::with_capacity(opts.count);
     for index in 1..=opts.count {
-        let name = format!("{}{index}", opts.name_prefix);
+        let name = opts.node_name(index);
         let paths = NodePaths::new(&opts.state_dir, &name);
         // A new node is a new machine: nothing of an earlier run's node survives.
         if paths.dir.exists() {

@@ -167,6 +167,7 @@ mod tests {
             cpu: "8".into(),
             memory: "16Gi".into(),
             pods: "110".into(),
+            kubelet_port: 10250,
         };
         let now = Timestamp::from_second(1_700_000_000).unwrap();
         let labels = node_labels("node-7", &facts, &extra_labels(7));

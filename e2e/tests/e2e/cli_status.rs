@@ -230,8 +230,9 @@ async fn status_of_an_erroring_package(
 }
 
 /// `package logs` picks the failing container of the erroring package's pod. The log itself
-/// comes from the node's kubelet through the API server; devcluster's simulated kubelet serves
-/// none (docs/devcluster-nodes.md), so there the plugin must fail with an error that says so.
+/// comes from the node's kubelet through the API server; light devcluster nodes serve no kubelet
+/// API (docs/devcluster.md), so there the plugin must fail with an error that says so (full nodes:
+/// `kubelet_api`).
 async fn package_logs(kubectl: &Kubectl) -> anyhow::Result<()> {
     let output = kubectl
         .run(&["skyhook", "package", "logs", PACKAGE, "--skyhook", FAILING])

@@ -32,6 +32,7 @@ mod dockerfiles;
 mod drain_budget;
 mod examples;
 mod faults;
+mod kubelet_api;
 mod leader_election;
 mod node_state_malformed;
 mod observability;
