@@ -84,10 +84,15 @@ impl Planner<'_> {
         match deletion_step(&input) {
             DeletionStep::Uninstall => true,
             DeletionStep::CleanUp => {
+                let mut forgotten = false;
                 for work in self.nodes.values_mut() {
-                    work.forget_skyhook(name);
+                    forgotten |= work.forget_skyhook(name);
                 }
-                self.plan.finalizers.insert(name.to_owned(), false);
+                // The finalizer goes once the nodes read clean, not with the patches that clean
+                // them: a refused patch (409) would leave the Skyhook's keys on a node for good.
+                if !forgotten {
+                    self.plan.finalizers.insert(name.to_owned(), false);
+                }
                 false
             }
             DeletionStep::Blocked { reason, message } => {

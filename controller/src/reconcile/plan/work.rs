@@ -148,8 +148,18 @@ impl<'s> NodeWork<'s> {
     /// Removes every trace of a deleted Skyhook (upstream §2.8): its cordon, every annotation
     /// and label of its ([`keys::is_skyhook_node_key`]) and its node conditions. Its node state
     /// and the controller-version annotation stay when the state still holds entries: the
-    /// markers of packages that were never uninstalled.
-    pub(super) fn forget_skyhook(&mut self, skyhook: &str) {
+    /// markers of packages that were never uninstalled. Returns whether the node held anything
+    /// of the Skyhook to remove.
+    pub(super) fn forget_skyhook(&mut self, skyhook: &str) -> bool {
+        let held = |work: &Self| {
+            (
+                work.current_annotations(),
+                work.labels.len(),
+                work.conditions.len(),
+                work.unschedulable,
+            )
+        };
+        let before = held(self);
         self.release_cordon(skyhook);
         let keep_markers = !self.state(skyhook).is_empty();
         let markers = [
@@ -167,6 +177,7 @@ impl<'s> NodeWork<'s> {
         let prefix = keys::node_condition_prefix(skyhook);
         self.conditions
             .retain(|type_, _| !type_.starts_with(&prefix));
+        held(self) != before
     }
 
     /// Cordons the node for `skyhook`, recording ownership and when; a drain that failed
