@@ -170,6 +170,8 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
                 "skyhook.nvidia.com/version_demo": null,
                 "skyhook.nvidia.com/cordonedAt_demo": null,
                 "skyhook.nvidia.com/drainFail_demo": null,
+                "skyhook.nvidia.com/bootId_demo": null,
+                "skyhook.nvidia.com/pickedAt_demo": null,
                 "skyhook.nvidia.com/autoTaint_demo": null,
             },
             "labels": {"skyhook.nvidia.com/status_demo": null},
