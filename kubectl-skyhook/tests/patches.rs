@@ -611,3 +611,29 @@ fn package_uninstall_refusals_name_the_fix() {
         );
     }
 }
+
+#[test]
+fn reset_also_frees_the_pick_of_a_node_without_node_state() {
+    let mut cluster = common::cluster();
+    let node_e = cluster
+        .nodes
+        .iter_mut()
+        .find(|n| n.metadata.name.as_deref() == Some("node-e"))
+        .unwrap();
+    node_e.metadata.annotations.get_or_insert_default().insert(
+        "skyhook.nvidia.com/pickedAt_demo".into(),
+        "2026-01-01T11:00:00Z".into(),
+    );
+    let demo = cluster.skyhook("demo").unwrap().clone();
+    let change = patches::reset(&cluster, &demo, true);
+    let targets: Vec<&Target> = change.patches.iter().map(|p| &p.target).collect();
+    assert!(
+        targets.contains(&&Target::Node("node-e".into())),
+        "{targets:?}"
+    );
+    assert!(
+        change
+            .summary
+            .contains(&"  - node-e (0 packages)".to_owned())
+    );
+}

@@ -255,7 +255,7 @@ impl<'s> Planner<'s> {
             self.run_batch(pass, &compartments, &nodes, &mut status, &mut outcome);
         }
         self.record_nodes(pass, &nodes, &mut status);
-        self.record_bookkeeping(name, &status);
+        self.record_bookkeeping(pass, &status);
         let offset = next_node_order_offset(
             &picked_before,
             &status.node_priority,
@@ -285,9 +285,14 @@ impl<'s> Planner<'s> {
     /// maps only mirror them, and only while small); a node that left the maps (no longer
     /// targeted, or complete) loses them. A reset and the new boot ID that caused it land in
     /// the same node patch, so the reset is never lost behind a recorded boot ID (spec §2.11).
-    fn record_bookkeeping(&mut self, name: &str, status: &SkyhookStatus) {
-        let records = NodeRecordKeys::of(name);
+    /// A skipped node (unreadable state) keeps its annotations as they are.
+    fn record_bookkeeping(&mut self, pass: &Pass<'s>, status: &SkyhookStatus) {
+        let records = NodeRecordKeys::of(pass.name());
+        let skipped: BTreeSet<&str> = pass.malformed.iter().map(|n| n.name.as_str()).collect();
         for (node, work) in &mut self.nodes {
+            if skipped.contains(node) {
+                continue;
+            }
             let boot_id = status.node_boot_ids.get(*node).map(String::as_str);
             let picked = status.node_priority.get(*node).map(pick_time_text);
             work.set_or_remove_annotation(records.boot_id_key(), boot_id);
