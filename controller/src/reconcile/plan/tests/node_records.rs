@@ -170,3 +170,40 @@ fn a_node_no_longer_targeted_loses_its_records() {
     assert_eq!(annotation(&sim, "node-a", &boot), None);
     assert_eq!(annotation(&sim, "node-b", &boot).as_deref(), Some("boot-1"));
 }
+
+#[test]
+fn a_status_over_thousands_of_nodes_drops_its_node_maps_and_the_nodes_keep_the_state() {
+    // Short names and boot IDs: about 80 bytes per node, so past 5,000 nodes the maps go.
+    let nodes = (0..6_000)
+        .map(|i| node(&format!("node-{i:04}"), i))
+        .collect();
+    let mut s = budget_of_one("large");
+    s.spec.interruption_budget = Some(InterruptionBudget {
+        count: Some(10),
+        percent: None,
+    });
+    let mut sim = Sim::new(nodes, vec![s]);
+    for _ in 0..2 {
+        sim.step();
+        let status = sim.skyhook("large").status.clone().unwrap();
+        assert!(status.node_boot_ids.is_empty());
+        assert!(status.node_priority.is_empty());
+        assert!(status.node_status.is_empty());
+        let picked_key = keys::node_picked_annotation("large");
+        let boot_key = keys::node_boot_id_annotation("large");
+        let picked = sim
+            .snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.annotations.contains_key(&picked_key))
+            .count();
+        assert_eq!(picked, 10);
+        assert!(
+            sim.snapshot
+                .nodes
+                .iter()
+                .all(|n| n.annotations.get(&boot_key).map(String::as_str) == Some("boot-1"))
+        );
+        assert_eq!(sim.pods().len(), 10);
+    }
+}
