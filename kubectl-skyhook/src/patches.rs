@@ -316,6 +316,9 @@ fn reset_node_patch(skyhook: &str) -> Value {
 pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Change {
     let name = name_of(&skyhook.metadata);
     let state_key = keys::node_state_annotation(name);
+    // A node picked before any package ran carries no node state; reset frees its pick too,
+    // as upstream's clears `status.nodePriority`.
+    let picked_key = keys::node_picked_annotation(name);
     let mut change = Change {
         confirm: true,
         ..Change::default()
@@ -324,8 +327,12 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
         .nodes
         .iter()
         .filter_map(|node| {
-            let value = cluster::annotations(node).get(&state_key)?;
-            let packages = NodeState::parse(value).map_or(0, |s| s.len());
+            let annotations = cluster::annotations(node);
+            let packages = match annotations.get(&state_key) {
+                Some(value) => NodeState::parse(value).map_or(0, |s| s.len()),
+                None if annotations.contains_key(&picked_key) => 0,
+                None => return None,
+            };
             Some((name_of(&node.metadata), packages))
         })
         .collect();

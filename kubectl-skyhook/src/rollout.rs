@@ -11,6 +11,7 @@ use skyhook_api::budget::{
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
+use skyhook_api::node_mirror::NodeRecordKeys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::runtime_required::parse_taint;
@@ -132,6 +133,7 @@ fn node_facts<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Vec<NodeFacts<'
         .cloned()
         .unwrap_or_else(|| progress_of(skyhook, cluster));
     let status = skyhook.status.as_ref();
+    let records = NodeRecordKeys::of(name);
     let mut nodes: Vec<NodeFacts<'c>> = selected_nodes(skyhook, cluster)
         .map(|node| {
             let node_name = name_of(&node.metadata);
@@ -144,7 +146,9 @@ fn node_facts<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Vec<NodeFacts<'
                 state_error,
                 status: node_status(node, name),
                 ready: node_ready(&progress, &target, node_name),
-                picked: status.is_some_and(|s| s.node_priority.contains_key(node_name)),
+                picked: records
+                    .picked_at(cluster::annotations(node), status, node_name)
+                    .is_some(),
                 pod_on_node: cluster.pods.iter().any(|pod| {
                     cluster::pod_node(pod) == Some(node_name)
                         && cluster::pod_label(pod, keys::NAME_LABEL) == Some(name)

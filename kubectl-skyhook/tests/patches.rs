@@ -170,6 +170,8 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
                 "skyhook.nvidia.com/version_demo": null,
                 "skyhook.nvidia.com/cordonedAt_demo": null,
                 "skyhook.nvidia.com/drainFail_demo": null,
+                "skyhook.nvidia.com/bootId_demo": null,
+                "skyhook.nvidia.com/pickedAt_demo": null,
                 "skyhook.nvidia.com/autoTaint_demo": null,
             },
             "labels": {"skyhook.nvidia.com/status_demo": null},
@@ -614,4 +616,30 @@ fn package_uninstall_refusals_name_the_fix() {
             "{package} cancel={cancel}: {error}"
         );
     }
+}
+
+#[test]
+fn reset_also_frees_the_pick_of_a_node_without_node_state() {
+    let mut cluster = common::cluster();
+    let node_e = cluster
+        .nodes
+        .iter_mut()
+        .find(|n| n.metadata.name.as_deref() == Some("node-e"))
+        .unwrap();
+    node_e.metadata.annotations.get_or_insert_default().insert(
+        "skyhook.nvidia.com/pickedAt_demo".into(),
+        "2026-01-01T11:00:00Z".into(),
+    );
+    let demo = cluster.skyhook("demo").unwrap().clone();
+    let change = patches::reset(&cluster, &demo, true);
+    let targets: Vec<&Target> = change.patches.iter().map(|p| &p.target).collect();
+    assert!(
+        targets.contains(&&Target::Node("node-e".into())),
+        "{targets:?}"
+    );
+    assert!(
+        change
+            .summary
+            .contains(&"  - node-e (0 packages)".to_owned())
+    );
 }

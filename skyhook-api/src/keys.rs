@@ -66,6 +66,20 @@ pub fn drain_failed_annotation(skyhook: &str) -> String {
     format!("{GROUP}/drainFail_{skyhook}")
 }
 
+/// Node annotation: the boot ID Skyhook `skyhook` last saw on the node, to detect reboots
+/// (spec §2.11). Ours: upstream keeps it only in `status.nodeBootIds`, which a status over
+/// thousands of nodes can no longer hold ([`crate::node_mirror`]).
+pub fn node_boot_id_annotation(skyhook: &str) -> String {
+    format!("{GROUP}/bootId_{skyhook}")
+}
+
+/// Node annotation (RFC 3339, whole seconds): when Skyhook `skyhook` picked the node for its
+/// current batch; present while the node keeps its batch slot (spec §2.4, batch stickiness).
+/// Ours: upstream keeps it only in `status.nodePriority` ([`crate::node_mirror`]).
+pub fn node_picked_annotation(skyhook: &str) -> String {
+    format!("{GROUP}/pickedAt_{skyhook}")
+}
+
 /// Node annotation `"true"`: the operator added the taint with key `taint_key` to a new node.
 /// The suffix is the taint key, not a Skyhook name.
 pub fn auto_taint_annotation(taint_key: &str) -> String {
@@ -130,7 +144,7 @@ pub struct NodeKey {
 /// Every node annotation, label and condition type the controller writes for Skyhook
 /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length of
 /// a Skyhook name ([`max_skyhook_name_len`]). A new per-Skyhook key must be added here.
-pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 8] {
+pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 10] {
     let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
     [
         key(node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -139,6 +153,8 @@ pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 8] {
         key(node_version_annotation(skyhook), NodeKeyKind::Annotation),
         key(cordoned_at_annotation(skyhook), NodeKeyKind::Annotation),
         key(drain_failed_annotation(skyhook), NodeKeyKind::Annotation),
+        key(node_boot_id_annotation(skyhook), NodeKeyKind::Annotation),
+        key(node_picked_annotation(skyhook), NodeKeyKind::Annotation),
         key(
             node_not_ready_condition(skyhook),
             NodeKeyKind::ConditionType,
@@ -350,6 +366,8 @@ mod tests {
             ("skyhook.nvidia.com/nodeState_gpu", true),
             ("skyhook.nvidia.com/status_gpu", true),
             ("skyhook.nvidia.com/cordonedAt_gpu", true),
+            ("skyhook.nvidia.com/bootId_gpu", true),
+            ("skyhook.nvidia.com/pickedAt_gpu", true),
             ("skyhook.nvidia.com/status_other-gpu", false),
             ("skyhook.nvidia.com/status_gpu2", false),
             ("skyhook.nvidia.com/autoTaint_gpu", false),
@@ -394,6 +412,14 @@ mod tests {
         assert_eq!(
             cordoned_at_annotation("demo"),
             "skyhook.nvidia.com/cordonedAt_demo"
+        );
+        assert_eq!(
+            node_boot_id_annotation("demo"),
+            "skyhook.nvidia.com/bootId_demo"
+        );
+        assert_eq!(
+            node_picked_annotation("demo"),
+            "skyhook.nvidia.com/pickedAt_demo"
         );
     }
 

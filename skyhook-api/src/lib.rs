@@ -11,6 +11,7 @@ pub mod interrupt;
 pub mod interrupt_payload;
 pub mod keys;
 pub mod names;
+pub mod node_mirror;
 pub mod node_state;
 pub mod ordering;
 pub mod pod_annotation;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use skyhook_api::budget::{legacy_compartments, policy_compartments};
+use skyhook_api::keys;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
 
 use crate::cache::CachedObjects;
@@ -21,12 +22,35 @@ use crate::metrics::{Metrics, SkyhookSeries, skyhook_series};
 
 /// The nodes `skyhook` targets.
 pub fn target_count(skyhook: &Skyhook, nodes: &[Arc<Node>]) -> usize {
+    targeted_nodes(skyhook, nodes).count()
+}
+
+fn targeted_nodes<'n>(
+    skyhook: &Skyhook,
+    nodes: &'n [Arc<Node>],
+) -> impl Iterator<Item = &'n Arc<Node>> {
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
     let selector = skyhook.spec.target_selector();
-    let no_labels = BTreeMap::new();
     nodes
         .iter()
-        .filter(|node| selector.matches(node.metadata.labels.as_ref().unwrap_or(&no_labels)))
-        .count()
+        .filter(move |node| selector.matches(node.metadata.labels.as_ref().unwrap_or(&NO_LABELS)))
+}
+
+/// `skyhook` with `status.nodeStatus` read from the `status_<skyhook>` annotations of the nodes
+/// it targets: past a few thousand nodes the status no longer mirrors them
+/// ([`skyhook_api::node_mirror`]), and the node status counts must not fall to zero then.
+fn with_node_statuses(skyhook: &Skyhook, nodes: &[Arc<Node>]) -> Skyhook {
+    let mut skyhook = skyhook.clone();
+    let key = keys::node_status_key(skyhook.metadata.name.as_deref().unwrap_or_default());
+    let statuses = targeted_nodes(&skyhook, nodes)
+        .filter_map(|node| {
+            let annotations = node.metadata.annotations.as_ref()?;
+            let status = annotations.get(&key)?.parse().ok()?;
+            Some((node.metadata.name.clone()?, status))
+        })
+        .collect();
+    skyhook.status.get_or_insert_default().node_status = statuses;
+    skyhook
 }
 
 /// The strategy of each compartment of `skyhook`.
@@ -60,7 +84,8 @@ pub fn skyhook_metrics(snapshot: &CachedObjects) -> BTreeMap<String, SkyhookSeri
             let name = skyhook.metadata.name.clone()?;
             let targets = target_count(skyhook, &snapshot.nodes);
             let strategies = compartment_strategies(skyhook, &snapshot.policies, targets);
-            Some((name, skyhook_series(skyhook, targets, &strategies)))
+            let skyhook = with_node_statuses(skyhook, &snapshot.nodes);
+            Some((name, skyhook_series(&skyhook, targets, &strategies)))
         })
         .collect()
 }
@@ -133,6 +158,41 @@ mod tests {
             ),
             match_expressions: None,
         }
+    }
+
+    #[test]
+    fn node_status_counts_come_from_the_nodes_when_the_status_no_longer_mirrors_them() {
+        let annotated = |name: &str, labels: &[(&str, &str)], status: &str| {
+            let mut node = Arc::unwrap_or_clone(node(name, labels));
+            node.metadata.annotations = Some(BTreeMap::from([(
+                "skyhook.nvidia.com/status_s".to_owned(),
+                status.to_owned(),
+            )]));
+            Arc::new(node)
+        };
+        let target = [("skyhook.nvidia.com/test-node", "skyhooke2e")];
+        let nodes = vec![
+            annotated("a", &target, "complete"),
+            annotated("b", &target, "in_progress"),
+            annotated("c", &[], "complete"),
+            node("d", &target),
+        ];
+        let mut sky = skyhook("s", vec![]);
+        sky.spec.node_selectors = Some(selector(&target));
+        let read = with_node_statuses(&sky, &nodes);
+        let statuses: Vec<(&str, String)> = read
+            .status
+            .iter()
+            .flat_map(|s| &s.node_status)
+            .map(|(node, status)| (node.as_str(), status.to_string()))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("a", "complete".to_owned()),
+                ("b", "in_progress".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -19,12 +19,13 @@ pub struct SkyhookStatus {
     pub observed_generation: Option<i64>,
 
     /// Per node, the progress of each package version, keyed `<package>|<version>`. Mirrors the
-    /// node annotation `skyhook.nvidia.com/nodeState_<skyhook>`.
+    /// node annotation `skyhook.nvidia.com/nodeState_<skyhook>`; empty when too large to write.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_state: BTreeMap<String, NodeState>,
 
     /// Per node, the status of the node for this Skyhook. Mirrors the node annotation and label
-    /// `skyhook.nvidia.com/status_<skyhook>`.
+    /// `skyhook.nvidia.com/status_<skyhook>`; empty, with `nodeBootIds` and `nodePriority`, when
+    /// the three are too large to write (thousands of nodes).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_status: BTreeMap<String, Status>,
 
@@ -39,12 +40,14 @@ pub struct SkyhookStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 
-    /// Per node, the last boot ID seen, used to detect reboots.
+    /// Per node, the last boot ID seen, used to detect reboots. Mirrors the node annotation
+    /// `skyhook.nvidia.com/bootId_<skyhook>`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_boot_ids: BTreeMap<String, String>,
 
     /// Nodes picked for the current rollout batches, with the time they were picked. Picked
-    /// nodes keep their slot until they complete.
+    /// nodes keep their slot until they complete. Mirrors the node annotation
+    /// `skyhook.nvidia.com/pickedAt_<skyhook>`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_priority: BTreeMap<String, Time>,
 

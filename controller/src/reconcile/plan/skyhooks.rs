@@ -17,6 +17,7 @@ use skyhook_api::budget::{
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
+use skyhook_api::node_mirror::{NodeRecordKeys, pick_time_text};
 use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
 use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
@@ -90,15 +91,47 @@ impl NodeProgress<'_> {
     }
 }
 
-/// `old` reduced to the nodes the Skyhook targets now.
-fn targeted_status(old: Option<&SkyhookStatus>, matched: &[&NodeView]) -> SkyhookStatus {
+/// `old` reduced to the nodes the Skyhook targets now, each node's boot ID and pick read from
+/// the node (falling back on `old` for a node not yet migrated, see [`skyhook_api::node_mirror`]),
+/// and a skipped node's status read from its annotation when the mirror no longer holds it.
+fn targeted_status(
+    name: &str,
+    old: Option<&SkyhookStatus>,
+    targeted: &[&NodeView],
+) -> SkyhookStatus {
     let mut status = old.cloned().unwrap_or_default();
-    let targeted: BTreeSet<&str> = matched.iter().map(|n| n.name.as_str()).collect();
-    let keep = |node: &String| targeted.contains(node.as_str());
-    status.node_boot_ids.retain(|n, _| keep(n));
-    status.node_priority.retain(|n, _| keep(n));
+    let names: BTreeSet<&str> = targeted.iter().map(|n| n.name.as_str()).collect();
+    let keep = |node: &String| names.contains(node.as_str());
     status.node_state.retain(|n, _| keep(n));
     status.node_status.retain(|n, _| keep(n));
+    let records = NodeRecordKeys::of(name);
+    status.node_boot_ids = targeted
+        .iter()
+        .filter_map(|n| {
+            let boot_id = records.boot_id(&n.annotations, old, &n.name)?;
+            Some((n.name.clone(), boot_id.to_owned()))
+        })
+        .collect();
+    status.node_priority = targeted
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n.name.clone(),
+                records.picked_at(&n.annotations, old, &n.name)?,
+            ))
+        })
+        .collect();
+    let status_key = keys::node_status_key(name);
+    for node in targeted {
+        let annotated = node
+            .annotations
+            .get(&status_key)
+            .and_then(|s| s.parse().ok());
+        if let Some(annotated) = annotated.filter(|_| !status.node_status.contains_key(&node.name))
+        {
+            status.node_status.insert(node.name.clone(), annotated);
+        }
+    }
     status
 }
 
@@ -186,7 +219,8 @@ impl<'s> Planner<'s> {
     fn pass(&mut self, pass: &Pass<'s>, earlier: &[SkyhookProgress<'s>]) -> SkyhookProgress<'s> {
         let skyhook = pass.skyhook;
         let name = pass.owner.name;
-        let mut status = targeted_status(skyhook.status.as_ref(), &pass.targeted());
+        let mut status = targeted_status(name, skyhook.status.as_ref(), &pass.targeted());
+        let picked_before = self.picked_before(name, skyhook.status.as_ref());
         let mut outcome = Outcome {
             unconfirmed_reboots: self.unconfirmed_reboots.remove(name).unwrap_or_default(),
             ..Outcome::default()
@@ -221,11 +255,9 @@ impl<'s> Planner<'s> {
             self.run_batch(pass, &compartments, &nodes, &mut status, &mut outcome);
         }
         self.record_nodes(pass, &nodes, &mut status);
+        self.record_bookkeeping(pass, &status);
         let offset = next_node_order_offset(
-            skyhook
-                .status
-                .as_ref()
-                .map_or(&status.node_priority, |s| &s.node_priority),
+            &picked_before,
             &status.node_priority,
             status.node_order_offset.into(),
         );
@@ -234,6 +266,38 @@ impl<'s> Planner<'s> {
         let next = next_status(skyhook, policy, status, outcome, self.now);
         self.write_status(skyhook, name, next);
         progress
+    }
+
+    /// Every node the Skyhook had picked before this pass, targeted or not: the nodes that leave
+    /// the picks advance the rollout order's offset.
+    fn picked_before(&self, name: &str, old: Option<&SkyhookStatus>) -> BTreeMap<String, Time> {
+        let records = NodeRecordKeys::of(name);
+        let mut picked = old.map(|s| s.node_priority.clone()).unwrap_or_default();
+        for node in &self.snapshot.nodes {
+            if let Some(at) = records.picked_at(&node.annotations, None, &node.name) {
+                picked.insert(node.name.clone(), at);
+            }
+        }
+        picked
+    }
+
+    /// Writes each node's boot ID and pick onto the node, where they are the truth (the status
+    /// maps only mirror them, and only while small); a node that left the maps (no longer
+    /// targeted, or complete) loses them. A reset and the new boot ID that caused it land in
+    /// the same node patch, so the reset is never lost behind a recorded boot ID (spec §2.11).
+    /// A skipped node (unreadable state) keeps its annotations as they are.
+    fn record_bookkeeping(&mut self, pass: &Pass<'s>, status: &SkyhookStatus) {
+        let records = NodeRecordKeys::of(pass.name());
+        let skipped: BTreeSet<&str> = pass.malformed.iter().map(|n| n.name.as_str()).collect();
+        for (node, work) in &mut self.nodes {
+            if skipped.contains(node) {
+                continue;
+            }
+            let boot_id = status.node_boot_ids.get(*node).map(String::as_str);
+            let picked = status.node_priority.get(*node).map(pick_time_text);
+            work.set_or_remove_annotation(records.boot_id_key(), boot_id);
+            work.set_or_remove_annotation(records.picked_key(), picked.as_deref());
+        }
     }
 
     /// Records the Skyhook's next status when it differs, with its transition Event and the

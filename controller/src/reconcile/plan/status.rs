@@ -11,6 +11,7 @@ use skyhook_api::conditions::{
     intolerable_message, ready_summary, set_condition, set_or_remove, transition_text,
 };
 use skyhook_api::keys;
+use skyhook_api::node_mirror::bound_node_mirrors;
 use skyhook_api::status::{SkyhookOverrides, counters, skyhook_status};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
 
@@ -142,7 +143,7 @@ pub(super) fn next_status(
     pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
     set_uninstall_conditions(skyhook, &mut status.conditions, &outcome.uninstall, now);
     long_lists.extend(outcome.uninstall.long_lists);
-    bound_node_state_mirror(&mut status);
+    bound_node_mirrors(&mut status);
     if skyhook.status.as_ref() == Some(&status) {
         long_lists.clear();
     }
@@ -332,53 +333,4 @@ fn blocking_conditions(list: &mut Vec<Condition>, conditions: &Conditions, block
         keys::CONDITION_NODES_IGNORED,
         Some(condition),
     );
-}
-
-/// The largest `status.nodeState` mirror (as JSON) the status keeps. Server-side apply records
-/// every map key again in `managedFields`, and etcd refuses requests over 1.5 MiB: at 5,000
-/// nodes the mirror made the status unwritable ("etcdserver: request is too large"), so the
-/// Skyhook never reported progress or completion. The other per-node maps (`nodeStatus`,
-/// `nodeBootIds`, `nodePriority`) and their managed fields take about 170 bytes per node, so
-/// 256 KiB keeps a 5,000-node status near 1 MiB.
-pub const NODE_STATE_MIRROR_MAX_BYTES: usize = 256 * 1024;
-
-/// Empties `status.nodeState` when it exceeds [`NODE_STATE_MIRROR_MAX_BYTES`]. It is only a
-/// mirror: the `nodeState_<name>` node annotations stay the source of truth, and `nodeStatus`
-/// and the counts still say where every node stands.
-pub fn bound_node_state_mirror(status: &mut SkyhookStatus) {
-    let size = serde_json::to_vec(&status.node_state).map_or(usize::MAX, |json| json.len());
-    if size > NODE_STATE_MIRROR_MAX_BYTES {
-        status.node_state.clear();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use skyhook_api::node_state::NodeState;
-    use skyhook_api::v1alpha1::SkyhookStatus;
-
-    use super::bound_node_state_mirror;
-
-    fn status_of(nodes: usize) -> SkyhookStatus {
-        let state = NodeState::parse(
-            r#"{"pkg|1.2.3":{"name":"pkg","version":"1.2.3","image":"ghcr.io/nvidia/skyhook/agentless","stage":"config","state":"complete"}}"#,
-        )
-        .unwrap();
-        let mut status = SkyhookStatus::default();
-        for index in 0..nodes {
-            status
-                .node_state
-                .insert(format!("node-{index}"), state.clone());
-        }
-        status
-    }
-
-    #[test]
-    fn the_node_state_mirror_is_kept_until_it_would_make_the_status_unwritable() {
-        for (nodes, kept) in [(0, 0), (3, 3), (1_000, 1_000), (5_000, 0)] {
-            let mut status = status_of(nodes);
-            bound_node_state_mirror(&mut status);
-            assert_eq!(status.node_state.len(), kept, "{nodes} nodes");
-        }
-    }
 }

@@ -129,6 +129,19 @@ impl<'s> NodeWork<'s> {
         self.annotations.insert(key, value);
     }
 
+    /// Sets the annotation `key` to `value`, or removes it for `None`.
+    pub(super) fn set_or_remove_annotation(&mut self, key: &str, value: Option<&str>) {
+        match value {
+            Some(value) if self.annotations.get(key).map(String::as_str) != Some(value) => {
+                self.annotations.insert(key.to_owned(), value.to_owned());
+            }
+            Some(_) => {}
+            None => {
+                self.annotations.remove(key);
+            }
+        }
+    }
+
     pub(super) fn set_condition(
         &mut self,
         type_: String,

@@ -9,6 +9,7 @@ mod drain_options;
 mod interrupting_changes;
 mod node_metadata;
 mod node_order;
+mod node_records;
 mod node_state_conditions;
 mod pod_slots;
 mod policy;

@@ -1,0 +1,318 @@
+//! `plan_bench`: how long one pure plan takes over a 20,000-node snapshot, and how much it
+//! allocates. No cluster: the snapshot is built in memory (one Skyhook, one package, a 10%
+//! budget; nodes complete, in progress, erroring, waiting and untouched), planned once to
+//! reach the status and node annotations a previous pass leaves, then planned again `--runs`
+//! times. The snapshot holds no pods: every plan creates the pods of the in-progress nodes, the
+//! most a plan of this cluster does.
+//!
+//! `cargo run --release -p controller --example plan_bench -- [--nodes 20000] [--runs 5]`
+//!
+//! Prints one line per run and a summary: the median plan time, and the allocations (count and
+//! bytes, from a counting global allocator) of the median run. Numbers, never assertions.
+
+// The benchmark's output is its report on stdout.
+#![allow(clippy::print_stdout)]
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use controller::config::{Config, LogEncoder, LogSettings, PodSettings, TimeEncoder};
+use controller::reconcile::plan::plan;
+use controller::reconcile::snapshot::{NodeView, Snapshot};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ObjectMeta;
+use mimalloc::MiMalloc;
+use skyhook_api::keys;
+use skyhook_api::node_mirror::applied_bytes;
+use skyhook_api::v1alpha1::{InterruptionBudget, Package, Skyhook, SkyhookSpec};
+
+/// Counts every allocation (and reallocation) and the bytes asked for, then forwards to mimalloc,
+/// the controller's allocator; frees are not counted.
+struct CountingAllocator;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+fn count(bytes: usize) {
+    ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    ALLOCATED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
+// A global allocator is an unsafe trait; this one only counts and forwards to mimalloc.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { MiMalloc.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `MiMalloc` with `layout` (every path above forwards).
+        unsafe { MiMalloc.dealloc(ptr, layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: as for `alloc`.
+        unsafe { MiMalloc.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        // SAFETY: as for `dealloc`; the caller guarantees `new_size` is valid for `layout`.
+        unsafe { MiMalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const SKYHOOK: &str = "bench";
+const TARGET_LABEL: &str = "skyhook.nvidia.com/bench-node";
+const IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless";
+
+fn config() -> Config {
+    Config {
+        pods: PodSettings {
+            namespace: "skyhook".into(),
+            image_pull_secret: None,
+            copy_dir_root: "/var/lib/skyhook".into(),
+            agent_log_root: "/var/log/skyhook".into(),
+            agent_image: "ghcr.io/nvidia/skyhook/agentless:6.2.0".into(),
+            agent_version: "6.2.0".into(),
+            pause_image: "registry.k8s.io/pause:3.10".into(),
+            runtime_required_taint: Taint {
+                key: "skyhook.nvidia.com".into(),
+                value: Some("runtime-required".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            },
+        },
+        default_interval: Duration::from_secs(600),
+        reapply_on_reboot: false,
+        metrics_addr: None,
+        probe_addr: None,
+        leader_election: false,
+        log: LogSettings {
+            encoder: LogEncoder::Json,
+            level: tracing::Level::INFO,
+            time_encoder: TimeEncoder::Rfc3339,
+        },
+        drain_timeout: Duration::from_secs(600),
+        reboot_deadline: Duration::from_secs(1800),
+        max_pods_per_node: 4,
+        uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
+    }
+}
+
+fn skyhook() -> Skyhook {
+    let package = Package {
+        name: "pkg".into(),
+        version: "1.0.0".into(),
+        image: IMAGE.into(),
+        ..Package::default()
+    };
+    Skyhook {
+        metadata: ObjectMeta {
+            name: Some(SKYHOOK.into()),
+            uid: Some("uid-bench".into()),
+            generation: Some(1),
+            finalizers: Some(vec![keys::FINALIZER.to_owned()]),
+            ..ObjectMeta::default()
+        },
+        spec: SkyhookSpec {
+            node_selectors: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(TARGET_LABEL.into(), "yes".into())])),
+                match_expressions: None,
+            }),
+            packages: BTreeMap::from([("pkg".to_owned(), package)]),
+            interruption_budget: Some(InterruptionBudget {
+                count: None,
+                percent: Some(10),
+            }),
+            ..SkyhookSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// Where node `index` stands, out of every 20: 8 complete, 1 in progress (picked), 1 in 100
+/// erroring, 1 in 20 waiting, the rest untouched.
+fn node_annotations(index: usize, now: Timestamp) -> BTreeMap<String, String> {
+    let entry = |stage: &str, state: &str| {
+        format!(
+            r#"{{"pkg|1.0.0":{{"name":"pkg","version":"1.0.0","image":"{IMAGE}","stage":"{stage}","state":"{state}"}}}}"#
+        )
+    };
+    let (state, status) = match index % 20 {
+        0..=7 => (Some(entry("config", "complete")), "complete"),
+        8 => (Some(entry("apply", "in_progress")), "in_progress"),
+        9 if index % 100 == 9 => (Some(entry("apply", "erroring")), "erroring"),
+        10 => (None, "waiting"),
+        _ => return BTreeMap::new(),
+    };
+    let mut annotations = BTreeMap::from([
+        (keys::node_status_key(SKYHOOK), status.to_owned()),
+        (
+            keys::node_boot_id_annotation(SKYHOOK),
+            format!("boot-{index}"),
+        ),
+    ]);
+    if let Some(state) = state {
+        annotations.insert(keys::node_state_annotation(SKYHOOK), state);
+    }
+    if status == "in_progress" {
+        annotations.insert(keys::node_picked_annotation(SKYHOOK), now.to_string());
+    }
+    annotations
+}
+
+fn snapshot(nodes: usize, now: Timestamp) -> Snapshot {
+    let nodes = (0..nodes)
+        .map(|index| NodeView {
+            name: format!("node-{index:05}"),
+            labels: BTreeMap::from([(TARGET_LABEL.to_owned(), "yes".to_owned())]),
+            annotations: node_annotations(index, now),
+            created: Some(now - jiff::SignedDuration::from_secs(86_400 + index as i64)),
+            boot_id: Some(format!("boot-{index}")),
+            ready: true,
+            ..NodeView::default()
+        })
+        .collect();
+    Snapshot {
+        skyhooks: vec![skyhook()],
+        nodes,
+        ..Snapshot::default()
+    }
+}
+
+/// One plan: its wall time and the allocations made meanwhile.
+struct Run {
+    time: Duration,
+    allocations: u64,
+    bytes: u64,
+}
+
+fn measure(
+    snapshot: &Snapshot,
+    config: &Config,
+    now: Timestamp,
+) -> (Run, controller::reconcile::plan::Plan) {
+    let (count_before, bytes_before) = (
+        ALLOCATIONS.load(Ordering::Relaxed),
+        ALLOCATED_BYTES.load(Ordering::Relaxed),
+    );
+    let started = Instant::now();
+    let planned = plan(snapshot, config, now);
+    let time = started.elapsed();
+    let run = Run {
+        time,
+        allocations: ALLOCATIONS.load(Ordering::Relaxed) - count_before,
+        bytes: ALLOCATED_BYTES.load(Ordering::Relaxed) - bytes_before,
+    };
+    (run, planned)
+}
+
+/// The nodes as the first plan's patches leave them (annotations, labels, conditions), so later
+/// plans see what a reconcile after it would: only the nodes that still change are patched.
+fn apply_node_patches(snapshot: &mut Snapshot, planned: &controller::reconcile::plan::Plan) {
+    for node in &mut snapshot.nodes {
+        let Some(patch) = planned.nodes.get(&node.name) else {
+            continue;
+        };
+        for (map, changes) in [
+            (&mut node.annotations, &patch.annotations),
+            (&mut node.labels, &patch.labels),
+        ] {
+            for (key, value) in changes {
+                match value {
+                    Some(value) => map.insert(key.clone(), value.clone()),
+                    None => map.remove(key),
+                };
+            }
+        }
+        for condition in &patch.conditions {
+            node.conditions.retain(|c| c.type_ != condition.type_);
+            node.conditions.push(condition.clone());
+        }
+        if let Some(unschedulable) = patch.unschedulable {
+            node.unschedulable = unschedulable;
+        }
+    }
+}
+
+fn arguments() -> anyhow::Result<(usize, usize)> {
+    let (mut nodes, mut runs) = (20_000, 5);
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?;
+        let number: usize = value
+            .parse()
+            .with_context(|| format!("{flag} {value}: not a whole number"))?;
+        match flag.as_str() {
+            "--nodes" => nodes = number,
+            "--runs" => runs = number.max(1),
+            _ => bail!("unknown flag {flag}; use --nodes N and --runs N"),
+        }
+    }
+    Ok((nodes, runs))
+}
+
+fn main() -> anyhow::Result<()> {
+    let (nodes, runs) = arguments()?;
+    let config = config();
+    let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    let mut snapshot = snapshot(nodes, now);
+    // The first plan writes the status a previous pass would have left; plans after it are
+    // the steady state a reconcile of this cluster sees.
+    let (first, planned) = measure(&snapshot, &config, now);
+    let status = planned.statuses.get(SKYHOOK).cloned();
+    println!(
+        "first plan: {:.1} ms, {} allocations, {} bytes; {} node patches, {} pods",
+        first.time.as_secs_f64() * 1e3,
+        first.allocations,
+        first.bytes,
+        planned.nodes.len(),
+        planned.create_pods.len()
+    );
+    if let Some(status) = &status {
+        println!(
+            "status written: {} bytes with managedFields (per-node maps kept: {})",
+            applied_bytes(status),
+            !status.node_status.is_empty()
+        );
+    }
+    snapshot.skyhooks[0].status = status;
+    apply_node_patches(&mut snapshot, &planned);
+    let mut measured: Vec<Run> = (1..=runs)
+        .map(|run| {
+            let (measured, planned) = measure(&snapshot, &config, now);
+            println!(
+                "run {run}: {:.1} ms, {} allocations, {} bytes; {} node patches, {} pods",
+                measured.time.as_secs_f64() * 1e3,
+                measured.allocations,
+                measured.bytes,
+                planned.nodes.len(),
+                planned.create_pods.len()
+            );
+            measured
+        })
+        .collect();
+    measured.sort_by_key(|r| r.time);
+    let median = &measured[measured.len() / 2];
+    println!(
+        "{nodes} nodes, median of {runs}: plan {:.1} ms, {} allocations, {:.1} MiB allocated",
+        median.time.as_secs_f64() * 1e3,
+        median.allocations,
+        median.bytes as f64 / (1024.0 * 1024.0)
+    );
+    Ok(())
+}
