@@ -32,6 +32,7 @@ mod dockerfiles;
 mod drain_budget;
 mod examples;
 mod faults;
+mod fleet_budget;
 mod leader_election;
 mod node_state_malformed;
 mod operator_agent;

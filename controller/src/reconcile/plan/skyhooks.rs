@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
-    CompartmentSpec, NodeActivity, legacy_compartments, next_node_order_offset, node_order,
-    policy_compartments, slot_hold, uncordon_on_failure,
+    CompartmentSpec, NodeActivity, fleet_wait_message, legacy_compartments, next_node_order_offset,
+    node_order, policy_compartments, slot_hold, uncordon_on_failure,
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
@@ -373,6 +373,7 @@ impl<'s> Planner<'s> {
         }
         status.compartment_statuses = compartment_statuses;
         outcome.blocking = blocking;
+        let mut fleet_waiting = Vec::new();
         for node in &picks {
             let order = node_order(&status.node_priority, status.node_order_offset.into(), node);
             let run = self.run_node(pass, (node, order), &status.config_updates);
@@ -382,6 +383,16 @@ impl<'s> Planner<'s> {
             {
                 outcome.drain_blocked.push(message);
             }
+            if run.fleet_waiting {
+                fleet_waiting.push(node.clone());
+            }
+        }
+        if let Some(budget) = self.config.fleet_budget
+            && !fleet_waiting.is_empty()
+        {
+            let ceiling = budget.ceiling(self.nodes.len());
+            let held = self.fleet_held();
+            outcome.fleet_wait = Some(fleet_wait_message(budget, ceiling, held, &fleet_waiting));
         }
     }
 

@@ -28,6 +28,8 @@ pub(super) struct Outcome {
     pub(super) applied: Option<String>,
     /// Drains past their timeout, one message per node.
     pub(super) drain_blocked: Vec<String>,
+    /// Why nodes wait for the fleet budget before their cordon, when some do.
+    pub(super) fleet_wait: Option<String>,
     /// Reboots not confirmed in time, by node.
     pub(super) unconfirmed_reboots: BTreeMap<String, UnconfirmedReboot>,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
@@ -277,6 +279,18 @@ fn pass_conditions(
                 true,
                 "DrainTimeout",
                 outcome.drain_blocked.join("; "),
+            )
+        }),
+    );
+    set_or_remove(
+        list,
+        keys::CONDITION_FLEET_BUDGET_WAIT,
+        outcome.fleet_wait.clone().map(|message| {
+            conditions.condition(
+                keys::CONDITION_FLEET_BUDGET_WAIT,
+                true,
+                keys::FLEET_BUDGET_FULL_REASON,
+                message,
             )
         }),
     );

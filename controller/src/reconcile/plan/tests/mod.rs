@@ -6,6 +6,7 @@ mod budget;
 mod changes;
 mod conditions;
 mod drain_options;
+mod fleet;
 mod interrupting_changes;
 mod node_metadata;
 mod node_order;
