@@ -192,6 +192,7 @@ mod tests {
                     strategy: None,
                 }],
                 reset_batch_state_on_completion: true,
+                maintenance_windows: vec![],
             },
         });
         let mut sky = skyhook("s", vec![]);

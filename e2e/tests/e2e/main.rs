@@ -34,6 +34,7 @@ mod examples;
 mod faults;
 mod fleet_budget;
 mod leader_election;
+mod maintenance_window;
 mod node_state_malformed;
 mod operator_agent;
 mod pod_slots;

@@ -18,3 +18,4 @@ mod scenarios;
 mod sim;
 mod targeting;
 mod uninstall;
+mod windows;
