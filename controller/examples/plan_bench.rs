@@ -108,6 +108,7 @@ fn config() -> Config {
         reboot_deadline: Duration::from_secs(1800),
         max_pods_per_node: 4,
         uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
+        fleet_budget: None,
     }
 }
 

@@ -1,6 +1,6 @@
 //! The controller's configuration: upstream's environment variables (spec §2.1) with upstream's
 //! names and defaults, each also a command-line flag (a flag wins over its variable), plus our
-//! additions `DRAIN_TIMEOUT`, `REBOOT_DEADLINE` and `MAX_PODS_PER_NODE`.
+//! additions `DRAIN_TIMEOUT`, `REBOOT_DEADLINE`, `MAX_PODS_PER_NODE` and `FLEET_BUDGET`.
 //!
 //! Contract: [`Args`] holds the raw text exactly as given; [`Config::from_args`] checks every
 //! setting at once and either returns typed settings or a [`ConfigError`] listing *every*
@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::Taint;
+use skyhook_api::budget::{FleetBudget, FleetBudgetError};
 use skyhook_api::image::ImageRef;
 use skyhook_api::runtime_required::parse_taint;
 use skyhook_api::selector::{validate_dns_label, validate_dns_subdomain};
@@ -125,6 +126,11 @@ pub struct Args {
     #[arg(long, env = "MAX_PODS_PER_NODE", default_value = "4")]
     pub max_pods_per_node: String,
 
+    /// The most nodes all Skyhooks together may have cordoned or interrupting at once: a count
+    /// (3) or a percent of all nodes (25%); empty for no fleet-wide limit.
+    #[arg(long, env = "FLEET_BUDGET", default_value = "")]
+    pub fleet_budget: String,
+
     /// What removing a package or lowering its version does: `legacy` runs its uninstall
     /// stage; `explicit` (upstream's newest) never does, and only `uninstall.apply` or deleting
     /// the Skyhook uninstalls.
@@ -155,6 +161,8 @@ pub struct Config {
     pub reboot_deadline: Duration,
     /// Most package pods the controller keeps on one node at once, all Skyhooks together.
     pub max_pods_per_node: usize,
+    /// Most nodes cordoned or interrupting at once, all Skyhooks together; `None`: no limit.
+    pub fleet_budget: Option<FleetBudget>,
     /// What removing or downgrading a package does.
     pub uninstall_mode: UninstallMode,
 }
@@ -326,6 +334,22 @@ impl Checker {
         })
     }
 
+    fn fleet_budget(&mut self, raw: &str) -> Option<FleetBudget> {
+        if raw.trim().is_empty() {
+            return None;
+        }
+        raw.parse()
+            .map_err(|error: FleetBudgetError| {
+                self.fail(
+                    "FLEET_BUDGET",
+                    "fleet-budget",
+                    format!("is invalid: {error}"),
+                    "give a node count (3) or a percent of all nodes (25%), or leave it empty",
+                )
+            })
+            .ok()
+    }
+
     fn positive_count(
         &mut self,
         variable: &'static str,
@@ -439,6 +463,7 @@ impl Config {
             &args.max_pods_per_node,
             "4",
         );
+        let fleet_budget = check.fleet_budget(&args.fleet_budget);
         let uninstall_mode = check.uninstall_mode(&args.uninstall_mode);
 
         match (check.errors.is_empty(), runtime_required_taint) {
@@ -462,6 +487,7 @@ impl Config {
                 drain_timeout,
                 reboot_deadline,
                 max_pods_per_node,
+                fleet_budget,
                 uninstall_mode,
             }),
             _ => Err(ConfigError(check.errors)),
@@ -714,6 +740,7 @@ mod tests {
             ("drain_timeout", "DRAIN_TIMEOUT"),
             ("reboot_deadline", "REBOOT_DEADLINE"),
             ("max_pods_per_node", "MAX_PODS_PER_NODE"),
+            ("fleet_budget", "FLEET_BUDGET"),
             ("uninstall_mode", "UNINSTALL_MODE"),
         ];
         let command = Args::command();
@@ -765,6 +792,7 @@ mod tests {
                 drain_timeout: Duration::from_secs(600),
                 reboot_deadline: Duration::from_secs(1800),
                 max_pods_per_node: 4,
+                fleet_budget: None,
                 uninstall_mode: UninstallMode::Legacy,
             }
         );
@@ -791,6 +819,7 @@ mod tests {
             "--drain-timeout=90s",
             "--reboot-deadline=1h",
             "--max-pods-per-node=12",
+            "--fleet-budget=25%",
         ]))
         .unwrap();
         assert_eq!(config.pods.namespace, "ops");
@@ -820,6 +849,7 @@ mod tests {
         assert_eq!(config.drain_timeout, Duration::from_secs(90));
         assert_eq!(config.reboot_deadline, Duration::from_secs(3600));
         assert_eq!(config.max_pods_per_node, 12);
+        assert_eq!(config.fleet_budget, Some(FleetBudget::Percent(25)));
     }
 
     #[test]
@@ -921,6 +951,9 @@ mod tests {
                 "MAX_PODS_PER_NODE",
                 "not a whole number",
             ),
+            ("--fleet-budget=0", "FLEET_BUDGET", "allows no node"),
+            ("--fleet-budget=150%", "FLEET_BUDGET", "from 1% to 100%"),
+            ("--fleet-budget=one", "FLEET_BUDGET", "e.g. 3 or 25%"),
         ];
         for (flag, variable, fragment) in cases {
             let error = Config::from_args(&args(&[flag])).unwrap_err();

@@ -318,6 +318,21 @@ pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND: &str =
 /// budget slot meanwhile.
 pub const CONDITION_REBOOT_NOT_CONFIRMED: &str = "skyhook.nvidia.com/RebootNotConfirmed";
 
+/// Condition (ours, not upstream's): True while nodes the Skyhook would cordon wait because
+/// the controller's fleet budget (`FLEET_BUDGET`) is used up by nodes cordoned or interrupting
+/// across all Skyhooks; the message says how many and which nodes wait. Removed once none waits.
+pub const CONDITION_FLEET_BUDGET_WAIT: &str = "skyhook.nvidia.com/WaitingForFleetBudget";
+/// Reason of [`CONDITION_FLEET_BUDGET_WAIT`].
+pub const FLEET_BUDGET_FULL_REASON: &str = "FleetBudgetFull";
+
+/// Condition (ours, not upstream's): True while compartments of the Skyhook hold their next
+/// batch because their DeploymentPolicy's maintenance windows are closed; the message says
+/// when the next window opens. Removed once no compartment is held by a window.
+pub const CONDITION_OUTSIDE_MAINTENANCE_WINDOW: &str =
+    "skyhook.nvidia.com/OutsideMaintenanceWindow";
+/// Reason of [`CONDITION_OUTSIDE_MAINTENANCE_WINDOW`].
+pub const MAINTENANCE_WINDOW_CLOSED_REASON: &str = "MaintenanceWindowClosed";
+
 // ---- Explicit uninstall and deletion conditions (bare types only, upstream §2.9) ----------
 
 /// Condition: True while some node has a spec package in its uninstall cycle (`uninstall` or

@@ -28,3 +28,4 @@ pub mod uninstall;
 pub mod v1alpha1;
 pub mod validate;
 pub mod version;
+pub mod window;

@@ -16,10 +16,14 @@ fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
-/// Every YAML document under `examples/` (not `examples/packages/`), with its file name.
+/// Every YAML document directly under `examples/` and `examples/rollout-gates/` (whose
+/// Skyhooks wait for windows and gates, so the devcluster examples test leaves them out), with
+/// its file name.
 fn example_documents() -> Vec<(String, Value)> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(examples_dir())
-        .unwrap()
+    let dirs = [examples_dir(), examples_dir().join("rollout-gates")];
+    let mut paths: Vec<PathBuf> = dirs
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
         .collect();

@@ -741,6 +741,28 @@ fn policy_rejection_table() {
 }
 
 #[test]
+fn maintenance_windows_are_validated_field_by_field() {
+    let head = "default: {budget: {count: 1}, strategy: {fixed: {}}}\nmaintenanceWindows:";
+    #[rustfmt::skip]
+    let cases: [(&str, &[&str], &str); 6] = [
+        ("[{schedule: '0 2 * * 6', duration: 4h, timeZone: Europe/Berlin}, {schedule: '@daily', duration: 30m}]", &[], ""),
+        ("[{schedule: '0 2 * *', duration: 4h}]", &["spec.maintenanceWindows[0].schedule"], "five fields"),
+        ("[{schedule: '0 2 * * *', duration: 4h}, {schedule: '0 2 * * *', duration: -1h}]", &["spec.maintenanceWindows[1].duration"], "negative"),
+        ("[{schedule: '0 2 * * *', duration: 0s}]", &["spec.maintenanceWindows[0].duration"], "zero"),
+        ("[{schedule: '0 2 * * *', duration: 1h, timeZone: Moon/Tranquility}]", &["spec.maintenanceWindows[0].timeZone"], "IANA"),
+        ("[{schedule: x, duration: y, timeZone: z}]", &["spec.maintenanceWindows[0].duration", "spec.maintenanceWindows[0].schedule", "spec.maintenanceWindows[0].timeZone"], "Go duration"),
+    ];
+    for (windows, fields, fragment) in cases {
+        let yaml = format!("{head} {windows}");
+        assert_eq!(policy_fields(&yaml), *fields, "{yaml}");
+        if let Err(violations) = validate_policy(&policy(&yaml)) {
+            let message = violations.to_string();
+            assert!(message.contains(fragment), "{message}");
+        }
+    }
+}
+
+#[test]
 fn policy_defaults() {
     let defaulted = default_policy(&policy(POLICY));
     let fixed = defaulted.default.strategy.fixed.as_ref().unwrap();

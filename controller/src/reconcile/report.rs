@@ -252,6 +252,7 @@ mod tests {
                     strategy: None,
                 }],
                 reset_batch_state_on_completion: true,
+                maintenance_windows: vec![],
             },
         });
         let mut sky = skyhook("s", vec![]);

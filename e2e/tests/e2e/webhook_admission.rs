@@ -138,6 +138,18 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             "uninstall.apply requires uninstall.enabled to be true",
         ),
         (
+            "policy-window-bad-cron.yaml",
+            POLICY_DENIED,
+            "spec.maintenanceWindows[0].schedule",
+            "is not a cron expression of five fields",
+        ),
+        (
+            "policy-window-unknown-zone.yaml",
+            POLICY_DENIED,
+            "spec.maintenanceWindows[0].timeZone",
+            "\"Europe/Atlantis\" is not an IANA time zone name",
+        ),
+        (
             "drain-negative-timeout.yaml",
             SKYHOOK_DENIED,
             "spec.drain.timeout",
@@ -170,8 +182,10 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
     }
 
     // Every valid example is accepted (policies before the Skyhooks that name them: each file
-    // lists its policy first).
-    let mut valid: Vec<PathBuf> = std::fs::read_dir(e2e::workspace().join("examples"))?
+    // lists its policy first), the rollout gates' too.
+    let examples = e2e::workspace().join("examples");
+    let mut valid: Vec<PathBuf> = std::fs::read_dir(&examples)?
+        .chain(std::fs::read_dir(examples.join("rollout-gates"))?)
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
         .collect();

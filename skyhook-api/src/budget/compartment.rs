@@ -189,6 +189,7 @@ mod tests {
             },
             compartments,
             reset_batch_state_on_completion: true,
+            maintenance_windows: vec![],
         }
     }
 

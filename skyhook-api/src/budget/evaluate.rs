@@ -332,6 +332,7 @@ mod tests {
             },
             compartments: vec![],
             reset_batch_state_on_completion: reset,
+            maintenance_windows: vec![],
         };
         let options = |reset| DeploymentPolicyOptions {
             reset_batch_state_on_completion: reset,

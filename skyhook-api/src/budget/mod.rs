@@ -9,6 +9,7 @@ mod batch;
 mod ceiling;
 mod compartment;
 mod evaluate;
+mod fleet;
 mod order;
 mod select;
 mod slot;
@@ -18,6 +19,9 @@ pub use ceiling::{legacy_ceiling, policy_ceiling};
 pub use compartment::{CompartmentSpec, assign_nodes, legacy_compartments, policy_compartments};
 pub use evaluate::{
     BatchObservation, BatchOutcome, evaluate_batch, reset_batch_state_enabled, reset_batch_states,
+};
+pub use fleet::{
+    FleetBudget, FleetBudgetError, fleet_admits, fleet_wait_message, holds_fleet_slot,
 };
 pub use order::{next_node_order_offset, node_order};
 pub use select::{

@@ -80,6 +80,9 @@ pub struct Selection<'a> {
     pub blocked: Vec<BlockedNode<'a>>,
     /// Whether `picks` is a new batch (rather than the continuation of the current one).
     pub new_batch: bool,
+    /// A new batch was due and had nodes to take, but the compartment may not start one now
+    /// (a closed maintenance window, a health gate): nothing was picked.
+    pub held: bool,
 }
 
 /// Whether a node is ignored or intolerable, given the toleration set of the Skyhook (see
@@ -255,6 +258,19 @@ impl<'a> CompartmentNodes<'a> {
         state: &BatchState,
         ceiling: usize,
     ) -> Selection<'a> {
+        self.select_gated(strategy, state, ceiling, true)
+    }
+
+    /// [`CompartmentNodes::select`], where a new batch starts only when `may_start`: the
+    /// current batch always continues (its nodes finish), but a compartment whose gate is
+    /// closed picks nothing new and reports the batch it held back in [`Selection::held`].
+    pub fn select_gated(
+        &self,
+        strategy: Option<&DeploymentStrategy>,
+        state: &BatchState,
+        ceiling: usize,
+        may_start: bool,
+    ) -> Selection<'a> {
         let blocked = self
             .classified()
             .zip(&self.blocked)
@@ -319,6 +335,11 @@ impl<'a> CompartmentNodes<'a> {
                 .map(|c| c.node)
                 .collect()
         };
+        if selection.new_batch && !may_start {
+            selection.new_batch = false;
+            selection.held = !chosen.is_empty();
+            return selection;
+        }
         selection.picks = chosen.iter().map(|n| n.name).collect();
         selection.newly_picked = chosen
             .iter()
@@ -429,6 +450,34 @@ mod tests {
         assert_eq!(s.picks, ["w1", "w2", "u1", "u2", "b1", "e1"]);
         assert_eq!(s.newly_picked, s.picks);
         assert_eq!(select(&c, 3, 10).picks, ["w1", "w2", "u1"]);
+    }
+
+    /// Case, nodes, may start, expected picks, expected held.
+    type GateCase<'a> = (&'a str, &'a [Node], bool, &'a [&'a str], bool);
+
+    #[test]
+    fn a_closed_gate_holds_a_new_batch_but_lets_the_current_one_finish() {
+        let fresh = [node("a", Waiting), node("b", Waiting)];
+        let continuing = [node("a", InProgress).picked(), node("b", Waiting)];
+        let picked_not_started = [node("a", Waiting).picked(), node("b", Waiting)];
+        let done = [node("a", Complete), node("b", Complete)];
+        #[rustfmt::skip]
+        let cases: [GateCase<'_>; 6] = [
+            ("open gate, new batch", &fresh, true, &["a"], false),
+            ("closed gate, new batch held", &fresh, false, &[], true),
+            ("closed gate, node in flight finishes", &continuing, false, &["a"], false),
+            ("closed gate, picked node of the batch goes on", &picked_not_started, false, &["a"], false),
+            ("closed gate, nothing left to start", &done, false, &[], false),
+            ("open gate, nothing left to start", &done, true, &[], false),
+        ];
+        for (case, nodes, may_start, picks, held) in cases {
+            let c = compartment(nodes);
+            let s = c.select_gated(Some(&fixed(1)), &BatchState::initial(), 1, may_start);
+            assert_eq!((s.picks.as_slice(), s.held), (picks, held), "{case}");
+            if !may_start {
+                assert!(!s.new_batch && s.newly_picked.is_empty(), "{case}");
+            }
+        }
     }
 
     #[test]

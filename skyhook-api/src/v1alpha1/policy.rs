@@ -34,6 +34,25 @@ pub struct DeploymentPolicySpec {
     /// `deploymentPolicyOptions`. Default true.
     #[serde(default = "default_true")]
     pub reset_batch_state_on_completion: bool,
+
+    /// When new batches may start. A compartment starts a new batch only while one of these
+    /// windows is open; the nodes of a batch already started finish outside it. None: always.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub maintenance_windows: Vec<MaintenanceWindow>,
+}
+
+/// A recurring time span in which new batches may start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindow {
+    /// When the window opens: a cron expression of five fields (minute hour day-of-month month
+    /// day-of-week), e.g. `0 2 * * 6` for Saturdays at 02:00. Required.
+    pub schedule: String,
+    /// How long the window stays open: a Go duration greater than zero, e.g. `4h`. Required.
+    pub duration: String,
+    /// The IANA time zone the schedule is read in, e.g. `Europe/Berlin`. Default `UTC`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 /// Budget and strategy of the nodes no compartment selects.

@@ -9,8 +9,10 @@ use crate::keys::DEFAULT_COMPARTMENT;
 use crate::selector::Selector;
 use crate::v1alpha1::{
     DEFAULT_BATCH_THRESHOLD, DEFAULT_DELTA, DEFAULT_GROWTH_FACTOR, DEFAULT_INITIAL_BATCH,
-    DEFAULT_SAFETY_LIMIT, DeploymentPolicySpec, DeploymentStrategy, PolicyBudget, Skyhook,
+    DEFAULT_SAFETY_LIMIT, DeploymentPolicySpec, DeploymentStrategy, MaintenanceWindow,
+    PolicyBudget, Skyhook,
 };
+use crate::window::parse_window;
 
 /// Validates a DeploymentPolicy spec, returning every violation found: exactly one of
 /// `percent`/`count` per budget, exactly one strategy, field ranges, unique compartment names,
@@ -68,7 +70,21 @@ pub fn validate_policy(spec: &DeploymentPolicySpec) -> Result<(), Violations> {
             }
         }
     }
+    check_windows(&spec.maintenance_windows, &mut out);
     Violations::check(out)
+}
+
+/// Every wrong field of every maintenance window: the cron schedule, the duration (a Go
+/// duration greater than zero) and the IANA time zone.
+fn check_windows(windows: &[MaintenanceWindow], out: &mut Vec<Violation>) {
+    for (i, window) in windows.iter().enumerate() {
+        if let Err(errors) = parse_window(window) {
+            out.extend(errors.iter().map(|e| {
+                let field = format!("spec.maintenanceWindows[{i}].{}", e.field());
+                Violation::new(field, e.to_string(), e.hint())
+            }));
+        }
+    }
 }
 
 /// A selector with absent and empty fields made equal and value lists sorted, so that two

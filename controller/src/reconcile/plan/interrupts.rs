@@ -4,6 +4,7 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use skyhook_api::budget::fleet_admits;
 use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
 use skyhook_api::v1alpha1::{DrainTimeoutAction, Package, Stage, State, Status};
@@ -43,6 +44,10 @@ impl Planner<'_> {
     ) -> Readiness {
         let name = pass.name();
         let now = self.now;
+        if !self.fleet_admits(name, node) {
+            run.fleet_waiting = true;
+            return Readiness::Waiting;
+        }
         let Some(work) = self.nodes.get_mut(node) else {
             return Readiness::Waiting;
         };
@@ -93,6 +98,39 @@ impl Planner<'_> {
         }
         self.requeue(DRAIN_POLL);
         Readiness::Waiting
+    }
+
+    /// Whether `skyhook` may cordon `node` under the fleet budget: always when no budget is
+    /// set, when it already cordoned the node, or when the node holds a fleet slot for another
+    /// Skyhook; otherwise only while fewer nodes than the ceiling hold one, counted on the
+    /// nodes as this plan leaves them (its releases free slots, its cordons take them).
+    pub(super) fn fleet_admits(&mut self, skyhook: &str, node: &str) -> bool {
+        let Some(budget) = self.config.fleet_budget else {
+            return true;
+        };
+        let node_holds = match self.nodes.get_mut(node) {
+            Some(work) => {
+                let own = work.unschedulable()
+                    && work
+                        .annotations()
+                        .contains_key(&keys::cordon_annotation(skyhook));
+                own || work.holds_fleet_slot()
+            }
+            None => return false,
+        };
+        if node_holds {
+            return true;
+        }
+        let held = self.fleet_held();
+        fleet_admits(budget.ceiling(self.nodes.len()), held, node_holds)
+    }
+
+    /// How many nodes hold a fleet slot as this plan leaves them so far.
+    pub(super) fn fleet_held(&mut self) -> usize {
+        self.nodes
+            .values_mut()
+            .filter_map(|work| work.holds_fleet_slot().then_some(()))
+            .count()
     }
 
     /// Gives up on a drain that timed out with `onTimeout: fail`: the package waiting for it

@@ -132,6 +132,8 @@ pub(super) struct NodeRun {
     pub(super) applied: Option<String>,
     /// The drain of the node is past its timeout: why.
     pub(super) drain_blocked: Option<String>,
+    /// The node waits for the fleet budget before its cordon.
+    pub(super) fleet_waiting: bool,
 }
 
 /// Where a node's wave goes after one package.

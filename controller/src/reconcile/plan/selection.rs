@@ -36,6 +36,8 @@ pub(super) struct SelectionInput<'a, 's> {
     pub(super) nodes: &'a [NodeFacts<'s>],
     /// Its status as this plan left it so far (batch states, picked nodes).
     pub(super) status: &'a SkyhookStatus,
+    /// Whether its compartments may start a new batch now (its policy's maintenance windows).
+    pub(super) may_start: bool,
 }
 
 /// The nodes that are ignored or carry taints the Skyhook does not tolerate, for its
@@ -60,6 +62,8 @@ pub(super) struct Selection {
     /// Every compartment's status, batch state included.
     pub(super) compartment_statuses: BTreeMap<String, CompartmentStatus>,
     pub(super) blocking: Blocking,
+    /// Compartments whose new batch was due but held back (`may_start` false).
+    pub(super) held: Vec<String>,
 }
 
 /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work on
@@ -98,7 +102,15 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
         } else {
             evaluate_batch(compartment.strategy.as_ref(), &state, members.observation()).0
         };
-        let chosen = members.select(compartment.strategy.as_ref(), &state, ceiling);
+        let chosen = members.select_gated(
+            compartment.strategy.as_ref(),
+            &state,
+            ceiling,
+            input.may_start,
+        );
+        if chosen.held {
+            selection.held.push(compartment.name.clone());
+        }
         let owned = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
         selection.picks.extend(owned(&chosen.picks));
         selection.newly_picked.extend(owned(&chosen.newly_picked));

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
-    CompartmentSpec, NodeActivity, legacy_compartments, next_node_order_offset, node_order,
-    policy_compartments, slot_hold, uncordon_on_failure,
+    CompartmentSpec, NodeActivity, fleet_wait_message, legacy_compartments, next_node_order_offset,
+    node_order, policy_compartments, slot_hold, uncordon_on_failure,
 };
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
@@ -23,8 +23,9 @@ use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::uninstall::UninstallRules;
-use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
+use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
+use skyhook_api::window::{WindowState, window_state, window_wait_message};
 
 use super::packages::changed_keys;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
@@ -46,6 +47,13 @@ fn pass_order(skyhooks: &[Skyhook]) -> Vec<&Skyhook> {
         priority_order((a.0, &a.1), (b.0, &b.1))
     });
     order
+}
+
+/// What a pass's batch selection is bound by: its compartments, and its policy (name and spec)
+/// with the maintenance windows, when it has one.
+struct Batch<'a> {
+    compartments: &'a [CompartmentSpec],
+    window: Option<(&'a str, &'a DeploymentPolicySpec)>,
 }
 
 /// What one pass reads of its Skyhook once admitted.
@@ -252,7 +260,12 @@ impl<'s> Planner<'s> {
                     pass.matched.len(),
                 ),
             };
-            self.run_batch(pass, &compartments, &nodes, &mut status, &mut outcome);
+            let window = policy.map(|p| (policy_name.unwrap_or_default(), p));
+            let batch = Batch {
+                compartments: &compartments,
+                window,
+            };
+            self.run_batch(pass, &batch, &nodes, &mut status, &mut outcome);
         }
         self.record_nodes(pass, &nodes, &mut status);
         self.record_bookkeeping(pass, &status);
@@ -396,15 +409,34 @@ impl<'s> Planner<'s> {
         }
     }
 
+    /// Whether new batches may start under the pass's policy windows; a closed window wakes
+    /// the plan again when it opens.
+    fn window_open(&mut self, window: Option<(&str, &DeploymentPolicySpec)>) -> WindowState {
+        let Some((_, policy)) = window else {
+            return WindowState::Open { closes_at: None };
+        };
+        let state = window_state(&policy.maintenance_windows, self.now);
+        if let WindowState::Closed {
+            opens_at: Some(opens_at),
+        } = state
+            && let Ok(wait) = std::time::Duration::try_from(opens_at.duration_since(self.now))
+        {
+            self.requeue(wait);
+        }
+        state
+    }
+
     /// Selects the nodes to work on and runs their packages.
     fn run_batch(
         &mut self,
         pass: &Pass<'s>,
-        compartments: &[CompartmentSpec],
+        batch: &Batch<'_>,
         nodes: &NodeProgress<'s>,
         status: &mut SkyhookStatus,
         outcome: &mut Outcome,
     ) {
+        let compartments = batch.compartments;
+        let window = self.window_open(batch.window);
         let skyhook = pass.skyhook;
         let runtime_taint = self.config.pods.runtime_required_taint.clone();
         let tolerations = node_selection_tolerations(
@@ -421,6 +453,7 @@ impl<'s> Planner<'s> {
             tolerations: &tolerations,
             nodes: &facts,
             status,
+            may_start: matches!(window, WindowState::Open { .. }),
         });
         let Selection {
             picks,
@@ -428,7 +461,13 @@ impl<'s> Planner<'s> {
             blocked,
             compartment_statuses,
             blocking,
+            held,
         } = selection;
+        if let (Some((policy, _)), WindowState::Closed { opens_at }) = (batch.window, window)
+            && !held.is_empty()
+        {
+            outcome.window_closed = Some(window_wait_message(policy, &held, opens_at));
+        }
         for node in &blocked {
             self.set_status(pass.name(), node, Status::Blocked);
         }
@@ -437,6 +476,7 @@ impl<'s> Planner<'s> {
         }
         status.compartment_statuses = compartment_statuses;
         outcome.blocking = blocking;
+        let mut fleet_waiting = Vec::new();
         for node in &picks {
             let order = node_order(&status.node_priority, status.node_order_offset.into(), node);
             let run = self.run_node(pass, (node, order), &status.config_updates);
@@ -446,6 +486,16 @@ impl<'s> Planner<'s> {
             {
                 outcome.drain_blocked.push(message);
             }
+            if run.fleet_waiting {
+                fleet_waiting.push(node.clone());
+            }
+        }
+        if let Some(budget) = self.config.fleet_budget
+            && !fleet_waiting.is_empty()
+        {
+            let ceiling = budget.ceiling(self.nodes.len());
+            let held = self.fleet_held();
+            outcome.fleet_wait = Some(fleet_wait_message(budget, ceiling, held, &fleet_waiting));
         }
     }
 

@@ -29,6 +29,10 @@ pub(super) struct Outcome {
     pub(super) applied: Option<String>,
     /// Drains past their timeout, one message per node.
     pub(super) drain_blocked: Vec<String>,
+    /// Why nodes wait for the fleet budget before their cordon, when some do.
+    pub(super) fleet_wait: Option<String>,
+    /// Which compartments hold their next batch until a maintenance window opens, and when.
+    pub(super) window_closed: Option<String>,
     /// Reboots not confirmed in time, by node.
     pub(super) unconfirmed_reboots: BTreeMap<String, UnconfirmedReboot>,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
@@ -278,6 +282,30 @@ fn pass_conditions(
                 true,
                 "DrainTimeout",
                 outcome.drain_blocked.join("; "),
+            )
+        }),
+    );
+    set_or_remove(
+        list,
+        keys::CONDITION_FLEET_BUDGET_WAIT,
+        outcome.fleet_wait.clone().map(|message| {
+            conditions.condition(
+                keys::CONDITION_FLEET_BUDGET_WAIT,
+                true,
+                keys::FLEET_BUDGET_FULL_REASON,
+                message,
+            )
+        }),
+    );
+    set_or_remove(
+        list,
+        keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
+        outcome.window_closed.clone().map(|message| {
+            conditions.condition(
+                keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
+                true,
+                keys::MAINTENANCE_WINDOW_CLOSED_REASON,
+                message,
             )
         }),
     );

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Taint;
+use skyhook_api::budget::holds_fleet_slot;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
@@ -89,6 +90,23 @@ impl<'s> NodeWork<'s> {
             .and_then(|text| NodeState::parse(text).ok())
             .unwrap_or_default();
         stamp_transitions(&written, self.state(skyhook), now)
+    }
+
+    /// Whether the node holds a fleet slot as this plan leaves it so far: some Skyhook's cordon,
+    /// or an unconfirmed interrupt of some Skyhook (see `skyhook_api::budget::holds_fleet_slot`).
+    pub(super) fn holds_fleet_slot(&mut self) -> bool {
+        let state_prefix = keys::node_state_annotation("");
+        let skyhooks: Vec<String> = self
+            .annotations
+            .keys()
+            .filter_map(|key| key.strip_prefix(&state_prefix))
+            .map(str::to_owned)
+            .collect();
+        for skyhook in &skyhooks {
+            self.state(skyhook);
+        }
+        let states = self.states.iter().map(|(s, state)| (s.as_str(), state));
+        holds_fleet_slot(&self.annotations, self.unschedulable, states)
     }
 
     /// Whether the node-state annotation of `skyhook` does not parse.

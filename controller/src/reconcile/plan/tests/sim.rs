@@ -46,6 +46,7 @@ pub(super) fn config() -> Config {
         drain_timeout: Duration::from_secs(600),
         reboot_deadline: Duration::from_secs(1800),
         max_pods_per_node: 4,
+        fleet_budget: None,
         uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
     }
 }
