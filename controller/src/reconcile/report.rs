@@ -15,6 +15,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use skyhook_api::budget::{legacy_compartments, policy_compartments};
 use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
 
 use crate::cache::CachedObjects;
@@ -37,19 +38,43 @@ fn targeted_nodes<'n>(
 }
 
 /// `skyhook` with `status.nodeStatus` read from the `status_<skyhook>` annotations of the nodes
-/// it targets: past a few thousand nodes the status no longer mirrors them
-/// ([`skyhook_api::node_mirror`]), and the node status counts must not fall to zero then.
+/// it targets, and an empty `status.nodeState` from their `nodeState_<skyhook>` annotations:
+/// past a few thousand nodes the status no longer mirrors them ([`skyhook_api::node_mirror`],
+/// `bound_node_state_mirror`), and the node and package counts must not fall to zero then.
 fn with_node_statuses(skyhook: &Skyhook, nodes: &[Arc<Node>]) -> Skyhook {
     let mut skyhook = skyhook.clone();
-    let key = keys::node_status_key(skyhook.metadata.name.as_deref().unwrap_or_default());
-    let statuses = targeted_nodes(&skyhook, nodes)
-        .filter_map(|node| {
-            let annotations = node.metadata.annotations.as_ref()?;
-            let status = annotations.get(&key)?.parse().ok()?;
-            Some((node.metadata.name.clone()?, status))
-        })
+    let name = skyhook.metadata.name.clone().unwrap_or_default();
+    let (status_key, state_key) = (
+        keys::node_status_key(&name),
+        keys::node_state_annotation(&name),
+    );
+    let annotated = |key: &str| {
+        targeted_nodes(&skyhook, nodes)
+            .filter_map(|node| {
+                let value = node.metadata.annotations.as_ref()?.get(key)?;
+                Some((node.metadata.name.clone()?, value.as_str()))
+            })
+            .collect::<Vec<_>>()
+    };
+    let statuses = annotated(&status_key)
+        .into_iter()
+        .filter_map(|(node, value)| Some((node, value.parse().ok()?)))
         .collect();
-    skyhook.status.get_or_insert_default().node_status = statuses;
+    let mirrored = skyhook
+        .status
+        .as_ref()
+        .is_some_and(|status| !status.node_state.is_empty());
+    let states = (!mirrored).then(|| {
+        annotated(&state_key)
+            .into_iter()
+            .filter_map(|(node, value)| Some((node, NodeState::parse(value).ok()?)))
+            .collect()
+    });
+    let status = skyhook.status.get_or_insert_default();
+    status.node_status = statuses;
+    if let Some(states) = states {
+        status.node_state = states;
+    }
     skyhook
 }
 
@@ -192,6 +217,49 @@ mod tests {
                 ("a", "complete".to_owned()),
                 ("b", "in_progress".to_owned())
             ]
+        );
+    }
+
+    #[test]
+    fn package_counts_come_from_the_nodes_when_the_status_no_longer_mirrors_them() {
+        let state = r#"{"pkg|1.0.0":{"name":"pkg","version":"1.0.0","image":"img","stage":"apply","state":"in_progress"}}"#;
+        let annotated = |name: &str, labels: &[(&str, &str)], value: &str| {
+            let mut node = Arc::unwrap_or_clone(node(name, labels));
+            node.metadata.annotations = Some(BTreeMap::from([(
+                "skyhook.nvidia.com/nodeState_s".to_owned(),
+                value.to_owned(),
+            )]));
+            Arc::new(node)
+        };
+        let target = [("skyhook.nvidia.com/test-node", "skyhooke2e")];
+        let nodes = vec![
+            annotated("a", &target, state),
+            annotated("b", &target, "{not json"),
+            annotated("c", &[], state),
+        ];
+        let mut sky = skyhook("s", vec![]);
+        sky.spec.node_selectors = Some(selector(&target));
+        let read = with_node_statuses(&sky, &nodes);
+        let states: Vec<&str> = read
+            .status
+            .iter()
+            .flat_map(|s| s.node_state.keys())
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            states,
+            ["a"],
+            "read from the nodes when the mirror is empty"
+        );
+
+        let mut mirrored = sky.clone();
+        let only_b = BTreeMap::from([("b".to_owned(), NodeState::parse(state).unwrap())]);
+        mirrored.status.get_or_insert_default().node_state = only_b.clone();
+        let read = with_node_statuses(&mirrored, &nodes);
+        assert_eq!(
+            read.status.unwrap().node_state,
+            only_b,
+            "a mirror is kept as it is"
         );
     }
 
