@@ -19,11 +19,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use controller::config::{Config, LogEncoder, LogSettings, PodSettings, TimeEncoder};
+use clap::Parser as _;
+use controller::config::{Args, Config};
 use controller::reconcile::plan::plan;
 use controller::reconcile::snapshot::{NodeView, Snapshot};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 use mimalloc::MiMalloc;
@@ -76,40 +76,14 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const SKYHOOK: &str = "bench";
 const TARGET_LABEL: &str = "skyhook.nvidia.com/bench-node";
 const IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless";
+const AGENT_IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless:6.2.0";
 
-fn config() -> Config {
-    Config {
-        pods: PodSettings {
-            namespace: "skyhook".into(),
-            image_pull_secret: None,
-            copy_dir_root: "/var/lib/skyhook".into(),
-            agent_log_root: "/var/log/skyhook".into(),
-            agent_image: "ghcr.io/nvidia/skyhook/agentless:6.2.0".into(),
-            agent_version: "6.2.0".into(),
-            pause_image: "registry.k8s.io/pause:3.10".into(),
-            runtime_required_taint: Taint {
-                key: "skyhook.nvidia.com".into(),
-                value: Some("runtime-required".into()),
-                effect: "NoSchedule".into(),
-                time_added: None,
-            },
-        },
-        default_interval: Duration::from_secs(600),
-        reapply_on_reboot: false,
-        metrics_addr: None,
-        probe_addr: None,
-        leader_election: false,
-        log: LogSettings {
-            encoder: LogEncoder::Json,
-            level: tracing::Level::INFO,
-            time_encoder: TimeEncoder::Rfc3339,
-        },
-        drain_timeout: Duration::from_secs(600),
-        reboot_deadline: Duration::from_secs(1800),
-        max_pods_per_node: 4,
-        uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
-        fleet_budget: None,
-    }
+/// The controller's defaults as its own flag parser makes them (the environment's settings
+/// apply, as for the controller), with upstream's e2e agent image.
+fn config() -> anyhow::Result<Config> {
+    let args = Args::try_parse_from(["plan_bench", "--agent-image", AGENT_IMAGE])
+        .context("the controller's default arguments")?;
+    Config::from_args(&args).map_err(|error| anyhow::anyhow!("the controller's defaults: {error}"))
 }
 
 fn skyhook() -> Skyhook {
@@ -269,7 +243,7 @@ fn arguments() -> anyhow::Result<(usize, usize)> {
 
 fn main() -> anyhow::Result<()> {
     let (nodes, runs) = arguments()?;
-    let config = config();
+    let config = config()?;
     let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
     let mut snapshot = snapshot(nodes, now);
     // The first plan writes the status a previous pass would have left; plans after it are
