@@ -465,10 +465,14 @@ impl<'s> Planner<'s> {
             &skyhook.spec.additional_tolerations,
             skyhook.spec.runtime_required.then_some(&runtime_taint),
         );
+        let settle = batch
+            .policy
+            .and_then(|(_, p)| p.health_gate.as_ref())
+            .and_then(|gate| parse_settle(gate).ok());
         let facts: Vec<NodeFacts<'s>> = pass
             .matched
             .iter()
-            .map(|node| self.node_facts(pass.name(), node, nodes, status))
+            .map(|node| self.node_facts(pass.name(), node, nodes, status, settle.is_some()))
             .collect();
         let selection = select(&SelectionInput {
             compartments,
@@ -476,10 +480,7 @@ impl<'s> Planner<'s> {
             nodes: &facts,
             status,
             may_start: matches!(window, WindowState::Open { .. }),
-            settle: batch
-                .policy
-                .and_then(|(_, p)| p.health_gate.as_ref())
-                .and_then(|gate| parse_settle(gate).ok()),
+            settle,
             now: self.now,
         });
         let Selection {
@@ -529,13 +530,14 @@ impl<'s> Planner<'s> {
     }
 
     /// The node as selection sees it for the Skyhook of `skyhook`, with the budget slot it
-    /// holds.
+    /// holds; with its last transition only when `gated` (a health gate reads it).
     fn node_facts(
         &mut self,
         skyhook: &str,
         node: &'s NodeView,
         nodes: &NodeProgress<'s>,
         status: &SkyhookStatus,
+        gated: bool,
     ) -> NodeFacts<'s> {
         let pod_on_node = self.skyhook_pod_on(skyhook, &node.name);
         let picked = status.node_priority.contains_key(&node.name);
@@ -559,7 +561,9 @@ impl<'s> Planner<'s> {
         let state = work.state(skyhook).clone();
         facts.unschedulable = unschedulable;
         facts.worked_on |= !state.is_empty();
-        facts.last_transition = work.last_transition(skyhook, self.now);
+        if gated && facts.complete {
+            facts.last_transition = work.last_transition(skyhook, self.now);
+        }
         facts.hold = slot_hold(NodeActivity {
             skyhook,
             annotations: work.annotations(),
