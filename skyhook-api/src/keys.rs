@@ -333,6 +333,13 @@ pub const CONDITION_OUTSIDE_MAINTENANCE_WINDOW: &str =
 /// Reason of [`CONDITION_OUTSIDE_MAINTENANCE_WINDOW`].
 pub const MAINTENANCE_WINDOW_CLOSED_REASON: &str = "MaintenanceWindowClosed";
 
+/// Condition (ours, not upstream's): True while compartments of the Skyhook hold their next
+/// batch because their DeploymentPolicy's health gate is closed; the message names, per
+/// compartment, the node that holds it. Removed once no compartment is held by the gate.
+pub const CONDITION_HEALTH_GATE_HELD: &str = "skyhook.nvidia.com/HealthGateHeld";
+/// Reason of [`CONDITION_HEALTH_GATE_HELD`].
+pub const HEALTH_GATE_HELD_REASON: &str = "NodeNotSettled";
+
 // ---- Explicit uninstall and deletion conditions (bare types only, upstream §2.9) ----------
 
 /// Condition: True while some node has a spec package in its uninstall cycle (`uninstall` or

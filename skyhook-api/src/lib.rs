@@ -6,6 +6,7 @@ pub mod crd;
 pub mod duration;
 pub mod glob;
 pub mod graph;
+pub mod health;
 pub mod image;
 pub mod interrupt;
 pub mod interrupt_payload;

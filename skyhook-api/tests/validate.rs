@@ -763,6 +763,27 @@ fn maintenance_windows_are_validated_field_by_field() {
 }
 
 #[test]
+fn the_health_gate_settle_is_a_go_duration_of_zero_or_more() {
+    let head = "default: {budget: {count: 1}, strategy: {fixed: {}}}\nhealthGate:";
+    #[rustfmt::skip]
+    let cases: [(&str, &[&str], &str); 5] = [
+        ("{settle: 5m}", &[], ""),
+        ("{settle: 0s}", &[], ""),
+        ("{settle: -5m}", &["spec.healthGate.settle"], "negative"),
+        ("{settle: soon}", &["spec.healthGate.settle"], "not a duration"),
+        ("{settle: 5 minutes}", &["spec.healthGate.settle"], "Go duration"),
+    ];
+    for (gate, fields, fragment) in cases {
+        let yaml = format!("{head} {gate}");
+        assert_eq!(policy_fields(&yaml), *fields, "{yaml}");
+        if let Err(violations) = validate_policy(&policy(&yaml)) {
+            let message = violations.to_string();
+            assert!(message.contains(fragment), "{message}");
+        }
+    }
+}
+
+#[test]
 fn policy_defaults() {
     let defaulted = default_policy(&policy(POLICY));
     let fixed = defaulted.default.strategy.fixed.as_ref().unwrap();

@@ -321,6 +321,7 @@ mod tests {
                 }],
                 reset_batch_state_on_completion: true,
                 maintenance_windows: vec![],
+                health_gate: None,
             },
         });
         let mut sky = skyhook("s", vec![]);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
@@ -77,6 +77,8 @@ pub struct NodeView {
     pub ready: bool,
     /// When the `Ready` condition last left True, while it is not True.
     pub not_ready_since: Option<Timestamp>,
+    /// When the `Ready` condition last turned True, while it is True.
+    pub ready_since: Option<Timestamp>,
     /// The node's conditions.
     pub conditions: Vec<NodeConditionView>,
     /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.
@@ -220,12 +222,8 @@ pub fn node_view(node: &Node) -> NodeView {
         ready: conditions
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True"),
-        not_ready_since: status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
-            .filter(|ready| ready.status != "True")
-            .and_then(|ready| ready.last_transition_time.as_ref())
-            .map(|time| time.0),
+        not_ready_since: ready_transition(status, false),
+        ready_since: ready_transition(status, true),
         conditions,
         allocatable: status
             .and_then(|s| s.allocatable.as_ref())
@@ -233,6 +231,16 @@ pub fn node_view(node: &Node) -> NodeView {
             .and_then(|list| cpu_memory(list).ok()),
         resource_version: node.metadata.resource_version.clone(),
     }
+}
+
+/// When the `Ready` condition last changed, while it is True (`ready`) or not.
+fn ready_transition(status: Option<&NodeStatus>, ready: bool) -> Option<Timestamp> {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
+        .filter(|condition| (condition.status == "True") == ready)
+        .and_then(|condition| condition.last_transition_time.as_ref())
+        .map(|time| time.0)
 }
 
 /// Each Skyhook's reboot deadline: its `spec.rebootDeadline`, else the controller's `fallback`.

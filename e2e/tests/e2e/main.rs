@@ -33,6 +33,7 @@ mod drain_budget;
 mod examples;
 mod faults;
 mod fleet_budget;
+mod health_gate;
 mod kubelet_api;
 mod leader_election;
 mod maintenance_window;

@@ -150,6 +150,12 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             "\"Europe/Atlantis\" is not an IANA time zone name",
         ),
         (
+            "policy-health-gate-negative-settle.yaml",
+            POLICY_DENIED,
+            "spec.healthGate.settle",
+            "\"-5m\" is negative",
+        ),
+        (
             "drain-negative-timeout.yaml",
             SKYHOOK_DENIED,
             "spec.drain.timeout",

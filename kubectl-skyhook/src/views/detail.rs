@@ -243,6 +243,7 @@ fn condition_warning(type_: &str) -> Option<&'static str> {
         keys::CONDITION_REBOOT_NOT_CONFIRMED => "reboot not confirmed",
         keys::CONDITION_FLEET_BUDGET_WAIT => "waiting for the fleet budget",
         keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW => "waiting for a maintenance window",
+        keys::CONDITION_HEALTH_GATE_HELD => "held by the health gate",
         keys::CONDITION_NODE_STATE_MALFORMED => "node state unreadable",
         keys::CONDITION_UNINSTALL_IN_PROGRESS => "uninstall in progress",
         keys::CONDITION_UNINSTALL_FAILED => "uninstall failing",

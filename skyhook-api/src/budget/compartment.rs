@@ -190,6 +190,7 @@ mod tests {
             compartments,
             reset_batch_state_on_completion: true,
             maintenance_windows: vec![],
+            health_gate: None,
         }
     }
 

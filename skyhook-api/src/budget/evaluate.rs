@@ -333,6 +333,7 @@ mod tests {
             compartments: vec![],
             reset_batch_state_on_completion: reset,
             maintenance_windows: vec![],
+            health_gate: None,
         };
         let options = |reset| DeploymentPolicyOptions {
             reset_batch_state_on_completion: reset,

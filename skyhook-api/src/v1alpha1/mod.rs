@@ -16,8 +16,8 @@ pub use package::{Interrupt, InterruptType, Package, PackageResources, Uninstall
 pub use policy::{
     Compartment, DEFAULT_BATCH_THRESHOLD, DEFAULT_DELTA, DEFAULT_GROWTH_FACTOR,
     DEFAULT_INITIAL_BATCH, DEFAULT_SAFETY_LIMIT, DeploymentPolicy, DeploymentPolicySpec,
-    DeploymentStrategy, ExponentialStrategy, FixedStrategy, LinearStrategy, MaintenanceWindow,
-    PolicyBudget, PolicyDefault, StrategyKind,
+    DeploymentStrategy, ExponentialStrategy, FixedStrategy, HealthGate, LinearStrategy,
+    MaintenanceWindow, PolicyBudget, PolicyDefault, StrategyKind,
 };
 pub use skyhook::{
     DEFAULT_PRIORITY, DeploymentPolicyOptions, DrainSpec, DrainTimeoutAction, InterruptionBudget,

@@ -39,6 +39,21 @@ pub struct DeploymentPolicySpec {
     /// windows is open; the nodes of a batch already started finish outside it. None: always.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub maintenance_windows: Vec<MaintenanceWindow>,
+
+    /// Health gate between batches: a compartment starts its next batch only after the nodes
+    /// the Skyhook finished have been Ready and schedulable for `settle`, and never while a
+    /// node it worked on is NotReady. None: batches follow each other as upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_gate: Option<HealthGate>,
+}
+
+/// The health gate between batches of a DeploymentPolicy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthGate {
+    /// How long every finished node must have been Ready and schedulable before the next
+    /// batch starts: a Go duration of zero or more, e.g. `5m`. Required.
+    pub settle: String,
 }
 
 /// A recurring time span in which new batches may start.

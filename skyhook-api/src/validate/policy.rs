@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::violation::{Violation, Violations};
+use crate::health::parse_settle;
 use crate::keys::DEFAULT_COMPARTMENT;
 use crate::selector::Selector;
 use crate::v1alpha1::{
@@ -71,6 +72,13 @@ pub fn validate_policy(spec: &DeploymentPolicySpec) -> Result<(), Violations> {
         }
     }
     check_windows(&spec.maintenance_windows, &mut out);
+    if let Some(Err(problem)) = spec.health_gate.as_ref().map(parse_settle) {
+        out.push(Violation::new(
+            "spec.healthGate.settle",
+            problem.to_string(),
+            "write a Go duration of zero or more, e.g. 90s or 5m",
+        ));
+    }
     Violations::check(out)
 }
 

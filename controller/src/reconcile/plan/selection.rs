@@ -7,11 +7,13 @@
 
 use std::collections::BTreeMap;
 
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use skyhook_api::budget::{
     BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, SlotHold, assign_nodes,
     block_reason, evaluate_batch,
 };
+use skyhook_api::health::{GateNode, GateState, Since, health_gate};
 use skyhook_api::v1alpha1::{BatchState, CompartmentStatus, SkyhookStatus, Status};
 
 use crate::reconcile::snapshot::NodeView;
@@ -26,6 +28,13 @@ pub(super) struct NodeFacts<'s> {
     pub(super) complete: bool,
     /// Its turn has come: every earlier Skyhook is done with it (`node_ready`).
     pub(super) ready: bool,
+    /// The Skyhook worked on the node: it has a node state of the Skyhook or was picked.
+    pub(super) worked_on: bool,
+    /// Cordoned, as this plan left it so far.
+    pub(super) unschedulable: bool,
+    /// When the node's last package entry of the Skyhook changed (when it was finished, for a
+    /// complete node); `None` when no entry records it.
+    pub(super) last_transition: Option<Timestamp>,
 }
 
 /// What selection reads of one Skyhook.
@@ -38,6 +47,9 @@ pub(super) struct SelectionInput<'a, 's> {
     pub(super) status: &'a SkyhookStatus,
     /// Whether its compartments may start a new batch now (its policy's maintenance windows).
     pub(super) may_start: bool,
+    /// Its policy's health gate `settle`, when it has one.
+    pub(super) settle: Option<SignedDuration>,
+    pub(super) now: Timestamp,
 }
 
 /// The nodes that are ignored or carry taints the Skyhook does not tolerate, for its
@@ -64,6 +76,8 @@ pub(super) struct Selection {
     pub(super) blocking: Blocking,
     /// Compartments whose new batch was due but held back (`may_start` false).
     pub(super) held: Vec<String>,
+    /// Compartments whose new batch was due but held back by the health gate, with the gate.
+    pub(super) gate_held: Vec<(String, GateState)>,
 }
 
 /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work on
@@ -83,10 +97,13 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
     // completion stays reset.
     let all_complete = input.nodes.iter().all(|f| f.complete);
     for compartment in input.compartments {
-        let candidates: Vec<CandidateNode<'_>> = input
+        let member_facts: Vec<&NodeFacts<'_>> = input
             .nodes
             .iter()
             .filter(|f| assignment.get(f.node.name.as_str()) == Some(&compartment.name.as_str()))
+            .collect();
+        let candidates: Vec<CandidateNode<'_>> = member_facts
+            .iter()
             .map(|f| candidate(f, input.status))
             .collect();
         let members = CompartmentNodes::new(candidates, input.tolerations);
@@ -102,14 +119,15 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
         } else {
             evaluate_batch(compartment.strategy.as_ref(), &state, members.observation()).0
         };
-        let chosen = members.select_gated(
-            compartment.strategy.as_ref(),
-            &state,
-            ceiling,
-            input.may_start,
-        );
+        let gate = compartment_gate(input, &member_facts);
+        let may_start = input.may_start && gate == GateState::Open;
+        let chosen =
+            members.select_gated(compartment.strategy.as_ref(), &state, ceiling, may_start);
         if chosen.held {
             selection.held.push(compartment.name.clone());
+            if gate != GateState::Open {
+                selection.gate_held.push((compartment.name.clone(), gate));
+            }
         }
         let owned = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
         selection.picks.extend(owned(&chosen.picks));
@@ -135,6 +153,34 @@ fn candidate<'a>(facts: &'a NodeFacts<'_>, status: &SkyhookStatus) -> CandidateN
         ready: facts.ready,
         picked: status.node_priority.contains_key(&facts.node.name),
         hold: facts.hold,
+    }
+}
+
+/// The health gate of a compartment of `members`: open without a gate in the policy.
+fn compartment_gate(input: &SelectionInput<'_, '_>, members: &[&NodeFacts<'_>]) -> GateState {
+    let Some(settle) = input.settle else {
+        return GateState::Open;
+    };
+    let worked_on: Vec<GateNode<'_>> = members
+        .iter()
+        .filter(|f| f.worked_on)
+        .map(|f| gate_node(f))
+        .collect();
+    health_gate(settle, &worked_on, input.now)
+}
+
+/// What the health gate reads of a node the Skyhook worked on.
+fn gate_node<'a>(facts: &'a NodeFacts<'_>) -> GateNode<'a> {
+    let since = |is: bool, at: Option<Timestamp>| match (is, at) {
+        (false, _) => Since::Not,
+        (true, Some(at)) => Since::At(at),
+        (true, None) => Since::Unknown,
+    };
+    GateNode {
+        name: facts.node.name.as_str(),
+        ready: since(facts.node.ready, facts.node.ready_since),
+        schedulable: since(!facts.unschedulable, facts.last_transition),
+        finished: facts.complete,
     }
 }
 

@@ -15,6 +15,7 @@ use skyhook_api::budget::{
     CompartmentSpec, NodeActivity, fleet_wait_message, legacy_compartments, next_node_order_offset,
     node_order, policy_compartments, slot_hold, uncordon_on_failure,
 };
+use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until};
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys;
 use skyhook_api::node_mirror::{NodeRecordKeys, pick_time_text};
@@ -50,10 +51,10 @@ fn pass_order(skyhooks: &[Skyhook]) -> Vec<&Skyhook> {
 }
 
 /// What a pass's batch selection is bound by: its compartments, and its policy (name and spec)
-/// with the maintenance windows, when it has one.
+/// with the maintenance windows and the health gate, when it has one.
 struct Batch<'a> {
     compartments: &'a [CompartmentSpec],
-    window: Option<(&'a str, &'a DeploymentPolicySpec)>,
+    policy: Option<(&'a str, &'a DeploymentPolicySpec)>,
 }
 
 /// What one pass reads of its Skyhook once admitted.
@@ -260,10 +261,9 @@ impl<'s> Planner<'s> {
                     pass.matched.len(),
                 ),
             };
-            let window = policy.map(|p| (policy_name.unwrap_or_default(), p));
             let batch = Batch {
                 compartments: &compartments,
-                window,
+                policy: policy.map(|p| (policy_name.unwrap_or_default(), p)),
             };
             self.run_batch(pass, &batch, &nodes, &mut status, &mut outcome);
         }
@@ -426,6 +426,28 @@ impl<'s> Planner<'s> {
         state
     }
 
+    /// Reports the compartments the health gate holds, and wakes the plan when the first of
+    /// them settles (a NotReady or cordoned node wakes it by changing).
+    fn gate_held(
+        &mut self,
+        policy: Option<(&str, &DeploymentPolicySpec)>,
+        held: &[(String, GateState)],
+        outcome: &mut Outcome,
+    ) {
+        let Some((policy, _)) = policy.filter(|_| !held.is_empty()) else {
+            return;
+        };
+        if let Some(wait) = held
+            .iter()
+            .filter_map(|(_, gate)| gate.opens_at())
+            .min()
+            .and_then(|at| wait_until(at, self.now))
+        {
+            self.requeue(wait);
+        }
+        outcome.health_gate_held = Some(gate_hold_message(policy, held));
+    }
+
     /// Selects the nodes to work on and runs their packages.
     fn run_batch(
         &mut self,
@@ -436,17 +458,21 @@ impl<'s> Planner<'s> {
         outcome: &mut Outcome,
     ) {
         let compartments = batch.compartments;
-        let window = self.window_open(batch.window);
+        let window = self.window_open(batch.policy);
         let skyhook = pass.skyhook;
         let runtime_taint = self.config.pods.runtime_required_taint.clone();
         let tolerations = node_selection_tolerations(
             &skyhook.spec.additional_tolerations,
             skyhook.spec.runtime_required.then_some(&runtime_taint),
         );
+        let settle = batch
+            .policy
+            .and_then(|(_, p)| p.health_gate.as_ref())
+            .and_then(|gate| parse_settle(gate).ok());
         let facts: Vec<NodeFacts<'s>> = pass
             .matched
             .iter()
-            .map(|node| self.node_facts(pass.name(), node, nodes))
+            .map(|node| self.node_facts(pass.name(), node, nodes, status, settle.is_some()))
             .collect();
         let selection = select(&SelectionInput {
             compartments,
@@ -454,6 +480,8 @@ impl<'s> Planner<'s> {
             nodes: &facts,
             status,
             may_start: matches!(window, WindowState::Open { .. }),
+            settle,
+            now: self.now,
         });
         let Selection {
             picks,
@@ -462,12 +490,14 @@ impl<'s> Planner<'s> {
             compartment_statuses,
             blocking,
             held,
+            gate_held,
         } = selection;
-        if let (Some((policy, _)), WindowState::Closed { opens_at }) = (batch.window, window)
+        if let (Some((policy, _)), WindowState::Closed { opens_at }) = (batch.policy, window)
             && !held.is_empty()
         {
             outcome.window_closed = Some(window_wait_message(policy, &held, opens_at));
         }
+        self.gate_held(batch.policy, &gate_held, outcome);
         for node in &blocked {
             self.set_status(pass.name(), node, Status::Blocked);
         }
@@ -500,14 +530,17 @@ impl<'s> Planner<'s> {
     }
 
     /// The node as selection sees it for the Skyhook of `skyhook`, with the budget slot it
-    /// holds.
+    /// holds; with its last transition only when `gated` (a health gate reads it).
     fn node_facts(
         &mut self,
         skyhook: &str,
         node: &'s NodeView,
         nodes: &NodeProgress<'s>,
+        status: &SkyhookStatus,
+        gated: bool,
     ) -> NodeFacts<'s> {
         let pod_on_node = self.skyhook_pod_on(skyhook, &node.name);
+        let picked = status.node_priority.contains_key(&node.name);
         let mut facts = NodeFacts {
             node,
             taints: Vec::new(),
@@ -515,6 +548,9 @@ impl<'s> Planner<'s> {
             hold: None,
             complete: nodes.complete(&node.name),
             ready: nodes.ready(&node.name),
+            worked_on: picked,
+            unschedulable: node.unschedulable,
+            last_transition: None,
         };
         let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
             return facts;
@@ -523,6 +559,11 @@ impl<'s> Planner<'s> {
         facts.taints = work.taints.clone();
         let unschedulable = work.unschedulable();
         let state = work.state(skyhook).clone();
+        facts.unschedulable = unschedulable;
+        facts.worked_on |= !state.is_empty();
+        if gated && facts.complete {
+            facts.last_transition = work.last_transition(skyhook, self.now);
+        }
         facts.hold = slot_hold(NodeActivity {
             skyhook,
             annotations: work.annotations(),

@@ -33,6 +33,8 @@ pub(super) struct Outcome {
     pub(super) fleet_wait: Option<String>,
     /// Which compartments hold their next batch until a maintenance window opens, and when.
     pub(super) window_closed: Option<String>,
+    /// Which compartments the health gate holds, and the node that holds each.
+    pub(super) health_gate_held: Option<String>,
     /// Reboots not confirmed in time, by node.
     pub(super) unconfirmed_reboots: BTreeMap<String, UnconfirmedReboot>,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
@@ -285,30 +287,7 @@ fn pass_conditions(
             )
         }),
     );
-    set_or_remove(
-        list,
-        keys::CONDITION_FLEET_BUDGET_WAIT,
-        outcome.fleet_wait.clone().map(|message| {
-            conditions.condition(
-                keys::CONDITION_FLEET_BUDGET_WAIT,
-                true,
-                keys::FLEET_BUDGET_FULL_REASON,
-                message,
-            )
-        }),
-    );
-    set_or_remove(
-        list,
-        keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
-        outcome.window_closed.clone().map(|message| {
-            conditions.condition(
-                keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
-                true,
-                keys::MAINTENANCE_WINDOW_CLOSED_REASON,
-                message,
-            )
-        }),
-    );
+    wait_conditions(list, conditions, outcome);
     let unconfirmed = &outcome.unconfirmed_reboots;
     set_or_remove(
         list,
@@ -322,6 +301,34 @@ fn pass_conditions(
             )
         }),
     );
+}
+
+/// The conditions of new work that waits for a gate: the fleet budget, a maintenance window,
+/// the health gate. Each is removed once nothing waits for it.
+fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: &Outcome) {
+    let waits = [
+        (
+            keys::CONDITION_FLEET_BUDGET_WAIT,
+            keys::FLEET_BUDGET_FULL_REASON,
+            &outcome.fleet_wait,
+        ),
+        (
+            keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
+            keys::MAINTENANCE_WINDOW_CLOSED_REASON,
+            &outcome.window_closed,
+        ),
+        (
+            keys::CONDITION_HEALTH_GATE_HELD,
+            keys::HEALTH_GATE_HELD_REASON,
+            &outcome.health_gate_held,
+        ),
+    ];
+    for (type_, reason, message) in waits {
+        let condition = message
+            .clone()
+            .map(|message| conditions.condition(type_, true, reason, message));
+        set_or_remove(list, type_, condition);
+    }
 }
 
 /// `TaintNotTolerable` and `NodesIgnored` (bare and prefixed), written False with upstream's

@@ -83,13 +83,29 @@ impl<'s> NodeWork<'s> {
         skyhook: &str,
         now: Timestamp,
     ) -> Vec<FinishedStage> {
-        let written = self
-            .view
+        let written = self.written_state(skyhook);
+        stamp_transitions(&written, self.state(skyhook), now)
+    }
+
+    /// When `skyhook`'s node state last changed as this plan leaves it so far: an entry this
+    /// plan changed counts as changed `now`, as [`NodeWork::stamp_transitions`] will stamp it.
+    pub(super) fn last_transition(&mut self, skyhook: &str, now: Timestamp) -> Option<Timestamp> {
+        let written = self.written_state(skyhook);
+        let mut stamped = self.state(skyhook).clone();
+        stamp_transitions(&written, &mut stamped, now);
+        stamped
+            .iter()
+            .filter_map(|(_, entry)| entry.last_transition_time.as_ref().map(|t| t.0))
+            .max()
+    }
+
+    /// `skyhook`'s node state as the annotation was read (empty when unreadable).
+    fn written_state(&self, skyhook: &str) -> NodeState {
+        self.view
             .annotations
             .get(&keys::node_state_annotation(skyhook))
             .and_then(|text| NodeState::parse(text).ok())
-            .unwrap_or_default();
-        stamp_transitions(&written, self.state(skyhook), now)
+            .unwrap_or_default()
     }
 
     /// Whether the node holds a fleet slot as this plan leaves it so far: some Skyhook's cordon,

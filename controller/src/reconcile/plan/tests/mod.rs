@@ -7,6 +7,7 @@ mod changes;
 mod conditions;
 mod drain_options;
 mod fleet;
+mod health_gate;
 mod interrupting_changes;
 mod node_metadata;
 mod node_order;

@@ -74,6 +74,7 @@ fn policy(reset: bool) -> DeploymentPolicySpec {
         ],
         reset_batch_state_on_completion: reset,
         maintenance_windows: vec![],
+        health_gate: None,
     }
 }
 

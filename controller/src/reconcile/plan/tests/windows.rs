@@ -33,6 +33,7 @@ fn sim(windows: Vec<MaintenanceWindow>) -> Sim {
         compartments: vec![],
         reset_batch_state_on_completion: true,
         maintenance_windows: windows,
+        health_gate: None,
     };
     let mut s = skyhook("windowed", vec![package("one", "1.0.0")]);
     s.spec.deployment_policy = Some("nightly".into());
