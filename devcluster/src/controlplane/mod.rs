@@ -99,6 +99,12 @@ pub enum ControlPlaneError {
     AlreadyRunning { component: &'static str, pid: u32 },
     #[error("{component} is not running; start it first")]
     NotRunning { component: &'static str },
+    #[error("{component} (pid {pid}) was sent SIGSTOP but is still not stopped after {waited:?}")]
+    NotFrozen {
+        component: &'static str,
+        pid: u32,
+        waited: Duration,
+    },
     #[error("{what} not ready after {waited:?} (last check: {last}); logs are in {logs}")]
     NotReady {
         what: &'static str,
@@ -504,9 +510,23 @@ impl ControlPlane {
     /// Freezes `component` (SIGSTOP to its process group): it holds its connections and ports
     /// but answers nothing, as a stalled disk or a hung process does. [`ControlPlane::resume`]
     /// thaws it.
+    /// Returns once the process is stopped: the kernel stops it asynchronously, and a caller
+    /// that pauses a component acts on a frozen one.
     pub fn pause(&mut self, component: Component) -> Result<(), ControlPlaneError> {
+        const WAIT: Duration = Duration::from_secs(5);
         let pid = self.running_pid(component)?;
         process::signal_group(pid, nix::sys::signal::Signal::SIGSTOP);
+        let sent = Instant::now();
+        while !process::is_stopped(pid) {
+            if sent.elapsed() > WAIT {
+                return Err(ControlPlaneError::NotFrozen {
+                    component: component.name(),
+                    pid,
+                    waited: WAIT,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         tracing::info!(component = component.name(), pid, "paused");
         Ok(())
     }
