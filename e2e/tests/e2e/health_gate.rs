@@ -15,6 +15,8 @@ use skyhook_api::v1alpha1::Skyhook;
 
 use e2e::{Kubectl, Recorder, Setup};
 
+use crate::skyhook_reads;
+
 const SKYHOOK: &str = "gated";
 const POLICY: &str = "careful";
 const NODES: [&str; 2] = ["node-1", "node-2"];
@@ -45,21 +47,7 @@ fn skyhook() -> String {
 }
 
 fn condition(skyhook: &Skyhook) -> Option<String> {
-    skyhook
-        .status
-        .iter()
-        .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == keys::CONDITION_HEALTH_GATE_HELD && c.status == "True")
-        .map(|c| c.message.clone())
-}
-
-fn node_status<'a>(skyhook: &'a Skyhook, node: &str) -> Option<&'a str> {
-    skyhook
-        .status
-        .as_ref()?
-        .node_status
-        .get(node)
-        .map(|s| s.as_str())
+    skyhook_reads::true_condition_message(skyhook, keys::CONDITION_HEALTH_GATE_HELD)
 }
 
 fn is_ours(skyhook: &Skyhook) -> bool {
@@ -71,7 +59,7 @@ fn first_batch(seen: &[Skyhook]) -> Option<&'static str> {
     seen.iter().filter(|s| is_ours(s)).find_map(|s| {
         let complete = NODES
             .into_iter()
-            .find(|n| node_status(s, n) == Some("complete"))?;
+            .find(|n| skyhook_reads::status_of_node(s, n) == Some("complete"))?;
         condition(s).map(|_| complete)
     })
 }
@@ -126,9 +114,12 @@ async fn a_not_ready_node_holds_the_next_batch() -> anyhow::Result<()> {
     let last_not_ready = seen
         .iter()
         .rposition(|s| condition(s).is_some_and(|m| m.contains(&held_by)));
-    let second_started = seen
-        .iter()
-        .position(|s| matches!(node_status(s, second), Some("in_progress" | "complete")));
+    let second_started = seen.iter().position(|s| {
+        matches!(
+            skyhook_reads::status_of_node(s, second),
+            Some("in_progress" | "complete")
+        )
+    });
     assert!(
         matches!((last_not_ready, second_started), (Some(held), Some(started)) if started > held),
         "{second} started (state #{second_started:?}) while {first} held the gate (last #{last_not_ready:?})"

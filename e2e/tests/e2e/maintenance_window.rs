@@ -15,6 +15,8 @@ use skyhook_api::v1alpha1::Skyhook;
 
 use e2e::{Kubectl, Recorder, Setup};
 
+use crate::skyhook_reads;
+
 const SKYHOOK: &str = "windowed";
 const POLICY: &str = "nightly";
 const ZONE: &str = "Europe/Berlin";
@@ -54,21 +56,7 @@ fn next_opening() -> anyhow::Result<(Timestamp, String)> {
 }
 
 fn condition(skyhook: &Skyhook) -> Option<String> {
-    skyhook
-        .status
-        .iter()
-        .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW && c.status == "True")
-        .map(|c| c.message.clone())
-}
-
-fn node_status<'a>(skyhook: &'a Skyhook, node: &str) -> Option<&'a str> {
-    skyhook
-        .status
-        .as_ref()?
-        .node_status
-        .get(node)
-        .map(|s| s.as_str())
+    skyhook_reads::true_condition_message(skyhook, keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,7 +73,7 @@ async fn a_window_opening_mid_rollout_holds_the_second_batch() -> anyhow::Result
     skyhooks
         .wait_until("the first node to be in progress", |seen| {
             seen.iter()
-                .any(|s| is(s) && node_status(s, "node-1") == Some("in_progress"))
+                .any(|s| is(s) && skyhook_reads::status_of_node(s, "node-1") == Some("in_progress"))
         })
         .await?;
     let (opens_at, schedule) = next_opening()?;
@@ -97,7 +85,9 @@ async fn a_window_opening_mid_rollout_holds_the_second_batch() -> anyhow::Result
             "the second batch to be held with the first node complete",
             |seen| {
                 seen.iter().any(|s| {
-                    is(s) && condition(s).is_some() && node_status(s, "node-1") == Some("complete")
+                    is(s)
+                        && condition(s).is_some()
+                        && skyhook_reads::status_of_node(s, "node-1") == Some("complete")
                 })
             },
         )
@@ -133,7 +123,7 @@ async fn a_window_opening_mid_rollout_holds_the_second_batch() -> anyhow::Result
     let held_node_2 = seen
         .iter()
         .filter(|s| is(s) && condition(s).is_some())
-        .all(|s| node_status(s, "node-2") != Some("in_progress"));
+        .all(|s| skyhook_reads::status_of_node(s, "node-2") != Some("in_progress"));
     assert!(held_node_2, "node-2 ran while the Skyhook said it was held");
     Ok(())
 }
