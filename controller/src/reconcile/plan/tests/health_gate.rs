@@ -8,36 +8,15 @@ use std::time::Duration;
 
 use jiff::SignedDuration;
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{
-    DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, HealthGate, PolicyBudget,
-    PolicyDefault, Status,
-};
+use skyhook_api::v1alpha1::{HealthGate, Status};
 
-use super::sim::{Sim, node, package, skyhook};
+use super::sim::{Sim, node, one_node_batches, package, skyhook};
 
 const NODES: [&str; 3] = ["node-0", "node-1", "node-2"];
 
 /// One node per batch under a policy with `gate`.
 fn sim(gate: Option<HealthGate>) -> Sim {
-    let policy = DeploymentPolicySpec {
-        default: PolicyDefault {
-            budget: PolicyBudget {
-                percent: None,
-                count: Some(1),
-            },
-            strategy: DeploymentStrategy {
-                fixed: Some(FixedStrategy {
-                    initial_batch: Some(1),
-                    ..FixedStrategy::default()
-                }),
-                ..DeploymentStrategy::default()
-            },
-        },
-        compartments: vec![],
-        reset_batch_state_on_completion: true,
-        maintenance_windows: vec![],
-        health_gate: gate,
-    };
+    let policy = one_node_batches(vec![], gate);
     let mut s = skyhook("gated", vec![package("one", "1.0.0")]);
     s.spec.deployment_policy = Some("careful".into());
     let nodes = NODES.iter().zip(0..).map(|(n, i)| node(n, i)).collect();

@@ -11,7 +11,10 @@ use kube::api::ObjectMeta;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
-use skyhook_api::v1alpha1::{Package, Skyhook, SkyhookSpec, Stage, State, Status};
+use skyhook_api::v1alpha1::{
+    DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, HealthGate, MaintenanceWindow,
+    Package, PolicyBudget, PolicyDefault, Skyhook, SkyhookSpec, Stage, State, Status,
+};
 
 use crate::config::{Config, LogEncoder, LogSettings, PodSettings, TimeEncoder};
 use crate::pod_outcome::{PodFailure, PodOutcome};
@@ -125,6 +128,33 @@ pub(super) fn skyhook(name: &str, packages: Vec<Package>) -> Skyhook {
 }
 
 /// A workload pod on `node`.
+/// A DeploymentPolicy of one node per batch (a fixed strategy of 1 within a budget of 1)
+/// with these maintenance windows and health gate: the policy the batch gates are tested under.
+pub(super) fn one_node_batches(
+    maintenance_windows: Vec<MaintenanceWindow>,
+    health_gate: Option<HealthGate>,
+) -> DeploymentPolicySpec {
+    DeploymentPolicySpec {
+        default: PolicyDefault {
+            budget: PolicyBudget {
+                percent: None,
+                count: Some(1),
+            },
+            strategy: DeploymentStrategy {
+                fixed: Some(FixedStrategy {
+                    initial_batch: Some(1),
+                    ..FixedStrategy::default()
+                }),
+                ..DeploymentStrategy::default()
+            },
+        },
+        compartments: vec![],
+        reset_batch_state_on_completion: true,
+        maintenance_windows,
+        health_gate,
+    }
+}
+
 pub(super) fn workload(name: &str, node: &str, labels: &[(&str, &str)]) -> Pod {
     Pod {
         metadata: ObjectMeta {

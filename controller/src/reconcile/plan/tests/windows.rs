@@ -6,35 +6,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{
-    DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, MaintenanceWindow, PolicyBudget,
-    PolicyDefault, Status,
-};
+use skyhook_api::v1alpha1::{MaintenanceWindow, Status};
 
-use super::sim::{Sim, node, package, skyhook};
+use super::sim::{Sim, node, one_node_batches, package, skyhook};
 
 /// One node per batch, in a window opening daily at 03:00 UTC for an hour (the sim starts at
 /// midnight).
 fn sim(windows: Vec<MaintenanceWindow>) -> Sim {
-    let policy = DeploymentPolicySpec {
-        default: PolicyDefault {
-            budget: PolicyBudget {
-                percent: None,
-                count: Some(1),
-            },
-            strategy: DeploymentStrategy {
-                fixed: Some(FixedStrategy {
-                    initial_batch: Some(1),
-                    ..FixedStrategy::default()
-                }),
-                ..DeploymentStrategy::default()
-            },
-        },
-        compartments: vec![],
-        reset_batch_state_on_completion: true,
-        maintenance_windows: windows,
-        health_gate: None,
-    };
+    let policy = one_node_batches(windows, None);
     let mut s = skyhook("windowed", vec![package("one", "1.0.0")]);
     s.spec.deployment_policy = Some("nightly".into());
     let mut sim = Sim::new(vec![node("node-0", 0), node("node-1", 1)], vec![s]);
