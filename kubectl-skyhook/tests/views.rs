@@ -207,6 +207,42 @@ fn an_unconfirmed_reboot_is_shown_as_a_warning() {
     );
 }
 
+#[test]
+fn next_names_the_gates_that_hold_new_batches() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let mut cluster = common::cluster();
+    let demo = cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some("demo"))
+        .unwrap();
+    let gate = |type_: &str, status: &str, message: &str| Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: "Held".into(),
+        message: message.into(),
+        observed_generation: None,
+        last_transition_time: Time("2026-01-01T00:00:00Z".parse().unwrap()),
+    };
+    demo.status.get_or_insert_default().conditions.extend([
+        gate(
+            "skyhook.nvidia.com/OutsideMaintenanceWindow",
+            "True",
+            "compartment __default__: the next window opens at 2026-01-02T01:00:00Z",
+        ),
+        gate("skyhook.nvidia.com/HealthGateHeld", "False", "not held"),
+    ]);
+    let detail = views::skyhook_detail(&cluster, "demo").unwrap();
+    assert_eq!(
+        detail.next,
+        [
+            "compartment __default__: continues batch 2 on node-b",
+            "held, waiting for a maintenance window: compartment __default__: the next window opens at 2026-01-02T01:00:00Z",
+            "erroring packages are retried by the operator; `kubectl skyhook package rerun <package> --skyhook demo --node <node>` starts one over",
+        ]
+    );
+}
+
 /// A node state with one entry per `(package, stage, state)`, all at version 1.1.0.
 #[allow(clippy::unwrap_used)] // A fixture that does not parse must fail the test.
 fn state_of(entries: &[(&str, &str, &str)]) -> skyhook_api::node_state::NodeState {

@@ -10,7 +10,7 @@ use skyhook_api::budget::BlockReason;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::selector::Selector;
-use skyhook_api::v1alpha1::{PackageStatus, State, Status};
+use skyhook_api::v1alpha1::{PackageStatus, Skyhook, State, Status};
 
 use crate::cluster::{self, Cluster, name_of, pod_label, pod_node};
 use crate::eta::{describe, rollout_estimate};
@@ -251,6 +251,25 @@ fn condition_warning(type_: &str) -> Option<&'static str> {
         keys::CONDITION_DELETION_BLOCKED => "deletion blocked",
         _ => return None,
     })
+}
+
+/// What holds new batches back now, from the True gate conditions the operator wrote: the
+/// selection `status` computes does not see the fleet budget, windows or the health gate.
+fn gate_holds(skyhook: &Skyhook) -> Vec<String> {
+    const GATES: [&str; 3] = [
+        keys::CONDITION_FLEET_BUDGET_WAIT,
+        keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
+        keys::CONDITION_HEALTH_GATE_HELD,
+    ];
+    skyhook
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .filter(|c| c.status == "True" && GATES.contains(&c.type_.as_str()))
+        .filter_map(|c| {
+            condition_warning(&c.type_).map(|what| format!("held, {what}: {}", c.message))
+        })
+        .collect()
 }
 
 /// Unreadable node state annotations, then the conditions of [`condition_warning`].
@@ -568,6 +587,7 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
     if rollout.nodes.iter().all(|n| n.complete) {
         return vec!["nothing: every selected node is complete".to_owned()];
     }
+    let holds = gate_holds(skyhook);
     let mut steps = Vec::new();
     for compartment in &rollout.compartments {
         let label = format!("compartment {}", compartment.spec.name);
@@ -595,10 +615,10 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
             .map(|n| (*n).to_owned())
             .collect();
         if !picks.is_empty() {
-            let verb = if compartment.selection.new_batch {
-                "starts"
-            } else {
-                "continues"
+            let verb = match (compartment.selection.new_batch, holds.is_empty()) {
+                (true, true) => "starts",
+                (true, false) => "would start, once the holds below lift,",
+                (false, _) => "continues",
             };
             steps.push(format!("{label}: {verb} batch {batch} on {}", list(&picks)));
         }
@@ -615,6 +635,7 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
             ));
         }
     }
+    steps.extend(holds);
     if rollout.nodes.iter().any(|n| n.status == Status::Erroring) {
         steps.push(format!(
             "erroring packages are retried by the operator; `kubectl skyhook package rerun <package> --skyhook {name} --node <node>` starts one over"
