@@ -75,8 +75,15 @@ fn uninstall(enabled: bool, apply: bool) -> Value {
 /// Deletes the Skyhook and waits until it is gone (its finalizer released).
 async fn delete_and_wait_gone(installed: &Installed, skyhook: &str) -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
-    let api = e2e::skyhook_api(&client);
-    api.delete(skyhook, &DeleteParams::default()).await?;
+    e2e::skyhook_api(&client)
+        .delete(skyhook, &DeleteParams::default())
+        .await?;
+    wait_gone(installed, skyhook).await
+}
+
+/// Waits until the Skyhook, already deleted, is gone (its finalizer released).
+async fn wait_gone(installed: &Installed, skyhook: &str) -> anyhow::Result<()> {
+    let api = e2e::skyhook_api(&installed.cluster.client()?);
     e2e::within(
         &format!("Skyhook {skyhook} to be gone"),
         e2e::WAIT,
@@ -753,17 +760,7 @@ async fn deletion_blocked_while_paused_then_disabled(installed: &Installed) -> a
         );
     }
     e2e::merge_patch_skyhook(&client, FLOWS, &annotate(Value::Null, Value::Null)).await?;
-    e2e::within(
-        &format!("Skyhook {FLOWS} to be gone"),
-        e2e::WAIT,
-        await_condition(
-            e2e::skyhook_api(&client),
-            FLOWS,
-            |o: Option<&DynamicObject>| o.is_none(),
-        ),
-    )
-    .await
-    .with_context(|| installed.controller_log_tail(40))?;
+    wait_gone(installed, FLOWS).await?;
     let node: Node = Api::all(client.clone()).get(NODE).await?;
     let left: Vec<String> = stages(&node, FLOWS).into_keys().collect();
     assert_eq!(left, [KEEP], "slow uninstalled, keep's marker stays");
