@@ -683,6 +683,11 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
             eprintln!("devcluster: unmounted {}", mount.display());
         }
         stopped_something |= !unmounted.is_empty();
+        let bridges = crate::network::remove_recorded_bridges(&state.nodes());
+        for bridge in &bridges {
+            eprintln!("devcluster: removed leftover pod network bridge {bridge}");
+        }
+        stopped_something |= !bridges.is_empty();
     }
     for file in [state.cluster_info(), state.daemon_pid_file()] {
         match std::fs::remove_file(&file) {

@@ -17,6 +17,7 @@ pub mod images;
 pub mod isolation;
 pub mod kubelet;
 mod leftovers;
+pub mod network;
 pub mod node;
 mod path_io;
 pub mod skyhook;

@@ -14,11 +14,14 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::admission::{self, Rejection};
-use super::launch::{self, StartIds};
+use super::launch::{self, StartFailure, StartIds};
 use super::now;
-use super::pod_state::{ContainerRecord, ContainerRef, PodRuntime, RestartPolicy, Terminated};
+use super::pod_state::{
+    ContainerRecord, ContainerRef, PodRuntime, RestartPolicy, StartErrorKind, Terminated,
+};
 use super::runtime::{ExitEvent, KILL_WAIT, Running, StartFiles, Supervisor};
 use super::status::{self, StatusContext};
+use crate::network::{self, PodNamespace};
 use crate::node::object;
 use crate::node::sim::{Power, SimContext, SimNode, patch_params};
 
@@ -75,6 +78,8 @@ struct Worker {
     start_time: Timestamp,
     pod_ip: String,
     ip_slot: Option<u8>,
+    /// The pod's network namespace, created before its first container starts.
+    network: Option<PodNamespace>,
     pod_dir: PathBuf,
 }
 
@@ -115,19 +120,7 @@ impl Worker {
                 status.and_then(|s| s.container_statuses.as_ref()),
             ),
         );
-        let (pod_ip, ip_slot) = if spec.host_network.unwrap_or(false) {
-            (node.host_ip(), None)
-        } else {
-            let slot = node.pod_ip_slots.lock().ok().and_then(|mut used| {
-                let free = (1..=254u8).find(|s| !used.contains(s))?;
-                used.insert(free);
-                Some(free)
-            });
-            match slot {
-                Some(slot) => (object::pod_ip(node.index, slot), Some(slot)),
-                None => (node.host_ip(), None),
-            }
-        };
+        let (pod_ip, ip_slot) = pod_address(&ctx, &node, spec.host_network.unwrap_or(false));
         let start_time = status
             .and_then(|s| s.start_time.as_ref())
             .map_or_else(now, |t| t.0);
@@ -150,6 +143,7 @@ impl Worker {
             start_time,
             pod_ip,
             ip_slot,
+            network: None,
         }
     }
 
@@ -299,13 +293,22 @@ impl Worker {
         let attempt = record.attempts;
         let key = format!("{}-{attempt}", spec.name);
         let host_ip = self.node.host_ip();
+        let policy = self.ctx.opts.backoff;
+        let network_namespace = match self.ensure_network().await {
+            Ok(path) => path,
+            Err(failure) => {
+                self.rt
+                    .on_start_failed(container, failure.kind, failure.message, now(), policy);
+                return;
+            }
+        };
         let ids = StartIds {
             pod_dir: &self.pod_dir,
             container_key: &key,
             host_ip: &host_ip,
             pod_ip: &self.pod_ip,
+            network_namespace: network_namespace.as_deref(),
         };
-        let policy = self.ctx.opts.backoff;
         let prepared = launch::prepare(&self.ctx, &self.node, &self.pod, &spec, ids).await;
         let started = prepared.and_then(|launch| {
             let files = StartFiles {
@@ -340,6 +343,35 @@ impl Worker {
                     .on_start_failed(container, failure.kind, failure.message, at, policy);
             }
         }
+    }
+
+    /// The pod's network namespace, created on first use when the pod has one (a pod on a full
+    /// node with a pod network, not `hostNetwork`); as the kubelet's pod sandbox, it outlives
+    /// container restarts and goes with the pod.
+    async fn ensure_network(&mut self) -> Result<Option<PathBuf>, StartFailure> {
+        if let Some(namespace) = &self.network {
+            return Ok(Some(namespace.path()));
+        }
+        let (Some(network), Some(processes), Some(slot)) =
+            (self.ctx.network, &self.ctx.processes, self.ip_slot)
+        else {
+            return Ok(None);
+        };
+        let interface = network.pod_interface(self.node.index, slot);
+        let namespace = PodNamespace::create(&processes.devcluster_bin, &interface)
+            .await
+            .map_err(|e| {
+                StartFailure::new(
+                    StartErrorKind::Create,
+                    format!(
+                        "failed to create the pod's network namespace: {}",
+                        crate::isolation::error_chain(&e)
+                    ),
+                )
+            })?;
+        let path = namespace.path();
+        self.network = Some(namespace);
+        Ok(Some(path))
     }
 
     fn log_path(&self, container: &str, attempt: u32) -> PathBuf {
@@ -579,6 +611,8 @@ impl Worker {
 
     fn cleanup(&mut self) {
         self.release_admission();
+        // Before the slot is free again: its veth pair goes with the namespace.
+        self.network = None;
         if let Some(slot) = self.ip_slot.take()
             && let Ok(mut used) = self.node.pod_ip_slots.lock()
         {
@@ -589,6 +623,33 @@ impl Worker {
         {
             tracing::debug!(path = %self.pod_dir.display(), %error, "failed to remove pod directory");
         }
+    }
+}
+
+/// The pod's IP and the node's address slot it holds: the node's address for `hostNetwork` pods
+/// (and when every slot is taken); else an address of the node's pod range when the cluster has a
+/// pod network, a loopback address of the node otherwise.
+fn pod_address(ctx: &SimContext, node: &SimNode, host_network: bool) -> (String, Option<u8>) {
+    if host_network {
+        return (node.host_ip(), None);
+    }
+    let network = ctx.network.filter(|_| !node.light);
+    let slots = match network {
+        Some(_) => network::FIRST_POD_HOST..=network::LAST_POD_HOST,
+        None => 1..=254u8,
+    };
+    let slot = node.pod_ip_slots.lock().ok().and_then(|mut used| {
+        let free = slots.clone().find(|s| !used.contains(s))?;
+        used.insert(free);
+        Some(free)
+    });
+    match (slot, network) {
+        (Some(slot), Some(network)) => (
+            network.pod_address(node.index, slot).to_string(),
+            Some(slot),
+        ),
+        (Some(slot), None) => (object::pod_ip(node.index, slot), Some(slot)),
+        (None, _) => (node.host_ip(), None),
     }
 }
 

@@ -28,6 +28,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use handle::NodeHandle;
+pub(crate) use holder::running_holder;
 pub use sim::{NodeSim, start_nodes};
 pub use size::NodeSize;
 
@@ -121,6 +122,10 @@ pub struct NodeSimOptions {
     pub shutdown_grace: Duration,
     /// The port every node's kubelet API listens on, at the node's InternalIP.
     pub kubelet_port: u16,
+    /// Full nodes only: each pod that is not `hostNetwork` gets its own network namespace on
+    /// its node's bridge, with an address from the node's `podCIDR` (see `crate::network`).
+    /// Off, pods share the machine's network with loopback pod IPs.
+    pub pod_network: bool,
 }
 
 impl NodeSimOptions {
@@ -152,6 +157,7 @@ impl NodeSimOptions {
             apiserver_url: None,
             shutdown_grace: Duration::from_secs(5),
             kubelet_port: DEFAULT_KUBELET_PORT,
+            pod_network: false,
         })
     }
 
@@ -198,6 +204,8 @@ pub enum NodeError {
          (`devcluster node {action} {node}` for a cluster started by `devcluster up`)"
     )]
     NotInProcess { node: String, action: &'static str },
+    #[error("failed to set up the pod network of the nodes")]
+    Network(#[from] crate::network::NetworkError),
     #[error("failed to watch nodes until they are Ready: {reason}")]
     Watch { reason: String },
 }
