@@ -59,6 +59,9 @@ pub struct DevClusterOptions {
     /// A user image map (the format of `devcluster/images.yaml`) whose entries are tried before
     /// the built-in ones.
     pub image_map: Option<PathBuf>,
+    /// Full nodes give their pods network namespaces on a pod network (see
+    /// `devcluster::network`); pods then cannot reach the API server yet.
+    pub pod_network: bool,
 }
 
 impl Default for DevClusterOptions {
@@ -75,6 +78,7 @@ impl Default for DevClusterOptions {
             timeouts: Timeouts::default(),
             progress: None,
             image_map: None,
+            pod_network: false,
         }
     }
 }
@@ -718,6 +722,7 @@ async fn start_simulated_nodes(
     sim_options.size = options.node_size;
     sim_options.reboot_delay = options.reboot_delay;
     sim_options.heartbeat = options.heartbeat;
+    sim_options.pod_network = options.pod_network;
     sim_options.apiserver_url = Some(plane.server().to_string());
     // Light nodes run no processes, and thousands of them would each need a listener and a
     // certificate: 1,000 light nodes took 6.5 s longer to start (debug build) and the server
