@@ -691,7 +691,8 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
             eprintln!("devcluster: unmounted {}", mount.display());
         }
         stopped_something |= !unmounted.is_empty();
-        let bridges = crate::network::remove_recorded_bridges(&state.nodes());
+        let mut bridges = crate::network::remove_recorded_bridges(&state.nodes());
+        bridges.extend(crate::network::remove_recorded_bridges(state.root()));
         for bridge in &bridges {
             eprintln!("devcluster: removed leftover pod network bridge {bridge}");
         }

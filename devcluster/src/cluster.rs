@@ -22,6 +22,7 @@ use crate::controlplane::{
 };
 use crate::images::ImageMap;
 use crate::kubelet::api::{ApiNode, KubeletApi, KubeletApiError};
+use crate::network::{ClaimedNetwork, ClusterNetwork};
 use crate::node::object::node_address;
 use crate::node::{
     Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, NodeSize, start_nodes,
@@ -59,8 +60,8 @@ pub struct DevClusterOptions {
     /// A user image map (the format of `devcluster/images.yaml`) whose entries are tried before
     /// the built-in ones.
     pub image_map: Option<PathBuf>,
-    /// Full nodes give their pods network namespaces on a pod network (see
-    /// `devcluster::network`); pods then cannot reach the API server yet.
+    /// Full nodes give their pods network namespaces on a pod network, and the API server
+    /// serves on an address pods reach (see `devcluster::network`). Needs root.
     pub pod_network: bool,
 }
 
@@ -529,7 +530,7 @@ async fn serve(
         .progress
         .clone()
         .unwrap_or_else(|| Arc::new(|line: &str| tracing::info!(target: "devcluster", "{line}")));
-    let (mut plane, nodes) = match start_cluster(&state, &options, &*progress).await {
+    let (mut plane, nodes, network) = match start_cluster(&state, &options, &*progress).await {
         Ok(started) => started,
         Err(error) => {
             let _unheard = ready.send(Err(error));
@@ -552,6 +553,8 @@ async fn serve(
         tracing::error!(error = %crate::isolation::error_chain(&error), "stopping the simulated nodes");
     }
     plane.stop().await;
+    // The API server's address goes with the pod network, once nothing serves on it.
+    drop(network);
     match std::fs::remove_file(state.cluster_info()) {
         Ok(()) => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -561,16 +564,25 @@ async fn serve(
     }
 }
 
-/// Starts the control plane, then the simulated nodes; stops the control plane again if the
-/// nodes fail to start.
+/// Claims the pod network if asked for, starts the control plane, then the simulated nodes;
+/// stops the control plane again if the nodes fail to start.
 async fn start_cluster(
     state: &StateDir,
     options: &DevClusterOptions,
     progress: &(dyn Fn(&str) + Send + Sync),
-) -> Result<(ControlPlane, Option<NodeSim>), DevClusterError> {
-    let plane = start_control_plane(state, options, progress).await?;
-    match start_simulated_nodes(state, options, &plane, progress).await {
-        Ok(nodes) => Ok((plane, nodes)),
+) -> Result<(ControlPlane, Option<NodeSim>, Option<ClaimedNetwork>), DevClusterError> {
+    let network = match options.pod_network && !options.light && options.nodes > 0 {
+        true => Some(
+            ClaimedNetwork::claim(state.root())
+                .await
+                .map_err(NodeError::from)?,
+        ),
+        false => None,
+    };
+    let cluster_network = network.as_ref().map(ClaimedNetwork::network);
+    let plane = start_control_plane(state, options, cluster_network, progress).await?;
+    match start_simulated_nodes(state, options, &plane, cluster_network, progress).await {
+        Ok(nodes) => Ok((plane, nodes, network)),
         Err(error) => {
             plane.stop().await;
             Err(error)
@@ -682,12 +694,14 @@ async fn apply_fault(
 async fn start_control_plane(
     state: &StateDir,
     options: &DevClusterOptions,
+    network: Option<ClusterNetwork>,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<ControlPlane, DevClusterError> {
     let binary = binary::locate().map_err(ControlPlaneError::from)?;
     let settings = ControlPlaneSettings {
         timeouts: options.timeouts,
         node_monitor_grace_period: options.heartbeat.node_monitor_grace_period,
+        apiserver_address: network.map_or(std::net::Ipv4Addr::LOCALHOST, |n| n.apiserver_address()),
     };
     Ok(ControlPlane::start(&binary, state, settings, progress).await?)
 }
@@ -697,6 +711,7 @@ async fn start_simulated_nodes(
     state: &StateDir,
     options: &DevClusterOptions,
     plane: &ControlPlane,
+    network: Option<ClusterNetwork>,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<Option<NodeSim>, DevClusterError> {
     if options.nodes == 0 {
@@ -722,7 +737,7 @@ async fn start_simulated_nodes(
     sim_options.size = options.node_size;
     sim_options.reboot_delay = options.reboot_delay;
     sim_options.heartbeat = options.heartbeat;
-    sim_options.pod_network = options.pod_network;
+    sim_options.pod_network = network;
     sim_options.apiserver_url = Some(plane.server().to_string());
     // Light nodes run no processes, and thousands of them would each need a listener and a
     // certificate: 1,000 light nodes took 6.5 s longer to start (debug build) and the server

@@ -22,11 +22,9 @@ use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
-/// Full nodes `node-1..7`, light nodes `light-1..6`, and full nodes `net-1..2` with a pod
-/// network.
+/// Full nodes `node-1..7` and light nodes `light-1..6`.
 const FULL_NODES: usize = 7;
 const LIGHT_NODES: usize = 6;
-const NETWORK_NODES: usize = 2;
 const WAIT: Duration = Duration::from_secs(90);
 
 struct Fixture {
@@ -87,7 +85,6 @@ async fn start_fixture() -> Result<Fixture> {
     let sim_options = |count, light: bool, prefix: &str, dir: PathBuf| -> Result<NodeSimOptions> {
         Ok(NodeSimOptions {
             light,
-            pod_network: prefix == "net-",
             name_prefix: prefix.to_owned(),
             labels: BTreeMap::from([("devcluster-test".to_owned(), "nodes".to_owned())]),
             reboot_delay: Duration::from_secs(2),
@@ -114,19 +111,8 @@ async fn start_fixture() -> Result<Fixture> {
         )?,
     )
     .await?;
-    let networked = start_nodes(
-        client.clone(),
-        sim_options(
-            NETWORK_NODES,
-            false,
-            "net-",
-            cluster.state_dir().join("net-nodes"),
-        )?,
-    )
-    .await?;
     tokio::time::timeout(WAIT, full.wait_ready()).await??;
     tokio::time::timeout(WAIT, light.wait_ready()).await??;
-    tokio::time::timeout(WAIT, networked.wait_ready()).await??;
     let fixture = Fixture {
         config: cluster.config().clone(),
         full: full.nodes(),
@@ -137,7 +123,6 @@ async fn start_fixture() -> Result<Fixture> {
     // The simulators live as long as this runtime's thread, which never returns.
     std::mem::forget(full);
     std::mem::forget(light);
-    std::mem::forget(networked);
     Ok(fixture)
 }
 
@@ -1176,94 +1161,5 @@ async fn a_pod_selecting_a_label_added_after_registration_runs() -> Result<()> {
     let rejected = wait_pod(&pods, "mismatched", "rejected", |p| phase(p) == "Failed").await?;
     let reason = rejected.status.as_ref().and_then(|s| s.reason.clone());
     assert_eq!(reason.as_deref(), Some("NodeAffinity"));
-    Ok(())
-}
-
-/// The pod CIDR of a node, and whether `ip` is an address of it (the ranges are /24s).
-async fn pod_cidr(nodes: &Api<Node>, name: &str) -> Result<String> {
-    let node = nodes.get(name).await?;
-    node.spec
-        .and_then(|s| s.pod_cidr)
-        .with_context(|| format!("node {name} has no podCIDR"))
-}
-
-fn in_cidr(ip: &str, cidr: &str) -> bool {
-    let network = cidr.trim_end_matches("0/24");
-    cidr.ends_with(".0/24") && ip.starts_with(network)
-}
-
-fn pod_ip(pod: &Pod) -> String {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.pod_ip.clone())
-        .unwrap_or_default()
-}
-
-#[tokio::test]
-async fn pods_on_the_pod_network_reach_each_other_on_one_node_and_across_nodes() -> Result<()> {
-    let fx = fixture()?;
-    let client = fx.client()?;
-    let pods = namespace(&client, "pod-network").await?;
-    let nodes: Api<Node> = Api::all(client);
-    let (cidr1, cidr2) = (
-        pod_cidr(&nodes, "net-1").await?,
-        pod_cidr(&nodes, "net-2").await?,
-    );
-    assert_ne!(cidr1, cidr2, "two nodes share a pod range");
-
-    let serve = "mkdir -p /tmp/$HOSTNAME && echo served-by-$HOSTNAME > /tmp/$HOSTNAME/hello \
-                 && cd /tmp/$HOSTNAME && exec python3 -m http.server --bind $POD_IP 8080";
-    let pod_ip_env =
-        json!([{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
-    create(
-        &pods,
-        &pod(
-            "server",
-            "net-2",
-            json!({"containers": [{"name": "http", "image": "devcluster.local/shell",
-                                   "args": [serve], "env": pod_ip_env}]}),
-        )?,
-    )
-    .await?;
-    let server = wait_pod(&pods, "server", "Running", |p| phase(p) == "Running").await?;
-    let server_ip = pod_ip(&server);
-    assert!(
-        in_cidr(&server_ip, &cidr2),
-        "server IP {server_ip} not in {cidr2}"
-    );
-
-    // The server may take a moment to listen once its container runs: clients retry.
-    let fetch = format!(
-        "for attempt in $(seq 60); do \
-           curl -sf -m 2 http://{server_ip}:8080/hello | grep -qx served-by-server && exit 0; \
-           sleep 1; done; exit 1"
-    );
-    for (client, node, cidr) in [
-        ("other-node", "net-1", &cidr1),
-        ("same-node", "net-2", &cidr2),
-    ] {
-        create(
-            &pods,
-            &pod(
-                client,
-                node,
-                json!({"restartPolicy": "Never",
-                       "containers": [{"name": "fetch", "image": "devcluster.local/shell",
-                                       "args": [fetch.clone()]}]}),
-            )?,
-        )
-        .await?;
-        let done = wait_pod(&pods, client, "finished", |p| {
-            matches!(phase(p), "Succeeded" | "Failed")
-        })
-        .await?;
-        assert_eq!(
-            terminated_exit(&done, "fetch"),
-            Some(0),
-            "{client} did not reach the server"
-        );
-        let ip = pod_ip(&done);
-        assert!(in_cidr(&ip, cidr), "{client} IP {ip} not in {cidr}");
-    }
     Ok(())
 }

@@ -90,6 +90,7 @@ pub struct Layout {
     /// serving certificates).
     pub components_dir: PathBuf,
     pub node_monitor_grace_period: Duration,
+    pub apiserver_address: std::net::Ipv4Addr,
 }
 
 /// The arguments after the component name.
@@ -134,8 +135,8 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
             "etcd-servers",
             &format!("http://127.0.0.1:{}", layout.ports.etcd_client),
         ),
-        flag("bind-address", "127.0.0.1"),
-        flag("advertise-address", "127.0.0.1"),
+        flag("bind-address", &layout.apiserver_address.to_string()),
+        flag("advertise-address", &layout.apiserver_address.to_string()),
         flag("secure-port", &layout.ports.apiserver.to_string()),
         // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none
         // rather than an error every few seconds.
@@ -248,6 +249,7 @@ mod tests {
             etcd_data: PathBuf::from("/s/etcd"),
             components_dir: PathBuf::from("/s/components"),
             node_monitor_grace_period: Duration::from_secs(300),
+            apiserver_address: std::net::Ipv4Addr::LOCALHOST,
         }
     }
 

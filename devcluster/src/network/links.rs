@@ -44,35 +44,28 @@ pub struct NodeBridges {
 }
 
 impl NodeBridges {
-    /// Claims a free cluster number and creates a bridge for each of nodes `1..=count`, recorded
-    /// in `state_dir`, the nodes' state directory (its namespace holder must be running: a
-    /// claim whose holder is gone is taken over by the next cluster).
-    pub async fn create(state_dir: &Path, count: usize) -> Result<Self, NetworkError> {
+    /// Creates a bridge for each of nodes `1..=count` of a claimed network, recorded in
+    /// `state_dir` (the nodes' state directory).
+    pub async fn create(
+        network: ClusterNetwork,
+        state_dir: &Path,
+        count: usize,
+    ) -> Result<Self, NetworkError> {
         if !ClusterNetwork::has_node(count) {
             return Err(NetworkError::TooManyNodes { index: count });
         }
-        let owner = state_dir.to_owned();
-        let network = tokio::task::spawn_blocking(move || claim_network(&owner))
-            .await
-            .map_err(|e| NetworkError::Command {
-                command: "claim a pod network".to_owned(),
-                reason: e.to_string(),
-            })??;
         let mut bridges = Self {
             network,
-            names: vec![network.bridge(1)],
+            names: Vec::new(),
             record: state_dir.join(BRIDGES_FILE),
         };
-        bridges.write_record()?;
         for index in 1..=count {
             let plan = network.node_bridge(index);
-            if index > 1 {
-                // The number is ours: a bridge of that name was left by a crashed cluster.
-                let _ = ip(["link", "del", &plan.name]).await;
-                ip(["link", "add", &plan.name, "type", "bridge"]).await?;
-                bridges.names.push(plan.name.clone());
-                bridges.write_record()?;
-            }
+            // The number is claimed: a bridge of that name was left by a crashed cluster.
+            let _ = ip(["link", "del", &plan.name]).await;
+            ip(["link", "add", &plan.name, "type", "bridge"]).await?;
+            bridges.names.push(plan.name.clone());
+            write_record(&bridges.record, &bridges.names)?;
             configure_bridge(&plan).await?;
         }
         Ok(bridges)
@@ -83,16 +76,51 @@ impl NodeBridges {
         let record = self.record;
         let _ = tokio::task::spawn_blocking(move || remove_bridges_in(&record)).await;
     }
+}
 
-    fn write_record(&self) -> Result<(), NetworkError> {
-        let json = serde_json::to_vec(&self.names).map_err(|e| PathIoError {
-            action: "encode",
-            path: self.record.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        std::fs::write(&self.record, json)
-            .map_err(PathIoError::of("write", self.record.clone()))?;
-        Ok(())
+fn write_record(record: &Path, names: &[String]) -> Result<(), NetworkError> {
+    let json = serde_json::to_vec(names).map_err(|e| PathIoError {
+        action: "encode",
+        path: record.to_owned(),
+        source: std::io::Error::other(e),
+    })?;
+    std::fs::write(record, json).map_err(PathIoError::of("write", record.to_owned()))?;
+    Ok(())
+}
+
+/// A cluster's claim on a pod network: the control plane's link (`dcp<N>n0`, the range of "node
+/// 0"), whose address the API server serves on so that pods reach it. Dropping it deletes the
+/// link.
+#[derive(Debug)]
+pub struct ClaimedNetwork {
+    network: ClusterNetwork,
+    record: PathBuf,
+}
+
+impl ClaimedNetwork {
+    /// Claims a free network number for this process, recorded in `state_dir`.
+    pub async fn claim(state_dir: &Path) -> Result<Self, NetworkError> {
+        let record = state_dir.join(BRIDGES_FILE);
+        let network = tokio::task::spawn_blocking(claim_network)
+            .await
+            .map_err(|e| NetworkError::Command {
+                command: "claim a pod network".to_owned(),
+                reason: e.to_string(),
+            })??;
+        let claimed = Self { network, record };
+        write_record(&claimed.record, &[network.bridge(0)])?;
+        configure_bridge(&network.node_bridge(0)).await?;
+        Ok(claimed)
+    }
+
+    pub fn network(&self) -> ClusterNetwork {
+        self.network
+    }
+}
+
+impl Drop for ClaimedNetwork {
+    fn drop(&mut self) {
+        remove_bridges_in(&self.record);
     }
 }
 
@@ -107,6 +135,18 @@ fn remove_bridges_in(record: &Path) -> Vec<String> {
         return Vec::new();
     };
     let names: Vec<String> = serde_json::from_slice(&text).unwrap_or_default();
+    // A pod's veth pair goes with its namespace, but only once the kernel gets to it: delete
+    // what is left of them now, so that nothing of the cluster outlives this call.
+    let veths: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|link| names.iter().any(|bridge| is_veth_of(link, bridge)))
+        .collect();
+    for veth in veths {
+        let _ = ip_blocking(["link", "del", &veth]);
+    }
     let removed = names
         .into_iter()
         .filter(|name| ip_blocking(["link", "del", name]).is_ok())
@@ -115,45 +155,64 @@ fn remove_bridges_in(record: &Path) -> Vec<String> {
     removed
 }
 
-/// The first cluster number whose first bridge this cluster creates. Creating a link is atomic;
-/// the lock makes taking over a dead cluster's number (deleting its bridge first) atomic too.
-fn claim_network(owner: &Path) -> Result<ClusterNetwork, NetworkError> {
+/// Whether `link` is the machine's end of a pod's veth pair on `bridge` (see
+/// [`ClusterNetwork::veth`]).
+fn is_veth_of(link: &str, bridge: &str) -> bool {
+    link.strip_prefix(bridge)
+        .and_then(|rest| rest.strip_prefix('s'))
+        .is_some_and(|slot| slot.parse::<u8>().is_ok())
+}
+
+/// The first network number whose control-plane link this process creates. Creating a link is
+/// atomic; the lock makes taking over a dead process's number (deleting its link first) atomic
+/// too.
+fn claim_network() -> Result<ClusterNetwork, NetworkError> {
     let _lock = lock_claims()?;
     for number in 0..MAX_CLUSTERS {
         let Some(network) = ClusterNetwork::new(number) else {
             break;
         };
-        let first = network.bridge(1);
-        let create = || ip_blocking(["link", "add", &first, "type", "bridge"]);
+        let link = network.bridge(0);
+        let create = || ip_blocking(["link", "add", &link, "type", "bridge"]);
         let created = match create() {
             Err(NetworkError::Command { reason, .. }) if reason.contains("File exists") => {
-                owner_is_gone(&first)
-                    && ip_blocking(["link", "del", &first]).is_ok()
+                owner_is_gone(&link)
+                    && ip_blocking(["link", "del", &link]).is_ok()
                     && create().is_ok()
             }
             Err(error) => return Err(error),
             Ok(()) => true,
         };
         if created {
-            let alias = PathBuf::from(format!("/sys/class/net/{first}/ifalias"));
-            std::fs::write(&alias, owner.as_os_str().as_encoded_bytes())
-                .map_err(PathIoError::of("record the owner of the bridge in", alias))?;
+            let alias = PathBuf::from(format!("/sys/class/net/{link}/ifalias"));
+            std::fs::write(&alias, process_identity("self").unwrap_or_default())
+                .map_err(PathIoError::of("record the owner of the link in", alias))?;
             return Ok(network);
         }
     }
     Err(NetworkError::NoFreeNetwork)
 }
 
-/// Whether the cluster named in the bridge's alias (its nodes' state directory) no longer runs.
-fn owner_is_gone(bridge: &str) -> bool {
-    let alias = std::fs::read_to_string(format!("/sys/class/net/{bridge}/ifalias"));
-    match alias {
-        Ok(owner) if !owner.trim().is_empty() => {
-            crate::node::running_holder(Path::new(owner.trim())).is_none()
-        }
-        // Being created by a cluster that has not named itself yet (under the lock, so this
-        // is a cluster that crashed right then).
-        _ => true,
+/// A process as `<pid> <start time>`, which a recycled pid does not repeat.
+fn process_identity(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces): state is field 3, start time field 22.
+    let start_time = stat.rsplit_once(") ")?.1.split(' ').nth(19)?.to_owned();
+    let pid = match pid {
+        "self" => std::process::id().to_string(),
+        other => other.to_owned(),
+    };
+    Some(format!("{pid} {start_time}"))
+}
+
+/// Whether the process named in the link's alias has ended.
+fn owner_is_gone(link: &str) -> bool {
+    let alias = std::fs::read_to_string(format!("/sys/class/net/{link}/ifalias"));
+    let owner = alias.unwrap_or_default();
+    match owner.trim().split_once(' ') {
+        Some((pid, _)) => process_identity(pid).as_deref() != Some(owner.trim()),
+        // Never named (its creator died under the lock) or named by something else.
+        None => true,
     }
 }
 
@@ -330,5 +389,25 @@ fn checked<S: AsRef<OsStr>>(
             String::from_utf8_lossy(&output.stderr).trim().to_owned(),
         )),
         Err(error) => Err(failed(error.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn veths_are_told_apart_from_other_nodes_links() {
+        let cases = [
+            ("dcp0n1s2", "dcp0n1", true),
+            ("dcp0n1s254", "dcp0n1", true),
+            ("dcp0n12s2", "dcp0n1", false),
+            ("dcp0n1", "dcp0n1", false),
+            ("dcp0n1sx", "dcp0n1", false),
+            ("dcp10n1s2", "dcp1n1", false),
+        ];
+        for (link, bridge, expected) in cases {
+            assert_eq!(is_veth_of(link, bridge), expected, "{link} on {bridge}");
+        }
     }
 }

@@ -6,15 +6,15 @@
 //! `net.ipv4.ip_forward` is left alone).
 //!
 //! Clusters side by side on one machine share its network namespace, so each claims a cluster
-//! number (by creating its first bridge, which fails if another cluster has it) that makes its
-//! addresses and link names its own. This module decides addresses and names (pure); `links`
+//! number (by creating its control plane's link, which fails if another cluster has it) that
+//! makes its addresses and link names its own. This module decides addresses and names (pure); `links`
 //! creates and removes them.
 
 mod links;
 
 use std::net::Ipv4Addr;
 
-pub use links::{NetworkError, NodeBridges, PodNamespace, remove_recorded_bridges};
+pub use links::{ClaimedNetwork, NetworkError, NodeBridges, PodNamespace, remove_recorded_bridges};
 
 /// How many clusters can have a pod network at once: cluster `n` owns `100.(64+n).0.0/16`, inside
 /// the shared address space `100.64.0.0/10`, which no machine here routes to.
@@ -62,6 +62,12 @@ impl ClusterNetwork {
         let gateway = self.gateway(node_index);
         let [a, b, c, _] = gateway.octets();
         format!("{a}.{b}.{c}.0/{NODE_PREFIX_LEN}")
+    }
+
+    /// Where the API server serves, on the control plane's link ("node 0"): reachable from
+    /// every pod through its default route, and from the machine.
+    pub fn apiserver_address(self) -> Ipv4Addr {
+        self.gateway(0)
     }
 
     /// The node bridge's address: the default route of its pods.

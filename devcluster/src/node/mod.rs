@@ -28,7 +28,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use handle::NodeHandle;
-pub(crate) use holder::running_holder;
 pub use sim::{NodeSim, start_nodes};
 pub use size::NodeSize;
 
@@ -123,9 +122,9 @@ pub struct NodeSimOptions {
     /// The port every node's kubelet API listens on, at the node's InternalIP.
     pub kubelet_port: u16,
     /// Full nodes only: each pod that is not `hostNetwork` gets its own network namespace on
-    /// its node's bridge, with an address from the node's `podCIDR` (see `crate::network`).
-    /// Off, pods share the machine's network with loopback pod IPs.
-    pub pod_network: bool,
+    /// its node's bridge in this claimed network, with an address from the node's `podCIDR`
+    /// (see `crate::network`). `None`: pods share the machine's network with loopback pod IPs.
+    pub pod_network: Option<crate::network::ClusterNetwork>,
 }
 
 impl NodeSimOptions {
@@ -157,7 +156,7 @@ impl NodeSimOptions {
             apiserver_url: None,
             shutdown_grace: Duration::from_secs(5),
             kubelet_port: DEFAULT_KUBELET_PORT,
-            pod_network: false,
+            pod_network: None,
         })
     }
 

@@ -230,10 +230,9 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         };
         (Some(holder), Some(processes))
     };
-    let bridges = if opts.pod_network && !opts.light {
-        Some(NodeBridges::create(&opts.state_dir, opts.count).await?)
-    } else {
-        None
+    let bridges = match opts.pod_network.filter(|_| !opts.light) {
+        Some(network) => Some(NodeBridges::create(network, &opts.state_dir, opts.count).await?),
+        None => None,
     };
     let (node_store, node_store_writer) = reflector::store();
     let ctx = Arc::new(SimContext {
