@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
@@ -160,6 +161,23 @@ async fn pods_reach_each_other_and_the_api_server_and_the_network_goes_with_the_
         &shell_pod("api-client", "node-1", call_api, json!({}))?,
     )
     .await?;
+    // ... which is also the `kubernetes` Service's endpoint (the API server publishes it).
+    let slices: Api<EndpointSlice> = Api::namespaced(cluster.client()?, "default");
+    let address = format!("100.{}.0.1", 64 + u16::from(number));
+    let published = {
+        let address = address.clone();
+        move |slice: Option<&EndpointSlice>| {
+            slice.is_some_and(|slice| {
+                slice
+                    .endpoints
+                    .iter()
+                    .any(|endpoint| endpoint.addresses == [address.clone()])
+            })
+        }
+    };
+    tokio::time::timeout(WAIT, await_condition(slices, "kubernetes", published))
+        .await
+        .with_context(|| format!("the kubernetes Service never got endpoint {address}"))??;
 
     // A pod sees its own interfaces only; a hostNetwork pod keeps the node's address and
     // network, with the bridges.

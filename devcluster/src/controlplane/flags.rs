@@ -138,9 +138,16 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
         flag("bind-address", &layout.apiserver_address.to_string()),
         flag("advertise-address", &layout.apiserver_address.to_string()),
         flag("secure-port", &layout.ports.apiserver.to_string()),
-        // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none
-        // rather than an error every few seconds.
-        flag("endpoint-reconciler-type", "none"),
+        // Endpoints may not hold loopback addresses, so on loopback the `kubernetes` Service
+        // gets none rather than an error every few seconds.
+        flag(
+            "endpoint-reconciler-type",
+            if layout.apiserver_address.is_loopback() {
+                "none"
+            } else {
+                "lease"
+            },
+        ),
         path_flag("tls-cert-file", &layout.pki.apiserver_cert),
         path_flag("tls-private-key-file", &layout.pki.apiserver_key),
         path_flag("client-ca-file", &layout.pki.ca_cert),
@@ -307,6 +314,34 @@ mod tests {
                     actual.iter().any(|arg| arg == flag),
                     "{component:?}: {flag} missing from {actual:?}"
                 );
+            }
+        }
+    }
+
+    /// On loopback the `kubernetes` Service keeps no endpoints (Endpoints refuse loopback); on the
+    /// pod network's address the API server serves there and publishes it as its endpoint.
+    #[test]
+    fn the_api_server_serves_and_advertises_its_address() {
+        let cases = [
+            (std::net::Ipv4Addr::LOCALHOST, "127.0.0.1", "none"),
+            (
+                std::net::Ipv4Addr::new(100, 64, 0, 1),
+                "100.64.0.1",
+                "lease",
+            ),
+        ];
+        for (address, shown, reconciler) in cases {
+            let layout = Layout {
+                apiserver_address: address,
+                ..layout()
+            };
+            let actual = args(Component::KubeApiserver, &layout);
+            for flag in [
+                format!("--bind-address={shown}"),
+                format!("--advertise-address={shown}"),
+                format!("--endpoint-reconciler-type={reconciler}"),
+            ] {
+                assert!(actual.contains(&flag), "{flag} missing from {actual:?}");
             }
         }
     }
