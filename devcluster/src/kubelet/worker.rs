@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodCondition};
 use kube::api::{Api, DeleteParams, Patch, Preconditions};
 use nix::sys::signal::Signal;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::admission::{self, Rejection};
@@ -19,6 +19,7 @@ use super::now;
 use super::pod_state::{
     ContainerRecord, ContainerRef, PodRuntime, RestartPolicy, StartErrorKind, Terminated,
 };
+use super::probe::{self, Readiness, ReadinessProbe};
 use super::runtime::{ExitEvent, KILL_WAIT, Running, StartFiles, Supervisor};
 use super::status::{self, StatusContext};
 use crate::network::{self, PodNamespace};
@@ -81,6 +82,31 @@ struct Worker {
     /// The pod's network namespace, created before its first container starts.
     network: Option<PodNamespace>,
     pod_dir: PathBuf,
+    /// Running main containers with a readiness probe.
+    probed: HashMap<ContainerRef, Probed>,
+    probe_results: mpsc::UnboundedReceiver<(ProbeTag, bool)>,
+    probe_sender: mpsc::UnboundedSender<(ProbeTag, bool)>,
+}
+
+/// Which run of which container a probe result is about.
+type ProbeTag = (ContainerRef, u32);
+
+/// One container run's readiness probe: its results so far, and the task probing it (stopped
+/// when the run ends). Without a probe (one that names no port of the container) it never
+/// becomes ready, as the kubelet's probe errors keep it unready.
+struct Probed {
+    attempt: u32,
+    probe: Option<ReadinessProbe>,
+    readiness: Readiness,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Probed {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
 }
 
 impl Worker {
@@ -124,6 +150,7 @@ impl Worker {
         let start_time = status
             .and_then(|s| s.start_time.as_ref())
             .map_or_else(now, |t| t.0);
+        let (probe_sender, probe_results) = mpsc::unbounded_channel();
         Self {
             power: node.power.subscribe(),
             pod_dir: node.paths.pods.join(&uid),
@@ -144,6 +171,9 @@ impl Worker {
             pod_ip,
             ip_slot,
             network: None,
+            probed: HashMap::new(),
+            probe_results,
+            probe_sender,
         }
     }
 
@@ -206,6 +236,7 @@ impl Worker {
         });
         tokio::select! {
             Some(exit) = self.supervisor.next_exit() => self.on_exit(exit),
+            Some((tag, passed)) = self.probe_results.recv() => self.on_probe(tag, passed),
             changed = self.updates.changed() => {
                 if changed.is_err() {
                     self.gone = true;
@@ -334,6 +365,9 @@ impl Worker {
                 );
                 self.rt.on_started(container, &id, at, policy);
                 self.running.insert(container, running);
+                if let ContainerRef::Main(_) = container {
+                    self.start_probe(container, attempt, &spec);
+                }
                 tracing::debug!(pod = %self.pod_ref(), container = %spec.name, attempt, "container started");
             }
             Err(failure) => {
@@ -390,12 +424,64 @@ impl Worker {
             .join(format!("{attempt}.log"))
     }
 
+    /// Starts probing a main container's new run when it has a readiness probe.
+    fn start_probe(&mut self, container: ContainerRef, attempt: u32, spec: &Container) {
+        self.probed.remove(&container);
+        let probe = match probe::readiness_probe(spec) {
+            Ok(None) => return,
+            Ok(Some(probe)) => Some(probe),
+            Err(message) => {
+                tracing::warn!(pod = %self.pod_ref(), %message, "readiness probe cannot run; the container stays unready");
+                None
+            }
+        };
+        let task = probe.clone().map(|probe| {
+            let results = self.probe_sender.clone();
+            let pod_ip = self.pod_ip.clone();
+            tokio::spawn(probe::run(probe, pod_ip, (container, attempt), results)).abort_handle()
+        });
+        self.probed.insert(
+            container,
+            Probed {
+                attempt,
+                probe,
+                readiness: Readiness::default(),
+                task,
+            },
+        );
+    }
+
+    fn on_probe(&mut self, (container, attempt): ProbeTag, passed: bool) {
+        let pod = self.pod_ref();
+        let Some(probed) = self.probed.get_mut(&container) else {
+            return;
+        };
+        if probed.attempt != attempt {
+            return;
+        }
+        if let Some(probe) = &probed.probe
+            && probed.readiness.observe(passed, probe)
+        {
+            tracing::debug!(%pod, container = ?container, ready = probed.readiness.ready, "readiness changed");
+        }
+    }
+
+    /// Names of the main containers their readiness probe holds back.
+    fn unready_by_probe(&self) -> Vec<String> {
+        self.probed
+            .iter()
+            .filter(|(_, probed)| !probed.readiness.ready)
+            .filter_map(|(container, _)| self.rt.record(*container).map(|r| r.name.clone()))
+            .collect()
+    }
+
     fn on_exit(&mut self, exit: ExitEvent) {
         let current = self.running.get(&exit.container).map(|r| r.attempt);
         if current != Some(exit.attempt) {
             return;
         }
         self.running.remove(&exit.container);
+        self.probed.remove(&exit.container);
         let Some(run) = self
             .rt
             .record(exit.container)
@@ -559,6 +645,7 @@ impl Worker {
                 .cloned(),
         );
         let host_ip = self.node.host_ip();
+        let unready_by_probe = self.unready_by_probe();
         let ctx = StatusContext {
             name: &name,
             namespace: &namespace,
@@ -567,6 +654,7 @@ impl Worker {
             pod_ip: &self.pod_ip,
             start_time: self.start_time,
             existing_conditions: &existing,
+            unready_by_probe: &unready_by_probe,
             now: now(),
         };
         let status = match &self.mode {
