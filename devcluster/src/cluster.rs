@@ -22,11 +22,12 @@ use crate::controlplane::{
 };
 use crate::images::ImageMap;
 use crate::kubelet::api::{ApiNode, KubeletApi, KubeletApiError};
-use crate::network::{ClaimedNetwork, ClusterNetwork};
+use crate::network::{ClaimedNetwork, ClusterNetwork, ServiceRange};
 use crate::node::object::node_address;
 use crate::node::{
     Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, NodeSize, start_nodes,
 };
+use crate::services::ServiceProxy;
 use crate::state::{ClusterRecord, StateDir, repository_root};
 
 /// How often the cluster thread looks for control-plane components that exited by themselves.
@@ -553,7 +554,8 @@ async fn serve(
         tracing::error!(error = %crate::isolation::error_chain(&error), "stopping the simulated nodes");
     }
     plane.stop().await;
-    // The API server's address goes with the pod network, once nothing serves on it.
+    // The API server's address and the ClusterIPs go with the pod network, once nothing serves
+    // on them.
     drop(network);
     match std::fs::remove_file(state.cluster_info()) {
         Ok(()) => {}
@@ -564,14 +566,22 @@ async fn serve(
     }
 }
 
-/// Claims the pod network if asked for, starts the control plane, then the simulated nodes;
-/// stops the control plane again if the nodes fail to start.
+/// A cluster's pod network while it runs: its claim (the API server's address and the Service
+/// range) and the proxy that routes its ClusterIPs. Fields drop in order: the proxy first.
+struct PodNetwork {
+    _services: ServiceProxy,
+    _claim: ClaimedNetwork,
+}
+
+/// Claims the pod network if asked for, starts the control plane (and on the pod network the
+/// Service proxy), then the simulated nodes; stops the control plane again if the nodes fail to
+/// start.
 async fn start_cluster(
     state: &StateDir,
     options: &DevClusterOptions,
     progress: &(dyn Fn(&str) + Send + Sync),
-) -> Result<(ControlPlane, Option<NodeSim>, Option<ClaimedNetwork>), DevClusterError> {
-    let network = match options.pod_network && !options.light && options.nodes > 0 {
+) -> Result<(ControlPlane, Option<NodeSim>, Option<PodNetwork>), DevClusterError> {
+    let claim = match options.pod_network && !options.light && options.nodes > 0 {
         true => Some(
             ClaimedNetwork::claim(state.root())
                 .await
@@ -579,8 +589,21 @@ async fn start_cluster(
         ),
         false => None,
     };
-    let cluster_network = network.as_ref().map(ClaimedNetwork::network);
+    let cluster_network = claim.as_ref().map(ClaimedNetwork::network);
     let plane = start_control_plane(state, options, cluster_network, progress).await?;
+    let network = match claim {
+        Some(claim) => match service_proxy(&plane, state) {
+            Ok(services) => Some(PodNetwork {
+                _services: services,
+                _claim: claim,
+            }),
+            Err(error) => {
+                plane.stop().await;
+                return Err(error);
+            }
+        },
+        None => None,
+    };
     match start_simulated_nodes(state, options, &plane, cluster_network, progress).await {
         Ok(nodes) => Ok((plane, nodes, network)),
         Err(error) => {
@@ -588,6 +611,17 @@ async fn start_cluster(
             Err(error)
         }
     }
+}
+
+fn service_proxy(plane: &ControlPlane, state: &StateDir) -> Result<ServiceProxy, DevClusterError> {
+    let client = kube::Client::try_from(plane.config().clone()).map_err(|source| {
+        DevClusterError::Client {
+            server: plane.server().to_string(),
+            source,
+        }
+    })?;
+    let record = crate::services::routes_file(state.root());
+    Ok(ServiceProxy::start(client, record))
 }
 
 /// Writes the cluster record (how `devcluster` commands find the running cluster) and says
@@ -702,6 +736,7 @@ async fn start_control_plane(
         timeouts: options.timeouts,
         node_monitor_grace_period: options.heartbeat.node_monitor_grace_period,
         apiserver_address: network.map_or(std::net::Ipv4Addr::LOCALHOST, |n| n.apiserver_address()),
+        service_range: network.map_or(ServiceRange::WITHOUT_POD_NETWORK, |n| n.service_range()),
     };
     Ok(ControlPlane::start(&binary, state, settings, progress).await?)
 }

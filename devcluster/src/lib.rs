@@ -20,6 +20,7 @@ mod leftovers;
 pub mod network;
 pub mod node;
 mod path_io;
+pub mod services;
 pub mod skyhook;
 pub mod state;
 

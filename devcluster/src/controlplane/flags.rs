@@ -1,15 +1,12 @@
 //! The command line of each control-plane component, as a pure function of the cluster's layout.
 
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::pki::PkiFiles;
 use super::ports::Ports;
+use crate::network::ServiceRange;
 
-/// Services get addresses from this range; the first one is the `kubernetes` Service.
-pub const SERVICE_CIDR: &str = "10.96.0.0/16";
-pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 #[derive(
@@ -91,6 +88,16 @@ pub struct Layout {
     pub components_dir: PathBuf,
     pub node_monitor_grace_period: Duration,
     pub apiserver_address: std::net::Ipv4Addr,
+    /// Where Services get their ClusterIPs; the first one is the `kubernetes` Service's.
+    pub service_range: ServiceRange,
+}
+
+impl Layout {
+    /// With a pod network the API server serves on a routable address and devcluster's Service
+    /// proxy routes ClusterIPs (`crate::services`); on loopback neither is there.
+    fn routes_cluster_ips(&self) -> bool {
+        !self.apiserver_address.is_loopback()
+    }
 }
 
 /// The arguments after the component name.
@@ -142,10 +149,10 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
         // gets none rather than an error every few seconds.
         flag(
             "endpoint-reconciler-type",
-            if layout.apiserver_address.is_loopback() {
-                "none"
-            } else {
+            if layout.routes_cluster_ips() {
                 "lease"
+            } else {
+                "none"
             },
         ),
         path_flag("tls-cert-file", &layout.pki.apiserver_cert),
@@ -154,7 +161,7 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
         flag("authorization-mode", "Node,RBAC"),
         flag("enable-admission-plugins", "NodeRestriction"),
         flag("allow-privileged", "true"),
-        flag("service-cluster-ip-range", SERVICE_CIDR),
+        flag("service-cluster-ip-range", &layout.service_range.cidr()),
         flag("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
         path_flag(
             "service-account-key-file",
@@ -164,9 +171,17 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
             "service-account-signing-key-file",
             &layout.pki.service_account_key,
         ),
-        // Webhooks and aggregated APIs are reached through their Service's endpoints: there
-        // is no kube-proxy to route a ClusterIP.
-        flag("enable-aggregator-routing", "true"),
+        // Webhooks and aggregated APIs are reached at their Service's ClusterIP, as in a cluster
+        // with kube-proxy, where devcluster routes ClusterIPs; elsewhere at an endpoint of the
+        // Service, since nothing routes a ClusterIP.
+        flag(
+            "enable-aggregator-routing",
+            if layout.routes_cluster_ips() {
+                "false"
+            } else {
+                "true"
+            },
+        ),
         path_flag(
             "proxy-client-cert-file",
             &layout.pki.front_proxy_client_cert,
@@ -220,7 +235,7 @@ fn controller_manager_args(layout: &Layout) -> Vec<String> {
         path_flag("root-ca-file", &layout.pki.ca_cert),
         path_flag("cluster-signing-cert-file", &layout.pki.ca_cert),
         path_flag("cluster-signing-key-file", &layout.pki.ca_key),
-        flag("service-cluster-ip-range", SERVICE_CIDR),
+        flag("service-cluster-ip-range", &layout.service_range.cidr()),
         // Tests create and delete objects in bursts; client-side throttling at the default
         // 20 requests/s would make garbage collection and PDB status lag behind.
         flag("kube-api-qps", "100"),
@@ -257,6 +272,7 @@ mod tests {
             components_dir: PathBuf::from("/s/components"),
             node_monitor_grace_period: Duration::from_secs(300),
             apiserver_address: std::net::Ipv4Addr::LOCALHOST,
+            service_range: ServiceRange::WITHOUT_POD_NETWORK,
         }
     }
 
@@ -322,17 +338,29 @@ mod tests {
     /// pod network's address the API server serves there and publishes it as its endpoint.
     #[test]
     fn the_api_server_serves_and_advertises_its_address() {
+        let pod_network = crate::network::ClusterNetwork::new(0).expect("cluster 0");
         let cases = [
-            (std::net::Ipv4Addr::LOCALHOST, "127.0.0.1", "none"),
             (
-                std::net::Ipv4Addr::new(100, 64, 0, 1),
+                std::net::Ipv4Addr::LOCALHOST,
+                ServiceRange::WITHOUT_POD_NETWORK,
+                "127.0.0.1",
+                "none",
+                "10.96.0.0/16",
+                "true",
+            ),
+            (
+                pod_network.apiserver_address(),
+                pod_network.service_range(),
                 "100.64.0.1",
                 "lease",
+                "100.64.255.0/24",
+                "false",
             ),
         ];
-        for (address, shown, reconciler) in cases {
+        for (address, service_range, shown, reconciler, services, endpoint_routing) in cases {
             let layout = Layout {
                 apiserver_address: address,
+                service_range,
                 ..layout()
             };
             let actual = args(Component::KubeApiserver, &layout);
@@ -340,6 +368,8 @@ mod tests {
                 format!("--bind-address={shown}"),
                 format!("--advertise-address={shown}"),
                 format!("--endpoint-reconciler-type={reconciler}"),
+                format!("--service-cluster-ip-range={services}"),
+                format!("--enable-aggregator-routing={endpoint_routing}"),
             ] {
                 assert!(actual.contains(&flag), "{flag} missing from {actual:?}");
             }
@@ -377,15 +407,5 @@ mod tests {
             let binds_all = actual.iter().any(|arg| arg.contains("0.0.0.0"));
             assert!(!binds_all, "{component:?}: {actual:?}");
         }
-    }
-
-    #[test]
-    fn the_kubernetes_service_ip_is_in_the_service_range() {
-        let (network, prefix) = SERVICE_CIDR.split_once('/').unwrap_or_default();
-        let network: Ipv4Addr = network.parse().unwrap_or(Ipv4Addr::UNSPECIFIED);
-        let prefix: u32 = prefix.parse().unwrap_or(0);
-        let mask = u32::MAX << (32 - prefix);
-        assert_eq!(u32::from(KUBERNETES_SERVICE_IP) & mask, u32::from(network));
-        assert_eq!(u32::from(KUBERNETES_SERVICE_IP), u32::from(network) + 1);
     }
 }

@@ -62,6 +62,8 @@ pub struct ControlPlaneSettings {
     /// Where kube-apiserver serves and what it advertises: `127.0.0.1`, or with a pod network
     /// an address of the machine that pods reach too.
     pub apiserver_address: std::net::Ipv4Addr,
+    /// kube-apiserver's and kube-controller-manager's `--service-cluster-ip-range`.
+    pub service_range: crate::network::ServiceRange,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -189,7 +191,10 @@ impl ControlPlane {
                 source,
             })?;
         }
-        let pki = Pki::generate(flags::KUBERNETES_SERVICE_IP, settings.apiserver_address)?;
+        let pki = Pki::generate(
+            settings.service_range.kubernetes_service_ip(),
+            settings.apiserver_address,
+        )?;
         let pki_files = pki.write(&state.pki())?;
 
         let inputs = LaunchInputs {
@@ -309,6 +314,7 @@ impl ControlPlane {
             components_dir: state.components(),
             node_monitor_grace_period: inputs.settings.node_monitor_grace_period,
             apiserver_address: inputs.settings.apiserver_address,
+            service_range: inputs.settings.service_range,
         };
         let config = client_config(&kubeconfig_text, &kubeconfig_path).await?;
         let client = kube::Client::try_from(config.clone()).map_err(|error| {

@@ -110,6 +110,11 @@ impl ClaimedNetwork {
         let claimed = Self { network, record };
         write_record(&claimed.record, &[network.bridge(0)])?;
         configure_bridge(&network.node_bridge(0)).await?;
+        // Every ClusterIP is an address of this machine, so that the Service proxy listens on
+        // it and pods reach it through their default route; the route goes with the link.
+        let services = network.service_range().cidr();
+        let link = network.bridge(0);
+        ip(["route", "add", "local", &services, "dev", &link]).await?;
         Ok(claimed)
     }
 

@@ -26,6 +26,8 @@ pub const FIRST_POD_HOST: u8 = 2;
 pub const LAST_POD_HOST: u8 = 254;
 const NODE_PREFIX_LEN: u8 = 24;
 const CLUSTER_PREFIX_LEN: u8 = 16;
+/// The third octet of a cluster's Service range: nodes are numbered up to 254.
+const SERVICE_THIRD_OCTET: u8 = 255;
 
 /// The addresses and link names of one cluster's pod network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +70,16 @@ impl ClusterNetwork {
     /// every pod through its default route, and from the machine.
     pub fn apiserver_address(self) -> Ipv4Addr {
         self.gateway(0)
+    }
+
+    /// The cluster's Service ClusterIPs: `100.(64+n).255.0/24`, beyond every node's range, so
+    /// that clusters side by side never hand out the same ClusterIP and pods reach them through
+    /// their default route (see `crate::services`).
+    pub fn service_range(self) -> ServiceRange {
+        ServiceRange {
+            network: Ipv4Addr::new(100, self.second_octet(), SERVICE_THIRD_OCTET, 0),
+            prefix_len: NODE_PREFIX_LEN,
+        }
     }
 
     /// The node bridge's address: the default route of its pods.
@@ -113,6 +125,36 @@ impl ClusterNetwork {
             gateway: self.gateway(node_index),
             prefix_len: NODE_PREFIX_LEN,
         }
+    }
+}
+
+/// Where kube-apiserver takes Services' ClusterIPs from (`--service-cluster-ip-range`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceRange {
+    network: Ipv4Addr,
+    prefix_len: u8,
+}
+
+impl ServiceRange {
+    /// Clusters without a pod network: nothing routes their ClusterIPs, so they all share one
+    /// range.
+    pub const WITHOUT_POD_NETWORK: ServiceRange = ServiceRange {
+        network: Ipv4Addr::new(10, 96, 0, 0),
+        prefix_len: 16,
+    };
+
+    pub fn cidr(self) -> String {
+        format!("{}/{}", self.network, self.prefix_len)
+    }
+
+    /// The `kubernetes` Service's ClusterIP: the first address of the range.
+    pub fn kubernetes_service_ip(self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.network) + 1)
+    }
+
+    pub fn contains(self, address: Ipv4Addr) -> bool {
+        let mask = u32::MAX << (32 - u32::from(self.prefix_len));
+        u32::from(address) & mask == u32::from(self.network)
     }
 }
 
@@ -188,6 +230,28 @@ mod tests {
         assert_eq!(pod.host_veth, "dcp63n254s254");
         // IFNAMSIZ is 16 bytes with the terminating zero.
         assert!(pod.host_veth.len() <= 15);
+    }
+
+    #[test]
+    fn each_cluster_has_its_own_service_range_apart_from_its_nodes() {
+        let cases = [
+            (0, "100.64.255.0/24", "100.64.255.1"),
+            (63, "100.127.255.0/24", "100.127.255.1"),
+        ];
+        for (number, cidr, kubernetes) in cases {
+            let network = ClusterNetwork::new(number).expect("a valid cluster number");
+            let range = network.service_range();
+            assert_eq!(range.cidr(), cidr);
+            assert_eq!(range.kubernetes_service_ip().to_string(), kubernetes);
+            assert!(range.contains(range.kubernetes_service_ip()));
+            assert!(!range.contains(network.gateway(MAX_NODES)));
+            assert!(!range.contains(network.apiserver_address()));
+        }
+        let shared = ServiceRange::WITHOUT_POD_NETWORK;
+        assert_eq!(shared.cidr(), "10.96.0.0/16");
+        assert_eq!(shared.kubernetes_service_ip().to_string(), "10.96.0.1");
+        assert!(shared.contains(std::net::Ipv4Addr::new(10, 96, 255, 254)));
+        assert!(!shared.contains(std::net::Ipv4Addr::new(10, 97, 0, 1)));
     }
 
     #[test]
