@@ -180,9 +180,7 @@ pub async fn probe_once(probe: &ReadinessProbe, pod_ip: &str) -> bool {
             }
             ProbeCheck::Http { host, port, path } => {
                 let host = host.as_deref().unwrap_or(pod_ip);
-                http_get(host, *port, path)
-                    .await
-                    .is_some_and(|code| http_passes(code))
+                http_get(host, *port, path).await.is_some_and(http_passes)
             }
         }
     };
@@ -265,7 +263,13 @@ mod tests {
             port: 8081,
             path: "/readyz".to_owned(),
         };
-        let cases: Vec<(&str, Option<Probe>, Result<Option<ProbeCheck>, &str>)> = vec![
+        // (case, probe, the check read or a part of the error)
+        type Case = (
+            &'static str,
+            Option<Probe>,
+            Result<Option<ProbeCheck>, &'static str>,
+        );
+        let cases: Vec<Case> = vec![
             ("no probe", None, Ok(None)),
             (
                 "named port",

@@ -1,7 +1,8 @@
 //! The chart as a user runs it: `helm install` with the chart's defaults (2 controller replicas
 //! with leader election, 2 webhook replicas with self-managed certificates) into a devcluster
 //! with the pod network, so every pod has its own address and the API server calls the webhook
-//! through its Service. One cluster carries the whole life of the release, since each step needs
+//! at its Service's ClusterIP (devcluster's Service proxy forwards to the ready replicas, which
+//! the simulated kubelet's readiness probes decide). One cluster carries the whole life of the release, since each step needs
 //! the previous one's state:
 //!
 //! 1. install: both Deployments available, the configurations point at the Service;
