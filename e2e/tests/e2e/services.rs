@@ -2,7 +2,7 @@
 //! a pod of the other node at its pod IP and through a Service's ClusterIP, reaches the API
 //! server through the `kubernetes` Service, connections to a Service spread over its ready
 //! endpoints, and an endpoint taken out of the Service (while it still serves) gets no new
-//! connection.
+//! connection. kube-apiserver calls an admission webhook through its Service's ClusterIP.
 
 use anyhow::{Context, Result, ensure};
 use devcluster::{DevCluster, DevClusterOptions};
@@ -136,6 +136,138 @@ fn fetch_until(url: &str, expected: &str) -> String {
     )
 }
 
+/// A webhook server (Python's `ssl` and `http.server`) that denies every request it reviews
+/// with `denied-by-<pod name>`.
+const WEBHOOK_SERVER: &str = r#"
+import http.server, json, os, ssl
+
+class Review(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        message = "denied-by-" + os.environ["HOSTNAME"]
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                           "response": {"uid": review["request"]["uid"], "allowed": False,
+                                        "status": {"code": 403, "message": message}}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+server = http.server.HTTPServer((os.environ["POD_IP"], 8443), Review)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain("/hook/tls.crt", "/hook/tls.key")
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"#;
+
+/// A self-signed certificate and key for the Service `hook` in `default`, made with `openssl`.
+fn webhook_certificate() -> Result<(String, String)> {
+    let dir = tempfile::tempdir()?;
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=hook.default.svc"])
+        .args(["-addext", "subjectAltName=DNS:hook.default.svc"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .context("running openssl to make the webhook's certificate")?;
+    ensure!(status.success(), "openssl failed: {status}");
+    Ok((
+        std::fs::read_to_string(cert)?,
+        std::fs::read_to_string(key)?,
+    ))
+}
+
+/// Registers a validating webhook by `service` reference and checks that a ConfigMap it
+/// selects is denied by the webhook's pod: kube-apiserver resolved the Service to its ClusterIP
+/// (`--enable-aggregator-routing=false`) and the Service proxy forwarded the call.
+async fn webhook_through_its_service(cluster: &DevCluster) -> Result<()> {
+    use base64::Engine;
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+    let client = cluster.client()?;
+    let (cert, key) = webhook_certificate()?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "hook"},
+        "stringData": {"tls.crt": cert, "tls.key": key, "server.py": WEBHOOK_SERVER},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let mut server = shell_pod(
+        "hook-server",
+        "node-2",
+        json!({"app": "hook"}),
+        "exec python3 /hook/server.py",
+    )?;
+    let spec = serde_json::to_value(&server.spec)?;
+    let mut spec = spec;
+    spec["volumes"] = json!([{"name": "hook", "secret": {"secretName": "hook"}}]);
+    spec["containers"][0]["volumeMounts"] = json!([{"name": "hook", "mountPath": "/hook"}]);
+    server.spec = serde_json::from_value(spec)?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    start_running(&pods, &server).await?;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "hook"},
+        "spec": {"selector": {"app": "hook"}, "ports": [{"port": 443, "targetPort": 8443}]},
+    }))?;
+    Api::<Service>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &service)
+        .await?;
+    let webhook: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "hook"},
+        "webhooks": [{
+            "name": "hook.default.svc",
+            "clientConfig": {
+                "service": {"namespace": "default", "name": "hook", "path": "/validate", "port": 443},
+                "caBundle": base64::engine::general_purpose::STANDARD.encode(&cert),
+            },
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["configmaps"]}],
+            "objectSelector": {"matchLabels": {"hook-test": "deny"}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 5,
+        }],
+    }))?;
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &webhook)
+        .await?;
+
+    // Until the server listens (and the API server has the configuration), calls fail or
+    // are not made; the webhook's own denial is what shows the call went through.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut attempt = 0;
+    let denied = async {
+        loop {
+            attempt += 1;
+            let probe: ConfigMap = serde_json::from_value(json!({
+                "metadata": {"name": format!("probe-{attempt}"), "labels": {"hook-test": "deny"}},
+            }))?;
+            match config_maps.create(&PostParams::default(), &probe).await {
+                Err(kube::Error::Api(status))
+                    if status.message.contains("denied-by-hook-server") =>
+                {
+                    return anyhow::Ok(());
+                }
+                Err(_) | Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, denied)
+        .await
+        .context("the API server never got the webhook's answer through the Service hook")?
+}
+
 #[tokio::test]
 async fn services_route_across_nodes_and_follow_endpoint_slices() -> Result<()> {
     e2e::build_binaries()?;
@@ -233,6 +365,8 @@ async fn services_route_across_nodes_and_follow_endpoint_slices() -> Result<()> 
         "{frontend} still accepts connections after its Service was deleted"
     );
     step("a deleted Service's port refuses");
+    webhook_through_its_service(&cluster).await?;
+    step("the API server called a webhook through its Service");
     cluster.stop();
     step("cluster stopped");
     Ok(())
