@@ -22,8 +22,8 @@ use super::{Routes, attempt_order, routes};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One ClusterIP and port: a listener that forwards each connection it accepts to one of its
-/// backends. Dropping it stops accepting; connections already forwarded carry on, as kube-proxy's
-/// tracked connections do.
+/// backends. Closing (or dropping) it stops accepting; connections already forwarded carry on, as
+/// kube-proxy's tracked connections do.
 #[derive(Debug)]
 pub struct Frontend {
     local: SocketAddr,
@@ -46,6 +46,13 @@ impl Frontend {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Stops listening, and returns once the port refuses connections.
+    pub async fn close(mut self) {
+        self.accepting.abort();
+        // The listener is dropped with the accepting task, which has ended once this returns.
+        let _ = (&mut self.accepting).await;
     }
 
     /// Where connections accepted from now on go.
@@ -165,7 +172,16 @@ fn current_routes(services: &Store<Service>, slices: &Store<EndpointSlice>) -> R
 /// Brings the listeners in line with `routes`: new ClusterIP ports get a listener, gone ones
 /// lose theirs, and the others forward new connections to their current endpoints.
 async fn apply(frontends: &mut BTreeMap<SocketAddrV4, Frontend>, routes: Routes) {
-    frontends.retain(|address, _| routes.contains_key(address));
+    let gone: Vec<SocketAddrV4> = frontends
+        .keys()
+        .filter(|address| !routes.contains_key(address))
+        .copied()
+        .collect();
+    for address in gone {
+        if let Some(frontend) = frontends.remove(&address) {
+            frontend.close().await;
+        }
+    }
     for (address, backends) in routes {
         if let Some(frontend) = frontends.get(&address) {
             frontend.set_backends(backends);
@@ -281,21 +297,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn without_endpoints_connections_are_closed_and_a_dropped_frontend_refuses()
+    async fn without_endpoints_connections_are_closed_and_a_closed_frontend_refuses()
     -> std::io::Result<()> {
         let frontend = Frontend::bind(frontend_address(), vec![]).await?;
         assert_eq!(ask(&frontend).await?, "");
         let address = frontend.local_addr();
-        drop(frontend);
-        // The accept task ends at its next poll; the listener goes with it.
-        tokio::task::yield_now().await;
-        let refused = loop {
-            match TcpStream::connect(address).await {
-                Err(error) => break error,
-                Ok(_) => tokio::task::yield_now().await,
-            }
-        };
-        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+        frontend.close().await;
+        let refused = TcpStream::connect(address).await.err().map(|e| e.kind());
+        assert_eq!(refused, Some(std::io::ErrorKind::ConnectionRefused));
         Ok(())
     }
 }

@@ -42,6 +42,7 @@ mod operator_agent;
 mod pod_slots;
 mod rollout_safety;
 mod seed_quick_start;
+mod services;
 mod uninstall_flows;
 mod webhook_admission;
 mod webhook_uninstall;
