@@ -553,10 +553,19 @@ async fn serve(
     {
         tracing::error!(error = %crate::isolation::error_chain(&error), "stopping the simulated nodes");
     }
+    // kube-apiserver waits for open watches before it ends on SIGTERM (up to the 15 s grace):
+    // the proxy's watches end first.
+    let claim = match network {
+        Some(network) => {
+            network.services.stop().await;
+            Some(network.claim)
+        }
+        None => None,
+    };
     plane.stop().await;
     // The API server's address and the ClusterIPs go with the pod network, once nothing serves
     // on them.
-    drop(network);
+    drop(claim);
     match std::fs::remove_file(state.cluster_info()) {
         Ok(()) => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -569,8 +578,8 @@ async fn serve(
 /// A cluster's pod network while it runs: its claim (the API server's address and the Service
 /// range) and the proxy that routes its ClusterIPs. Fields drop in order: the proxy first.
 struct PodNetwork {
-    _services: ServiceProxy,
-    _claim: ClaimedNetwork,
+    services: ServiceProxy,
+    claim: ClaimedNetwork,
 }
 
 /// Claims the pod network if asked for, starts the control plane (and on the pod network the
@@ -593,10 +602,7 @@ async fn start_cluster(
     let plane = start_control_plane(state, options, cluster_network, progress).await?;
     let network = match claim {
         Some(claim) => match service_proxy(&plane, state) {
-            Ok(services) => Some(PodNetwork {
-                _services: services,
-                _claim: claim,
-            }),
+            Ok(services) => Some(PodNetwork { services, claim }),
             Err(error) => {
                 plane.stop().await;
                 return Err(error);

@@ -119,6 +119,12 @@ impl ServiceProxy {
             following: tokio::spawn(follow(client, record)),
         }
     }
+
+    /// Stops following the API and listening, and returns once its watches are closed.
+    pub async fn stop(mut self) {
+        self.following.abort();
+        let _ = (&mut self.following).await;
+    }
 }
 
 impl Drop for ServiceProxy {
