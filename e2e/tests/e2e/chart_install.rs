@@ -528,13 +528,10 @@ fn node_skyhook_state(node: &Node) -> Option<String> {
         .then(|| format!("{}; taints {taints:?}", e2e::nodes::skyhook_keys(node)))
 }
 
-/// What every namespace has, whoever installed into it; and the webhook's Secret, for a known
-/// defect of the chart (docs/chart.md, "Known issue"): a webhook replica still running after the
-/// pre-delete job deleted the Secret may issue it again before helm stops the replica. This
-/// test saw it in about one run in six. Remove the exception with the fix.
+/// What every namespace has, whoever installed into it.
 fn is_namespace_default(name: &str) -> bool {
     matches!(
         name,
-        "serviceaccount/default" | "configmap/kube-root-ca.crt" | "secret/webhook-cert"
+        "serviceaccount/default" | "configmap/kube-root-ca.crt"
     )
 }
