@@ -220,6 +220,10 @@ struct ClusterArgs {
     /// built-in ones: how the nodes run images the built-in map does not know.
     #[arg(long, value_name = "FILE")]
     image_map: Option<PathBuf>,
+    /// Each pod of a full node that is not hostNetwork gets its own network namespace, bridged
+    /// per node, with an address from the node's podCIDR (see docs/devcluster.md).
+    #[arg(long)]
+    pod_network: bool,
 }
 
 impl ClusterArgs {
@@ -236,6 +240,9 @@ impl ClusterArgs {
         }
         if let Some(file) = &self.image_map {
             args.push(format!("--image-map={}", file.display()));
+        }
+        if self.pod_network {
+            args.push("--pod-network".to_string());
         }
         args
     }
@@ -509,6 +516,7 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
         progress: Some(std::sync::Arc::new(progress.clone())),
         image_map: cluster.image_map.clone(),
         node_size: cluster.node_size,
+        pod_network: cluster.pod_network,
         ..DevClusterOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -683,6 +691,12 @@ fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
             eprintln!("devcluster: unmounted {}", mount.display());
         }
         stopped_something |= !unmounted.is_empty();
+        let mut bridges = crate::network::remove_recorded_bridges(&state.nodes());
+        bridges.extend(crate::network::remove_recorded_bridges(state.root()));
+        for bridge in &bridges {
+            eprintln!("devcluster: removed leftover pod network bridge {bridge}");
+        }
+        stopped_something |= !bridges.is_empty();
     }
     for file in [state.cluster_info(), state.daemon_pid_file()] {
         match std::fs::remove_file(&file) {
@@ -992,6 +1006,7 @@ mod tests {
                     relaxed_heartbeats: false,
                     node_size: NodeSize::Small,
                     image_map: None,
+                    pod_network: false,
                 },
                 vec!["--nodes=0"],
             ),
@@ -1002,6 +1017,7 @@ mod tests {
                     relaxed_heartbeats: false,
                     node_size: NodeSize::Small,
                     image_map: None,
+                    pod_network: false,
                 },
                 vec!["--nodes=3", "--light"],
             ),
@@ -1012,6 +1028,7 @@ mod tests {
                     relaxed_heartbeats: true,
                     node_size: NodeSize::Realistic,
                     image_map: None,
+                    pod_network: false,
                 },
                 vec![
                     "--nodes=5000",
@@ -1027,8 +1044,13 @@ mod tests {
                     relaxed_heartbeats: false,
                     node_size: NodeSize::Small,
                     image_map: Some(PathBuf::from("/maps/images.yaml")),
+                    pod_network: true,
                 },
-                vec!["--nodes=1", "--image-map=/maps/images.yaml"],
+                vec![
+                    "--nodes=1",
+                    "--image-map=/maps/images.yaml",
+                    "--pod-network",
+                ],
             ),
         ];
         for (args, expected) in cases {

@@ -22,10 +22,12 @@ use crate::controlplane::{
 };
 use crate::images::ImageMap;
 use crate::kubelet::api::{ApiNode, KubeletApi, KubeletApiError};
+use crate::network::{ClaimedNetwork, ClusterNetwork, ServiceRange};
 use crate::node::object::node_address;
 use crate::node::{
     Heartbeat, NodeError, NodeHandle, NodeSim, NodeSimOptions, NodeSize, start_nodes,
 };
+use crate::services::ServiceProxy;
 use crate::state::{ClusterRecord, StateDir, repository_root};
 
 /// How often the cluster thread looks for control-plane components that exited by themselves.
@@ -59,6 +61,9 @@ pub struct DevClusterOptions {
     /// A user image map (the format of `devcluster/images.yaml`) whose entries are tried before
     /// the built-in ones.
     pub image_map: Option<PathBuf>,
+    /// Full nodes give their pods network namespaces on a pod network, and the API server
+    /// serves on an address pods reach (see `devcluster::network`). Needs root.
+    pub pod_network: bool,
 }
 
 impl Default for DevClusterOptions {
@@ -75,6 +80,7 @@ impl Default for DevClusterOptions {
             timeouts: Timeouts::default(),
             progress: None,
             image_map: None,
+            pod_network: false,
         }
     }
 }
@@ -525,7 +531,7 @@ async fn serve(
         .progress
         .clone()
         .unwrap_or_else(|| Arc::new(|line: &str| tracing::info!(target: "devcluster", "{line}")));
-    let (mut plane, nodes) = match start_cluster(&state, &options, &*progress).await {
+    let (mut plane, nodes, network) = match start_cluster(&state, &options, &*progress).await {
         Ok(started) => started,
         Err(error) => {
             let _unheard = ready.send(Err(error));
@@ -547,7 +553,19 @@ async fn serve(
     {
         tracing::error!(error = %crate::isolation::error_chain(&error), "stopping the simulated nodes");
     }
+    // kube-apiserver waits for open watches before it ends on SIGTERM (up to the 15 s grace):
+    // the proxy's watches end first.
+    let claim = match network {
+        Some(network) => {
+            network.services.stop().await;
+            Some(network.claim)
+        }
+        None => None,
+    };
     plane.stop().await;
+    // The API server's address and the ClusterIPs go with the pod network, once nothing serves
+    // on them.
+    drop(claim);
     match std::fs::remove_file(state.cluster_info()) {
         Ok(()) => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -557,21 +575,59 @@ async fn serve(
     }
 }
 
-/// Starts the control plane, then the simulated nodes; stops the control plane again if the
-/// nodes fail to start.
+/// A cluster's pod network while it runs: its claim (the API server's address and the Service
+/// range) and the proxy that routes its ClusterIPs. Fields drop in order: the proxy first.
+struct PodNetwork {
+    services: ServiceProxy,
+    claim: ClaimedNetwork,
+}
+
+/// Claims the pod network if asked for, starts the control plane (and on the pod network the
+/// Service proxy), then the simulated nodes; stops the control plane again if the nodes fail to
+/// start.
 async fn start_cluster(
     state: &StateDir,
     options: &DevClusterOptions,
     progress: &(dyn Fn(&str) + Send + Sync),
-) -> Result<(ControlPlane, Option<NodeSim>), DevClusterError> {
-    let plane = start_control_plane(state, options, progress).await?;
-    match start_simulated_nodes(state, options, &plane, progress).await {
-        Ok(nodes) => Ok((plane, nodes)),
+) -> Result<(ControlPlane, Option<NodeSim>, Option<PodNetwork>), DevClusterError> {
+    let claim = match options.pod_network && !options.light && options.nodes > 0 {
+        true => Some(
+            ClaimedNetwork::claim(state.root())
+                .await
+                .map_err(NodeError::from)?,
+        ),
+        false => None,
+    };
+    let cluster_network = claim.as_ref().map(ClaimedNetwork::network);
+    let plane = start_control_plane(state, options, cluster_network, progress).await?;
+    let network = match claim {
+        Some(claim) => match service_proxy(&plane, state) {
+            Ok(services) => Some(PodNetwork { services, claim }),
+            Err(error) => {
+                plane.stop().await;
+                return Err(error);
+            }
+        },
+        None => None,
+    };
+    match start_simulated_nodes(state, options, &plane, cluster_network, progress).await {
+        Ok(nodes) => Ok((plane, nodes, network)),
         Err(error) => {
             plane.stop().await;
             Err(error)
         }
     }
+}
+
+fn service_proxy(plane: &ControlPlane, state: &StateDir) -> Result<ServiceProxy, DevClusterError> {
+    let client = kube::Client::try_from(plane.config().clone()).map_err(|source| {
+        DevClusterError::Client {
+            server: plane.server().to_string(),
+            source,
+        }
+    })?;
+    let record = crate::services::routes_file(state.root());
+    Ok(ServiceProxy::start(client, record))
 }
 
 /// Writes the cluster record (how `devcluster` commands find the running cluster) and says
@@ -678,12 +734,15 @@ async fn apply_fault(
 async fn start_control_plane(
     state: &StateDir,
     options: &DevClusterOptions,
+    network: Option<ClusterNetwork>,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<ControlPlane, DevClusterError> {
     let binary = binary::locate().map_err(ControlPlaneError::from)?;
     let settings = ControlPlaneSettings {
         timeouts: options.timeouts,
         node_monitor_grace_period: options.heartbeat.node_monitor_grace_period,
+        apiserver_address: network.map_or(std::net::Ipv4Addr::LOCALHOST, |n| n.apiserver_address()),
+        service_range: network.map_or(ServiceRange::WITHOUT_POD_NETWORK, |n| n.service_range()),
     };
     Ok(ControlPlane::start(&binary, state, settings, progress).await?)
 }
@@ -693,6 +752,7 @@ async fn start_simulated_nodes(
     state: &StateDir,
     options: &DevClusterOptions,
     plane: &ControlPlane,
+    network: Option<ClusterNetwork>,
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<Option<NodeSim>, DevClusterError> {
     if options.nodes == 0 {
@@ -718,6 +778,7 @@ async fn start_simulated_nodes(
     sim_options.size = options.node_size;
     sim_options.reboot_delay = options.reboot_delay;
     sim_options.heartbeat = options.heartbeat;
+    sim_options.pod_network = network;
     sim_options.apiserver_url = Some(plane.server().to_string());
     // Light nodes run no processes, and thousands of them would each need a listener and a
     // certificate: 1,000 light nodes took 6.5 s longer to start (debug build) and the server

@@ -17,8 +17,10 @@ pub mod images;
 pub mod isolation;
 pub mod kubelet;
 mod leftovers;
+pub mod network;
 pub mod node;
 mod path_io;
+pub mod services;
 pub mod skyhook;
 pub mod state;
 

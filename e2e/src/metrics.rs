@@ -20,9 +20,18 @@ pub struct Sample {
 
 /// `GET /metrics` on `127.0.0.1:<port>`, parsed.
 pub async fn scrape(port: u16) -> anyhow::Result<Vec<Sample>> {
-    let mut stream = tokio::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port))
+    scrape_at(std::net::SocketAddr::from((
+        std::net::Ipv4Addr::LOCALHOST,
+        port,
+    )))
+    .await
+}
+
+/// `GET /metrics` on `address` (a pod's IP and port, say), parsed.
+pub async fn scrape_at(address: std::net::SocketAddr) -> anyhow::Result<Vec<Sample>> {
+    let mut stream = tokio::net::TcpStream::connect(address)
         .await
-        .with_context(|| format!("connecting to the controller's metrics port {port}"))?;
+        .with_context(|| format!("connecting to the metrics port {address}"))?;
     // HTTP/1.0: the body ends at EOF, never chunked.
     stream
         .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
@@ -31,13 +40,13 @@ pub async fn scrape(port: u16) -> anyhow::Result<Vec<Sample>> {
     stream
         .read_to_string(&mut response)
         .await
-        .with_context(|| format!("reading /metrics from port {port}"))?;
+        .with_context(|| format!("reading /metrics from {address}"))?;
     let (head, body) = response
         .split_once("\r\n\r\n")
-        .with_context(|| format!("malformed HTTP response from port {port}: {response:.200}"))?;
+        .with_context(|| format!("malformed HTTP response from {address}: {response:.200}"))?;
     if !head.starts_with("HTTP/1.") || head.get(8..12) != Some(" 200") {
         bail!(
-            "GET /metrics on port {port} answered {}",
+            "GET /metrics on {address} answered {}",
             head.lines().next().unwrap_or_default()
         );
     }

@@ -7,6 +7,10 @@
 //!   Secret's pair to disk when the served files differ.
 //! - The webhook is ready only when it serves the Secret's certificate and every webhook trusts
 //!   the Secret's CA.
+//! - Ours, not upstream's: the Secret is owned by the webhook configuration, so that deleting
+//!   the configuration (`helm uninstall`) deletes the Secret with it. Nothing is issued while no
+//!   configuration exists (a replica still running after `helm uninstall` would otherwise leave
+//!   a new Secret behind), and a Secret without that owner (issued by upstream) is adopted.
 //!
 //! [`crate::cert_sync`] observes and carries the plan out.
 
@@ -16,6 +20,9 @@ use jiff::{SignedDuration, Timestamp};
 pub const RENEW_BEFORE: SignedDuration = SignedDuration::from_hours(7 * 24);
 /// Look again at least this often, even when nothing changes.
 pub const RECHECK_EVERY: SignedDuration = SignedDuration::from_hours(24);
+/// Look again this soon while no webhook configuration exists to own a new Secret: Helm
+/// creates the configurations with the Deployment, moments apart.
+pub const RECHECK_WITHOUT_OWNER: SignedDuration = SignedDuration::from_secs(2);
 
 /// What the Secret `webhook-cert` holds. Fields are `None` when the key is absent.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -33,6 +40,8 @@ pub struct StoredCert {
     /// The `skyhook.nvidia.com/extra-names` annotation: further names the certificate was issued
     /// for (empty when absent).
     pub extra_names: Vec<String>,
+    /// Whether a webhook configuration owns the Secret (an `ownerReferences` entry).
+    pub owned: bool,
 }
 
 /// One webhook inside a Validating or Mutating WebhookConfiguration.
@@ -59,6 +68,8 @@ pub struct Observed<'a> {
     pub service: &'a str,
     /// Further names (DNS names or IP addresses) the certificate must be valid for.
     pub extra_names: &'a [String],
+    /// Whether one of the webhook's configurations exists to own the Secret.
+    pub owner_exists: bool,
 }
 
 /// Why a new certificate is needed.
@@ -85,6 +96,8 @@ pub enum Action {
     PatchCaBundle(Vec<WebhookTrust>),
     /// Write the Secret's `tls.crt` and `tls.key` into the serving directory.
     WriteServingFiles,
+    /// Make the webhook configuration the owner of the Secret.
+    Adopt,
 }
 
 /// The decision.
@@ -100,6 +113,21 @@ pub struct CertPlan {
 
 /// Decides the certificate actions at `now`.
 pub fn cert_plan(observed: &Observed<'_>, now: Timestamp) -> CertPlan {
+    let mut plan = plan_for_the_secret(observed, now);
+    let issuing = plan.actions.iter().any(|a| matches!(a, Action::Issue(_)));
+    if !observed.owner_exists {
+        if issuing {
+            plan.actions.clear();
+            plan.recheck_at = now.saturating_add(RECHECK_WITHOUT_OWNER).unwrap_or(now);
+        }
+    } else if !issuing && observed.stored.is_some_and(|s| !s.owned) {
+        plan.actions.push(Action::Adopt);
+    }
+    plan
+}
+
+/// [`cert_plan`] as if a configuration existed to own the Secret.
+fn plan_for_the_secret(observed: &Observed<'_>, now: Timestamp) -> CertPlan {
     let recheck = now.saturating_add(RECHECK_EVERY).unwrap_or(now);
     let complete = observed
         .stored
@@ -185,6 +213,7 @@ mod tests {
             expires: Some(now() + SignedDuration::from_hours(24 * expires_in_days)),
             service: Some(SERVICE.into()),
             extra_names: Vec::new(),
+            owned: true,
         }
     }
 
@@ -330,11 +359,92 @@ mod tests {
                     served,
                     service: SERVICE,
                     extra_names: &[],
+                    owner_exists: true,
                 },
                 now(),
             );
             assert_eq!(plan.actions, actions, "{name}");
             assert_eq!(plan.ready, ready, "{name}");
+        }
+    }
+
+    /// (case, secret, owner exists, expected actions, ready, recheck)
+    type OwnerCase<'a> = (
+        &'a str,
+        Option<&'a StoredCert>,
+        bool,
+        Vec<Action>,
+        bool,
+        Timestamp,
+    );
+
+    #[test]
+    fn the_secret_is_issued_only_with_an_owner_and_adopted_when_it_has_none() {
+        let healthy = stored(300);
+        let ownerless = StoredCert {
+            owned: false,
+            ..stored(300)
+        };
+        let trusted = [trust("validate-skyhook.nvidia.com", Some("CA"))];
+        let soon = now() + RECHECK_WITHOUT_OWNER;
+        let daily = now() + RECHECK_EVERY;
+        let cases: [OwnerCase<'_>; 5] = [
+            (
+                "no secret, no configuration",
+                None,
+                false,
+                vec![],
+                false,
+                soon,
+            ),
+            (
+                "no secret, a configuration",
+                None,
+                true,
+                vec![Action::Issue(IssueReason::Missing)],
+                false,
+                daily,
+            ),
+            (
+                "owned secret, no configuration",
+                Some(&healthy),
+                false,
+                vec![],
+                true,
+                daily,
+            ),
+            (
+                "upstream's secret",
+                Some(&ownerless),
+                true,
+                vec![Action::Adopt],
+                true,
+                daily,
+            ),
+            (
+                "upstream's secret, no configuration",
+                Some(&ownerless),
+                false,
+                vec![],
+                true,
+                daily,
+            ),
+        ];
+        for (name, secret, owner_exists, actions, ready, recheck_at) in cases {
+            let plan = cert_plan(
+                &Observed {
+                    stored: secret,
+                    webhooks: if owner_exists { &trusted } else { &[] },
+                    served: Some("CERT"),
+                    service: SERVICE,
+                    extra_names: &[],
+                    owner_exists,
+                },
+                now(),
+            );
+            assert_eq!(plan.actions, actions, "{name}");
+            assert_eq!(plan.ready, ready, "{name}");
+            assert_eq!(plan.recheck_at, recheck_at, "{name}");
         }
     }
 
@@ -362,6 +472,7 @@ mod tests {
                     served: Some("CERT"),
                     service: SERVICE,
                     extra_names: &[],
+                    owner_exists: true,
                 },
                 now(),
             )

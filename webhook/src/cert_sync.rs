@@ -16,8 +16,9 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
 use serde_json::json;
 
 use crate::cert_plan::{
@@ -113,6 +114,7 @@ impl CertSync {
             )
         })?;
         let mut webhooks = Vec::new();
+        let mut owner = None;
         if let Some(config) = validating
             .get_opt(&self.validating)
             .await
@@ -123,6 +125,7 @@ impl CertSync {
                 )
             })?
         {
+            owner = owner_reference(&config);
             webhooks.extend(config.webhooks.iter().flatten().map(|w| {
                 trust(
                     &self.validating,
@@ -137,6 +140,7 @@ impl CertSync {
                 source,
             )
         })? {
+            owner = owner.or_else(|| owner_reference(&config));
             webhooks.extend(
                 config
                     .webhooks
@@ -155,6 +159,7 @@ impl CertSync {
                 served: served.as_deref(),
                 service: &self.service,
                 extra_names: &self.extra_names,
+                owner_exists: owner.is_some(),
             },
             now,
         );
@@ -162,8 +167,10 @@ impl CertSync {
             match action {
                 Action::Issue(reason) => {
                     tracing::info!(?reason, secret = %self.secret, "issuing a new webhook certificate");
-                    self.issue_into(&secrets, secret.as_ref(), now).await?;
+                    self.issue_into(&secrets, secret.as_ref(), owner.clone(), now)
+                        .await?;
                 }
+                Action::Adopt => self.adopt(&secrets, owner.clone()).await?,
                 Action::PatchCaBundle(untrusting) => {
                     let ca = stored
                         .as_ref()
@@ -185,6 +192,7 @@ impl CertSync {
         &self,
         secrets: &Api<Secret>,
         existing: Option<&Secret>,
+        owner: Option<OwnerReference>,
         now: Timestamp,
     ) -> Result<(), Error> {
         let issued = issue(&self.service, &self.extra_names, now).map_err(Error::Issue)?;
@@ -210,6 +218,7 @@ impl CertSync {
                 name: Some(self.secret.clone()),
                 namespace: Some(self.namespace.clone()),
                 annotations: Some(annotations),
+                owner_references: owner.map(|owner| vec![owner]),
                 // Replacing at the version read makes a concurrent issuer fail with Conflict.
                 resource_version: existing.and_then(|s| s.metadata.resource_version.clone()),
                 ..ObjectMeta::default()
@@ -238,6 +247,29 @@ impl CertSync {
                 source,
             )),
         }
+    }
+
+    /// Makes `owner` the Secret's owner, so that deleting the configuration deletes it.
+    async fn adopt(
+        &self,
+        secrets: &Api<Secret>,
+        owner: Option<OwnerReference>,
+    ) -> Result<(), Error> {
+        let patch = json!({"metadata": {"ownerReferences": owner.into_iter().collect::<Vec<_>>()}});
+        secrets
+            .patch(&self.secret, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| {
+                self.api_error(
+                    format!(
+                        "make the webhook configuration the owner of Secret {}/{}",
+                        self.namespace, self.secret
+                    ),
+                    source,
+                )
+            })?;
+        tracing::info!(secret = %self.secret, "the Secret is now owned by the webhook configuration");
+        Ok(())
     }
 
     async fn patch_ca_bundles(
@@ -312,6 +344,21 @@ impl CertSync {
     }
 }
 
+/// An owner reference to `configuration`; `None` before the API server gave it a uid.
+fn owner_reference<K>(configuration: &K) -> Option<OwnerReference>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let meta = configuration.meta();
+    Some(OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: meta.name.clone()?,
+        uid: meta.uid.clone()?,
+        ..OwnerReference::default()
+    })
+}
+
 fn trust(configuration: &str, webhook: &str, ca_bundle: Option<&ByteString>) -> WebhookTrust {
     WebhookTrust {
         configuration: configuration.to_owned(),
@@ -338,6 +385,12 @@ fn stored_cert(secret: &Secret) -> StoredCert {
         key: field("tls.key"),
         expires: annotation(EXPIRATION_ANNOTATION).and_then(|e| e.parse().ok()),
         service: annotation(SERVICE_ANNOTATION),
+        owned: secret
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owner.kind.ends_with("WebhookConfiguration")),
         extra_names: annotation(EXTRA_NAMES_ANNOTATION)
             .map(|names| {
                 names
@@ -369,6 +422,15 @@ mod tests {
                         "127.0.0.1,webhook.local".to_owned(),
                     ),
                 ])),
+                owner_references: owner_reference(&ValidatingWebhookConfiguration {
+                    metadata: ObjectMeta {
+                        name: Some("skyhook-operator-validating-webhook".into()),
+                        uid: Some("8f0c".into()),
+                        ..ObjectMeta::default()
+                    },
+                    webhooks: None,
+                })
+                .map(|owner| vec![owner]),
                 ..ObjectMeta::default()
             },
             data: Some(BTreeMap::from([
@@ -387,6 +449,7 @@ mod tests {
                 expires: Some("2027-06-01T00:00:00Z".parse().unwrap()),
                 service: Some("svc.ns.svc".into()),
                 extra_names: vec!["127.0.0.1".into(), "webhook.local".into()],
+                owned: true,
             }
         );
         let unreadable = Secret {

@@ -1,15 +1,12 @@
 //! The command line of each control-plane component, as a pure function of the cluster's layout.
 
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::pki::PkiFiles;
 use super::ports::Ports;
+use crate::network::ServiceRange;
 
-/// Services get addresses from this range; the first one is the `kubernetes` Service.
-pub const SERVICE_CIDR: &str = "10.96.0.0/16";
-pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 #[derive(
@@ -90,6 +87,17 @@ pub struct Layout {
     /// serving certificates).
     pub components_dir: PathBuf,
     pub node_monitor_grace_period: Duration,
+    pub apiserver_address: std::net::Ipv4Addr,
+    /// Where Services get their ClusterIPs; the first one is the `kubernetes` Service's.
+    pub service_range: ServiceRange,
+}
+
+impl Layout {
+    /// With a pod network the API server serves on a routable address and devcluster's Service
+    /// proxy routes ClusterIPs (`crate::services`); on loopback neither is there.
+    fn routes_cluster_ips(&self) -> bool {
+        !self.apiserver_address.is_loopback()
+    }
 }
 
 /// The arguments after the component name.
@@ -134,19 +142,26 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
             "etcd-servers",
             &format!("http://127.0.0.1:{}", layout.ports.etcd_client),
         ),
-        flag("bind-address", "127.0.0.1"),
-        flag("advertise-address", "127.0.0.1"),
+        flag("bind-address", &layout.apiserver_address.to_string()),
+        flag("advertise-address", &layout.apiserver_address.to_string()),
         flag("secure-port", &layout.ports.apiserver.to_string()),
-        // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none
-        // rather than an error every few seconds.
-        flag("endpoint-reconciler-type", "none"),
+        // Endpoints may not hold loopback addresses, so on loopback the `kubernetes` Service
+        // gets none rather than an error every few seconds.
+        flag(
+            "endpoint-reconciler-type",
+            if layout.routes_cluster_ips() {
+                "lease"
+            } else {
+                "none"
+            },
+        ),
         path_flag("tls-cert-file", &layout.pki.apiserver_cert),
         path_flag("tls-private-key-file", &layout.pki.apiserver_key),
         path_flag("client-ca-file", &layout.pki.ca_cert),
         flag("authorization-mode", "Node,RBAC"),
         flag("enable-admission-plugins", "NodeRestriction"),
         flag("allow-privileged", "true"),
-        flag("service-cluster-ip-range", SERVICE_CIDR),
+        flag("service-cluster-ip-range", &layout.service_range.cidr()),
         flag("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
         path_flag(
             "service-account-key-file",
@@ -156,9 +171,17 @@ fn apiserver_args(layout: &Layout) -> Vec<String> {
             "service-account-signing-key-file",
             &layout.pki.service_account_key,
         ),
-        // Webhooks and aggregated APIs are reached through their Service's endpoints: there
-        // is no kube-proxy to route a ClusterIP.
-        flag("enable-aggregator-routing", "true"),
+        // Webhooks and aggregated APIs are reached at their Service's ClusterIP, as in a cluster
+        // with kube-proxy, where devcluster routes ClusterIPs; elsewhere at an endpoint of the
+        // Service, since nothing routes a ClusterIP.
+        flag(
+            "enable-aggregator-routing",
+            if layout.routes_cluster_ips() {
+                "false"
+            } else {
+                "true"
+            },
+        ),
         path_flag(
             "proxy-client-cert-file",
             &layout.pki.front_proxy_client_cert,
@@ -212,7 +235,7 @@ fn controller_manager_args(layout: &Layout) -> Vec<String> {
         path_flag("root-ca-file", &layout.pki.ca_cert),
         path_flag("cluster-signing-cert-file", &layout.pki.ca_cert),
         path_flag("cluster-signing-key-file", &layout.pki.ca_key),
-        flag("service-cluster-ip-range", SERVICE_CIDR),
+        flag("service-cluster-ip-range", &layout.service_range.cidr()),
         // Tests create and delete objects in bursts; client-side throttling at the default
         // 20 requests/s would make garbage collection and PDB status lag behind.
         flag("kube-api-qps", "100"),
@@ -248,6 +271,8 @@ mod tests {
             etcd_data: PathBuf::from("/s/etcd"),
             components_dir: PathBuf::from("/s/components"),
             node_monitor_grace_period: Duration::from_secs(300),
+            apiserver_address: std::net::Ipv4Addr::LOCALHOST,
+            service_range: ServiceRange::WITHOUT_POD_NETWORK,
         }
     }
 
@@ -309,6 +334,48 @@ mod tests {
         }
     }
 
+    /// On loopback the `kubernetes` Service keeps no endpoints (Endpoints refuse loopback); on the
+    /// pod network's address the API server serves there and publishes it as its endpoint.
+    #[test]
+    fn the_api_server_serves_and_advertises_its_address() {
+        let pod_network = crate::network::ClusterNetwork::new(0).expect("cluster 0");
+        let cases = [
+            (
+                std::net::Ipv4Addr::LOCALHOST,
+                ServiceRange::WITHOUT_POD_NETWORK,
+                "127.0.0.1",
+                "none",
+                "10.96.0.0/16",
+                "true",
+            ),
+            (
+                pod_network.apiserver_address(),
+                pod_network.service_range(),
+                "100.64.0.1",
+                "lease",
+                "100.64.255.0/24",
+                "false",
+            ),
+        ];
+        for (address, service_range, shown, reconciler, services, endpoint_routing) in cases {
+            let layout = Layout {
+                apiserver_address: address,
+                service_range,
+                ..layout()
+            };
+            let actual = args(Component::KubeApiserver, &layout);
+            for flag in [
+                format!("--bind-address={shown}"),
+                format!("--advertise-address={shown}"),
+                format!("--endpoint-reconciler-type={reconciler}"),
+                format!("--service-cluster-ip-range={services}"),
+                format!("--enable-aggregator-routing={endpoint_routing}"),
+            ] {
+                assert!(actual.contains(&flag), "{flag} missing from {actual:?}");
+            }
+        }
+    }
+
     /// Every component binds loopback only, so clusters never collide on, or expose, a wildcard port.
     #[test]
     fn components_are_named_on_the_command_line_short_or_full() {
@@ -340,15 +407,5 @@ mod tests {
             let binds_all = actual.iter().any(|arg| arg.contains("0.0.0.0"));
             assert!(!binds_all, "{component:?}: {actual:?}");
         }
-    }
-
-    #[test]
-    fn the_kubernetes_service_ip_is_in_the_service_range() {
-        let (network, prefix) = SERVICE_CIDR.split_once('/').unwrap_or_default();
-        let network: Ipv4Addr = network.parse().unwrap_or(Ipv4Addr::UNSPECIFIED);
-        let prefix: u32 = prefix.parse().unwrap_or(0);
-        let mask = u32::MAX << (32 - prefix);
-        assert_eq!(u32::from(KUBERNETES_SERVICE_IP) & mask, u32::from(network));
-        assert_eq!(u32::from(KUBERNETES_SERVICE_IP), u32::from(network) + 1);
     }
 }

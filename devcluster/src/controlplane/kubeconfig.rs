@@ -43,7 +43,7 @@ mod tests {
     /// kube-rs must read what we write (the CLI and tests build their clients from it).
     #[test]
     fn kube_parses_the_kubeconfig() -> Result<(), Box<dyn std::error::Error>> {
-        let pki = Pki::generate(Ipv4Addr::new(10, 96, 0, 1))?;
+        let pki = Pki::generate(Ipv4Addr::new(10, 96, 0, 1), Ipv4Addr::LOCALHOST)?;
         let text = admin_kubeconfig("https://127.0.0.1:6443", &pki);
         let parsed = kube::config::Kubeconfig::from_yaml(&text)?;
         assert_eq!(parsed.current_context.as_deref(), Some("devcluster"));

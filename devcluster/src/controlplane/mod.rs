@@ -59,6 +59,11 @@ pub struct ControlPlaneSettings {
     pub timeouts: Timeouts,
     /// kube-controller-manager's `--node-monitor-grace-period` (see [`crate::node::Heartbeat`]).
     pub node_monitor_grace_period: Duration,
+    /// Where kube-apiserver serves and what it advertises: `127.0.0.1`, or with a pod network
+    /// an address of the machine that pods reach too.
+    pub apiserver_address: std::net::Ipv4Addr,
+    /// kube-apiserver's and kube-controller-manager's `--service-cluster-ip-range`.
+    pub service_range: crate::network::ServiceRange,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,7 +197,10 @@ impl ControlPlane {
                 source,
             })?;
         }
-        let pki = Pki::generate(flags::KUBERNETES_SERVICE_IP)?;
+        let pki = Pki::generate(
+            settings.service_range.kubernetes_service_ip(),
+            settings.apiserver_address,
+        )?;
         let pki_files = pki.write(&state.pki())?;
 
         let inputs = LaunchInputs {
@@ -291,7 +299,10 @@ impl ControlPlane {
         ports: Ports,
     ) -> Result<(Self, kube::Client), ControlPlaneError> {
         let state = inputs.state;
-        let server = format!("https://127.0.0.1:{}", ports.apiserver);
+        let server = format!(
+            "https://{}:{}",
+            inputs.settings.apiserver_address, ports.apiserver
+        );
         let kubeconfig_path = state.kubeconfig();
         let kubeconfig_text = kubeconfig::admin_kubeconfig(&server, inputs.pki);
         std::fs::write(&kubeconfig_path, &kubeconfig_text).map_err(|source| {
@@ -308,6 +319,8 @@ impl ControlPlane {
             etcd_data: state.etcd_data(),
             components_dir: state.components(),
             node_monitor_grace_period: inputs.settings.node_monitor_grace_period,
+            apiserver_address: inputs.settings.apiserver_address,
+            service_range: inputs.settings.service_range,
         };
         let config = client_config(&kubeconfig_text, &kubeconfig_path).await?;
         let client = kube::Client::try_from(config.clone()).map_err(|error| {

@@ -88,7 +88,7 @@ impl PkiFiles {
 }
 
 /// The DNS names and addresses clients may use to reach the API server.
-pub fn apiserver_sans(service_ip: Ipv4Addr) -> Vec<SanType> {
+pub fn apiserver_sans(service_ip: Ipv4Addr, address: Ipv4Addr) -> Vec<SanType> {
     let mut sans: Vec<SanType> = [
         "localhost",
         "kubernetes",
@@ -101,11 +101,15 @@ pub fn apiserver_sans(service_ip: Ipv4Addr) -> Vec<SanType> {
     .collect();
     sans.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
     sans.push(SanType::IpAddress(IpAddr::V4(service_ip)));
+    if address != Ipv4Addr::LOCALHOST {
+        sans.push(SanType::IpAddress(IpAddr::V4(address)));
+    }
     sans
 }
 
 impl Pki {
-    pub fn generate(service_ip: Ipv4Addr) -> Result<Self, PkiError> {
+    /// `address`: where the API server serves (besides `127.0.0.1`, always named).
+    pub fn generate(service_ip: Ipv4Addr, address: Ipv4Addr) -> Result<Self, PkiError> {
         let (ca, ca_issuer) = certificate_authority(CLUSTER_CA_NAME)?;
         let (front_proxy_ca, front_proxy_issuer) =
             certificate_authority("devcluster-front-proxy-ca")?;
@@ -114,7 +118,7 @@ impl Pki {
             "apiserver",
             "kube-apiserver",
             None,
-            apiserver_sans(service_ip),
+            apiserver_sans(service_ip, address),
             ExtendedKeyUsagePurpose::ServerAuth,
             &ca_issuer,
         )?;
@@ -329,20 +333,22 @@ mod tests {
 
     #[test]
     fn apiserver_certificate_names_every_address_clients_use() {
-        let names: Vec<String> = apiserver_sans(Ipv4Addr::new(10, 96, 0, 1))
-            .iter()
-            .filter_map(|san| match san {
-                SanType::DnsName(name) => Some(name.as_str().to_string()),
-                SanType::IpAddress(ip) => Some(ip.to_string()),
-                _ => None,
-            })
-            .collect();
+        let names: Vec<String> =
+            apiserver_sans(Ipv4Addr::new(10, 96, 0, 1), Ipv4Addr::new(100, 64, 0, 1))
+                .iter()
+                .filter_map(|san| match san {
+                    SanType::DnsName(name) => Some(name.as_str().to_string()),
+                    SanType::IpAddress(ip) => Some(ip.to_string()),
+                    _ => None,
+                })
+                .collect();
         let expected = [
             "localhost",
             "kubernetes",
             "kubernetes.default.svc",
             "127.0.0.1",
             "10.96.0.1",
+            "100.64.0.1",
         ];
         for name in expected {
             assert!(
@@ -357,7 +363,8 @@ mod tests {
     {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir()?;
-        let files = Pki::generate(Ipv4Addr::new(10, 96, 0, 1))?.write(dir.path())?;
+        let files =
+            Pki::generate(Ipv4Addr::new(10, 96, 0, 1), Ipv4Addr::LOCALHOST)?.write(dir.path())?;
         let cases = [
             (&files.ca_cert, "-----BEGIN CERTIFICATE-----", 0o644),
             (&files.apiserver_key, "-----BEGIN PRIVATE KEY-----", 0o600),

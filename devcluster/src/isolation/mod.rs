@@ -4,6 +4,8 @@
 //!
 //! - `devcluster __hold-ns`: creates the private mount namespace where node roots are mounted
 //!   and keeps it alive until its stdin closes (so it dies with the simulator).
+//! - `devcluster __hold-netns`: creates a pod's network namespace (see `crate::network`) and
+//!   keeps it alive until its stdin closes.
 //! - `devcluster __node-root SPEC.json`: (re)mounts one node's root in that namespace.
 //! - `devcluster __container SPEC.json`: enters that namespace, makes a private copy, builds the
 //!   container's root and mounts, chroots and execs the container's command.
@@ -38,6 +40,7 @@ pub use setup::{IsolationError, mount_namespace_id};
 pub const START_ERROR_EXIT: u8 = 128;
 
 const HOLD_NS: &str = "__hold-ns";
+const HOLD_NETNS: &str = "__hold-netns";
 const NODE_ROOT: &str = "__node-root";
 const CONTAINER: &str = "__container";
 const KEEP_NS: &str = "__keep-ns";
@@ -70,6 +73,10 @@ pub struct ContainerSpec {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     pub working_dir: Option<String>,
+    /// The pod's network namespace (`/proc/<holder>/ns/net`) to enter; `None` keeps the node's
+    /// (the machine's) network, as for `hostNetwork` pods.
+    #[serde(default)]
+    pub network_namespace: Option<PathBuf>,
     /// Where to record the container's [`NamespaceRecord`] before exec, so every process left in
     /// its namespace can be found and killed later. Set only when stdin is the kubelet's pipe,
     /// which the namespace's keeper holds.
@@ -151,6 +158,7 @@ pub fn run_if_requested() -> Option<ExitCode> {
         .ok_or(IsolationError::MissingSpec);
     let result = match command {
         HOLD_NS => setup::hold_namespace(),
+        HOLD_NETNS => setup::hold_network_namespace(),
         KEEP_NS if args.get(3).is_some_and(|a| a == DETACHED) => {
             setup::wait_for_stdin_eof();
             Ok(())
@@ -249,6 +257,10 @@ pub fn agent_binary(devcluster: &Path) -> PathBuf {
 /// The argument list that runs a hidden entry point.
 pub(crate) fn hold_namespace_args() -> [&'static str; 1] {
     [HOLD_NS]
+}
+
+pub(crate) fn hold_network_namespace_args() -> [&'static str; 1] {
+    [HOLD_NETNS]
 }
 
 pub(crate) fn node_root_args(spec: &Path) -> [OsString; 2] {

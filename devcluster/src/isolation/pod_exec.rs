@@ -126,7 +126,9 @@ fn enter_container(request: &ContainerRequest) -> Result<ContainerSpec, ExecErro
     if mount_namespace_id(&keeper).ok().as_deref() != Some(record.namespace.as_str()) {
         return Err(not_running());
     }
+    // The keeper shares the container's network namespace too (the pod's, or the node's).
     for (kind, flag) in [
+        ("net", CloneFlags::CLONE_NEWNET),
         ("mnt", CloneFlags::CLONE_NEWNS),
         ("uts", CloneFlags::CLONE_NEWUTS),
     ] {

@@ -63,6 +63,28 @@ pub fn hold_namespace() -> Result<(), IsolationError> {
         source,
     })?;
     make_private_recursive()?;
+    report_ready()?;
+    // EOF on stdin means the simulator is gone; the namespace (and every node root in it) then
+    // disappears with this process.
+    wait_for_stdin_eof();
+    Ok(())
+}
+
+/// `__hold-netns`: a fresh network namespace (loopback only until the kubelet links it to the
+/// node's bridge) that lives until stdin closes.
+pub fn hold_network_namespace() -> Result<(), IsolationError> {
+    die_with_parent()?;
+    nix::sched::unshare(CloneFlags::CLONE_NEWNET).map_err(|source| IsolationError::Sys {
+        action: "unshare the network namespace of",
+        path: PathBuf::from("/proc/self"),
+        source,
+    })?;
+    report_ready()?;
+    wait_for_stdin_eof();
+    Ok(())
+}
+
+fn report_ready() -> Result<(), IsolationError> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "ready")
         .and_then(|()| stdout.flush())
@@ -70,9 +92,6 @@ pub fn hold_namespace() -> Result<(), IsolationError> {
             "report readiness on",
             PathBuf::from("stdout"),
         ))?;
-    // EOF on stdin means the simulator is gone; the namespace (and every node root in it) then
-    // disappears with this process.
-    wait_for_stdin_eof();
     Ok(())
 }
 
@@ -119,6 +138,9 @@ pub fn run_container(spec: &ContainerSpec, spec_path: &Path) -> IsolationError {
 
 fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), IsolationError> {
     die_with_parent()?;
+    if let Some(network) = &spec.network_namespace {
+        enter_network_namespace(network)?;
+    }
     enter_namespace(spec.holder_pid)?;
     nix::sched::unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS).map_err(|source| {
         IsolationError::Sys {
@@ -377,6 +399,18 @@ fn enter_namespace(holder_pid: i32) -> Result<(), IsolationError> {
     nix::sched::setns(file, CloneFlags::CLONE_NEWNS).map_err(|source| IsolationError::Sys {
         action: "enter the mount namespace",
         path,
+        source,
+    })
+}
+
+fn enter_network_namespace(path: &Path) -> Result<(), IsolationError> {
+    let file = std::fs::File::open(path).map_err(PathIoError::of(
+        "open the pod's network namespace",
+        path.to_owned(),
+    ))?;
+    nix::sched::setns(file, CloneFlags::CLONE_NEWNET).map_err(|source| IsolationError::Sys {
+        action: "enter the network namespace",
+        path: path.to_owned(),
         source,
     })
 }

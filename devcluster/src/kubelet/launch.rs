@@ -25,7 +25,7 @@ pub(crate) struct StartFailure {
 }
 
 impl StartFailure {
-    fn new(kind: StartErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: StartErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -62,6 +62,8 @@ pub(crate) struct StartIds<'a> {
     pub container_key: &'a str,
     pub host_ip: &'a str,
     pub pod_ip: &'a str,
+    /// The pod's own network namespace, if it has one.
+    pub network_namespace: Option<&'a Path>,
 }
 
 /// The ConfigMaps and Secrets a container start reads (those that exist), and whether it
@@ -141,6 +143,7 @@ pub(crate) async fn prepare(
         argv,
         env: environment.into_iter().collect(),
         working_dir: container.working_dir.clone(),
+        network_namespace: ids.network_namespace.map(Path::to_path_buf),
         namespace_file: Some(containers_dir.join(format!("{}.ns", ids.container_key))),
         error_file: Some(containers_dir.join(format!("{}.err", ids.container_key))),
     })))

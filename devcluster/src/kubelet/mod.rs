@@ -1,7 +1,8 @@
 //! The simulated kubelet: one watch of the pods bound to any simulated node, and one worker task
 //! per pod that runs its containers and reports its status as the kubelet does.
 //!
-//! Not simulated: probes (a running container is ready), lifecycle hooks, sidecar (restartable)
+//! Not simulated: liveness, startup, exec and gRPC probes ([`probe`] runs readiness probes over
+//! HTTP and TCP), lifecycle hooks, sidecar (restartable)
 //! init containers, ephemeral containers, resource limits, and of the kubelet's HTTP server all but
 //! container logs and exec on full nodes ([`api`]).
 
@@ -13,6 +14,7 @@ pub mod env;
 mod launch;
 pub mod log_reader;
 pub mod pod_state;
+pub mod probe;
 pub mod quantity;
 mod runtime;
 pub mod status;

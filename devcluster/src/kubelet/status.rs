@@ -20,6 +20,8 @@ pub struct StatusContext<'a> {
     pub start_time: Timestamp,
     /// The conditions currently on the pod, to keep transition times of unchanged conditions.
     pub existing_conditions: &'a [PodCondition],
+    /// Running main containers whose readiness probe has not passed (by name): not ready.
+    pub unready_by_probe: &'a [String],
     pub now: Timestamp,
 }
 
@@ -69,7 +71,7 @@ type Verdict = (bool, Option<String>, Option<String>);
 /// The pod's conditions; `terminal` when the pod has succeeded or failed.
 fn conditions(rt: &PodRuntime, ctx: &StatusContext<'_>, terminal: bool) -> Vec<PodCondition> {
     let (initialized, init_r, init_m) = initialized(rt, terminal);
-    let (ready, ready_r, ready_m) = containers_ready(rt, terminal);
+    let (ready, ready_r, ready_m) = containers_ready(rt, ctx, terminal);
     let mut conditions = vec![
         condition(ctx, "PodReadyToStartContainers", !terminal, None, None),
         condition(ctx, "Initialized", initialized, init_r, init_m),
@@ -110,12 +112,13 @@ fn initialized(rt: &PodRuntime, terminal: bool) -> Verdict {
     }
 }
 
-/// `Ready` and `ContainersReady`: every main container runs, in a pod that has not ended.
-fn containers_ready(rt: &PodRuntime, terminal: bool) -> Verdict {
+/// `Ready` and `ContainersReady`: every main container runs and passes its readiness probe, in a
+/// pod that has not ended.
+fn containers_ready(rt: &PodRuntime, ctx: &StatusContext<'_>, terminal: bool) -> Verdict {
     let unready: Vec<&str> = rt
         .main
         .iter()
-        .filter(|r| !r.is_running())
+        .filter(|r| !container_ready(r, ctx))
         .map(|r| r.name.as_str())
         .collect();
     if unready.is_empty() && !terminal {
@@ -165,6 +168,11 @@ fn phase(rt: &PodRuntime, main: &[ContainerStatus]) -> &'static str {
     }
 }
 
+/// A main container is ready while it runs and no readiness probe holds it back.
+fn container_ready(record: &ContainerRecord, ctx: &StatusContext<'_>) -> bool {
+    record.is_running() && !ctx.unready_by_probe.contains(&record.name)
+}
+
 fn condition(
     ctx: &StatusContext<'_>,
     type_: &str,
@@ -208,7 +216,11 @@ fn container_status(
             String::new()
         },
         container_id: record.current.as_ref().map(|r| r.container_id.clone()),
-        ready: if init { record.succeeded() } else { running },
+        ready: if init {
+            record.succeeded()
+        } else {
+            container_ready(record, ctx)
+        },
         started: Some(running),
         restart_count: record.restart_count(),
         state: Some(state),
@@ -327,6 +339,7 @@ mod tests {
             pod_ip: "127.2.0.1",
             start_time: t(0),
             existing_conditions: &[],
+            unready_by_probe: &[],
             now: t(now),
         }
     }
@@ -467,6 +480,43 @@ mod tests {
             assert_eq!(waiting_reason(c), Some(reason), "{kind:?}");
             assert_eq!(s.phase.as_deref(), Some("Pending"));
         }
+    }
+
+    #[test]
+    fn a_running_container_held_back_by_its_readiness_probe_is_not_ready() {
+        let mut rt = pod(RestartPolicy::Always, &[], &["app", "side"]);
+        rt.plan(t(0));
+        start(&mut rt, ContainerRef::Main(0), 0);
+        start(&mut rt, ContainerRef::Main(1), 0);
+        let unready = ["app".to_owned()];
+        let s = pod_status(
+            &rt,
+            &StatusContext {
+                unready_by_probe: &unready,
+                ..ctx(1)
+            },
+        );
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(cond(&s, "Ready"), ("False", Some("ContainersNotReady")));
+        assert_eq!(
+            cond(&s, "ContainersReady"),
+            ("False", Some("ContainersNotReady"))
+        );
+        let ready: Vec<(String, bool, Option<bool>)> = s
+            .container_statuses
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.ready, c.started))
+            .collect();
+        assert_eq!(
+            ready,
+            [
+                ("app".to_owned(), false, Some(true)),
+                ("side".to_owned(), true, Some(true))
+            ]
+        );
+        let s = pod_status(&rt, &ctx(2));
+        assert_eq!(cond(&s, "Ready"), ("True", None));
     }
 
     #[test]

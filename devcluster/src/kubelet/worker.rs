@@ -10,15 +10,19 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodCondition};
 use kube::api::{Api, DeleteParams, Patch, Preconditions};
 use nix::sys::signal::Signal;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::admission::{self, Rejection};
-use super::launch::{self, StartIds};
+use super::launch::{self, StartFailure, StartIds};
 use super::now;
-use super::pod_state::{ContainerRecord, ContainerRef, PodRuntime, RestartPolicy, Terminated};
+use super::pod_state::{
+    ContainerRecord, ContainerRef, PodRuntime, RestartPolicy, StartErrorKind, Terminated,
+};
+use super::probe::{self, Readiness, ReadinessProbe};
 use super::runtime::{ExitEvent, KILL_WAIT, Running, StartFiles, Supervisor};
 use super::status::{self, StatusContext};
+use crate::network::{self, PodNamespace};
 use crate::node::object;
 use crate::node::sim::{Power, SimContext, SimNode, patch_params};
 
@@ -75,7 +79,34 @@ struct Worker {
     start_time: Timestamp,
     pod_ip: String,
     ip_slot: Option<u8>,
+    /// The pod's network namespace, created before its first container starts.
+    network: Option<PodNamespace>,
     pod_dir: PathBuf,
+    /// Running main containers with a readiness probe.
+    probed: HashMap<ContainerRef, Probed>,
+    probe_results: mpsc::UnboundedReceiver<(ProbeTag, bool)>,
+    probe_sender: mpsc::UnboundedSender<(ProbeTag, bool)>,
+}
+
+/// Which run of which container a probe result is about.
+type ProbeTag = (ContainerRef, u32);
+
+/// One container run's readiness probe: its results so far, and the task probing it (stopped
+/// when the run ends). Without a probe (one that names no port of the container) it never
+/// becomes ready, as the kubelet's probe errors keep it unready.
+struct Probed {
+    attempt: u32,
+    probe: Option<ReadinessProbe>,
+    readiness: Readiness,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Probed {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
 }
 
 impl Worker {
@@ -115,22 +146,11 @@ impl Worker {
                 status.and_then(|s| s.container_statuses.as_ref()),
             ),
         );
-        let (pod_ip, ip_slot) = if spec.host_network.unwrap_or(false) {
-            (node.host_ip(), None)
-        } else {
-            let slot = node.pod_ip_slots.lock().ok().and_then(|mut used| {
-                let free = (1..=254u8).find(|s| !used.contains(s))?;
-                used.insert(free);
-                Some(free)
-            });
-            match slot {
-                Some(slot) => (object::pod_ip(node.index, slot), Some(slot)),
-                None => (node.host_ip(), None),
-            }
-        };
+        let (pod_ip, ip_slot) = pod_address(&ctx, &node, spec.host_network.unwrap_or(false));
         let start_time = status
             .and_then(|s| s.start_time.as_ref())
             .map_or_else(now, |t| t.0);
+        let (probe_sender, probe_results) = mpsc::unbounded_channel();
         Self {
             power: node.power.subscribe(),
             pod_dir: node.paths.pods.join(&uid),
@@ -150,6 +170,10 @@ impl Worker {
             start_time,
             pod_ip,
             ip_slot,
+            network: None,
+            probed: HashMap::new(),
+            probe_results,
+            probe_sender,
         }
     }
 
@@ -212,6 +236,7 @@ impl Worker {
         });
         tokio::select! {
             Some(exit) = self.supervisor.next_exit() => self.on_exit(exit),
+            Some((tag, passed)) = self.probe_results.recv() => self.on_probe(tag, passed),
             changed = self.updates.changed() => {
                 if changed.is_err() {
                     self.gone = true;
@@ -299,13 +324,22 @@ impl Worker {
         let attempt = record.attempts;
         let key = format!("{}-{attempt}", spec.name);
         let host_ip = self.node.host_ip();
+        let policy = self.ctx.opts.backoff;
+        let network_namespace = match self.ensure_network().await {
+            Ok(path) => path,
+            Err(failure) => {
+                self.rt
+                    .on_start_failed(container, failure.kind, failure.message, now(), policy);
+                return;
+            }
+        };
         let ids = StartIds {
             pod_dir: &self.pod_dir,
             container_key: &key,
             host_ip: &host_ip,
             pod_ip: &self.pod_ip,
+            network_namespace: network_namespace.as_deref(),
         };
-        let policy = self.ctx.opts.backoff;
         let prepared = launch::prepare(&self.ctx, &self.node, &self.pod, &spec, ids).await;
         let started = prepared.and_then(|launch| {
             let files = StartFiles {
@@ -331,6 +365,9 @@ impl Worker {
                 );
                 self.rt.on_started(container, &id, at, policy);
                 self.running.insert(container, running);
+                if let ContainerRef::Main(_) = container {
+                    self.start_probe(container, attempt, &spec);
+                }
                 tracing::debug!(pod = %self.pod_ref(), container = %spec.name, attempt, "container started");
             }
             Err(failure) => {
@@ -340,6 +377,35 @@ impl Worker {
                     .on_start_failed(container, failure.kind, failure.message, at, policy);
             }
         }
+    }
+
+    /// The pod's network namespace, created on first use when the pod has one (a pod on a full
+    /// node with a pod network, not `hostNetwork`); as the kubelet's pod sandbox, it outlives
+    /// container restarts and goes with the pod.
+    async fn ensure_network(&mut self) -> Result<Option<PathBuf>, StartFailure> {
+        if let Some(namespace) = &self.network {
+            return Ok(Some(namespace.path()));
+        }
+        let (Some(network), Some(processes), Some(slot)) =
+            (self.ctx.network, &self.ctx.processes, self.ip_slot)
+        else {
+            return Ok(None);
+        };
+        let interface = network.pod_interface(self.node.index, slot);
+        let namespace = PodNamespace::create(&processes.devcluster_bin, &interface)
+            .await
+            .map_err(|e| {
+                StartFailure::new(
+                    StartErrorKind::Create,
+                    format!(
+                        "failed to create the pod's network namespace: {}",
+                        crate::isolation::error_chain(&e)
+                    ),
+                )
+            })?;
+        let path = namespace.path();
+        self.network = Some(namespace);
+        Ok(Some(path))
     }
 
     fn log_path(&self, container: &str, attempt: u32) -> PathBuf {
@@ -358,12 +424,64 @@ impl Worker {
             .join(format!("{attempt}.log"))
     }
 
+    /// Starts probing a main container's new run when it has a readiness probe.
+    fn start_probe(&mut self, container: ContainerRef, attempt: u32, spec: &Container) {
+        self.probed.remove(&container);
+        let probe = match probe::readiness_probe(spec) {
+            Ok(None) => return,
+            Ok(Some(probe)) => Some(probe),
+            Err(message) => {
+                tracing::warn!(pod = %self.pod_ref(), %message, "readiness probe cannot run; the container stays unready");
+                None
+            }
+        };
+        let task = probe.clone().map(|probe| {
+            let results = self.probe_sender.clone();
+            let pod_ip = self.pod_ip.clone();
+            tokio::spawn(probe::run(probe, pod_ip, (container, attempt), results)).abort_handle()
+        });
+        self.probed.insert(
+            container,
+            Probed {
+                attempt,
+                probe,
+                readiness: Readiness::default(),
+                task,
+            },
+        );
+    }
+
+    fn on_probe(&mut self, (container, attempt): ProbeTag, passed: bool) {
+        let pod = self.pod_ref();
+        let Some(probed) = self.probed.get_mut(&container) else {
+            return;
+        };
+        if probed.attempt != attempt {
+            return;
+        }
+        if let Some(probe) = &probed.probe
+            && probed.readiness.observe(passed, probe)
+        {
+            tracing::debug!(%pod, container = ?container, ready = probed.readiness.ready, "readiness changed");
+        }
+    }
+
+    /// Names of the main containers their readiness probe holds back.
+    fn unready_by_probe(&self) -> Vec<String> {
+        self.probed
+            .iter()
+            .filter(|(_, probed)| !probed.readiness.ready)
+            .filter_map(|(container, _)| self.rt.record(*container).map(|r| r.name.clone()))
+            .collect()
+    }
+
     fn on_exit(&mut self, exit: ExitEvent) {
         let current = self.running.get(&exit.container).map(|r| r.attempt);
         if current != Some(exit.attempt) {
             return;
         }
         self.running.remove(&exit.container);
+        self.probed.remove(&exit.container);
         let Some(run) = self
             .rt
             .record(exit.container)
@@ -527,6 +645,7 @@ impl Worker {
                 .cloned(),
         );
         let host_ip = self.node.host_ip();
+        let unready_by_probe = self.unready_by_probe();
         let ctx = StatusContext {
             name: &name,
             namespace: &namespace,
@@ -535,6 +654,7 @@ impl Worker {
             pod_ip: &self.pod_ip,
             start_time: self.start_time,
             existing_conditions: &existing,
+            unready_by_probe: &unready_by_probe,
             now: now(),
         };
         let status = match &self.mode {
@@ -579,6 +699,8 @@ impl Worker {
 
     fn cleanup(&mut self) {
         self.release_admission();
+        // Before the slot is free again: its veth pair goes with the namespace.
+        self.network = None;
         if let Some(slot) = self.ip_slot.take()
             && let Ok(mut used) = self.node.pod_ip_slots.lock()
         {
@@ -589,6 +711,33 @@ impl Worker {
         {
             tracing::debug!(path = %self.pod_dir.display(), %error, "failed to remove pod directory");
         }
+    }
+}
+
+/// The pod's IP and the node's address slot it holds: the node's address for `hostNetwork` pods
+/// (and when every slot is taken); else an address of the node's pod range when the cluster has a
+/// pod network, a loopback address of the node otherwise.
+fn pod_address(ctx: &SimContext, node: &SimNode, host_network: bool) -> (String, Option<u8>) {
+    if host_network {
+        return (node.host_ip(), None);
+    }
+    let network = ctx.network.filter(|_| !node.light);
+    let slots = match network {
+        Some(_) => network::FIRST_POD_HOST..=network::LAST_POD_HOST,
+        None => 1..=254u8,
+    };
+    let slot = node.pod_ip_slots.lock().ok().and_then(|mut used| {
+        let free = slots.clone().find(|s| !used.contains(s))?;
+        used.insert(free);
+        Some(free)
+    });
+    match (slot, network) {
+        (Some(slot), Some(network)) => (
+            network.pod_address(node.index, slot).to_string(),
+            Some(slot),
+        ),
+        (Some(slot), None) => (object::pod_ip(node.index, slot), Some(slot)),
+        (None, _) => (node.host_ip(), None),
     }
 }
 

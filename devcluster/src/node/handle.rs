@@ -116,6 +116,7 @@ impl NodeHandle {
                 ("HOSTNAME".to_owned(), self.name.clone()),
             ],
             working_dir: None,
+            network_namespace: None,
             namespace_file: None,
             error_file: None,
         };

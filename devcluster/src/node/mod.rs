@@ -121,6 +121,10 @@ pub struct NodeSimOptions {
     pub shutdown_grace: Duration,
     /// The port every node's kubelet API listens on, at the node's InternalIP.
     pub kubelet_port: u16,
+    /// Full nodes only: each pod that is not `hostNetwork` gets its own network namespace on
+    /// its node's bridge in this claimed network, with an address from the node's `podCIDR`
+    /// (see `crate::network`). `None`: pods share the machine's network with loopback pod IPs.
+    pub pod_network: Option<crate::network::ClusterNetwork>,
 }
 
 impl NodeSimOptions {
@@ -152,6 +156,7 @@ impl NodeSimOptions {
             apiserver_url: None,
             shutdown_grace: Duration::from_secs(5),
             kubelet_port: DEFAULT_KUBELET_PORT,
+            pod_network: None,
         })
     }
 
@@ -198,6 +203,8 @@ pub enum NodeError {
          (`devcluster node {action} {node}` for a cluster started by `devcluster up`)"
     )]
     NotInProcess { node: String, action: &'static str },
+    #[error("failed to set up the pod network of the nodes")]
+    Network(#[from] crate::network::NetworkError),
     #[error("failed to watch nodes until they are Ready: {reason}")]
     Watch { reason: String },
 }

@@ -27,6 +27,7 @@ use crate::kubelet::Kubelet;
 use crate::kubelet::admission::{Allocatable, Requests};
 use crate::kubelet::api::KubeletApi;
 use crate::kubelet::quantity;
+use crate::network::{ClusterNetwork, NodeBridges};
 
 pub(crate) use super::object::is_ready;
 
@@ -169,6 +170,8 @@ pub(crate) struct SimContext {
     /// The Node objects as the API server holds them (labels for admission, conditions and boot
     /// ID for the status loop), from one watch shared by every simulated kubelet.
     pub node_store: reflector::Store<Node>,
+    /// The pod network, when full nodes have one.
+    pub network: Option<ClusterNetwork>,
 }
 
 impl std::fmt::Debug for SimContext {
@@ -194,6 +197,8 @@ pub struct NodeSim {
     holder: Option<Holder>,
     /// Serves the nodes' kubelet API; stopped with them.
     kubelet_api: Option<KubeletApi>,
+    /// Removed once the pods (and their veth pairs) are gone.
+    bridges: Option<NodeBridges>,
 }
 
 /// Starts `opts.count` nodes: host roots (unless light), Node and Lease objects, heartbeats,
@@ -225,6 +230,10 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         };
         (Some(holder), Some(processes))
     };
+    let bridges = match opts.pod_network.filter(|_| !opts.light) {
+        Some(network) => Some(NodeBridges::create(network, &opts.state_dir, opts.count).await?),
+        None => None,
+    };
     let (node_store, node_store_writer) = reflector::store();
     let ctx = Arc::new(SimContext {
         node_store,
@@ -234,6 +243,7 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         allocatable,
         processes,
         opts,
+        network: bridges.as_ref().map(|b| b.network),
     });
 
     let nodes = create_local_nodes(&ctx).await?;
@@ -261,6 +271,7 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         tasks,
         holder,
         kubelet_api: None,
+        bridges,
     })
 }
 
@@ -313,6 +324,9 @@ impl NodeSim {
         self.tasks.shutdown().await;
         if let Some(holder) = self.holder.take() {
             holder.stop().await;
+        }
+        if let Some(bridges) = self.bridges.take() {
+            bridges.remove().await;
         }
         tracing::info!("simulated nodes stopped");
         Ok(())
@@ -533,6 +547,14 @@ async fn register_node(ctx: &SimContext, node: &SimNode) -> Result<(), NodeError
     );
     if ctx.opts.size == NodeSize::Realistic {
         size::dress(&mut desired, node.index, now);
+    }
+    if let Some(network) = ctx.network {
+        let cidr = network.pod_cidr(node.index);
+        desired.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+            pod_cidr: Some(cidr.clone()),
+            pod_cidrs: Some(vec![cidr]),
+            ..Default::default()
+        });
     }
     let created = nodes.create(&post_params(), &desired).await;
     match created {

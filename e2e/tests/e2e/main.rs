@@ -43,6 +43,7 @@ mod operator_agent;
 mod pod_slots;
 mod rollout_safety;
 mod seed_quick_start;
+mod services;
 mod skyhook_reads;
 mod uninstall_flows;
 mod webhook_admission;
