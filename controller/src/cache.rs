@@ -14,7 +14,7 @@
 //! not cached: they are listed per node, only for nodes about to be interrupted, which keeps
 //! memory proportional to the controller's own objects rather than to the cluster.
 //!
-//! Node objects are stored with only what the controller reads ([`slim_node`]): no
+//! Node objects are decoded with only what the controller reads ([`CachedNode`]): no
 //! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
 //! annotations stay whole: the node-metadata ConfigMaps copy them.
 
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, future};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, NodeSystemInfo, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -36,9 +36,11 @@ use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 use tokio::sync::Notify;
 use tracing::warn;
 
+pub mod cached_node;
 pub mod own_writes;
 pub mod trigger;
 
+pub use cached_node::CachedNode;
 use own_writes::{CachedKind, OwnWrite, shows};
 use trigger::{Trigger, node_changed, version_changed};
 
@@ -50,7 +52,7 @@ const OWN_WRITES_POLL: Duration = Duration::from_millis(10);
 pub struct Caches {
     skyhooks: Store<Skyhook>,
     policies: Store<DeploymentPolicy>,
-    nodes: Store<Node>,
+    nodes: Store<CachedNode>,
     pods: Store<Pod>,
     package_configmaps: Store<ConfigMap>,
     metadata_configmaps: Store<ConfigMap>,
@@ -72,7 +74,7 @@ pub struct CachedObjects {
     /// Every DeploymentPolicy.
     pub policies: Vec<Arc<DeploymentPolicy>>,
     /// Every Node.
-    pub nodes: Vec<Arc<Node>>,
+    pub nodes: Vec<Arc<CachedNode>>,
     /// The controller's package and interrupt pods.
     pub pods: Vec<Arc<Pod>>,
     /// The controller's package ConfigMaps.
@@ -107,11 +109,11 @@ impl Caches {
             version_changed,
         );
         let (nodes, nodes_watch) = reflect(
-            Api::<Node>::all(client.clone()),
+            Api::<CachedNode>::all(client.clone()),
             watcher::Config::default(),
             changed.clone(),
-            slim_node,
-            node_changed,
+            |_| {},
+            |old, new| node_changed(old, new),
         );
         let (pods, pods_watch) = reflect(
             Api::<Pod>::namespaced(client.clone(), namespace),
@@ -271,87 +273,5 @@ fn event_object<K>(event: &watcher::Event<K>) -> Option<&K> {
         | watcher::Event::Delete(obj)
         | watcher::Event::InitApply(obj) => Some(obj),
         watcher::Event::Init | watcher::Event::InitDone => None,
-    }
-}
-
-/// Drops the parts of a Node the controller never reads; keeps what the plan's node view, the
-/// node-metadata ConfigMaps (labels, annotations) and the metrics (labels) read.
-fn slim_node(node: &mut Node) {
-    node.managed_fields_mut().clear();
-    if let Some(spec) = node.spec.as_mut() {
-        spec.pod_cidr = None;
-        spec.pod_cidrs = None;
-        spec.provider_id = None;
-        spec.config_source = None;
-    }
-    if let Some(status) = node.status.as_mut() {
-        let boot_id = status
-            .node_info
-            .as_ref()
-            .map(|info| info.boot_id.clone())
-            .unwrap_or_default();
-        let allocatable = status.allocatable.take().map(|mut list| {
-            list.retain(|name, _| name == "cpu" || name == "memory");
-            list
-        });
-        *status = NodeStatus {
-            conditions: status.conditions.take(),
-            node_info: Some(NodeSystemInfo {
-                boot_id,
-                ..NodeSystemInfo::default()
-            }),
-            allocatable,
-            ..NodeStatus::default()
-        };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::reconcile::snapshot::node_view;
-
-    #[test]
-    fn a_slim_node_reads_as_the_node_it_came_from() {
-        let json = serde_json::json!({
-            "metadata": {
-                "name": "node-1", "resourceVersion": "7",
-                "creationTimestamp": "2026-11-24T10:00:00Z",
-                "labels": {"tier": "gpu"}, "annotations": {"skyhook.nvidia.com/x": "y"},
-                "managedFields": [{"manager": "kubelet", "operation": "Update"}]
-            },
-            "spec": {"podCIDR": "10.0.0.0/24", "unschedulable": true,
-                     "taints": [{"key": "k", "effect": "NoSchedule"}]},
-            "status": {
-                "allocatable": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "8"},
-                "capacity": {"cpu": "8", "memory": "16Gi"},
-                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
-                "images": [{"names": ["busybox:1"], "sizeBytes": 1}],
-                "nodeInfo": {"bootID": "boot-1", "kernelVersion": "6.1", "machineID": "m",
-                             "systemUUID": "u", "osImage": "o", "containerRuntimeVersion": "c",
-                             "kubeletVersion": "v", "kubeProxyVersion": "",
-                             "operatingSystem": "linux", "architecture": "amd64"},
-                "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                                "message": "m", "lastTransitionTime": "2026-11-24T11:00:00Z"}]
-            }
-        });
-        let node: Node = serde_json::from_value(json).unwrap();
-        let mut slim = node.clone();
-        slim_node(&mut slim);
-        assert_eq!(node_view(&slim), node_view(&node));
-        // The node-metadata ConfigMaps copy labels and annotations whole.
-        assert_eq!(slim.metadata.labels, node.metadata.labels);
-        assert_eq!(slim.metadata.annotations, node.metadata.annotations);
-        assert!(
-            slim.metadata
-                .managed_fields
-                .iter()
-                .flatten()
-                .next()
-                .is_none()
-        );
-        let status = slim.status.as_ref().unwrap();
-        assert!(status.images.is_none() && status.addresses.is_none() && status.capacity.is_none());
-        assert_eq!(status.node_info.as_ref().unwrap().kernel_version, "");
     }
 }

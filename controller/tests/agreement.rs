@@ -94,7 +94,10 @@ fn controller_verdict(skyhook: &Skyhook) -> (Verdict, usize) {
     let cached = cache::CachedObjects {
         skyhooks: vec![Arc::new(skyhook.clone())],
         policies: vec![Arc::new(policy())],
-        nodes: nodes().into_iter().map(Arc::new).collect(),
+        nodes: nodes()
+            .into_iter()
+            .map(|node| Arc::new(node.into()))
+            .collect(),
         ..cache::CachedObjects::default()
     };
     let config = Config::from_args(&Args::parse_from(["skyhook-controller"])).unwrap();

@@ -16,7 +16,7 @@ use std::future::Future;
 
 use futures::{StreamExt, stream};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource};
@@ -29,6 +29,7 @@ use super::plan::{
     EventTarget, Eviction, NodePatch, Plan, PlannedEvent, StageDuration, node_write_order,
 };
 use super::snapshot::{OwnedConfigMap, Snapshot};
+use crate::cache::CachedNode;
 use crate::cache::own_writes::{CachedKind, OwnWrite, OwnWrites};
 use crate::metrics::Metrics;
 
@@ -161,7 +162,9 @@ struct Writer<'a> {
     skyhooks: Api<Skyhook>,
     pods: Api<Pod>,
     configmaps: Api<ConfigMap>,
-    nodes: Api<Node>,
+    /// Decodes what a node patch returns as the cache does: a realistic Node is 10-40 KB of
+    /// JSON, and a phase's answers are all held until its last patch lands.
+    nodes: Api<CachedNode>,
     ssa: PatchParams,
     own_writes: OwnWrites,
 }
@@ -673,7 +676,7 @@ struct NodePatchOutcome<'a> {
 }
 
 async fn patch_nodes(
-    api: &Api<Node>,
+    api: &Api<CachedNode>,
     nodes: &BTreeMap<String, NodePatch>,
     read_versions: &HashMap<&str, Option<&str>>,
     names: Vec<&str>,
@@ -711,11 +714,11 @@ async fn patch_nodes(
 /// [`node_merge_patch`]), its conditions (set and removed) as one strategic merge patch of the
 /// status: the main object's patch cannot change them.
 async fn patch_node(
-    api: &Api<Node>,
+    api: &Api<CachedNode>,
     name: &str,
     patch: &NodePatch,
     resource_version: Option<&str>,
-) -> Result<Option<Node>, kube::Error> {
+) -> Result<Option<CachedNode>, kube::Error> {
     let mut written = None;
     if let Some(body) = node_merge_patch(patch, resource_version) {
         written = Some(

@@ -12,24 +12,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
 use skyhook_api::budget::{legacy_compartments, policy_compartments};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
 
-use crate::cache::CachedObjects;
+use crate::cache::{CachedNode, CachedObjects};
 use crate::metrics::{Metrics, SkyhookSeries, skyhook_series};
 
 /// The nodes `skyhook` targets.
-pub fn target_count(skyhook: &Skyhook, nodes: &[Arc<Node>]) -> usize {
+pub fn target_count(skyhook: &Skyhook, nodes: &[Arc<CachedNode>]) -> usize {
     targeted_nodes(skyhook, nodes).count()
 }
 
 fn targeted_nodes<'n>(
     skyhook: &Skyhook,
-    nodes: &'n [Arc<Node>],
-) -> impl Iterator<Item = &'n Arc<Node>> {
+    nodes: &'n [Arc<CachedNode>],
+) -> impl Iterator<Item = &'n Arc<CachedNode>> {
     static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
     let selector = skyhook.spec.target_selector();
     nodes
@@ -41,7 +40,7 @@ fn targeted_nodes<'n>(
 /// it targets, and an empty `status.nodeState` from their `nodeState_<skyhook>` annotations:
 /// past a few thousand nodes the status no longer mirrors them ([`skyhook_api::node_mirror`],
 /// `bound_node_state_mirror`), and the node and package counts must not fall to zero then.
-fn with_node_statuses(skyhook: &Skyhook, nodes: &[Arc<Node>]) -> Skyhook {
+fn with_node_statuses(skyhook: &Skyhook, nodes: &[Arc<CachedNode>]) -> Skyhook {
     let mut skyhook = skyhook.clone();
     let name = skyhook.metadata.name.clone().unwrap_or_default();
     let (status_key, state_key) = (
@@ -147,6 +146,7 @@ impl MetricsReporter {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use kube::api::ObjectMeta;
     use skyhook_api::v1alpha1::{
@@ -157,8 +157,8 @@ mod tests {
     use super::*;
     use crate::pods::tests::skyhook;
 
-    fn node(name: &str, labels: &[(&str, &str)]) -> Arc<Node> {
-        Arc::new(Node {
+    fn node(name: &str, labels: &[(&str, &str)]) -> Arc<CachedNode> {
+        Arc::new(CachedNode(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some(
@@ -170,7 +170,7 @@ mod tests {
                 ..ObjectMeta::default()
             },
             ..Node::default()
-        })
+        }))
     }
 
     fn selector(labels: &[(&str, &str)]) -> LabelSelector {

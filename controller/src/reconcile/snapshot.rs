@@ -92,8 +92,9 @@ pub struct NodeView {
 /// One of the controller's pods, read once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OwnedPod {
-    /// The pod as cached (validation compares its containers with the spec).
-    pub pod: Pod,
+    /// The pod as cached, shared with the cache (validation compares its containers with the
+    /// spec).
+    pub pod: std::sync::Arc<Pod>,
     /// Pod name.
     pub name: String,
     /// `spec.nodeName`.
@@ -176,7 +177,7 @@ impl Snapshot {
 
     /// The nodes whose pods the I/O layer must list before planning: those a Skyhook cordoned,
     /// which are the only ones a plan may drain or hold for `podNonInterruptLabels`.
-    pub fn nodes_to_list(nodes: &[std::sync::Arc<Node>]) -> Vec<String> {
+    pub fn nodes_to_list(nodes: &[std::sync::Arc<cache::CachedNode>]) -> Vec<String> {
         nodes
             .iter()
             .filter(|node| {
@@ -259,7 +260,7 @@ fn reboot_deadlines(
         .collect()
 }
 
-fn owned_pod(pod: &Pod, node: String, context: OutcomeContext<'_>) -> OwnedPod {
+fn owned_pod(pod: &std::sync::Arc<Pod>, node: String, context: OutcomeContext<'_>) -> OwnedPod {
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let annotation = pod
         .metadata
@@ -278,7 +279,7 @@ fn owned_pod(pod: &Pod, node: String, context: OutcomeContext<'_>) -> OwnedPod {
         deleting: pod.metadata.deletion_timestamp.is_some(),
         outcome: pod_outcome::outcome(pod, context),
         annotation,
-        pod: pod.clone(),
+        pod: std::sync::Arc::clone(pod),
     }
 }
 
@@ -354,17 +355,23 @@ mod tests {
     #[test]
     fn only_cordoned_nodes_have_their_pods_listed() {
         let nodes = vec![
-            Arc::new(node("plain", &[], "True")),
-            Arc::new(node(
-                "cordoned",
-                &[("skyhook.nvidia.com/cordon_a", "true")],
-                "True",
-            )),
-            Arc::new(node(
-                "other",
-                &[("skyhook.nvidia.com/status_a", "complete")],
-                "True",
-            )),
+            Arc::new(node("plain", &[], "True").into()),
+            Arc::new(
+                node(
+                    "cordoned",
+                    &[("skyhook.nvidia.com/cordon_a", "true")],
+                    "True",
+                )
+                .into(),
+            ),
+            Arc::new(
+                node(
+                    "other",
+                    &[("skyhook.nvidia.com/status_a", "complete")],
+                    "True",
+                )
+                .into(),
+            ),
         ];
         assert_eq!(Snapshot::nodes_to_list(&nodes), vec!["cordoned".to_owned()]);
     }
@@ -453,7 +460,7 @@ mod tests {
             status: None,
         };
         let cached = cache::CachedObjects {
-            nodes: vec![Arc::new(node("n", &[], "True"))],
+            nodes: vec![Arc::new(node("n", &[], "True").into())],
             pods: vec![Arc::new(pod)],
             ..cache::CachedObjects::default()
         };

@@ -247,9 +247,9 @@ impl Sim {
             .pods
             .retain(|p| !planned.delete_pods.contains_key(&p.name));
         for pod in &planned.create_pods {
-            let mut created = owned(pod.clone());
-            created.pod.metadata.creation_timestamp = Some(Time(now));
-            snapshot.pods.push(created);
+            let mut created = pod.clone();
+            created.metadata.creation_timestamp = Some(Time(now));
+            snapshot.pods.push(owned(created));
         }
         for eviction in &planned.evictions {
             if let Some(pods) = snapshot.workload_pods.get_mut(&eviction.node) {
@@ -459,6 +459,6 @@ pub(super) fn owned(pod: Pod) -> OwnedPod {
         interrupt: labels.contains_key(keys::INTERRUPT_LABEL),
         deleting: false,
         outcome: PodOutcome::Running,
-        pod,
+        pod: std::sync::Arc::new(pod),
     }
 }

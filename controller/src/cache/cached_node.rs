@@ -1,0 +1,267 @@
+//! The Node as the cache holds it, decoded without what the controller never reads.
+//!
+//! A real Node is 10-40 KB of JSON, most of it `managedFields`, the image list and the system
+//! info; the controller reads a few hundred bytes of it. Decoding the whole object and trimming
+//! it afterwards allocates all of it on every watch event (a Node changes every few minutes on
+//! its own) and leaves the kept parts scattered among the freed ones, so the allocator cannot
+//! give the pages back. [`CachedNode`] decodes only the kept fields: serde skips the rest of the
+//! JSON without allocating it.
+//!
+//! Kept: the metadata without `managedFields` (labels and annotations whole: the node-metadata
+//! ConfigMaps copy them), the taints and `unschedulable`, the conditions, the boot ID and the
+//! allocatable CPU and memory; everything [`crate::reconcile::snapshot::node_view`], the trigger
+//! and the metrics read.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::Resource;
+use serde::{Deserialize, Deserializer};
+
+/// A Node holding only what the controller reads (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CachedNode(pub Node);
+
+impl Deref for CachedNode {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        &self.0
+    }
+}
+
+impl DerefMut for CachedNode {
+    fn deref_mut(&mut self) -> &mut Node {
+        &mut self.0
+    }
+}
+
+impl From<Node> for CachedNode {
+    fn from(node: Node) -> Self {
+        CachedNode(node)
+    }
+}
+
+impl Resource for CachedNode {
+    type DynamicType = <Node as Resource>::DynamicType;
+    type Scope = <Node as Resource>::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::kind(dt)
+    }
+
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::group(dt)
+    }
+
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::version(dt)
+    }
+
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedNode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WireNode::deserialize(deserializer)?;
+        Ok(CachedNode(wire.into_node()))
+    }
+}
+
+/// The kept fields of a Node's JSON; serde ignores every other field.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireNode {
+    #[serde(default)]
+    metadata: WireMeta,
+    spec: Option<WireSpec>,
+    status: Option<WireStatus>,
+}
+
+/// `ObjectMeta` without `managedFields`.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+    finalizers: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireSpec {
+    taints: Option<Vec<Taint>>,
+    unschedulable: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireStatus {
+    conditions: Option<Vec<NodeCondition>>,
+    node_info: Option<WireNodeInfo>,
+    allocatable: Option<BTreeMap<String, Quantity>>,
+}
+
+#[derive(Deserialize)]
+struct WireNodeInfo {
+    #[serde(rename = "bootID", default)]
+    boot_id: String,
+}
+
+/// The allocatable resources the plan reads.
+const KEPT_ALLOCATABLE: [&str; 2] = ["cpu", "memory"];
+
+impl WireNode {
+    fn into_node(self) -> Node {
+        let WireMeta {
+            name,
+            generate_name,
+            namespace,
+            uid,
+            resource_version,
+            generation,
+            creation_timestamp,
+            deletion_timestamp,
+            deletion_grace_period_seconds,
+            labels,
+            annotations,
+            owner_references,
+            finalizers,
+        } = self.metadata;
+        Node {
+            metadata: ObjectMeta {
+                name,
+                generate_name,
+                namespace,
+                uid,
+                resource_version,
+                generation,
+                creation_timestamp,
+                deletion_timestamp,
+                deletion_grace_period_seconds,
+                labels,
+                annotations,
+                owner_references,
+                finalizers,
+                ..ObjectMeta::default()
+            },
+            spec: self.spec.map(|spec| NodeSpec {
+                taints: spec.taints,
+                unschedulable: spec.unschedulable,
+                ..NodeSpec::default()
+            }),
+            status: self.status.map(|status| NodeStatus {
+                conditions: status.conditions,
+                node_info: status.node_info.map(|info| NodeSystemInfo {
+                    boot_id: info.boot_id,
+                    ..NodeSystemInfo::default()
+                }),
+                allocatable: status.allocatable.map(|mut list| {
+                    list.retain(|name, _| KEPT_ALLOCATABLE.contains(&name.as_str()));
+                    list
+                }),
+                ..NodeStatus::default()
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::snapshot::node_view;
+
+    fn full_node_json() -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": "node-1", "resourceVersion": "7", "uid": "u-1",
+                "creationTimestamp": "2026-11-24T10:00:00Z",
+                "labels": {"tier": "gpu"}, "annotations": {"skyhook.nvidia.com/x": "y"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}]
+            },
+            "spec": {"podCIDR": "10.0.0.0/24", "unschedulable": true, "providerID": "p",
+                     "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "allocatable": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "8"},
+                "capacity": {"cpu": "8", "memory": "16Gi"},
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "images": [{"names": ["busybox:1"], "sizeBytes": 1}],
+                "nodeInfo": {"bootID": "boot-1", "kernelVersion": "6.1", "machineID": "m",
+                             "systemUUID": "u", "osImage": "o", "containerRuntimeVersion": "c",
+                             "kubeletVersion": "v", "kubeProxyVersion": "",
+                             "operatingSystem": "linux", "architecture": "amd64"},
+                "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                "message": "m", "lastTransitionTime": "2026-11-24T11:00:00Z"}]
+            }
+        })
+    }
+
+    #[test]
+    fn a_cached_node_reads_as_the_node_it_came_from() {
+        let node: Node = serde_json::from_value(full_node_json()).unwrap();
+        let cached: CachedNode = serde_json::from_value(full_node_json()).unwrap();
+        assert_eq!(node_view(&cached), node_view(&node));
+        // The node-metadata ConfigMaps copy labels and annotations whole; Events name the uid.
+        assert_eq!(cached.metadata.labels, node.metadata.labels);
+        assert_eq!(cached.metadata.annotations, node.metadata.annotations);
+        assert_eq!(cached.metadata.uid, node.metadata.uid);
+        assert_eq!(
+            cached.metadata.creation_timestamp,
+            node.metadata.creation_timestamp
+        );
+    }
+
+    #[test]
+    fn a_cached_node_holds_none_of_what_the_controller_never_reads() {
+        let cached: CachedNode = serde_json::from_value(full_node_json()).unwrap();
+        assert!(cached.metadata.managed_fields.is_none());
+        let spec = cached.spec.as_ref().unwrap();
+        assert!(spec.pod_cidr.is_none() && spec.provider_id.is_none());
+        let status = cached.status.as_ref().unwrap();
+        assert!(status.images.is_none() && status.addresses.is_none() && status.capacity.is_none());
+        assert_eq!(status.node_info.as_ref().unwrap().kernel_version, "");
+        let allocatable: Vec<&str> = status
+            .allocatable
+            .as_ref()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(allocatable, ["cpu", "memory"]);
+    }
+
+    #[test]
+    fn a_node_without_spec_or_status_decodes() {
+        let cached: CachedNode =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "bare"}})).unwrap();
+        assert_eq!(cached.metadata.name.as_deref(), Some("bare"));
+        assert!(cached.spec.is_none() && cached.status.is_none());
+    }
+}
