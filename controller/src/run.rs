@@ -161,7 +161,8 @@ pub async fn reconcile_loop(
             instance: Some(identity()),
         },
     );
-    let mut reconciler = Reconciler::new(client.clone(), config.clone(), recorder, metrics);
+    let events = crate::reconcile::event_sender::EventSender::spawn(recorder);
+    let mut reconciler = Reconciler::new(client.clone(), config.clone(), events, metrics);
     loop {
         let reconciled = reconciler.reconcile(&caches.objects()).await;
         if let Err(unseen) = caches

@@ -1,8 +1,8 @@
 //! Carries out a [`Plan`] against the API server, in an order that keeps the cluster safe if a
 //! step fails half-way: finalizers first (nothing is owned before it can be cleaned up), node
 //! patches (node state, cordons) before the ConfigMaps and evictions that follow from them,
-//! ConfigMaps before the pods that mount them, pod deletions before creations, statuses, Events,
-//! and finalizer removals last.
+//! ConfigMaps before the pods that mount them, pod deletions before creations, statuses, and
+//! finalizer removals last; Events are queued for the background sender, not waited on.
 //!
 //! Contract: every write is a patch or a create/delete of one object; a Node is never replaced
 //! whole. Node metadata and spec use a JSON merge patch (removals as `null`), node conditions a
@@ -16,15 +16,16 @@ use std::future::Future;
 
 use futures::{StreamExt, stream};
 
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Pod};
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
 use tracing::{debug, info, warn};
 
+use super::event_sender::{EventSender, Outgoing};
 use super::plan::{
     EventTarget, Eviction, NodePatch, Plan, PlannedEvent, StageDuration, node_write_order,
 };
@@ -51,7 +52,7 @@ pub struct Applied {
 /// Applies `plan`.
 pub async fn apply(
     client: &Client,
-    recorder: &Recorder,
+    events_out: &EventSender,
     namespace: &str,
     snapshot: &Snapshot,
     plan: Plan,
@@ -108,7 +109,7 @@ pub async fn apply(
     if written.waiting.is_empty() {
         writer.apply_statuses(statuses, &mut failures).await;
     }
-    publish_events(recorder, snapshot, events).await;
+    queue_events(events_out, snapshot, events);
     writer
         .set_finalizers(&finalizers, false, &mut failures)
         .await;
@@ -405,11 +406,11 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// Publishes the plan's Events; one that fails is logged at debug and not retried (an Event is
-/// a report, and the next change reports again).
-async fn publish_events(recorder: &Recorder, snapshot: &Snapshot, events: Vec<PlannedEvent>) {
-    concurrently(events, |event| async move {
-        let reference = reference(snapshot, &event);
+/// Queues the plan's Events for the background sender (see [`super::event_sender`]): the
+/// reconcile does not wait for them.
+fn queue_events(sender: &EventSender, snapshot: &Snapshot, events: Vec<PlannedEvent>) {
+    let outgoing = events.into_iter().map(|event| {
+        let regarding = reference(snapshot, &event);
         let PlannedEvent {
             target: _,
             warning,
@@ -425,18 +426,18 @@ async fn publish_events(recorder: &Recorder, snapshot: &Snapshot, events: Vec<Pl
         } else {
             EventType::Normal
         };
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(message),
-            action,
-            secondary: None,
-        };
-        if let Err(error) = recorder.publish(&event, &reference).await {
-            debug!(reason, error = %error, "event not published");
+        Outgoing {
+            event: Event {
+                type_,
+                reason: reason.to_owned(),
+                note: Some(message),
+                action,
+                secondary: None,
+            },
+            regarding,
         }
-    })
-    .await;
+    });
+    sender.send(outgoing);
 }
 
 /// How many writes of one phase are in flight at once: a plan for thousands of nodes must not
@@ -710,53 +711,139 @@ async fn patch_nodes(
     changed_under_plan
 }
 
-/// The node's metadata and spec as one merge patch (conditional on `resource_version`, see
-/// [`node_merge_patch`]), its conditions (set and removed) as one strategic merge patch of the
-/// status: the main object's patch cannot change them.
+/// Writes one node's patch with the requests of [`node_writes`]. A status write carrying
+/// metadata that the API server did not keep (a server resetting metadata on the status
+/// subresource) is followed by the same metadata through the object, so the node state always
+/// lands.
 async fn patch_node(
     api: &Api<CachedNode>,
     name: &str,
     patch: &NodePatch,
     resource_version: Option<&str>,
 ) -> Result<Option<CachedNode>, kube::Error> {
+    let now = jiff::Timestamp::now().to_string();
     let mut written = None;
-    if let Some(body) = node_merge_patch(patch, resource_version) {
-        written = Some(
-            api.patch(name, &PatchParams::default(), &Patch::Merge(body))
-                .await?,
-        );
-    }
-    if !(patch.conditions.is_empty() && patch.remove_conditions.is_empty()) {
-        let now = jiff::Timestamp::now().to_string();
-        let removals = patch
-            .remove_conditions
-            .iter()
-            .map(|type_| json!({"type": type_, "$patch": "delete"}));
-        let conditions: Vec<Value> = patch
-            .conditions
-            .iter()
-            .map(|condition| {
-                json!({
-                    "type": condition.type_,
-                    "status": condition.status,
-                    "reason": condition.reason,
-                    "message": condition.message,
-                    "lastTransitionTime": now,
-                    "lastHeartbeatTime": now,
-                })
-            })
-            .chain(removals)
-            .collect();
-        written = Some(
-            api.patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Strategic(json!({"status": {"conditions": conditions}})),
-            )
-            .await?,
-        );
+    for write in node_writes(patch, resource_version, &now) {
+        let node = match write {
+            NodeWrite::Object(body) => {
+                api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+                    .await?
+            }
+            NodeWrite::Status(body) => {
+                let node = api
+                    .patch_status(name, &PatchParams::default(), &Patch::Strategic(body))
+                    .await?;
+                if metadata_landed(&node, patch) {
+                    node
+                } else {
+                    warn!(
+                        node = name,
+                        "the API server ignored metadata sent with the node's status; writing it to the node object instead"
+                    );
+                    let body = node_merge_patch(
+                        &NodePatch {
+                            annotations: patch.annotations.clone(),
+                            labels: patch.labels.clone(),
+                            ..NodePatch::default()
+                        },
+                        None,
+                    );
+                    match body {
+                        Some(body) => {
+                            api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+                                .await?
+                        }
+                        None => node,
+                    }
+                }
+            }
+        };
+        written = Some(node);
     }
     Ok(written)
+}
+
+/// One request writing (part of) a node patch.
+#[derive(Debug, Clone, PartialEq)]
+enum NodeWrite {
+    /// A JSON merge patch of the node object: metadata and spec.
+    Object(Value),
+    /// A strategic merge patch of the node's status subresource: the conditions, keyed by type,
+    /// and the metadata when no spec changes with them.
+    Status(Value),
+}
+
+/// The requests that write `patch`, as few as the API allows: the status subresource cannot
+/// change the spec, and the object cannot change the conditions, but a Node's status subresource
+/// takes metadata (only its spec is reset on a status write). So metadata changing with the
+/// conditions and without the spec (a package starting on a node, a node completing) is one
+/// write instead of two. The metadata is conditional on `resource_version` either way (see
+/// [`node_merge_patch`]); conditions are stamped `now`.
+fn node_writes(patch: &NodePatch, resource_version: Option<&str>, now: &str) -> Vec<NodeWrite> {
+    let conditions = conditions_patch(patch, now);
+    let spec_changes = patch.unschedulable.is_some() || patch.taints.is_some();
+    match (node_merge_patch(patch, resource_version), conditions) {
+        (None, None) => vec![],
+        (Some(object), None) => vec![NodeWrite::Object(object)],
+        (None, Some(conditions)) => vec![NodeWrite::Status(status_body(None, conditions))],
+        (Some(object), Some(conditions)) if spec_changes => vec![
+            NodeWrite::Object(object),
+            NodeWrite::Status(status_body(None, conditions)),
+        ],
+        (Some(object), Some(conditions)) => {
+            let metadata = object.get("metadata").cloned();
+            vec![NodeWrite::Status(status_body(metadata, conditions))]
+        }
+    }
+}
+
+fn status_body(metadata: Option<Value>, conditions: Vec<Value>) -> Value {
+    let mut body = Map::new();
+    if let Some(metadata) = metadata {
+        body.insert("metadata".into(), metadata);
+    }
+    body.insert("status".into(), json!({"conditions": conditions}));
+    Value::Object(body)
+}
+
+/// The conditions set and removed by `patch`, as strategic merge patch entries; `None` when
+/// none change.
+fn conditions_patch(patch: &NodePatch, now: &str) -> Option<Vec<Value>> {
+    if patch.conditions.is_empty() && patch.remove_conditions.is_empty() {
+        return None;
+    }
+    let removals = patch
+        .remove_conditions
+        .iter()
+        .map(|type_| json!({"type": type_, "$patch": "delete"}));
+    let conditions = patch
+        .conditions
+        .iter()
+        .map(|condition| {
+            json!({
+                "type": condition.type_,
+                "status": condition.status,
+                "reason": condition.reason,
+                "message": condition.message,
+                "lastTransitionTime": now,
+                "lastHeartbeatTime": now,
+            })
+        })
+        .chain(removals)
+        .collect();
+    Some(conditions)
+}
+
+/// Whether `node`, as a write returned it, carries the annotations and labels of `patch`.
+fn metadata_landed(node: &Node, patch: &NodePatch) -> bool {
+    let holds = |map: &Option<BTreeMap<String, String>>,
+                 wanted: &BTreeMap<String, Option<String>>| {
+        wanted
+            .iter()
+            .all(|(key, value)| map.as_ref().and_then(|map| map.get(key)) == value.as_ref())
+    };
+    holds(&node.metadata.annotations, &patch.annotations)
+        && holds(&node.metadata.labels, &patch.labels)
 }
 
 /// The object an Event is about.
@@ -825,7 +912,10 @@ mod tests {
 
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
-    use super::{Failures, NodePatch, Operation, OwnedConfigMap, Waiting, node_merge_patch};
+    use super::{
+        Failures, NodePatch, NodeWrite, Operation, OwnedConfigMap, Waiting, metadata_landed,
+        node_merge_patch, node_writes,
+    };
     use crate::metrics::Metrics;
     use crate::reconcile::snapshot::NodeConditionView;
 
@@ -998,5 +1088,151 @@ mod tests {
                 "{patch:?} at {version:?}"
             );
         }
+    }
+
+    fn not_ready(status: &str) -> NodeConditionView {
+        NodeConditionView {
+            type_: "skyhook.nvidia.com/demo_NotReady".into(),
+            status: status.into(),
+            reason: "Incomplete".into(),
+            message: "m".into(),
+        }
+    }
+
+    fn condition_json(status: &str) -> serde_json::Value {
+        json!({
+            "type": "skyhook.nvidia.com/demo_NotReady",
+            "status": status,
+            "reason": "Incomplete",
+            "message": "m",
+            "lastTransitionTime": "T",
+            "lastHeartbeatTime": "T",
+        })
+    }
+
+    /// Metadata changing with the conditions goes in one status write; a spec change keeps its
+    /// own object write, since the status subresource resets the spec.
+    #[test]
+    fn node_patches_take_as_few_writes_as_the_api_allows() {
+        let state = BTreeMap::from([("a".to_owned(), Some("1".to_owned()))]);
+        let status = BTreeMap::from([("s".to_owned(), Some("in_progress".to_owned()))]);
+        let started = NodePatch {
+            annotations: state.clone(),
+            labels: status.clone(),
+            conditions: vec![not_ready("True")],
+            ..NodePatch::default()
+        };
+        let cordoned = NodePatch {
+            unschedulable: Some(true),
+            ..started.clone()
+        };
+        let removed = NodePatch {
+            annotations: BTreeMap::from([("a".to_owned(), None)]),
+            remove_conditions: vec!["skyhook.nvidia.com/demo_NotReady".into()],
+            ..NodePatch::default()
+        };
+        let only_state = NodePatch {
+            annotations: state,
+            ..NodePatch::default()
+        };
+        let only_conditions = NodePatch {
+            conditions: vec![not_ready("False")],
+            ..NodePatch::default()
+        };
+        let cases = [
+            (NodePatch::default(), vec![]),
+            (
+                started,
+                vec![NodeWrite::Status(json!({
+                    "metadata": {
+                        "annotations": {"a": "1"},
+                        "labels": {"s": "in_progress"},
+                        "resourceVersion": "9",
+                    },
+                    "status": {"conditions": [condition_json("True")]},
+                }))],
+            ),
+            (
+                cordoned,
+                vec![
+                    NodeWrite::Object(json!({
+                        "metadata": {
+                            "annotations": {"a": "1"},
+                            "labels": {"s": "in_progress"},
+                            "resourceVersion": "9",
+                        },
+                        "spec": {"unschedulable": true},
+                    })),
+                    NodeWrite::Status(json!({"status": {"conditions": [condition_json("True")]}})),
+                ],
+            ),
+            (
+                removed,
+                vec![NodeWrite::Status(json!({
+                    "metadata": {"annotations": {"a": null}, "resourceVersion": "9"},
+                    "status": {"conditions": [
+                        {"type": "skyhook.nvidia.com/demo_NotReady", "$patch": "delete"}
+                    ]},
+                }))],
+            ),
+            (
+                only_state,
+                vec![NodeWrite::Object(json!({
+                    "metadata": {"annotations": {"a": "1"}, "resourceVersion": "9"},
+                }))],
+            ),
+            (
+                only_conditions,
+                vec![NodeWrite::Status(
+                    json!({"status": {"conditions": [condition_json("False")]}}),
+                )],
+            ),
+        ];
+        for (patch, expected) in cases {
+            assert_eq!(node_writes(&patch, Some("9"), "T"), expected, "{patch:?}");
+        }
+    }
+
+    #[test]
+    fn metadata_sent_with_the_status_is_checked_on_the_node_returned() {
+        let patch = NodePatch {
+            annotations: BTreeMap::from([
+                ("a".to_owned(), Some("1".to_owned())),
+                ("gone".to_owned(), None),
+            ]),
+            labels: BTreeMap::from([("s".to_owned(), Some("complete".to_owned()))]),
+            ..NodePatch::default()
+        };
+        let node = |annotations: serde_json::Value, labels: serde_json::Value| {
+            serde_json::from_value::<k8s_openapi::api::core::v1::Node>(json!({
+                "metadata": {"name": "n", "annotations": annotations, "labels": labels}
+            }))
+            .unwrap()
+        };
+        let cases = [
+            (
+                node(json!({"a": "1", "b": "2"}), json!({"s": "complete"})),
+                true,
+            ),
+            (
+                node(json!({"a": "1", "gone": "x"}), json!({"s": "complete"})),
+                false,
+            ),
+            (node(json!({"a": "0"}), json!({"s": "complete"})), false),
+            (node(json!({"a": "1"}), json!({"s": "in_progress"})), false),
+            (node(json!({}), json!({})), false),
+        ];
+        for (node, landed) in cases {
+            assert_eq!(
+                metadata_landed(&node, &patch),
+                landed,
+                "{:?}",
+                node.metadata
+            );
+        }
+        assert!(metadata_landed(
+            &node(json!({}), json!({})),
+            &NodePatch::default()
+        ));
     }
 }

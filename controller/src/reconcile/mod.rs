@@ -6,7 +6,8 @@
 //!    classifying each package pod's outcome at one time;
 //! 3. [`plan`]: decide, purely, every write of the reconcile; [`event_budget`] then thins its
 //!    Events as client-go's recorder would;
-//! 4. [`apply`]: carry the plan out in a safe order, recording the writes that failed;
+//! 4. [`apply`]: carry the plan out in a safe order, recording the writes that failed, and queue
+//!    its Events for [`event_sender`], which publishes them in the background;
 //! 5. [`report`]: publish each Skyhook's metrics and count the failed requests.
 //!
 //! [`Reconciler::reconcile`] runs the five steps in a `reconcile` tracing span and returns how
@@ -27,6 +28,9 @@ pub mod event_budget;
 /// 4. The writes, carried out.
 pub mod apply;
 
+/// 4b. Events, published off the reconcile's path.
+pub mod event_sender;
+
 /// 5. Metrics.
 pub mod report;
 
@@ -34,7 +38,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::events::Recorder;
 use skyhook_api::conditions::LongList;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
@@ -43,6 +46,7 @@ use crate::cache::own_writes::OwnWrite;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use event_budget::EventBudget;
+use event_sender::EventSender;
 use report::MetricsReporter;
 use snapshot::Snapshot;
 
@@ -63,7 +67,7 @@ pub struct Reconciled {
 pub struct Reconciler {
     client: Client,
     config: Config,
-    recorder: Recorder,
+    events: EventSender,
     metrics: Arc<Metrics>,
     event_budget: EventBudget,
     reporter: MetricsReporter,
@@ -78,13 +82,13 @@ impl std::fmt::Debug for Reconciler {
 }
 
 impl Reconciler {
-    /// A reconciler writing with `client`, publishing Events with `recorder` and metrics into
-    /// `metrics`.
-    pub fn new(client: Client, config: Config, recorder: Recorder, metrics: Arc<Metrics>) -> Self {
+    /// A reconciler writing with `client`, queueing Events to `events` and publishing metrics
+    /// into `metrics`.
+    pub fn new(client: Client, config: Config, events: EventSender, metrics: Arc<Metrics>) -> Self {
         Reconciler {
             client,
             config,
-            recorder,
+            events,
             reporter: MetricsReporter::new(metrics.clone()),
             metrics,
             event_budget: EventBudget::default(),
@@ -132,8 +136,7 @@ impl Reconciler {
             wait = wait.min(after);
         }
         let namespace = &self.config.pods.namespace;
-        let applied =
-            apply::apply(&self.client, &self.recorder, namespace, &snapshot, planned).await;
+        let applied = apply::apply(&self.client, &self.events, namespace, &snapshot, planned).await;
         failures.merge(applied.failures);
         for landed in &applied.stage_durations {
             let finished = &landed.finished;

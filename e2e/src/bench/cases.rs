@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::cluster::BenchCluster;
 use super::manifests;
-use super::report::{IdleReport, RolloutReport};
+use super::report::{IdleReport, RolloutReport, quantile};
+use super::steps::StepWatch;
 
 /// The shape of a rollout case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,9 +42,11 @@ pub async fn rollout(
     };
     let packages = manifests::package_count(&manifest);
     let other_skyhooks = cluster.skyhooks.len();
+    let steps = StepWatch::start(&cluster.client, crate::pods::NAMESPACE, &name);
     let mark = cluster.mark().await?;
     cluster.apply_and_complete(&manifest).await?;
     let interval = cluster.measure(mark).await?;
+    let step_latencies = steps.finish();
     let node_packages = (cluster.nodes * packages).max(1) as f64;
     Ok(RolloutReport {
         case: kind.name(),
@@ -56,7 +59,13 @@ pub async fn rollout(
         controller_peak_rss_mib: interval.controller_peak_rss_mib,
         apiserver_cpu_seconds: interval.apiserver_cpu_seconds,
         writes_per_node_package: interval.requests.writes() as f64 / node_packages,
+        writes_per_node_package_by_resource: interval
+            .requests
+            .writes_by_resource_per(node_packages),
         requests: interval.requests,
+        steps: step_latencies.len(),
+        step_latency_p50_seconds: quantile(&step_latencies, 0.5),
+        step_latency_p99_seconds: quantile(&step_latencies, 0.99),
     })
 }
 

@@ -17,6 +17,7 @@ pub mod process;
 pub mod report;
 pub mod requests;
 pub mod status;
+pub mod steps;
 
 use std::time::Duration;
 

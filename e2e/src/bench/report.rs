@@ -6,6 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+/// The verbs that change state.
+const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
 /// The controller's API requests over a case: by verb, and by `verb resource`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Requests {
@@ -16,11 +19,23 @@ pub struct Requests {
 impl Requests {
     /// Requests that change state (`create`, `update`, `patch`, `delete`, `deletecollection`).
     pub fn writes(&self) -> u64 {
-        const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
-        WRITES
+        WRITE_VERBS
             .iter()
             .filter_map(|verb| self.by_verb.get(*verb))
             .sum()
+    }
+
+    /// The writes by `verb resource`, each divided by `per` (node-packages): where the
+    /// writes per node and package go.
+    pub fn writes_by_resource_per(&self, per: f64) -> BTreeMap<String, f64> {
+        self.by_verb_and_resource
+            .iter()
+            .filter(|(key, _)| {
+                key.split_once(' ')
+                    .is_some_and(|(verb, _)| WRITE_VERBS.contains(&verb))
+            })
+            .map(|(key, count)| (key.clone(), *count as f64 / per))
+            .collect()
     }
 
     pub fn total(&self) -> u64 {
@@ -44,6 +59,14 @@ pub struct RolloutReport {
     pub apiserver_cpu_seconds: f64,
     pub requests: Requests,
     pub writes_per_node_package: f64,
+    /// `writes_per_node_package` split by `verb resource` (Events are `create events` and
+    /// `patch events`, a series' repeat).
+    pub writes_per_node_package_by_resource: BTreeMap<String, f64>,
+    /// Pod completions followed by a next step on their node (see `steps`).
+    pub steps: usize,
+    /// From a package pod's completion to its node's next step (next pod or complete).
+    pub step_latency_p50_seconds: Option<f64>,
+    pub step_latency_p99_seconds: Option<f64>,
 }
 
 /// A settled cluster with complete Skyhooks, measured over a while.
@@ -123,10 +146,19 @@ pub fn markdown_tables(reports: &[CaseReport]) -> String {
     let mut out = String::new();
     push_table(
         &mut out,
-        "| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | API server CPU |\n\
-         |---|---:|---:|---:|---:|---:|---|---:|---:|\n",
+        "| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | step p50 / p99 | API server CPU |\n\
+         |---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
         reports.iter().filter_map(|r| match r {
             CaseReport::Rollout(r) => Some(rollout_row(r)),
+            _ => None,
+        }),
+    );
+    push_table(
+        &mut out,
+        "| writes per node and package | nodes | budget | by verb and resource |\n\
+         |---|---:|---:|---|\n",
+        reports.iter().filter_map(|r| match r {
+            CaseReport::Rollout(r) => Some(writes_row(r)),
             _ => None,
         }),
     );
@@ -176,7 +208,7 @@ fn push_table(out: &mut String, header: &str, rows: impl Iterator<Item = String>
 
 fn rollout_row(r: &RolloutReport) -> String {
     format!(
-        "| {} ({} pkg) | {} | {}% | {:.1} s | {:.1} s | {:.0} MiB | {} ({}) | {:.2} | {:.1} s |",
+        "| {} ({} pkg) | {} | {}% | {:.1} s | {:.1} s | {:.0} MiB | {} ({}) | {:.2} | {} / {} | {:.1} s |",
         r.case,
         r.packages,
         r.nodes,
@@ -187,7 +219,29 @@ fn rollout_row(r: &RolloutReport) -> String {
         r.requests.total(),
         verb_summary(&r.requests),
         r.writes_per_node_package,
+        seconds(r.step_latency_p50_seconds),
+        seconds(r.step_latency_p99_seconds),
         r.apiserver_cpu_seconds,
+    )
+}
+
+/// `1.25 s`, or `-` when nothing was measured.
+fn seconds(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.2} s"))
+}
+
+/// `patch nodes 4.00, create pods 2.00` ordered by count, largest first.
+fn writes_row(r: &RolloutReport) -> String {
+    let mut writes: Vec<(&String, &f64)> = r.writes_per_node_package_by_resource.iter().collect();
+    writes.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+    let summary = writes
+        .iter()
+        .map(|(key, per)| format!("{key} {per:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "| {} ({} pkg) | {} | {}% | {summary} |",
+        r.case, r.packages, r.nodes, r.budget_percent
     )
 }
 
@@ -269,6 +323,26 @@ mod tests {
     }
 
     #[test]
+    fn writes_by_resource_leave_out_reads_and_divide() {
+        let requests = Requests {
+            by_verb: BTreeMap::new(),
+            by_verb_and_resource: BTreeMap::from([
+                ("create events".to_owned(), 300),
+                ("list pods".to_owned(), 7),
+                ("patch nodes/status".to_owned(), 200),
+                ("watch nodes".to_owned(), 2),
+            ]),
+        };
+        assert_eq!(
+            requests.writes_by_resource_per(100.0),
+            BTreeMap::from([
+                ("create events".to_owned(), 3.0),
+                ("patch nodes/status".to_owned(), 2.0),
+            ])
+        );
+    }
+
+    #[test]
     fn verbs_are_summarised_largest_first() {
         let summary = verb_summary(&requests(&[("create", 3), ("patch", 10), ("delete", 3)]));
         assert_eq!(summary, "patch 10, create 3, delete 3");
@@ -289,6 +363,13 @@ mod tests {
                 apiserver_cpu_seconds: 7.0,
                 requests: requests(&[("create", 200), ("patch", 400)]),
                 writes_per_node_package: 6.0,
+                writes_per_node_package_by_resource: BTreeMap::from([
+                    ("create pods".to_owned(), 2.0),
+                    ("patch nodes".to_owned(), 4.0),
+                ]),
+                steps: 200,
+                step_latency_p50_seconds: Some(0.5),
+                step_latency_p99_seconds: None,
             }),
             CaseReport::Status(StatusReport {
                 case: "status",
@@ -301,9 +382,13 @@ mod tests {
         ];
         let tables = markdown_tables(&reports);
         let expected = "\
-| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | API server CPU |
-|---|---:|---:|---:|---:|---:|---|---:|---:|
-| rollout (1 pkg) | 100 | 10% | 12.3 s | 1.5 s | 40 MiB | 600 (patch 400, create 200) | 6.00 | 7.0 s |
+| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | step p50 / p99 | API server CPU |
+|---|---:|---:|---:|---:|---:|---|---:|---:|---:|
+| rollout (1 pkg) | 100 | 10% | 12.3 s | 1.5 s | 40 MiB | 600 (patch 400, create 200) | 6.00 | 0.50 s / - | 7.0 s |
+
+| writes per node and package | nodes | budget | by verb and resource |
+|---|---:|---:|---|
+| rollout (1 pkg) | 100 | 10% | patch nodes 4.00, create pods 2.00 |
 
 | `kubectl skyhook status` | nodes | Skyhooks | runs | median | min |
 |---|---:|---:|---:|---:|---:|

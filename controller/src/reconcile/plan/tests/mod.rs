@@ -22,3 +22,4 @@ mod stage_durations;
 mod targeting;
 mod uninstall;
 mod windows;
+mod writes;
