@@ -124,11 +124,7 @@ fn watch_stops_only_when_every_node_is_complete() {
 #[test]
 fn what_happens_next_when_held() {
     let mut cluster = common::cluster();
-    let demo = cluster
-        .skyhooks
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo"))
-        .unwrap();
+    let demo = skyhook_mut(&mut cluster, "demo");
     demo.spec.deployment_policy = Some("missing".into());
     let detail = views::skyhook_detail(&cluster, "demo").unwrap();
     assert!(detail.compartments.is_empty());
@@ -139,11 +135,7 @@ fn what_happens_next_when_held() {
         ]
     );
 
-    let demo = cluster
-        .skyhooks
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo"))
-        .unwrap();
+    let demo = skyhook_mut(&mut cluster, "demo");
     demo.spec.deployment_policy = None;
     demo.metadata.annotations =
         Some([("skyhook.nvidia.com/disable".to_owned(), "true".to_owned())].into());
@@ -165,11 +157,7 @@ fn what_happens_next_when_held() {
 #[test]
 fn a_stopped_compartment_says_how_to_restart() {
     let mut cluster = common::cluster();
-    let gpu = cluster
-        .skyhooks
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("gpu"))
-        .unwrap();
+    let gpu = skyhook_mut(&mut cluster, "gpu");
     gpu.metadata.annotations = None;
     let detail = views::skyhook_detail(&cluster, "gpu").unwrap();
     assert_eq!(
@@ -182,21 +170,13 @@ fn a_stopped_compartment_says_how_to_restart() {
 
 #[test]
 fn an_unconfirmed_reboot_is_shown_as_a_warning() {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     let mut cluster = common::cluster();
-    let demo = cluster
-        .skyhooks
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo"))
-        .unwrap();
-    demo.status.get_or_insert_default().conditions.push(Condition {
-        type_: "skyhook.nvidia.com/RebootNotConfirmed".into(),
-        status: "True".into(),
-        reason: "RebootNotConfirmed".into(),
-        message: "nodes asked to reboot ...: node-b (package tuning:1.1.0, reboot requested at 2026-01-01T00:00:00Z)".into(),
-        observed_generation: None,
-        last_transition_time: Time("2026-01-01T00:00:00Z".parse().unwrap()),
-    });
+    let demo = skyhook_mut(&mut cluster, "demo");
+    demo.status.get_or_insert_default().conditions.push(condition(
+        "skyhook.nvidia.com/RebootNotConfirmed",
+        "True",
+        "nodes asked to reboot ...: node-b (package tuning:1.1.0, reboot requested at 2026-01-01T00:00:00Z)",
+    ));
     let detail = views::skyhook_detail(&cluster, "demo").unwrap();
     let text = render(&detail, OutputFormat::Table, false).unwrap();
     assert!(
@@ -209,28 +189,15 @@ fn an_unconfirmed_reboot_is_shown_as_a_warning() {
 
 #[test]
 fn next_names_the_gates_that_hold_new_batches() {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     let mut cluster = common::cluster();
-    let demo = cluster
-        .skyhooks
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo"))
-        .unwrap();
-    let gate = |type_: &str, status: &str, message: &str| Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: "Held".into(),
-        message: message.into(),
-        observed_generation: None,
-        last_transition_time: Time("2026-01-01T00:00:00Z".parse().unwrap()),
-    };
+    let demo = skyhook_mut(&mut cluster, "demo");
     demo.status.get_or_insert_default().conditions.extend([
-        gate(
+        condition(
             "skyhook.nvidia.com/OutsideMaintenanceWindow",
             "True",
             "compartment __default__: the next window opens at 2026-01-02T01:00:00Z",
         ),
-        gate("skyhook.nvidia.com/HealthGateHeld", "False", "not held"),
+        condition("skyhook.nvidia.com/HealthGateHeld", "False", "not held"),
     ]);
     let detail = views::skyhook_detail(&cluster, "demo").unwrap();
     assert_eq!(
@@ -241,6 +208,38 @@ fn next_names_the_gates_that_hold_new_batches() {
             "erroring packages are retried by the operator; `kubectl skyhook package rerun <package> --skyhook demo --node <node>` starts one over",
         ]
     );
+}
+
+/// The fixture's Skyhook `name`, to edit.
+#[allow(clippy::unwrap_used)] // A fixture without it must fail the test.
+fn skyhook_mut<'c>(
+    cluster: &'c mut kubectl_skyhook::cluster::Cluster,
+    name: &str,
+) -> &'c mut skyhook_api::v1alpha1::Skyhook {
+    cluster
+        .skyhooks
+        .iter_mut()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+        .unwrap()
+}
+
+/// A Skyhook condition as the operator writes it; the reason is its type's last segment.
+#[allow(clippy::unwrap_used)] // A fixture time that does not parse must fail the test.
+fn condition(
+    type_: &str,
+    status: &str,
+    message: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: type_.rsplit('/').next().unwrap_or(type_).into(),
+        message: message.into(),
+        observed_generation: None,
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ),
+    }
 }
 
 /// A node state with one entry per `(package, stage, state)`, all at version 1.1.0.
@@ -381,11 +380,7 @@ fn status_shows_uninstall_progress_only_when_there_is_some() {
     )
     .unwrap();
     assert!(!plain.contains("UNINSTALL"), "{plain}");
-    let demo = cluster
-        .skyhooks
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo"))
-        .unwrap();
+    let demo = skyhook_mut(&mut cluster, "demo");
     *demo = skyhook_api::v1alpha1::Skyhook {
         status: demo.status.take(),
         ..demo_uninstall(true, true, false)
@@ -400,21 +395,8 @@ fn status_shows_uninstall_progress_only_when_there_is_some() {
 
 #[test]
 fn uninstall_and_node_state_conditions_are_shown_as_warnings() {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     let mut cluster = common::cluster();
-    let demo = cluster
-        .skyhooks
-        .iter_mut()
-        .find(|s| s.metadata.name.as_deref() == Some("demo"))
-        .unwrap();
-    let condition = |type_: &str, status: &str, message: &str| Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: "Any".into(),
-        message: message.into(),
-        observed_generation: None,
-        last_transition_time: Time("2026-01-01T00:00:00Z".parse().unwrap()),
-    };
+    let demo = skyhook_mut(&mut cluster, "demo");
     demo.status.get_or_insert_default().conditions.extend([
         condition(
             "UninstallInProgress",
