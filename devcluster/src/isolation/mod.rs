@@ -21,6 +21,7 @@
 //! `main` calls [`run_if_requested`] before anything else.
 
 mod fs;
+mod holder_process;
 mod mounts;
 mod pod_exec;
 mod setup;
@@ -33,6 +34,7 @@ use std::process::ExitCode;
 use serde::{Deserialize, Serialize};
 
 use crate::PathIoError;
+pub(crate) use holder_process::spawn_holder;
 
 pub use setup::{IsolationError, mount_namespace_id};
 

@@ -4,9 +4,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::{BridgePlan, ClusterNetwork, MAX_CLUSTERS, POD_INTERFACE, PodInterface};
@@ -302,42 +300,17 @@ impl PodNamespace {
     }
 
     async fn start_holder(devcluster_bin: &Path) -> Result<Self, NetworkError> {
-        let failed = |reason: String| NetworkError::Holder { reason };
-        let mut child = Command::new(devcluster_bin)
-            .args(crate::isolation::hold_network_namespace_args())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| failed(format!("cannot run {}: {e}", devcluster_bin.display())))?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| failed("no stdin".into()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| failed("no stdout".into()))?;
-        let mut line = String::new();
-        let read = tokio::time::timeout(
-            Duration::from_secs(30),
-            BufReader::new(stdout).read_line(&mut line),
+        let holder = crate::isolation::spawn_holder(
+            devcluster_bin,
+            &crate::isolation::hold_network_namespace_args(),
+            Stdio::inherit(),
         )
-        .await;
-        if !matches!(read, Ok(Ok(_))) || line.trim() != "ready" {
-            return Err(failed(format!(
-                "it did not report ready ({:?})",
-                line.trim()
-            )));
-        }
-        let pid = child
-            .id()
-            .ok_or_else(|| failed("it exited right after starting".into()))?;
+        .await
+        .map_err(|reason| NetworkError::Holder { reason })?;
         Ok(Self {
-            _holder: child,
-            _stdin: stdin,
-            pid,
+            _holder: holder.child,
+            _stdin: holder.stdin,
+            pid: holder.pid,
         })
     }
 

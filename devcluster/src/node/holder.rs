@@ -3,9 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::NodeError;
@@ -31,51 +29,18 @@ impl Holder {
             binary: binary.to_owned(),
             reason,
         };
-        let mut child = Command::new(binary)
-            .args(isolation::hold_namespace_args())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| failed(format!("cannot run it: {e}")))?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| failed("no stdin".into()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| failed("no stdout".into()))?;
-        let mut line = String::new();
-        let read = tokio::time::timeout(
-            Duration::from_secs(30),
-            BufReader::new(stdout).read_line(&mut line),
-        )
-        .await;
-        if !matches!(read, Ok(Ok(_))) || line.trim() != "ready" {
-            let mut stderr = String::new();
-            if let Some(mut err) = child.stderr.take() {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(2), err.read_to_string(&mut stderr))
-                        .await;
-            }
-            return Err(failed(format!(
-                "it did not report ready (stdout {:?}, stderr {:?})",
-                line.trim(),
-                stderr.trim()
-            )));
-        }
-        let pid = child
-            .id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| failed("it exited right after starting".into()))?;
+        let holder =
+            isolation::spawn_holder(binary, &isolation::hold_namespace_args(), Stdio::piped())
+                .await
+                .map_err(failed)?;
+        let pid = i32::try_from(holder.pid)
+            .map_err(|_| failed(format!("its pid {} is out of range", holder.pid)))?;
         let pid_file = state_dir.join(HOLDER_PID_FILE);
         std::fs::write(&pid_file, pid.to_string())
             .map_err(PathIoError::of("write", pid_file.clone()))?;
         Ok(Self {
-            child,
-            _stdin: stdin,
+            child: holder.child,
+            _stdin: holder.stdin,
             pid,
             pid_file,
         })
