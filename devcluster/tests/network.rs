@@ -3,7 +3,6 @@
 //! `KUBERNETES_SERVICE_HOST`, and `hostNetwork` pods stay in the node's network. Everything the
 //! cluster added to the machine's network is gone once it stops.
 
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use devcluster::{DevCluster, DevClusterOptions};
@@ -13,7 +12,8 @@ use kube::api::{Api, PostParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-const WAIT: Duration = Duration::from_secs(90);
+mod common;
+use common::{WAIT, phase, wait_pod};
 
 fn pod(name: &str, node: &str, spec: serde_json::Value) -> Result<Pod> {
     let mut spec = spec;
@@ -35,21 +35,6 @@ fn shell_pod(name: &str, node: &str, script: &str, extra: serde_json::Value) -> 
     pod(name, node, spec)
 }
 
-async fn wait_pod(pods: &Api<Pod>, name: &str, check: impl Fn(&Pod) -> bool) -> Result<Pod> {
-    let condition = move |pod: Option<&Pod>| pod.is_some_and(&check);
-    let pod = tokio::time::timeout(WAIT, await_condition(pods.clone(), name, condition))
-        .await
-        .with_context(|| format!("timed out waiting for pod {name}"))??;
-    pod.with_context(|| format!("pod {name} vanished"))
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
 fn finished(pod: &Pod) -> bool {
     matches!(phase(pod), "Succeeded" | "Failed")
 }
@@ -65,7 +50,7 @@ fn pod_ip(pod: &Pod) -> String {
 async fn run_to_success(pods: &Api<Pod>, pod: &Pod) -> Result<Pod> {
     let name = pod.metadata.name.clone().unwrap_or_default();
     pods.create(&PostParams::default(), pod).await?;
-    let done = wait_pod(pods, &name, finished).await?;
+    let done = wait_pod(pods, &name, "finished", finished).await?;
     anyhow::ensure!(
         phase(&done) == "Succeeded",
         "pod {name} failed: {:?}",
@@ -128,7 +113,7 @@ async fn pods_reach_each_other_and_the_api_server_and_the_network_goes_with_the_
                  && cd /tmp/web && exec python3 -m http.server --bind $POD_IP 8080";
     let server = shell_pod("server", "node-2", serve, json!({}))?;
     pods.create(&PostParams::default(), &server).await?;
-    let server = wait_pod(&pods, "server", |p| phase(p) == "Running").await?;
+    let server = wait_pod(&pods, "server", "running", |p| phase(p) == "Running").await?;
     let server_ip = pod_ip(&server);
     assert!(
         in_cidr(&server_ip, &cidr2),

@@ -22,10 +22,12 @@ use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
+mod common;
+use common::{WAIT, phase, wait_pod};
+
 /// Full nodes `node-1..7` and light nodes `light-1..6`.
 const FULL_NODES: usize = 7;
 const LIGHT_NODES: usize = 6;
-const WAIT: Duration = Duration::from_secs(90);
 
 struct Fixture {
     config: kube::Config,
@@ -179,20 +181,6 @@ async fn create(pods: &Api<Pod>, pod: &Pod) -> Result<()> {
     Ok(())
 }
 
-/// Waits until `check` holds for the pod.
-async fn wait_pod(
-    pods: &Api<Pod>,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Pod) -> bool,
-) -> Result<Pod> {
-    let condition = move |pod: Option<&Pod>| pod.is_some_and(&check);
-    let pod = tokio::time::timeout(WAIT, await_condition(pods.clone(), name, condition))
-        .await
-        .with_context(|| format!("timed out waiting for pod {name} to be {what}"))??;
-    pod.with_context(|| format!("pod {name} vanished"))
-}
-
 async fn wait_gone(pods: &Api<Pod>, name: &str, uid: &str) -> Result<()> {
     tokio::time::timeout(
         WAIT,
@@ -201,13 +189,6 @@ async fn wait_gone(pods: &Api<Pod>, name: &str, uid: &str) -> Result<()> {
     .await
     .with_context(|| format!("timed out waiting for pod {name} to be removed"))??;
     Ok(())
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
 }
 
 fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {

@@ -9,10 +9,10 @@ use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-const WAIT: Duration = Duration::from_secs(90);
+mod common;
+use common::{WAIT, wait_pod};
 
 /// A pod labelled `app=probed` whose shell container runs `script`, probed on port 8080.
 fn probed_pod(name: &str, script: &str, probe: serde_json::Value) -> Result<Pod> {
@@ -53,14 +53,6 @@ fn running_started(pod: &Pod) -> bool {
     })
 }
 
-async fn wait_pod(pods: &Api<Pod>, name: &str, check: impl Fn(&Pod) -> bool) -> Result<Pod> {
-    let condition = move |pod: Option<&Pod>| pod.is_some_and(&check);
-    let pod = tokio::time::timeout(WAIT, await_condition(pods.clone(), name, condition))
-        .await
-        .with_context(|| format!("timed out waiting for pod {name}"))??;
-    pod.with_context(|| format!("pod {name} vanished"))
-}
-
 #[tokio::test]
 async fn readiness_probes_decide_when_a_running_container_is_ready() -> Result<()> {
     let cluster = DevCluster::start(DevClusterOptions {
@@ -91,13 +83,13 @@ async fn readiness_probes_decide_when_a_running_container_is_ready() -> Result<(
     )
     .await?;
 
-    let serving = wait_pod(&pods, "serving", |pod| {
+    let serving = wait_pod(&pods, "serving", "ready", |pod| {
         condition(pod, "Ready").is_some_and(|(status, _)| status == "True")
     })
     .await?;
     // Its probe has run (and found nothing) by the time the other's passed: both probe every
     // second from the start of their containers.
-    let silent = wait_pod(&pods, "silent", running_started).await?;
+    let silent = wait_pod(&pods, "silent", "running", running_started).await?;
     assert_eq!(
         condition(&silent, "Ready"),
         Some(("False".to_owned(), Some("ContainersNotReady".to_owned()))),
