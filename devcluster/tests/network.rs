@@ -3,7 +3,6 @@
 //! `KUBERNETES_SERVICE_HOST`, and `hostNetwork` pods stay in the node's network. Everything the
 //! cluster added to the machine's network is gone once it stops.
 
-
 use anyhow::{Context, Result};
 use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};

@@ -185,15 +185,22 @@ mod tests {
         }
     }
 
+    /// The node `name` with `labels` and the one annotation `key: value`.
+    fn annotated_node(
+        name: &str,
+        labels: &[(&str, &str)],
+        key: &str,
+        value: &str,
+    ) -> Arc<CachedNode> {
+        let mut node = Arc::unwrap_or_clone(node(name, labels));
+        node.metadata.annotations = Some(BTreeMap::from([(key.to_owned(), value.to_owned())]));
+        Arc::new(node)
+    }
+
     #[test]
     fn node_status_counts_come_from_the_nodes_when_the_status_no_longer_mirrors_them() {
         let annotated = |name: &str, labels: &[(&str, &str)], status: &str| {
-            let mut node = Arc::unwrap_or_clone(node(name, labels));
-            node.metadata.annotations = Some(BTreeMap::from([(
-                "skyhook.nvidia.com/status_s".to_owned(),
-                status.to_owned(),
-            )]));
-            Arc::new(node)
+            annotated_node(name, labels, "skyhook.nvidia.com/status_s", status)
         };
         let target = [("skyhook.nvidia.com/test-node", "skyhooke2e")];
         let nodes = vec![
@@ -224,12 +231,7 @@ mod tests {
     fn package_counts_come_from_the_nodes_when_the_status_no_longer_mirrors_them() {
         let state = r#"{"pkg|1.0.0":{"name":"pkg","version":"1.0.0","image":"img","stage":"apply","state":"in_progress"}}"#;
         let annotated = |name: &str, labels: &[(&str, &str)], value: &str| {
-            let mut node = Arc::unwrap_or_clone(node(name, labels));
-            node.metadata.annotations = Some(BTreeMap::from([(
-                "skyhook.nvidia.com/nodeState_s".to_owned(),
-                value.to_owned(),
-            )]));
-            Arc::new(node)
+            annotated_node(name, labels, "skyhook.nvidia.com/nodeState_s", value)
         };
         let target = [("skyhook.nvidia.com/test-node", "skyhooke2e")];
         let nodes = vec![
