@@ -1,11 +1,16 @@
 //! `plan_bench`: how long one pure plan takes over a 20,000-node snapshot, and how much it
 //! allocates. No cluster: the snapshot is built in memory (one Skyhook, one package, a 10%
-//! budget; nodes complete, in progress, erroring, waiting and untouched), planned once to
-//! reach the status and node annotations a previous pass leaves, then planned again `--runs`
-//! times. The snapshot holds no pods: every plan creates the pods of the in-progress nodes, the
-//! most a plan of this cluster does.
+//! budget by default; nodes complete, in progress, erroring, waiting and untouched), planned
+//! once to reach the status and node annotations a previous pass leaves, then planned again
+//! `--runs` times. By default the snapshot holds no pods: every plan creates the pods of the
+//! in-progress nodes, the most a plan of this cluster does. With `--running-pods` the pods the
+//! first plan created stay in the snapshot, running, as in a cluster mid-rollout: each later plan
+//! has nothing to start and measures what every reconcile of such a cluster pays to find that
+//! out. `--in-progress` sets the share of nodes in progress (5% by default; 50 with
+//! `--running-pods` is a cluster with a pod on half its nodes).
 //!
-//! `cargo run --release -p controller --example plan_bench -- [--nodes 20000] [--runs 5]`
+//! `cargo run --release -p controller --example plan_bench -- [--nodes 20000] [--runs 5]
+//! [--budget 10] [--in-progress 5] [--running-pods]`
 //!
 //! Prints one line per run and a summary: the median plan time, and the allocations (count and
 //! bytes, from a counting global allocator) of the median run. Numbers, never assertions.
@@ -21,8 +26,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser as _;
 use controller::config::{Args, Config};
+use controller::pod_outcome::PodOutcome;
 use controller::reconcile::plan::plan;
-use controller::reconcile::snapshot::{NodeView, Snapshot};
+use controller::reconcile::snapshot::{NodeView, OwnedPod, Snapshot};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
@@ -86,7 +92,7 @@ fn config() -> anyhow::Result<Config> {
     Config::from_args(&args).map_err(|error| anyhow::anyhow!("the controller's defaults: {error}"))
 }
 
-fn skyhook() -> Skyhook {
+fn skyhook(budget_percent: i32) -> Skyhook {
     let package = Package {
         name: "pkg".into(),
         version: "1.0.0".into(),
@@ -109,7 +115,7 @@ fn skyhook() -> Skyhook {
             packages: BTreeMap::from([("pkg".to_owned(), package)]),
             interruption_budget: Some(InterruptionBudget {
                 count: None,
-                percent: Some(10),
+                percent: Some(budget_percent),
             }),
             ..SkyhookSpec::default()
         },
@@ -117,20 +123,21 @@ fn skyhook() -> Skyhook {
     }
 }
 
-/// Where node `index` stands, out of every 20: 8 complete, 1 in progress (picked), 1 in 100
-/// erroring, 1 in 20 waiting, the rest untouched.
-fn node_annotations(index: usize, now: Timestamp) -> BTreeMap<String, String> {
+/// Where node `index` stands, out of every 100: 40 complete, `in_progress` in progress
+/// (picked), 1 erroring, 5 waiting, the rest untouched.
+fn node_annotations(index: usize, in_progress: usize, now: Timestamp) -> BTreeMap<String, String> {
     let entry = |stage: &str, state: &str| {
         format!(
             r#"{{"pkg|1.0.0":{{"name":"pkg","version":"1.0.0","image":"{IMAGE}","stage":"{stage}","state":"{state}"}}}}"#
         )
     };
-    let (state, status) = match index % 20 {
-        0..=7 => (Some(entry("config", "complete")), "complete"),
-        8 => (Some(entry("apply", "in_progress")), "in_progress"),
-        9 if index % 100 == 9 => (Some(entry("apply", "erroring")), "erroring"),
-        10 => (None, "waiting"),
-        _ => return BTreeMap::new(),
+    let bucket = index % 100;
+    let (state, status) = match bucket.checked_sub(40) {
+        None => (Some(entry("config", "complete")), "complete"),
+        Some(past) if past < in_progress => (Some(entry("apply", "in_progress")), "in_progress"),
+        Some(past) if past == in_progress => (Some(entry("apply", "erroring")), "erroring"),
+        Some(past) if past <= in_progress + 5 => (None, "waiting"),
+        Some(_) => return BTreeMap::new(),
     };
     let mut annotations = BTreeMap::from([
         (keys::node_status_key(SKYHOOK), status.to_owned()),
@@ -148,12 +155,12 @@ fn node_annotations(index: usize, now: Timestamp) -> BTreeMap<String, String> {
     annotations
 }
 
-fn snapshot(nodes: usize, now: Timestamp) -> Snapshot {
+fn snapshot(nodes: usize, budget_percent: i32, in_progress: usize, now: Timestamp) -> Snapshot {
     let nodes = (0..nodes)
         .map(|index| NodeView {
             name: format!("node-{index:05}"),
             labels: BTreeMap::from([(TARGET_LABEL.to_owned(), "yes".to_owned())]),
-            annotations: node_annotations(index, now),
+            annotations: node_annotations(index, in_progress, now),
             created: Some(now - jiff::SignedDuration::from_secs(86_400 + index as i64)),
             boot_id: Some(format!("boot-{index}")),
             ready: true,
@@ -161,7 +168,7 @@ fn snapshot(nodes: usize, now: Timestamp) -> Snapshot {
         })
         .collect();
     Snapshot {
-        skyhooks: vec![skyhook()],
+        skyhooks: vec![skyhook(budget_percent)],
         nodes,
         ..Snapshot::default()
     }
@@ -222,10 +229,30 @@ fn apply_node_patches(snapshot: &mut Snapshot, planned: &controller::reconcile::
     }
 }
 
-fn arguments() -> anyhow::Result<(usize, usize)> {
-    let (mut nodes, mut runs) = (20_000, 5);
+/// The command line.
+struct Arguments {
+    nodes: usize,
+    runs: usize,
+    budget_percent: i32,
+    /// Percent of the nodes in progress (at most 54: 40 are complete, 6 erroring or waiting).
+    in_progress: usize,
+    running_pods: bool,
+}
+
+fn arguments() -> anyhow::Result<Arguments> {
+    let mut parsed = Arguments {
+        nodes: 20_000,
+        runs: 5,
+        budget_percent: 10,
+        in_progress: 5,
+        running_pods: false,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--running-pods" {
+            parsed.running_pods = true;
+            continue;
+        }
         let value = args
             .next()
             .with_context(|| format!("{flag} needs a value"))?;
@@ -233,19 +260,35 @@ fn arguments() -> anyhow::Result<(usize, usize)> {
             .parse()
             .with_context(|| format!("{flag} {value}: not a whole number"))?;
         match flag.as_str() {
-            "--nodes" => nodes = number,
-            "--runs" => runs = number.max(1),
-            _ => bail!("unknown flag {flag}; use --nodes N and --runs N"),
+            "--nodes" => parsed.nodes = number,
+            "--runs" => parsed.runs = number.max(1),
+            "--budget" if (1..=100).contains(&number) => {
+                parsed.budget_percent = i32::try_from(number)?;
+            }
+            "--budget" => bail!("--budget {number}: a percentage from 1 to 100"),
+            "--in-progress" if number <= 54 => parsed.in_progress = number,
+            "--in-progress" => bail!(
+                "--in-progress {number}: at most 54 (percent; 40 of every 100 nodes are complete, 6 erroring or waiting)"
+            ),
+            _ => bail!(
+                "unknown flag {flag}; use --nodes N, --runs N, --budget PERCENT, --in-progress PERCENT and --running-pods"
+            ),
         }
     }
-    Ok((nodes, runs))
+    Ok(parsed)
 }
 
 fn main() -> anyhow::Result<()> {
-    let (nodes, runs) = arguments()?;
+    let Arguments {
+        nodes,
+        runs,
+        budget_percent,
+        in_progress,
+        running_pods,
+    } = arguments()?;
     let config = config()?;
     let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
-    let mut snapshot = snapshot(nodes, now);
+    let mut snapshot = snapshot(nodes, budget_percent, in_progress, now);
     // The first plan writes the status a previous pass would have left; plans after it are
     // the steady state a reconcile of this cluster sees.
     let (first, planned) = measure(&snapshot, &config, now);
@@ -267,6 +310,24 @@ fn main() -> anyhow::Result<()> {
     }
     snapshot.skyhooks[0].status = status;
     apply_node_patches(&mut snapshot, &planned);
+    if running_pods {
+        // The batch picked after the first status is written starts in the next plan; plan
+        // until nothing more starts, keeping every pod started.
+        let mut started = planned.create_pods;
+        while !started.is_empty() {
+            snapshot.pods.extend(
+                started
+                    .into_iter()
+                    .filter_map(|pod| OwnedPod::new(pod.into(), PodOutcome::Running)),
+            );
+            let (_, planned) = measure(&snapshot, &config, now);
+            if let Some(status) = planned.statuses.get(SKYHOOK) {
+                snapshot.skyhooks[0].status = Some(status.clone());
+            }
+            apply_node_patches(&mut snapshot, &planned);
+            started = planned.create_pods;
+        }
+    }
     let mut measured: Vec<Run> = (1..=runs)
         .map(|run| {
             let (measured, planned) = measure(&snapshot, &config, now);
@@ -284,7 +345,8 @@ fn main() -> anyhow::Result<()> {
     measured.sort_by_key(|r| r.time);
     let median = &measured[measured.len() / 2];
     println!(
-        "{nodes} nodes, median of {runs}: plan {:.1} ms, {} allocations, {:.1} MiB allocated",
+        "{nodes} nodes, {budget_percent}% budget, {} running pods, median of {runs}: plan {:.1} ms, {} allocations, {:.1} MiB allocated",
+        snapshot.pods.len(),
         median.time.as_secs_f64() * 1e3,
         median.allocations,
         median.bytes as f64 / (1024.0 * 1024.0)

@@ -143,17 +143,18 @@ impl Snapshot {
             .pods
             .iter()
             .filter_map(|pod| {
-                let node = pod.spec.as_ref()?.node_name.clone()?;
+                let node = pod.spec.as_ref()?.node_name.as_deref()?;
                 let labels = pod.metadata.labels.as_ref();
                 let skyhook = labels.and_then(|l| l.get(keys::NAME_LABEL));
                 let context = OutcomeContext {
-                    node_boot_id: boot_ids.get(node.as_str()).copied().flatten(),
+                    node_boot_id: boot_ids.get(node).copied().flatten(),
                     now,
                     reboot_deadline: skyhook
                         .and_then(|name| deadlines.get(name.as_str()).copied())
                         .unwrap_or(reboot_deadline),
                 };
-                Some(owned_pod(pod, node, context))
+                let outcome = pod_outcome::outcome(pod, context);
+                OwnedPod::new(std::sync::Arc::clone(pod), outcome)
             })
             .collect();
         Snapshot {
@@ -260,26 +261,35 @@ fn reboot_deadlines(
         .collect()
 }
 
-fn owned_pod(pod: &std::sync::Arc<Pod>, node: String, context: OutcomeContext<'_>) -> OwnedPod {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let annotation = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
-        .and_then(|text| PodPackageAnnotation::parse(text).ok());
-    OwnedPod {
-        name: pod.metadata.name.clone().unwrap_or_default(),
-        node,
-        skyhook: labels.get(keys::NAME_LABEL).cloned().unwrap_or_default(),
-        package_label: labels.get(keys::PACKAGE_LABEL).cloned().unwrap_or_default(),
-        interrupt: labels
-            .get(keys::INTERRUPT_LABEL)
-            .is_some_and(|v| v == keys::INTERRUPT_LABEL_VALUE),
-        deleting: pod.metadata.deletion_timestamp.is_some(),
-        outcome: pod_outcome::outcome(pod, context),
-        annotation,
-        pod: std::sync::Arc::clone(pod),
+impl OwnedPod {
+    /// Reads the pod's name, node, Skyhook and package from its labels and annotation, with
+    /// its `outcome` already classified; `None` for a pod not bound to a node.
+    pub fn new(pod: std::sync::Arc<Pod>, outcome: PodOutcome) -> Option<OwnedPod> {
+        let node = pod.spec.as_ref()?.node_name.clone()?;
+        let label = |key: &str| {
+            pod.metadata
+                .labels
+                .as_ref()
+                .and_then(|labels| labels.get(key))
+        };
+        let annotation = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
+            .and_then(|text| PodPackageAnnotation::parse(text).ok());
+        Some(OwnedPod {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            node,
+            skyhook: label(keys::NAME_LABEL).cloned().unwrap_or_default(),
+            package_label: label(keys::PACKAGE_LABEL).cloned().unwrap_or_default(),
+            interrupt: label(keys::INTERRUPT_LABEL)
+                .is_some_and(|value| value == keys::INTERRUPT_LABEL_VALUE),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            outcome,
+            annotation,
+            pod,
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 //! otherwise), record the changed keys in `configUpdates`, and delete the ConfigMaps of package
 //! versions and nodes that left.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use skyhook_api::interrupt::{
     ConfigChangeDecision, ConfigChangeNode, changed_config_keys, config_change_decision,
@@ -157,11 +157,9 @@ fn stale_configmaps(
         .package_configmaps
         .iter()
         .filter(|(cm_name, owned)| owned.skyhook == name && !wanted.contains(*cm_name));
+    let matched: HashSet<&str> = pass.matched.iter().map(|m| m.name.as_str()).collect();
     let metadata = snapshot.metadata_configmaps.iter().filter(|(_, owned)| {
-        let targeted = owned
-            .node
-            .as_deref()
-            .is_some_and(|n| pass.matched.iter().any(|m| m.name == n));
+        let targeted = owned.node.as_deref().is_some_and(|n| matched.contains(n));
         owned.skyhook == name && !targeted
     });
     packages

@@ -40,7 +40,7 @@ mod work;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -54,7 +54,7 @@ use skyhook_api::v1alpha1::SkyhookStatus;
 use crate::config::Config;
 use crate::pod_outcome::PodOutcome;
 
-use super::snapshot::{NodeConditionView, NodeView, Snapshot};
+use super::snapshot::{NodeConditionView, NodeView, OwnedPod, Snapshot};
 use work::NodeWork;
 
 /// How often a reconcile looks again at a node that is being drained or held by protected
@@ -209,7 +209,7 @@ pub enum EventTarget {
 }
 
 /// An Event to emit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PlannedEvent {
     /// The object.
     pub target: EventTarget,
@@ -221,10 +221,19 @@ pub struct PlannedEvent {
     pub message: String,
 }
 
-/// Per node, how many of the controller's pods the snapshot holds and what they request. A pod
-/// the kubelet refused holds its place in the count but none of the node's resources.
-fn pods_per_node(snapshot: &Snapshot) -> BTreeMap<&str, (usize, CpuMemory)> {
-    let mut per_node: BTreeMap<&str, (usize, CpuMemory)> = BTreeMap::new();
+/// The controller's pods the snapshot holds on one node, being deleted or not (they hold their
+/// share of the node until they are gone), and what those with readable requests request. A
+/// pod the kubelet refused holds its place among them but none of the node's resources.
+#[derive(Debug, Default)]
+struct PodsOnNode<'s> {
+    pods: Vec<&'s OwnedPod>,
+    requests: CpuMemory,
+}
+
+/// The snapshot's pods by node, read once per plan: the per-node questions of a plan (is a pod
+/// of this package there, may one more start) then cost the node's pods, not the cluster's.
+fn pods_per_node(snapshot: &Snapshot) -> HashMap<&str, PodsOnNode<'_>> {
+    let mut per_node: HashMap<&str, PodsOnNode<'_>> = HashMap::new();
     for pod in &snapshot.pods {
         let requests = pod
             .pod
@@ -233,9 +242,9 @@ fn pods_per_node(snapshot: &Snapshot) -> BTreeMap<&str, (usize, CpuMemory)> {
             .filter(|_| !matches!(pod.outcome, PodOutcome::Rejected { .. }))
             .and_then(|spec| pod_requests(spec).ok())
             .unwrap_or_default();
-        let (count, sum) = per_node.entry(pod.node.as_str()).or_default();
-        *count += 1;
-        *sum = sum.plus(requests);
+        let on_node = per_node.entry(pod.node.as_str()).or_default();
+        on_node.pods.push(pod);
+        on_node.requests = on_node.requests.plus(requests);
     }
     per_node
 }
@@ -262,9 +271,10 @@ struct Planner<'s> {
     completion: BTreeMap<(String, String), bool>,
     /// Pods created by this plan, per node.
     created_on: BTreeMap<String, Vec<(String, String)>>,
-    /// Per node, the controller's pods in the snapshot (being deleted or not: they hold their
-    /// share of the node until they are gone) and the requests of those with readable ones.
-    pods_on: BTreeMap<&'s str, (usize, CpuMemory)>,
+    /// Per node, the controller's pods in the snapshot.
+    pods_on: HashMap<&'s str, PodsOnNode<'s>>,
+    /// The Events of [`Plan::events`], to add each once without searching the list.
+    events_planned: HashSet<PlannedEvent>,
     /// Per node, the requests of the package pods this plan creates.
     created_requests: BTreeMap<String, CpuMemory>,
     /// Pods this plan deletes because they succeeded.
@@ -295,6 +305,7 @@ impl<'s> Planner<'s> {
             completion: BTreeMap::new(),
             created_on: BTreeMap::new(),
             pods_on: pods_per_node(snapshot),
+            events_planned: HashSet::new(),
             created_requests: BTreeMap::new(),
             succeeded: BTreeSet::new(),
             metadata_due: BTreeSet::new(),
@@ -315,7 +326,7 @@ impl<'s> Planner<'s> {
             reason,
             message,
         };
-        if !self.plan.events.contains(&event) {
+        if self.events_planned.insert(event.clone()) {
             self.plan.events.push(event);
         }
     }
@@ -332,9 +343,8 @@ impl<'s> Planner<'s> {
     /// any other pod being deleted still does, so a replacement with the same name waits for
     /// it to be gone.
     fn pod_exists(&self, skyhook: &str, node: &str, package_label: &str) -> bool {
-        self.snapshot.pods.iter().any(|p| {
+        self.snapshot_pods_on(node).any(|p| {
             p.skyhook == skyhook
-                && p.node == node
                 && p.package_label == package_label
                 && !self.succeeded.contains(&p.name)
         }) || self.created_on.get(node).is_some_and(|created| {
@@ -346,10 +356,7 @@ impl<'s> Planner<'s> {
 
     /// Whether a pod of `skyhook` is on `node`, including those this plan deletes or creates.
     fn skyhook_pod_on(&self, skyhook: &str, node: &str) -> bool {
-        self.snapshot
-            .pods
-            .iter()
-            .any(|p| p.node == node && p.skyhook == skyhook)
+        self.snapshot_pods_on(node).any(|p| p.skyhook == skyhook)
             || self
                 .created_on
                 .get(node)
@@ -359,14 +366,24 @@ impl<'s> Planner<'s> {
     /// Whether any Skyhook pod is on `node`, including those this plan deletes (they are still
     /// running until they are gone) or creates.
     fn any_skyhook_pod_on(&self, node: &str) -> bool {
-        self.snapshot.pods.iter().any(|p| p.node == node)
+        self.snapshot_pods_on(node).next().is_some()
             || self.created_on.get(node).is_some_and(|c| !c.is_empty())
+    }
+
+    /// The controller's pods the snapshot holds on `node`.
+    fn snapshot_pods_on(&self, node: &str) -> impl Iterator<Item = &'s OwnedPod> + '_ {
+        self.pods_on
+            .get(node)
+            .into_iter()
+            .flat_map(|on_node| on_node.pods.iter().copied())
     }
 
     /// How many of the controller's pods are on `node`, all Skyhooks together: those in the
     /// snapshot, including the ones being deleted, and those this plan creates.
     fn pod_count(&self, node: &str) -> usize {
-        self.pods_on.get(node).map_or(0, |(count, _)| *count)
+        self.pods_on
+            .get(node)
+            .map_or(0, |on_node| on_node.pods.len())
             + self.created_on.get(node).map_or(0, Vec::len)
     }
 
@@ -391,7 +408,7 @@ impl<'s> Planner<'s> {
         let held = self
             .pods_on
             .get(node)
-            .map_or_else(CpuMemory::default, |(_, r)| *r);
+            .map_or_else(CpuMemory::default, |on_node| on_node.requests);
         let created = self.created_requests.get(node).copied().unwrap_or_default();
         held.plus(created).plus(requests).fits_within(allocatable)
     }

@@ -440,25 +440,6 @@ fn key(pod: &OwnedPod) -> Option<PodKey> {
 
 /// A created pod as the cache would hold it, still running.
 pub(super) fn owned(pod: Pod) -> OwnedPod {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    OwnedPod {
-        name: pod.metadata.name.clone().unwrap_or_default(),
-        node: pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default(),
-        skyhook: labels.get(keys::NAME_LABEL).cloned().unwrap_or_default(),
-        package_label: labels.get(keys::PACKAGE_LABEL).cloned().unwrap_or_default(),
-        annotation: pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
-            .and_then(|t| PodPackageAnnotation::parse(t).ok()),
-        interrupt: labels.contains_key(keys::INTERRUPT_LABEL),
-        deleting: false,
-        outcome: PodOutcome::Running,
-        pod: std::sync::Arc::new(pod),
-    }
+    OwnedPod::new(std::sync::Arc::new(pod), PodOutcome::Running)
+        .expect("test pods are bound to a node")
 }
