@@ -23,7 +23,7 @@
 //! API server rewrites them in canonical form (`0.5` becomes `500m`); a pod is therefore never
 //! invalidated in a loop because of defaulting.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -69,14 +69,57 @@ pub enum InvalidReason {
     },
 }
 
+/// Skyhook, package name and version, stage, and whether the pod is the interrupt's.
+type ExpectedKey = (String, String, String, Stage, bool);
+
+/// The init containers the pods of each package are expected to run, built once per (Skyhook,
+/// package version, stage, package or interrupt pod) and reused for every pod validated against the same
+/// spec: building a package's pod is most of what validating one of its pods costs, and a plan
+/// validates every pod of the cluster. Keep one for as long as the specs do not change (one
+/// plan).
+#[derive(Debug, Default)]
+pub struct ExpectedContainers {
+    built: HashMap<ExpectedKey, Option<Vec<Container>>>,
+}
+
+impl ExpectedContainers {
+    /// The init containers `stage` of `package` runs for `owner` (its interrupt pod's when
+    /// `interrupt`); `None` when the package's pod cannot be built.
+    fn of(
+        &mut self,
+        settings: &PodSettings,
+        owner: &OwnerSkyhook<'_>,
+        package: &Package,
+        stage: Stage,
+        interrupt: bool,
+    ) -> Option<&[Container]> {
+        let key = (
+            owner.name.to_owned(),
+            package.name.clone(),
+            package.version.clone(),
+            stage,
+            interrupt,
+        );
+        self.built
+            .entry(key)
+            .or_insert_with(|| {
+                let pod = expected_pod(settings, owner, package, stage, interrupt)?;
+                Some(init_containers(&pod).to_vec())
+            })
+            .as_deref()
+    }
+}
+
 /// Decides whether `pod`, a pod of `owner` on a node whose state for `owner` is `node_state`, is
-/// kept. See the module documentation.
+/// kept, comparing it with the containers of `expected` (built from `packages` on first use).
+/// See the module documentation.
 pub fn validate_pod(
     settings: &PodSettings,
     owner: &OwnerSkyhook<'_>,
     packages: &BTreeMap<String, Package>,
     node_state: &NodeState,
     pod: &Pod,
+    expected: &mut ExpectedContainers,
 ) -> Verdict {
     let Some(annotation) = pod
         .metadata
@@ -98,9 +141,9 @@ pub fn validate_pod(
             .get(&annotation.name)
             .is_none_or(|p| p.version != annotation.version);
     let in_spec = legacy_uninstall
-        || packages
-            .values()
-            .any(|package| matches_package(settings, owner, pod, package, annotation.stage));
+        || packages.values().any(|package| {
+            matches_package(settings, owner, pod, package, annotation.stage, expected)
+        });
     if !in_spec {
         return Verdict::Invalidate(InvalidReason::NoMatchingPackage);
     }
@@ -118,12 +161,13 @@ pub fn validate_pod(
 
 /// Whether `pod` runs `stage` of `package` as the spec describes it now. See the module
 /// documentation for what is compared.
-pub fn matches_package(
+fn matches_package(
     settings: &PodSettings,
     owner: &OwnerSkyhook<'_>,
     pod: &Pod,
     package: &Package,
     stage: Stage,
+    expected: &mut ExpectedContainers,
 ) -> bool {
     let labels = pod.metadata.labels.as_ref();
     let label = |key: &str| {
@@ -135,24 +179,8 @@ pub fn matches_package(
         return false;
     }
     let is_interrupt = label(keys::INTERRUPT_LABEL) == Some(keys::INTERRUPT_LABEL_VALUE);
-    let expected = if is_interrupt {
-        // Only the container name and agent image matter; the interrupt itself is not compared.
-        let any_interrupt = Interrupt {
-            type_: InterruptType::Noop,
-            services: Vec::new(),
-        };
-        interrupt_pod(
-            settings,
-            owner,
-            package,
-            &any_interrupt,
-            &PodNode::new("", None),
-        )
-    } else {
-        match package_pod(settings, owner, package, &PodNode::new("", None), stage) {
-            Ok(pod) => pod,
-            Err(_) => return false,
-        }
+    let Some(expected) = expected.of(settings, owner, package, stage, is_interrupt) else {
+        return false;
     };
     let limit_ranged = pod
         .metadata
@@ -166,7 +194,6 @@ pub fn matches_package(
         .is_some_and(|resources| resources.any_set());
 
     let actual = init_containers(pod);
-    let expected = init_containers(&expected);
     actual.len() == expected.len()
         && actual.iter().zip(expected).all(|(actual, expected)| {
             actual.name == expected.name
@@ -180,6 +207,33 @@ pub fn matches_package(
                         limit_ranged,
                     ))
         })
+}
+
+/// The pod `package`'s `stage` (or its interrupt, where only the container name and agent image
+/// matter, so any interrupt serves) would get on a node; `None` when it cannot be built.
+fn expected_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    package: &Package,
+    stage: Stage,
+    interrupt: bool,
+) -> Option<Pod> {
+    let node = PodNode::new("", None);
+    if interrupt {
+        let any_interrupt = Interrupt {
+            type_: InterruptType::Noop,
+            services: Vec::new(),
+        };
+        Some(interrupt_pod(
+            settings,
+            owner,
+            package,
+            &any_interrupt,
+            &node,
+        ))
+    } else {
+        package_pod(settings, owner, package, &node, stage).ok()
+    }
 }
 
 fn init_containers(pod: &Pod) -> &[Container] {

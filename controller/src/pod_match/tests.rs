@@ -5,6 +5,24 @@ use skyhook_api::v1alpha1::{PackageResources, PackageStatus, Skyhook, State};
 use super::*;
 use crate::pods::tests::{package, settings, skyhook};
 
+/// [`super::validate_pod`] with nothing built yet, as the first pod of a plan sees it.
+fn validate_pod(
+    settings: &PodSettings,
+    owner: &OwnerSkyhook<'_>,
+    packages: &BTreeMap<String, Package>,
+    node_state: &NodeState,
+    pod: &Pod,
+) -> Verdict {
+    super::validate_pod(
+        settings,
+        owner,
+        packages,
+        node_state,
+        pod,
+        &mut ExpectedContainers::default(),
+    )
+}
+
 fn owner(skyhook: &Skyhook) -> OwnerSkyhook<'_> {
     OwnerSkyhook::new(skyhook).unwrap()
 }

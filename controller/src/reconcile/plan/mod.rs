@@ -52,6 +52,7 @@ use skyhook_api::transition::FinishedStage;
 use skyhook_api::v1alpha1::SkyhookStatus;
 
 use crate::config::Config;
+use crate::pod_match::ExpectedContainers;
 use crate::pod_outcome::PodOutcome;
 
 use super::snapshot::{NodeConditionView, NodeView, OwnedPod, Snapshot};
@@ -275,6 +276,8 @@ struct Planner<'s> {
     pods_on: HashMap<&'s str, PodsOnNode<'s>>,
     /// The Events of [`Plan::events`], to add each once without searching the list.
     events_planned: HashSet<PlannedEvent>,
+    /// The init containers each package's pods must run, for validating pods.
+    expected_containers: ExpectedContainers,
     /// Per node, the requests of the package pods this plan creates.
     created_requests: BTreeMap<String, CpuMemory>,
     /// Pods this plan deletes because they succeeded.
@@ -306,6 +309,7 @@ impl<'s> Planner<'s> {
             created_on: BTreeMap::new(),
             pods_on: pods_per_node(snapshot),
             events_planned: HashSet::new(),
+            expected_containers: ExpectedContainers::default(),
             created_requests: BTreeMap::new(),
             succeeded: BTreeSet::new(),
             metadata_due: BTreeSet::new(),

@@ -131,7 +131,14 @@ impl Planner<'_> {
         pod: &OwnedPod,
     ) -> Option<InvalidReason> {
         let state = self.nodes.get_mut(pod.node.as_str())?.state(owner.name);
-        match validate_pod(&self.config.pods, owner, packages, state, &pod.pod) {
+        match validate_pod(
+            &self.config.pods,
+            owner,
+            packages,
+            state,
+            &pod.pod,
+            &mut self.expected_containers,
+        ) {
             Verdict::Keep => None,
             Verdict::Invalidate(reason) => Some(reason),
         }
