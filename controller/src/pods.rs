@@ -412,7 +412,7 @@ pub struct PodNode<'a> {
     /// The node's `status.nodeInfo.bootID` when the pod is created.
     pub boot_id: Option<&'a str>,
     /// The node's place in the Skyhook's rollout order (`SKYHOOK_NODE_ORDER`, see
-    /// [`skyhook_api::budget::node_order`]); 0 for a node not in it.
+    /// [`skyhook_api::budget::node_orders`]); 0 for a node not in it.
     pub order: i64,
 }
 

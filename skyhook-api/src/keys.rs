@@ -251,7 +251,7 @@ pub const ENV_COPY_RESOLV: &str = "COPY_RESOLV";
 /// Agent env: `<skyhook>-<uid>-<generation>_<package>_<version>`, the key of interrupt flags.
 pub const ENV_SKYHOOK_RESOURCE_ID: &str = "SKYHOOK_RESOURCE_ID";
 /// Agent environment: the node's place in the Skyhook's rollout order, a decimal that only grows
-/// across batches (see [`crate::budget::node_order`]).
+/// across batches (see [`crate::budget::node_orders`]).
 pub const ENV_SKYHOOK_NODE_ORDER: &str = "SKYHOOK_NODE_ORDER";
 /// The environment variables the operator injects into agent containers, in the order it adds
 /// them after the package's own `env`. A pod is compared with the spec without them.

@@ -23,7 +23,7 @@ pub use evaluate::{
 pub use fleet::{
     FleetBudget, FleetBudgetError, fleet_admits, fleet_wait_message, holds_fleet_slot,
 };
-pub use order::{next_node_order_offset, node_order};
+pub use order::{next_node_order_offset, node_orders};
 pub use select::{
     BlockReason, BlockedNode, CandidateNode, CompartmentNodes, Selection, block_reason,
 };

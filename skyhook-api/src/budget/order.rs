@@ -12,17 +12,20 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-/// The order of `node`: `offset` plus its index in `picked` by (pick time, name); 0 when it is
-/// not picked.
-pub fn node_order(picked: &BTreeMap<String, Time>, offset: i64, node: &str) -> i64 {
-    let Some(time) = picked.get(node) else {
-        return 0;
-    };
-    let before = picked
+/// The order of every picked node: `offset` plus its index in `picked` by (pick time, name). A
+/// node missing from the result is not picked and has order 0. One sort for the whole batch, so
+/// a plan over thousands of picked nodes does not rank each against all the others.
+pub fn node_orders(picked: &BTreeMap<String, Time>, offset: i64) -> BTreeMap<&str, i64> {
+    let mut ranked: Vec<(&Time, &str)> = picked
         .iter()
-        .filter(|(name, at)| (&at.0, name.as_str()) < (&time.0, node))
-        .count();
-    offset.saturating_add(i64::try_from(before).unwrap_or(i64::MAX))
+        .map(|(name, at)| (at, name.as_str()))
+        .collect();
+    ranked.sort_unstable_by(|a, b| (&a.0.0, a.1).cmp(&(&b.0.0, b.1)));
+    ranked
+        .into_iter()
+        .zip(0_i64..)
+        .map(|((_, name), index)| (name, offset.saturating_add(index)))
+        .collect()
 }
 
 /// The offset after `picked_before` became `picked_now`: one more per node that left.
@@ -43,6 +46,11 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
+
+    /// The order of `node` as a pod's `SKYHOOK_NODE_ORDER` gets it.
+    fn node_order(picked: &BTreeMap<String, Time>, offset: i64, node: &str) -> i64 {
+        node_orders(picked, offset).get(node).copied().unwrap_or(0)
+    }
 
     fn picked(nodes: &[(&str, i64)]) -> BTreeMap<String, Time> {
         nodes

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
     CompartmentSpec, NodeActivity, fleet_wait_message, legacy_compartments, next_node_order_offset,
-    node_order, policy_compartments, slot_hold, uncordon_on_failure,
+    node_orders, policy_compartments, slot_hold, uncordon_on_failure,
 };
 use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until};
 use skyhook_api::interrupt::has_interrupt;
@@ -507,8 +507,9 @@ impl<'s> Planner<'s> {
         status.compartment_statuses = compartment_statuses;
         outcome.blocking = blocking;
         let mut fleet_waiting = Vec::new();
+        let orders = node_orders(&status.node_priority, status.node_order_offset.into());
         for node in &picks {
-            let order = node_order(&status.node_priority, status.node_order_offset.into(), node);
+            let order = orders.get(node.as_str()).copied().unwrap_or(0);
             let run = self.run_node(pass, (node, order), &status.config_updates);
             outcome.applied = run.applied.or(outcome.applied.take());
             if let Some(message) = run.drain_blocked
