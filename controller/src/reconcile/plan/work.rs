@@ -1,6 +1,13 @@
 //! A working copy of one node: the plan edits it in place, and [`NodeWork::patch`] returns only
 //! what differs from the node as read.
+//!
+//! A plan looks at every node but changes few of them, so the copy is made on the first change:
+//! annotations and labels are borrowed from the view until then, conditions are taken over only
+//! when one is set to something new, each Skyhook's node state is parsed once, and writes that
+//! change nothing are not made. A node the plan leaves as it was costs no copies and an empty
+//! patch.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -18,32 +25,39 @@ use crate::reconcile::snapshot::{NodeConditionView, NodeView};
 #[derive(Debug, Clone)]
 pub(super) struct NodeWork<'s> {
     pub(super) view: &'s NodeView,
-    annotations: BTreeMap<String, String>,
-    labels: BTreeMap<String, String>,
+    /// The annotations as this plan leaves them so far (node states apart, see `states`).
+    annotations: Cow<'s, BTreeMap<String, String>>,
+    labels: Cow<'s, BTreeMap<String, String>>,
     pub(super) taints: Vec<Taint>,
     unschedulable: bool,
-    /// The node's conditions by type, as this plan leaves them so far.
-    conditions: BTreeMap<String, NodeConditionView>,
+    /// The node's conditions by type as this plan leaves them, once one of them changed;
+    /// `None` while they are as read.
+    conditions: Option<BTreeMap<String, NodeConditionView>>,
     /// Node states parsed on first use, by Skyhook; written back in [`NodeWork::patch`].
-    states: BTreeMap<String, NodeState>,
+    states: BTreeMap<String, WorkState>,
     /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
     /// planner, and never written over (the Skyhook's pass skips the node).
     malformed: BTreeMap<String, String>,
+}
+
+/// One Skyhook's node state on the node.
+#[derive(Debug, Clone)]
+struct WorkState {
+    /// As the annotation was read; `None` when there is none or it did not parse.
+    read: Option<NodeState>,
+    /// As this plan leaves it so far.
+    now: NodeState,
 }
 
 impl<'s> NodeWork<'s> {
     pub(super) fn new(view: &'s NodeView) -> Self {
         NodeWork {
             view,
-            annotations: view.annotations.clone(),
-            labels: view.labels.clone(),
+            annotations: Cow::Borrowed(&view.annotations),
+            labels: Cow::Borrowed(&view.labels),
             taints: view.taints.clone(),
             unschedulable: view.unschedulable,
-            conditions: view
-                .conditions
-                .iter()
-                .map(|c| (c.type_.clone(), c.clone()))
-                .collect(),
+            conditions: None,
             states: BTreeMap::new(),
             malformed: BTreeMap::new(),
         }
@@ -62,16 +76,33 @@ impl<'s> NodeWork<'s> {
     /// [`NodeWork::malformed`]: the Skyhook's pass skips such a node, and whatever else edits
     /// its state is not written back over the annotation.
     pub(super) fn state(&mut self, skyhook: &str) -> &mut NodeState {
-        let annotations = &self.annotations;
-        let malformed = &mut self.malformed;
+        &mut self.work_state(skyhook).now
+    }
+
+    /// `skyhook`'s state, parsed on first use: as read from the view, and as this plan leaves
+    /// it, starting from the working annotations (the same text unless this plan removed it).
+    fn work_state(&mut self, skyhook: &str) -> &mut WorkState {
+        let (view, annotations, malformed) = (self.view, &self.annotations, &mut self.malformed);
         self.states.entry(skyhook.to_owned()).or_insert_with(|| {
-            let Some(text) = annotations.get(&keys::node_state_annotation(skyhook)) else {
-                return NodeState::new();
+            let key = keys::node_state_annotation(skyhook);
+            let read_text = view.annotations.get(&key);
+            let read = read_text.map(|text| NodeState::parse(text));
+            let now = match annotations.get(&key) {
+                None => Ok(NodeState::new()),
+                Some(text) if Some(text) == read_text => match &read {
+                    Some(Ok(state)) => Ok(state.clone()),
+                    _ => NodeState::parse(text),
+                },
+                Some(text) => NodeState::parse(text),
             };
-            NodeState::parse(text).unwrap_or_else(|error| {
+            let now = now.unwrap_or_else(|error| {
                 malformed.insert(skyhook.to_owned(), error_chain(&error));
                 NodeState::new()
-            })
+            });
+            WorkState {
+                read: read.and_then(Result::ok),
+                now,
+            }
         })
     }
 
@@ -83,29 +114,22 @@ impl<'s> NodeWork<'s> {
         skyhook: &str,
         now: Timestamp,
     ) -> Vec<FinishedStage> {
-        let written = self.written_state(skyhook);
-        stamp_transitions(&written, self.state(skyhook), now)
+        let state = self.work_state(skyhook);
+        let written = state.read.clone().unwrap_or_default();
+        stamp_transitions(&written, &mut state.now, now)
     }
 
     /// When `skyhook`'s node state last changed as this plan leaves it so far: an entry this
     /// plan changed counts as changed `now`, as [`NodeWork::stamp_transitions`] will stamp it.
     pub(super) fn last_transition(&mut self, skyhook: &str, now: Timestamp) -> Option<Timestamp> {
-        let written = self.written_state(skyhook);
-        let mut stamped = self.state(skyhook).clone();
+        let state = self.work_state(skyhook);
+        let written = state.read.clone().unwrap_or_default();
+        let mut stamped = state.now.clone();
         stamp_transitions(&written, &mut stamped, now);
         stamped
             .iter()
             .filter_map(|(_, entry)| entry.last_transition_time.as_ref().map(|t| t.0))
             .max()
-    }
-
-    /// `skyhook`'s node state as the annotation was read (empty when unreadable).
-    fn written_state(&self, skyhook: &str) -> NodeState {
-        self.view
-            .annotations
-            .get(&keys::node_state_annotation(skyhook))
-            .and_then(|text| NodeState::parse(text).ok())
-            .unwrap_or_default()
     }
 
     /// Whether the node holds a fleet slot as this plan leaves it so far: some Skyhook's cordon,
@@ -121,7 +145,10 @@ impl<'s> NodeWork<'s> {
         for skyhook in &skyhooks {
             self.state(skyhook);
         }
-        let states = self.states.iter().map(|(s, state)| (s.as_str(), state));
+        let states = self
+            .states
+            .iter()
+            .map(|(s, state)| (s.as_str(), &state.now));
         holds_fleet_slot(&self.annotations, self.unschedulable, states)
     }
 
@@ -146,33 +173,29 @@ impl<'s> NodeWork<'s> {
 
     pub(super) fn set_status(&mut self, skyhook: &str, status: Status) {
         let key = keys::node_status_key(skyhook);
-        self.annotations.insert(key.clone(), status.to_string());
-        self.labels.insert(key, status.to_string());
+        let value = status.to_string();
+        set_entry(&mut self.labels, &key, &value);
+        set_entry(&mut self.annotations, &key, &value);
     }
 
     /// Forgets `skyhook` on this node: state, status annotation and label.
     pub(super) fn reset(&mut self, skyhook: &str) {
-        self.states.insert(skyhook.to_owned(), NodeState::new());
+        self.work_state(skyhook).now = NodeState::new();
         self.malformed.remove(skyhook);
         let key = keys::node_status_key(skyhook);
-        self.annotations.remove(&key);
-        self.labels.remove(&key);
+        remove_entry(&mut self.annotations, &key);
+        remove_entry(&mut self.labels, &key);
     }
 
     pub(super) fn set_annotation(&mut self, key: String, value: String) {
-        self.annotations.insert(key, value);
+        set_entry(&mut self.annotations, &key, &value);
     }
 
     /// Sets the annotation `key` to `value`, or removes it for `None`.
     pub(super) fn set_or_remove_annotation(&mut self, key: &str, value: Option<&str>) {
         match value {
-            Some(value) if self.annotations.get(key).map(String::as_str) != Some(value) => {
-                self.annotations.insert(key.to_owned(), value.to_owned());
-            }
-            Some(_) => {}
-            None => {
-                self.annotations.remove(key);
-            }
+            Some(value) => set_entry(&mut self.annotations, key, value),
+            None => remove_entry(&mut self.annotations, key),
         }
     }
 
@@ -189,7 +212,28 @@ impl<'s> NodeWork<'s> {
             reason: reason.to_owned(),
             message,
         };
-        self.conditions.insert(type_, condition);
+        if self.condition(&type_) != Some(&condition) {
+            self.conditions_mut().insert(type_, condition);
+        }
+    }
+
+    /// The condition `type_` as this plan leaves it so far.
+    fn condition(&self, type_: &str) -> Option<&NodeConditionView> {
+        match &self.conditions {
+            Some(conditions) => conditions.get(type_),
+            None => self.view.conditions.iter().find(|c| c.type_ == type_),
+        }
+    }
+
+    /// The conditions, taken over from the node as read on the first change.
+    fn conditions_mut(&mut self) -> &mut BTreeMap<String, NodeConditionView> {
+        let view = self.view;
+        self.conditions.get_or_insert_with(|| {
+            view.conditions
+                .iter()
+                .map(|c| (c.type_.clone(), c.clone()))
+                .collect()
+        })
     }
 
     /// Removes every trace of a deleted Skyhook (upstream §2.8): its cordon, every annotation
@@ -202,7 +246,7 @@ impl<'s> NodeWork<'s> {
             (
                 work.current_annotations(),
                 work.labels.len(),
-                work.conditions.len(),
+                work.condition_types().count(),
                 work.unschedulable,
             )
         };
@@ -216,49 +260,63 @@ impl<'s> NodeWork<'s> {
         let forget = |key: &String| {
             keys::is_skyhook_node_key(key, skyhook) && !(keep_markers && markers.contains(key))
         };
-        self.annotations.retain(|key, _| !forget(key));
-        self.labels.retain(|key, _| !forget(key));
+        retain_entries(&mut self.annotations, |key| !forget(key));
+        retain_entries(&mut self.labels, |key| !forget(key));
         if !keep_markers {
             self.states.remove(skyhook);
         }
         let prefix = keys::node_condition_prefix(skyhook);
-        self.conditions
-            .retain(|type_, _| !type_.starts_with(&prefix));
+        if self
+            .condition_types()
+            .any(|type_| type_.starts_with(&prefix))
+        {
+            self.conditions_mut()
+                .retain(|type_, _| !type_.starts_with(&prefix));
+        }
         held(self) != before
     }
 
     /// Cordons the node for `skyhook`, recording ownership and when; a drain that failed
     /// before is being tried again, so its mark goes.
     pub(super) fn cordon(&mut self, skyhook: &str, now: &str) {
-        self.annotations
-            .remove(&keys::drain_failed_annotation(skyhook));
-        self.annotations
-            .insert(keys::cordon_annotation(skyhook), "true".to_owned());
-        self.annotations
-            .entry(keys::cordoned_at_annotation(skyhook))
-            .or_insert_with(|| now.to_owned());
+        remove_entry(
+            &mut self.annotations,
+            &keys::drain_failed_annotation(skyhook),
+        );
+        set_entry(
+            &mut self.annotations,
+            &keys::cordon_annotation(skyhook),
+            "true",
+        );
+        let cordoned_at = keys::cordoned_at_annotation(skyhook);
+        if !self.annotations.contains_key(&cordoned_at) {
+            set_entry(&mut self.annotations, &cordoned_at, now);
+        }
         self.unschedulable = true;
     }
 
     /// Marks a drain of `skyhook` that timed out with `onTimeout: fail` (see
     /// `skyhook_api::budget::slot`).
     pub(super) fn mark_drain_failed(&mut self, skyhook: &str, now: &str) {
-        self.annotations
-            .insert(keys::drain_failed_annotation(skyhook), now.to_owned());
+        set_entry(
+            &mut self.annotations,
+            &keys::drain_failed_annotation(skyhook),
+            now,
+        );
     }
 
     /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook
     /// holds one. Does nothing when `skyhook` holds none, so an administrator's cordon stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
-        if self
-            .annotations
-            .remove(&keys::cordon_annotation(skyhook))
-            .is_none()
-        {
+        let cordon = keys::cordon_annotation(skyhook);
+        if !self.annotations.contains_key(&cordon) {
             return;
         }
-        self.annotations
-            .remove(&keys::cordoned_at_annotation(skyhook));
+        remove_entry(&mut self.annotations, &cordon);
+        remove_entry(
+            &mut self.annotations,
+            &keys::cordoned_at_annotation(skyhook),
+        );
         let others = self
             .annotations
             .keys()
@@ -287,56 +345,109 @@ impl<'s> NodeWork<'s> {
     /// The node's annotations as this plan leaves them so far, node states included; a node
     /// state that did not change keeps its text as read, and one that did not parse stays.
     pub(super) fn current_annotations(&self) -> BTreeMap<String, String> {
-        let mut annotations = self.annotations.clone();
-        for (skyhook, state) in &self.states {
-            if self.malformed.contains_key(skyhook) {
-                continue;
-            }
-            let key = keys::node_state_annotation(skyhook);
-            if state.is_empty() {
-                annotations.remove(&key);
-            } else {
-                let text = state.to_annotation();
-                let unchanged = self
-                    .view
-                    .annotations
-                    .get(&key)
-                    .and_then(|old| NodeState::parse(old).ok())
-                    .is_some_and(|old| old == *state);
-                if !unchanged {
-                    annotations.insert(key, text);
-                } else if let Some(old) = self.view.annotations.get(&key) {
-                    annotations.insert(key, old.clone());
-                }
-            }
+        let mut annotations = self.annotations.clone().into_owned();
+        for (key, value) in self.state_annotations() {
+            match value {
+                Some(text) => annotations.insert(key, text),
+                None => annotations.remove(&key),
+            };
         }
         annotations
     }
 
+    /// The node-state annotations as this plan leaves them, overriding `annotations`: removed
+    /// (`None`) when the state is empty; its text as read when the state did not change (so an
+    /// equal state written differently is not rewritten); a malformed one stays as it is.
+    fn state_annotations(&self) -> impl Iterator<Item = (String, Option<String>)> + '_ {
+        self.states
+            .iter()
+            .filter(|(skyhook, _)| !self.malformed.contains_key(*skyhook))
+            .map(|(skyhook, state)| {
+                let key = keys::node_state_annotation(skyhook);
+                let text = if state.now.is_empty() {
+                    None
+                } else if state.read.as_ref() == Some(&state.now) {
+                    self.view.annotations.get(&key).cloned()
+                } else {
+                    Some(state.now.to_annotation())
+                };
+                (key, text)
+            })
+    }
+
+    fn condition_types(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        match &self.conditions {
+            Some(conditions) => Box::new(conditions.keys().map(String::as_str)),
+            None => Box::new(self.view.conditions.iter().map(|c| c.type_.as_str())),
+        }
+    }
+
     /// What differs from the node as read.
     pub(super) fn patch(&self) -> NodePatch {
+        let mut annotations = match &self.annotations {
+            Cow::Borrowed(_) => BTreeMap::new(),
+            Cow::Owned(current) => diff(&self.view.annotations, current),
+        };
+        for (key, text) in self.state_annotations() {
+            let read = self.view.annotations.get(&key);
+            if text.as_ref() == read {
+                annotations.remove(&key);
+            } else {
+                annotations.insert(key, text);
+            }
+        }
+        let labels = match &self.labels {
+            Cow::Borrowed(_) => BTreeMap::new(),
+            Cow::Owned(current) => diff(&self.view.labels, current),
+        };
+        let (conditions, remove_conditions) = match &self.conditions {
+            None => (Vec::new(), Vec::new()),
+            Some(current) => (
+                // Written only when status, reason or message differ from the node as read,
+                // so a settled node costs no status write per reconcile.
+                current
+                    .values()
+                    .filter(|condition| !self.view.conditions.contains(condition))
+                    .cloned()
+                    .collect(),
+                self.view
+                    .conditions
+                    .iter()
+                    .filter(|c| !current.contains_key(&c.type_))
+                    .map(|c| c.type_.clone())
+                    .collect(),
+            ),
+        };
         NodePatch {
-            annotations: diff(&self.view.annotations, &self.current_annotations()),
-            labels: diff(&self.view.labels, &self.labels),
+            annotations,
+            labels,
             unschedulable: (self.unschedulable != self.view.unschedulable)
                 .then_some(self.unschedulable),
             taints: (self.taints != self.view.taints).then(|| self.taints.clone()),
-            // Written only when status, reason or message differ from the node as read, so a
-            // settled node costs no status write per reconcile.
-            conditions: self
-                .conditions
-                .values()
-                .filter(|condition| !self.view.conditions.contains(condition))
-                .cloned()
-                .collect(),
-            remove_conditions: self
-                .view
-                .conditions
-                .iter()
-                .filter(|c| !self.conditions.contains_key(&c.type_))
-                .map(|c| c.type_.clone())
-                .collect(),
+            conditions,
+            remove_conditions,
         }
+    }
+}
+
+/// Sets `key` to `value` in `map`, copying a borrowed map only when that changes it.
+fn set_entry(map: &mut Cow<'_, BTreeMap<String, String>>, key: &str, value: &str) {
+    if map.get(key).map(String::as_str) != Some(value) {
+        map.to_mut().insert(key.to_owned(), value.to_owned());
+    }
+}
+
+/// Removes `key` from `map`, copying a borrowed map only when it holds the key.
+fn remove_entry(map: &mut Cow<'_, BTreeMap<String, String>>, key: &str) {
+    if map.contains_key(key) {
+        map.to_mut().remove(key);
+    }
+}
+
+/// Keeps the entries whose key `keep` accepts, copying a borrowed map only when one goes.
+fn retain_entries(map: &mut Cow<'_, BTreeMap<String, String>>, keep: impl Fn(&String) -> bool) {
+    if !map.keys().all(&keep) {
+        map.to_mut().retain(|key, _| keep(key));
     }
 }
 
