@@ -877,7 +877,7 @@ async fn report_ready_nodes(
             let ready = list
                 .items
                 .iter()
-                .filter(|node| crate::node::sim::is_ready(node))
+                .filter(|node| crate::node::sim::is_settled(node))
                 .count();
             if ready >= expected {
                 // The caller reports completion, with the time it took.

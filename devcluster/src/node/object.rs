@@ -225,6 +225,30 @@ pub fn is_ready(node: &Node) -> bool {
         .is_some_and(|c| c.status == "True")
 }
 
+/// The taints kube-controller-manager's node lifecycle controller keeps on a node while it is
+/// not Ready or not reachable.
+pub const LIFECYCLE_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
+
+/// Whether a Node is Ready and kube-controller-manager has taken its lifecycle taints off. A new
+/// node registers with `not-ready` and keeps it for a few seconds after it turns Ready (at 1,000
+/// nodes, most of them still had it when they were all Ready); until then only pods tolerating
+/// it run there. Other taints (registered with the node on purpose) do not count.
+pub fn is_settled(node: &Node) -> bool {
+    let lifecycle_tainted = node
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.taints.as_ref())
+        .is_some_and(|taints| {
+            taints
+                .iter()
+                .any(|taint| LIFECYCLE_TAINTS.contains(&taint.key.as_str()))
+        });
+    is_ready(node) && !lifecycle_tainted
+}
+
 /// Whether a running kubelet posts its node's status now, as the real one decides every
 /// `nodeStatusUpdateFrequency`: when the API server's copy differs from what it would post (Ready
 /// not True, say after kube-controller-manager set it Unknown; another boot ID), or when its last
@@ -329,6 +353,35 @@ mod tests {
             status.allocatable.as_ref().unwrap().get("pods"),
             Some(&Quantity("110".into()))
         );
+    }
+
+    #[test]
+    fn a_node_is_settled_when_ready_without_lifecycle_taints() {
+        let node = |ready: &str, taints: &[&str]| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "n"},
+                "spec": {"taints": taints.iter()
+                    .map(|key| serde_json::json!({"key": key, "effect": "NoSchedule"}))
+                    .collect::<Vec<_>>()},
+                "status": {"conditions": [{"type": "Ready", "status": ready}]}
+            }))
+            .unwrap()
+        };
+        let cases = [
+            ("True", vec![], true),
+            ("True", vec!["node.kubernetes.io/not-ready"], false),
+            ("True", vec!["node.kubernetes.io/unreachable"], false),
+            ("True", vec!["skyhook.nvidia.com=runtime-required"], true),
+            ("False", vec![], false),
+            ("Unknown", vec!["node.kubernetes.io/unreachable"], false),
+        ];
+        for (ready, taints, settled) in cases {
+            assert_eq!(
+                is_settled(&node(ready, &taints)),
+                settled,
+                "{ready} {taints:?}"
+            );
+        }
     }
 
     #[test]

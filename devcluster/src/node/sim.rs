@@ -29,7 +29,7 @@ use crate::kubelet::api::KubeletApi;
 use crate::kubelet::quantity;
 use crate::network::{ClusterNetwork, NodeBridges};
 
-pub(crate) use super::object::is_ready;
+pub(crate) use super::object::is_settled;
 
 /// Field manager of every write the simulator makes.
 pub(crate) const FIELD_MANAGER: &str = "devcluster-kubelet";
@@ -283,8 +283,10 @@ impl NodeSim {
             .collect()
     }
 
-    /// Waits until every simulated node is Ready in the API. It does not time out by itself:
-    /// callers bound it (thousands of nodes take a while).
+    /// Waits until every simulated node is Ready in the API and kube-controller-manager has
+    /// taken its lifecycle taints off (see [`is_settled`]), as the nodes of an established
+    /// cluster are. It does not time out by itself: callers bound it (thousands of nodes take a
+    /// while).
     pub async fn wait_ready(&self) -> Result<(), NodeError> {
         let mut pending: BTreeSet<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         let api: Api<Node> = Api::all(self.ctx.client.clone());
@@ -300,7 +302,7 @@ impl NodeSim {
                 .ok_or_else(|| NodeError::Watch {
                     reason: "the watch ended".to_owned(),
                 })?;
-            if is_ready(&node)
+            if is_settled(&node)
                 && let Some(name) = &node.metadata.name
             {
                 pending.remove(name);
