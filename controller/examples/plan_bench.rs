@@ -20,6 +20,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -318,7 +319,7 @@ fn main() -> anyhow::Result<()> {
             snapshot.pods.extend(
                 started
                     .into_iter()
-                    .filter_map(|pod| OwnedPod::new(pod.into(), PodOutcome::Running)),
+                    .filter_map(|pod| OwnedPod::new(Arc::new(pod.into()), PodOutcome::Running)),
             );
             let (_, planned) = measure(&snapshot, &config, now);
             if let Some(status) = planned.statuses.get(SKYHOOK) {

@@ -16,7 +16,8 @@
 //!
 //! Node objects are decoded with only what the controller reads ([`CachedNode`]): no
 //! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
-//! annotations stay whole: the node-metadata ConfigMaps copy them.
+//! annotations stay whole: the node-metadata ConfigMaps copy them. Pods are decoded without
+//! `managedFields` ([`CachedPod`]).
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -26,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, future};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -36,12 +37,12 @@ use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 use tokio::sync::Notify;
 use tracing::warn;
 
-pub mod cached_node;
 pub mod own_writes;
+pub mod slim;
 pub mod trigger;
 
-pub use cached_node::CachedNode;
 use own_writes::{CachedKind, OwnWrite, shows};
+pub use slim::{CachedNode, CachedPod};
 use trigger::{Trigger, node_changed, version_changed};
 
 /// How often the caches are checked while the last reconcile's writes are not all shown.
@@ -53,7 +54,7 @@ pub struct Caches {
     skyhooks: Store<Skyhook>,
     policies: Store<DeploymentPolicy>,
     nodes: Store<CachedNode>,
-    pods: Store<Pod>,
+    pods: Store<CachedPod>,
     package_configmaps: Store<ConfigMap>,
     metadata_configmaps: Store<ConfigMap>,
     /// The namespace of the controller's pods and ConfigMaps.
@@ -76,7 +77,7 @@ pub struct CachedObjects {
     /// Every Node.
     pub nodes: Vec<Arc<CachedNode>>,
     /// The controller's package and interrupt pods.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<CachedPod>>,
     /// The controller's package ConfigMaps.
     pub package_configmaps: Vec<Arc<ConfigMap>>,
     /// The controller's node-metadata ConfigMaps.
@@ -116,10 +117,10 @@ impl Caches {
             |old, new| node_changed(old, new),
         );
         let (pods, pods_watch) = reflect(
-            Api::<Pod>::namespaced(client.clone(), namespace),
+            Api::<CachedPod>::namespaced(client.clone(), namespace),
             owned.clone(),
             changed.clone(),
-            |pod: &mut Pod| pod.managed_fields_mut().clear(),
+            |_| {},
             version_changed,
         );
         let (package_configmaps, package_configmaps_watch) = reflect(

@@ -158,7 +158,7 @@ mod tests {
     use crate::pods::tests::skyhook;
 
     fn node(name: &str, labels: &[(&str, &str)]) -> Arc<CachedNode> {
-        Arc::new(CachedNode(Node {
+        Arc::new(CachedNode::from(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some(

@@ -94,7 +94,7 @@ pub struct NodeView {
 pub struct OwnedPod {
     /// The pod as cached, shared with the cache (validation compares its containers with the
     /// spec).
-    pub pod: std::sync::Arc<Pod>,
+    pub pod: std::sync::Arc<cache::CachedPod>,
     /// Pod name.
     pub name: String,
     /// `spec.nodeName`.
@@ -264,7 +264,7 @@ fn reboot_deadlines(
 impl OwnedPod {
     /// Reads the pod's name, node, Skyhook and package from its labels and annotation, with
     /// its `outcome` already classified; `None` for a pod not bound to a node.
-    pub fn new(pod: std::sync::Arc<Pod>, outcome: PodOutcome) -> Option<OwnedPod> {
+    pub fn new(pod: std::sync::Arc<cache::CachedPod>, outcome: PodOutcome) -> Option<OwnedPod> {
         let node = pod.spec.as_ref()?.node_name.clone()?;
         let label = |key: &str| {
             pod.metadata
@@ -471,7 +471,7 @@ mod tests {
         };
         let cached = cache::CachedObjects {
             nodes: vec![Arc::new(node("n", &[], "True").into())],
-            pods: vec![Arc::new(pod)],
+            pods: vec![Arc::new(pod.into())],
             ..cache::CachedObjects::default()
         };
         let now: Timestamp = "2026-01-01T00:00:00Z"

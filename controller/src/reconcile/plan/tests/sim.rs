@@ -440,6 +440,6 @@ fn key(pod: &OwnedPod) -> Option<PodKey> {
 
 /// A created pod as the cache would hold it, still running.
 pub(super) fn owned(pod: Pod) -> OwnedPod {
-    OwnedPod::new(std::sync::Arc::new(pod), PodOutcome::Running)
+    OwnedPod::new(std::sync::Arc::new(pod.into()), PodOutcome::Running)
         .expect("test pods are bound to a node")
 }

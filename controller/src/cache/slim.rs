@@ -1,87 +1,116 @@
-//! The Node as the cache holds it, decoded without what the controller never reads.
+//! Nodes and pods as the caches hold them, decoded without what the controller never reads.
 //!
 //! A real Node is 10-40 KB of JSON, most of it `managedFields`, the image list and the system
-//! info; the controller reads a few hundred bytes of it. Decoding the whole object and trimming
-//! it afterwards allocates all of it on every watch event (a Node changes every few minutes on
-//! its own) and leaves the kept parts scattered among the freed ones, so the allocator cannot
-//! give the pages back. [`CachedNode`] decodes only the kept fields: serde skips the rest of the
+//! info; the controller reads a few hundred bytes of it. A package pod changes five times in its
+//! life (the kubelet posts each container's start and end), and every version carries the
+//! kubelet's and the controller's `managedFields`, which serde decodes into a tree of JSON
+//! values. Decoding the whole object and trimming it afterwards allocates all of it on every
+//! watch event and leaves the kept parts scattered among the freed ones, so the allocator cannot
+//! give the pages back. [`Slim`] objects decode only the kept fields: serde skips the rest of the
 //! JSON without allocating it.
 //!
-//! Kept: the metadata without `managedFields` (labels and annotations whole: the node-metadata
-//! ConfigMaps copy them), the taints and `unschedulable`, the conditions, the boot ID and the
-//! allocatable CPU and memory; everything [`crate::reconcile::snapshot::node_view`], the trigger
-//! and the metrics read.
+//! [`CachedNode`] keeps the metadata without `managedFields` (labels and annotations whole: the
+//! node-metadata ConfigMaps copy them), the taints and `unschedulable`, the conditions, the boot
+//! ID and the allocatable CPU and memory; everything [`crate::reconcile::snapshot::node_view`],
+//! the trigger and the metrics read. [`CachedPod`] keeps the whole pod but `managedFields`.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
 use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodSpec, PodStatus, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
-/// A Node holding only what the controller reads (see the module documentation).
+/// A Kubernetes object holding only what the controller reads (see the module documentation);
+/// it reads as the object itself.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CachedNode(pub Node);
+pub struct Slim<K>(pub K);
 
-impl Deref for CachedNode {
-    type Target = Node;
+/// A Node as the cache holds it.
+pub type CachedNode = Slim<Node>;
 
-    fn deref(&self) -> &Node {
+/// A pod as the cache holds it.
+pub type CachedPod = Slim<Pod>;
+
+impl<K> Deref for Slim<K> {
+    type Target = K;
+
+    fn deref(&self) -> &K {
         &self.0
     }
 }
 
-impl DerefMut for CachedNode {
-    fn deref_mut(&mut self) -> &mut Node {
+impl<K> DerefMut for Slim<K> {
+    fn deref_mut(&mut self) -> &mut K {
         &mut self.0
     }
 }
 
-impl From<Node> for CachedNode {
-    fn from(node: Node) -> Self {
-        CachedNode(node)
+impl<K> From<K> for Slim<K> {
+    fn from(object: K) -> Self {
+        Slim(object)
     }
 }
 
-impl Resource for CachedNode {
-    type DynamicType = <Node as Resource>::DynamicType;
-    type Scope = <Node as Resource>::Scope;
+impl<K: Resource> Resource for Slim<K> {
+    type DynamicType = K::DynamicType;
+    type Scope = K::Scope;
 
     fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::kind(dt)
+        K::kind(dt)
     }
 
     fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::group(dt)
+        K::group(dt)
     }
 
     fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::version(dt)
+        K::version(dt)
     }
 
     fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::plural(dt)
+        K::plural(dt)
     }
 
     fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
+        self.0.meta()
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
+        self.0.meta_mut()
     }
 }
 
-impl<'de> Deserialize<'de> for CachedNode {
+impl<'de> Deserialize<'de> for Slim<Node> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = WireNode::deserialize(deserializer)?;
-        Ok(CachedNode(wire.into_node()))
+        Ok(Slim(wire.into_node()))
     }
+}
+
+impl<'de> Deserialize<'de> for Slim<Pod> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WirePod::deserialize(deserializer)?;
+        Ok(Slim(Pod {
+            metadata: wire.metadata.into_meta(),
+            spec: wire.spec,
+            status: wire.status,
+        }))
+    }
+}
+
+/// A pod's JSON without `managedFields`.
+#[derive(Deserialize)]
+struct WirePod {
+    #[serde(default)]
+    metadata: WireMeta,
+    spec: Option<PodSpec>,
+    status: Option<PodStatus>,
 }
 
 /// The kept fields of a Node's JSON; serde ignores every other field.
@@ -137,8 +166,8 @@ struct WireNodeInfo {
 /// The allocatable resources the plan reads.
 const KEPT_ALLOCATABLE: [&str; 2] = ["cpu", "memory"];
 
-impl WireNode {
-    fn into_node(self) -> Node {
+impl WireMeta {
+    fn into_meta(self) -> ObjectMeta {
         let WireMeta {
             name,
             generate_name,
@@ -153,24 +182,30 @@ impl WireNode {
             annotations,
             owner_references,
             finalizers,
-        } = self.metadata;
+        } = self;
+        ObjectMeta {
+            name,
+            generate_name,
+            namespace,
+            uid,
+            resource_version,
+            generation,
+            creation_timestamp,
+            deletion_timestamp,
+            deletion_grace_period_seconds,
+            labels,
+            annotations,
+            owner_references,
+            finalizers,
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+impl WireNode {
+    fn into_node(self) -> Node {
         Node {
-            metadata: ObjectMeta {
-                name,
-                generate_name,
-                namespace,
-                uid,
-                resource_version,
-                generation,
-                creation_timestamp,
-                deletion_timestamp,
-                deletion_grace_period_seconds,
-                labels,
-                annotations,
-                owner_references,
-                finalizers,
-                ..ObjectMeta::default()
-            },
+            metadata: self.metadata.into_meta(),
             spec: self.spec.map(|spec| NodeSpec {
                 taints: spec.taints,
                 unschedulable: spec.unschedulable,
@@ -255,6 +290,35 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert_eq!(allocatable, ["cpu", "memory"]);
+    }
+
+    #[test]
+    fn a_cached_pod_is_the_pod_without_managed_fields() {
+        let json = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "gpu-driver-apply-node-1-1a2b3c4d", "namespace": "skyhook",
+                "resourceVersion": "42", "uid": "u-7",
+                "labels": {"skyhook.nvidia.com/name": "gpu"},
+                "annotations": {"skyhook.nvidia.com/package": "{}"},
+                "deletionTimestamp": "2026-11-24T11:00:00Z",
+                "ownerReferences": [{"apiVersion": "skyhook.nvidia.com/v1alpha1",
+                                     "kind": "Skyhook", "name": "gpu", "uid": "s-1"}],
+                "managedFields": [{"manager": "kubelet", "operation": "Update",
+                                   "subresource": "status", "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:status": {"f:phase": {}}}}]
+            },
+            "spec": {"nodeName": "node-1", "initContainers": [{"name": "driver-apply",
+                     "image": "agent:1", "env": [{"name": "A", "value": "b"}]}],
+                     "containers": [{"name": "pause", "image": "pause:3"}]},
+            "status": {"phase": "Running", "initContainerStatuses": [{"name": "driver-apply",
+                       "image": "agent:1", "imageID": "", "ready": false, "restartCount": 2,
+                       "state": {"terminated": {"exitCode": 0}}}]}
+        });
+        let mut pod: Pod = serde_json::from_value(json.clone()).unwrap();
+        let cached: CachedPod = serde_json::from_value(json).unwrap();
+        assert!(pod.metadata.managed_fields.take().is_some());
+        assert_eq!(cached.0, pod);
     }
 
     #[test]
