@@ -69,52 +69,48 @@ fn at_least(cached: &str, written: &str) -> bool {
         )
 }
 
+/// What a write's answer is kept for: where it left the object. Taken from the answer as soon
+/// as it arrives, so a plan's thousands of concurrent writes do not hold thousands of answers
+/// (a created pod comes back whole, with its managed fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Landed(Option<Shown>);
+
+impl Landed {
+    /// A create or patch answered with `object`.
+    pub fn written<K: Resource>(object: &K) -> Self {
+        Landed(object.meta().resource_version.clone().map(Shown::Version))
+    }
+
+    /// A delete answered with the object still there at its version (a pod's graceful
+    /// deletion, an object with finalizers), or with a status (gone at once).
+    pub fn deleted<K: Resource>(answer: &Either<K, Status>) -> Self {
+        Landed(match answer {
+            Either::Left(object) => object.meta().resource_version.clone().map(Shown::Deleting),
+            Either::Right(_) => Some(Shown::Gone),
+        })
+    }
+}
+
 /// The writes of one reconcile, collected as their answers come back.
 #[derive(Debug, Default)]
 pub struct OwnWrites(Vec<OwnWrite>);
 
 impl OwnWrites {
-    /// Notes the object a successful create or patch returned and passes the outcome on.
-    pub fn returned<K: Resource>(
+    /// Notes where a successful write left its object and passes the outcome on.
+    pub fn landed(
         &mut self,
         kind: CachedKind,
         name: &str,
-        result: Result<K, kube::Error>,
+        result: Result<Landed, kube::Error>,
     ) -> Result<(), kube::Error> {
-        let object = result?;
-        self.note(kind, name, &object);
-        Ok(())
-    }
-
-    /// Notes a successful delete: gone at once, or still there at the returned version (a pod's
-    /// graceful deletion, an object with finalizers) and passes the outcome on.
-    pub fn deleted<K: Resource>(
-        &mut self,
-        kind: CachedKind,
-        name: &str,
-        result: Result<Either<K, Status>, kube::Error>,
-    ) -> Result<(), kube::Error> {
-        let shown = match result? {
-            Either::Left(object) => object.meta().resource_version.clone().map(Shown::Deleting),
-            Either::Right(_) => Some(Shown::Gone),
-        };
-        self.push(kind, name, shown);
-        Ok(())
-    }
-
-    fn note<K: Resource>(&mut self, kind: CachedKind, name: &str, object: &K) {
-        let shown = object.meta().resource_version.clone().map(Shown::Version);
-        self.push(kind, name, shown);
-    }
-
-    fn push(&mut self, kind: CachedKind, name: &str, shown: Option<Shown>) {
-        if let Some(shown) = shown {
+        if let Landed(Some(shown)) = result? {
             self.0.push(OwnWrite {
                 kind,
                 name: name.to_owned(),
                 shown,
             });
         }
+        Ok(())
     }
 
     /// The writes noted.
@@ -178,34 +174,23 @@ mod tests {
             ..Default::default()
         };
         let mut writes = OwnWrites::default();
+        let written = |version| Ok(Landed::written(&pod(version)));
         assert!(
             writes
-                .returned(CachedKind::Pod, "a", Ok(pod(Some("7"))))
+                .landed(CachedKind::Pod, "a", written(Some("7")))
                 .is_ok()
         );
-        assert!(writes.returned(CachedKind::Pod, "b", Ok(pod(None))).is_ok());
+        assert!(writes.landed(CachedKind::Pod, "b", written(None)).is_ok());
         let refused = kube::Error::Api(Box::new(
             Status::failure("conflict", "Conflict").with_code(409),
         ));
-        assert!(
-            writes
-                .returned::<k8s_openapi::api::core::v1::Pod>(CachedKind::Pod, "c", Err(refused))
-                .is_err()
-        );
-        assert!(
-            writes
-                .deleted(CachedKind::Pod, "d", Ok(Either::Left(pod(Some("9")))))
-                .is_ok()
-        );
-        assert!(
-            writes
-                .deleted::<k8s_openapi::api::core::v1::Pod>(
-                    CachedKind::Pod,
-                    "e",
-                    Ok(Either::Right(Status::success()))
-                )
-                .is_ok()
-        );
+        assert!(writes.landed(CachedKind::Pod, "c", Err(refused)).is_err());
+        let deleting = Landed::deleted(&Either::<_, Status>::Left(pod(Some("9"))));
+        assert!(writes.landed(CachedKind::Pod, "d", Ok(deleting)).is_ok());
+        let gone = Landed::deleted(&Either::<k8s_openapi::api::core::v1::Pod, _>::Right(
+            Status::success(),
+        ));
+        assert!(writes.landed(CachedKind::Pod, "e", Ok(gone)).is_ok());
         let noted: Vec<(String, Shown)> = writes
             .into_inner()
             .into_iter()

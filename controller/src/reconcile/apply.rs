@@ -31,7 +31,7 @@ use super::plan::{
 };
 use super::snapshot::{OwnedConfigMap, Snapshot};
 use crate::cache::CachedNode;
-use crate::cache::own_writes::{CachedKind, OwnWrite, OwnWrites};
+use crate::cache::own_writes::{CachedKind, Landed, OwnWrite, OwnWrites};
 use crate::metrics::Metrics;
 
 /// Field manager of every server-side apply the controller makes.
@@ -209,7 +209,7 @@ impl<'a> Writer<'a> {
             let result = match set_finalizer(&self.skyhooks, self.snapshot, name, add).await {
                 Ok(Some(skyhook)) => {
                     self.own_writes
-                        .returned(CachedKind::Skyhook, name, Ok(skyhook))
+                        .landed(CachedKind::Skyhook, name, Ok(Landed::written(&skyhook)))
                 }
                 Ok(None) => Ok(()),
                 Err(error) => Err(error),
@@ -228,8 +228,9 @@ impl<'a> Writer<'a> {
             let result = self
                 .skyhooks
                 .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await;
-            let result = self.own_writes.returned(CachedKind::Skyhook, name, result);
+                .await
+                .map(|skyhook| Landed::written(&skyhook));
+            let result = self.own_writes.landed(CachedKind::Skyhook, name, result);
             failures.record(Operation::AnnotateSkyhook, name, result);
         }
     }
@@ -290,15 +291,16 @@ impl<'a> Writer<'a> {
                     "metadata": body.metadata,
                     "data": body.data,
                 });
-                let result = configmaps.patch(&name, ssa, &Patch::Apply(value)).await;
+                let result = configmaps
+                    .patch(&name, ssa, &Patch::Apply(value))
+                    .await
+                    .map(|configmap| Landed::written(&configmap));
                 (name, result)
             },
         )
         .await;
         for (name, result) in results {
-            let result = self
-                .own_writes
-                .returned(CachedKind::ConfigMap, &name, result);
+            let result = self.own_writes.landed(CachedKind::ConfigMap, &name, result);
             failures.record(Operation::ApplyConfigMap, &name, result);
         }
     }
@@ -340,12 +342,15 @@ impl<'a> Writer<'a> {
         let api = &self.pods;
         let results = concurrently(pods, |(name, why)| async move {
             debug!(pod = %name, reason = %why, "deleting pod");
-            let result = api.delete(&name, &DeleteParams::default()).await;
+            let result = api
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|answer| Landed::deleted(&answer));
             (name, result)
         })
         .await;
         for (name, result) in results {
-            let result = self.own_writes.deleted(CachedKind::Pod, &name, result);
+            let result = self.own_writes.landed(CachedKind::Pod, &name, result);
             failures.record(Operation::DeletePod, &name, result);
         }
     }
@@ -356,7 +361,10 @@ impl<'a> Writer<'a> {
             pods.into_iter().filter(|pod| waiting.creates_pod(pod)),
             |pod| async move {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                let result = api.create(&PostParams::default(), &pod).await;
+                let result = api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .map(|created| Landed::written(&created));
                 (name, result)
             },
         )
@@ -366,7 +374,7 @@ impl<'a> Writer<'a> {
                 // A pod with this deterministic name exists already (created by a previous
                 // leader whose writes this cache had not shown yet): it is the one wanted.
                 Err(error) if is_status(&error, 409) => Ok(()),
-                other => self.own_writes.returned(CachedKind::Pod, &name, other),
+                other => self.own_writes.landed(CachedKind::Pod, &name, other),
             };
             failures.record(Operation::CreatePod, &name, result);
         }
@@ -377,10 +385,9 @@ impl<'a> Writer<'a> {
             let result = self
                 .configmaps
                 .delete(&name, &DeleteParams::default())
-                .await;
-            let result = self
-                .own_writes
-                .deleted(CachedKind::ConfigMap, &name, result);
+                .await
+                .map(|answer| Landed::deleted(&answer));
+            let result = self.own_writes.landed(CachedKind::ConfigMap, &name, result);
             failures.record(Operation::DeleteConfigMap, &name, result);
         }
     }
@@ -399,8 +406,9 @@ impl<'a> Writer<'a> {
             let result = self
                 .skyhooks
                 .patch_status(&name, &self.ssa, &Patch::Apply(value))
-                .await;
-            let result = self.own_writes.returned(CachedKind::Skyhook, &name, result);
+                .await
+                .map(|skyhook| Landed::written(&skyhook));
+            let result = self.own_writes.landed(CachedKind::Skyhook, &name, result);
             failures.record(Operation::ApplySkyhookStatus, &name, result);
         }
     }
@@ -687,7 +695,9 @@ async fn patch_nodes(
         let result = match nodes.get(name) {
             Some(patch) => {
                 let version = read_versions.get(name).copied().flatten();
-                patch_node(api, name, patch, version).await
+                patch_node(api, name, patch, version)
+                    .await
+                    .map(|node| node.map(|node| Landed::written(&node)))
             }
             None => Ok(None),
         };
@@ -697,9 +707,9 @@ async fn patch_nodes(
     let mut changed_under_plan = false;
     for (name, result) in results {
         let result = match result {
-            Ok(Some(node)) => outcome
+            Ok(Some(landed)) => outcome
                 .own_writes
-                .returned(CachedKind::Node, name, Ok(node)),
+                .landed(CachedKind::Node, name, Ok(landed)),
             Ok(None) => Ok(()),
             Err(error) => Err(error),
         };
