@@ -58,6 +58,9 @@ pub async fn rollout(
         controller_cpu_seconds: interval.controller_cpu_seconds,
         controller_peak_rss_mib: interval.controller_peak_rss_mib,
         apiserver_cpu_seconds: interval.apiserver_cpu_seconds,
+        machine_busy_percent: interval.machine_busy_percent,
+        reconciles: interval.reconciles.count,
+        reconcile_seconds: interval.reconciles.seconds,
         writes_per_node_package: interval.requests.writes() as f64 / node_packages,
         writes_per_node_package_by_resource: interval
             .requests

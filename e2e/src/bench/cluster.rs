@@ -15,9 +15,9 @@ use devcluster::state::{ClusterRecord, StateDir};
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::process::Process;
+use super::process::{self, Process};
 use super::report::Requests;
-use super::requests::{self, Counts};
+use super::requests::{self, Counts, ReconcileTotals};
 use crate::{Installed, Setup, install_built, skyhook_api, wait_for_skyhook_status};
 
 /// How long one rollout may take before the case fails.
@@ -54,7 +54,10 @@ pub struct Mark {
     started: Instant,
     controller_cpu: f64,
     apiserver_cpu: f64,
+    /// The machine's (busy, total) CPU seconds.
+    machine_cpu: (f64, f64),
     requests: Counts,
+    reconciles: ReconcileTotals,
     peak_reset: bool,
     sampled_peak_kib: Arc<AtomicU64>,
     sampler: tokio::task::JoinHandle<()>,
@@ -67,7 +70,10 @@ pub struct Interval {
     pub controller_cpu_seconds: f64,
     pub controller_peak_rss_mib: f64,
     pub apiserver_cpu_seconds: f64,
+    /// Share of the whole machine's CPU time that was busy (every process, every core).
+    pub machine_busy_percent: f64,
     pub requests: Requests,
+    pub reconciles: ReconcileTotals,
 }
 
 impl BenchCluster {
@@ -108,9 +114,10 @@ impl BenchCluster {
         })
     }
 
-    async fn request_counts(&self) -> anyhow::Result<Counts> {
+    /// The controller's request counters and reconcile totals.
+    async fn scrape(&self) -> anyhow::Result<(Counts, ReconcileTotals)> {
         let samples = crate::metrics::scrape(self.installed.metrics_port()).await?;
-        Ok(requests::counts(&samples))
+        Ok((requests::counts(&samples), ReconcileTotals::of(&samples)))
     }
 
     /// Starts a measured interval.
@@ -129,10 +136,13 @@ impl BenchCluster {
                 }
             })
         };
+        let (requests, reconciles) = self.scrape().await?;
         Ok(Mark {
-            requests: self.request_counts().await?,
+            requests,
+            reconciles,
             controller_cpu: self.controller.cpu_seconds()?,
             apiserver_cpu: self.apiserver.cpu_seconds()?,
+            machine_cpu: process::machine_cpu()?,
             started: Instant::now(),
             peak_reset,
             sampled_peak_kib,
@@ -145,7 +155,8 @@ impl BenchCluster {
         let seconds = mark.started.elapsed().as_secs_f64();
         let controller_cpu = self.controller.cpu_seconds()?;
         let apiserver_cpu = self.apiserver.cpu_seconds()?;
-        let after = self.request_counts().await?;
+        let (busy, total) = process::machine_cpu()?;
+        let (after, reconciles) = self.scrape().await?;
         mark.sampler.abort();
         let sampled = mark.sampled_peak_kib.load(Ordering::Relaxed) as f64 / 1024.0;
         let kernel_peak = if mark.peak_reset {
@@ -158,7 +169,10 @@ impl BenchCluster {
             controller_cpu_seconds: controller_cpu - mark.controller_cpu,
             controller_peak_rss_mib: kernel_peak.max(sampled),
             apiserver_cpu_seconds: apiserver_cpu - mark.apiserver_cpu,
+            machine_busy_percent: 100.0 * (busy - mark.machine_cpu.0)
+                / (total - mark.machine_cpu.1).max(f64::MIN_POSITIVE),
             requests: requests::between(&mark.requests, &after),
+            reconciles: reconciles.since(mark.reconciles),
         })
     }
 

@@ -19,6 +19,27 @@ pub fn cpu_seconds_from_stat(stat: &str) -> Option<f64> {
     Some((utime + stime) / USER_HZ)
 }
 
+/// The machine's CPU time so far from the text of `/proc/stat`: (busy, total) seconds over all
+/// cores, where idle and iowait are the time not busy.
+pub fn machine_cpu_from_stat(stat: &str) -> Option<(f64, f64)> {
+    let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|field| field.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let total: f64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0.0);
+    Some(((total - idle) / USER_HZ, total / USER_HZ))
+}
+
+/// The machine's (busy, total) CPU seconds so far, from `/proc/stat`.
+pub fn machine_cpu() -> anyhow::Result<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    machine_cpu_from_stat(&stat).with_context(|| format!("unexpected /proc/stat: {stat:.200}"))
+}
+
 /// A `kB` field (`VmRSS`, `VmHWM`) of `/proc/<pid>/status`, in MiB.
 pub fn status_field_mib(status: &str, field: &str) -> Option<f64> {
     let line = status
@@ -79,6 +100,13 @@ impl Process {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn machine_cpu_counts_idle_and_iowait_as_not_busy() {
+        let stat = "cpu  100 5 45 800 50 0 0 0 0 0\ncpu0 50 2 20 400 25 0 0 0 0 0\nintr 1\n";
+        assert_eq!(machine_cpu_from_stat(stat), Some((1.5, 10.0)));
+        assert_eq!(machine_cpu_from_stat("intr 1\n"), None);
+    }
 
     #[test]
     fn cpu_seconds_are_utime_plus_stime() {

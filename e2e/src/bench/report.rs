@@ -57,6 +57,11 @@ pub struct RolloutReport {
     pub controller_cpu_seconds: f64,
     pub controller_peak_rss_mib: f64,
     pub apiserver_cpu_seconds: f64,
+    /// Share of the whole machine's CPU that was busy: near 100, the machine is the bottleneck.
+    pub machine_busy_percent: f64,
+    /// Reconciles the controller ran, and their total duration.
+    pub reconciles: u64,
+    pub reconcile_seconds: f64,
     pub requests: Requests,
     pub writes_per_node_package: f64,
     /// `writes_per_node_package` split by `verb resource` (Events are `create events` and
@@ -146,8 +151,8 @@ pub fn markdown_tables(reports: &[CaseReport]) -> String {
     let mut out = String::new();
     push_table(
         &mut out,
-        "| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | step p50 / p99 | API server CPU |\n\
-         |---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+        "| rollout | nodes | budget | wall | controller CPU | reconciles (mean) | peak RSS | controller requests | writes/node/pkg | step p50 / p99 | API server CPU | machine busy |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n",
         reports.iter().filter_map(|r| match r {
             CaseReport::Rollout(r) => Some(rollout_row(r)),
             _ => None,
@@ -208,13 +213,15 @@ fn push_table(out: &mut String, header: &str, rows: impl Iterator<Item = String>
 
 fn rollout_row(r: &RolloutReport) -> String {
     format!(
-        "| {} ({} pkg) | {} | {}% | {:.1} s | {:.1} s | {:.0} MiB | {} ({}) | {:.2} | {} / {} | {:.1} s |",
+        "| {} ({} pkg) | {} | {}% | {:.1} s | {:.1} s | {} ({:.2} s) | {:.0} MiB | {} ({}) | {:.2} | {} / {} | {:.1} s | {:.0}% |",
         r.case,
         r.packages,
         r.nodes,
         r.budget_percent,
         r.wall_seconds,
         r.controller_cpu_seconds,
+        r.reconciles,
+        r.reconcile_seconds / (r.reconciles.max(1) as f64),
         r.controller_peak_rss_mib,
         r.requests.total(),
         verb_summary(&r.requests),
@@ -222,6 +229,7 @@ fn rollout_row(r: &RolloutReport) -> String {
         seconds(r.step_latency_p50_seconds),
         seconds(r.step_latency_p99_seconds),
         r.apiserver_cpu_seconds,
+        r.machine_busy_percent,
     )
 }
 
@@ -361,6 +369,9 @@ mod tests {
                 controller_cpu_seconds: 1.5,
                 controller_peak_rss_mib: 40.2,
                 apiserver_cpu_seconds: 7.0,
+                machine_busy_percent: 97.4,
+                reconciles: 40,
+                reconcile_seconds: 3.0,
                 requests: requests(&[("create", 200), ("patch", 400)]),
                 writes_per_node_package: 6.0,
                 writes_per_node_package_by_resource: BTreeMap::from([
@@ -382,9 +393,9 @@ mod tests {
         ];
         let tables = markdown_tables(&reports);
         let expected = "\
-| rollout | nodes | budget | wall | controller CPU | peak RSS | controller requests | writes/node/pkg | step p50 / p99 | API server CPU |
-|---|---:|---:|---:|---:|---:|---|---:|---:|---:|
-| rollout (1 pkg) | 100 | 10% | 12.3 s | 1.5 s | 40 MiB | 600 (patch 400, create 200) | 6.00 | 0.50 s / - | 7.0 s |
+| rollout | nodes | budget | wall | controller CPU | reconciles (mean) | peak RSS | controller requests | writes/node/pkg | step p50 / p99 | API server CPU | machine busy |
+|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|
+| rollout (1 pkg) | 100 | 10% | 12.3 s | 1.5 s | 40 (0.07 s) | 40 MiB | 600 (patch 400, create 200) | 6.00 | 0.50 s / - | 7.0 s | 97% |
 
 | writes per node and package | nodes | budget | by verb and resource |
 |---|---:|---:|---|

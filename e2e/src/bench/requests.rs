@@ -1,5 +1,6 @@
 //! The controller's API requests over an interval, from two scrapes of its own counter
-//! `skyhook_api_requests_total{verb,resource}`.
+//! `skyhook_api_requests_total{verb,resource}`, and its reconciles, from the histogram
+//! `skyhook_controller_reconcile_duration_seconds`.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,40 @@ const COUNTER: &str = "skyhook_api_requests_total";
 
 /// Cumulative request counts by (verb, resource) in one scrape.
 pub type Counts = BTreeMap<(String, String), u64>;
+
+/// The reconcile histogram's count and sum.
+const RECONCILES: &str = "skyhook_controller_reconcile_duration_seconds";
+
+/// How many reconciles ran so far and how long they took in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReconcileTotals {
+    pub count: u64,
+    pub seconds: f64,
+}
+
+impl ReconcileTotals {
+    /// The totals of a scrape (zero before the first reconcile).
+    pub fn of(samples: &[Sample]) -> Self {
+        let value = |suffix: &str| {
+            samples
+                .iter()
+                .find(|sample| sample.name == format!("{RECONCILES}_{suffix}"))
+                .map_or(0.0, |sample| sample.value)
+        };
+        ReconcileTotals {
+            count: value("count").max(0.0).round() as u64,
+            seconds: value("sum"),
+        }
+    }
+
+    /// What ran between `before` and `self`.
+    pub fn since(self, before: ReconcileTotals) -> ReconcileTotals {
+        ReconcileTotals {
+            count: self.count.saturating_sub(before.count),
+            seconds: (self.seconds - before.seconds).max(0.0),
+        }
+    }
+}
 
 /// The request counters of a scrape.
 pub fn counts(samples: &[Sample]) -> Counts {
@@ -61,6 +96,27 @@ mod tests {
             ]),
             value,
         }
+    }
+
+    #[test]
+    fn reconcile_totals_come_from_the_histogram() {
+        let scrape = |count: f64, sum: f64| {
+            [
+                sample(&format!("{RECONCILES}_count"), "", "", count),
+                sample(&format!("{RECONCILES}_sum"), "", "", sum),
+                sample(COUNTER, "patch", "nodes", 7.0),
+            ]
+        };
+        let before = ReconcileTotals::of(&scrape(10.0, 2.5));
+        let after = ReconcileTotals::of(&scrape(14.0, 4.0));
+        assert_eq!(
+            after.since(before),
+            ReconcileTotals {
+                count: 4,
+                seconds: 1.5
+            }
+        );
+        assert_eq!(ReconcileTotals::of(&[]), ReconcileTotals::default());
     }
 
     #[test]
