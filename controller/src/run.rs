@@ -19,7 +19,7 @@ use futures::future;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::ListParams;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::{Api, Client};
 use skyhook_api::v1alpha1::Skyhook;
 use tokio::sync::Notify;
@@ -32,6 +32,7 @@ use crate::config::Config;
 use crate::leader::{LeaderElector, LeaseTimings};
 use crate::metrics::Metrics;
 use crate::reconcile::Reconciler;
+use crate::reconcile::event_series::EventRecorder;
 use crate::server::{self, Readiness};
 
 /// Runs the controller until it is stopped or loses leadership.
@@ -154,7 +155,7 @@ pub async fn reconcile_loop(
     changed: &Notify,
     metrics: Arc<Metrics>,
 ) -> Infallible {
-    let recorder = Recorder::new(
+    let recorder = EventRecorder::new(
         client.clone(),
         Reporter {
             controller: "skyhook-controller".to_owned(),

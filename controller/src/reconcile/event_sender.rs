@@ -12,9 +12,11 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder};
+use kube::runtime::events::Event;
 use tokio::sync::mpsc;
 use tracing::{debug, info};
+
+use super::event_series::EventRecorder;
 
 /// client-go's `maxQueuedEvents`.
 pub const QUEUE: usize = 1000;
@@ -47,7 +49,7 @@ pub struct EventSender {
 
 impl EventSender {
     /// Starts the task publishing with `recorder`; it ends when the last sender is dropped.
-    pub fn spawn(recorder: Recorder) -> Self {
+    pub fn spawn(recorder: EventRecorder) -> Self {
         let (queue, received) = mpsc::channel(QUEUE);
         tokio::spawn(publish_all(recorder, received));
         EventSender { queue }
@@ -72,7 +74,7 @@ impl EventSender {
     }
 }
 
-async fn publish_all(recorder: Recorder, mut received: mpsc::Receiver<Outgoing>) {
+async fn publish_all(recorder: EventRecorder, mut received: mpsc::Receiver<Outgoing>) {
     let mut batch = Vec::with_capacity(QUEUE);
     while received.recv_many(&mut batch, QUEUE).await > 0 {
         let per_object = by_object(std::mem::take(&mut batch));
@@ -84,7 +86,7 @@ async fn publish_all(recorder: Recorder, mut received: mpsc::Receiver<Outgoing>)
     }
 }
 
-async fn publish_in_order(recorder: &Recorder, events: Vec<Outgoing>) {
+async fn publish_in_order(recorder: &EventRecorder, events: Vec<Outgoing>) {
     for Outgoing { event, regarding } in events {
         if let Err(error) = recorder.publish(&event, &regarding).await {
             debug!(reason = %event.reason, object = ?regarding.name, %error, "event not published");

@@ -30,6 +30,7 @@ pub mod apply;
 
 /// 4b. Events, published off the reconcile's path.
 pub mod event_sender;
+pub mod event_series;
 
 /// 5. Metrics.
 pub mod report;

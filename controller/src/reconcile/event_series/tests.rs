@@ -1,0 +1,185 @@
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::{Event, EventType, Reporter};
+
+use super::{Publication, SERIES_TTL, SeriesCache};
+
+fn reporter() -> Reporter {
+    Reporter {
+        controller: "skyhook-controller".into(),
+        instance: Some("pod-a_1".into()),
+    }
+}
+
+fn node(name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(name.into()),
+        uid: Some(format!("uid-{name}")),
+        ..ObjectReference::default()
+    }
+}
+
+fn event(reason: &str, note: &str) -> Event {
+    Event {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        note: Some(note.into()),
+        action: reason.into(),
+        secondary: None,
+    }
+}
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).expect("a valid test time")
+}
+
+fn ttl() -> i64 {
+    SERIES_TTL.as_secs()
+}
+
+/// What `cache` decides for an Event about node `name` at `seconds`, recorded as accepted:
+/// "create <note>" or "patch <the series' note> #<count>".
+fn publish(cache: &mut SeriesCache, seconds: i64, name: &str, reason: &str, note: &str) -> String {
+    let (key, publication) =
+        cache.next(&reporter(), &event(reason, note), &node(name), at(seconds));
+    let shown = match &publication {
+        Publication::Create(sent) => format!("create {}", sent.note.clone().unwrap_or_default()),
+        Publication::PatchSeries(sent) => format!(
+            "patch {} #{}",
+            sent.note.clone().unwrap_or_default(),
+            sent.series.as_ref().map_or(0, |series| series.count)
+        ),
+    };
+    cache.published(key, publication);
+    shown
+}
+
+/// A case: its name, the Events published (seconds, node, reason, note), what was sent.
+type SeriesCase<'a> = (&'a str, Vec<(i64, &'a str, &'a str, &'a str)>, Vec<&'a str>);
+
+#[test]
+fn repeats_within_six_minutes_continue_the_series_and_later_ones_start_anew() {
+    let ttl = ttl();
+    let cases: Vec<SeriesCase> = vec![
+        (
+            "different reasons are different Events",
+            vec![
+                (0, "a", "Apply", "applying"),
+                (1, "a", "Applied", "applied"),
+            ],
+            vec!["create applying", "create applied"],
+        ),
+        (
+            "different objects are different Events",
+            vec![(0, "a", "Apply", "x"), (1, "b", "Apply", "y")],
+            vec!["create x", "create y"],
+        ),
+        (
+            "a repeat patches the first Event's series, keeping its note as kube does",
+            vec![
+                (0, "a", "Apply", "first"),
+                (10, "a", "Apply", "second"),
+                (20, "a", "Apply", "third"),
+            ],
+            vec!["create first", "patch first #2", "patch first #3"],
+        ),
+        (
+            "a repeat six minutes later is a new Event",
+            vec![(0, "a", "Apply", "first"), (ttl, "a", "Apply", "later")],
+            vec!["create first", "create later"],
+        ),
+        (
+            "a series lives six minutes from its last occurrence, not its first",
+            vec![
+                (0, "a", "Apply", "first"),
+                (ttl - 1, "a", "Apply", "second"),
+                (2 * ttl - 2, "a", "Apply", "third"),
+                (3 * ttl, "a", "Apply", "fourth"),
+            ],
+            vec![
+                "create first",
+                "patch first #2",
+                "patch first #3",
+                "create fourth",
+            ],
+        ),
+    ];
+    for (case, steps, expected) in cases {
+        let mut cache = SeriesCache::default();
+        let sent: Vec<String> = steps
+            .iter()
+            .map(|&(seconds, name, reason, note)| publish(&mut cache, seconds, name, reason, note))
+            .collect();
+        assert_eq!(sent, expected, "{case}");
+    }
+}
+
+#[test]
+fn expired_series_are_forgotten_and_live_ones_kept() {
+    let ttl = ttl();
+    let mut cache = SeriesCache::default();
+    publish(&mut cache, 0, "a", "Apply", "a");
+    publish(&mut cache, 1, "b", "Apply", "b");
+    publish(&mut cache, ttl - 10, "a", "Apply", "a again");
+    publish(&mut cache, ttl - 5, "c", "Apply", "c");
+    assert_eq!(cache.len(), 3);
+    // At ttl + 1, b (last seen at 1) has expired; a (seen again at ttl - 10) and c have not.
+    assert_eq!(publish(&mut cache, ttl + 1, "d", "Apply", "d"), "create d");
+    assert_eq!(cache.len(), 3, "b forgotten, d added");
+    assert_eq!(
+        publish(&mut cache, ttl + 2, "a", "Apply", "a once more"),
+        "patch a #3",
+        "a's series is alive"
+    );
+    assert_eq!(
+        publish(&mut cache, ttl + 3, "b", "Apply", "b once more"),
+        "create b once more",
+        "b's series expired"
+    );
+    let (_, _) = cache.next(&reporter(), &event("Apply", "e"), &node("e"), at(3 * ttl));
+    assert!(cache.is_empty(), "every series has expired");
+}
+
+#[test]
+fn an_event_not_accepted_starts_no_series() {
+    let mut cache = SeriesCache::default();
+    let (_, refused) = cache.next(&reporter(), &event("Apply", "x"), &node("a"), at(0));
+    assert!(matches!(refused, Publication::Create(_)));
+    let (_, again) = cache.next(&reporter(), &event("Apply", "x"), &node("a"), at(1));
+    assert!(matches!(again, Publication::Create(_)));
+}
+
+#[test]
+fn a_new_event_is_named_and_filled_in_as_kube_names_it() {
+    let mut cache = SeriesCache::default();
+    let mut regarding = node("gpu-1");
+    regarding.namespace = Some("ns".into());
+    let warning = Event {
+        type_: EventType::Warning,
+        reason: "Failed".into(),
+        note: Some("it failed".into()),
+        action: "Apply".into(),
+        secondary: None,
+    };
+    let (_, publication) = cache.next(&reporter(), &warning, &regarding, at(0));
+    let Publication::Create(sent) = publication else {
+        panic!("a first Event is created");
+    };
+    let nanos = at(0).as_nanosecond();
+    assert_eq!(sent.metadata.name, Some(format!("gpu-1.{nanos:x}")));
+    assert_eq!(sent.metadata.namespace.as_deref(), Some("ns"));
+    assert_eq!(sent.type_.as_deref(), Some("Warning"));
+    assert_eq!(sent.reason.as_deref(), Some("Failed"));
+    assert_eq!(sent.action.as_deref(), Some("Apply"));
+    assert_eq!(sent.note.as_deref(), Some("it failed"));
+    assert_eq!(
+        sent.reporting_controller.as_deref(),
+        Some("skyhook-controller")
+    );
+    assert_eq!(sent.reporting_instance.as_deref(), Some("pod-a_1"));
+    assert_eq!(sent.regarding, Some(regarding));
+    assert_eq!(sent.event_time.map(|time| time.0), Some(at(0)));
+    assert!(sent.series.is_none());
+}
