@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
+forget_builds_of_other_checkouts
 
 nodes=${DEMO_NODES:-3}
 timeout=${DEMO_TIMEOUT:-600}

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
+forget_builds_of_other_checkouts
 
 step "installing test prerequisites"
 scripts/setup.sh

@@ -5,6 +5,25 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SKYHOOK_CACHE/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$SKYHOOK_CACHE"
 
+# A test binary keeps the path of the checkout it was built in (env!("CARGO_MANIFEST_DIR") finds
+# its fixtures), and cargo does not rebuild it for the same sources in another directory: a
+# second clone sharing the build cache would run the first one's binaries, reading the first
+# clone's files or failing when it is gone. When the checkout building here changes, the
+# workspace's own crates are rebuilt; their dependencies stay cached.
+# Usage, from the repository's root: forget_builds_of_other_checkouts
+forget_builds_of_other_checkouts() {
+  local marker="$CARGO_TARGET_DIR/.checkout" here previous
+  here=$(pwd -P)
+  previous=$(cat "$marker" 2>/dev/null || true)
+  if [ -n "$previous" ] && [ "$previous" != "$here" ]; then
+    step "the build cache was last used by $previous; rebuilding the workspace's crates for $here"
+    cargo clean --workspace --quiet
+    cargo clean --workspace --release --quiet
+  fi
+  mkdir -p "$CARGO_TARGET_DIR"
+  echo "$here" > "$marker"
+}
+
 _step_started=$(date +%s)
 step() {
   local now; now=$(date +%s)
