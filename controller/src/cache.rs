@@ -16,8 +16,8 @@
 //!
 //! Node objects are decoded with only what the controller reads ([`CachedNode`]): no
 //! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
-//! annotations stay whole: the node-metadata ConfigMaps copy them. Pods are decoded without
-//! `managedFields` ([`CachedPod`]).
+//! annotations stay whole: the node-metadata ConfigMaps copy them. Pods are decoded with only
+//! the fields the pod rules read ([`CachedPod`]).
 
 use std::fmt::Debug;
 use std::future::Future;

@@ -107,36 +107,7 @@ impl<'de> Deserialize<'de> for Slim<Node> {
 impl<'de> Deserialize<'de> for Slim<Pod> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = WirePod::deserialize(deserializer)?;
-        Ok(Slim(Pod {
-            metadata: wire.metadata.into_meta(),
-            spec: wire.spec.map(|spec| PodSpec {
-                node_name: spec.node_name,
-                overhead: spec.overhead,
-                init_containers: spec
-                    .init_containers
-                    .map(|containers| containers.into_iter().map(Container::from).collect()),
-                containers: spec.containers.into_iter().map(Container::from).collect(),
-                ..PodSpec::default()
-            }),
-            status: wire.status.map(|status| PodStatus {
-                phase: status.phase,
-                reason: status.reason,
-                message: status.message,
-                init_container_statuses: status.init_container_statuses.map(|statuses| {
-                    statuses
-                        .into_iter()
-                        .map(|status| ContainerStatus {
-                            name: status.name,
-                            state: status.state,
-                            last_state: status.last_state,
-                            restart_count: status.restart_count,
-                            ..ContainerStatus::default()
-                        })
-                        .collect()
-                }),
-                ..PodStatus::default()
-            }),
-        }))
+        Ok(Slim(wire.into_pod()))
     }
 }
 
@@ -167,6 +138,32 @@ struct WireContainer {
     args: Option<Vec<String>>,
     env: Option<Vec<EnvVar>>,
     resources: Option<ResourceRequirements>,
+}
+
+impl WirePod {
+    fn into_pod(self) -> Pod {
+        Pod {
+            metadata: self.metadata.into_meta(),
+            spec: self.spec.map(|spec| PodSpec {
+                node_name: spec.node_name,
+                overhead: spec.overhead,
+                init_containers: spec
+                    .init_containers
+                    .map(|containers| containers.into_iter().map(Container::from).collect()),
+                containers: spec.containers.into_iter().map(Container::from).collect(),
+                ..PodSpec::default()
+            }),
+            status: self.status.map(|status| PodStatus {
+                phase: status.phase,
+                reason: status.reason,
+                message: status.message,
+                init_container_statuses: status
+                    .init_container_statuses
+                    .map(|statuses| statuses.into_iter().map(ContainerStatus::from).collect()),
+                ..PodStatus::default()
+            }),
+        }
+    }
 }
 
 impl From<WireContainer> for Container {
@@ -200,6 +197,18 @@ struct WireContainerStatus {
     last_state: Option<ContainerState>,
     #[serde(default)]
     restart_count: i32,
+}
+
+impl From<WireContainerStatus> for ContainerStatus {
+    fn from(wire: WireContainerStatus) -> Self {
+        ContainerStatus {
+            name: wire.name,
+            state: wire.state,
+            last_state: wire.last_state,
+            restart_count: wire.restart_count,
+            ..ContainerStatus::default()
+        }
+    }
 }
 
 /// The kept fields of a Node's JSON; serde ignores every other field.
@@ -257,6 +266,7 @@ const KEPT_ALLOCATABLE: [&str; 2] = ["cpu", "memory"];
 
 impl WireMeta {
     fn into_meta(self) -> ObjectMeta {
+        // Destructured whole, so a field added to WireMeta cannot be left out here unnoticed.
         let WireMeta {
             name,
             generate_name,

@@ -127,13 +127,10 @@ impl SeriesCache {
     }
 
     fn forget_expired(&mut self, now: Timestamp) {
-        while let Some((seen, _)) = self.expiries.front() {
-            if *seen + SERIES_TTL > now {
-                break;
-            }
-            let Some((_, key)) = self.expiries.pop_front() else {
-                break;
-            };
+        while let Some((_, key)) = self
+            .expiries
+            .pop_front_if(|(seen, _)| *seen + SERIES_TTL <= now)
+        {
             let expired = self
                 .latest
                 .get(&key)
