@@ -12,7 +12,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::future;
@@ -24,7 +24,7 @@ use kube::{Api, Client};
 use skyhook_api::v1alpha1::Skyhook;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
-use tracing::{error, info};
+use tracing::{debug, error, info};
 
 use crate::api_requests::counting_client;
 use crate::cache::Caches;
@@ -166,6 +166,8 @@ pub async fn reconcile_loop(
     let mut reconciler = Reconciler::new(client.clone(), config.clone(), events, metrics);
     loop {
         let reconciled = reconciler.reconcile(&caches.objects()).await;
+        let writes = reconciled.writes.len();
+        let applied = Instant::now();
         if let Err(unseen) = caches
             .until_shown(reconciled.writes, OWN_WRITES_BOUND)
             .await
@@ -175,6 +177,16 @@ pub async fn reconcile_loop(
                 "the caches did not show every write of the last reconcile in time; reconciling on"
             );
         }
+        let timings = reconciled.timings;
+        debug!(
+            writes,
+            observe_ms = timings.observe.as_millis(),
+            snapshot_ms = timings.snapshot.as_millis(),
+            plan_ms = timings.plan.as_millis(),
+            apply_ms = timings.apply.as_millis(),
+            until_shown_ms = applied.elapsed().as_millis(),
+            "reconciled"
+        );
         tokio::select! {
             () = changed.notified() => {}
             () = tokio::time::sleep(reconciled.wait) => {}

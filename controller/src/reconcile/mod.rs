@@ -36,7 +36,7 @@ pub mod event_series;
 pub mod report;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use skyhook_api::conditions::LongList;
@@ -61,6 +61,21 @@ pub struct Reconciled {
     pub wait: Duration,
     /// The writes that landed: the next reconcile waits until the caches show them.
     pub writes: Vec<OwnWrite>,
+    /// How long each step took, for the logs.
+    pub timings: Timings,
+}
+
+/// How long the steps of one reconcile took.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Timings {
+    /// Listing what the caches do not hold.
+    pub observe: Duration,
+    /// Reducing the caches and listings to the snapshot.
+    pub snapshot: Duration,
+    /// Planning, and thinning the plan's Events.
+    pub plan: Duration,
+    /// Carrying the plan out.
+    pub apply: Duration,
 }
 
 /// Runs reconciles one at a time, keeping what lasts between them: the Event budget and the
@@ -109,11 +124,13 @@ impl Reconciler {
     async fn pipeline(&mut self, cached: &CachedObjects) -> Reconciled {
         let _timer = self.metrics.reconcile_started();
         let now = jiff::Timestamp::now();
+        let started = Instant::now();
         let observe::Observed {
             workload_pods,
             pdbs,
             mut failures,
         } = observe::observe(&self.client, cached).await;
+        let observed = Instant::now();
         let snapshot = Snapshot::build(
             cached,
             workload_pods,
@@ -121,6 +138,7 @@ impl Reconciler {
             now,
             self.config.reboot_deadline,
         );
+        let built = Instant::now();
         let mut planned = plan::plan(&snapshot, &self.config, now);
         debug!(plan = ?planned, "planned");
         log_malformed_states(&planned.malformed_states);
@@ -137,7 +155,14 @@ impl Reconciler {
             wait = wait.min(after);
         }
         let namespace = &self.config.pods.namespace;
+        let planned_at = Instant::now();
         let applied = apply::apply(&self.client, &self.events, namespace, &snapshot, planned).await;
+        let timings = Timings {
+            observe: observed - started,
+            snapshot: built - observed,
+            plan: planned_at - built,
+            apply: planned_at.elapsed(),
+        };
         failures.merge(applied.failures);
         for landed in &applied.stage_durations {
             let finished = &landed.finished;
@@ -156,6 +181,7 @@ impl Reconciler {
         Reconciled {
             wait,
             writes: applied.writes,
+            timings,
         }
     }
 }
