@@ -222,6 +222,13 @@ impl Caches {
     }
 }
 
+/// The watches' `timeoutSeconds`: 0 lets the API server choose (its `--min-request-timeout` up
+/// to twice that, 30 to 60 minutes by default) instead of kube's 290 s, so an idle controller
+/// does not renew six watches every five minutes; client-go's informers ask for 5 to 10 minutes.
+/// It also turns off kube's own dead-connection check (no event for the timeout plus 5 s): the
+/// client's read timeout ([`crate::run::READ_TIMEOUT`]) takes its place.
+const WATCH_AS_LONG_AS_THE_SERVER_ALLOWS: u32 = 0;
+
 /// A store for `api` filtered by `config`, and the future that keeps it current, trimming each
 /// object with `trim` before it is stored and waking `changed` once the store holds an event that
 /// [`Trigger`] (comparing cached and new objects by `differs`) says the plan can see.
@@ -244,7 +251,7 @@ where
     let wake = Arc::new(AtomicBool::new(false));
     let woken = wake.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let drive = watcher(api, config)
+    let drive = watcher(api, config.timeout(WATCH_AS_LONG_AS_THE_SERVER_ALLOWS))
         .default_backoff()
         .modify(trim)
         .inspect(move |event| {

@@ -35,6 +35,14 @@ use crate::reconcile::Reconciler;
 use crate::reconcile::event_series::EventRecorder;
 use crate::server::{self, Readiness};
 
+/// How long a response may send nothing before its connection counts as dead (counted from the
+/// request, not from when its pooled connection went idle). The watches run for as long as the
+/// API server allows (see `crate::cache`), and this is how one whose connection died silently
+/// is noticed and started again: the API server sends every watch a bookmark about once a
+/// minute however quiet its objects are, so a healthy watch never goes this long without a read,
+/// and no request the controller makes takes this long to start answering.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(290);
+
 /// Runs the controller until it is stopped or loses leadership.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut client_config = kube::Config::infer().await.context(
@@ -44,6 +52,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // PodDisruptionBudget answers 429 and must come back at once as "blocked", or the one
     // reconcile at a time would stall behind it; the reconcile loop does its own retrying.
     client_config.default_retry = false;
+    client_config.read_timeout = Some(READ_TIMEOUT);
+    client_config.reset_reader_on_write = true;
     let metrics = Arc::new(Metrics::new());
     let client = counting_client(client_config, metrics.clone())
         .context("failed to build a Kubernetes client from the inferred configuration")?;
