@@ -113,15 +113,38 @@ pub struct OwnedPod {
     pub outcome: PodOutcome,
 }
 
-/// A ConfigMap the controller owns, reduced to what the plan compares.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A ConfigMap the controller owns: its owner and node, and the cached object itself.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OwnedConfigMap {
     /// The owning Skyhook (label `skyhook.nvidia.com/name` or `skyhook-node-meta`).
     pub skyhook: String,
     /// For node-metadata ConfigMaps, the node (annotation `skyhook.nvidia.com/Node.name`).
     pub node: Option<String>,
-    /// Data.
-    pub data: BTreeMap<String, String>,
+    /// The ConfigMap as cached, shared with the cache: a node-metadata ConfigMap carries its
+    /// node's labels and annotations, and copying every one into every snapshot cost a reconcile
+    /// megabytes (one per node and Skyhook).
+    configmap: std::sync::Arc<ConfigMap>,
+}
+
+impl OwnedConfigMap {
+    /// The ConfigMap `configmap` of `skyhook` (and of `node`, for a node-metadata ConfigMap).
+    pub fn new(
+        skyhook: String,
+        node: Option<String>,
+        configmap: std::sync::Arc<ConfigMap>,
+    ) -> Self {
+        OwnedConfigMap {
+            skyhook,
+            node,
+            configmap,
+        }
+    }
+
+    /// Its data; empty when it has none.
+    pub fn data(&self) -> &BTreeMap<String, String> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        self.configmap.data.as_ref().unwrap_or(&NONE)
+    }
 }
 
 impl Snapshot {
@@ -308,14 +331,7 @@ fn owned_configmaps(
                 .as_ref()
                 .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))
                 .cloned();
-            Some((
-                name,
-                OwnedConfigMap {
-                    skyhook,
-                    node,
-                    data: cm.data.clone().unwrap_or_default(),
-                },
-            ))
+            Some((name, OwnedConfigMap::new(skyhook, node, cm.clone())))
         })
         .collect()
 }

@@ -46,9 +46,9 @@ impl Planner<'_> {
                 None => self.plan.upsert_configmaps.push(desired),
                 // An uninstall runs with the configuration the package was installed with: a
                 // change waits until no node has the package in its uninstall cycle.
-                Some(existing) if existing.data != package.config_map => {
+                Some(existing) if *existing.data() != package.config_map => {
                     if !self.in_uninstall_cycle(pass, package)
-                        && self.config_change(pass, package, &existing.data, status)
+                        && self.config_change(pass, package, existing.data(), status)
                     {
                         self.plan.upsert_configmaps.push(desired);
                     } else {

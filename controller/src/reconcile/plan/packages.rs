@@ -23,6 +23,7 @@ use super::{EventTarget, Planner};
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, package_pod};
+use crate::reconcile::snapshot::OwnedConfigMap;
 
 pub(super) fn changed_keys<'u>(
     updates: &'u BTreeMap<String, Vec<String>>,
@@ -424,7 +425,7 @@ impl<'s> Planner<'s> {
             .snapshot
             .metadata_configmaps
             .get(&name)?
-            .data
+            .data()
             .get(crate::configmaps::PACKAGES_KEY)?;
         crate::configmaps::read_packages_json(text)
     }
@@ -457,7 +458,10 @@ impl<'s> Planner<'s> {
             },
         );
         let name = desired.metadata.name.clone().unwrap_or_default();
-        let current = snapshot.metadata_configmaps.get(&name).map(|c| &c.data);
+        let current = snapshot
+            .metadata_configmaps
+            .get(&name)
+            .map(OwnedConfigMap::data);
         if current != desired.data.as_ref() {
             self.plan.upsert_configmaps.push(desired);
         }

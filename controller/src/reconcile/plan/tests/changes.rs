@@ -540,7 +540,7 @@ fn a_config_change_while_the_package_runs_is_queued_until_it_completes() {
     );
     sim.settle(|_| false);
     sim.run(20);
-    let data = &sim.snapshot.package_configmaps["config-dexter-1.2.3"].data;
+    let data = &sim.snapshot.package_configmaps["config-dexter-1.2.3"].data();
     assert_eq!(
         data.get("game.properties").map(String::as_str),
         Some("lives=9")

@@ -31,7 +31,7 @@ fn decoded(data: &BTreeMap<String, String>, key: &str) -> BTreeMap<String, Strin
 
 /// The stored ConfigMap says what the node says, labels and annotations alike.
 fn assert_current(sim: &Sim, when: &str) {
-    let stored = &sim.snapshot.metadata_configmaps[&configmap_name()].data;
+    let stored = &sim.snapshot.metadata_configmaps[&configmap_name()].data();
     let node = sim.node("worker");
     assert_eq!(decoded(stored, LABELS_KEY), node.labels, "labels {when}");
     assert_eq!(

@@ -265,25 +265,15 @@ impl Sim {
                 .as_ref()
                 .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))
                 .cloned();
-            let data = cm.data.clone().unwrap_or_default();
+            let shared = std::sync::Arc::new(cm.clone());
             if let Some(skyhook) = labels.get(keys::NODE_META_LABEL) {
-                snapshot.metadata_configmaps.insert(
-                    name,
-                    OwnedConfigMap {
-                        skyhook: skyhook.clone(),
-                        node,
-                        data,
-                    },
-                );
+                snapshot
+                    .metadata_configmaps
+                    .insert(name, OwnedConfigMap::new(skyhook.clone(), node, shared));
             } else if let Some(skyhook) = labels.get(keys::NAME_LABEL) {
-                snapshot.package_configmaps.insert(
-                    name,
-                    OwnedConfigMap {
-                        skyhook: skyhook.clone(),
-                        node: None,
-                        data,
-                    },
-                );
+                snapshot
+                    .package_configmaps
+                    .insert(name, OwnedConfigMap::new(skyhook.clone(), None, shared));
             }
         }
         for name in &planned.delete_configmaps {
