@@ -375,7 +375,13 @@ async fn start_controller_on_free_ports(
     binary: &Path,
 ) -> Result<ControllerProcess, InstallError> {
     let metrics_port = free_port("metrics")?;
-    let probe_port = free_port("probe")?;
+    // The OS may hand out again the port it just released: the endpoints need one each.
+    let probe_port = loop {
+        let port = free_port("probe")?;
+        if port != metrics_port {
+            break port;
+        }
+    };
     let env = controller_env(
         &state.kubeconfig(),
         metrics_port,
