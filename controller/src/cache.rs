@@ -17,7 +17,7 @@
 //! Node objects are decoded with only what the controller reads ([`CachedNode`]): no
 //! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
 //! annotations stay whole: the node-metadata ConfigMaps copy them. Pods are decoded with only
-//! the fields the pod rules read ([`CachedPod`]).
+//! the fields the pod rules read, into types sized for them ([`CachedPod`]).
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -38,11 +38,13 @@ use tokio::sync::Notify;
 use tracing::warn;
 
 pub mod own_writes;
+pub mod pod;
 pub mod slim;
 pub mod trigger;
 
 use own_writes::{CachedKind, OwnWrite, shows};
-pub use slim::{CachedNode, CachedPod};
+pub use pod::CachedPod;
+pub use slim::CachedNode;
 use trigger::{Trigger, node_changed, version_changed};
 
 /// How often the caches are checked while the last reconcile's writes are not all shown.

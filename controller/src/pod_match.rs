@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{EnvVar, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
@@ -33,6 +33,8 @@ use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage};
 use skyhook_api::validate::{QuantityValue, parse_quantity};
 
+use crate::cache::CachedPod;
+use crate::cache::pod::CachedContainer;
 use crate::config::PodSettings;
 use crate::names::{self, OwnerSkyhook};
 use crate::pods::{PodNode, interrupt_pod, package_pod};
@@ -79,7 +81,7 @@ type ExpectedKey = (String, String, String, Stage, bool);
 /// plan).
 #[derive(Debug, Default)]
 pub struct ExpectedContainers {
-    built: HashMap<ExpectedKey, Option<Vec<Container>>>,
+    built: HashMap<ExpectedKey, Option<Vec<CachedContainer>>>,
 }
 
 impl ExpectedContainers {
@@ -92,7 +94,7 @@ impl ExpectedContainers {
         package: &Package,
         stage: Stage,
         interrupt: bool,
-    ) -> Option<&[Container]> {
+    ) -> Option<&[CachedContainer]> {
         let key = (
             owner.name.to_owned(),
             package.name.clone(),
@@ -104,7 +106,7 @@ impl ExpectedContainers {
             .entry(key)
             .or_insert_with(|| {
                 let pod = expected_pod(settings, owner, package, stage, interrupt)?;
-                Some(init_containers(&pod).to_vec())
+                Some(init_containers(&CachedPod::from(pod)).to_vec())
             })
             .as_deref()
     }
@@ -118,7 +120,7 @@ pub fn validate_pod(
     owner: &OwnerSkyhook<'_>,
     packages: &BTreeMap<String, Package>,
     node_state: &NodeState,
-    pod: &Pod,
+    pod: &CachedPod,
     expected: &mut ExpectedContainers,
 ) -> Verdict {
     let Some(annotation) = pod
@@ -164,7 +166,7 @@ pub fn validate_pod(
 fn matches_package(
     settings: &PodSettings,
     owner: &OwnerSkyhook<'_>,
-    pod: &Pod,
+    pod: &CachedPod,
     package: &Package,
     stage: Stage,
     expected: &mut ExpectedContainers,
@@ -236,7 +238,7 @@ fn expected_pod(
     }
 }
 
-fn init_containers(pod: &Pod) -> &[Container] {
+fn init_containers(pod: &CachedPod) -> &[CachedContainer] {
     pod.spec
         .as_ref()
         .and_then(|spec| spec.init_containers.as_deref())

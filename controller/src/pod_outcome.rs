@@ -38,12 +38,12 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
-};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 
+use crate::cache::CachedPod;
+use crate::cache::pod::{CachedContainer, CachedContainerStatus, CachedPodStatus};
 use crate::pods::{BOOT_ID_ANNOTATION, is_reboot_interrupt};
 
 /// Reason of a failure where a reboot interrupt's container was stopped but the node did not come
@@ -135,7 +135,7 @@ pub struct PodFailure {
 }
 
 /// Reads a pod's status. See the module documentation for the rules.
-pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
+pub fn outcome(pod: &CachedPod, context: OutcomeContext<'_>) -> PodOutcome {
     let annotation = match package_annotation(pod) {
         Ok(annotation) => annotation,
         Err(reason) => return PodOutcome::Unrecognised { reason },
@@ -156,7 +156,7 @@ pub fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
 }
 
 /// The pod's `skyhook.nvidia.com/package` annotation, or why it cannot be used.
-fn package_annotation(pod: &Pod) -> Result<PodPackageAnnotation, String> {
+fn package_annotation(pod: &CachedPod) -> Result<PodPackageAnnotation, String> {
     let text = pod
         .metadata
         .annotations
@@ -173,11 +173,11 @@ fn package_annotation(pod: &Pod) -> Result<PodPackageAnnotation, String> {
 
 /// The parts of a pod and its node that decide its outcome.
 struct PodView<'a> {
-    pod: &'a Pod,
-    status: Option<&'a PodStatus>,
+    pod: &'a CachedPod,
+    status: Option<&'a CachedPodStatus>,
     /// The init containers, in spec order.
-    containers: &'a [Container],
-    statuses: &'a [ContainerStatus],
+    containers: &'a [CachedContainer],
+    statuses: &'a [CachedContainerStatus],
     /// The node's boot ID changed since the pod was created.
     rebooted: bool,
     /// The pod is an interrupt pod that reboots the node.
@@ -187,7 +187,7 @@ struct PodView<'a> {
 }
 
 impl<'a> PodView<'a> {
-    fn new(pod: &'a Pod, context: OutcomeContext<'_>) -> Self {
+    fn new(pod: &'a CachedPod, context: OutcomeContext<'_>) -> Self {
         let launch_boot_id = pod
             .metadata
             .annotations
@@ -214,7 +214,7 @@ impl<'a> PodView<'a> {
         }
     }
 
-    fn status_of(&self, container: &Container) -> Option<&'a ContainerStatus> {
+    fn status_of(&self, container: &CachedContainer) -> Option<&'a CachedContainerStatus> {
         self.statuses.iter().find(|s| s.name == container.name)
     }
 
@@ -273,7 +273,7 @@ fn init_progress(view: &PodView<'_>, context: OutcomeContext<'_>) -> InitProgres
 fn killed_outcome(
     view: &PodView<'_>,
     context: OutcomeContext<'_>,
-    container_status: &ContainerStatus,
+    container_status: &CachedContainerStatus,
     terminated: &ContainerStateTerminated,
 ) -> PodOutcome {
     if view.rebooted {
@@ -348,7 +348,7 @@ enum ContainerProgress<'a> {
     Failed(PodFailure),
 }
 
-fn classify(status: &ContainerStatus) -> ContainerProgress<'_> {
+fn classify(status: &CachedContainerStatus) -> ContainerProgress<'_> {
     let Some(state) = status.state.as_ref() else {
         return ContainerProgress::Working;
     };
@@ -384,7 +384,7 @@ fn classify(status: &ContainerStatus) -> ContainerProgress<'_> {
     ContainerProgress::Working
 }
 
-fn last_termination(status: &ContainerStatus) -> Option<&ContainerStateTerminated> {
+fn last_termination(status: &CachedContainerStatus) -> Option<&ContainerStateTerminated> {
     status
         .last_state
         .as_ref()
@@ -405,7 +405,7 @@ fn is_admission_rejection(reason: &str) -> bool {
 }
 
 /// Whether the container ever started: it runs, it terminated, or it did before a restart.
-fn container_ran(status: &ContainerStatus) -> bool {
+fn container_ran(status: &CachedContainerStatus) -> bool {
     let ran = |state: Option<&ContainerState>| {
         state.is_some_and(|s| s.running.is_some() || s.terminated.is_some())
     };
@@ -418,7 +418,7 @@ fn is_shutdown_reason(reason: &str) -> bool {
 }
 
 fn terminated_failure(
-    status: &ContainerStatus,
+    status: &CachedContainerStatus,
     terminated: &ContainerStateTerminated,
 ) -> PodFailure {
     PodFailure {
@@ -436,7 +436,7 @@ fn terminated_failure(
 
 /// When the reboot was requested: the interrupt container's (first) start, or the pod's
 /// creation when it never started.
-fn reboot_requested(pod: &Pod, status: &ContainerStatus) -> Option<Timestamp> {
+fn reboot_requested(pod: &CachedPod, status: &CachedContainerStatus) -> Option<Timestamp> {
     let started = |state: Option<&ContainerState>| {
         state.and_then(|state| {
             state
@@ -460,7 +460,7 @@ fn reboot_requested(pod: &Pod, status: &ContainerStatus) -> Option<Timestamp> {
 fn reboot_wait_or_fail(
     since: Timestamp,
     context: OutcomeContext<'_>,
-    status: Option<&ContainerStatus>,
+    status: Option<&CachedContainerStatus>,
     exit_code: Option<i32>,
 ) -> PodOutcome {
     let deadline = deadline_after(since, context.reboot_deadline);
@@ -490,7 +490,7 @@ pub(crate) fn deadline_after(since: Timestamp, limit: Duration) -> Timestamp {
         .unwrap_or(Timestamp::MAX)
 }
 
-fn pod_created(pod: &Pod) -> Option<Timestamp> {
+fn pod_created(pod: &CachedPod) -> Option<Timestamp> {
     pod.metadata.creation_timestamp.as_ref().map(|time| time.0)
 }
 

@@ -32,6 +32,7 @@ use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::toleration::{UNSCHEDULABLE_TAINT_KEY, toleration_for};
 use skyhook_api::v1alpha1::{Interrupt, Package, PackageResources, Stage};
 
+use crate::cache::CachedPod;
 use crate::config::PodSettings;
 use crate::duration::{self, DurationError};
 use crate::names::{
@@ -325,7 +326,7 @@ fn build_interrupt_pod(
 
 /// Whether `pod` is an interrupt pod whose interrupt is a reboot, read from the argument of its
 /// `interrupt` container.
-pub fn is_reboot_interrupt(pod: &Pod) -> bool {
+pub fn is_reboot_interrupt(pod: &CachedPod) -> bool {
     let Some(spec) = &pod.spec else {
         return false;
     };

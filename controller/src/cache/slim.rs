@@ -1,12 +1,9 @@
-//! Nodes and pods as the caches hold them, decoded without what the controller never reads.
+//! Nodes as the cache holds them, decoded without what the controller never reads.
 //!
 //! A real Node is 10-40 KB of JSON, most of it `managedFields`, the image list and the system
-//! info; the controller reads a few hundred bytes of it. A package pod changes five times in its
-//! life (the kubelet posts each container's start and end), and every version carries the
-//! kubelet's and the controller's `managedFields`, which serde decodes into a tree of JSON
-//! values. Decoding the whole object and trimming it afterwards allocates all of it on every
-//! watch event and leaves the kept parts scattered among the freed ones, so the allocator cannot
-//! give the pages back. [`Slim`] objects decode only the kept fields: serde skips the rest of the
+//! info; the controller reads a few hundred bytes of it. Decoding the whole object and trimming
+//! it afterwards allocates all of it on every watch event and leaves the kept parts scattered
+//! among the freed ones, so the allocator cannot give the pages back. [`Slim`] objects decode only the kept fields: serde skips the rest of the
 //! JSON without allocating it.
 //!
 //! [`CachedNode`] keeps the metadata without `managedFields` (labels and annotations whole: the
@@ -14,23 +11,15 @@
 //! ID and the allocatable CPU and memory; everything [`crate::reconcile::snapshot::node_view`],
 //! the trigger and the metrics read.
 //!
-//! [`CachedPod`] keeps what the plan reads of the controller's own pods: the metadata without
-//! `managedFields`; the node, the overhead and, of each container, its name, image, arguments,
-//! environment and resources (pod validation, pod slots, reboot interrupts); the phase, reason,
-//! message and, of each init container's status, its name, state, last state and restart count
-//! (`pod_outcome`). Everything admission and the kubelet add besides (volumes and their mounts,
-//! tolerations, security contexts, conditions, addresses, image IDs) is skipped: with it, a
-//! package pod was about 38 KB of the controller's memory. A rule that reads another field of a
-//! package pod must keep it here; `a_cached_pod_answers_every_pod_rule_as_the_full_pod` checks
-//! the rules that read pods today.
+//! The controller's own pods are decoded the same way, into types of their own
+//! ([`super::pod`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, EnvVar, Node, NodeCondition, NodeSpec, NodeStatus,
-    NodeSystemInfo, Pod, PodSpec, PodStatus, ResourceRequirements, Taint,
+    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -44,9 +33,6 @@ pub struct Slim<K>(pub K);
 
 /// A Node as the cache holds it.
 pub type CachedNode = Slim<Node>;
-
-/// A pod as the cache holds it.
-pub type CachedPod = Slim<Pod>;
 
 impl<K> Deref for Slim<K> {
     type Target = K;
@@ -104,113 +90,6 @@ impl<'de> Deserialize<'de> for Slim<Node> {
     }
 }
 
-impl<'de> Deserialize<'de> for Slim<Pod> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let wire = WirePod::deserialize(deserializer)?;
-        Ok(Slim(wire.into_pod()))
-    }
-}
-
-/// The kept fields of a pod's JSON (see the module documentation).
-#[derive(Deserialize)]
-struct WirePod {
-    #[serde(default)]
-    metadata: WireMeta,
-    spec: Option<WirePodSpec>,
-    status: Option<WirePodStatus>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WirePodSpec {
-    node_name: Option<String>,
-    overhead: Option<BTreeMap<String, Quantity>>,
-    init_containers: Option<Vec<WireContainer>>,
-    #[serde(default)]
-    containers: Vec<WireContainer>,
-}
-
-#[derive(Deserialize)]
-struct WireContainer {
-    #[serde(default)]
-    name: String,
-    image: Option<String>,
-    args: Option<Vec<String>>,
-    env: Option<Vec<EnvVar>>,
-    resources: Option<ResourceRequirements>,
-}
-
-impl WirePod {
-    fn into_pod(self) -> Pod {
-        Pod {
-            metadata: self.metadata.into_meta(),
-            spec: self.spec.map(|spec| PodSpec {
-                node_name: spec.node_name,
-                overhead: spec.overhead,
-                init_containers: spec
-                    .init_containers
-                    .map(|containers| containers.into_iter().map(Container::from).collect()),
-                containers: spec.containers.into_iter().map(Container::from).collect(),
-                ..PodSpec::default()
-            }),
-            status: self.status.map(|status| PodStatus {
-                phase: status.phase,
-                reason: status.reason,
-                message: status.message,
-                init_container_statuses: status
-                    .init_container_statuses
-                    .map(|statuses| statuses.into_iter().map(ContainerStatus::from).collect()),
-                ..PodStatus::default()
-            }),
-        }
-    }
-}
-
-impl From<WireContainer> for Container {
-    fn from(wire: WireContainer) -> Self {
-        Container {
-            name: wire.name,
-            image: wire.image,
-            args: wire.args,
-            env: wire.env,
-            resources: wire.resources,
-            ..Container::default()
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WirePodStatus {
-    phase: Option<String>,
-    reason: Option<String>,
-    message: Option<String>,
-    init_container_statuses: Option<Vec<WireContainerStatus>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireContainerStatus {
-    #[serde(default)]
-    name: String,
-    state: Option<ContainerState>,
-    last_state: Option<ContainerState>,
-    #[serde(default)]
-    restart_count: i32,
-}
-
-impl From<WireContainerStatus> for ContainerStatus {
-    fn from(wire: WireContainerStatus) -> Self {
-        ContainerStatus {
-            name: wire.name,
-            state: wire.state,
-            last_state: wire.last_state,
-            restart_count: wire.restart_count,
-            ..ContainerStatus::default()
-        }
-    }
-}
-
 /// The kept fields of a Node's JSON; serde ignores every other field.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -224,7 +103,7 @@ struct WireNode {
 /// `ObjectMeta` without `managedFields`.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct WireMeta {
+pub(super) struct WireMeta {
     name: Option<String>,
     generate_name: Option<String>,
     namespace: Option<String>,
@@ -265,7 +144,7 @@ struct WireNodeInfo {
 const KEPT_ALLOCATABLE: [&str; 2] = ["cpu", "memory"];
 
 impl WireMeta {
-    fn into_meta(self) -> ObjectMeta {
+    pub(super) fn into_meta(self) -> ObjectMeta {
         // Destructured whole, so a field added to WireMeta cannot be left out here unnoticed.
         let WireMeta {
             name,
@@ -389,138 +268,6 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert_eq!(allocatable, ["cpu", "memory"]);
-    }
-
-    /// A package pod as the API server returns it: what the controller created, plus what
-    /// admission and the kubelet add, plus `status`.
-    fn served(mut pod: Pod, status: serde_json::Value) -> serde_json::Value {
-        pod.metadata.resource_version = Some("42".into());
-        pod.metadata.creation_timestamp = Some(Time("2026-11-24T10:00:00Z".parse().unwrap()));
-        let mut json = serde_json::to_value(pod).unwrap();
-        json["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubelet",
-            "operation": "Update", "subresource": "status", "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:status": {"f:phase": {}}}}]);
-        let spec = &mut json["spec"];
-        spec["volumes"]
-            .as_array_mut()
-            .unwrap()
-            .push(serde_json::json!({
-            "name": "kube-api-access-x", "projected": {"sources": [
-                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}}));
-        for list in ["initContainers", "containers"] {
-            for container in spec[list].as_array_mut().unwrap() {
-                if let Some(mounts) = container["volumeMounts"].as_array_mut() {
-                    mounts.push(
-                        serde_json::json!({"name": "kube-api-access-x", "mountPath": "/var/run"}),
-                    );
-                }
-                container["terminationMessagePath"] = "/dev/termination-log".into();
-                container["imagePullPolicy"] = "Always".into();
-            }
-        }
-        spec["tolerations"]
-            .as_array_mut()
-            .unwrap()
-            .push(serde_json::json!({
-            "key": "node.kubernetes.io/not-ready", "operator": "Exists",
-            "effect": "NoExecute", "tolerationSeconds": 300}));
-        json["status"] = status;
-        json
-    }
-
-    #[test]
-    fn a_cached_pod_answers_every_pod_rule_as_the_full_pod() {
-        use crate::names::OwnerSkyhook;
-        use crate::pod_match::{ExpectedContainers, validate_pod};
-        use crate::pod_outcome::{OutcomeContext, outcome};
-        use crate::pods::tests::{package, settings, skyhook};
-        use crate::pods::{PodNode, interrupt_pod, is_reboot_interrupt, package_pod};
-        use skyhook_api::node_state::NodeState;
-        use skyhook_api::resources::pod_requests;
-        use skyhook_api::v1alpha1::{Interrupt, InterruptType, Stage};
-
-        let sky = skyhook("gpu", vec![]);
-        let owner = OwnerSkyhook::new(&sky).unwrap();
-        let mut driver = package("driver", "1.0.0", "ghcr.io/x/driver");
-        driver.env = vec![EnvVar {
-            name: "MODE".into(),
-            value: Some("fast".into()),
-            value_from: None,
-        }];
-        let node = PodNode::new("node-1", None);
-        let apply = package_pod(&settings(), &owner, &driver, &node, Stage::Apply).unwrap();
-        let reboot = Interrupt {
-            type_: InterruptType::Reboot,
-            services: vec![],
-        };
-        let interrupt = interrupt_pod(&settings(), &owner, &driver, &reboot, &node);
-        let statuses = [
-            serde_json::json!({"phase": "Pending", "initContainerStatuses": [
-                {"name": "driver-init", "image": "i", "imageID": "x", "ready": false,
-                 "restartCount": 0, "state": {"running": {"startedAt": "2026-11-24T10:00:01Z"}}}]}),
-            serde_json::json!({"phase": "Pending", "initContainerStatuses": [
-                {"name": "driver-init", "image": "i", "imageID": "x", "ready": true,
-                 "restartCount": 0, "state": {"terminated": {"exitCode": 0}}},
-                {"name": "driver-apply", "image": "i", "imageID": "x", "ready": false,
-                 "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff",
-                 "message": "back-off"}}, "lastState": {"terminated": {"exitCode": 2,
-                 "reason": "Error", "startedAt": "2026-11-24T10:00:02Z"}}}]}),
-            serde_json::json!({"phase": "Failed", "reason": "OutOfcpu",
-                "message": "Node didn't have enough resource: cpu"}),
-            serde_json::json!({"phase": "Running", "initContainerStatuses": [
-                {"name": "driver-init", "image": "i", "imageID": "x", "ready": true,
-                 "restartCount": 0, "state": {"terminated": {"exitCode": 0}}},
-                {"name": "driver-apply", "image": "i", "imageID": "x", "ready": true,
-                 "restartCount": 0, "state": {"terminated": {"exitCode": 0}}},
-                {"name": "driver-applycheck", "image": "i", "imageID": "x", "ready": true,
-                 "restartCount": 1, "state": {"terminated": {"exitCode": 0}}}],
-                "conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.1"}),
-            serde_json::json!({"phase": "Running", "initContainerStatuses": [
-                {"name": "interrupt", "image": "i", "imageID": "x", "ready": false,
-                 "restartCount": 0, "state": {"terminated": {"exitCode": 137,
-                 "reason": "Error", "startedAt": "2026-11-24T10:00:03Z"}}}]}),
-        ];
-        let packages = BTreeMap::from([("driver".to_owned(), driver.clone())]);
-        let state: NodeState = [skyhook_api::v1alpha1::PackageStatus {
-            name: "driver".into(),
-            version: "1.0.0".into(),
-            image: "ghcr.io/x/driver".into(),
-            container_sha: String::new(),
-            stage: Stage::Apply,
-            state: skyhook_api::v1alpha1::State::InProgress,
-            restarts: 0,
-            last_transition_time: None,
-        }]
-        .into_iter()
-        .collect();
-        for created in [&apply, &interrupt] {
-            for status in &statuses {
-                let json = served(created.clone(), status.clone());
-                let full: Pod = serde_json::from_value(json.clone()).unwrap();
-                let slim: CachedPod = serde_json::from_value(json).unwrap();
-                for boot_id in [None, Some("boot-2")] {
-                    let context = OutcomeContext {
-                        node_boot_id: boot_id,
-                        now: "2026-11-24T11:00:00Z".parse().unwrap(),
-                        reboot_deadline: std::time::Duration::from_secs(600),
-                    };
-                    assert_eq!(outcome(&slim, context), outcome(&full, context), "{status}");
-                }
-                let validate = |pod: &Pod| {
-                    let mut expected = ExpectedContainers::default();
-                    validate_pod(&settings(), &owner, &packages, &state, pod, &mut expected)
-                };
-                assert_eq!(validate(&slim), validate(&full));
-                let requests = |pod: &Pod| pod_requests(pod.spec.as_ref().unwrap()).ok();
-                assert_eq!(requests(&slim), requests(&full));
-                assert_eq!(is_reboot_interrupt(&slim), is_reboot_interrupt(&full));
-                assert_eq!(slim.metadata.labels, full.metadata.labels);
-                assert_eq!(slim.metadata.annotations, full.metadata.annotations);
-                assert!(slim.metadata.managed_fields.is_none());
-                let kept_spec = slim.spec.as_ref().unwrap();
-                assert!(kept_spec.volumes.is_none() && kept_spec.tolerations.is_none());
-            }
-        }
     }
 
     #[test]

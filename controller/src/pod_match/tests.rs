@@ -3,6 +3,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use skyhook_api::v1alpha1::{PackageResources, PackageStatus, Skyhook, State};
 
 use super::*;
+use crate::cache::CachedPod;
 use crate::pods::tests::{package, settings, skyhook};
 
 /// [`super::validate_pod`] with nothing built yet, as the first pod of a plan sees it.
@@ -18,7 +19,7 @@ fn validate_pod(
         owner,
         packages,
         node_state,
-        pod,
+        &CachedPod::from(pod.clone()),
         &mut ExpectedContainers::default(),
     )
 }

@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerStateRunning, ContainerStateWaiting, PodStatus};
+use k8s_openapi::api::core::v1::{
+    ContainerStateRunning, ContainerStateWaiting, ContainerStatus, Pod, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, Stage};
 
@@ -21,6 +23,11 @@ fn context(node_boot_id: Option<&str>) -> OutcomeContext<'_> {
         now: now(),
         reboot_deadline: Duration::from_secs(30 * 60),
     }
+}
+
+/// [`super::outcome`] of `pod` as the cache holds it.
+fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
+    super::outcome(&CachedPod::from(pod.clone()), context)
 }
 
 fn apply_pod(boot_id: Option<&str>) -> Pod {

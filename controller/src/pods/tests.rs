@@ -763,7 +763,7 @@ fn reboot_interrupt_pod() {
         .collect();
     assert_eq!(volumes, ["root-mount"]);
     assert_eq!(spec.containers[0].name, "pause");
-    assert!(is_reboot_interrupt(&pod));
+    assert!(is_reboot_interrupt(&CachedPod::from(pod.clone())));
 }
 
 #[test]
@@ -791,7 +791,7 @@ fn merged_service_interrupt_argument() {
         init(&pod)[0].image.as_deref(),
         Some("ghcr.io/nvidia/skyhook/agentless:6.2.0")
     );
-    assert!(!is_reboot_interrupt(&pod));
+    assert!(!is_reboot_interrupt(&CachedPod::from(pod.clone())));
     assert!(
         !pod.metadata
             .annotations
@@ -812,5 +812,5 @@ fn package_pods_are_not_reboot_interrupts() {
         Stage::Apply,
     )
     .unwrap();
-    assert!(!is_reboot_interrupt(&pod));
+    assert!(!is_reboot_interrupt(&CachedPod::from(pod.clone())));
 }

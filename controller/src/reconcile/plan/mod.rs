@@ -46,7 +46,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
 use skyhook_api::conditions::LongList;
-use skyhook_api::resources::{CpuMemory, pod_requests};
+use skyhook_api::resources::CpuMemory;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::transition::FinishedStage;
 use skyhook_api::v1alpha1::SkyhookStatus;
@@ -241,7 +241,7 @@ fn pods_per_node(snapshot: &Snapshot) -> HashMap<&str, PodsOnNode<'_>> {
             .spec
             .as_ref()
             .filter(|_| !matches!(pod.outcome, PodOutcome::Rejected { .. }))
-            .and_then(|spec| pod_requests(spec).ok())
+            .and_then(|spec| spec.requests)
             .unwrap_or_default();
         let on_node = per_node.entry(pod.node.as_str()).or_default();
         on_node.pods.push(pod);

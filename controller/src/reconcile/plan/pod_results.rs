@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use skyhook_api::pod_annotation::PodPackageAnnotation;
-use skyhook_api::resources::pod_requests;
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
@@ -209,7 +208,7 @@ impl Planner<'_> {
         pod.pod
             .spec
             .as_ref()
-            .and_then(|spec| pod_requests(spec).ok())
+            .and_then(|spec| spec.requests)
             .is_some_and(|requests| !requests.fits_within(allocatable))
     }
 
