@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{EnvVar, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
@@ -34,7 +34,7 @@ use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage};
 use skyhook_api::validate::{QuantityValue, parse_quantity};
 
 use crate::cache::CachedPod;
-use crate::cache::pod::CachedContainer;
+use crate::cache::pod::{CachedContainer, CachedEnvVar, CachedResources};
 use crate::config::PodSettings;
 use crate::names::{self, OwnerSkyhook};
 use crate::pods::{PodNode, interrupt_pod, package_pod};
@@ -246,7 +246,7 @@ fn init_containers(pod: &CachedPod) -> &[CachedContainer] {
 }
 
 /// The environment without the operator-injected variables, normalised for API defaulting.
-fn package_env(env: &Option<Vec<EnvVar>>) -> Vec<EnvVar> {
+fn package_env(env: &Option<Vec<CachedEnvVar>>) -> Vec<CachedEnvVar> {
     env.iter()
         .flatten()
         .filter(|var| {
@@ -272,8 +272,8 @@ fn package_env(env: &Option<Vec<EnvVar>>) -> Vec<EnvVar> {
 }
 
 fn resources_match(
-    actual: Option<&ResourceRequirements>,
-    expected: Option<&ResourceRequirements>,
+    actual: Option<&CachedResources>,
+    expected: Option<&CachedResources>,
     package_sets_resources: bool,
     limit_ranged: bool,
 ) -> bool {
@@ -285,9 +285,9 @@ fn resources_match(
 }
 
 /// Limits and requests by value.
-fn lists(requirements: Option<&ResourceRequirements>) -> (ResourceValues<'_>, ResourceValues<'_>) {
+fn lists(requirements: Option<&CachedResources>) -> (ResourceValues<'_>, ResourceValues<'_>) {
     requirements.map_or((None, None), |r| {
-        (values(r.limits.as_ref()), values(r.requests.as_ref()))
+        (values(r.limits.as_deref()), values(r.requests.as_deref()))
     })
 }
 
@@ -296,7 +296,7 @@ type ResourceValues<'a> = Option<BTreeMap<&'a str, QuantityOrText<'a>>>;
 
 /// A resource list by value; a quantity that does not parse is kept as its text, so it still
 /// compares equal only to itself. `None` for an absent or empty list.
-fn values(list: Option<&BTreeMap<String, Quantity>>) -> ResourceValues<'_> {
+fn values(list: Option<&[(String, Quantity)]>) -> ResourceValues<'_> {
     let list = list.filter(|list| !list.is_empty())?;
     Some(
         list.iter()

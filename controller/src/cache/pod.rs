@@ -13,8 +13,8 @@
 //!
 //! Kept: the metadata without `managedFields`; the node; the pod's effective requests, read
 //! once here with [`skyhook_api::resources::pod_requests`] (pod slots, nodes that can never
-//! hold a pod); of each init container its name, image, arguments, environment and resources
-//! (pod validation, reboot interrupts); the phase, reason and message and, of each init
+//! hold a pod); of each init container its name, image, arguments, environment and limits and
+//! requests (pod validation, reboot interrupts); the phase, reason and message and, of each init
 //! container's status, its name, state, last state and restart count (`pod_outcome`). A rule
 //! that reads another field of a package pod must keep it here;
 //! `a_cached_pod_answers_every_pod_rule_as_the_full_pod` checks the rules that read pods today.
@@ -23,7 +23,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, EnvVar, Pod, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStatus, EnvVar, EnvVarSource, Pod, PodSpec, PodStatus,
     ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -68,9 +68,31 @@ pub struct CachedContainer {
     /// Arguments (an interrupt pod's fourth names its interrupt).
     pub args: Option<Vec<String>>,
     /// Environment.
-    pub env: Option<Vec<EnvVar>>,
+    pub env: Option<Vec<CachedEnvVar>>,
     /// Requests and limits.
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<CachedResources>,
+}
+
+/// An environment variable. `EnvVar` holds every kind of source inline (about 400 bytes per
+/// variable, and a package pod has about twenty); a source is rare, so it is boxed here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CachedEnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Its value.
+    pub value: Option<String>,
+    /// Where its value comes from instead.
+    pub value_from: Option<Box<EnvVarSource>>,
+}
+
+/// A container's limits and requests, each in name order. A `BTreeMap` of two quantities takes
+/// a whole node of eleven (about 550 bytes); a list takes what it holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CachedResources {
+    /// Limits, by resource name.
+    pub limits: Option<Vec<(String, Quantity)>>,
+    /// Requests, by resource name.
+    pub requests: Option<Vec<(String, Quantity)>>,
 }
 
 /// What the pod rules read of a pod's status.
@@ -133,8 +155,31 @@ impl From<Container> for CachedContainer {
             name: container.name,
             image: container.image,
             args: container.args,
-            env: container.env,
-            resources: container.resources,
+            env: container
+                .env
+                .map(|env| env.into_iter().map(CachedEnvVar::from).collect()),
+            resources: container.resources.map(CachedResources::from),
+        }
+    }
+}
+
+impl From<EnvVar> for CachedEnvVar {
+    fn from(var: EnvVar) -> Self {
+        CachedEnvVar {
+            name: var.name,
+            value: var.value,
+            value_from: var.value_from.map(Box::new),
+        }
+    }
+}
+
+impl From<ResourceRequirements> for CachedResources {
+    fn from(resources: ResourceRequirements) -> Self {
+        let list =
+            |map: Option<BTreeMap<String, Quantity>>| map.map(|map| map.into_iter().collect());
+        CachedResources {
+            limits: list(resources.limits),
+            requests: list(resources.requests),
         }
     }
 }

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector, ResourceRequirements};
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use skyhook_api::v1alpha1::{PackageResources, PackageStatus, Skyhook, State};
 
