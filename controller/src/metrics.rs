@@ -179,17 +179,18 @@ pub fn skyhook_series(
     strategies: &BTreeMap<String, StrategyKind>,
 ) -> SkyhookSeries {
     let name = skyhook.metadata.name.clone().unwrap_or_default();
-    let status = skyhook.status.clone().unwrap_or_default();
+    let no_status = SkyhookStatus::default();
+    let status = skyhook.status.as_ref().unwrap_or(&no_status);
     let mut series = SkyhookSeries {
         status: status_series(&name, status.status.unwrap_or(Status::Unknown)),
-        node_status: node_status_series(&name, &status),
+        node_status: node_status_series(&name, status),
         target_count: (
             SkyhookLabels {
                 skyhook_name: name.clone(),
             },
             count_i64(target_nodes),
         ),
-        rollout: rollout_series(skyhook, &name, &status, strategies),
+        rollout: rollout_series(skyhook, &name, status, strategies),
         drain_blocked: (
             SkyhookLabels {
                 skyhook_name: name.clone(),

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
@@ -71,12 +71,45 @@ pub enum Publication {
 }
 
 /// The Events published in the last [`SERIES_TTL`], by series, and when each may be forgotten.
+///
+/// A rollout publishes about four Events per node, so this holds thousands: each is kept as
+/// what its key does not say ([`Sent`]), and its key is shared with its expiry entries.
 #[derive(Debug, Default)]
 pub struct SeriesCache {
-    latest: HashMap<SeriesKey, K8sEvent>,
+    latest: HashMap<Arc<SeriesKey>, Sent>,
     /// (last seen, key) in publish order: a key appears once per publish, and only its last
     /// entry matches the Event kept in `latest`.
-    expiries: VecDeque<(Timestamp, SeriesKey)>,
+    expiries: VecDeque<(Timestamp, Arc<SeriesKey>)>,
+}
+
+/// What a published Event holds besides its series key and its reporter: with them,
+/// [`event_of`] sends it again exactly as it was.
+#[derive(Debug, Clone, PartialEq)]
+struct Sent {
+    name: Option<String>,
+    note: Option<String>,
+    event_time: Option<MicroTime>,
+    series: Option<EventSeries>,
+}
+
+impl Sent {
+    fn of(event: K8sEvent) -> Self {
+        Sent {
+            name: event.metadata.name,
+            note: event.note,
+            event_time: event.event_time,
+            series: event.series,
+        }
+    }
+
+    /// When the Event was last seen: its series' last observation, or its own time.
+    fn last_seen(&self) -> Option<Timestamp> {
+        match (&self.series, &self.event_time) {
+            (Some(series), _) => Some(series.last_observed_time.0),
+            (None, Some(time)) => Some(time.0),
+            (None, None) => None,
+        }
+    }
 }
 
 impl SeriesCache {
@@ -93,14 +126,25 @@ impl SeriesCache {
         let key = SeriesKey::of(event, regarding);
         let publication = match self.latest.get(&key) {
             Some(earlier) => {
-                let mut next = earlier.clone();
-                next.series = Some(EventSeries {
-                    count: earlier.series.as_ref().map_or(2, |series| series.count + 1),
-                    last_observed_time: MicroTime(now),
-                });
-                Publication::PatchSeries(next)
+                let next = Sent {
+                    series: Some(EventSeries {
+                        count: earlier.series.as_ref().map_or(2, |series| series.count + 1),
+                        last_observed_time: MicroTime(now),
+                    }),
+                    ..earlier.clone()
+                };
+                Publication::PatchSeries(event_of(reporter, &key, next))
             }
-            None => Publication::Create(new_event(reporter, event, regarding, now)),
+            None => {
+                let object_name = regarding.name.as_deref().unwrap_or(&reporter.controller);
+                let first = Sent {
+                    name: Some(format!("{object_name}.{:x}", now.as_nanosecond())),
+                    note: event.note.clone(),
+                    event_time: Some(MicroTime(now)),
+                    series: None,
+                };
+                Publication::Create(event_of(reporter, &key, first))
+            }
         };
         (key, publication)
     }
@@ -110,10 +154,12 @@ impl SeriesCache {
         let event = match publication {
             Publication::Create(event) | Publication::PatchSeries(event) => event,
         };
-        if let Some(seen) = last_seen(&event) {
-            self.expiries.push_back((seen, key.clone()));
+        let sent = Sent::of(event);
+        let key = Arc::new(key);
+        if let Some(seen) = sent.last_seen() {
+            self.expiries.push_back((seen, Arc::clone(&key)));
         }
-        self.latest.insert(key, event);
+        self.latest.insert(key, sent);
     }
 
     /// How many series are kept.
@@ -134,7 +180,7 @@ impl SeriesCache {
             let expired = self
                 .latest
                 .get(&key)
-                .and_then(last_seen)
+                .and_then(Sent::last_seen)
                 .is_some_and(|latest| latest + SERIES_TTL <= now);
             if expired {
                 self.latest.remove(&key);
@@ -143,32 +189,20 @@ impl SeriesCache {
     }
 }
 
-/// When an Event was last seen: its series' last observation, or its own time.
-fn last_seen(event: &K8sEvent) -> Option<Timestamp> {
-    match (&event.series, &event.event_time) {
-        (Some(series), _) => Some(series.last_observed_time.0),
-        (None, Some(time)) => Some(time.0),
-        (None, None) => None,
-    }
-}
-
-/// A new Event, named and filled in as kube's `Recorder` names and fills it.
-fn new_event(
-    reporter: &Reporter,
-    event: &Event,
-    regarding: &ObjectReference,
-    now: Timestamp,
-) -> K8sEvent {
-    let object_name = regarding.name.as_deref().unwrap_or(&reporter.controller);
+/// The Event of series `key` that `sent` describes, named and filled in as kube's `Recorder`
+/// names and fills it (a repeat sends the first occurrence again with its series counted on).
+fn event_of(reporter: &Reporter, key: &SeriesKey, sent: Sent) -> K8sEvent {
+    let regarding = &key.regarding.0;
     K8sEvent {
-        action: Some(event.action.clone()),
-        reason: Some(event.reason.clone()),
-        event_time: Some(MicroTime(now)),
+        action: Some(key.action.clone()),
+        reason: Some(key.reason.clone()),
+        event_time: sent.event_time,
         regarding: Some(regarding.clone()),
-        note: event.note.clone(),
+        note: sent.note,
+        series: sent.series,
         metadata: ObjectMeta {
             namespace: regarding.namespace.clone(),
-            name: Some(format!("{object_name}.{:x}", now.as_nanosecond())),
+            name: sent.name,
             ..ObjectMeta::default()
         },
         reporting_controller: Some(reporter.controller.clone()),
@@ -179,13 +213,13 @@ fn new_event(
                 .unwrap_or_else(|| reporter.controller.clone()),
         ),
         type_: Some(
-            match event.type_ {
+            match key.event_type {
                 EventType::Normal => "Normal",
                 EventType::Warning => "Warning",
             }
             .to_owned(),
         ),
-        related: event.secondary.clone(),
+        related: key.related.as_ref().map(|related| related.0.clone()),
         ..K8sEvent::default()
     }
 }

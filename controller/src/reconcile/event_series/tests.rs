@@ -1,4 +1,6 @@
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Reporter};
 
@@ -182,4 +184,44 @@ fn a_new_event_is_named_and_filled_in_as_kube_names_it() {
     assert_eq!(sent.regarding, Some(regarding));
     assert_eq!(sent.event_time.map(|time| time.0), Some(at(0)));
     assert!(sent.series.is_none());
+}
+
+/// kube's `Recorder` patches a repeat with the first occurrence whole (name, note, time, objects,
+/// reporter), its series counted on; the cache keeps less of it and must send the same.
+#[test]
+fn a_repeat_sends_the_first_event_again_with_its_series() {
+    let mut cache = SeriesCache::default();
+    let mut regarding = node("gpu-1");
+    regarding.namespace = Some("ns".into());
+    let mut related = node("pod-1");
+    related.kind = Some("Pod".into());
+    let warning = |note: &str| Event {
+        type_: EventType::Warning,
+        reason: "Failed".into(),
+        note: Some(note.into()),
+        action: "Apply".into(),
+        secondary: Some(related.clone()),
+    };
+    let (key, first) = cache.next(&reporter(), &warning("first"), &regarding, at(0));
+    let Publication::Create(created) = first.clone() else {
+        panic!("a first Event is created");
+    };
+    assert_eq!(created.related, Some(related.clone()));
+    assert_eq!(created.note.as_deref(), Some("first"));
+    cache.published(key, first);
+    for (seconds, count) in [(10, 2), (20, 3)] {
+        let (key, repeat) = cache.next(&reporter(), &warning("later"), &regarding, at(seconds));
+        let Publication::PatchSeries(patched) = repeat.clone() else {
+            panic!("a repeat patches the series");
+        };
+        let expected = K8sEvent {
+            series: Some(EventSeries {
+                count,
+                last_observed_time: MicroTime(at(seconds)),
+            }),
+            ..created.clone()
+        };
+        assert_eq!(patched, expected);
+        cache.published(key, repeat);
+    }
 }
