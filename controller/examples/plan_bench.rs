@@ -167,9 +167,10 @@ fn snapshot(nodes: usize, budget_percent: i32, in_progress: usize, now: Timestam
             ready: true,
             ..NodeView::default()
         })
+        .map(std::sync::Arc::new)
         .collect();
     Snapshot {
-        skyhooks: vec![skyhook(budget_percent)],
+        skyhooks: vec![skyhook(budget_percent).into()],
         nodes,
         ..Snapshot::default()
     }
@@ -209,6 +210,7 @@ fn apply_node_patches(snapshot: &mut Snapshot, planned: &controller::reconcile::
         let Some(patch) = planned.nodes.get(&node.name) else {
             continue;
         };
+        let node = std::sync::Arc::make_mut(node);
         for (map, changes) in [
             (&mut node.annotations, &patch.annotations),
             (&mut node.labels, &patch.labels),
@@ -309,7 +311,7 @@ fn main() -> anyhow::Result<()> {
             !status.node_status.is_empty()
         );
     }
-    snapshot.skyhooks[0].status = status;
+    std::sync::Arc::make_mut(&mut snapshot.skyhooks[0]).status = status;
     apply_node_patches(&mut snapshot, &planned);
     if running_pods {
         // The batch picked after the first status is written starts in the next plan; plan
@@ -323,7 +325,7 @@ fn main() -> anyhow::Result<()> {
             );
             let (_, planned) = measure(&snapshot, &config, now);
             if let Some(status) = planned.statuses.get(SKYHOOK) {
-                snapshot.skyhooks[0].status = Some(status.clone());
+                std::sync::Arc::make_mut(&mut snapshot.skyhooks[0]).status = Some(status.clone());
             }
             apply_node_patches(&mut snapshot, &planned);
             started = planned.create_pods;

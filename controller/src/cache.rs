@@ -116,7 +116,7 @@ impl Caches {
             watcher::Config::default(),
             changed.clone(),
             |_| {},
-            |old, new| node_changed(old, new),
+            node_changed,
         );
         let (pods, pods_watch) = reflect(
             Api::<CachedPod>::namespaced(client.clone(), namespace),

@@ -3,29 +3,66 @@
 //! Every kubelet re-posts its node's status every five minutes (new condition heartbeat times,
 //! nothing else), and other controllers touch fields the plan never reads. A reconcile over an
 //! unchanged view of the cluster plans nothing new, so such events only refresh the cache: a
-//! Node wakes the loop when what the plan reads of it ([`node_view`]) changes; the controller's
+//! Node wakes the loop when what the plan reads of it ([`NodeView`]) changes; the controller's
 //! own objects and the Skyhooks when their `resourceVersion` does (every change of theirs
 //! matters to the plan). A relist after a lost watch wakes the loop only when it found a change.
 
-use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 use kube::runtime::watcher::Event;
 
-use crate::reconcile::snapshot::{NodeView, node_view};
+use super::CachedNode;
+use crate::reconcile::snapshot::NodeView;
 
 /// Whether a Node changed in what the plan reads: labels, annotations, taints, unschedulable,
 /// creation time, boot ID, conditions (type, status, reason, message; the Ready condition's
 /// transition time while not Ready) and allocatable CPU and memory. Not heartbeat times, images,
 /// addresses or the resource version (the next reconcile reads the latest one anyway).
-pub fn node_changed(old: &Node, new: &Node) -> bool {
-    plan_input(old) != plan_input(new)
+pub fn node_changed(old: &CachedNode, new: &CachedNode) -> bool {
+    !same_plan_input(old.view(), new.view())
 }
 
-fn plan_input(node: &Node) -> NodeView {
-    NodeView {
-        resource_version: None,
-        ..node_view(node)
-    }
+/// Every field of the views but the resource version; destructured, so that a field added to
+/// [`NodeView`] cannot be left out unnoticed.
+fn same_plan_input(old: &NodeView, new: &NodeView) -> bool {
+    let NodeView {
+        name,
+        labels,
+        annotations,
+        taints,
+        unschedulable,
+        created,
+        boot_id,
+        ready,
+        not_ready_since,
+        ready_since,
+        conditions,
+        allocatable,
+        resource_version: _,
+    } = old;
+    (
+        name,
+        labels,
+        annotations,
+        taints,
+        unschedulable,
+        created,
+        boot_id,
+    ) == (
+        &new.name,
+        &new.labels,
+        &new.annotations,
+        &new.taints,
+        &new.unschedulable,
+        &new.created,
+        &new.boot_id,
+    ) && (ready, not_ready_since, ready_since, conditions, allocatable)
+        == (
+            &new.ready,
+            &new.not_ready_since,
+            &new.ready_since,
+            &new.conditions,
+            &new.allocatable,
+        )
 }
 
 /// Whether an object the plan reads whole changed: its `resourceVersion` moved (or is unknown).
@@ -94,7 +131,7 @@ mod tests {
     use super::*;
     use jiff::Timestamp;
     use k8s_openapi::api::core::v1::{
-        ContainerImage, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+        ContainerImage, Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use kube::ResourceExt;
@@ -255,22 +292,26 @@ mod tests {
             ),
         ];
         for (case, new, expected) in cases {
-            assert_eq!(node_changed(&node(), &new), expected, "{case}");
+            let (old, new) = (CachedNode::from(node()), CachedNode::from(new));
+            assert_eq!(node_changed(&old, &new), expected, "{case}");
         }
     }
 
     #[test]
     fn events_wake_the_loop_on_a_change_only() {
-        let old = node();
-        let heartbeat = edited(|n| conditions(n)[1].last_heartbeat_time = Some(time(2_300)));
-        let relabelled = edited(|n| {
+        let old = CachedNode::from(node());
+        let heartbeat = CachedNode::from(edited(|n| {
+            conditions(n)[1].last_heartbeat_time = Some(time(2_300));
+        }));
+        let relabelled = CachedNode::from(edited(|n| {
             n.labels_mut().insert("x".to_owned(), "y".to_owned());
-        });
-        let step = |trigger: &mut Trigger<Node>, event: Event<Node>, cached: Option<&Node>| {
-            trigger.wakes(&event, cached, || 1)
-        };
+        }));
+        let step =
+            |trigger: &mut Trigger<CachedNode>,
+             event: Event<CachedNode>,
+             cached: Option<&CachedNode>| { trigger.wakes(&event, cached, || 1) };
         let mut trigger = Trigger::new(node_changed);
-        let cases: Vec<(&str, Event<Node>, Option<&Node>, bool)> = vec![
+        let cases: Vec<(&str, Event<CachedNode>, Option<&CachedNode>, bool)> = vec![
             (
                 "heartbeat",
                 Event::Apply(heartbeat.clone()),

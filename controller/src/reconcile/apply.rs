@@ -16,7 +16,7 @@ use std::future::Future;
 
 use futures::{StreamExt, stream};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
@@ -29,7 +29,7 @@ use super::event_sender::{EventSender, Outgoing};
 use super::plan::{
     EventTarget, Eviction, NodePatch, Plan, PlannedEvent, StageDuration, node_write_order,
 };
-use super::snapshot::{OwnedConfigMap, Snapshot};
+use super::snapshot::{NodeView, OwnedConfigMap, Snapshot};
 use crate::cache::CachedNode;
 use crate::cache::own_writes::{CachedKind, Landed, OwnWrite, OwnWrites};
 use crate::metrics::Metrics;
@@ -845,15 +845,13 @@ fn conditions_patch(patch: &NodePatch, now: &str) -> Option<Vec<Value>> {
 }
 
 /// Whether `node`, as a write returned it, carries the annotations and labels of `patch`.
-fn metadata_landed(node: &Node, patch: &NodePatch) -> bool {
-    let holds = |map: &Option<BTreeMap<String, String>>,
-                 wanted: &BTreeMap<String, Option<String>>| {
+fn metadata_landed(node: &NodeView, patch: &NodePatch) -> bool {
+    let holds = |map: &BTreeMap<String, String>, wanted: &BTreeMap<String, Option<String>>| {
         wanted
             .iter()
-            .all(|(key, value)| map.as_ref().and_then(|map| map.get(key)) == value.as_ref())
+            .all(|(key, value)| map.get(key) == value.as_ref())
     };
-    holds(&node.metadata.annotations, &patch.annotations)
-        && holds(&node.metadata.labels, &patch.labels)
+    holds(&node.annotations, &patch.annotations) && holds(&node.labels, &patch.labels)
 }
 
 /// The object an Event is about.
@@ -1214,7 +1212,7 @@ mod tests {
             ..NodePatch::default()
         };
         let node = |annotations: serde_json::Value, labels: serde_json::Value| {
-            serde_json::from_value::<k8s_openapi::api::core::v1::Node>(json!({
+            serde_json::from_value::<crate::cache::CachedNode>(json!({
                 "metadata": {"name": "n", "annotations": annotations, "labels": labels}
             }))
             .unwrap()
@@ -1236,8 +1234,9 @@ mod tests {
             assert_eq!(
                 metadata_landed(&node, &patch),
                 landed,
-                "{:?}",
-                node.metadata
+                "{:?} {:?}",
+                node.annotations,
+                node.labels
             );
         }
         assert!(metadata_landed(

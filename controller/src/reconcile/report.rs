@@ -29,11 +29,10 @@ fn targeted_nodes<'n>(
     skyhook: &Skyhook,
     nodes: &'n [Arc<CachedNode>],
 ) -> impl Iterator<Item = &'n Arc<CachedNode>> {
-    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
     let selector = skyhook.spec.target_selector();
     nodes
         .iter()
-        .filter(move |node| selector.matches(node.metadata.labels.as_ref().unwrap_or(&NO_LABELS)))
+        .filter(move |node| selector.matches(&node.labels))
 }
 
 /// `skyhook` with `status.nodeStatus` read from the `status_<skyhook>` annotations of the nodes
@@ -50,8 +49,8 @@ fn with_node_statuses(skyhook: &Skyhook, nodes: &[Arc<CachedNode>]) -> Skyhook {
     let annotated = |key: &str| {
         targeted_nodes(&skyhook, nodes)
             .filter_map(|node| {
-                let value = node.metadata.annotations.as_ref()?.get(key)?;
-                Some((node.metadata.name.clone()?, value.as_str()))
+                let value = node.annotations.get(key)?;
+                Some((node.name.clone(), value.as_str()))
             })
             .collect::<Vec<_>>()
     };
@@ -192,9 +191,20 @@ mod tests {
         key: &str,
         value: &str,
     ) -> Arc<CachedNode> {
-        let mut node = Arc::unwrap_or_clone(node(name, labels));
-        node.metadata.annotations = Some(BTreeMap::from([(key.to_owned(), value.to_owned())]));
-        Arc::new(node)
+        Arc::new(CachedNode::from(Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).into(), (*v).into()))
+                        .collect(),
+                ),
+                annotations: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        }))
     }
 
     #[test]

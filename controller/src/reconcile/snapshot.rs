@@ -8,6 +8,7 @@
 //! given time, so that the plan never reads a clock.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -24,12 +25,13 @@ use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
 /// Everything a plan reads.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Every Skyhook.
-    pub skyhooks: Vec<Skyhook>,
+    /// Every Skyhook, shared with the cache: a Skyhook's status mirrors its nodes (about 2 MiB
+    /// at 1,000 nodes), too much to copy into every snapshot.
+    pub skyhooks: Vec<std::sync::Arc<Skyhook>>,
     /// Every DeploymentPolicy spec, by name.
     pub policies: BTreeMap<String, DeploymentPolicySpec>,
-    /// Every node.
-    pub nodes: Vec<NodeView>,
+    /// Every node, shared with the cache.
+    pub nodes: Vec<Arc<NodeView>>,
     /// The controller's package and interrupt pods.
     pub pods: Vec<OwnedPod>,
     /// The package ConfigMaps, by name.
@@ -156,7 +158,7 @@ impl Snapshot {
         now: Timestamp,
         reboot_deadline: Duration,
     ) -> Snapshot {
-        let nodes: Vec<NodeView> = cached.nodes.iter().map(|n| node_view(n)).collect();
+        let nodes: Vec<Arc<NodeView>> = cached.nodes.iter().map(|n| Arc::clone(n.view())).collect();
         let boot_ids: BTreeMap<&str, Option<&str>> = nodes
             .iter()
             .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
@@ -181,7 +183,7 @@ impl Snapshot {
             })
             .collect();
         Snapshot {
-            skyhooks: cached.skyhooks.iter().map(|s| (**s).clone()).collect(),
+            skyhooks: cached.skyhooks.clone(),
             policies: cached
                 .policies
                 .iter()
@@ -205,56 +207,63 @@ impl Snapshot {
         nodes
             .iter()
             .filter(|node| {
-                node.metadata.annotations.as_ref().is_some_and(|a| {
-                    a.keys()
-                        .any(|k| k.starts_with(keys::CORDON_ANNOTATION_PREFIX))
-                })
+                node.annotations
+                    .keys()
+                    .any(|k| k.starts_with(keys::CORDON_ANNOTATION_PREFIX))
             })
-            .filter_map(|node| node.metadata.name.clone())
+            .map(|node| node.name.clone())
             .collect()
     }
 }
 
 /// Reduces a Node to a [`NodeView`].
-pub fn node_view(node: &Node) -> NodeView {
-    let spec = node.spec.as_ref();
-    let status = node.status.as_ref();
-    let conditions = status
-        .and_then(|s| s.conditions.as_ref())
-        .map(|conditions| {
-            conditions
-                .iter()
-                .map(|c| NodeConditionView {
-                    type_: c.type_.clone(),
-                    status: c.status.clone(),
-                    reason: c.reason.clone().unwrap_or_default(),
-                    message: c.message.clone().unwrap_or_default(),
-                })
-                .collect::<Vec<_>>()
+pub fn node_view(node: Node) -> NodeView {
+    let Node {
+        metadata,
+        spec,
+        status,
+    } = node;
+    let ready_since = ready_transition(status.as_ref(), true);
+    let not_ready_since = ready_transition(status.as_ref(), false);
+    let (conditions, boot_id, allocatable) = match status {
+        Some(status) => (
+            status.conditions.unwrap_or_default(),
+            status.node_info.map(|info| info.boot_id),
+            status.allocatable,
+        ),
+        None => (Vec::new(), None, None),
+    };
+    let conditions: Vec<NodeConditionView> = conditions
+        .into_iter()
+        .map(|c| NodeConditionView {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason.unwrap_or_default(),
+            message: c.message.unwrap_or_default(),
         })
-        .unwrap_or_default();
+        .collect();
+    let (taints, unschedulable) = match spec {
+        Some(spec) => (spec.taints.unwrap_or_default(), spec.unschedulable),
+        None => (Vec::new(), None),
+    };
     NodeView {
-        name: node.metadata.name.clone().unwrap_or_default(),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
-        annotations: node.metadata.annotations.clone().unwrap_or_default(),
-        taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
-        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
-        created: node.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        boot_id: status
-            .and_then(|s| s.node_info.as_ref())
-            .map(|info| info.boot_id.clone())
-            .filter(|id| !id.is_empty()),
+        name: metadata.name.unwrap_or_default(),
+        labels: metadata.labels.unwrap_or_default(),
+        annotations: metadata.annotations.unwrap_or_default(),
+        taints,
+        unschedulable: unschedulable.unwrap_or(false),
+        created: metadata.creation_timestamp.map(|t| t.0),
+        boot_id: boot_id.filter(|id| !id.is_empty()),
         ready: conditions
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True"),
-        not_ready_since: ready_transition(status, false),
-        ready_since: ready_transition(status, true),
+        not_ready_since,
+        ready_since,
         conditions,
-        allocatable: status
-            .and_then(|s| s.allocatable.as_ref())
+        allocatable: allocatable
             .filter(|list| list.contains_key("cpu") && list.contains_key("memory"))
-            .and_then(|list| cpu_memory(list).ok()),
-        resource_version: node.metadata.resource_version.clone(),
+            .and_then(|list| cpu_memory(&list).ok()),
+        resource_version: metadata.resource_version,
     }
 }
 
@@ -406,7 +415,7 @@ mod tests {
     fn a_node_view_keeps_what_the_rules_read() {
         let cases = [("True", true), ("False", false), ("Unknown", false)];
         for (condition, ready) in cases {
-            let view = node_view(&node("n", &[], condition));
+            let view = node_view(node("n", &[], condition));
             assert_eq!(view.ready, ready, "Ready={condition}");
             assert!(view.unschedulable);
             assert_eq!(view.boot_id.as_deref(), Some("b-1"));
@@ -434,7 +443,7 @@ mod tests {
                         .collect(),
                 );
             }
-            node_view(&n).allocatable
+            node_view(n).allocatable
         };
         let cases = [
             (
@@ -451,7 +460,7 @@ mod tests {
         for (list, want) in cases {
             assert_eq!(with(&list), want, "{list:?}");
         }
-        assert_eq!(node_view(&node("n", &[], "True")).allocatable, None);
+        assert_eq!(node_view(node("n", &[], "True")).allocatable, None);
     }
 
     #[test]

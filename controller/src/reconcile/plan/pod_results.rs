@@ -46,6 +46,7 @@ impl Planner<'_> {
             let skyhook = snapshot
                 .skyhooks
                 .iter()
+                .map(|s| &**s)
                 .find(|s| s.metadata.name.as_deref() == Some(annotation.skyhook.as_str()));
             let packages: &BTreeMap<String, Package> = skyhook.map_or(&empty, |s| &s.spec.packages);
             match &pod.outcome {

@@ -9,6 +9,7 @@
 //! 5. node conditions, state mirror and uncordon; the Skyhook status ([`super::status`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
@@ -37,9 +38,10 @@ use crate::names::OwnerSkyhook;
 use crate::reconcile::snapshot::NodeView;
 
 /// The Skyhooks in the order their passes run: priority, then name.
-fn pass_order(skyhooks: &[Skyhook]) -> Vec<&Skyhook> {
+fn pass_order(skyhooks: &[Arc<Skyhook>]) -> Vec<&Skyhook> {
     let mut order: Vec<&Skyhook> = skyhooks
         .iter()
+        .map(|s| &**s)
         .filter(|s| s.metadata.name.is_some())
         .collect();
     order.sort_by(|a, b| {

@@ -2,6 +2,7 @@
 //! runtime-required taint (spec §2.10).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::runtime_required::{
@@ -13,10 +14,14 @@ use crate::reconcile::snapshot::{NodeView, Snapshot};
 
 /// The nodes `skyhook` targets ([`skyhook_api::v1alpha1::SkyhookSpec::target_selector`]: every
 /// node without `nodeSelectors`), by creation time then name.
-pub(super) fn matched_nodes<'s>(skyhook: &Skyhook, nodes: &'s [NodeView]) -> Vec<&'s NodeView> {
+pub(super) fn matched_nodes<'s>(
+    skyhook: &Skyhook,
+    nodes: &'s [Arc<NodeView>],
+) -> Vec<&'s NodeView> {
     let selector = skyhook.spec.target_selector();
     let mut matched: Vec<&NodeView> = nodes
         .iter()
+        .map(|n| &**n)
         .filter(|n| selector.matches(&n.labels))
         .collect();
     matched.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));

@@ -2,6 +2,7 @@
 //! (§2.8), reboots (§2.11), a missing DeploymentPolicy (§2.4) and `serial`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage, State, Status};
@@ -163,7 +164,7 @@ fn reapply_on_reboot_resets_the_node_when_its_boot_id_changes() {
         .node_boot_ids;
     assert_eq!(boot_ids.get("worker").map(String::as_str), Some("boot-1"));
 
-    sim.snapshot.nodes[0].boot_id = Some("boot-2".into());
+    Arc::make_mut(&mut sim.snapshot.nodes[0]).boot_id = Some("boot-2".into());
     let planned = sim.step();
     assert!(planned.events.iter().any(|e| e.reason == "Reboot"));
     assert_eq!(
@@ -186,7 +187,7 @@ fn a_reboot_without_reapply_only_records_the_boot_id() {
         vec![skyhook("reboot", vec![package("one", "1.0.0")])],
     );
     sim.run(10);
-    sim.snapshot.nodes[0].boot_id = Some("boot-2".into());
+    Arc::make_mut(&mut sim.snapshot.nodes[0]).boot_id = Some("boot-2".into());
     let planned = sim.step();
     assert!(planned.create_pods.is_empty());
     assert_eq!(sim.skyhook_status("reboot"), Some(Status::Complete));
@@ -367,7 +368,7 @@ fn nothing_starts_on_a_node_whose_kubelet_is_not_ready() {
     );
     sim.step();
     assert!(sim.pods().is_empty());
-    sim.snapshot.nodes[0].ready = true;
+    Arc::make_mut(&mut sim.snapshot.nodes[0]).ready = true;
     sim.step();
     assert_eq!(sim.pods().len(), 1);
 }
@@ -430,7 +431,7 @@ fn a_node_reset_by_hand_removes_stray_pods_and_runs_again() {
                 vec![row("aa|1.0.0", Stage::Config, State::Erroring)]
             );
         }
-        sim.snapshot.nodes[0]
+        Arc::make_mut(&mut sim.snapshot.nodes[0])
             .annotations
             .remove(&keys::node_state_annotation("cleanup"));
         let planned = sim.step();

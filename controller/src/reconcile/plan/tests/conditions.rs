@@ -1,6 +1,8 @@
 //! Upstream-exact condition texts (spec §2.5, §2.13), spelled out literally here so that a
 //! change of a constant in `skyhook_api::keys` shows up as a failing test.
 
+use std::sync::Arc;
+
 use skyhook_api::keys;
 
 use super::sim::{Sim, node, package, skyhook};
@@ -262,7 +264,7 @@ fn node_conditions_are_written_only_when_they_differ() {
     };
     assert_eq!(written(&sim.step()), Vec::<String>::new());
 
-    for condition in &mut sim.snapshot.nodes[0].conditions {
+    for condition in &mut Arc::make_mut(&mut sim.snapshot.nodes[0]).conditions {
         condition.message.clear();
     }
     assert_eq!(

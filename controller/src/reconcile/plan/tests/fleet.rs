@@ -3,6 +3,7 @@
 //! earlier controller; a Skyhook that waits for it says so in a condition.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use skyhook_api::budget::FleetBudget;
@@ -120,6 +121,7 @@ fn a_node_left_cordoned_by_another_skyhook_holds_the_fleet_budget() {
         .snapshot
         .nodes
         .iter_mut()
+        .map(Arc::make_mut)
         .find(|n| n.name == "b1")
         .expect("b1");
     b1.unschedulable = true;
@@ -140,6 +142,7 @@ fn a_node_left_cordoned_by_another_skyhook_holds_the_fleet_budget() {
         .snapshot
         .nodes
         .iter_mut()
+        .map(Arc::make_mut)
         .find(|n| n.name == "b1")
         .expect("b1");
     b1.unschedulable = false;

@@ -4,6 +4,7 @@
 //! itself when the settle time ends.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::SignedDuration;
@@ -61,6 +62,7 @@ fn set_ready(sim: &mut Sim, name: &str, ready: bool) {
         .snapshot
         .nodes
         .iter_mut()
+        .map(Arc::make_mut)
         .find(|n| n.name == name)
         .expect("a known node");
     view.ready = ready;

@@ -2,6 +2,7 @@
 //! current with the node when each package pod starts, and is not written when nothing changed.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use skyhook_api::v1alpha1::Stage;
 
@@ -53,7 +54,7 @@ fn each_stage_pod_starts_with_the_node_as_it_is_and_nothing_unchanged_is_written
     assert_current(&sim, "when the apply pod starts");
 
     sim.settle(|_| false);
-    sim.snapshot.nodes[0]
+    Arc::make_mut(&mut sim.snapshot.nodes[0])
         .labels
         .insert("example.com/team".into(), "blue".into());
     let config = sim.step();

@@ -2,6 +2,8 @@
 //! status maps only mirror them. A node written by a status-only version reads its entry from
 //! the status, so an upgrade misses no reboot and keeps every pick.
 
+use std::sync::Arc;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{InterruptionBudget, Stage, Status};
@@ -23,7 +25,7 @@ fn annotation(sim: &Sim, node: &str, key: &str) -> Option<String> {
 
 /// The node as a status-only version left it: no boot ID or pick annotation.
 fn forget_node_records(sim: &mut Sim, skyhook: &str) {
-    for node in &mut sim.snapshot.nodes {
+    for node in sim.snapshot.nodes.iter_mut().map(Arc::make_mut) {
         node.annotations
             .remove(&keys::node_boot_id_annotation(skyhook));
         node.annotations
@@ -70,7 +72,7 @@ fn reboots_are_detected_from_the_node_or_from_a_status_not_yet_migrated() {
         if !annotated {
             forget_node_records(&mut sim, "reboot");
         }
-        sim.snapshot.nodes[0].boot_id = Some("boot-2".into());
+        Arc::make_mut(&mut sim.snapshot.nodes[0]).boot_id = Some("boot-2".into());
         let planned = sim.step();
         let case = format!("mirror kept: {mirror_kept}, annotated: {annotated}");
         assert!(
@@ -164,7 +166,7 @@ fn a_node_no_longer_targeted_loses_its_records() {
     let picked = keys::node_picked_annotation("leave");
     let boot = keys::node_boot_id_annotation("leave");
     assert!(annotation(&sim, "node-a", &picked).is_some());
-    sim.snapshot.nodes[0].labels.clear();
+    Arc::make_mut(&mut sim.snapshot.nodes[0]).labels.clear();
     sim.step();
     assert_eq!(annotation(&sim, "node-a", &picked), None);
     assert_eq!(annotation(&sim, "node-a", &boot), None);

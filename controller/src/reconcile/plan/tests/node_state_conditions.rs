@@ -2,6 +2,7 @@
 //! roll; the explicit-uninstall conditions follow the node states, even while paused.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Stage, State};
@@ -151,6 +152,7 @@ fn repairing_or_deleting_the_annotation_clears_the_condition_and_the_node_comple
             .snapshot
             .nodes
             .iter_mut()
+            .map(Arc::make_mut)
             .find(|n| n.name == "c")
             .expect("node c");
         match repair {
@@ -177,7 +179,7 @@ fn set_state(sim: &mut Sim, stage: &str, state: &str) {
         r#"{{"aa|1.0.0":{{"name":"aa","version":"1.0.0","image":"{}","stage":"{stage}","state":"{state}"}}}}"#,
         package("aa", "1.0.0").image
     );
-    sim.snapshot.nodes[0]
+    Arc::make_mut(&mut sim.snapshot.nodes[0])
         .annotations
         .insert(keys::node_state_annotation("x"), text);
 }
@@ -228,7 +230,7 @@ fn a_later_skyhook_waits_on_the_skipped_node() {
     let mut sim = three_nodes_one_corrupt();
     let mut later = skyhook("y", vec![package("bb", "1.0.0")]);
     later.spec.priority = 300;
-    sim.snapshot.skyhooks.push(later);
+    sim.snapshot.skyhooks.push(later.into());
     roll_around_c(&mut sim);
     let done = vec![("bb|1.0.0".to_owned(), Stage::Config, State::Complete)];
     assert_eq!(sim.state("y", "a"), done);
@@ -247,7 +249,7 @@ fn a_pod_on_a_node_whose_state_turns_unreadable_is_left_alone() {
     );
     sim.step();
     assert_eq!(sim.snapshot.pods.len(), 1, "a pod on c");
-    sim.snapshot.nodes[0]
+    Arc::make_mut(&mut sim.snapshot.nodes[0])
         .annotations
         .insert(keys::node_state_annotation("x"), "[1]".to_owned());
     sim.settle(|_| false);

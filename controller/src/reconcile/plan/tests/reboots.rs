@@ -2,6 +2,8 @@
 //! it, a node that does not come back is reported and keeps its slot, a lost interrupt pod is
 //! noticed, and a version bump marks only the nodes being worked on `in_progress`.
 
+use std::sync::Arc;
+
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, InterruptionBudget, Stage, State, Status};
 
@@ -47,6 +49,7 @@ fn view_mut<'s>(sim: &'s mut Sim, name: &str) -> &'s mut crate::reconcile::snaps
     sim.snapshot
         .nodes
         .iter_mut()
+        .map(Arc::make_mut)
         .find(|n| n.name == name)
         .expect("a known node")
 }

@@ -1,6 +1,7 @@
 //! Spec §6.1 scenarios that need no cluster, as exact plans and states.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -615,7 +616,7 @@ fn strict_order_gates_per_node_paused_blocks_disabled_does_not() {
 
     // Unpause b and untaint worker2: worker runs priority 2 while worker2 runs priority 1.
     sim.skyhook_mut("b").metadata.annotations = None;
-    sim.snapshot.nodes[1].taints.clear();
+    Arc::make_mut(&mut sim.snapshot.nodes[1]).taints.clear();
     sim.step();
     assert_eq!(
         sim.pods(),
@@ -727,7 +728,7 @@ fn runtime_required_taint_is_removed_per_node() {
         Some("blocked")
     );
 
-    sim.snapshot.nodes[1]
+    Arc::make_mut(&mut sim.snapshot.nodes[1])
         .taints
         .retain(|t| t.key != "test-block");
     sim.run(20);

@@ -2,6 +2,7 @@
 //! outcomes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -192,8 +193,8 @@ impl Sim {
     pub(super) fn new(nodes: Vec<NodeView>, skyhooks: Vec<Skyhook>) -> Self {
         Sim {
             snapshot: Snapshot {
-                skyhooks,
-                nodes,
+                skyhooks: skyhooks.into_iter().map(Arc::new).collect(),
+                nodes: nodes.into_iter().map(Arc::new).collect(),
                 ..Snapshot::default()
             },
             config: config(),
@@ -216,6 +217,7 @@ impl Sim {
             let node = snapshot
                 .nodes
                 .iter_mut()
+                .map(Arc::make_mut)
                 .find(|n| n.name == *name)
                 .expect("plans only patch known nodes");
             for (key, value) in &patch.annotations {
@@ -281,6 +283,7 @@ impl Sim {
             snapshot.metadata_configmaps.remove(name);
         }
         for skyhook in &mut snapshot.skyhooks {
+            let skyhook = Arc::make_mut(skyhook);
             let name = skyhook.metadata.name.clone().unwrap_or_default();
             if let Some(status) = planned.statuses.get(&name) {
                 skyhook.status = Some(status.clone());
@@ -413,6 +416,7 @@ impl Sim {
         self.snapshot
             .skyhooks
             .iter_mut()
+            .map(Arc::make_mut)
             .find(|s| s.metadata.name.as_deref() == Some(name))
             .expect("the test names a known Skyhook")
     }
