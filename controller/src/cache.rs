@@ -17,7 +17,8 @@
 //! Node objects are decoded with only what the controller reads ([`CachedNode`]): no
 //! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
 //! annotations stay whole: the node-metadata ConfigMaps copy them. Pods are decoded with only
-//! the fields the pod rules read, into types sized for them ([`CachedPod`]).
+//! the fields the pod rules read, into types sized for them ([`CachedPod`]), and node-metadata
+//! ConfigMaps keep a digest of their data instead of the data ([`CachedNodeMetadata`]).
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -37,11 +38,50 @@ use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 use tokio::sync::Notify;
 use tracing::warn;
 
+/// `kube::Resource` for `$cached`, the cached form of the Kubernetes kind `$kind`, whose
+/// `metadata` field is its `ObjectMeta`: watched and stored as `$kind` is.
+macro_rules! resource_of {
+    ($cached:ty, $kind:ty) => {
+        impl kube::Resource for $cached {
+            type DynamicType = ();
+            type Scope = <$kind as kube::Resource>::Scope;
+
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::kind(dt)
+            }
+
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::group(dt)
+            }
+
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::version(dt)
+            }
+
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::plural(dt)
+            }
+
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+pub mod node_metadata;
 pub mod own_writes;
 pub mod pod;
 pub mod slim;
 pub mod trigger;
 
+use node_metadata::CachedNodeMetadata;
 use own_writes::{CachedKind, OwnWrite, shows};
 pub use pod::CachedPod;
 pub use slim::CachedNode;
@@ -58,7 +98,7 @@ pub struct Caches {
     nodes: Store<CachedNode>,
     pods: Store<CachedPod>,
     package_configmaps: Store<ConfigMap>,
-    metadata_configmaps: Store<ConfigMap>,
+    metadata_configmaps: Store<CachedNodeMetadata>,
     /// The namespace of the controller's pods and ConfigMaps.
     namespace: String,
 }
@@ -83,7 +123,7 @@ pub struct CachedObjects {
     /// The controller's package ConfigMaps.
     pub package_configmaps: Vec<Arc<ConfigMap>>,
     /// The controller's node-metadata ConfigMaps.
-    pub metadata_configmaps: Vec<Arc<ConfigMap>>,
+    pub metadata_configmaps: Vec<Arc<CachedNodeMetadata>>,
 }
 
 impl Caches {
@@ -133,10 +173,10 @@ impl Caches {
             version_changed,
         );
         let (metadata_configmaps, metadata_configmaps_watch) = reflect(
-            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            Api::<CachedNodeMetadata>::namespaced(client.clone(), namespace),
             node_meta,
             changed,
-            |cm: &mut ConfigMap| cm.managed_fields_mut().clear(),
+            |_| {},
             version_changed,
         );
 
@@ -197,17 +237,16 @@ impl Caches {
             object.and_then(|object| object.meta().resource_version.clone())
         }
         let name = write.name.as_str();
-        let owned =
-            |store: &Store<ConfigMap>| store.get(&ObjectRef::new(name).within(&self.namespace));
+        let package = ObjectRef::new(name).within(&self.namespace);
+        let metadata = ObjectRef::new(name).within(&self.namespace);
         match write.kind {
             CachedKind::Skyhook => version(self.skyhooks.get(&ObjectRef::new(name))),
             CachedKind::Node => version(self.nodes.get(&ObjectRef::new(name))),
             CachedKind::Pod => {
                 version(self.pods.get(&ObjectRef::new(name).within(&self.namespace)))
             }
-            CachedKind::ConfigMap => version(
-                owned(&self.package_configmaps).or_else(|| owned(&self.metadata_configmaps)),
-            ),
+            CachedKind::ConfigMap => version(self.package_configmaps.get(&package))
+                .or_else(|| version(self.metadata_configmaps.get(&metadata))),
         }
     }
 

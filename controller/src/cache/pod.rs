@@ -19,7 +19,6 @@
 //! that reads another field of a package pod must keep it here;
 //! `a_cached_pod_answers_every_pod_rule_as_the_full_pod` checks the rules that read pods today.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -28,7 +27,6 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use skyhook_api::resources::{CpuMemory, pod_requests};
 
@@ -211,34 +209,7 @@ impl From<ContainerStatus> for CachedContainerStatus {
     }
 }
 
-impl Resource for CachedPod {
-    type DynamicType = ();
-    type Scope = <Pod as Resource>::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Pod::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        Pod::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        Pod::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Pod::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+resource_of!(CachedPod, Pod);
 
 impl<'de> Deserialize<'de> for CachedPod {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

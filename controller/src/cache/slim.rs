@@ -14,7 +14,6 @@
 //! The controller's own pods are decoded the same way, into types of their own
 //! ([`super::pod`]).
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -24,7 +23,6 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
 use crate::reconcile::snapshot::{NodeView, node_view};
@@ -71,34 +69,7 @@ impl From<Node> for CachedNode {
     }
 }
 
-impl Resource for CachedNode {
-    type DynamicType = ();
-    type Scope = <Node as Resource>::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Node::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        Node::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        Node::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Node::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+resource_of!(CachedNode, Node);
 
 impl<'de> Deserialize<'de> for CachedNode {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -273,7 +244,7 @@ mod tests {
             creation_timestamp: node.metadata.creation_timestamp.clone(),
             ..ObjectMeta::default()
         };
-        assert_eq!(decoded.meta(), &expected_meta);
+        assert_eq!(kube::Resource::meta(&decoded), &expected_meta);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use skyhook_api::resources::{CpuMemory, cpu_memory};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 
 use crate::cache;
+use crate::cache::node_metadata::CachedNodeMetadata;
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
 
 /// Everything a plan reads.
@@ -37,7 +38,7 @@ pub struct Snapshot {
     /// The package ConfigMaps, by name.
     pub package_configmaps: BTreeMap<String, OwnedConfigMap>,
     /// The node-metadata ConfigMaps, by name.
-    pub metadata_configmaps: BTreeMap<String, OwnedConfigMap>,
+    pub metadata_configmaps: BTreeMap<String, OwnedConfigMap<CachedNodeMetadata>>,
     /// All pods (any namespace) of the nodes listed in [`Snapshot::nodes_to_list`], by node. A
     /// node missing here has not been listed: the plan waits rather than guess.
     pub workload_pods: BTreeMap<String, Vec<Pod>>,
@@ -115,9 +116,10 @@ pub struct OwnedPod {
     pub outcome: PodOutcome,
 }
 
-/// A ConfigMap the controller owns: its owner and node, and the cached object itself.
+/// A ConfigMap the controller owns: its owner and node, and the cached object itself (a
+/// package ConfigMap whole, a node-metadata ConfigMap as [`CachedNodeMetadata`]).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct OwnedConfigMap {
+pub struct OwnedConfigMap<C = ConfigMap> {
     /// The owning Skyhook (label `skyhook.nvidia.com/name` or `skyhook-node-meta`).
     pub skyhook: String,
     /// For node-metadata ConfigMaps, the node (annotation `skyhook.nvidia.com/Node.name`).
@@ -125,23 +127,33 @@ pub struct OwnedConfigMap {
     /// The ConfigMap as cached, shared with the cache: a node-metadata ConfigMap carries its
     /// node's labels and annotations, and copying every one into every snapshot cost a reconcile
     /// megabytes (one per node and Skyhook).
-    configmap: std::sync::Arc<ConfigMap>,
+    configmap: std::sync::Arc<C>,
 }
 
-impl OwnedConfigMap {
+impl<C> OwnedConfigMap<C> {
     /// The ConfigMap `configmap` of `skyhook` (and of `node`, for a node-metadata ConfigMap).
-    pub fn new(
-        skyhook: String,
-        node: Option<String>,
-        configmap: std::sync::Arc<ConfigMap>,
-    ) -> Self {
+    pub fn new(skyhook: String, node: Option<String>, configmap: std::sync::Arc<C>) -> Self {
         OwnedConfigMap {
             skyhook,
             node,
             configmap,
         }
     }
+}
 
+impl OwnedConfigMap<CachedNodeMetadata> {
+    /// Whether the ConfigMap holds exactly `data`.
+    pub fn holds(&self, data: Option<&BTreeMap<String, String>>) -> bool {
+        self.configmap.holds(data)
+    }
+
+    /// Its `packages.json`, if it has one.
+    pub fn packages_json(&self) -> Option<&str> {
+        self.configmap.packages_json()
+    }
+}
+
+impl OwnedConfigMap {
     /// Its data; empty when it has none.
     pub fn data(&self) -> &BTreeMap<String, String> {
         static NONE: BTreeMap<String, String> = BTreeMap::new();
@@ -325,17 +337,17 @@ impl OwnedPod {
     }
 }
 
-fn owned_configmaps(
-    configmaps: &[std::sync::Arc<ConfigMap>],
+fn owned_configmaps<C: kube::Resource>(
+    configmaps: &[std::sync::Arc<C>],
     owner_label: &str,
-) -> BTreeMap<String, OwnedConfigMap> {
+) -> BTreeMap<String, OwnedConfigMap<C>> {
     configmaps
         .iter()
         .filter_map(|cm| {
-            let name = cm.metadata.name.clone()?;
-            let skyhook = cm.metadata.labels.as_ref()?.get(owner_label)?.clone();
-            let node = cm
-                .metadata
+            let metadata = cm.meta();
+            let name = metadata.name.clone()?;
+            let skyhook = metadata.labels.as_ref()?.get(owner_label)?.clone();
+            let node = metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))

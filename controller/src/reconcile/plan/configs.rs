@@ -163,7 +163,8 @@ fn stale_configmaps(
         owned.skyhook == name && !targeted
     });
     packages
-        .chain(metadata)
-        .map(|(cm_name, _)| cm_name.clone())
+        .map(|(cm_name, _)| cm_name)
+        .chain(metadata.map(|(cm_name, _)| cm_name))
+        .cloned()
         .collect()
 }

@@ -23,7 +23,6 @@ use super::{EventTarget, Planner};
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, package_pod};
-use crate::reconcile::snapshot::OwnedConfigMap;
 
 pub(super) fn changed_keys<'u>(
     updates: &'u BTreeMap<String, Vec<String>>,
@@ -425,8 +424,7 @@ impl<'s> Planner<'s> {
             .snapshot
             .metadata_configmaps
             .get(&name)?
-            .data()
-            .get(crate::configmaps::PACKAGES_KEY)?;
+            .packages_json()?;
         crate::configmaps::read_packages_json(text)
     }
 
@@ -458,11 +456,8 @@ impl<'s> Planner<'s> {
             },
         );
         let name = desired.metadata.name.clone().unwrap_or_default();
-        let current = snapshot
-            .metadata_configmaps
-            .get(&name)
-            .map(OwnedConfigMap::data);
-        if current != desired.data.as_ref() {
+        let current = snapshot.metadata_configmaps.get(&name);
+        if !current.is_some_and(|current| current.holds(desired.data.as_ref())) {
             self.plan.upsert_configmaps.push(desired);
         }
     }

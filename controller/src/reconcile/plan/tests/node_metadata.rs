@@ -32,7 +32,12 @@ fn decoded(data: &BTreeMap<String, String>, key: &str) -> BTreeMap<String, Strin
 
 /// The stored ConfigMap says what the node says, labels and annotations alike.
 fn assert_current(sim: &Sim, when: &str) {
-    let stored = &sim.snapshot.metadata_configmaps[&configmap_name()].data();
+    let written = sim.written_configmaps[&configmap_name()].data.as_ref();
+    assert!(
+        sim.snapshot.metadata_configmaps[&configmap_name()].holds(written),
+        "the cache holds what was written {when}"
+    );
+    let stored = written.expect("the ConfigMap has data");
     let node = sim.node("worker");
     assert_eq!(decoded(stored, LABELS_KEY), node.labels, "labels {when}");
     assert_eq!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::api::ObjectMeta;
 use skyhook_api::keys;
@@ -17,6 +17,7 @@ use skyhook_api::v1alpha1::{
     Package, PolicyBudget, PolicyDefault, Skyhook, SkyhookSpec, Stage, State, Status,
 };
 
+use crate::cache::node_metadata::CachedNodeMetadata;
 use crate::config::{Config, LogEncoder, LogSettings, PodSettings, TimeEncoder};
 use crate::pod_outcome::{PodFailure, PodOutcome};
 use crate::reconcile::plan::{Plan, plan};
@@ -187,6 +188,9 @@ pub(super) struct Sim {
     pub(super) snapshot: Snapshot,
     pub(super) config: Config,
     pub(super) now: Timestamp,
+    /// Every ConfigMap as last written, by name: the cache keeps only a digest of a node-metadata
+    /// ConfigMap's data.
+    pub(super) written_configmaps: BTreeMap<String, ConfigMap>,
 }
 
 impl Sim {
@@ -199,6 +203,7 @@ impl Sim {
             },
             config: config(),
             now: start(),
+            written_configmaps: BTreeMap::new(),
         }
     }
 
@@ -267,11 +272,13 @@ impl Sim {
                 .as_ref()
                 .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))
                 .cloned();
+            self.written_configmaps.insert(name.clone(), cm.clone());
             let shared = std::sync::Arc::new(cm.clone());
             if let Some(skyhook) = labels.get(keys::NODE_META_LABEL) {
+                let cached = Arc::new(CachedNodeMetadata::from(cm.clone()));
                 snapshot
                     .metadata_configmaps
-                    .insert(name, OwnedConfigMap::new(skyhook.clone(), node, shared));
+                    .insert(name, OwnedConfigMap::new(skyhook.clone(), node, cached));
             } else if let Some(skyhook) = labels.get(keys::NAME_LABEL) {
                 snapshot
                     .package_configmaps

@@ -1,0 +1,139 @@
+//! Node-metadata ConfigMaps as the cache holds them: a digest of their data, and the one entry
+//! the plan reads.
+//!
+//! There is one such ConfigMap per node and Skyhook, and each copies its node's labels and
+//! annotations as JSON (about 2.6 KB of data per realistic node). The plan reads two things of
+//! it: whether it holds exactly the data the plan would write now (it writes only when not), and
+//! the `packages.json` its node's package pods last read. So the cache keeps a digest of the data
+//! and that entry, not the data: at 1,000 nodes and three Skyhooks, 3,000 copies of node labels
+//! and annotations that no rule reads.
+//!
+//! The digest is SipHash over the data's entries in key order (std's `DefaultHasher`, whose keys
+//! are fixed): equal data always gives equal digests, and two different data a 1 in 2^64 chance
+//! of an equal one, where the only cost would be one ConfigMap write skipped until the node next
+//! changes.
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
+
+use crate::configmaps::PACKAGES_KEY;
+
+/// A digest of a ConfigMap's data (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataDigest(u64);
+
+impl DataDigest {
+    /// The digest of `data`; an absent data is the empty one.
+    pub fn of(data: Option<&BTreeMap<String, String>>) -> Self {
+        let mut hasher = DefaultHasher::new();
+        match data {
+            Some(data) => data.hash(&mut hasher),
+            None => BTreeMap::<String, String>::new().hash(&mut hasher),
+        }
+        DataDigest(hasher.finish())
+    }
+}
+
+/// A node-metadata ConfigMap as the cache holds it (see the module documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedNodeMetadata {
+    /// The metadata, without `managedFields`.
+    metadata: ObjectMeta,
+    digest: DataDigest,
+    packages_json: Option<String>,
+}
+
+impl CachedNodeMetadata {
+    /// Whether the ConfigMap holds exactly `data`.
+    pub fn holds(&self, data: Option<&BTreeMap<String, String>>) -> bool {
+        self.digest == DataDigest::of(data)
+    }
+
+    /// Its `packages.json`, if it has one.
+    pub fn packages_json(&self) -> Option<&str> {
+        self.packages_json.as_deref()
+    }
+}
+
+impl From<ConfigMap> for CachedNodeMetadata {
+    fn from(configmap: ConfigMap) -> Self {
+        let ConfigMap {
+            mut metadata, data, ..
+        } = configmap;
+        metadata.managed_fields = None;
+        CachedNodeMetadata {
+            metadata,
+            digest: DataDigest::of(data.as_ref()),
+            packages_json: data.and_then(|mut data| data.remove(PACKAGES_KEY)),
+        }
+    }
+}
+
+resource_of!(CachedNodeMetadata, ConfigMap);
+
+impl<'de> Deserialize<'de> for CachedNodeMetadata {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        ConfigMap::deserialize(deserializer).map(CachedNodeMetadata::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_cached_configmap_holds_its_data_and_no_other() {
+        let written = data(&[
+            ("labels.json", r#"{"tier":"gpu"}"#),
+            ("annotations.json", "{}"),
+            (PACKAGES_KEY, r#"{"packages":{}}"#),
+        ]);
+        let cached: CachedNodeMetadata = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "meta-node-1", "namespace": "skyhook", "resourceVersion": "3",
+                         "managedFields": [{"manager": "skyhook", "operation": "Apply"}]},
+            "data": written,
+        }))
+        .unwrap();
+        assert!(cached.holds(Some(&written)));
+        assert_eq!(cached.packages_json(), Some(r#"{"packages":{}}"#));
+        assert!(cached.metadata.managed_fields.is_none());
+        assert_eq!(cached.metadata.resource_version.as_deref(), Some("3"));
+        let cases = [
+            data(&[("labels.json", r#"{"tier":"cpu"}"#)]),
+            data(&[
+                ("labels.json", r#"{"tier":"gpu"}"#),
+                ("annotations.json", "{}"),
+            ]),
+            // Entries moved between keys are different data.
+            data(&[
+                ("labels.json", r#"{"tier":"gpu"}{}"#),
+                ("annotations.json", ""),
+                (PACKAGES_KEY, r#"{"packages":{}}"#),
+            ]),
+            BTreeMap::new(),
+        ];
+        for other in cases {
+            assert!(!cached.holds(Some(&other)), "{other:?}");
+        }
+        assert!(!cached.holds(None));
+    }
+
+    #[test]
+    fn a_configmap_without_data_holds_the_empty_data() {
+        let cached = CachedNodeMetadata::from(ConfigMap::default());
+        assert!(cached.holds(None));
+        assert!(cached.holds(Some(&BTreeMap::new())));
+        assert_eq!(cached.packages_json(), None);
+    }
+}
