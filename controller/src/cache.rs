@@ -237,16 +237,20 @@ impl Caches {
             object.and_then(|object| object.meta().resource_version.clone())
         }
         let name = write.name.as_str();
-        let package = ObjectRef::new(name).within(&self.namespace);
-        let metadata = ObjectRef::new(name).within(&self.namespace);
         match write.kind {
             CachedKind::Skyhook => version(self.skyhooks.get(&ObjectRef::new(name))),
             CachedKind::Node => version(self.nodes.get(&ObjectRef::new(name))),
             CachedKind::Pod => {
                 version(self.pods.get(&ObjectRef::new(name).within(&self.namespace)))
             }
-            CachedKind::ConfigMap => version(self.package_configmaps.get(&package))
-                .or_else(|| version(self.metadata_configmaps.get(&metadata))),
+            CachedKind::ConfigMap => version(
+                self.package_configmaps
+                    .get(&ObjectRef::new(name).within(&self.namespace)),
+            )
+            .or_else(|| {
+                let metadata = ObjectRef::new(name).within(&self.namespace);
+                version(self.metadata_configmaps.get(&metadata))
+            }),
         }
     }
 

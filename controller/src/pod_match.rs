@@ -106,7 +106,14 @@ impl ExpectedContainers {
             .entry(key)
             .or_insert_with(|| {
                 let pod = expected_pod(settings, owner, package, stage, interrupt)?;
-                Some(init_containers(&CachedPod::from(pod)).to_vec())
+                let containers = pod.spec.and_then(|spec| spec.init_containers);
+                Some(
+                    containers
+                        .into_iter()
+                        .flatten()
+                        .map(CachedContainer::from)
+                        .collect(),
+                )
             })
             .as_deref()
     }

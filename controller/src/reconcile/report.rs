@@ -157,6 +157,15 @@ mod tests {
     use crate::pods::tests::skyhook;
 
     fn node(name: &str, labels: &[(&str, &str)]) -> Arc<CachedNode> {
+        node_with(name, labels, None)
+    }
+
+    /// The node `name` with `labels` and `annotations`.
+    fn node_with(
+        name: &str,
+        labels: &[(&str, &str)],
+        annotations: Option<BTreeMap<String, String>>,
+    ) -> Arc<CachedNode> {
         Arc::new(CachedNode::from(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -166,6 +175,7 @@ mod tests {
                         .map(|(k, v)| ((*k).into(), (*v).into()))
                         .collect(),
                 ),
+                annotations,
                 ..ObjectMeta::default()
             },
             ..Node::default()
@@ -191,20 +201,8 @@ mod tests {
         key: &str,
         value: &str,
     ) -> Arc<CachedNode> {
-        Arc::new(CachedNode::from(Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| ((*k).into(), (*v).into()))
-                        .collect(),
-                ),
-                annotations: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
-                ..ObjectMeta::default()
-            },
-            ..Node::default()
-        }))
+        let annotations = BTreeMap::from([(key.to_owned(), value.to_owned())]);
+        node_with(name, labels, Some(annotations))
     }
 
     #[test]
