@@ -2,10 +2,11 @@
 //! §2.13), and the controller's own reconcile counters and latency.
 //!
 //! Contract:
-//! * [`skyhook_series`] is pure: from a Skyhook (its spec packages and its status mirror of the
-//!   nodes), the number of nodes it targets and the strategy of each compartment, it computes the
-//!   complete set of series upstream publishes for it: every status, node status, package state
-//!   and package stage, zeros included.
+//! * [`skyhook_series`] is pure: from a Skyhook (its spec packages and its status), the status
+//!   and node state of each node it targets ([`NodeReadings`]), the number of nodes it targets
+//!   and the strategy of each compartment, it computes the complete set of series upstream
+//!   publishes for it: every status, node status, package state and package stage, zeros
+//!   included.
 //! * [`Metrics::publish`] replaces what was published for that Skyhook, removing label sets that
 //!   disappeared (a package version that left the spec, a compartment that was removed), and
 //!   [`Metrics::remove`] deletes every series of a deleted Skyhook, as upstream's e2e tests check.
@@ -17,6 +18,7 @@
 //! Deliberate difference: upstream set each package's state and stage gauges inside one nested
 //! loop, so a state count held only the count of the last stage seen; here each is a true count.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
@@ -29,6 +31,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use skyhook_api::keys;
+use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{
     PackageStatus, Skyhook, SkyhookStatus, Stage, State, Status, StrategyKind,
 };
@@ -171,10 +174,34 @@ pub struct SkyhookSeries {
     pub drain_blocked: (SkyhookLabels, i64),
 }
 
-/// Computes the series of `skyhook`, which targets `target_nodes` nodes and whose compartments
-/// use `strategies` (compartments absent from it are labelled `unknown`).
+/// What the node and package counts of a Skyhook's series count: the status and the node
+/// state of each node it targets. The controller reads them from the nodes' annotations, since
+/// past a few thousand nodes the status no longer mirrors them; the states are borrowed where
+/// the status still mirrors them, so a reconcile does not copy the Skyhook to count them.
+#[derive(Debug, Clone, Default)]
+pub struct NodeReadings<'a> {
+    /// The status of each node.
+    pub statuses: Vec<Status>,
+    /// The node state of each node.
+    pub states: Vec<Cow<'a, NodeState>>,
+}
+
+impl<'a> NodeReadings<'a> {
+    /// The readings of a status that mirrors every node (`nodeStatus` and `nodeState`).
+    pub fn mirrored(status: Option<&'a SkyhookStatus>) -> Self {
+        status.map_or_else(Self::default, |status| NodeReadings {
+            statuses: status.node_status.values().copied().collect(),
+            states: status.node_state.values().map(Cow::Borrowed).collect(),
+        })
+    }
+}
+
+/// Computes the series of `skyhook`, whose targeted nodes read `nodes`, which targets
+/// `target_nodes` nodes and whose compartments use `strategies` (compartments absent from it are
+/// labelled `unknown`).
 pub fn skyhook_series(
     skyhook: &Skyhook,
+    nodes: &NodeReadings<'_>,
     target_nodes: usize,
     strategies: &BTreeMap<String, StrategyKind>,
 ) -> SkyhookSeries {
@@ -183,7 +210,7 @@ pub fn skyhook_series(
     let status = skyhook.status.as_ref().unwrap_or(&no_status);
     let mut series = SkyhookSeries {
         status: status_series(&name, status.status.unwrap_or(Status::Unknown)),
-        node_status: node_status_series(&name, status),
+        node_status: node_status_series(&name, &nodes.statuses),
         target_count: (
             SkyhookLabels {
                 skyhook_name: name.clone(),
@@ -202,9 +229,9 @@ pub fn skyhook_series(
         ..SkyhookSeries::default()
     };
     for package in skyhook.spec.packages.values() {
-        let entries: Vec<&PackageStatus> = status
-            .node_state
-            .values()
+        let entries: Vec<&PackageStatus> = nodes
+            .states
+            .iter()
             .filter_map(|node| node.get_version(&package.name, &package.version))
             .collect();
         let labels = PackageLabels {
@@ -241,15 +268,11 @@ fn status_series(name: &str, current: Status) -> Vec<(StatusLabels, i64)> {
 }
 
 /// `skyhook_node_status_count`: the nodes of each status, zeros included.
-fn node_status_series(name: &str, status: &SkyhookStatus) -> Vec<(StatusLabels, i64)> {
+fn node_status_series(name: &str, statuses: &[Status]) -> Vec<(StatusLabels, i64)> {
     Status::ALL
         .iter()
         .map(|s| {
-            let count = status
-                .node_status
-                .values()
-                .filter(|value| *value == s)
-                .count();
+            let count = statuses.iter().filter(|value| *value == s).count();
             (
                 StatusLabels {
                     skyhook_name: name.to_owned(),

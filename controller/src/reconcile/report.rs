@@ -5,10 +5,12 @@
 //! `nodeSelectors` select (an empty selector selects every node; one that does not parse selects
 //! none) and names the strategy of each of its compartments (the policy's compartments plus
 //! `__default__`; a single Fixed `__default__` without a policy; none while the policy is
-//! missing), then computes the series with [`crate::metrics::skyhook_series`].
+//! missing), reads its nodes' statuses and node states from their annotations (or its status
+//! while that mirrors them), then computes the series with [`crate::metrics::skyhook_series`].
 //! [`MetricsReporter::report`] publishes them and deletes the series of Skyhooks that left the
 //! snapshot.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -18,7 +20,7 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
 
 use crate::cache::{CachedNode, CachedObjects};
-use crate::metrics::{Metrics, SkyhookSeries, skyhook_series};
+use crate::metrics::{Metrics, NodeReadings, SkyhookSeries, skyhook_series};
 
 /// The nodes `skyhook` targets.
 pub fn target_count(skyhook: &Skyhook, nodes: &[Arc<CachedNode>]) -> usize {
@@ -35,45 +37,37 @@ fn targeted_nodes<'n>(
         .filter(move |node| selector.matches(&node.labels))
 }
 
-/// `skyhook` with `status.nodeStatus` read from the `status_<skyhook>` annotations of the nodes
-/// it targets, and an empty `status.nodeState` from their `nodeState_<skyhook>` annotations:
-/// past a few thousand nodes the status no longer mirrors them ([`skyhook_api::node_mirror`],
-/// `bound_node_state_mirror`), and the node and package counts must not fall to zero then.
-fn with_node_statuses(skyhook: &Skyhook, nodes: &[Arc<CachedNode>]) -> Skyhook {
-    let mut skyhook = skyhook.clone();
-    let name = skyhook.metadata.name.clone().unwrap_or_default();
+/// What the nodes `skyhook` targets read: each one's status from its `status_<skyhook>`
+/// annotation, and its node state from its `nodeState_<skyhook>` annotation unless the status
+/// mirrors them (then borrowed from it). Past a few thousand nodes the status no longer mirrors
+/// them ([`skyhook_api::node_mirror`], `bound_node_state_mirror`), and the node and package
+/// counts must not fall to zero then.
+fn node_readings<'a>(skyhook: &'a Skyhook, nodes: &[Arc<CachedNode>]) -> NodeReadings<'a> {
+    let name = skyhook.metadata.name.as_deref().unwrap_or_default();
     let (status_key, state_key) = (
-        keys::node_status_key(&name),
-        keys::node_state_annotation(&name),
+        keys::node_status_key(name),
+        keys::node_state_annotation(name),
     );
     let annotated = |key: &str| {
-        targeted_nodes(&skyhook, nodes)
-            .filter_map(|node| {
-                let value = node.annotations.get(key)?;
-                Some((node.name.clone(), value.as_str()))
-            })
-            .collect::<Vec<_>>()
+        let key = key.to_owned();
+        targeted_nodes(skyhook, nodes)
+            .filter_map(move |node| node.annotations.get(&key).map(String::as_str))
     };
     let statuses = annotated(&status_key)
-        .into_iter()
-        .filter_map(|(node, value)| Some((node, value.parse().ok()?)))
+        .filter_map(|value| value.parse().ok())
         .collect();
-    let mirrored = skyhook
+    let mirror = skyhook
         .status
         .as_ref()
-        .is_some_and(|status| !status.node_state.is_empty());
-    let states = (!mirrored).then(|| {
-        annotated(&state_key)
-            .into_iter()
-            .filter_map(|(node, value)| Some((node, NodeState::parse(value).ok()?)))
-            .collect()
-    });
-    let status = skyhook.status.get_or_insert_default();
-    status.node_status = statuses;
-    if let Some(states) = states {
-        status.node_state = states;
-    }
-    skyhook
+        .map(|status| &status.node_state)
+        .filter(|states| !states.is_empty());
+    let states = match mirror {
+        Some(states) => states.values().map(Cow::Borrowed).collect(),
+        None => annotated(&state_key)
+            .filter_map(|value| Some(Cow::Owned(NodeState::parse(value).ok()?)))
+            .collect(),
+    };
+    NodeReadings { statuses, states }
 }
 
 /// The strategy of each compartment of `skyhook`.
@@ -107,8 +101,8 @@ pub fn skyhook_metrics(snapshot: &CachedObjects) -> BTreeMap<String, SkyhookSeri
             let name = skyhook.metadata.name.clone()?;
             let targets = target_count(skyhook, &snapshot.nodes);
             let strategies = compartment_strategies(skyhook, &snapshot.policies, targets);
-            let skyhook = with_node_statuses(skyhook, &snapshot.nodes);
-            Some((name, skyhook_series(&skyhook, targets, &strategies)))
+            let nodes = node_readings(skyhook, &snapshot.nodes);
+            Some((name, skyhook_series(skyhook, &nodes, targets, &strategies)))
         })
         .collect()
 }
@@ -150,7 +144,7 @@ mod tests {
     use kube::api::ObjectMeta;
     use skyhook_api::v1alpha1::{
         Compartment, DeploymentPolicySpec, DeploymentStrategy, ExponentialStrategy, PolicyBudget,
-        PolicyDefault,
+        PolicyDefault, Status,
     };
 
     use super::*;
@@ -219,20 +213,8 @@ mod tests {
         ];
         let mut sky = skyhook("s", vec![]);
         sky.spec.node_selectors = Some(selector(&target));
-        let read = with_node_statuses(&sky, &nodes);
-        let statuses: Vec<(&str, String)> = read
-            .status
-            .iter()
-            .flat_map(|s| &s.node_status)
-            .map(|(node, status)| (node.as_str(), status.to_string()))
-            .collect();
-        assert_eq!(
-            statuses,
-            [
-                ("a", "complete".to_owned()),
-                ("b", "in_progress".to_owned())
-            ]
-        );
+        let read = node_readings(&sky, &nodes);
+        assert_eq!(read.statuses, [Status::Complete, Status::InProgress]);
     }
 
     #[test]
@@ -249,27 +231,25 @@ mod tests {
         ];
         let mut sky = skyhook("s", vec![]);
         sky.spec.node_selectors = Some(selector(&target));
-        let read = with_node_statuses(&sky, &nodes);
-        let states: Vec<&str> = read
-            .status
-            .iter()
-            .flat_map(|s| s.node_state.keys())
-            .map(String::as_str)
-            .collect();
+        let parsed = NodeState::parse(state).unwrap();
+        let read = node_readings(&sky, &nodes);
         assert_eq!(
-            states,
-            ["a"],
-            "read from the nodes when the mirror is empty"
+            read.states,
+            [Cow::<NodeState>::Owned(parsed.clone())],
+            "read from the targeted nodes when the mirror is empty, unreadable ones left out"
         );
 
         let mut mirrored = sky.clone();
-        let only_b = BTreeMap::from([("b".to_owned(), NodeState::parse(state).unwrap())]);
-        mirrored.status.get_or_insert_default().node_state = only_b.clone();
-        let read = with_node_statuses(&mirrored, &nodes);
-        assert_eq!(
-            read.status.unwrap().node_state,
-            only_b,
-            "a mirror is kept as it is"
+        let mirror = BTreeMap::from([
+            ("b".to_owned(), parsed.clone()),
+            ("x".to_owned(), NodeState::default()),
+        ]);
+        mirrored.status.get_or_insert_default().node_state = mirror;
+        let read = node_readings(&mirrored, &nodes);
+        assert!(
+            matches!(read.states.as_slice(), [Cow::Borrowed(b), Cow::Borrowed(x)] if **b == parsed && **x == NodeState::default()),
+            "a mirror is read in place, whatever the nodes say: {:?}",
+            read.states
         );
     }
 
