@@ -127,8 +127,9 @@ pub struct CachedObjects {
 }
 
 impl Caches {
-    /// Starts watching. The returned future drives every watch and never ends on its own; run it
-    /// for as long as the caches are used. `changed` is woken on every change.
+    /// Starts watching. The returned future drives every watch and never ends on its own (only
+    /// by a panic, after which the caches no longer follow the cluster); run it for as long as
+    /// the caches are used. `changed` is woken on every change.
     pub fn start(
         client: &Client,
         namespace: &str,
@@ -180,6 +181,9 @@ impl Caches {
             version_changed,
         );
 
+        // One task for all of them: each watch on a task of its own decoded events in parallel
+        // with the reconcile's pass, and made the rollouts slower (1,000 nodes: step p50 8.1 and
+        // 8.9 s against 5.8 and 6.1 s, more controller CPU, no fewer watches ended).
         let drive = async move {
             futures::join!(
                 skyhooks_watch,

@@ -4,13 +4,15 @@
 //!
 //! Contract: only one reconcile runs at a time, always over one snapshot of the caches. A replica
 //! that loses the Lease returns an error at once (the process then exits and restarts as a
-//! standby). SIGTERM and Ctrl-C release the Lease and return.
+//! standby), and so does one whose watches stopped (a panic while decoding an event): it must not
+//! reconcile over caches that no longer change. SIGTERM and Ctrl-C release the Lease and return.
 //!
 //! Each reconcile is the pipeline of [`crate::reconcile`] (observe, snapshot, plan, apply,
 //! report). It runs again on the next cache change, when the plan asks for it (drains, reboot
 //! deadlines), shortly after a failed request, and at least every `DEFAULT_INTERVAL`.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +25,7 @@ use kube::runtime::events::Reporter;
 use kube::{Api, Client};
 use skyhook_api::v1alpha1::Skyhook;
 use tokio::sync::Notify;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, error, info};
 
 use crate::api_requests::counting_client;
@@ -128,7 +130,7 @@ async fn lead_and_reconcile(
     let changed = Arc::new(Notify::new());
     let (caches, drive) = Caches::start(client, &config.pods.namespace, changed.clone());
     let watches = tokio::spawn(drive);
-    let result = async {
+    let lead = async {
         caches
             .wait_ready()
             .await
@@ -144,8 +146,26 @@ async fn lead_and_reconcile(
             error = lost => Err(anyhow::Error::new(error)),
             never = reconcile_loop(client, config, &caches, &changed, metrics) => match never {},
         }
-    }
-    .await;
+    };
+    while_watching(watches, lead).await
+}
+
+/// Runs `lead` for as long as `watches` keeps the caches current, and stops the watches when
+/// `lead` returns. Reconciling over caches that no longer follow the cluster would act on stale
+/// state, so the end of the watches (a panic in one) ends the controller with an error, and it
+/// restarts with fresh caches.
+async fn while_watching<T>(
+    mut watches: JoinHandle<()>,
+    lead: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let result = tokio::select! {
+        ended = &mut watches => Err(match ended {
+            Err(failed) => anyhow::Error::new(failed),
+            Ok(()) => anyhow::anyhow!("the watches ended"),
+        }
+        .context("the caches no longer follow the cluster; restarting to list everything again")),
+        result = lead => result,
+    };
     watches.abort();
     result
 }
@@ -240,5 +260,49 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_watch_ends_the_controller() {
+        let watches = tokio::spawn(async { panic!("decoder bug") });
+        let outcome: anyhow::Result<()> = while_watching(watches, future::pending()).await;
+        let error = format!("{:#}", outcome.expect_err("the controller must stop"));
+        assert!(
+            error.contains("no longer follow the cluster") && error.contains("decoder bug"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_watches_stop_when_the_controller_does() {
+        struct SetOnDrop(Arc<AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let stopped = Arc::new(AtomicBool::new(false));
+        let guard = SetOnDrop(stopped.clone());
+        let watches = tokio::spawn(async move {
+            let _guard = guard;
+            future::pending::<()>().await;
+        });
+        let outcome = while_watching(watches, async { Ok(7) }).await;
+        assert_eq!(outcome.ok(), Some(7));
+        // An aborted task is dropped at its next poll; yield until the runtime has done it.
+        for _ in 0..100 {
+            if stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the watches were left running");
     }
 }
