@@ -22,6 +22,8 @@ use crate::{Installed, Setup, install_built, skyhook_api, wait_for_skyhook_statu
 
 /// How long one rollout may take before the case fails.
 pub const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+/// How long the controller may take to list everything it caches, at start.
+const CACHES_FILLED_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// How often resident memory is sampled during a case (next to the kernel's own peak).
 const RSS_SAMPLE: Duration = Duration::from_millis(500);
 
@@ -104,14 +106,34 @@ impl BenchCluster {
         let controller = Process {
             pid: installed.controller.record().pid,
         };
-        Ok(Self {
+        let cluster = Self {
             installed,
             nodes,
             client,
             controller,
             apiserver: Process { pid: apiserver },
             skyhooks: Vec::new(),
-        })
+        };
+        cluster.until_caches_filled().await?;
+        Ok(cluster)
+    }
+
+    /// Waits until the controller has filled its caches (see [`requests::caches_filled`]).
+    async fn until_caches_filled(&self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            let (counts, _) = self.scrape().await?;
+            if requests::caches_filled(&counts) {
+                return Ok(());
+            }
+            if started.elapsed() > CACHES_FILLED_TIMEOUT {
+                bail!(
+                    "the controller did not start all its watches within {CACHES_FILLED_TIMEOUT:?} (requests so far: {counts:?})\nlast lines of its log:\n{}",
+                    self.installed.controller_log_tail(20)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// The controller's request counters and reconcile totals.

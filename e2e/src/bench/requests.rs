@@ -61,6 +61,27 @@ pub fn counts(samples: &[Sample]) -> Counts {
         .collect()
 }
 
+/// The watches the controller starts, by resource and how many (the package and node-metadata
+/// ConfigMaps are two), each once its first listing is complete.
+const WATCHES: [(&str, u64); 5] = [
+    ("skyhooks", 1),
+    ("deploymentpolicies", 1),
+    ("nodes", 1),
+    ("pods", 1),
+    ("configmaps", 2),
+];
+
+/// Whether the controller has filled its caches: every watch it keeps has started, which kube's
+/// watcher does only after the paged listing that fills its cache (at 5,000 realistic Nodes,
+/// ten pages that take seconds). A case measured before would count that listing as its own.
+pub fn caches_filled(counts: &Counts) -> bool {
+    WATCHES.iter().all(|(resource, watches)| {
+        counts
+            .get(&("watch".to_owned(), (*resource).to_owned()))
+            .is_some_and(|started| started >= watches)
+    })
+}
+
 /// What was requested between two scrapes of the same process. A series absent before started
 /// at zero.
 pub fn between(before: &Counts, after: &Counts) -> Requests {
@@ -117,6 +138,28 @@ mod tests {
             }
         );
         assert_eq!(ReconcileTotals::of(&[]), ReconcileTotals::default());
+    }
+
+    #[test]
+    fn caches_are_filled_once_every_watch_started() {
+        let watches = |configmaps: f64, nodes: f64| {
+            counts(&[
+                sample(COUNTER, "list", "nodes", 10.0),
+                sample(COUNTER, "watch", "skyhooks", 1.0),
+                sample(COUNTER, "watch", "deploymentpolicies", 1.0),
+                sample(COUNTER, "watch", "pods", 3.0),
+                sample(COUNTER, "watch", "configmaps", configmaps),
+                sample(COUNTER, "watch", "nodes", nodes),
+            ])
+        };
+        assert!(caches_filled(&watches(2.0, 1.0)));
+        assert!(caches_filled(&watches(5.0, 2.0)), "watches started again");
+        assert!(!caches_filled(&watches(2.0, 0.0)), "Nodes still listing");
+        assert!(
+            !caches_filled(&watches(1.0, 1.0)),
+            "one ConfigMap kind left"
+        );
+        assert!(!caches_filled(&Counts::new()), "nothing started");
     }
 
     #[test]
