@@ -43,6 +43,20 @@ fn observed(
     sky
 }
 
+/// The series of `sky`, whose status mirrors its nodes.
+fn mirrored_series(
+    sky: &Skyhook,
+    target_nodes: usize,
+    strategies: &BTreeMap<String, StrategyKind>,
+) -> SkyhookSeries {
+    skyhook_series(
+        sky,
+        &NodeReadings::mirrored(sky.status.as_ref()),
+        target_nodes,
+        strategies,
+    )
+}
+
 fn value<L: PartialEq + std::fmt::Debug>(series: &[(L, i64)], labels: &L) -> i64 {
     series
         .iter()
@@ -103,12 +117,7 @@ fn completed_simple_skyhook() {
         },
     )]);
     let strategies = BTreeMap::from([("__default__".into(), StrategyKind::Fixed)]);
-    let series = skyhook_series(
-        &sky,
-        &NodeReadings::mirrored(sky.status.as_ref()),
-        1,
-        &strategies,
-    );
+    let series = mirrored_series(&sky, 1, &strategies);
 
     assert_eq!(series.status.len(), Status::ALL.len());
     assert_eq!(
@@ -207,12 +216,7 @@ fn counts_states_and_stages_independently() {
         ],
         Status::Erroring,
     );
-    let series = skyhook_series(
-        &sky,
-        &NodeReadings::mirrored(sky.status.as_ref()),
-        3,
-        &BTreeMap::new(),
-    );
+    let series = mirrored_series(&sky, 3, &BTreeMap::new());
     let name = "failure-skyhook";
     assert_eq!(
         value(
@@ -279,12 +283,7 @@ fn policy_and_strategy_labels() {
         ("gone".into(), CompartmentStatus::default()),
     ]);
     let strategies = BTreeMap::from([("critical".into(), StrategyKind::Exponential)]);
-    let series = skyhook_series(
-        &sky,
-        &NodeReadings::mirrored(sky.status.as_ref()),
-        0,
-        &strategies,
-    );
+    let series = mirrored_series(&sky, 0, &strategies);
     let labels: Vec<_> = series
         .rollout
         .iter()
@@ -308,12 +307,7 @@ fn policy_and_strategy_labels() {
 #[test]
 fn a_skyhook_without_status_reports_unknown() {
     let sky = skyhook("fresh", vec![]);
-    let series = skyhook_series(
-        &sky,
-        &NodeReadings::mirrored(sky.status.as_ref()),
-        4,
-        &BTreeMap::new(),
-    );
+    let series = mirrored_series(&sky, 4, &BTreeMap::new());
     assert_eq!(value(&series.status, &status_labels("fresh", "unknown")), 1);
     assert_eq!(series.target_count.1, 4);
     assert!(series.rollout.is_empty());
@@ -343,24 +337,8 @@ fn publish_replace_and_remove() {
     sky.status.as_mut().unwrap().compartment_statuses =
         BTreeMap::from([("__default__".into(), CompartmentStatus::default())]);
     let other = observed("other", &[("x", "1")], &[], Status::Waiting);
-    metrics.publish(
-        "delete-skyhook",
-        skyhook_series(
-            &sky,
-            &NodeReadings::mirrored(sky.status.as_ref()),
-            1,
-            &BTreeMap::new(),
-        ),
-    );
-    metrics.publish(
-        "other",
-        skyhook_series(
-            &other,
-            &NodeReadings::mirrored(other.status.as_ref()),
-            0,
-            &BTreeMap::new(),
-        ),
-    );
+    metrics.publish("delete-skyhook", mirrored_series(&sky, 1, &BTreeMap::new()));
+    metrics.publish("other", mirrored_series(&other, 0, &BTreeMap::new()));
 
     let text = metrics.encode().unwrap();
     assert!(
@@ -379,15 +357,7 @@ fn publish_replace_and_remove() {
 
     // Package b leaves the spec: its series go.
     sky.spec.packages.remove("b");
-    metrics.publish(
-        "delete-skyhook",
-        skyhook_series(
-            &sky,
-            &NodeReadings::mirrored(sky.status.as_ref()),
-            1,
-            &BTreeMap::new(),
-        ),
-    );
+    metrics.publish("delete-skyhook", mirrored_series(&sky, 1, &BTreeMap::new()));
     let text = metrics.encode().unwrap();
     assert!(
         !lines_for(&text, "delete-skyhook")
@@ -485,12 +455,7 @@ fn a_blocked_drain_follows_its_condition() {
     ] {
         let mut sky = observed("drain", &[], &[], Status::InProgress);
         sky.status.as_mut().unwrap().conditions = conditions;
-        let series = skyhook_series(
-            &sky,
-            &NodeReadings::mirrored(sky.status.as_ref()),
-            1,
-            &BTreeMap::new(),
-        );
+        let series = mirrored_series(&sky, 1, &BTreeMap::new());
         assert_eq!(series.drain_blocked.0.skyhook_name, "drain");
         assert_eq!(series.drain_blocked.1, expected);
     }

@@ -23,10 +23,6 @@ use crate::cache::{CachedNode, CachedObjects};
 use crate::metrics::{Metrics, NodeReadings, SkyhookSeries, skyhook_series};
 
 /// The nodes `skyhook` targets.
-pub fn target_count(skyhook: &Skyhook, nodes: &[Arc<CachedNode>]) -> usize {
-    targeted_nodes(skyhook, nodes).count()
-}
-
 fn targeted_nodes<'n>(
     skyhook: &Skyhook,
     nodes: &'n [Arc<CachedNode>],
@@ -37,23 +33,19 @@ fn targeted_nodes<'n>(
         .filter(move |node| selector.matches(&node.labels))
 }
 
-/// What the nodes `skyhook` targets read: each one's status from its `status_<skyhook>`
-/// annotation, and its node state from its `nodeState_<skyhook>` annotation unless the status
-/// mirrors them (then borrowed from it). Past a few thousand nodes the status no longer mirrors
-/// them ([`skyhook_api::node_mirror`], `bound_node_state_mirror`), and the node and package
-/// counts must not fall to zero then.
-fn node_readings<'a>(skyhook: &'a Skyhook, nodes: &[Arc<CachedNode>]) -> NodeReadings<'a> {
+/// What `targeted`, the nodes `skyhook` targets, read: each one's status from its
+/// `status_<skyhook>` annotation, and its node state from its `nodeState_<skyhook>` annotation
+/// unless the status mirrors them (then borrowed from it). Past a few thousand nodes the status
+/// no longer mirrors them ([`skyhook_api::node_mirror`], `bound_node_state_mirror`), and the node
+/// and package counts must not fall to zero then.
+fn node_readings<'a>(skyhook: &'a Skyhook, targeted: &[&Arc<CachedNode>]) -> NodeReadings<'a> {
     let name = skyhook.metadata.name.as_deref().unwrap_or_default();
-    let (status_key, state_key) = (
-        keys::node_status_key(name),
-        keys::node_state_annotation(name),
-    );
-    let annotated = |key: &str| {
-        let key = key.to_owned();
-        targeted_nodes(skyhook, nodes)
+    let annotated = |key: String| {
+        targeted
+            .iter()
             .filter_map(move |node| node.annotations.get(&key).map(String::as_str))
     };
-    let statuses = annotated(&status_key)
+    let statuses = annotated(keys::node_status_key(name))
         .filter_map(|value| value.parse().ok())
         .collect();
     let mirror = skyhook
@@ -63,7 +55,7 @@ fn node_readings<'a>(skyhook: &'a Skyhook, nodes: &[Arc<CachedNode>]) -> NodeRea
         .filter(|states| !states.is_empty());
     let states = match mirror {
         Some(states) => states.values().map(Cow::Borrowed).collect(),
-        None => annotated(&state_key)
+        None => annotated(keys::node_state_annotation(name))
             .filter_map(|value| Some(Cow::Owned(NodeState::parse(value).ok()?)))
             .collect(),
     };
@@ -99,10 +91,13 @@ pub fn skyhook_metrics(snapshot: &CachedObjects) -> BTreeMap<String, SkyhookSeri
         .iter()
         .filter_map(|skyhook| {
             let name = skyhook.metadata.name.clone()?;
-            let targets = target_count(skyhook, &snapshot.nodes);
-            let strategies = compartment_strategies(skyhook, &snapshot.policies, targets);
-            let nodes = node_readings(skyhook, &snapshot.nodes);
-            Some((name, skyhook_series(skyhook, &nodes, targets, &strategies)))
+            let targeted: Vec<_> = targeted_nodes(skyhook, &snapshot.nodes).collect();
+            let strategies = compartment_strategies(skyhook, &snapshot.policies, targeted.len());
+            let nodes = node_readings(skyhook, &targeted);
+            Some((
+                name,
+                skyhook_series(skyhook, &nodes, targeted.len(), &strategies),
+            ))
         })
         .collect()
 }
@@ -213,7 +208,7 @@ mod tests {
         ];
         let mut sky = skyhook("s", vec![]);
         sky.spec.node_selectors = Some(selector(&target));
-        let read = node_readings(&sky, &nodes);
+        let read = node_readings(&sky, &targeted_nodes(&sky, &nodes).collect::<Vec<_>>());
         assert_eq!(read.statuses, [Status::Complete, Status::InProgress]);
     }
 
@@ -232,7 +227,7 @@ mod tests {
         let mut sky = skyhook("s", vec![]);
         sky.spec.node_selectors = Some(selector(&target));
         let parsed = NodeState::parse(state).unwrap();
-        let read = node_readings(&sky, &nodes);
+        let read = node_readings(&sky, &targeted_nodes(&sky, &nodes).collect::<Vec<_>>());
         assert_eq!(
             read.states,
             [Cow::<NodeState>::Owned(parsed.clone())],
@@ -245,7 +240,10 @@ mod tests {
             ("x".to_owned(), NodeState::default()),
         ]);
         mirrored.status.get_or_insert_default().node_state = mirror;
-        let read = node_readings(&mirrored, &nodes);
+        let read = node_readings(
+            &mirrored,
+            &targeted_nodes(&mirrored, &nodes).collect::<Vec<_>>(),
+        );
         assert!(
             matches!(read.states.as_slice(), [Cow::Borrowed(b), Cow::Borrowed(x)] if **b == parsed && **x == NodeState::default()),
             "a mirror is read in place, whatever the nodes say: {:?}",
@@ -262,21 +260,21 @@ mod tests {
         ];
         let mut sky = skyhook("s", vec![]);
         assert_eq!(
-            target_count(&sky, &nodes),
+            targeted_nodes(&sky, &nodes).count(),
             3,
             "no selector selects every node"
         );
         sky.spec.node_selectors = Some(LabelSelector::default());
         assert_eq!(
-            target_count(&sky, &nodes),
+            targeted_nodes(&sky, &nodes).count(),
             3,
             "an empty selector selects every node"
         );
         sky.spec.node_selectors = Some(selector(&[("skyhook.nvidia.com/test-node", "skyhooke2e")]));
-        assert_eq!(target_count(&sky, &nodes), 2);
+        assert_eq!(targeted_nodes(&sky, &nodes).count(), 2);
         sky.spec.node_selectors = Some(selector(&[("bad key!", "x")]));
         assert_eq!(
-            target_count(&sky, &nodes),
+            targeted_nodes(&sky, &nodes).count(),
             0,
             "a broken selector selects nothing"
         );
