@@ -14,7 +14,9 @@
 //! not cached: they are listed per node, only for nodes about to be interrupted, which keeps
 //! memory proportional to the controller's own objects rather than to the cluster.
 //!
-//! Node objects are decoded with only what the controller reads ([`CachedNode`]): no
+//! Skyhooks are decoded without their `managedFields` ([`CachedSkyhook`]), which list every
+//! node entry of the status the controller applies. Node objects are decoded with only what the
+//! controller reads ([`CachedNode`]): no
 //! `managedFields`, images, addresses, capacity or system info besides the boot ID. Labels and
 //! annotations stay whole: the node-metadata ConfigMaps copy them. Pods are decoded with only
 //! the fields the pod rules read, into types sized for them ([`CachedPod`]), and node-metadata
@@ -75,15 +77,18 @@ macro_rules! resource_of {
     };
 }
 
+pub mod answer;
 pub mod node_metadata;
 pub mod own_writes;
 pub mod pod;
+pub mod skyhook;
 pub mod slim;
 pub mod trigger;
 
 use node_metadata::CachedNodeMetadata;
 use own_writes::{CachedKind, OwnWrite, shows};
 pub use pod::CachedPod;
+pub use skyhook::CachedSkyhook;
 pub use slim::CachedNode;
 use trigger::{Trigger, node_changed, version_changed};
 
@@ -93,7 +98,7 @@ const OWN_WRITES_POLL: Duration = Duration::from_millis(10);
 /// The stores the reconcile reads.
 #[derive(Clone)]
 pub struct Caches {
-    skyhooks: Store<Skyhook>,
+    skyhooks: Store<CachedSkyhook>,
     policies: Store<DeploymentPolicy>,
     nodes: Store<CachedNode>,
     pods: Store<CachedPod>,
@@ -139,7 +144,7 @@ impl Caches {
         let node_meta = watcher::Config::default().labels(keys::NODE_META_LABEL);
 
         let (skyhooks, skyhooks_watch) = reflect(
-            Api::<Skyhook>::all(client.clone()),
+            Api::<CachedSkyhook>::all(client.clone()),
             watcher::Config::default(),
             changed.clone(),
             |_| {},
@@ -261,7 +266,9 @@ impl Caches {
     /// Copies the current contents of every cache.
     pub fn objects(&self) -> CachedObjects {
         CachedObjects {
-            skyhooks: self.skyhooks.state(),
+            skyhooks: (self.skyhooks.state().iter())
+                .map(|cached| cached.skyhook().clone())
+                .collect(),
             policies: self.policies.state(),
             nodes: self.nodes.state(),
             pods: self.pods.state(),

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
+use super::slim::WireMeta;
 use crate::configmaps::PACKAGES_KEY;
 
 /// A digest of a ConfigMap's data (see the module documentation).
@@ -77,7 +78,19 @@ resource_of!(CachedNodeMetadata, ConfigMap);
 
 impl<'de> Deserialize<'de> for CachedNodeMetadata {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        ConfigMap::deserialize(deserializer).map(CachedNodeMetadata::from)
+        /// The fields of a ConfigMap's JSON, with the metadata's `managedFields` skipped.
+        #[derive(Deserialize)]
+        struct WireConfigMap {
+            #[serde(default)]
+            metadata: WireMeta,
+            data: Option<BTreeMap<String, String>>,
+        }
+        let WireConfigMap { metadata, data } = WireConfigMap::deserialize(deserializer)?;
+        Ok(CachedNodeMetadata::from(ConfigMap {
+            metadata: metadata.into_meta(),
+            data,
+            ..ConfigMap::default()
+        }))
     }
 }
 

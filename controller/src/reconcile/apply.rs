@@ -11,15 +11,18 @@
 //! removed. A failed write is logged with its object and counted in [`Failures`] (by the kind of
 //! write, a bounded metric label); the next reconcile plans again from what the caches then show. `Plan` is destructured exhaustively so a new field cannot be ignored.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 
 use futures::{StreamExt, stream};
 
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
@@ -31,6 +34,7 @@ use super::plan::{
 };
 use super::snapshot::{NodeView, OwnedConfigMap, Snapshot};
 use crate::cache::CachedNode;
+use crate::cache::answer::{self, Answer};
 use crate::cache::own_writes::{CachedKind, Landed, OwnWrite, OwnWrites};
 use crate::metrics::Metrics;
 
@@ -160,9 +164,11 @@ fn log_size(plan: &Plan) {
 struct Writer<'a> {
     client: &'a Client,
     snapshot: &'a Snapshot,
-    skyhooks: Api<Skyhook>,
-    pods: Api<Pod>,
-    configmaps: Api<ConfigMap>,
+    /// Writes answered with the written object's name and version only ([`Answer`]): the
+    /// answers are the whole objects, a Skyhook's several MiB decoded at 1,000 nodes.
+    skyhooks: Api<Answer<Skyhook>>,
+    pods: Api<Answer<Pod>>,
+    configmaps: Api<Answer<ConfigMap>>,
     /// Decodes what a node patch returns as the cache does: a realistic Node is 10-40 KB of
     /// JSON, and a phase's answers are all held until its last patch lands.
     nodes: Api<CachedNode>,
@@ -283,16 +289,16 @@ impl<'a> Writer<'a> {
                 .filter(|configmap| waiting.writes_configmap(configmap)),
             |configmap| async move {
                 let name = configmap.metadata.name.clone().unwrap_or_default();
-                let mut body = configmap;
-                body.metadata.managed_fields = None;
-                let value = json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": body.metadata,
-                    "data": body.data,
-                });
+                let mut configmap = configmap;
+                configmap.metadata.managed_fields = None;
+                let body = ConfigMapApply {
+                    api_version: "v1",
+                    kind: "ConfigMap",
+                    metadata: &configmap.metadata,
+                    data: configmap.data.as_ref(),
+                };
                 let result = configmaps
-                    .patch(&name, ssa, &Patch::Apply(value))
+                    .patch(&name, ssa, &Patch::Apply(body))
                     .await
                     .map(|configmap| Landed::written(&configmap));
                 (name, result)
@@ -356,13 +362,12 @@ impl<'a> Writer<'a> {
     }
 
     async fn create_pods(&mut self, pods: Vec<Pod>, waiting: &Waiting, failures: &mut Failures) {
-        let api = &self.pods;
+        let (client, namespace) = (self.client, self.pods.namespace());
         let results = concurrently(
             pods.into_iter().filter(|pod| waiting.creates_pod(pod)),
             |pod| async move {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                let result = api
-                    .create(&PostParams::default(), &pod)
+                let result = answer::create(client, namespace, &pod)
                     .await
                     .map(|created| Landed::written(&created));
                 (name, result)
@@ -398,20 +403,41 @@ impl<'a> Writer<'a> {
         failures: &mut Failures,
     ) {
         for (name, status) in statuses {
-            let value = json!({
-                "apiVersion": Skyhook::api_version(&()),
-                "kind": Skyhook::kind(&()),
-                "status": status,
-            });
+            let body = StatusApply {
+                api_version: Skyhook::api_version(&()),
+                kind: Skyhook::kind(&()),
+                status: &status,
+            };
             let result = self
                 .skyhooks
-                .patch_status(&name, &self.ssa, &Patch::Apply(value))
+                .patch_status(&name, &self.ssa, &Patch::Apply(body))
                 .await
                 .map(|skyhook| Landed::written(&skyhook));
             let result = self.own_writes.landed(CachedKind::Skyhook, &name, result);
             failures.record(Operation::ApplySkyhookStatus, &name, result);
         }
     }
+}
+
+/// The body of a Skyhook status apply, serialized straight from the planned status: `json!`
+/// would first copy it into a `Value` tree (several MiB for a status over 1,000 nodes).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusApply<'a> {
+    api_version: Cow<'a, str>,
+    kind: Cow<'a, str>,
+    status: &'a SkyhookStatus,
+}
+
+/// The body of a ConfigMap apply, serialized straight from the planned ConfigMap (not copied
+/// into a `Value` first, as for [`StatusApply`]).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigMapApply<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: &'a ObjectMeta,
+    data: Option<&'a BTreeMap<String, String>>,
 }
 
 /// Queues the plan's Events for the background sender (see [`super::event_sender`]): the
@@ -646,11 +672,11 @@ fn is_status_result(result: &Result<(), kube::Error>, code: u16) -> bool {
 /// Writes the Skyhook's finalizer list with ours added or removed, guarded by the
 /// resourceVersion read so that a concurrent edit of the list is not lost.
 async fn set_finalizer(
-    api: &Api<Skyhook>,
+    api: &Api<Answer<Skyhook>>,
     snapshot: &Snapshot,
     name: &str,
     add: bool,
-) -> Result<Option<Skyhook>, kube::Error> {
+) -> Result<Option<Answer<Skyhook>>, kube::Error> {
     let Some(skyhook) = snapshot
         .skyhooks
         .iter()
@@ -921,8 +947,8 @@ mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
     use super::{
-        Failures, NodePatch, NodeWrite, Operation, OwnedConfigMap, Waiting, metadata_landed,
-        node_merge_patch, node_writes,
+        ConfigMapApply, Failures, NodePatch, NodeWrite, Operation, OwnedConfigMap, StatusApply,
+        Waiting, metadata_landed, node_merge_patch, node_writes,
     };
     use crate::metrics::Metrics;
     use crate::reconcile::snapshot::NodeConditionView;
@@ -1243,5 +1269,48 @@ mod tests {
             &node(json!({}), json!({})),
             &NodePatch::default()
         ));
+    }
+
+    /// The apply bodies are serialized from the planned objects directly; they must read as the
+    /// `json!` documents the API server was sent before.
+    #[test]
+    fn apply_bodies_serialize_as_the_documents_they_replace() {
+        use kube::Resource;
+        use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
+
+        let mut status = SkyhookStatus::default();
+        status.node_status.insert("node-1".into(), Status::Complete);
+        status.complete_nodes = "1/1".into();
+        let body = StatusApply {
+            api_version: Skyhook::api_version(&()),
+            kind: Skyhook::kind(&()),
+            status: &status,
+        };
+        let expected = json!({
+            "apiVersion": "skyhook.nvidia.com/v1alpha1",
+            "kind": "Skyhook",
+            "status": status,
+        });
+        assert_eq!(serde_json::to_value(&body).unwrap(), expected);
+
+        let mut configmap = ConfigMap::default();
+        configmap.metadata.name = Some("meta".into());
+        configmap.metadata.labels = Some(BTreeMap::from([("a".into(), "b".into())]));
+        for data in [None, Some(BTreeMap::from([("k".into(), "v".into())]))] {
+            configmap.data = data;
+            let body = ConfigMapApply {
+                api_version: "v1",
+                kind: "ConfigMap",
+                metadata: &configmap.metadata,
+                data: configmap.data.as_ref(),
+            };
+            let expected = json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": configmap.metadata,
+                "data": configmap.data,
+            });
+            assert_eq!(serde_json::to_value(&body).unwrap(), expected);
+        }
     }
 }

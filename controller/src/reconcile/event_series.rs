@@ -16,9 +16,11 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Client, ResourceExt};
+
+use crate::cache::answer::{self, Answer};
 
 /// How long a published Event can be continued as a series (kube's `CACHE_TTL`).
 pub const SERIES_TTL: SignedDuration = SignedDuration::from_mins(6);
@@ -260,16 +262,14 @@ impl EventRecorder {
         let (key, publication) =
             self.lock()
                 .next(&self.reporter, event, regarding, Timestamp::now());
-        let events: Api<K8sEvent> = Api::namespaced(
-            self.client.clone(),
-            regarding.namespace.as_deref().unwrap_or("default"),
-        );
+        let namespace = regarding.namespace.as_deref().unwrap_or("default");
+        // The answers are read for nothing: `Answer` decodes them without allocating.
         match &publication {
             Publication::Create(event) => {
-                events.create(&PostParams::default(), event).await?;
+                answer::create(&self.client, Some(namespace), event).await?;
             }
             Publication::PatchSeries(event) => {
-                events
+                Api::<Answer<K8sEvent>>::namespaced(self.client.clone(), namespace)
                     .patch(
                         &event.name_any(),
                         &PatchParams::default(),

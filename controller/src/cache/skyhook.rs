@@ -1,0 +1,155 @@
+//! Skyhooks as the cache holds them: decoded without `managedFields`.
+//!
+//! The controller writes a Skyhook's status with server-side apply, so the API server lists in
+//! the Skyhook's `managedFields` every field of that status the controller owns: each node's
+//! entry of `nodeState`, `nodeStatus`, `nodeBootIds` and `nodePriority` (185 KB of the 453 KB
+//! of JSON of a Skyhook over 1,000 nodes). Decoded, that list is a tree of small maps and
+//! strings several MiB large, kept for every Skyhook and allocated again on every watch event
+//! of it; nothing in the controller reads it. The cache decodes the rest as a [`Skyhook`] and
+//! shares it with every snapshot.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::{Deserialize, Deserializer};
+use skyhook_api::v1alpha1::{Skyhook, SkyhookSpec, SkyhookStatus};
+
+use super::slim::WireMeta;
+
+/// A Skyhook as the cache holds it (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct CachedSkyhook {
+    skyhook: Arc<Skyhook>,
+}
+
+impl CachedSkyhook {
+    /// The Skyhook, shared.
+    pub fn skyhook(&self) -> &Arc<Skyhook> {
+        &self.skyhook
+    }
+}
+
+impl From<Skyhook> for CachedSkyhook {
+    fn from(mut skyhook: Skyhook) -> Self {
+        skyhook.metadata.managed_fields = None;
+        CachedSkyhook {
+            skyhook: Arc::new(skyhook),
+        }
+    }
+}
+
+impl Resource for CachedSkyhook {
+    type DynamicType = ();
+    type Scope = <Skyhook as Resource>::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Skyhook::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        Skyhook::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        Skyhook::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Skyhook::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.skyhook.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut Arc::make_mut(&mut self.skyhook).metadata
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedSkyhook {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// The fields of a Skyhook's JSON, with the metadata's `managedFields` skipped.
+        #[derive(Deserialize)]
+        struct WireSkyhook {
+            #[serde(default)]
+            metadata: WireMeta,
+            spec: SkyhookSpec,
+            status: Option<SkyhookStatus>,
+        }
+        let WireSkyhook {
+            metadata,
+            spec,
+            status,
+        } = WireSkyhook::deserialize(deserializer)?;
+        Ok(CachedSkyhook {
+            skyhook: Arc::new(Skyhook {
+                metadata: metadata.into_meta(),
+                spec,
+                status,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skyhook_json() -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "skyhook.nvidia.com/v1alpha1", "kind": "Skyhook",
+            "metadata": {
+                "name": "gpu", "uid": "u-1", "resourceVersion": "42", "generation": 3,
+                "creationTimestamp": "2026-11-27T10:00:00Z",
+                "labels": {"team": "hpc"},
+                "annotations": {"skyhook.nvidia.com/version": "v0.13.0"},
+                "finalizers": ["skyhook.nvidia.com/skyhook"],
+                "managedFields": [{"manager": "skyhook-controller", "operation": "Apply",
+                                   "subresource": "status", "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:status": {"f:nodeState": {"f:node-1": {}}}}}]
+            },
+            "spec": {
+                "nodeSelectors": {"matchLabels": {"gpu": "true"}},
+                "interruptionBudget": {"percent": 25},
+                "packages": {"driver": {"version": "1.0.0", "image": "ghcr.io/x/driver",
+                                        "env": [{"name": "A", "value": "1"}]}}
+            },
+            "status": {
+                "status": "in_progress",
+                "nodeState": {"node-1": {"driver|1.0.0": {
+                    "name": "driver", "version": "1.0.0", "image": "ghcr.io/x/driver",
+                    "stage": "apply", "state": "in_progress"}}},
+                "nodeStatus": {"node-1": "in_progress"},
+                "nodeBootIds": {"node-1": "boot-1"},
+                "completeNodes": "0/1"
+            }
+        })
+    }
+
+    #[test]
+    fn a_cached_skyhook_is_the_skyhook_without_its_managed_fields() {
+        let full: Skyhook = serde_json::from_value(skyhook_json()).unwrap();
+        assert!(full.metadata.managed_fields.is_some());
+        let cached: CachedSkyhook = serde_json::from_value(skyhook_json()).unwrap();
+        assert!(cached.skyhook().metadata.managed_fields.is_none());
+        let json = |skyhook: &Skyhook| serde_json::to_value(skyhook).unwrap();
+        let from_full = CachedSkyhook::from(full.clone());
+        assert_eq!(json(cached.skyhook()), json(from_full.skyhook()));
+        let mut without = full;
+        without.metadata.managed_fields = None;
+        assert_eq!(json(cached.skyhook()), json(&without));
+        assert_eq!(cached.meta(), &without.metadata);
+    }
+
+    #[test]
+    fn changing_a_shared_cached_skyhook_leaves_the_snapshots_copy_alone() {
+        let mut cached: CachedSkyhook = serde_json::from_value(skyhook_json()).unwrap();
+        let shared = cached.skyhook().clone();
+        cached.meta_mut().resource_version = Some("43".into());
+        assert_eq!(shared.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(cached.meta().resource_version.as_deref(), Some("43"));
+    }
+}
