@@ -6,9 +6,11 @@
 //! Events about one object are published one after the other, in the order they were queued, so
 //! a node's "state complete" never lands before the "Applying" of the same stage; Events about
 //! different objects go out concurrently. A publish that fails is logged and not retried (an
-//! Event is a report; the next change reports again).
+//! Event is a report; the next change reports again). While nothing is published, the task still
+//! forgets expired series once a minute, so an idle controller does not hold a rollout's Events.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -22,6 +24,8 @@ use super::event_series::EventRecorder;
 pub const QUEUE: usize = 1000;
 /// How many objects' Events are published at once.
 const OBJECTS_IN_FLIGHT: usize = 16;
+/// How often expired series are forgotten besides on each publish.
+const FORGET_EXPIRED_EVERY: Duration = Duration::from_secs(60);
 
 /// One Event and the object it is about.
 pub struct Outgoing {
@@ -76,7 +80,19 @@ impl EventSender {
 
 async fn publish_all(recorder: EventRecorder, mut received: mpsc::Receiver<Outgoing>) {
     let mut batch = Vec::with_capacity(QUEUE);
-    while received.recv_many(&mut batch, QUEUE).await > 0 {
+    let mut forget = tokio::time::interval(FORGET_EXPIRED_EVERY);
+    forget.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let received = tokio::select! {
+            received = received.recv_many(&mut batch, QUEUE) => received,
+            _ = forget.tick() => {
+                recorder.forget_expired();
+                continue;
+            }
+        };
+        if received == 0 {
+            return;
+        }
         let per_object = by_object(std::mem::take(&mut batch));
         stream::iter(per_object)
             .map(|events| publish_in_order(&recorder, events))

@@ -225,3 +225,37 @@ fn a_repeat_sends_the_first_event_again_with_its_series() {
         cache.published(key, repeat);
     }
 }
+
+#[test]
+fn beyond_the_limit_the_least_recently_published_series_is_forgotten() {
+    let mut cache = SeriesCache::with_limit(2);
+    assert_eq!(publish(&mut cache, 0, "a", "Apply", "a1"), "create a1");
+    assert_eq!(publish(&mut cache, 1, "b", "Apply", "b1"), "create b1");
+    // a's series is published again (a repeat sends the first Event's note): b is now the
+    // least recently published.
+    assert_eq!(publish(&mut cache, 2, "a", "Apply", "a2"), "patch a1 #2");
+    assert_eq!(publish(&mut cache, 3, "c", "Apply", "c1"), "create c1");
+    assert_eq!(cache.len(), 2);
+    assert_eq!(publish(&mut cache, 4, "a", "Apply", "a3"), "patch a1 #3");
+    // b was forgotten: its repeat starts a new Event, which pushes c out (a was published later).
+    assert_eq!(publish(&mut cache, 5, "b", "Apply", "b2"), "create b2");
+    assert_eq!(cache.len(), 2);
+    assert_eq!(publish(&mut cache, 6, "a", "Apply", "a4"), "patch a1 #4");
+    assert_eq!(publish(&mut cache, 7, "c", "Apply", "c2"), "create c2");
+}
+
+#[test]
+fn the_default_limit_is_client_gos() {
+    let mut cache = SeriesCache::default();
+    for index in 0..super::MAX_SERIES + 10 {
+        let name = format!("node-{index}");
+        assert!(publish(&mut cache, 0, &name, "Apply", "x").starts_with("create"));
+    }
+    assert_eq!(cache.len(), super::MAX_SERIES);
+    // The first ten were forgotten, the eleventh is kept.
+    assert_eq!(publish(&mut cache, 1, "node-0", "Apply", "x"), "create x");
+    assert_eq!(
+        publish(&mut cache, 1, "node-11", "Apply", "x"),
+        "patch x #2"
+    );
+}
