@@ -21,7 +21,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -38,16 +38,25 @@ use skyhook_api::keys;
 use skyhook_api::node_mirror::applied_bytes;
 use skyhook_api::v1alpha1::{InterruptionBudget, Package, Skyhook, SkyhookSpec};
 
-/// Counts every allocation (and reallocation) and the bytes asked for, then forwards to mimalloc,
-/// the controller's allocator; frees are not counted.
+/// Counts every allocation (and reallocation) and the bytes asked for, and the bytes live, then
+/// forwards to mimalloc, the controller's allocator.
 struct CountingAllocator;
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 
 fn count(bytes: usize) {
     ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
     ALLOCATED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
+fn live(change: i64) {
+    LIVE_BYTES.fetch_add(change, Ordering::Relaxed);
+}
+
+fn signed(bytes: usize) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
 // A global allocator is an unsafe trait; this one only counts and forwards to mimalloc.
@@ -55,23 +64,27 @@ fn count(bytes: usize) {
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
+        live(signed(layout.size()));
         // SAFETY: the caller's contract for `alloc` is passed on unchanged.
         unsafe { MiMalloc.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-signed(layout.size()));
         // SAFETY: `ptr` was allocated by `MiMalloc` with `layout` (every path above forwards).
         unsafe { MiMalloc.dealloc(ptr, layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
+        live(signed(layout.size()));
         // SAFETY: as for `alloc`.
         unsafe { MiMalloc.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
+        live(signed(new_size) - signed(layout.size()));
         // SAFETY: as for `dealloc`; the caller guarantees `new_size` is valid for `layout`.
         unsafe { MiMalloc.realloc(ptr, layout, new_size) }
     }
@@ -176,11 +189,13 @@ fn snapshot(nodes: usize, budget_percent: i32, in_progress: usize, now: Timestam
     }
 }
 
-/// One plan: its wall time and the allocations made meanwhile.
+/// One plan: its wall time, the allocations made meanwhile, and how much the plan it returns
+/// holds (the bytes still live when it returns, more than before it started).
 struct Run {
     time: Duration,
     allocations: u64,
     bytes: u64,
+    held: i64,
 }
 
 fn measure(
@@ -188,9 +203,10 @@ fn measure(
     config: &Config,
     now: Timestamp,
 ) -> (Run, controller::reconcile::plan::Plan) {
-    let (count_before, bytes_before) = (
+    let (count_before, bytes_before, live_before) = (
         ALLOCATIONS.load(Ordering::Relaxed),
         ALLOCATED_BYTES.load(Ordering::Relaxed),
+        LIVE_BYTES.load(Ordering::Relaxed),
     );
     let started = Instant::now();
     let planned = plan(snapshot, config, now);
@@ -199,6 +215,7 @@ fn measure(
         time,
         allocations: ALLOCATIONS.load(Ordering::Relaxed) - count_before,
         bytes: ALLOCATED_BYTES.load(Ordering::Relaxed) - bytes_before,
+        held: LIVE_BYTES.load(Ordering::Relaxed) - live_before,
     };
     (run, planned)
 }
@@ -321,6 +338,7 @@ fn main() -> anyhow::Result<()> {
             snapshot.pods.extend(
                 started
                     .into_iter()
+                    .filter_map(|planned| planned.pod().ok())
                     .filter_map(|pod| OwnedPod::new(Arc::new(pod.into()), PodOutcome::Running)),
             );
             let (_, planned) = measure(&snapshot, &config, now);
@@ -348,11 +366,12 @@ fn main() -> anyhow::Result<()> {
     measured.sort_by_key(|r| r.time);
     let median = &measured[measured.len() / 2];
     println!(
-        "{nodes} nodes, {budget_percent}% budget, {} running pods, median of {runs}: plan {:.1} ms, {} allocations, {:.1} MiB allocated",
+        "{nodes} nodes, {budget_percent}% budget, {} running pods, median of {runs}: plan {:.1} ms, {} allocations, {:.1} MiB allocated, the plan holds {:.1} MiB",
         snapshot.pods.len(),
         median.time.as_secs_f64() * 1e3,
         median.allocations,
-        median.bytes as f64 / (1024.0 * 1024.0)
+        median.bytes as f64 / (1024.0 * 1024.0),
+        median.held as f64 / (1024.0 * 1024.0)
     );
     Ok(())
 }

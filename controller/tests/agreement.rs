@@ -114,8 +114,9 @@ fn controller_verdict(skyhook: &Skyhook) -> (Verdict, usize) {
     let targets = status.node_status.keys().cloned().collect();
     let mut first_batch = BTreeSet::new();
     let mut first_stages = BTreeSet::new();
-    for pod in &planned.create_pods {
-        first_batch.insert(pod.spec.as_ref().unwrap().node_name.clone().unwrap());
+    for planned_pod in &planned.create_pods {
+        first_batch.insert(planned_pod.node().to_owned());
+        let pod = planned_pod.pod().unwrap();
         let annotation =
             pod.metadata.annotations.as_ref().unwrap()[keys::PACKAGE_ANNOTATION].clone();
         let annotation = PodPackageAnnotation::parse(&annotation).unwrap();

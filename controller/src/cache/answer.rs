@@ -97,8 +97,20 @@ where
     K: Resource<DynamicType = ()> + Serialize,
 {
     let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+    create_json::<K>(client, namespace, body).await
+}
+
+/// [`create`] with the object already serialized as `json`.
+pub async fn create_json<K>(
+    client: &Client,
+    namespace: Option<&str>,
+    json: Vec<u8>,
+) -> Result<Answer<K>, kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+{
     let mut request = kube::core::Request::new(K::url_path(&(), namespace))
-        .create(&PostParams::default(), body)
+        .create(&PostParams::default(), json)
         .map_err(kube::Error::BuildRequest)?;
     // What `Api::create` marks its request with, for the client's tracing.
     request.extensions_mut().insert("create");

@@ -30,7 +30,8 @@ use tracing::{debug, info, warn};
 
 use super::event_sender::{EventSender, Outgoing};
 use super::plan::{
-    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, StageDuration, node_write_order,
+    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration,
+    node_write_order,
 };
 use super::snapshot::{NodeView, OwnedConfigMap, Snapshot};
 use crate::cache::CachedNode;
@@ -361,13 +362,18 @@ impl<'a> Writer<'a> {
         }
     }
 
-    async fn create_pods(&mut self, pods: Vec<Pod>, waiting: &Waiting, failures: &mut Failures) {
+    async fn create_pods(
+        &mut self,
+        pods: Vec<PlannedPod>,
+        waiting: &Waiting,
+        failures: &mut Failures,
+    ) {
         let (client, namespace) = (self.client, self.pods.namespace());
         let results = concurrently(
             pods.into_iter().filter(|pod| waiting.creates_pod(pod)),
             |pod| async move {
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                let result = answer::create(client, namespace, &pod)
+                let name = pod.name().to_owned();
+                let result = answer::create_json::<Pod>(client, namespace, pod.into_json())
                     .await
                     .map(|created| Landed::written(&created));
                 (name, result)
@@ -530,17 +536,10 @@ impl Waiting {
             .is_none_or(|name| !self.configmaps.contains(name))
     }
 
-    fn creates_pod(&self, pod: &Pod) -> bool {
-        let spec = pod.spec.as_ref();
-        let on_waiting_node = spec
-            .and_then(|spec| spec.node_name.as_ref())
-            .is_some_and(|node| self.nodes.contains(node));
-        let mounts_waiting_configmap = spec
-            .and_then(|spec| spec.volumes.as_ref())
-            .into_iter()
-            .flatten()
-            .filter_map(|volume| volume.config_map.as_ref())
-            .any(|source| self.configmaps.contains(&source.name));
+    fn creates_pod(&self, pod: &PlannedPod) -> bool {
+        let on_waiting_node = self.nodes.contains(pod.node());
+        let mounts_waiting_configmap =
+            (pod.configmaps().iter()).any(|configmap| self.configmaps.contains(configmap));
         !on_waiting_node && !mounts_waiting_configmap
     }
 }
@@ -947,8 +946,8 @@ mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
     use super::{
-        ConfigMapApply, Failures, NodePatch, NodeWrite, Operation, OwnedConfigMap, StatusApply,
-        Waiting, metadata_landed, node_merge_patch, node_writes,
+        ConfigMapApply, Failures, NodePatch, NodeWrite, Operation, OwnedConfigMap, PlannedPod,
+        StatusApply, Waiting, metadata_landed, node_merge_patch, node_writes,
     };
     use crate::metrics::Metrics;
     use crate::reconcile::snapshot::NodeConditionView;
@@ -1065,7 +1064,7 @@ mod tests {
             let waiting = Waiting::after_node_patches(nodes, conflict, &upserts, &existing);
             let got = (
                 waiting.writes_configmap(&configmap(written)),
-                waiting.creates_pod(&pod(node, mounts)),
+                waiting.creates_pod(&PlannedPod::new(&pod(node, mounts)).unwrap()),
             );
             assert_eq!(
                 got, expected,

@@ -275,6 +275,9 @@ impl Planner<'_> {
         message: String,
         run: &mut NodeRun,
     ) {
+        let Some(pod) = self.planned_pod(skyhook, &pod) else {
+            return;
+        };
         self.plan.create_pods.push(pod);
         self.created_on.entry(node.to_owned()).or_default().push((
             skyhook.to_owned(),

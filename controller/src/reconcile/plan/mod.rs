@@ -28,6 +28,7 @@ mod deletion;
 mod interrupts;
 mod node_states;
 mod packages;
+mod planned_pod;
 mod pod_results;
 mod reboots;
 mod selection;
@@ -56,6 +57,7 @@ use crate::pod_match::ExpectedContainers;
 use crate::pod_outcome::PodOutcome;
 
 use super::snapshot::{NodeConditionView, NodeView, OwnedPod, Snapshot};
+pub use planned_pod::PlannedPod;
 use work::NodeWork;
 
 /// How often a reconcile looks again at a node that is being drained or held by protected
@@ -77,7 +79,7 @@ pub struct Plan {
     /// Per node, what changes (only nodes with a change).
     pub nodes: BTreeMap<String, NodePatch>,
     /// Pods to create, after the ConfigMaps.
-    pub create_pods: Vec<Pod>,
+    pub create_pods: Vec<PlannedPod>,
     /// Pods to delete, by name in the controller's namespace, with why.
     pub delete_pods: BTreeMap<String, String>,
     /// Evictions to request.
@@ -106,6 +108,16 @@ pub struct Plan {
     /// apply step records those whose node patch landed, so a refused patch, planned again,
     /// is counted once.
     pub stage_durations: Vec<StageDuration>,
+}
+
+#[cfg(test)]
+impl Plan {
+    /// The pods to create, decoded.
+    pub(crate) fn created_pods(&self) -> Vec<Pod> {
+        (self.create_pods.iter())
+            .map(|pod| pod.pod().expect("a planned pod decodes"))
+            .collect()
+    }
 }
 
 /// A stage attempt that finished on a node.
@@ -332,6 +344,25 @@ impl<'s> Planner<'s> {
         };
         if self.events_planned.insert(event.clone()) {
             self.plan.events.push(event);
+        }
+    }
+
+    /// `pod` as the plan holds it until the apply sends it; `None`, with a Warning Event on
+    /// Skyhook `skyhook`, if it does not serialize (no pod the builders make fails to).
+    fn planned_pod(&mut self, skyhook: &str, pod: &Pod) -> Option<PlannedPod> {
+        match PlannedPod::new(pod) {
+            Ok(planned) => Some(planned),
+            Err(error) => {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                let message = format!("pod {name} could not be serialized: {error}");
+                self.event(
+                    EventTarget::Skyhook(skyhook.to_owned()),
+                    true,
+                    "Apply",
+                    message,
+                );
+                None
+            }
         }
     }
 

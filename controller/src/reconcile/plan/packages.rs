@@ -19,7 +19,7 @@ use skyhook_api::v1alpha1::{Interrupt, Package, PackageStatus, Stage, State, Sta
 
 use super::interrupts::{DrainFor, Readiness};
 use super::skyhooks::Pass;
-use super::{EventTarget, Planner};
+use super::{EventTarget, PlannedPod, Planner};
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, package_pod};
@@ -366,6 +366,7 @@ impl<'s> Planner<'s> {
         if !self.has_pod_slot(node, requests) {
             return None;
         }
+        let pod = self.planned_pod(owner.name, &pod)?;
         self.record_pod(owner.name, node, package, pod, requests);
         let mut entry = entry_for(package, stage, State::InProgress);
         // A stage created again after its pod was refused by the node keeps its count of
@@ -400,7 +401,7 @@ impl<'s> Planner<'s> {
         skyhook: &str,
         node: &str,
         package: &Package,
-        pod: k8s_openapi::api::core::v1::Pod,
+        pod: PlannedPod,
         requests: CpuMemory,
     ) {
         self.metadata_due

@@ -132,7 +132,7 @@ fn a_spec_edit_replaces_the_running_pod() {
     );
     let planned = sim.step();
     let images: Vec<String> = planned
-        .create_pods
+        .created_pods()
         .iter()
         .flat_map(|p| {
             p.spec

@@ -212,7 +212,7 @@ fn on_failure_uncordon_releases_an_erroring_node_and_cordons_again_to_interrupt(
         let mut interrupted_on_cordoned_node = false;
         for _ in 0..6 {
             let planned = sim.step();
-            if planned.create_pods.iter().any(|p| {
+            if planned.created_pods().iter().any(|p| {
                 p.metadata
                     .labels
                     .as_ref()

@@ -46,7 +46,7 @@ fn batches_count_on_from_where_the_last_one_ended() {
     let mut created = Vec::new();
     for _ in 0..40 {
         let planned = sim.step();
-        created.extend(planned.create_pods.clone());
+        created.extend(planned.created_pods());
         sim.settle(|_| false);
     }
     let orders = orders_of(&created);

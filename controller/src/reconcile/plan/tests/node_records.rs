@@ -112,10 +112,10 @@ fn an_upgraded_controller_keeps_the_picks_the_status_recorded() {
     status.node_priority.insert("node-b".into(), Time(start()));
     sim.skyhook_mut("sticky").status = Some(status);
     let planned = sim.step();
-    let picked_on: Vec<&str> = planned
-        .create_pods
-        .iter()
-        .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
+    let picked_on: Vec<String> = planned
+        .created_pods()
+        .into_iter()
+        .filter_map(|p| p.spec?.node_name)
         .collect();
     assert_eq!(picked_on, vec!["node-b"]);
     assert_eq!(

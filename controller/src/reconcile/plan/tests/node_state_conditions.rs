@@ -65,7 +65,7 @@ fn roll_around_c(sim: &mut Sim) -> Vec<crate::reconcile::plan::Plan> {
             );
         }
         assert!(
-            planned.create_pods.iter().all(|p| p
+            planned.created_pods().iter().all(|p| p
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())

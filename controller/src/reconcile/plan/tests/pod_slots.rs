@@ -100,7 +100,7 @@ fn two_hundred_independent_packages_run_at_most_n_pods_at_once_in_name_order() {
     // config stage comes before packages that have not started.
     let applies: Vec<String> = plans
         .iter()
-        .flat_map(|p| p.create_pods.iter())
+        .flat_map(|p| p.created_pods())
         .filter_map(|pod| pod.metadata.name.clone())
         .filter(|name| name.contains("-apply-"))
         .collect();
@@ -132,9 +132,9 @@ fn waiting_packages_start_in_dependency_then_name_order() {
     let plans = run_bounded(&mut sim, 2, 200);
     let created: Vec<(String, Stage)> = plans
         .iter()
-        .flat_map(|p| p.create_pods.iter())
+        .flat_map(|p| p.created_pods())
         .map(|pod| {
-            let owned = super::sim::owned(pod.clone());
+            let owned = super::sim::owned(pod);
             let annotation = owned.annotation.expect("created pods are annotated");
             (annotation.name, annotation.stage)
         })
@@ -172,7 +172,7 @@ fn the_bound_is_per_node_and_shared_by_every_skyhook() {
     let plans = run_bounded(&mut sim, 3, 500);
     let first: BTreeMap<String, usize> =
         plans[0]
-            .create_pods
+            .created_pods()
             .iter()
             .fold(BTreeMap::new(), |mut per_node, pod| {
                 let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -278,14 +278,11 @@ fn an_interrupt_still_runs_alone_with_slots() {
         .insert("worker".into(), vec![workload("app", "worker", &[])]);
     let plans = run_bounded(&mut sim, 4, 500);
     assert!(
-        plans
-            .iter()
-            .flat_map(|p| p.create_pods.iter())
-            .any(|pod| pod
-                .metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.contains("interrupt"))),
+        plans.iter().flat_map(|p| p.created_pods()).any(|pod| pod
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.contains("interrupt"))),
         "the interrupt pod ran"
     );
     let state = sim.state("svc", "worker");
@@ -429,7 +426,7 @@ fn a_refused_pod_holds_its_slot_until_it_is_gone() {
     );
     let next = sim.step();
     let names: Vec<String> = next
-        .create_pods
+        .created_pods()
         .iter()
         .filter_map(|pod| pod.metadata.name.clone())
         .collect();

@@ -351,7 +351,7 @@ fn interrupt_cordons_waits_for_protected_pods_drains_then_interrupts_once() {
     for _ in 0..6 {
         sim.settle(|_| false);
         let planned = sim.step();
-        interrupt_pods.extend(planned.create_pods.into_iter().filter(|p| {
+        interrupt_pods.extend(planned.created_pods().into_iter().filter(|p| {
             p.metadata
                 .labels
                 .as_ref()
@@ -431,7 +431,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
     let mut interrupt_pods = Vec::new();
     for _ in 0..20 {
         let planned = sim.step();
-        interrupt_pods.extend(planned.create_pods.into_iter().filter(|p| {
+        interrupt_pods.extend(planned.created_pods().into_iter().filter(|p| {
             p.metadata
                 .labels
                 .as_ref()

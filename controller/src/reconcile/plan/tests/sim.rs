@@ -253,8 +253,7 @@ impl Sim {
         snapshot
             .pods
             .retain(|p| !planned.delete_pods.contains_key(&p.name));
-        for pod in &planned.create_pods {
-            let mut created = pod.clone();
+        for mut created in planned.created_pods() {
             created.metadata.creation_timestamp = Some(Time(now));
             snapshot.pods.push(owned(created));
         }
@@ -360,9 +359,9 @@ impl Sim {
             let planned = self.step();
             created.extend(
                 planned
-                    .create_pods
-                    .iter()
-                    .map(|p| key(&owned(p.clone())).expect("created pods are annotated")),
+                    .created_pods()
+                    .into_iter()
+                    .map(|p| key(&owned(p)).expect("created pods are annotated")),
             );
             if planned.create_pods.is_empty()
                 && planned.delete_pods.is_empty()

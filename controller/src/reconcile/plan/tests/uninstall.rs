@@ -47,7 +47,7 @@ fn run_until(sim: &mut Sim, done: impl Fn(&Sim) -> bool) -> Vec<k8s_openapi::api
         if done(sim) {
             return created;
         }
-        created.extend(sim.step().create_pods);
+        created.extend(sim.step().created_pods());
         sim.settle(|_| false);
     }
     panic!(
@@ -142,7 +142,7 @@ fn an_uninstall_with_a_reboot_cordons_drains_and_reboots_once() {
     let mut created = Vec::new();
     for _ in 0..60 {
         let planned = sim.step();
-        if planned.create_pods.iter().any(|p| {
+        if planned.created_pods().iter().any(|p| {
             p.metadata
                 .name
                 .as_deref()
@@ -150,7 +150,7 @@ fn an_uninstall_with_a_reboot_cordons_drains_and_reboots_once() {
         }) {
             cordoned_before_pod |= sim.node("node-a").unschedulable;
         }
-        created.extend(planned.create_pods);
+        created.extend(planned.created_pods());
         sim.settle(|_| false);
         if sim.state("un", "node-a").is_empty()
             && sim.node_status("un", "node-a").as_deref() == Some("complete")
