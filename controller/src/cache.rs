@@ -40,11 +40,22 @@ use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 use tokio::sync::Notify;
 use tracing::warn;
 
-/// `kube::Resource` for `$cached`, the cached form of the Kubernetes kind `$kind`, whose
-/// `metadata` field is its `ObjectMeta`: watched and stored as `$kind` is.
+/// `kube::Resource` for `$cached`, a form of the Kubernetes kind `$kind` the controller decodes
+/// itself: watched, written and stored as `$kind` is. With only the two types, its `ObjectMeta`
+/// is its `metadata` field; otherwise `meta` and `meta_mut` say where it is, and
+/// `impl[...]` gives the impl's generic parameters.
 macro_rules! resource_of {
     ($cached:ty, $kind:ty) => {
-        impl kube::Resource for $cached {
+        resource_of!(impl[] $cached as $kind {
+            meta: |object| object.metadata,
+            meta_mut: |object| object.metadata,
+        });
+    };
+    (impl[$($generics:tt)*] $cached:ty as $kind:ty {
+        meta: |$object:ident| $meta:expr,
+        meta_mut: |$object_mut:ident| $meta_mut:expr $(,)?
+    }) => {
+        impl<$($generics)*> kube::Resource for $cached {
             type DynamicType = ();
             type Scope = <$kind as kube::Resource>::Scope;
 
@@ -65,13 +76,15 @@ macro_rules! resource_of {
             }
 
             fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &self.metadata
+                let $object = self;
+                &$meta
             }
 
             fn meta_mut(
                 &mut self,
             ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &mut self.metadata
+                let $object_mut = self;
+                &mut $meta_mut
             }
         }
     };

@@ -10,7 +10,6 @@
 //! leaving the allocator's pages scattered with whatever long-lived objects were allocated
 //! between them. [`Answer`] reads the two fields and serde skips the rest without allocating.
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -39,34 +38,10 @@ impl<K> Answer<K> {
     }
 }
 
-impl<K: Resource<DynamicType = ()>> Resource for Answer<K> {
-    type DynamicType = ();
-    type Scope = K::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        K::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        K::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        K::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+resource_of!(impl[K: Resource<DynamicType = ()>] Answer<K> as K {
+    meta: |answer| answer.metadata,
+    meta_mut: |answer| answer.metadata,
+});
 
 impl<'de, K> Deserialize<'de> for Answer<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

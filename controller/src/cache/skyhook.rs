@@ -8,11 +8,8 @@
 //! of it; nothing in the controller reads it. The cache decodes the rest as a [`Skyhook`] and
 //! shares it with every snapshot.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use skyhook_api::v1alpha1::{Skyhook, SkyhookSpec, SkyhookStatus};
 
@@ -40,34 +37,10 @@ impl From<Skyhook> for CachedSkyhook {
     }
 }
 
-impl Resource for CachedSkyhook {
-    type DynamicType = ();
-    type Scope = <Skyhook as Resource>::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Skyhook::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        Skyhook::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        Skyhook::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Skyhook::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.skyhook.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut Arc::make_mut(&mut self.skyhook).metadata
-    }
-}
+resource_of!(impl[] CachedSkyhook as Skyhook {
+    meta: |cached| cached.skyhook.metadata,
+    meta_mut: |cached| Arc::make_mut(&mut cached.skyhook).metadata,
+});
 
 impl<'de> Deserialize<'de> for CachedSkyhook {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -96,6 +69,8 @@ impl<'de> Deserialize<'de> for CachedSkyhook {
 
 #[cfg(test)]
 mod tests {
+    use kube::Resource;
+
     use super::*;
 
     fn skyhook_json() -> serde_json::Value {
