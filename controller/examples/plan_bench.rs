@@ -13,7 +13,8 @@
 //! [--budget 10] [--in-progress 5] [--running-pods]`
 //!
 //! Prints one line per run and a summary: the median plan time, and the allocations (count and
-//! bytes, from a counting global allocator) of the median run. Numbers, never assertions.
+//! bytes, from a counting global allocator) of the median run, the most it had live at once above
+//! the snapshot, what its plan holds, and what the snapshot holds. Numbers, never assertions.
 
 // The benchmark's output is its report on stdout.
 #![allow(clippy::print_stdout)]
@@ -45,6 +46,8 @@ struct CountingAllocator;
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
 static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+/// The most bytes live since [`measure`] last reset it.
+static PEAK_LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 
 fn count(bytes: usize) {
     ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
@@ -52,7 +55,8 @@ fn count(bytes: usize) {
 }
 
 fn live(change: i64) {
-    LIVE_BYTES.fetch_add(change, Ordering::Relaxed);
+    let now = LIVE_BYTES.fetch_add(change, Ordering::Relaxed) + change;
+    PEAK_LIVE_BYTES.fetch_max(now, Ordering::Relaxed);
 }
 
 fn signed(bytes: usize) -> i64 {
@@ -189,12 +193,14 @@ fn snapshot(nodes: usize, budget_percent: i32, in_progress: usize, now: Timestam
     }
 }
 
-/// One plan: its wall time, the allocations made meanwhile, and how much the plan it returns
-/// holds (the bytes still live when it returns, more than before it started).
+/// One plan: its wall time, the allocations made meanwhile, the most it had live at once (above
+/// what was live before it started: the controller's peak memory is a plan's), and how much the
+/// plan it returns holds (the bytes still live when it returns, more than before it started).
 struct Run {
     time: Duration,
     allocations: u64,
     bytes: u64,
+    peak: i64,
     held: i64,
 }
 
@@ -208,6 +214,7 @@ fn measure(
         ALLOCATED_BYTES.load(Ordering::Relaxed),
         LIVE_BYTES.load(Ordering::Relaxed),
     );
+    PEAK_LIVE_BYTES.store(live_before, Ordering::Relaxed);
     let started = Instant::now();
     let planned = plan(snapshot, config, now);
     let time = started.elapsed();
@@ -215,9 +222,14 @@ fn measure(
         time,
         allocations: ALLOCATIONS.load(Ordering::Relaxed) - count_before,
         bytes: ALLOCATED_BYTES.load(Ordering::Relaxed) - bytes_before,
+        peak: PEAK_LIVE_BYTES.load(Ordering::Relaxed) - live_before,
         held: LIVE_BYTES.load(Ordering::Relaxed) - live_before,
     };
     (run, planned)
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / (1024.0 * 1024.0)
 }
 
 /// The nodes as the first plan's patches leave them (annotations, labels, conditions), so later
@@ -308,16 +320,19 @@ fn main() -> anyhow::Result<()> {
     } = arguments()?;
     let config = config()?;
     let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    let before_snapshot = LIVE_BYTES.load(Ordering::Relaxed);
     let mut snapshot = snapshot(nodes, budget_percent, in_progress, now);
+    let snapshot_bytes = LIVE_BYTES.load(Ordering::Relaxed) - before_snapshot;
     // The first plan writes the status a previous pass would have left; plans after it are
     // the steady state a reconcile of this cluster sees.
     let (first, planned) = measure(&snapshot, &config, now);
     let status = planned.statuses.get(SKYHOOK).cloned();
     println!(
-        "first plan: {:.1} ms, {} allocations, {} bytes; {} node patches, {} pods",
+        "first plan: {:.1} ms, {} allocations, {} bytes, {:.1} MiB live at most; {} node patches, {} pods",
         first.time.as_secs_f64() * 1e3,
         first.allocations,
         first.bytes,
+        mib(first.peak as f64),
         planned.nodes.len(),
         planned.create_pods.len()
     );
@@ -366,12 +381,14 @@ fn main() -> anyhow::Result<()> {
     measured.sort_by_key(|r| r.time);
     let median = &measured[measured.len() / 2];
     println!(
-        "{nodes} nodes, {budget_percent}% budget, {} running pods, median of {runs}: plan {:.1} ms, {} allocations, {:.1} MiB allocated, the plan holds {:.1} MiB",
+        "{nodes} nodes, {budget_percent}% budget, {} running pods, median of {runs}: plan {:.1} ms, {} allocations, {:.1} MiB allocated, {:.1} MiB live at most, the plan holds {:.1} MiB; the snapshot as built holds {:.1} MiB",
         snapshot.pods.len(),
         median.time.as_secs_f64() * 1e3,
         median.allocations,
-        median.bytes as f64 / (1024.0 * 1024.0),
-        median.held as f64 / (1024.0 * 1024.0)
+        mib(median.bytes as f64),
+        mib(median.peak as f64),
+        mib(median.held as f64),
+        mib(snapshot_bytes as f64)
     );
     Ok(())
 }
