@@ -8,11 +8,11 @@
 //! are ignored and omitted `restarts`/`containerSHA` read as zero/empty.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map;
 use std::fmt;
 
 use schemars::JsonSchema;
-use serde::de::Error as _;
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::ser::SerializeMap as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::v1alpha1::PackageStatus;
@@ -111,10 +111,28 @@ impl PackageStatus {
 }
 
 /// The progress of every package version of one Skyhook on one node.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
+///
+/// The entries are a vector sorted by key, not a `BTreeMap`: a node state has one entry per
+/// package version (one or a few), and a `BTreeMap` allocates room for eleven in its first node,
+/// about 1.8 KB for one entry. The controller holds one node state per node in every Skyhook's
+/// status and two per node and Skyhook in every plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeState {
-    entries: BTreeMap<PackageKey, PackageStatus>,
+    /// Sorted by key, keys unique.
+    entries: Vec<(PackageKey, PackageStatus)>,
+}
+
+/// An entry of a [`NodeState`], as its iterators yield it.
+pub type Entry<'a> = (&'a PackageKey, &'a PackageStatus);
+
+/// The iterator over a [`NodeState`]'s entries, in key order.
+pub type Iter<'a> = std::iter::Map<
+    std::slice::Iter<'a, (PackageKey, PackageStatus)>,
+    fn(&'a (PackageKey, PackageStatus)) -> Entry<'a>,
+>;
+
+fn as_entry((key, status): &(PackageKey, PackageStatus)) -> Entry<'_> {
+    (key, status)
 }
 
 impl NodeState {
@@ -133,53 +151,67 @@ impl NodeState {
 
     /// The annotation value, byte-identical to what upstream writes for the same state.
     pub fn to_annotation(&self) -> String {
-        go_json(&self.entries)
+        go_json(self)
+    }
+
+    fn position(&self, key: &PackageKey) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| k.cmp(key))
     }
 
     /// The entry for `key`.
     pub fn get(&self, key: &PackageKey) -> Option<&PackageStatus> {
-        self.entries.get(key)
+        let at = self.position(key).ok()?;
+        self.entries.get(at).map(|(_, status)| status)
     }
 
     /// The entry for version `version` of package `name`.
     pub fn get_version(&self, name: &str, version: &str) -> Option<&PackageStatus> {
-        self.entries.get(&PackageKey::new(name, version))
+        self.get(&PackageKey::new(name, version))
     }
 
     /// Inserts or replaces the entry keyed by the status's own name and version, returning the
     /// entry it replaced.
     pub fn upsert(&mut self, status: PackageStatus) -> Option<PackageStatus> {
-        self.entries.insert(status.key(), status)
+        let key = status.key();
+        match self.position(&key) {
+            Ok(at) => self
+                .entries
+                .get_mut(at)
+                .map(|(_, old)| std::mem::replace(old, status)),
+            Err(at) => {
+                // Exactly one more: a vector's first growth makes room for four.
+                self.entries.reserve_exact(1);
+                self.entries.insert(at, (key, status));
+                None
+            }
+        }
     }
 
     /// Removes the entry for `key`, returning it.
     pub fn remove(&mut self, key: &PackageKey) -> Option<PackageStatus> {
-        self.entries.remove(key)
+        let at = self.position(key).ok()?;
+        Some(self.entries.remove(at).1)
     }
 
     /// Every entry of package `name`, whatever its version, in key order.
-    pub fn entries_of<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> impl Iterator<Item = (&'a PackageKey, &'a PackageStatus)> + 'a {
-        self.entries
-            .iter()
-            .filter(move |(key, _)| key.name() == name)
+    pub fn entries_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = Entry<'a>> + 'a {
+        self.iter().filter(move |(key, _)| key.name() == name)
     }
 
     /// Every entry, in key order.
-    pub fn iter(&self) -> btree_map::Iter<'_, PackageKey, PackageStatus> {
-        self.entries.iter()
+    pub fn iter(&self) -> Iter<'_> {
+        let as_entry: fn(&(PackageKey, PackageStatus)) -> Entry<'_> = as_entry;
+        self.entries.iter().map(as_entry)
     }
 
     /// Every entry, mutable, in key order (an entry's name and version must not change).
     pub fn entries_mut(&mut self) -> impl Iterator<Item = &mut PackageStatus> {
-        self.entries.values_mut()
+        self.entries.iter_mut().map(|(_, status)| status)
     }
 
     /// Keeps only the entries for which `keep` returns true.
     pub fn retain(&mut self, mut keep: impl FnMut(&PackageKey, &PackageStatus) -> bool) {
-        self.entries.retain(|key, status| keep(key, status));
+        self.entries.retain(|(key, status)| keep(key, status));
     }
 
     /// Number of entries.
@@ -194,11 +226,54 @@ impl NodeState {
 }
 
 impl<'a> IntoIterator for &'a NodeState {
-    type Item = (&'a PackageKey, &'a PackageStatus);
-    type IntoIter = btree_map::Iter<'a, PackageKey, PackageStatus>;
+    type Item = Entry<'a>;
+    type IntoIter = Iter<'a>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.iter()
+        self.iter()
+    }
+}
+
+/// A JSON object, keys in order.
+impl Serialize for NodeState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.entries.len()))?;
+        for (key, status) in &self.entries {
+            map.serialize_entry(key, status)?;
+        }
+        map.end()
+    }
+}
+
+/// A JSON object; of a key given twice the last value counts, as for any JSON map.
+impl<'de> Deserialize<'de> for NodeState {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries;
+
+        impl<'de> Visitor<'de> for Entries {
+            type Value = NodeState;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from \"<package>|<version>\" to a package status")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NodeState, A::Error> {
+                let mut entries: Vec<(PackageKey, PackageStatus)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(1));
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                // Latest first, so that the stable sort keeps the last of equal keys first,
+                // where `dedup_by` keeps it.
+                entries.reverse();
+                entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+                entries.dedup_by(|(later, _), (kept, _)| later == kept);
+                entries.shrink_to_fit();
+                Ok(NodeState { entries })
+            }
+        }
+
+        deserializer.deserialize_map(Entries)
     }
 }
 

@@ -104,6 +104,11 @@ fn tolerates_upstream_variations() {
             r#"{"a|1":{"name":"a","version":"1","image":"<&>","stage":"apply","state":"complete"}}"#,
             r#"{"a|1":{"name":"a","version":"1","image":"\u003c\u0026\u003e","stage":"apply","state":"complete"}}"#,
         ),
+        (
+            "a key given twice: the last value counts, as in any JSON map",
+            r#"{"b|1":{"name":"b","version":"1","image":"i","stage":"apply","state":"in_progress"},"a|1":{"name":"a","version":"1","image":"i","stage":"apply","state":"complete"},"b|1":{"name":"b","version":"1","image":"i","stage":"config","state":"complete"}}"#,
+            r#"{"a|1":{"name":"a","version":"1","image":"i","stage":"apply","state":"complete"},"b|1":{"name":"b","version":"1","image":"i","stage":"config","state":"complete"}}"#,
+        ),
         ("empty annotation is an empty state", "", "{}"),
     ];
     for (what, input, canonical) in cases {
