@@ -1,5 +1,5 @@
-//! Node-metadata ConfigMaps as the cache holds them: a digest of their data, and the one entry
-//! the plan reads.
+//! Node-metadata ConfigMaps as the cache holds them: a digest of their data, the one entry the
+//! plan reads, and whose they are (Skyhook and node).
 //!
 //! There is one such ConfigMap per node and Skyhook, and each copies its node's labels and
 //! annotations as JSON (about 2.6 KB of data per realistic node). The plan reads two things of
@@ -19,6 +19,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
+
+use skyhook_api::keys;
 
 use super::slim::WireMeta;
 use crate::configmaps::PACKAGES_KEY;
@@ -42,8 +44,14 @@ impl DataDigest {
 /// A node-metadata ConfigMap as the cache holds it (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedNodeMetadata {
-    /// The metadata, without `managedFields`.
+    /// Name, namespace, uid and resource version: what the watch and the own-write check read.
+    /// The labels, annotations and owner reference are left out: every one of the thousands of
+    /// these ConfigMaps carries the same few, and a one-entry map alone takes about 550 bytes.
     metadata: ObjectMeta,
+    /// The owning Skyhook (label `skyhook-node-meta`).
+    skyhook: Option<String>,
+    /// The node (annotation `skyhook.nvidia.com/Node.name`).
+    node: Option<String>,
     digest: DataDigest,
     packages_json: Option<String>,
 }
@@ -58,16 +66,44 @@ impl CachedNodeMetadata {
     pub fn packages_json(&self) -> Option<&str> {
         self.packages_json.as_deref()
     }
+
+    /// The Skyhook it belongs to, from its label; `None` for a ConfigMap without one.
+    pub fn skyhook(&self) -> Option<&str> {
+        self.skyhook.as_deref()
+    }
+
+    /// The node it describes, from its annotation.
+    pub fn node(&self) -> Option<&str> {
+        self.node.as_deref()
+    }
 }
 
 impl From<ConfigMap> for CachedNodeMetadata {
     fn from(configmap: ConfigMap) -> Self {
-        let ConfigMap {
-            mut metadata, data, ..
-        } = configmap;
-        metadata.managed_fields = None;
+        let ConfigMap { metadata, data, .. } = configmap;
+        let ObjectMeta {
+            name,
+            namespace,
+            uid,
+            resource_version,
+            mut labels,
+            mut annotations,
+            ..
+        } = metadata;
         CachedNodeMetadata {
-            metadata,
+            metadata: ObjectMeta {
+                name,
+                namespace,
+                uid,
+                resource_version,
+                ..ObjectMeta::default()
+            },
+            skyhook: labels
+                .as_mut()
+                .and_then(|l| l.remove(keys::NODE_META_LABEL)),
+            node: annotations
+                .as_mut()
+                .and_then(|a| a.remove(keys::NODE_NAME_ANNOTATION)),
             digest: DataDigest::of(data.as_ref()),
             packages_json: data.and_then(|mut data| data.remove(PACKAGES_KEY)),
         }
@@ -114,14 +150,28 @@ mod tests {
         ]);
         let cached: CachedNodeMetadata = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "meta-node-1", "namespace": "skyhook", "resourceVersion": "3",
+                         "uid": "u-1",
+                         "labels": {keys::NODE_META_LABEL: "gpu-init", "other": "x"},
+                         "annotations": {keys::NODE_NAME_ANNOTATION: "node-1", "other": "y"},
+                         "ownerReferences": [{"apiVersion": "skyhook.nvidia.com/v1alpha1",
+                                              "kind": "Skyhook", "name": "gpu-init", "uid": "s-1"}],
                          "managedFields": [{"manager": "skyhook", "operation": "Apply"}]},
             "data": written,
         }))
         .unwrap();
         assert!(cached.holds(Some(&written)));
         assert_eq!(cached.packages_json(), Some(r#"{"packages":{}}"#));
-        assert!(cached.metadata.managed_fields.is_none());
-        assert_eq!(cached.metadata.resource_version.as_deref(), Some("3"));
+        assert_eq!(cached.skyhook(), Some("gpu-init"));
+        assert_eq!(cached.node(), Some("node-1"));
+        // What the watch needs, and nothing else of the metadata.
+        let only_identity = ObjectMeta {
+            name: Some("meta-node-1".into()),
+            namespace: Some("skyhook".into()),
+            uid: Some("u-1".into()),
+            resource_version: Some("3".into()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(cached.metadata, only_identity);
         let cases = [
             data(&[("labels.json", r#"{"tier":"cpu"}"#)]),
             data(&[
@@ -148,5 +198,6 @@ mod tests {
         assert!(cached.holds(None));
         assert!(cached.holds(Some(&BTreeMap::new())));
         assert_eq!(cached.packages_json(), None);
+        assert_eq!((cached.skyhook(), cached.node()), (None, None));
     }
 }

@@ -203,11 +203,11 @@ impl Snapshot {
                 .collect(),
             nodes,
             pods,
-            package_configmaps: owned_configmaps(&cached.package_configmaps, keys::NAME_LABEL),
-            metadata_configmaps: owned_configmaps(
-                &cached.metadata_configmaps,
-                keys::NODE_META_LABEL,
-            ),
+            package_configmaps: package_configmaps(&cached.package_configmaps, keys::NAME_LABEL),
+            metadata_configmaps: owned_configmaps(&cached.metadata_configmaps, |cm| {
+                let name = kube::Resource::meta(cm).name.as_deref()?;
+                Some((name, cm.skyhook()?, cm.node()))
+            }),
             workload_pods,
             pdbs,
         }
@@ -337,22 +337,35 @@ impl OwnedPod {
     }
 }
 
-fn owned_configmaps<C: kube::Resource>(
-    configmaps: &[std::sync::Arc<C>],
+/// The package ConfigMaps by name, with the Skyhook their label `owner_label` names.
+fn package_configmaps(
+    configmaps: &[std::sync::Arc<ConfigMap>],
     owner_label: &str,
+) -> BTreeMap<String, OwnedConfigMap> {
+    owned_configmaps(configmaps, |cm| {
+        let metadata = &cm.metadata;
+        let skyhook = metadata.labels.as_ref()?.get(owner_label)?;
+        let node = metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION));
+        Some((metadata.name.as_deref()?, skyhook, node.map(String::as_str)))
+    })
+}
+
+/// The ConfigMaps `owner` names (name, Skyhook, node) by name; those it names none of are left
+/// out.
+fn owned_configmaps<C>(
+    configmaps: &[std::sync::Arc<C>],
+    owner: impl Fn(&C) -> Option<(&str, &str, Option<&str>)>,
 ) -> BTreeMap<String, OwnedConfigMap<C>> {
     configmaps
         .iter()
         .filter_map(|cm| {
-            let metadata = cm.meta();
-            let name = metadata.name.clone()?;
-            let skyhook = metadata.labels.as_ref()?.get(owner_label)?.clone();
-            let node = metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))
-                .cloned();
-            Some((name, OwnedConfigMap::new(skyhook, node, cm.clone())))
+            let (name, skyhook, node) = owner(cm)?;
+            let owned =
+                OwnedConfigMap::new(skyhook.to_owned(), node.map(str::to_owned), cm.clone());
+            Some((name.to_owned(), owned))
         })
         .collect()
 }
