@@ -33,8 +33,10 @@ pub(super) struct NodeWork<'s> {
     /// The node's conditions by type as this plan leaves them, once one of them changed;
     /// `None` while they are as read.
     conditions: Option<BTreeMap<String, NodeConditionView>>,
-    /// Node states parsed on first use, by Skyhook; written back in [`NodeWork::patch`].
-    states: BTreeMap<String, WorkState>,
+    /// Node states parsed on first use, by Skyhook, sorted by name; written back in
+    /// [`NodeWork::patch`]. A vector: a node has one per Skyhook targeting it, and every plan
+    /// has one `NodeWork` per node (a `BTreeMap`'s first leaf has room for eleven).
+    states: Vec<(String, WorkState)>,
     /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
     /// planner, and never written over (the Skyhook's pass skips the node).
     malformed: BTreeMap<String, String>,
@@ -58,7 +60,7 @@ impl<'s> NodeWork<'s> {
             taints: view.taints.clone(),
             unschedulable: view.unschedulable,
             conditions: None,
-            states: BTreeMap::new(),
+            states: Vec::new(),
             malformed: BTreeMap::new(),
         }
     }
@@ -82,28 +84,44 @@ impl<'s> NodeWork<'s> {
     /// `skyhook`'s state, parsed on first use: as read from the view, and as this plan leaves
     /// it, starting from the working annotations (the same text unless this plan removed it).
     fn work_state(&mut self, skyhook: &str) -> &mut WorkState {
-        let (view, annotations, malformed) = (self.view, &self.annotations, &mut self.malformed);
-        self.states.entry(skyhook.to_owned()).or_insert_with(|| {
-            let key = keys::node_state_annotation(skyhook);
-            let read_text = view.annotations.get(&key);
-            let read = read_text.map(|text| NodeState::parse(text));
-            let now = match annotations.get(&key) {
-                None => Ok(NodeState::new()),
-                Some(text) if Some(text) == read_text => match &read {
-                    Some(Ok(state)) => Ok(state.clone()),
-                    _ => NodeState::parse(text),
-                },
-                Some(text) => NodeState::parse(text),
-            };
-            let now = now.unwrap_or_else(|error| {
-                malformed.insert(skyhook.to_owned(), error_chain(&error));
-                NodeState::new()
-            });
-            WorkState {
-                read: read.and_then(Result::ok),
-                now,
+        let at = match self
+            .states
+            .binary_search_by(|(s, _)| s.as_str().cmp(skyhook))
+        {
+            Ok(at) => at,
+            Err(at) => {
+                let state = self.read_state(skyhook);
+                self.states.reserve_exact(1);
+                self.states.insert(at, (skyhook.to_owned(), state));
+                at
             }
-        })
+        };
+        &mut self.states[at].1
+    }
+
+    /// `skyhook`'s state as read and as the working annotations have it (see
+    /// [`NodeWork::work_state`]); a malformed one is recorded and reads as empty.
+    fn read_state(&mut self, skyhook: &str) -> WorkState {
+        let key = keys::node_state_annotation(skyhook);
+        let read_text = self.view.annotations.get(&key);
+        let read = read_text.map(|text| NodeState::parse(text));
+        let now = match self.annotations.get(&key) {
+            None => Ok(NodeState::new()),
+            Some(text) if Some(text) == read_text => match &read {
+                Some(Ok(state)) => Ok(state.clone()),
+                _ => NodeState::parse(text),
+            },
+            Some(text) => NodeState::parse(text),
+        };
+        let now = now.unwrap_or_else(|error| {
+            self.malformed
+                .insert(skyhook.to_owned(), error_chain(&error));
+            NodeState::new()
+        });
+        WorkState {
+            read: read.and_then(Result::ok),
+            now,
+        }
     }
 
     /// Stamps the transition times of `skyhook`'s node state against the annotation as read
@@ -263,7 +281,7 @@ impl<'s> NodeWork<'s> {
         retain_entries(&mut self.annotations, |key| !forget(key));
         retain_entries(&mut self.labels, |key| !forget(key));
         if !keep_markers {
-            self.states.remove(skyhook);
+            self.states.retain(|(s, _)| s != skyhook);
         }
         let prefix = keys::node_condition_prefix(skyhook);
         if self
@@ -361,7 +379,7 @@ impl<'s> NodeWork<'s> {
     fn state_annotations(&self) -> impl Iterator<Item = (String, Option<String>)> + '_ {
         self.states
             .iter()
-            .filter(|(skyhook, _)| !self.malformed.contains_key(*skyhook))
+            .filter(|(skyhook, _)| !self.malformed.contains_key(skyhook))
             .map(|(skyhook, state)| {
                 let key = keys::node_state_annotation(skyhook);
                 let text = if state.now.is_empty() {
