@@ -363,6 +363,20 @@ fn main() -> anyhow::Result<()> {
             apply_node_patches(&mut snapshot, &planned);
             started = planned.create_pods;
         }
+        // What the cache holds of them: a deep copy allocates what the pods do.
+        let before = LIVE_BYTES.load(Ordering::Relaxed);
+        let copies: Vec<_> = snapshot
+            .pods
+            .iter()
+            .map(|owned| (*owned.pod).clone())
+            .collect();
+        let held = LIVE_BYTES.load(Ordering::Relaxed) - before;
+        println!(
+            "{} running pods, as the cache holds them: {:.2} MiB ({} bytes per pod)",
+            copies.len(),
+            mib(held as f64),
+            held / i64::try_from(copies.len().max(1)).unwrap_or(1)
+        );
     }
     let mut measured: Vec<Run> = (1..=runs)
         .map(|run| {

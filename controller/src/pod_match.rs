@@ -19,7 +19,9 @@
 //! not.
 //!
 //! Environment comparison tolerates what the API server adds on its own (an empty `value` dropped,
-//! `fieldRef.apiVersion` defaulted to `v1`) and compares resource quantities by value, because the
+//! `fieldRef.apiVersion` defaulted to `v1`; the cache keeps a container's environment as a digest
+//! of exactly what is compared, [`crate::cache::pod::EnvDigest`]) and compares resource
+//! quantities by value, because the
 //! API server rewrites them in canonical form (`0.5` becomes `500m`); a pod is therefore never
 //! invalidated in a loop because of defaulting.
 
@@ -34,7 +36,7 @@ use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage};
 use skyhook_api::validate::{QuantityValue, parse_quantity};
 
 use crate::cache::CachedPod;
-use crate::cache::pod::{CachedContainer, CachedEnvVar, CachedResources};
+use crate::cache::pod::{CachedContainer, CachedResources};
 use crate::config::PodSettings;
 use crate::names::{self, OwnerSkyhook};
 use crate::pods::{PodNode, interrupt_pod, package_pod};
@@ -207,7 +209,7 @@ fn matches_package(
         && actual.iter().zip(expected).all(|(actual, expected)| {
             actual.name == expected.name
                 && actual.image == expected.image
-                && package_env(&actual.env) == package_env(&expected.env)
+                && actual.env == expected.env
                 && (!check_resources
                     || resources_match(
                         actual.resources.as_ref(),
@@ -253,31 +255,6 @@ fn init_containers(pod: &CachedPod) -> &[CachedContainer] {
 }
 
 /// The environment without the operator-injected variables, normalised for API defaulting.
-fn package_env(env: &Option<Vec<CachedEnvVar>>) -> Vec<CachedEnvVar> {
-    env.iter()
-        .flatten()
-        .filter(|var| {
-            var.name != keys::ENV_SKYHOOK_DIR
-                && !keys::OPERATOR_AGENT_ENV.contains(&var.name.as_str())
-        })
-        .map(|var| {
-            let mut var = var.clone();
-            if var.value.as_deref() == Some("") {
-                var.value = None;
-            }
-            if let Some(field) = var
-                .value_from
-                .as_mut()
-                .and_then(|source| source.field_ref.as_mut())
-                && field.api_version.is_none()
-            {
-                field.api_version = Some("v1".to_owned());
-            }
-            var
-        })
-        .collect()
-}
-
 fn resources_match(
     actual: Option<&CachedResources>,
     expected: Option<&CachedResources>,

@@ -13,21 +13,23 @@
 //!
 //! Kept: the metadata without `managedFields`; the node; the pod's effective requests, read
 //! once here with [`skyhook_api::resources::pod_requests`] (pod slots, nodes that can never
-//! hold a pod); of each init container its name, image, arguments, environment and limits and
-//! requests (pod validation, reboot interrupts); the phase, reason and message and, of each init
+//! hold a pod); of each init container its name, image, arguments, limits and requests and a
+//! digest of its environment ([`EnvDigest`]) (pod validation, reboot interrupts); the phase, reason and message and, of each init
 //! container's status, its name, state, last state and restart count (`pod_outcome`). A rule
 //! that reads another field of a package pod must keep it here;
 //! `a_cached_pod_answers_every_pod_rule_as_the_full_pod` checks the rules that read pods today.
 
 use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, EnvVar, EnvVarSource, Pod, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStatus, EnvVar, Pod, PodSpec, PodStatus,
     ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
+use skyhook_api::keys;
 use skyhook_api::resources::{CpuMemory, pod_requests};
 
 use super::slim::WireMeta;
@@ -65,22 +67,58 @@ pub struct CachedContainer {
     pub image: Option<String>,
     /// Arguments (an interrupt pod's fourth names its interrupt).
     pub args: Option<Vec<String>>,
-    /// Environment.
-    pub env: Option<Vec<CachedEnvVar>>,
+    /// The environment, as pod validation compares it.
+    pub env: EnvDigest,
     /// Requests and limits.
     pub resources: Option<CachedResources>,
 }
 
-/// An environment variable. `EnvVar` holds every kind of source inline (about 400 bytes per
-/// variable, and a package pod has about twenty); a source is rare, so it is boxed here.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CachedEnvVar {
-    /// Variable name.
-    pub name: String,
-    /// Its value.
-    pub value: Option<String>,
-    /// Where its value comes from instead.
-    pub value_from: Option<Box<EnvVarSource>>,
+/// A digest of a container's environment as pod validation compares it (`crate::pod_match`):
+/// without the variables the operator injects (they change with every generation), an empty
+/// `value` as none and a `fieldRef` without `apiVersion` as `v1` (the API server drops the one
+/// and defaults the other). A package pod has about twenty variables, two strings each, and
+/// validation only asks whether they equal the spec's: the cache keeps the answer's input as
+/// 8 bytes. SipHash with fixed keys over the normalized variables' JSON: equal environments
+/// always give equal digests; two different ones a 1 in 2^64 chance of an equal one, where the
+/// cost would be a pod left running after an edit of its package's `env`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnvDigest(u64);
+
+impl EnvDigest {
+    /// The digest of `env` (see the type's documentation); an absent environment is the empty
+    /// one.
+    pub fn of(env: Option<&[EnvVar]>) -> Self {
+        let compared: Vec<EnvVar> = env
+            .unwrap_or_default()
+            .iter()
+            .filter(|var| {
+                var.name != keys::ENV_SKYHOOK_DIR
+                    && !keys::OPERATOR_AGENT_ENV.contains(&var.name.as_str())
+            })
+            .map(|var| {
+                let mut var = var.clone();
+                if var.value.as_deref() == Some("") {
+                    var.value = None;
+                }
+                if let Some(field) = var
+                    .value_from
+                    .as_mut()
+                    .and_then(|source| source.field_ref.as_mut())
+                    && field.api_version.is_none()
+                {
+                    field.api_version = Some("v1".to_owned());
+                }
+                var
+            })
+            .collect();
+        let mut hasher = DefaultHasher::new();
+        // Serializing plain data into a vector cannot fail; were it to, every environment
+        // would digest alike and no pod would be replaced for its env, which the tests catch.
+        serde_json::to_vec(&compared)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+        EnvDigest(hasher.finish())
+    }
 }
 
 /// A container's limits and requests, each in name order. A `BTreeMap` of two quantities takes
@@ -153,20 +191,8 @@ impl From<Container> for CachedContainer {
             name: container.name,
             image: container.image,
             args: container.args,
-            env: container
-                .env
-                .map(|env| env.into_iter().map(CachedEnvVar::from).collect()),
+            env: EnvDigest::of(container.env.as_deref()),
             resources: container.resources.map(CachedResources::from),
-        }
-    }
-}
-
-impl From<EnvVar> for CachedEnvVar {
-    fn from(var: EnvVar) -> Self {
-        CachedEnvVar {
-            name: var.name,
-            value: var.value,
-            value_from: var.value_from.map(Box::new),
         }
     }
 }
