@@ -1,6 +1,9 @@
 //! `skyhook-controller`: parses and checks the configuration, sets up logging and TLS, then runs
 //! the controller (see the `controller` library).
 
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
 use anyhow::Context as _;
 use clap::Parser as _;
 use controller::config::{Args, Config};
@@ -10,6 +13,34 @@ use tracing::info;
 /// fresh allocations: at 5,000 nodes glibc's malloc took a third of the controller's CPU.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// How often a worker thread running out of work gives back the memory other threads freed.
+const COLLECT_EVERY: Duration = Duration::from_secs(1);
+
+/// Called when a worker thread runs out of work, and on the main thread every
+/// [`COLLECT_EVERY`]: at most that often per thread, has the allocator take back the blocks of
+/// this thread's pages that other threads freed, and give empty pages back. mimalloc does that
+/// only when the owning thread allocates again, and an idle thread does not: the watches decode
+/// objects on the workers, the reconcile (on the main thread) drops them, and at idle those
+/// pages stayed resident. A call takes 3-40 µs.
+fn collect_freed_memory() {
+    thread_local! {
+        static COLLECTED: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    let now = Instant::now();
+    let due = COLLECTED
+        .get()
+        .is_none_or(|last| now.duration_since(last) >= COLLECT_EVERY);
+    if due {
+        COLLECTED.set(Some(now));
+        // SAFETY: `mi_collect` has no preconditions: it only walks the calling thread's heap,
+        // which the global allocator above owns.
+        #[allow(unsafe_code)]
+        unsafe {
+            libmimalloc_sys::mi_collect(false);
+        }
+    }
+}
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -28,7 +59,20 @@ fn main() -> anyhow::Result<()> {
     );
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(collect_freed_memory)
         .build()
         .context("failed to start the async runtime")?
-        .block_on(controller::run::run(config))
+        .block_on(async {
+            // The reconcile runs on this thread, which is not a worker: it collects on a timer.
+            let mut collect = tokio::time::interval(COLLECT_EVERY);
+            collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let run = controller::run::run(config);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    result = &mut run => return result,
+                    _ = collect.tick() => collect_freed_memory(),
+                }
+            }
+        })
 }
