@@ -21,9 +21,8 @@
 //! Environment comparison tolerates what the API server adds on its own (an empty `value` dropped,
 //! `fieldRef.apiVersion` defaulted to `v1`; the cache keeps a container's environment as a digest
 //! of exactly what is compared, [`crate::cache::pod::EnvDigest`]) and compares resource
-//! quantities by value, because the
-//! API server rewrites them in canonical form (`0.5` becomes `500m`); a pod is therefore never
-//! invalidated in a loop because of defaulting.
+//! quantities by value, because the API server rewrites them in canonical form (`0.5` becomes
+//! `500m`); a pod is therefore never invalidated in a loop because of defaulting.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -254,7 +253,6 @@ fn init_containers(pod: &CachedPod) -> &[CachedContainer] {
         .unwrap_or_default()
 }
 
-/// The environment without the operator-injected variables, normalised for API defaulting.
 fn resources_match(
     actual: Option<&CachedResources>,
     expected: Option<&CachedResources>,

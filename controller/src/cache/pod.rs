@@ -14,13 +14,15 @@
 //! Kept: the metadata without `managedFields`; the node; the pod's effective requests, read
 //! once here with [`skyhook_api::resources::pod_requests`] (pod slots, nodes that can never
 //! hold a pod); of each init container its name, image, arguments, limits and requests and a
-//! digest of its environment ([`EnvDigest`]) (pod validation, reboot interrupts); the phase, reason and message and, of each init
-//! container's status, its name, state, last state and restart count (`pod_outcome`). A rule
+//! digest of its environment ([`EnvDigest`]) (pod validation, reboot interrupts); the phase,
+//! reason and message and, of each init container's status, its name, state, last state and
+//! restart count (`pod_outcome`). A rule
 //! that reads another field of a package pod must keep it here;
 //! `a_cached_pod_answers_every_pod_rule_as_the_full_pod` checks the rules that read pods today.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{DefaultHasher, Hasher};
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStatus, EnvVar, Pod, PodSpec, PodStatus,
@@ -88,36 +90,62 @@ impl EnvDigest {
     /// The digest of `env` (see the type's documentation); an absent environment is the empty
     /// one.
     pub fn of(env: Option<&[EnvVar]>) -> Self {
-        let compared: Vec<EnvVar> = env
+        let compared: Vec<Cow<'_, EnvVar>> = env
             .unwrap_or_default()
             .iter()
             .filter(|var| {
                 var.name != keys::ENV_SKYHOOK_DIR
                     && !keys::OPERATOR_AGENT_ENV.contains(&var.name.as_str())
             })
-            .map(|var| {
-                let mut var = var.clone();
-                if var.value.as_deref() == Some("") {
-                    var.value = None;
-                }
-                if let Some(field) = var
-                    .value_from
-                    .as_mut()
-                    .and_then(|source| source.field_ref.as_mut())
-                    && field.api_version.is_none()
-                {
-                    field.api_version = Some("v1".to_owned());
-                }
-                var
-            })
+            .map(undo_api_defaulting)
             .collect();
         let mut hasher = DefaultHasher::new();
-        // Serializing plain data into a vector cannot fail; were it to, every environment
-        // would digest alike and no pod would be replaced for its env, which the tests catch.
-        serde_json::to_vec(&compared)
-            .unwrap_or_default()
-            .hash(&mut hasher);
+        // Written into the hasher as it is serialized. Plain data cannot fail to serialize; were
+        // it to, every environment would digest alike and no pod would be replaced for its env,
+        // which the tests catch.
+        let _ = serde_json::to_writer(HashWriter(&mut hasher), &compared);
         EnvDigest(hasher.finish())
+    }
+}
+
+/// `var` as the spec wrote it, undoing what the API server changes on its own: an empty `value`
+/// dropped, `fieldRef.apiVersion` defaulted to `v1`. Borrowed unless one of them applies, which
+/// is rare: the digest is taken on every watch event of a pod.
+fn undo_api_defaulting(var: &EnvVar) -> Cow<'_, EnvVar> {
+    let empty_value = var.value.as_deref() == Some("");
+    let field_without_version = var
+        .value_from
+        .as_ref()
+        .and_then(|source| source.field_ref.as_ref())
+        .is_some_and(|field| field.api_version.is_none());
+    if !empty_value && !field_without_version {
+        return Cow::Borrowed(var);
+    }
+    let mut var = var.clone();
+    if empty_value {
+        var.value = None;
+    }
+    if let Some(field) = var
+        .value_from
+        .as_mut()
+        .and_then(|source| source.field_ref.as_mut())
+    {
+        field.api_version.get_or_insert_with(|| "v1".to_owned());
+    }
+    Cow::Owned(var)
+}
+
+/// Feeds what is written to it to a hasher.
+struct HashWriter<'h>(&'h mut DefaultHasher);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

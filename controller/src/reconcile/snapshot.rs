@@ -203,7 +203,7 @@ impl Snapshot {
                 .collect(),
             nodes,
             pods,
-            package_configmaps: package_configmaps(&cached.package_configmaps, keys::NAME_LABEL),
+            package_configmaps: package_configmaps(&cached.package_configmaps),
             metadata_configmaps: owned_configmaps(&cached.metadata_configmaps, |cm| {
                 let name = kube::Resource::meta(cm).name.as_deref()?;
                 Some((name, cm.skyhook()?, cm.node()))
@@ -337,14 +337,13 @@ impl OwnedPod {
     }
 }
 
-/// The package ConfigMaps by name, with the Skyhook their label `owner_label` names.
+/// The package ConfigMaps by name, with the Skyhook their label `skyhook.nvidia.com/name` names.
 fn package_configmaps(
     configmaps: &[std::sync::Arc<ConfigMap>],
-    owner_label: &str,
 ) -> BTreeMap<String, OwnedConfigMap> {
     owned_configmaps(configmaps, |cm| {
         let metadata = &cm.metadata;
-        let skyhook = metadata.labels.as_ref()?.get(owner_label)?;
+        let skyhook = metadata.labels.as_ref()?.get(keys::NAME_LABEL)?;
         let node = metadata
             .annotations
             .as_ref()
