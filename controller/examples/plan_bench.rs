@@ -14,7 +14,9 @@
 //!
 //! Prints one line per run and a summary: the median plan time, and the allocations (count and
 //! bytes, from a counting global allocator) of the median run, the most it had live at once above
-//! the snapshot, what its plan holds, and what the snapshot holds. Numbers, never assertions.
+//! the snapshot, what its plan holds, and what the snapshot holds; first, what the cache holds of
+//! 1,000 of the realistic nodes devcluster serves (`--node-size realistic`), decoded from their
+//! JSON as the watch decodes them. Numbers, never assertions.
 
 // The benchmark's output is its report on stdout.
 #![allow(clippy::print_stdout)]
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser as _;
+use controller::cache::CachedNode;
 use controller::config::{Args, Config};
 use controller::pod_outcome::PodOutcome;
 use controller::reconcile::plan::plan;
@@ -228,6 +231,39 @@ fn measure(
     (run, planned)
 }
 
+/// The bytes `count` of devcluster's realistic nodes take once decoded into the cache's form
+/// (labels, annotations, conditions and the rest of what the plan reads), not counting the
+/// vector holding them.
+fn realistic_nodes_held(count: usize, now: Timestamp) -> anyhow::Result<i64> {
+    use devcluster::node::object::{NodeFacts, build_node, node_labels};
+    use devcluster::node::size::{dress, extra_labels};
+    let facts = NodeFacts {
+        kubelet_version: "v1.33.0".into(),
+        kernel_version: "6.1.0".into(),
+        os_image: "Ubuntu 24.04 LTS".into(),
+        architecture: "amd64".into(),
+        cpu: "96".into(),
+        memory: "1152Gi".into(),
+        pods: "110".into(),
+        kubelet_port: 10250,
+    };
+    let texts = (0..count)
+        .map(|index| {
+            let name = format!("node-{index:05}");
+            let labels = node_labels(&name, &facts, &extra_labels(index));
+            let mut node = build_node(&name, index, labels, &facts, "boot-1", now);
+            dress(&mut node, index, now);
+            serde_json::to_vec(&node)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cached: Vec<CachedNode> = Vec::with_capacity(count);
+    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    for text in &texts {
+        cached.push(serde_json::from_slice(text)?);
+    }
+    Ok(LIVE_BYTES.load(Ordering::Relaxed) - before)
+}
+
 fn mib(bytes: f64) -> f64 {
     bytes / (1024.0 * 1024.0)
 }
@@ -320,6 +356,13 @@ fn main() -> anyhow::Result<()> {
     } = arguments()?;
     let config = config()?;
     let now: Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    let realistic = 1_000;
+    let held = realistic_nodes_held(realistic, now)?;
+    println!(
+        "{realistic} realistic nodes, as the cache holds them: {:.2} MiB ({} bytes per node)",
+        mib(held as f64),
+        held / i64::try_from(realistic).unwrap_or(1)
+    );
     let before_snapshot = LIVE_BYTES.load(Ordering::Relaxed);
     let mut snapshot = snapshot(nodes, budget_percent, in_progress, now);
     let snapshot_bytes = LIVE_BYTES.load(Ordering::Relaxed) - before_snapshot;
