@@ -105,6 +105,17 @@ pub fn node_condition_prefix(skyhook: &str) -> String {
     format!("{GROUP}/{skyhook}/")
 }
 
+/// Whether node condition type `type_` is one some Skyhook sets (`skyhook.nvidia.com/<s>/...`):
+/// the only node conditions the controller reads whole (of the kubelet's, it reads whether and
+/// since when the node is Ready).
+pub fn is_skyhook_node_condition(type_: &str) -> bool {
+    type_
+        .strip_prefix(GROUP)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(skyhook, condition)| !skyhook.is_empty() && !condition.is_empty())
+}
+
 /// Node label `"true"` set by an administrator: the node is `blocked` for every Skyhook.
 pub const IGNORE_LABEL: &str = "skyhook.nvidia.com/ignore";
 
@@ -398,6 +409,24 @@ mod tests {
         ];
         for (key, expected) in cases {
             assert_eq!(is_skyhook_node_key(key, "gpu"), expected, "{key}");
+        }
+    }
+
+    #[test]
+    fn node_conditions_of_skyhooks() {
+        let cases = [
+            (node_not_ready_condition("gpu"), true),
+            (node_erroring_condition("other"), true),
+            ("Ready".to_owned(), false),
+            ("MemoryPressure".to_owned(), false),
+            ("skyhook.nvidia.com/gpu".to_owned(), false),
+            ("skyhook.nvidia.com//NotReady".to_owned(), false),
+            ("skyhook.nvidia.com/gpu/".to_owned(), false),
+            ("skyhook.nvidia.comx/gpu/NotReady".to_owned(), false),
+            ("example.com/gpu/NotReady".to_owned(), false),
+        ];
+        for (type_, expected) in cases {
+            assert_eq!(is_skyhook_node_condition(&type_), expected, "{type_}");
         }
     }
 

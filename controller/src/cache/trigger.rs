@@ -14,9 +14,10 @@ use super::CachedNode;
 use crate::reconcile::snapshot::NodeView;
 
 /// Whether a Node changed in what the plan reads: labels, annotations, taints, unschedulable,
-/// creation time, boot ID, conditions (type, status, reason, message; the Ready condition's
-/// transition time while not Ready) and allocatable CPU and memory. Not heartbeat times, images,
-/// addresses or the resource version (the next reconcile reads the latest one anyway).
+/// creation time, boot ID, readiness (and since when), the Skyhooks' node conditions (type,
+/// status, reason, message) and allocatable CPU and memory. Not heartbeat times, the kubelet's
+/// other conditions and reasons, images, addresses or the resource version (the next reconcile
+/// reads the latest one anyway).
 pub fn node_changed(old: &CachedNode, new: &CachedNode) -> bool {
     !same_plan_input(old.view(), new.view())
 }
@@ -172,6 +173,7 @@ mod tests {
                         2_000,
                     ),
                     condition("Ready", "True", "KubeletReady", 2_000),
+                    condition("skyhook.nvidia.com/gpu/NotReady", "False", "Ready", 2_000),
                 ]),
                 node_info: Some(NodeSystemInfo {
                     boot_id: "boot-1".to_owned(),
@@ -195,7 +197,7 @@ mod tests {
 
     #[test]
     fn only_what_the_plan_reads_of_a_node_wakes_the_loop() {
-        let cases: [(&str, Node, bool); 14] = [
+        let cases: [(&str, Node, bool); 16] = [
             ("resource version only", edited(|_| {}), false),
             (
                 "heartbeat times (a kubelet status report)",
@@ -265,11 +267,30 @@ mod tests {
             (
                 "Ready reason",
                 edited(|n| conditions(n)[1].reason = Some("Other".to_owned())),
+                false,
+            ),
+            (
+                "a kubelet condition's status",
+                edited(|n| conditions(n)[0].status = "True".to_owned()),
+                false,
+            ),
+            (
+                "a Skyhook's node condition appears",
+                edited(|n| {
+                    conditions(n).push(condition(
+                        "skyhook.nvidia.com/other/NotReady",
+                        "True",
+                        "NotReady",
+                        2_300,
+                    ))
+                }),
                 true,
             ),
             (
-                "another condition's status",
-                edited(|n| conditions(n)[0].status = "True".to_owned()),
+                "a Skyhook's node condition's message",
+                edited(|n| {
+                    conditions(n)[2].message = Some("other".to_owned());
+                }),
                 true,
             ),
             (

@@ -82,7 +82,8 @@ pub struct NodeView {
     pub not_ready_since: Option<Timestamp>,
     /// When the `Ready` condition last turned True, while it is True.
     pub ready_since: Option<Timestamp>,
-    /// The node's conditions.
+    /// The node's conditions of Skyhooks ([`keys::is_skyhook_node_condition`]): the plan
+    /// writes no other, and reads of the kubelet's only `ready` and its transitions.
     pub conditions: Vec<NodeConditionView>,
     /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.
     pub allocatable: Option<CpuMemory>,
@@ -245,8 +246,12 @@ pub fn node_view(node: Node) -> NodeView {
         ),
         None => (Vec::new(), None, None),
     };
+    let ready = conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
     let conditions: Vec<NodeConditionView> = conditions
         .into_iter()
+        .filter(|c| keys::is_skyhook_node_condition(&c.type_))
         .map(|c| NodeConditionView {
             type_: c.type_,
             status: c.status,
@@ -266,9 +271,7 @@ pub fn node_view(node: Node) -> NodeView {
         unschedulable: unschedulable.unwrap_or(false),
         created: metadata.creation_timestamp.map(|t| t.0),
         boot_id: boot_id.filter(|id| !id.is_empty()),
-        ready: conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True"),
+        ready,
         not_ready_since,
         ready_since,
         conditions,
@@ -396,12 +399,21 @@ mod tests {
                 ..NodeSpec::default()
             }),
             status: Some(NodeStatus {
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: ready.into(),
-                    message: Some("kubelet is posting ready status".into()),
-                    ..NodeCondition::default()
-                }]),
+                conditions: Some(vec![
+                    NodeCondition {
+                        type_: "Ready".into(),
+                        status: ready.into(),
+                        message: Some("kubelet is posting ready status".into()),
+                        ..NodeCondition::default()
+                    },
+                    NodeCondition {
+                        type_: "skyhook.nvidia.com/a/NotReady".into(),
+                        status: "True".into(),
+                        reason: Some("NotReady".into()),
+                        message: Some("Skyhook a is not ready".into()),
+                        ..NodeCondition::default()
+                    },
+                ]),
                 node_info: Some(NodeSystemInfo {
                     boot_id: "b-1".into(),
                     ..NodeSystemInfo::default()
@@ -443,13 +455,14 @@ mod tests {
             assert_eq!(view.ready, ready, "Ready={condition}");
             assert!(view.unschedulable);
             assert_eq!(view.boot_id.as_deref(), Some("b-1"));
+            // The kubelet's are read into `ready`; only the Skyhooks' are kept.
             assert_eq!(
                 view.conditions,
                 vec![NodeConditionView {
-                    type_: "Ready".to_owned(),
-                    status: condition.to_owned(),
-                    reason: String::new(),
-                    message: "kubelet is posting ready status".to_owned(),
+                    type_: "skyhook.nvidia.com/a/NotReady".to_owned(),
+                    status: "True".to_owned(),
+                    reason: "NotReady".to_owned(),
+                    message: "Skyhook a is not ready".to_owned(),
                 }]
             );
         }
