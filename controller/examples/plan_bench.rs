@@ -40,6 +40,7 @@ use kube::api::ObjectMeta;
 use mimalloc::MiMalloc;
 use skyhook_api::keys;
 use skyhook_api::node_mirror::applied_bytes;
+use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{InterruptionBudget, Package, Skyhook, SkyhookSpec};
 
 /// Counts every allocation (and reallocation) and the bytes asked for, and the bytes live, then
@@ -180,8 +181,8 @@ fn snapshot(nodes: usize, budget_percent: i32, in_progress: usize, now: Timestam
     let nodes = (0..nodes)
         .map(|index| NodeView {
             name: format!("node-{index:05}"),
-            labels: BTreeMap::from([(TARGET_LABEL.to_owned(), "yes".to_owned())]),
-            annotations: node_annotations(index, in_progress, now),
+            labels: PackedMap::from_iter([(TARGET_LABEL, "yes")]),
+            annotations: node_annotations(index, in_progress, now).into(),
             created: Some(now - jiff::SignedDuration::from_secs(86_400 + index as i64)),
             boot_id: Some(format!("boot-{index}")),
             ready: true,
@@ -282,9 +283,11 @@ fn apply_node_patches(snapshot: &mut Snapshot, planned: &controller::reconcile::
         ] {
             for (key, value) in changes {
                 match value {
-                    Some(value) => map.insert(key.clone(), value.clone()),
-                    None => map.remove(key),
-                };
+                    Some(value) => map.insert(key, value),
+                    None => {
+                        map.remove(key);
+                    }
+                }
             }
         }
         for condition in &patch.conditions {

@@ -14,6 +14,7 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 use skyhook_api::image::stored_image;
 use skyhook_api::keys;
+use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{Interrupt, Package};
 
 use crate::config::PodSettings;
@@ -73,7 +74,7 @@ pub struct NodeFacts<'a> {
     /// The node name.
     pub name: &'a str,
     /// The node's labels.
-    pub labels: &'a BTreeMap<String, String>,
+    pub labels: &'a PackedMap,
     /// The node's annotations.
     pub annotations: &'a BTreeMap<String, String>,
 }
@@ -263,7 +264,7 @@ mod tests {
             ..package("jason", "1.3.2", "ghcr.io/nvidia/skyhook/agentless")
         };
         let packages = BTreeMap::from([("dexter".into(), dexter), ("jason".into(), jason)]);
-        let labels = BTreeMap::from([("kubernetes.io/hostname".into(), "kind-worker".into())]);
+        let labels = PackedMap::from_iter([("kubernetes.io/hostname", "kind-worker")]);
         let annotations = BTreeMap::from([("b".into(), "<2>".into()), ("a".into(), "1".into())]);
         let node = NodeFacts {
             name: "kind-worker",

@@ -16,6 +16,7 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::runtime_required::parse_taint;
 use skyhook_api::stage::node_complete;
+use skyhook_api::string_map::StringMap;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::uninstall::{UninstallMode, UninstallRules};
 use skyhook_api::v1alpha1::{BatchState, Skyhook, Status};
@@ -181,9 +182,9 @@ fn compartment_specs(
 
 /// Each node's compartment name, by node name.
 fn assign(specs: &[CompartmentSpec], nodes: &[NodeFacts<'_>]) -> BTreeMap<String, String> {
-    let labelled: Vec<(&str, &BTreeMap<String, String>)> = nodes
+    let labelled: Vec<(&str, &dyn StringMap)> = nodes
         .iter()
-        .map(|n| (n.name, cluster::labels(n.node)))
+        .map(|n| (n.name, cluster::labels(n.node) as &dyn StringMap))
         .collect();
     assign_nodes(specs, &labelled)
         .into_iter()

@@ -21,6 +21,7 @@ pub mod runtime_required;
 pub mod selector;
 pub mod stage;
 pub mod status;
+pub mod string_map;
 #[cfg(test)]
 mod test_support;
 pub mod toleration;

@@ -13,14 +13,13 @@
 //! Upgrade path: a node without the annotation falls back to its entry in the status map, so
 //! a controller upgraded from a status-only version misses no reboot and keeps every pick.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::keys;
+use crate::string_map::StringMap;
 use crate::v1alpha1::SkyhookStatus;
 
 /// The largest `status.nodeState` mirror (as JSON) the status keeps. At 5,000 nodes the whole
@@ -60,14 +59,13 @@ impl NodeRecordKeys {
     /// status entry.
     pub fn boot_id<'a>(
         &self,
-        annotations: &'a BTreeMap<String, String>,
+        annotations: &'a dyn StringMap,
         status: Option<&'a SkyhookStatus>,
         node: &str,
     ) -> Option<&'a str> {
         annotations
-            .get(&self.boot_id)
-            .or_else(|| status?.node_boot_ids.get(node))
-            .map(String::as_str)
+            .value(&self.boot_id)
+            .or_else(|| status?.node_boot_ids.get(node).map(String::as_str))
     }
 
     /// When `node` was picked for the current batch, `None` when it is not picked: its
@@ -76,11 +74,11 @@ impl NodeRecordKeys {
     /// could start more nodes than the budget allows.
     pub fn picked_at(
         &self,
-        annotations: &BTreeMap<String, String>,
+        annotations: &dyn StringMap,
         status: Option<&SkyhookStatus>,
         node: &str,
     ) -> Option<Time> {
-        match annotations.get(&self.picked) {
+        match annotations.value(&self.picked) {
             Some(text) => Some(Time(text.parse().unwrap_or(Timestamp::UNIX_EPOCH))),
             None => status?.node_priority.get(node).cloned(),
         }

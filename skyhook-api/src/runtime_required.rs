@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint;
 
 use crate::keys::GROUP;
+use crate::string_map::StringMap;
 
 /// Why a taint specification did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,19 +67,15 @@ pub fn has_taint(taints: &[Taint], taint: &Taint) -> bool {
 
 /// Whether a node carries any `skyhook.nvidia.com/*` annotation, i.e. some Skyhook has already
 /// processed it.
-pub fn has_skyhook_annotations(annotations: &BTreeMap<String, String>) -> bool {
+pub fn has_skyhook_annotations(annotations: &dyn StringMap) -> bool {
     let prefix = format!("{GROUP}/");
-    annotations.keys().any(|key| key.starts_with(&prefix))
+    annotations.any_key(&mut |key| key.starts_with(&prefix))
 }
 
 /// Whether a node matched by a `runtimeRequired` + `autoTaintNewNodes` Skyhook should get the
 /// runtime-required taint: it does not carry it yet and no Skyhook has processed it (no
 /// `skyhook.nvidia.com/*` annotation), so nodes already worked on are never re-tainted.
-pub fn auto_taint_eligible(
-    annotations: &BTreeMap<String, String>,
-    taints: &[Taint],
-    taint: &Taint,
-) -> bool {
+pub fn auto_taint_eligible(annotations: &dyn StringMap, taints: &[Taint], taint: &Taint) -> bool {
     !has_taint(taints, taint) && !has_skyhook_annotations(annotations)
 }
 

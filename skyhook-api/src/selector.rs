@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::string_map::StringMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// One problem in a selector, relative to the selector's own path.
@@ -27,12 +28,14 @@ enum Requirement {
 }
 
 impl Requirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    fn matches(&self, labels: &dyn StringMap) -> bool {
         match self {
-            Requirement::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
-            Requirement::NotIn(key, values) => labels.get(key).is_none_or(|v| !values.contains(v)),
-            Requirement::Exists(key) => labels.contains_key(key),
-            Requirement::DoesNotExist(key) => !labels.contains_key(key),
+            Requirement::In(key, values) => labels.value(key).is_some_and(|v| values.contains(v)),
+            Requirement::NotIn(key, values) => {
+                labels.value(key).is_none_or(|v| !values.contains(v))
+            }
+            Requirement::Exists(key) => labels.has(key),
+            Requirement::DoesNotExist(key) => !labels.has(key),
         }
     }
 }
@@ -131,7 +134,7 @@ impl Selector {
     }
 
     /// Whether `labels` satisfies every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &dyn StringMap) -> bool {
         !self.matches_nothing && self.requirements.iter().all(|r| r.matches(labels))
     }
 }

@@ -231,10 +231,10 @@ mod tests {
         assert_eq!(**decoded.view(), node_view(node.clone()));
         assert_eq!(decoded, CachedNode::from(node.clone()));
         // The node-metadata ConfigMaps copy labels and annotations whole.
-        assert_eq!(Some(&decoded.labels), node.metadata.labels.as_ref());
+        assert_eq!(Some(decoded.labels.to_map()), node.metadata.labels);
         assert_eq!(
-            Some(&decoded.annotations),
-            node.metadata.annotations.as_ref()
+            Some(decoded.annotations.to_map()),
+            node.metadata.annotations
         );
         // The watch reads the identity from the metadata, and nothing else is there.
         let expected_meta = ObjectMeta {

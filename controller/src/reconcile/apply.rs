@@ -25,6 +25,7 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
+use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
 use tracing::{debug, info, warn};
 
@@ -871,10 +872,10 @@ fn conditions_patch(patch: &NodePatch, now: &str) -> Option<Vec<Value>> {
 
 /// Whether `node`, as a write returned it, carries the annotations and labels of `patch`.
 fn metadata_landed(node: &NodeView, patch: &NodePatch) -> bool {
-    let holds = |map: &BTreeMap<String, String>, wanted: &BTreeMap<String, Option<String>>| {
+    let holds = |map: &PackedMap, wanted: &BTreeMap<String, Option<String>>| {
         wanted
             .iter()
-            .all(|(key, value)| map.get(key) == value.as_ref())
+            .all(|(key, value)| map.get(key) == value.as_deref())
     };
     holds(&node.annotations, &patch.annotations) && holds(&node.labels, &patch.labels)
 }

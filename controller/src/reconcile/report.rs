@@ -43,7 +43,7 @@ fn node_readings<'a>(skyhook: &'a Skyhook, targeted: &[&Arc<CachedNode>]) -> Nod
     let annotated = |key: String| {
         targeted
             .iter()
-            .filter_map(move |node| node.annotations.get(&key).map(String::as_str))
+            .filter_map(move |node| node.annotations.get(&key))
     };
     let statuses = annotated(keys::node_status_key(name))
         .filter_map(|value| value.parse().ok())

@@ -17,6 +17,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::resources::{CpuMemory, cpu_memory};
+use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 
 use crate::cache;
@@ -64,10 +65,10 @@ pub struct NodeConditionView {
 pub struct NodeView {
     /// Node name.
     pub name: String,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// Annotations.
-    pub annotations: BTreeMap<String, String>,
+    /// Labels, packed: the cache holds every node's view for as long as it runs.
+    pub labels: PackedMap,
+    /// Annotations, packed like the labels.
+    pub annotations: PackedMap,
     /// Taints.
     pub taints: Vec<Taint>,
     /// `spec.unschedulable`.
@@ -265,8 +266,11 @@ pub fn node_view(node: Node) -> NodeView {
     };
     NodeView {
         name: metadata.name.unwrap_or_default(),
-        labels: metadata.labels.unwrap_or_default(),
-        annotations: metadata.annotations.unwrap_or_default(),
+        labels: metadata.labels.map(PackedMap::from).unwrap_or_default(),
+        annotations: metadata
+            .annotations
+            .map(PackedMap::from)
+            .unwrap_or_default(),
         taints,
         unschedulable: unschedulable.unwrap_or(false),
         created: metadata.creation_timestamp.map(|t| t.0),

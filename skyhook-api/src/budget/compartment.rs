@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::keys::DEFAULT_COMPARTMENT;
 use crate::selector::Selector;
+use crate::string_map::StringMap;
 use crate::v1alpha1::{
     DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, InterruptionBudget, PolicyBudget,
     StrategyKind,
@@ -100,7 +101,7 @@ pub fn policy_compartments(policy: &DeploymentPolicySpec) -> Vec<CompartmentSpec
 /// `nodes` are `(name, labels)` of every node the Skyhook selects. Returns node → compartment.
 pub fn assign_nodes<'n, 'c>(
     compartments: &'c [CompartmentSpec],
-    nodes: &[(&'n str, &BTreeMap<String, String>)],
+    nodes: &[(&'n str, &dyn StringMap)],
 ) -> BTreeMap<&'n str, &'c str> {
     let capacity: Vec<usize> = compartments
         .iter()
@@ -199,8 +200,10 @@ mod tests {
         nodes: &[(&str, BTreeMap<String, String>)],
     ) -> Vec<String> {
         let compartments = policy_compartments(policy);
-        let refs: Vec<(&str, &BTreeMap<String, String>)> =
-            nodes.iter().map(|(n, l)| (*n, l)).collect();
+        let refs: Vec<(&str, &dyn StringMap)> = nodes
+            .iter()
+            .map(|(n, l)| (*n, l as &dyn StringMap))
+            .collect();
         let assignment = assign_nodes(&compartments, &refs);
         nodes
             .iter()

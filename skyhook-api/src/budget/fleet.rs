@@ -14,12 +14,12 @@
 //! fleet slot yet; a node already cordoned or interrupting (by this Skyhook or another) costs
 //! nothing more, and several Skyhooks sharing one node's cordon share its slot.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
 use crate::keys;
 use crate::node_state::NodeState;
+use crate::string_map::StringMap;
 use crate::v1alpha1::Status;
 
 use super::slot::{NodeActivity, SlotHold, slot_hold};
@@ -91,14 +91,12 @@ impl FleetBudget {
 /// unschedulable node), or an interrupt of some Skyhook is requested there and not confirmed.
 /// `states` are the node states of every Skyhook that has one on the node.
 pub fn holds_fleet_slot<'a>(
-    annotations: &BTreeMap<String, String>,
+    annotations: &dyn StringMap,
     unschedulable: bool,
     states: impl IntoIterator<Item = (&'a str, &'a NodeState)>,
 ) -> bool {
     let cordoned = unschedulable
-        && annotations
-            .keys()
-            .any(|key| key.starts_with(keys::CORDON_ANNOTATION_PREFIX));
+        && annotations.any_key(&mut |key| key.starts_with(keys::CORDON_ANNOTATION_PREFIX));
     cordoned
         || states.into_iter().any(|(skyhook, state)| {
             let activity = NodeActivity {
@@ -143,6 +141,8 @@ pub fn fleet_wait_message(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::v1alpha1::{PackageStatus, Stage, State};
 

@@ -12,12 +12,11 @@
 //! the current one is empty. Never more nodes hold a slot than the ceiling allows: a node
 //! that would take a new slot is picked only while one is free.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::keys::IGNORE_LABEL;
+use crate::string_map::StringMap;
 use crate::toleration::intolerable_taints;
 use crate::v1alpha1::{BatchState, DeploymentStrategy, Status};
 
@@ -32,7 +31,7 @@ pub struct CandidateNode<'a> {
     /// `metadata.creationTimestamp`; older nodes go first.
     pub created: Option<Timestamp>,
     /// Node labels (for the ignore label).
-    pub labels: &'a BTreeMap<String, String>,
+    pub labels: &'a dyn StringMap,
     /// Node taints.
     pub taints: &'a [Taint],
     /// The node's current status for this Skyhook.
@@ -88,11 +87,11 @@ pub struct Selection<'a> {
 /// Whether a node is ignored or intolerable, given the toleration set of the Skyhook (see
 /// [`crate::toleration::node_selection_tolerations`]).
 pub fn block_reason(
-    labels: &BTreeMap<String, String>,
+    labels: &dyn StringMap,
     taints: &[Taint],
     tolerations: &[Toleration],
 ) -> Option<BlockReason> {
-    if labels.get(IGNORE_LABEL).is_some_and(|v| v == "true") {
+    if labels.value(IGNORE_LABEL) == Some("true") {
         return Some(BlockReason::Ignored);
     }
     let mut intolerable: Vec<String> = intolerable_taints(tolerations, taints)
@@ -352,6 +351,8 @@ impl<'a> CompartmentNodes<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::test_support::fixed;
     use crate::toleration::node_selection_tolerations;

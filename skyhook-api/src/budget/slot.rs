@@ -31,10 +31,9 @@
 //! [`slot_hold`] states the rule for one node; [`super::CompartmentNodes::select`] enforces
 //! the invariant when it picks nodes.
 
-use std::collections::BTreeMap;
-
 use crate::keys;
 use crate::node_state::NodeState;
+use crate::string_map::StringMap;
 use crate::v1alpha1::{State, Status};
 
 /// Why a node holds one of its compartment's budget slots whatever its eligibility.
@@ -54,7 +53,7 @@ pub struct NodeActivity<'a> {
     /// The Skyhook's name.
     pub skyhook: &'a str,
     /// The node's annotations.
-    pub annotations: &'a BTreeMap<String, String>,
+    pub annotations: &'a dyn StringMap,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
     /// The Skyhook's node state on the node.
@@ -67,16 +66,14 @@ pub struct NodeActivity<'a> {
 
 /// Why the node holds a budget slot for the Skyhook, if it does (see the module docs).
 pub fn slot_hold(node: NodeActivity<'_>) -> Option<SlotHold> {
-    let cordoned = node.unschedulable
-        && node
-            .annotations
-            .contains_key(&keys::cordon_annotation(node.skyhook));
+    let cordoned =
+        node.unschedulable && node.annotations.has(&keys::cordon_annotation(node.skyhook));
     if cordoned {
         return Some(SlotHold::Cordoned);
     }
     let drain_failed = node
         .annotations
-        .contains_key(&keys::drain_failed_annotation(node.skyhook));
+        .has(&keys::drain_failed_annotation(node.skyhook));
     let interrupting = node.state.iter().any(|(_, entry)| {
         entry.stage.interrupts_node()
             && matches!(
@@ -101,6 +98,8 @@ pub fn uncordon_on_failure(uncordon: bool, state: &NodeState, draining: bool) ->
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::v1alpha1::{PackageStatus, Stage};
 

@@ -14,6 +14,7 @@ use skyhook_api::budget::{
     block_reason, evaluate_batch,
 };
 use skyhook_api::health::{GateNode, GateState, Since, health_gate};
+use skyhook_api::string_map::StringMap;
 use skyhook_api::v1alpha1::{BatchState, CompartmentStatus, SkyhookStatus, Status};
 
 use crate::reconcile::snapshot::NodeView;
@@ -87,10 +88,10 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
         blocking: blocking(input.nodes, input.tolerations),
         ..Selection::default()
     };
-    let labels: Vec<(&str, &BTreeMap<String, String>)> = input
+    let labels: Vec<(&str, &dyn StringMap)> = input
         .nodes
         .iter()
-        .map(|f| (f.node.name.as_str(), &f.node.labels))
+        .map(|f| (f.node.name.as_str(), &f.node.labels as &dyn StringMap))
         .collect();
     let assignment = assign_nodes(input.compartments, &labels);
     // Batches are evaluated only while the Skyhook is not complete, so a state reset on

@@ -608,7 +608,7 @@ impl<'s> Planner<'s> {
                 continue;
             };
             let was = node.annotations.get(&keys::node_status_key(name));
-            if node_status == Status::Complete && was.map(String::as_str) != Some("complete") {
+            if node_status == Status::Complete && was != Some("complete") {
                 let message = format!("Skyhook [{name}] complete.");
                 self.event(
                     EventTarget::Node(node.name.clone()),
@@ -681,7 +681,7 @@ impl<'s> Planner<'s> {
                 finished,
             }));
         let version_key = keys::node_version_annotation(name);
-        if node.annotations.get(&version_key).map(String::as_str) != Some(CONTROLLER_VERSION) {
+        if node.annotations.get(&version_key) != Some(CONTROLLER_VERSION) {
             work.set_annotation(version_key, CONTROLLER_VERSION.to_owned());
         }
         Some(work.status(name))

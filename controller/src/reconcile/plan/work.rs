@@ -16,6 +16,7 @@ use skyhook_api::budget::holds_fleet_slot;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
+use skyhook_api::string_map::PackedMap;
 use skyhook_api::transition::{FinishedStage, stamp_transitions};
 use skyhook_api::v1alpha1::Status;
 
@@ -26,8 +27,8 @@ use crate::reconcile::snapshot::{NodeConditionView, NodeView};
 pub(super) struct NodeWork<'s> {
     pub(super) view: &'s NodeView,
     /// The annotations as this plan leaves them so far (node states apart, see `states`).
-    annotations: Cow<'s, BTreeMap<String, String>>,
-    labels: Cow<'s, BTreeMap<String, String>>,
+    annotations: Cow<'s, PackedMap>,
+    labels: Cow<'s, PackedMap>,
     pub(super) taints: Vec<Taint>,
     unschedulable: bool,
     /// The node's conditions by type as this plan leaves them, once one of them changed;
@@ -65,7 +66,7 @@ impl<'s> NodeWork<'s> {
         }
     }
 
-    pub(super) fn annotations(&self) -> &BTreeMap<String, String> {
+    pub(super) fn annotations(&self) -> &PackedMap {
         &self.annotations
     }
 
@@ -104,7 +105,7 @@ impl<'s> NodeWork<'s> {
     fn read_state(&mut self, skyhook: &str) -> WorkState {
         let key = keys::node_state_annotation(skyhook);
         let read_text = self.view.annotations.get(&key);
-        let read = read_text.map(|text| NodeState::parse(text));
+        let read = read_text.map(NodeState::parse);
         let now = match self.annotations.get(&key) {
             None => Ok(NodeState::new()),
             Some(text) if Some(text) == read_text => match &read {
@@ -167,7 +168,7 @@ impl<'s> NodeWork<'s> {
             .states
             .iter()
             .map(|(s, state)| (s.as_str(), &state.now));
-        holds_fleet_slot(&self.annotations, self.unschedulable, states)
+        holds_fleet_slot(self.annotations.as_ref(), self.unschedulable, states)
     }
 
     /// Whether the node-state annotation of `skyhook` does not parse.
@@ -275,8 +276,9 @@ impl<'s> NodeWork<'s> {
             keys::node_state_annotation(skyhook),
             keys::node_version_annotation(skyhook),
         ];
-        let forget = |key: &String| {
-            keys::is_skyhook_node_key(key, skyhook) && !(keep_markers && markers.contains(key))
+        let forget = |key: &str| {
+            keys::is_skyhook_node_key(key, skyhook)
+                && !(keep_markers && markers.iter().any(|marker| marker == key))
         };
         retain_entries(&mut self.annotations, |key| !forget(key));
         retain_entries(&mut self.labels, |key| !forget(key));
@@ -356,14 +358,14 @@ impl<'s> NodeWork<'s> {
     }
 
     /// The node's labels as this plan leaves them so far.
-    pub(super) fn labels(&self) -> &BTreeMap<String, String> {
+    pub(super) fn labels(&self) -> &PackedMap {
         &self.labels
     }
 
     /// The node's annotations as this plan leaves them so far, node states included; a node
     /// state that did not change keeps its text as read, and one that did not parse stays.
     pub(super) fn current_annotations(&self) -> BTreeMap<String, String> {
-        let mut annotations = self.annotations.clone().into_owned();
+        let mut annotations = self.annotations.to_map();
         for (key, value) in self.state_annotations() {
             match value {
                 Some(text) => annotations.insert(key, text),
@@ -385,7 +387,7 @@ impl<'s> NodeWork<'s> {
                 let text = if state.now.is_empty() {
                     None
                 } else if state.read.as_ref() == Some(&state.now) {
-                    self.view.annotations.get(&key).cloned()
+                    self.view.annotations.get(&key).map(str::to_owned)
                 } else {
                     Some(state.now.to_annotation())
                 };
@@ -408,7 +410,7 @@ impl<'s> NodeWork<'s> {
         };
         for (key, text) in self.state_annotations() {
             let read = self.view.annotations.get(&key);
-            if text.as_ref() == read {
+            if text.as_deref() == read {
                 annotations.remove(&key);
             } else {
                 annotations.insert(key, text);
@@ -449,21 +451,21 @@ impl<'s> NodeWork<'s> {
 }
 
 /// Sets `key` to `value` in `map`, copying a borrowed map only when that changes it.
-fn set_entry(map: &mut Cow<'_, BTreeMap<String, String>>, key: &str, value: &str) {
-    if map.get(key).map(String::as_str) != Some(value) {
-        map.to_mut().insert(key.to_owned(), value.to_owned());
+fn set_entry(map: &mut Cow<'_, PackedMap>, key: &str, value: &str) {
+    if map.get(key) != Some(value) {
+        map.to_mut().insert(key, value);
     }
 }
 
 /// Removes `key` from `map`, copying a borrowed map only when it holds the key.
-fn remove_entry(map: &mut Cow<'_, BTreeMap<String, String>>, key: &str) {
+fn remove_entry(map: &mut Cow<'_, PackedMap>, key: &str) {
     if map.contains_key(key) {
         map.to_mut().remove(key);
     }
 }
 
 /// Keeps the entries whose key `keep` accepts, copying a borrowed map only when one goes.
-fn retain_entries(map: &mut Cow<'_, BTreeMap<String, String>>, keep: impl Fn(&String) -> bool) {
+fn retain_entries(map: &mut Cow<'_, PackedMap>, keep: impl Fn(&str) -> bool) {
     if !map.keys().all(&keep) {
         map.to_mut().retain(|key, _| keep(key));
     }
@@ -481,19 +483,16 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn diff(
-    old: &BTreeMap<String, String>,
-    new: &BTreeMap<String, String>,
-) -> BTreeMap<String, Option<String>> {
+fn diff(old: &PackedMap, new: &PackedMap) -> BTreeMap<String, Option<String>> {
     let mut out: BTreeMap<String, Option<String>> = new
         .iter()
-        .filter(|(k, v)| old.get(*k) != Some(v))
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .filter(|&(k, v)| old.get(k) != Some(v))
+        .map(|(k, v)| (k.to_owned(), Some(v.to_owned())))
         .collect();
     out.extend(
         old.keys()
-            .filter(|k| !new.contains_key(*k))
-            .map(|k| (k.clone(), None)),
+            .filter(|k| !new.contains_key(k))
+            .map(|k| (k.to_owned(), None)),
     );
     out
 }

@@ -38,7 +38,7 @@ fn two_skyhooks(fleet: Option<FleetBudget>) -> Sim {
         .zip(0..)
         .map(|(name, index)| {
             let mut view = node(name, index);
-            view.labels.insert("group".into(), name[..1].to_owned());
+            view.labels.insert("group", &name[..1]);
             view
         })
         .collect();
@@ -126,7 +126,7 @@ fn a_node_left_cordoned_by_another_skyhook_holds_the_fleet_budget() {
         .expect("b1");
     b1.unschedulable = true;
     b1.annotations
-        .insert(keys::cordon_annotation("gone"), "true".into());
+        .insert(keys::cordon_annotation("gone"), "true");
     for _ in 0..6 {
         sim.step();
         sim.settle(|_| false);

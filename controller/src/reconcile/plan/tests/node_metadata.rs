@@ -39,10 +39,14 @@ fn assert_current(sim: &Sim, when: &str) {
     );
     let stored = written.expect("the ConfigMap has data");
     let node = sim.node("worker");
-    assert_eq!(decoded(stored, LABELS_KEY), node.labels, "labels {when}");
+    assert_eq!(
+        decoded(stored, LABELS_KEY),
+        node.labels.to_map(),
+        "labels {when}"
+    );
     assert_eq!(
         decoded(stored, ANNOTATIONS_KEY),
-        node.annotations,
+        node.annotations.to_map(),
         "annotations {when}"
     );
 }
@@ -61,7 +65,7 @@ fn each_stage_pod_starts_with_the_node_as_it_is_and_nothing_unchanged_is_written
     sim.settle(|_| false);
     Arc::make_mut(&mut sim.snapshot.nodes[0])
         .labels
-        .insert("example.com/team".into(), "blue".into());
+        .insert("example.com/team", "blue");
     let config = sim.step();
     assert_eq!(
         sim.pods(),

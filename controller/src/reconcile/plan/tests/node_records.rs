@@ -20,7 +20,7 @@ fn budget_of_one(name: &str) -> skyhook_api::v1alpha1::Skyhook {
 }
 
 fn annotation(sim: &Sim, node: &str, key: &str) -> Option<String> {
-    sim.node(node).annotations.get(key).cloned()
+    sim.node(node).annotations.get(key).map(str::to_owned)
 }
 
 /// The node as a status-only version left it: no boot ID or pick annotation.
@@ -204,7 +204,7 @@ fn a_status_over_thousands_of_nodes_drops_its_node_maps_and_the_nodes_keep_the_s
             sim.snapshot
                 .nodes
                 .iter()
-                .all(|n| n.annotations.get(&boot_key).map(String::as_str) == Some("boot-1"))
+                .all(|n| n.annotations.get(&boot_key) == Some("boot-1"))
         );
         assert_eq!(sim.pods().len(), 10);
     }

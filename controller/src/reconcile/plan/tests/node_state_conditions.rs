@@ -29,16 +29,16 @@ fn three_nodes_one_corrupt() -> Sim {
     let mut corrupt = node("c", 2);
     corrupt
         .annotations
-        .insert(keys::node_state_annotation("x"), "{not json".to_owned());
+        .insert(keys::node_state_annotation("x"), "{not json");
     corrupt
         .annotations
-        .insert(keys::cordon_annotation("x"), "true".to_owned());
+        .insert(keys::cordon_annotation("x"), "true");
     corrupt
         .annotations
-        .insert(keys::node_status_key("x"), "in_progress".to_owned());
+        .insert(keys::node_status_key("x"), "in_progress");
     corrupt
         .labels
-        .insert(keys::node_status_key("x"), "in_progress".to_owned());
+        .insert(keys::node_status_key("x"), "in_progress");
     corrupt.unschedulable = true;
     Sim::new(
         vec![node("a", 0), node("b", 1), corrupt],
@@ -156,9 +156,11 @@ fn repairing_or_deleting_the_annotation_clears_the_condition_and_the_node_comple
             .find(|n| n.name == "c")
             .expect("node c");
         match repair {
-            Some(text) => c.annotations.insert(key, text.to_owned()),
-            None => c.annotations.remove(&key),
-        };
+            Some(text) => c.annotations.insert(key, text),
+            None => {
+                c.annotations.remove(&key);
+            }
+        }
         sim.run(20);
         assert_eq!(condition(&sim, "NodeStateMalformed"), None, "{repair:?}");
         assert_eq!(
@@ -251,7 +253,7 @@ fn a_pod_on_a_node_whose_state_turns_unreadable_is_left_alone() {
     assert_eq!(sim.snapshot.pods.len(), 1, "a pod on c");
     Arc::make_mut(&mut sim.snapshot.nodes[0])
         .annotations
-        .insert(keys::node_state_annotation("x"), "[1]".to_owned());
+        .insert(keys::node_state_annotation("x"), "[1]");
     sim.settle(|_| false);
     for _ in 0..3 {
         let planned = sim.step();
@@ -262,8 +264,7 @@ fn a_pod_on_a_node_whose_state_turns_unreadable_is_left_alone() {
     assert_eq!(
         sim.node("c")
             .annotations
-            .get(&keys::node_state_annotation("x"))
-            .map(String::as_str),
+            .get(&keys::node_state_annotation("x")),
         Some("[1]")
     );
 }

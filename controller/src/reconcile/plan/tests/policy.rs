@@ -88,7 +88,7 @@ fn sim(reset: bool) -> Sim {
         .map(|i| {
             let mut n = node(&format!("n{i}"), i);
             for (k, v) in labels[usize::try_from(i).unwrap_or(0) % 3] {
-                n.labels.insert((*k).to_owned(), (*v).to_owned());
+                n.labels.insert(k, v);
             }
             n
         })

@@ -90,8 +90,7 @@ fn simple_first_reconcile_runs_only_the_root_then_the_next_stage() {
     assert_eq!(
         sim.node("worker")
             .labels
-            .get(&keys::node_status_key("simple"))
-            .map(String::as_str),
+            .get(&keys::node_status_key("simple")),
         Some("in_progress")
     );
     let configmaps: Vec<_> = first
@@ -236,7 +235,11 @@ fn failure_marks_the_package_erroring_and_leaves_the_pod() {
             row("failure|1.2.3", Stage::Apply, State::Erroring),
         ]
     );
-    let annotation = &sim.node("worker").annotations[&keys::node_state_annotation("failure")];
+    let annotation = sim
+        .node("worker")
+        .annotations
+        .get(&keys::node_state_annotation("failure"))
+        .expect("the node state annotation");
     assert!(annotation.contains(r#""restarts":2"#), "{annotation}");
     assert_eq!(
         sim.pods(),
@@ -473,8 +476,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
     assert_eq!(
         worker
             .annotations
-            .get(&keys::node_version_annotation("interrupt-grouping"))
-            .map(String::as_str),
+            .get(&keys::node_version_annotation("interrupt-grouping")),
         Some(crate::reconcile::plan::CONTROLLER_VERSION)
     );
     let annotations = sim
@@ -664,8 +666,7 @@ fn taint_scheduling_blocks_until_tolerated() {
     assert_eq!(
         sim.node("worker")
             .labels
-            .get(&keys::node_status_key("taint-scheduling"))
-            .map(String::as_str),
+            .get(&keys::node_status_key("taint-scheduling")),
         Some("blocked")
     );
     assert_eq!(
@@ -746,8 +747,7 @@ fn auto_taint_marks_only_untouched_nodes() {
     assert_eq!(
         sim.node("worker")
             .annotations
-            .get(&keys::auto_taint_annotation("skyhook.nvidia.com"))
-            .map(String::as_str),
+            .get(&keys::auto_taint_annotation("skyhook.nvidia.com")),
         Some("true")
     );
     sim.settle(|_| false);
@@ -764,10 +764,10 @@ fn shared_cordon_is_not_released_by_the_first_skyhook_completing() {
     worker.unschedulable = true;
     worker
         .annotations
-        .insert(keys::cordon_annotation("first"), "true".into());
+        .insert(keys::cordon_annotation("first"), "true");
     worker
         .annotations
-        .insert(keys::cordon_annotation("second"), "true".into());
+        .insert(keys::cordon_annotation("second"), "true");
     let mut first = skyhook("first", vec![package("one", "1.0.0")]);
     first.spec.priority = 1;
     let mut second = skyhook("second", vec![package("two", "1.0.0")]);
@@ -802,7 +802,7 @@ fn deletion_uncordons_what_the_skyhook_cordoned_and_releases_the_finalizer() {
     worker.unschedulable = true;
     worker
         .annotations
-        .insert(keys::cordon_annotation("gone"), "true".into());
+        .insert(keys::cordon_annotation("gone"), "true");
     let mut s = skyhook("gone", vec![package("one", "1.0.0")]);
     s.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         super::sim::start(),
@@ -852,8 +852,7 @@ fn a_hand_made_pod_records_its_result_for_its_skyhook() {
     assert_eq!(
         sim.node("worker")
             .annotations
-            .get(&keys::node_state_annotation("foobar"))
-            .map(String::as_str),
+            .get(&keys::node_state_annotation("foobar")),
         Some(
             r#"{"foobar|1.2.3":{"name":"foobar","version":"1.2.3","image":"","stage":"apply","state":"complete"}}"#
         )

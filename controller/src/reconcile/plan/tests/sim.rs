@@ -12,6 +12,7 @@ use kube::api::ObjectMeta;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{
     DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, HealthGate, MaintenanceWindow,
     Package, PolicyBudget, PolicyDefault, Skyhook, SkyhookSpec, Stage, State, Status,
@@ -79,7 +80,7 @@ pub(super) fn start() -> Timestamp {
 pub(super) fn node(name: &str, index: i64) -> NodeView {
     NodeView {
         name: name.into(),
-        labels: BTreeMap::from([(TEST_LABEL.to_owned(), "skyhooke2e".to_owned())]),
+        labels: PackedMap::from_iter([(TEST_LABEL, "skyhooke2e")]),
         created: Some(start() - jiff::SignedDuration::from_secs(1000 - index)),
         boot_id: Some("boot-1".into()),
         ready: true,
@@ -227,15 +228,19 @@ impl Sim {
                 .expect("plans only patch known nodes");
             for (key, value) in &patch.annotations {
                 match value {
-                    Some(v) => node.annotations.insert(key.clone(), v.clone()),
-                    None => node.annotations.remove(key),
-                };
+                    Some(v) => node.annotations.insert(key, v),
+                    None => {
+                        node.annotations.remove(key);
+                    }
+                }
             }
             for (key, value) in &patch.labels {
                 match value {
-                    Some(v) => node.labels.insert(key.clone(), v.clone()),
-                    None => node.labels.remove(key),
-                };
+                    Some(v) => node.labels.insert(key, v),
+                    None => {
+                        node.labels.remove(key);
+                    }
+                }
             }
             if let Some(unschedulable) = patch.unschedulable {
                 node.unschedulable = unschedulable;
@@ -403,7 +408,7 @@ impl Sim {
         self.node(node)
             .annotations
             .get(&keys::node_status_key(skyhook))
-            .cloned()
+            .map(str::to_owned)
     }
 
     pub(super) fn skyhook_status(&self, skyhook: &str) -> Option<Status> {

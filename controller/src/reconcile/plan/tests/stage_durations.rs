@@ -50,7 +50,11 @@ fn each_finished_stage_is_reported_once_with_its_duration() {
     };
     assert_eq!(rows, vec![row(Stage::Apply), row(Stage::Config)]);
 
-    let annotation = &sim.node("node-0").annotations[&keys::node_state_annotation(NAME)];
+    let annotation = sim
+        .node("node-0")
+        .annotations
+        .get(&keys::node_state_annotation(NAME))
+        .expect("the node state annotation");
     let state = NodeState::parse(annotation).unwrap();
     let entry = state.get_version("tuning", "1.0.0").unwrap();
     assert!(

@@ -2,7 +2,7 @@
 //! same rules (`SkyhookSpec::target_selector`, `SkyhookSpec::policy_name`) the metrics and the
 //! plugin use.
 
-use std::collections::BTreeMap;
+use skyhook_api::string_map::PackedMap;
 
 use skyhook_api::v1alpha1::{Stage, Status};
 
@@ -16,7 +16,7 @@ fn pod(s: &str, p: &str, v: &str, stage: Stage) -> (String, String, String, Stag
 #[test]
 fn a_skyhook_without_node_selectors_rolls_out_to_every_node() {
     let mut unlabelled = node("plain", 1);
-    unlabelled.labels = BTreeMap::new();
+    unlabelled.labels = PackedMap::new();
     let mut everywhere = skyhook("everywhere", vec![package("one", "1.0.0")]);
     everywhere.spec.node_selectors = None;
     let mut sim = Sim::new(vec![node("worker", 0), unlabelled], vec![everywhere]);

@@ -271,7 +271,7 @@ fn deletion_uninstalls_enabled_packages_then_cleans_the_node() {
     let node = sim.node("node-a");
     assert!(!node.unschedulable);
     // The never-uninstalled package's marker stays; everything else of the Skyhook is gone.
-    let left: Vec<&String> = node
+    let left: Vec<&str> = node
         .annotations
         .keys()
         .chain(node.labels.keys())
