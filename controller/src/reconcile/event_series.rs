@@ -9,7 +9,6 @@
 //! [`EventRecorder`] sends what it decides.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -25,41 +24,64 @@ use crate::cache::answer::{self, Answer};
 /// How long a published Event can be continued as a series (kube's `CACHE_TTL`).
 pub const SERIES_TTL: SignedDuration = SignedDuration::from_mins(6);
 
-/// An object as a series key compares it: every field, hashed by its identity.
-#[derive(Clone, Debug, PartialEq)]
-struct ObjectKey(ObjectReference);
-
-impl Eq for ObjectKey {}
-
-impl Hash for ObjectKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.api_version.hash(state);
-        self.0.kind.hash(state);
-        self.0.name.hash(state);
-        self.0.namespace.hash(state);
-        self.0.uid.hash(state);
-    }
-}
-
-/// What makes two Events of one reporter the same series: the note is not part of it.
+/// What makes two Events of one reporter the same series: type, action, reason and every field
+/// of the objects it regards and relates to (the note is not part of it). Kept as one string,
+/// each field written as `<length>:<text>`, or `-` when absent, so that two keys are equal
+/// exactly when their fields are: the cache holds thousands, and the fields as Kubernetes types
+/// took a kilobyte each. A repeat is sent with its own fields, which its key says are the same.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SeriesKey {
-    event_type: EventType,
-    action: String,
-    reason: String,
-    regarding: ObjectKey,
-    related: Option<ObjectKey>,
-}
+pub struct SeriesKey(Box<str>);
 
 impl SeriesKey {
     fn of(event: &Event, regarding: &ObjectReference) -> Self {
-        SeriesKey {
-            event_type: event.type_,
-            action: event.action.clone(),
-            reason: event.reason.clone(),
-            regarding: ObjectKey(regarding.clone()),
-            related: event.secondary.clone().map(ObjectKey),
+        let mut key = String::new();
+        for field in [type_name(event.type_), &event.action, &event.reason] {
+            push_field(&mut key, Some(field));
         }
+        push_object(&mut key, Some(regarding));
+        push_object(&mut key, event.secondary.as_ref());
+        SeriesKey(key.into_boxed_str())
+    }
+}
+
+/// Appends every field of `object`, or `-` for none.
+fn push_object(key: &mut String, object: Option<&ObjectReference>) {
+    let Some(object) = object else {
+        key.push('-');
+        return;
+    };
+    let ObjectReference {
+        api_version,
+        field_path,
+        kind,
+        name,
+        namespace,
+        resource_version,
+        uid,
+    } = object;
+    key.push('+');
+    for field in [
+        api_version,
+        field_path,
+        kind,
+        name,
+        namespace,
+        resource_version,
+        uid,
+    ] {
+        push_field(key, field.as_deref());
+    }
+}
+
+/// Appends `field` as `<length>:<text>`, or `-` when absent.
+fn push_field(key: &mut String, field: Option<&str>) {
+    match field {
+        Some(text) => {
+            key.push_str(&text.len().to_string());
+            key.push(':');
+            key.push_str(text);
+        }
+        None => key.push('-'),
     }
 }
 
@@ -158,7 +180,7 @@ impl SeriesCache {
                     }),
                     ..earlier.clone()
                 };
-                Publication::PatchSeries(event_of(reporter, &key, next))
+                Publication::PatchSeries(event_of(reporter, event, regarding, next))
             }
             None => {
                 let object_name = regarding.name.as_deref().unwrap_or(&reporter.controller);
@@ -168,7 +190,7 @@ impl SeriesCache {
                     event_time: Some(MicroTime(now)),
                     series: None,
                 };
-                Publication::Create(event_of(reporter, &key, first))
+                Publication::Create(event_of(reporter, event, regarding, first))
             }
         };
         (key, publication)
@@ -230,13 +252,18 @@ impl SeriesCache {
     }
 }
 
-/// The Event of series `key` that `sent` describes, named and filled in as kube's `Recorder`
-/// names and fills it (a repeat sends the first occurrence again with its series counted on).
-fn event_of(reporter: &Reporter, key: &SeriesKey, sent: Sent) -> K8sEvent {
-    let regarding = &key.regarding.0;
+/// The Event of the series of `event` about `regarding` that `sent` describes, named and filled
+/// in as kube's `Recorder` names and fills it (a repeat sends the first occurrence again with its
+/// series counted on: the fields of its key are the repeat's own, its note the first's).
+fn event_of(
+    reporter: &Reporter,
+    event: &Event,
+    regarding: &ObjectReference,
+    sent: Sent,
+) -> K8sEvent {
     K8sEvent {
-        action: Some(key.action.clone()),
-        reason: Some(key.reason.clone()),
+        action: Some(event.action.clone()),
+        reason: Some(event.reason.clone()),
         event_time: sent.event_time,
         regarding: Some(regarding.clone()),
         note: sent.note,
@@ -253,15 +280,17 @@ fn event_of(reporter: &Reporter, key: &SeriesKey, sent: Sent) -> K8sEvent {
                 .clone()
                 .unwrap_or_else(|| reporter.controller.clone()),
         ),
-        type_: Some(
-            match key.event_type {
-                EventType::Normal => "Normal",
-                EventType::Warning => "Warning",
-            }
-            .to_owned(),
-        ),
-        related: key.related.as_ref().map(|related| related.0.clone()),
+        type_: Some(type_name(event.type_).to_owned()),
+        related: event.secondary.clone(),
         ..K8sEvent::default()
+    }
+}
+
+/// An Event type as the API spells it.
+fn type_name(event_type: EventType) -> &'static str {
+    match event_type {
+        EventType::Normal => "Normal",
+        EventType::Warning => "Warning",
     }
 }
 

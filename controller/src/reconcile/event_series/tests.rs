@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Reporter};
 
-use super::{Publication, SERIES_TTL, SeriesCache};
+use super::{Publication, SERIES_TTL, SeriesCache, SeriesKey};
 
 fn reporter() -> Reporter {
     Reporter {
@@ -223,6 +223,59 @@ fn a_repeat_sends_the_first_event_again_with_its_series() {
         };
         assert_eq!(patched, expected);
         cache.published(key, repeat);
+    }
+}
+
+/// A change to an Event and the object it regards.
+type Edit = fn(&mut Event, &mut ObjectReference);
+
+/// The packed key is equal exactly when every field is: no two different field lists write the
+/// same text, and the note never counts.
+#[test]
+fn series_keys_are_equal_exactly_when_their_fields_are() {
+    let base = || Event {
+        type_: EventType::Normal,
+        reason: "b:c".into(),
+        note: Some("one".into()),
+        action: "a".into(),
+        secondary: None,
+    };
+    let edited = |edit: Edit| {
+        let (mut event, mut regarding) = (base(), node("n"));
+        edit(&mut event, &mut regarding);
+        SeriesKey::of(&event, &regarding)
+    };
+    let same = SeriesKey::of(&base(), &node("n"));
+    assert_eq!(edited(|e, _| e.note = Some("two".into())), same, "the note");
+    assert_eq!(edited(|e, _| e.note = None), same, "no note");
+    let cases: [(&str, Edit); 9] = [
+        ("type", |e, _| e.type_ = EventType::Warning),
+        ("a separator moved from reason to action", |e, _| {
+            e.action = "a:b".into();
+            e.reason = "c".into();
+        }),
+        ("regarding name", |_, r| r.name = Some("m".into())),
+        ("regarding resourceVersion", |_, r| {
+            r.resource_version = Some("7".into())
+        }),
+        ("regarding fieldPath", |_, r| {
+            r.field_path = Some("spec".into())
+        }),
+        ("an empty field is not an absent one", |_, r| {
+            r.namespace = Some(String::new())
+        }),
+        ("a related object", |e, _| e.secondary = Some(node("p"))),
+        ("a related object with nothing set", |e, _| {
+            e.secondary = Some(ObjectReference::default())
+        }),
+        ("a field holding what the next would write", |_, r| {
+            r.api_version = Some("v1".into());
+            r.kind = None;
+            r.field_path = Some("4:Node".into());
+        }),
+    ];
+    for (case, edit) in cases {
+        assert_ne!(edited(edit), same, "{case}");
     }
 }
 
