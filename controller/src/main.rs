@@ -14,6 +14,27 @@ use tracing::info;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` and `mi_option_page_full_retain` of the mimalloc (v3) the allocator
+/// is built from, by their place in its `mi_option_t`: `libmimalloc-sys` names neither. A test
+/// reads their documented defaults through them, so a mimalloc that renumbers them fails it.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+const MI_OPTION_PAGE_FULL_RETAIN: libmimalloc_sys::mi_option_t = 36;
+
+/// Has mimalloc give memory back as soon as it is free, unless `MIMALLOC_PURGE_DELAY` or
+/// `MIMALLOC_PAGE_FULL_RETAIN` say otherwise. By default it keeps two empty pages per size class
+/// and thread, and hands freed pages back a second later, at its next call: a controller that
+/// goes idle after a rollout makes no next call, and kept them all (three 1,000-node rollouts
+/// then idle: 61-62 MiB resident with the defaults, 53 MiB with both at 0).
+fn give_memory_back_at_once() {
+    // SAFETY: setting an option has no preconditions; `set_default` leaves one the environment
+    // set alone.
+    #[allow(unsafe_code)]
+    unsafe {
+        libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 0);
+        libmimalloc_sys::mi_option_set_default(MI_OPTION_PAGE_FULL_RETAIN, 0);
+    }
+}
+
 /// How often a worker thread running out of work gives back the memory other threads freed.
 const COLLECT_EVERY: Duration = Duration::from_secs(1);
 
@@ -43,6 +64,7 @@ fn collect_freed_memory() {
 }
 
 fn main() -> anyhow::Result<()> {
+    give_memory_back_at_once();
     let args = Args::parse();
     let config = Config::from_args(&args)?;
     controller::telemetry::init(config.log)
@@ -75,4 +97,34 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allocator_options_are_the_ones_meant() {
+        // SAFETY: reading an option has no preconditions.
+        #[allow(unsafe_code)]
+        let (purge_delay, page_full_retain) = unsafe {
+            (
+                libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
+                libmimalloc_sys::mi_option_get(MI_OPTION_PAGE_FULL_RETAIN),
+            )
+        };
+        // mimalloc v3's defaults (src/options.c): 1,000 ms and two pages; no other option of it
+        // defaults to this pair.
+        assert_eq!((purge_delay, page_full_retain), (1000, 2));
+        give_memory_back_at_once();
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        let now = unsafe {
+            (
+                libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
+                libmimalloc_sys::mi_option_get(MI_OPTION_PAGE_FULL_RETAIN),
+            )
+        };
+        assert_eq!(now, (0, 0));
+    }
 }
