@@ -103,28 +103,24 @@ fn main() -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_allocator_options_are_the_ones_meant() {
+    /// The two options as mimalloc reads them now.
+    fn options() -> (std::ffi::c_long, std::ffi::c_long) {
         // SAFETY: reading an option has no preconditions.
         #[allow(unsafe_code)]
-        let (purge_delay, page_full_retain) = unsafe {
+        unsafe {
             (
                 libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
                 libmimalloc_sys::mi_option_get(MI_OPTION_PAGE_FULL_RETAIN),
             )
-        };
+        }
+    }
+
+    #[test]
+    fn the_allocator_options_are_the_ones_meant() {
         // mimalloc v3's defaults (src/options.c): 1,000 ms and two pages; no other option of it
         // defaults to this pair.
-        assert_eq!((purge_delay, page_full_retain), (1000, 2));
+        assert_eq!(options(), (1000, 2));
         give_memory_back_at_once();
-        // SAFETY: as above.
-        #[allow(unsafe_code)]
-        let now = unsafe {
-            (
-                libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
-                libmimalloc_sys::mi_option_get(MI_OPTION_PAGE_FULL_RETAIN),
-            )
-        };
-        assert_eq!(now, (0, 0));
+        assert_eq!(options(), (0, 0));
     }
 }

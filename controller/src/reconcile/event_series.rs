@@ -9,6 +9,7 @@
 //! [`EventRecorder`] sends what it decides.
 
 use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -77,9 +78,8 @@ fn push_object(key: &mut String, object: Option<&ObjectReference>) {
 fn push_field(key: &mut String, field: Option<&str>) {
     match field {
         Some(text) => {
-            key.push_str(&text.len().to_string());
-            key.push(':');
-            key.push_str(text);
+            // Writing to a String cannot fail.
+            let _ = write!(key, "{}:{text}", text.len());
         }
         None => key.push('-'),
     }
