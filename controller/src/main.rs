@@ -2,6 +2,9 @@
 //! the controller (see the `controller` library).
 
 use std::cell::Cell;
+use std::future::{self, Future};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -35,15 +38,15 @@ fn give_memory_back_at_once() {
     }
 }
 
-/// How often a worker thread running out of work gives back the memory other threads freed.
+/// How often, at most, a thread gives back the memory other threads freed.
 const COLLECT_EVERY: Duration = Duration::from_secs(1);
 
-/// Called when a worker thread runs out of work, and on the main thread every
-/// [`COLLECT_EVERY`]: at most that often per thread, has the allocator take back the blocks of
-/// this thread's pages that other threads freed, and give empty pages back. mimalloc does that
-/// only when the owning thread allocates again, and an idle thread does not: the watches decode
-/// objects on the workers, the reconcile (on the main thread) drops them, and at idle those
-/// pages stayed resident. A call takes 3-40 µs.
+/// Called when a worker thread runs out of work, and on the main thread a while after it worked
+/// ([`collecting_after_work`]): at most every [`COLLECT_EVERY`] per thread, has the allocator
+/// take back the blocks of this thread's pages that other threads freed, and give empty pages
+/// back. mimalloc does that only when the owning thread allocates again, and an
+/// idle thread does not: the watches decode objects on the workers, the reconcile (on the main
+/// thread) drops them, and at idle those pages stayed resident. A call takes 3-40 µs.
 fn collect_freed_memory() {
     thread_local! {
         static COLLECTED: Cell<Option<Instant>> = const { Cell::new(None) };
@@ -84,19 +87,40 @@ fn main() -> anyhow::Result<()> {
         .on_thread_park(collect_freed_memory)
         .build()
         .context("failed to start the async runtime")?
-        .block_on(async {
-            // The reconcile runs on this thread, which is not a worker: it collects on a timer.
-            let mut collect = tokio::time::interval(COLLECT_EVERY);
-            collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let run = controller::run::run(config);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    result = &mut run => return result,
-                    _ = collect.tick() => collect_freed_memory(),
-                }
-            }
-        })
+        .block_on(collecting_after_work(
+            controller::run::run(config),
+            collect_freed_memory,
+        ))
+}
+
+/// Runs `work` on this thread (the reconcile runs here, not on a worker), and calls `collect_now`
+/// [`COLLECT_EVERY`] after work was woken, once per such wake-up or run of them. A timer ticking
+/// for as long as the controller runs would wake an idle controller every second for nothing.
+async fn collecting_after_work<T>(
+    work: impl Future<Output = T>,
+    mut collect_now: impl FnMut(),
+) -> T {
+    let mut work = pin!(work);
+    let mut collect = pin!(tokio::time::sleep(Duration::ZERO));
+    let mut armed = false;
+    future::poll_fn(|context| {
+        if let Poll::Ready(output) = work.as_mut().poll(context) {
+            return Poll::Ready(output);
+        }
+        if !armed {
+            // Woken for `work`: it ran on this thread.
+            collect
+                .as_mut()
+                .reset(tokio::time::Instant::now() + COLLECT_EVERY);
+            armed = true;
+        }
+        if collect.as_mut().poll(context).is_ready() {
+            collect_now();
+            armed = false;
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -113,6 +137,56 @@ mod tests {
                 libmimalloc_sys::mi_option_get(MI_OPTION_PAGE_FULL_RETAIN),
             )
         }
+    }
+
+    /// How often `collecting_after_work` collects while `work` is woken every `wake_every` for
+    /// `busy`, then left alone for `quiet`.
+    async fn collections(wake_every: Duration, busy: Duration, quiet: Duration) -> usize {
+        let collected = Cell::new(0);
+        let work = async {
+            let mut woken = Duration::ZERO;
+            while woken < busy {
+                tokio::time::sleep(wake_every).await;
+                woken += wake_every;
+            }
+            tokio::time::sleep(quiet).await;
+        };
+        collecting_after_work(work, || collected.set(collected.get() + 1)).await;
+        collected.get()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_main_thread_is_not_woken_to_collect() {
+        // One collection after the start, none in the hour the work then waits.
+        assert_eq!(
+            collections(
+                Duration::from_secs(1),
+                Duration::ZERO,
+                Duration::from_secs(3600)
+            )
+            .await,
+            1
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn busy_work_is_collected_after_once_a_second_at_most() {
+        // Woken every 100 ms for 10 s: a collection a second, then one after the last wake-up.
+        let busy = collections(
+            Duration::from_millis(100),
+            Duration::from_secs(10),
+            Duration::from_secs(3600),
+        )
+        .await;
+        assert!((10..=11).contains(&busy), "{busy} collections");
+        // Woken every 5 s for a minute: one collection per wake-up.
+        let sparse = collections(
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+        )
+        .await;
+        assert_eq!(sparse, 13);
     }
 
     #[test]
