@@ -44,9 +44,9 @@ const COLLECT_EVERY: Duration = Duration::from_secs(1);
 /// Called when a worker thread runs out of work, and on the main thread a while after it worked
 /// ([`collecting_after_work`]): at most every [`COLLECT_EVERY`] per thread, has the allocator
 /// take back the blocks of this thread's pages that other threads freed, and give empty pages
-/// back. mimalloc does that only when the owning thread allocates again, and an
-/// idle thread does not: the watches decode objects on the workers, the reconcile (on the main
-/// thread) drops them, and at idle those pages stayed resident. A call takes 3-40 µs.
+/// back. mimalloc does that only when the owning thread allocates again, and an idle thread
+/// does not: the watches decode objects on the workers, the reconcile (on the main thread)
+/// drops them, and at idle those pages stayed resident. A call takes 3-40 µs.
 fn collect_freed_memory() {
     thread_local! {
         static COLLECTED: Cell<Option<Instant>> = const { Cell::new(None) };
