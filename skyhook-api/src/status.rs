@@ -13,6 +13,8 @@ pub struct NodeStatusInput {
     pub current: Status,
     /// Whether the node is complete for the Skyhook (see [`crate::stage::node_complete`]).
     pub complete: bool,
+    /// Whether some package entry on the node is `erroring` or `unknown` ([`node_erroring`]).
+    pub failing: bool,
     /// Whether the node is ready for the Skyhook by priority (see [`crate::ordering`]).
     pub ready: bool,
     /// Whether the Skyhook is disabled.
@@ -32,6 +34,10 @@ pub struct NodeStatusInput {
 /// - a complete node is `complete`; a node marked complete that no longer is becomes
 ///   `unknown`, and an `unknown` incomplete node `waiting` (or stays `unknown` without
 ///   compartments);
+/// - an `erroring` node none of whose entries fails any more (the failing entry was deleted
+///   by hand or by `package rerun`, or its pod succeeded after all) becomes `waiting` (or
+///   `unknown` without compartments), so that it is worked on again; a stale `erroring` would
+///   keep it out of every batch while its Erroring condition says it is not;
 /// - otherwise the status is kept: `in_progress`, `erroring` and `blocked` are set by pod
 ///   launches, pod failures and node selection.
 pub fn node_status(input: NodeStatusInput) -> Status {
@@ -54,6 +60,7 @@ pub fn node_status(input: NodeStatusInput) -> Status {
         (Status::Disabled | Status::Paused | Status::Waiting, false) => waiting_or_unknown,
         (Status::Complete, false) => Status::Unknown,
         (Status::Unknown, false) => waiting_or_unknown,
+        (Status::Erroring, false) if !input.failing => waiting_or_unknown,
         (_, true) => Status::Complete,
         (current, false) => current,
     }
@@ -168,6 +175,7 @@ mod tests {
         NodeStatusInput {
             current,
             complete,
+            failing: current == Erroring,
             ready: true,
             disabled: false,
             paused: false,
@@ -181,6 +189,30 @@ mod tests {
             (input(InProgress, false), InProgress),
             (input(Erroring, false), Erroring),
             (input(Blocked, false), Blocked),
+            // The failing entry is gone: worked on again.
+            (
+                NodeStatusInput {
+                    failing: false,
+                    ..input(Erroring, false)
+                },
+                Waiting,
+            ),
+            (
+                NodeStatusInput {
+                    failing: false,
+                    has_compartments: false,
+                    ..input(Erroring, false)
+                },
+                Unknown,
+            ),
+            // A failing entry keeps any status the launches and selection set.
+            (
+                NodeStatusInput {
+                    failing: true,
+                    ..input(InProgress, false)
+                },
+                InProgress,
+            ),
             (input(InProgress, true), Complete),
             (input(Erroring, true), Complete),
             (input(Complete, true), Complete),

@@ -13,7 +13,7 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::stage::{
     apply_edits, package_complete, pending_uninstalls, stage_after, version_changes,
 };
-use skyhook_api::status::{NodeStatusInput, node_status};
+use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::uninstall::{UninstallMode, UninstallRules, held_by_uninstall, node_uninstalls};
 use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Status};
 
@@ -153,10 +153,12 @@ fn predicted_batches<'c>(rollout: &Rollout<'c>, skyhook: &Skyhook) -> BTreeMap<&
             .map(|&i| {
                 // The status the operator would introspect before selecting: e.g. a node
                 // marked complete that a new version makes incomplete goes back to `unknown`.
-                let mut node = candidate(name_of(&skyhook.metadata), &rollout.nodes[i]);
+                let facts = &rollout.nodes[i];
+                let mut node = candidate(name_of(&skyhook.metadata), facts);
                 node.status = node_status(NodeStatusInput {
                     current: node.status,
                     complete: node.complete,
+                    failing: node_erroring(&facts.state),
                     ready: node.ready,
                     disabled: false,
                     paused: false,

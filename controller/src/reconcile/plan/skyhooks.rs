@@ -399,9 +399,11 @@ impl<'s> Planner<'s> {
             let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
                 continue;
             };
+            let failing = node_erroring(work.state(pass.name()));
             let next = node_status(NodeStatusInput {
                 current: work.status(pass.name()),
                 complete: nodes.complete(&node.name),
+                failing,
                 ready: nodes.ready(&node.name),
                 disabled: skyhook.is_disabled(),
                 paused: skyhook.is_paused(),

@@ -894,3 +894,53 @@ fn a_drain_past_its_timeout_names_its_blockers_and_keeps_the_node_cordoned() {
     assert!(sim.node("worker").unschedulable);
     assert!(sim.pods().is_empty(), "nothing runs on an undrained node");
 }
+
+#[test]
+fn a_failed_node_whose_node_state_is_deleted_by_hand_runs_again() {
+    let bb = with_config_map(depends(package("bb", "1.2.3"), &[("aa", "1.2.3")]));
+    let packages = vec![package("aa", "1.2.3"), bb];
+    let mut sim = Sim::new(
+        vec![node("first", 0), node("second", 1)],
+        vec![skyhook("rerun", packages)],
+    );
+    sim.run(40);
+    // A config change that fails on both nodes.
+    let spec = &mut sim.skyhook_mut("rerun").spec;
+    let bb = spec.packages.get_mut("bb").unwrap();
+    bb.config_map
+        .insert("game.properties".into(), "lives=4".into());
+    for _ in 0..6 {
+        sim.step();
+        sim.settle(|pod| pod.name == "bb");
+    }
+    for node in ["first", "second"] {
+        assert_eq!(sim.node_status("rerun", node).as_deref(), Some("erroring"));
+    }
+    // The second node's state deleted by hand (`kubectl annotate node second
+    // skyhook.nvidia.com/nodeState_rerun-`): its failing pod no longer matches it. A retry
+    // batch of one node would take the first node again and again: the second must not wait
+    // behind it as if it still failed.
+    let second = (sim.snapshot.nodes.iter_mut().map(Arc::make_mut))
+        .find(|n| n.name == "second")
+        .unwrap();
+    second
+        .annotations
+        .remove(&keys::node_state_annotation("rerun"));
+    let mut started = Vec::new();
+    for _ in 0..4 {
+        let planned = sim.step();
+        started.extend(
+            (planned.created_pods().into_iter())
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("second"))
+                .filter_map(|p| p.metadata.name),
+        );
+    }
+    assert!(
+        started.iter().any(|name| name.contains("-aa-")),
+        "aa starts over on the second node: {started:?}"
+    );
+    assert_eq!(
+        sim.node_status("rerun", "second").as_deref(),
+        Some("in_progress")
+    );
+}
