@@ -16,6 +16,7 @@ pub mod node_mirror;
 pub mod node_state;
 pub mod ordering;
 pub mod pod_annotation;
+pub mod pod_owner;
 pub mod resources;
 pub mod runtime_required;
 pub mod selector;

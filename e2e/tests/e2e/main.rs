@@ -25,6 +25,7 @@ mod core_interrupts;
 mod core_ordering;
 mod core_packages;
 mod core_pods;
+mod deletion_failing;
 mod deployment_policy;
 mod devcluster_install;
 mod devcluster_webhook;

@@ -221,7 +221,7 @@ impl Planner<'_> {
     }
 
     /// Creates the wave's interrupt pod once every interrupting package of the wave reached
-    /// the interrupt stage, no Skyhook pod is left on the node, and the node is drained.
+    /// the interrupt stage, no pod on the node holds its interrupts, and the node is drained.
     pub(super) fn interrupt(&mut self, pass: &Pass<'_>, at: &NodeWave<'_>, run: &mut NodeRun) {
         let (node, wave) = (at.node, &at.wave);
         let name = pass.name();
@@ -243,7 +243,7 @@ impl Planner<'_> {
                     .is_some_and(|e| e.stage == Stage::Interrupt)
             });
         if !others_waiting
-            || self.any_skyhook_pod_on(node)
+            || self.pods_hold_interrupts(node)
             || self.ready_for_interrupt(pass, node, (package, Stage::Interrupt), run)
                 != Readiness::Ready
         {
@@ -294,8 +294,8 @@ impl Planner<'_> {
         );
     }
 
-    /// Runs `package`'s own interrupt after its explicit uninstall, once no Skyhook pod is left
-    /// on the node and it is drained. Each package fires its own; nothing is merged or
+    /// Runs `package`'s own interrupt after its explicit uninstall, once no pod on the node
+    /// holds its interrupts and it is drained. Each package fires its own; nothing is merged or
     /// skipped. A package whose `interrupt` was removed meanwhile has nothing to run, so its
     /// cycle ends here instead of stranding the node (an upstream defect).
     pub(super) fn uninstall_interrupt(
@@ -311,7 +311,7 @@ impl Planner<'_> {
             self.set_entry(name, node, done);
             return;
         };
-        if self.any_skyhook_pod_on(node)
+        if self.pods_hold_interrupts(node)
             || self.ready_for_interrupt(pass, node, (package, Stage::UninstallInterrupt), run)
                 != Readiness::Ready
         {

@@ -47,10 +47,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
 use skyhook_api::conditions::LongList;
+use skyhook_api::pod_owner::{PodFate, PodOwner, deletion_awaits, pod_fate};
 use skyhook_api::resources::CpuMemory;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::transition::FinishedStage;
-use skyhook_api::v1alpha1::SkyhookStatus;
+use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
 
 use crate::config::Config;
 use crate::pod_match::ExpectedContainers;
@@ -262,6 +263,39 @@ fn pods_per_node(snapshot: &Snapshot) -> HashMap<&str, PodsOnNode<'_>> {
     per_node
 }
 
+/// Where the Skyhook each of the snapshot's pods works for stands, by pod name (see
+/// [`skyhook_api::pod_owner`]). A pod names its Skyhook by label and, when the operator made
+/// it, by an owner reference: an owner reference to another UID than the Skyhook of its name
+/// (or to a Skyhook no longer there) means its Skyhook is gone; no owner reference and no
+/// Skyhook means a pod made by hand.
+fn pod_owners(snapshot: &Snapshot) -> HashMap<&str, PodOwner> {
+    let skyhooks: HashMap<&str, &Skyhook> = (snapshot.skyhooks.iter())
+        .filter_map(|s| Some((s.metadata.name.as_deref()?, &**s)))
+        .collect();
+    let owner = |pod: &OwnedPod| {
+        let owner_uid = (pod.pod.metadata.owner_references.iter().flatten())
+            .find(|reference| reference.kind == "Skyhook")
+            .map(|reference| reference.uid.as_str());
+        let Some(skyhook) = skyhooks.get(pod.skyhook.as_str()) else {
+            return match owner_uid {
+                Some(_) => PodOwner::Gone,
+                None => PodOwner::Unowned,
+            };
+        };
+        if owner_uid.is_some_and(|uid| Some(uid) != skyhook.metadata.uid.as_deref()) {
+            PodOwner::Gone
+        } else if skyhook.metadata.deletion_timestamp.is_some() {
+            let awaited = deletion_awaits(&skyhook.spec.packages, pod.annotation.as_ref());
+            PodOwner::Deleting { awaited }
+        } else {
+            PodOwner::Live
+        }
+    };
+    (snapshot.pods.iter())
+        .map(|pod| (pod.name.as_str(), owner(pod)))
+        .collect()
+}
+
 /// Computes the plan of one reconcile.
 pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
     let mut planner = Planner::new(snapshot, config, now);
@@ -286,6 +320,8 @@ struct Planner<'s> {
     created_on: BTreeMap<String, Vec<(String, String)>>,
     /// Per node, the controller's pods in the snapshot.
     pods_on: HashMap<&'s str, PodsOnNode<'s>>,
+    /// Where the Skyhook of each pod in the snapshot stands, by pod name.
+    pod_owners: HashMap<&'s str, PodOwner>,
     /// The Events of [`Plan::events`], to add each once without searching the list.
     events_planned: HashSet<PlannedEvent>,
     /// The init containers each package's pods must run, for validating pods.
@@ -320,6 +356,7 @@ impl<'s> Planner<'s> {
             completion: BTreeMap::new(),
             created_on: BTreeMap::new(),
             pods_on: pods_per_node(snapshot),
+            pod_owners: pod_owners(snapshot),
             events_planned: HashSet::new(),
             expected_containers: ExpectedContainers::default(),
             created_requests: BTreeMap::new(),
@@ -398,11 +435,25 @@ impl<'s> Planner<'s> {
                 .is_some_and(|created| created.iter().any(|(s, _)| s == skyhook))
     }
 
-    /// Whether any Skyhook pod is on `node`, including those this plan deletes (they are still
-    /// running until they are gone) or creates.
-    fn any_skyhook_pod_on(&self, node: &str) -> bool {
-        self.snapshot_pods_on(node).next().is_some()
-            || self.created_on.get(node).is_some_and(|c| !c.is_empty())
+    /// Where the Skyhook `pod` works for stands.
+    fn owner_of(&self, pod: &OwnedPod) -> PodOwner {
+        (self.pod_owners.get(pod.name.as_str()).copied()).unwrap_or(PodOwner::Gone)
+    }
+
+    /// What becomes of `pod` whatever its status says (see [`skyhook_api::pod_owner`]).
+    fn fate_of(&self, pod: &OwnedPod) -> PodFate {
+        pod_fate(self.owner_of(pod), pod.deleting)
+    }
+
+    /// Whether a pod on `node` holds its interrupts: one a live Skyhook still wants, including
+    /// those this plan deletes (they are still running until they are gone), one a deletion
+    /// waits for, or one this plan creates. The pods of a Skyhook that is gone, or of one
+    /// being deleted that the deletion does not wait for, hold nothing: nobody wants them, and
+    /// they are removed.
+    fn pods_hold_interrupts(&self, node: &str) -> bool {
+        skyhook_api::pod_owner::pods_hold_interrupts(
+            self.snapshot_pods_on(node).map(|pod| self.fate_of(pod)),
+        ) || self.created_on.get(node).is_some_and(|c| !c.is_empty())
     }
 
     /// The controller's pods the snapshot holds on `node`.

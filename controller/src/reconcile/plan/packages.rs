@@ -96,7 +96,15 @@ impl Wave {
                     && state.get_version(&p.name, &p.version).is_some()
             })
             .cloned();
-        let uninstalls = pending_uninstalls(state, packages, rules.mode)
+        // A Skyhook being deleted runs only what its deletion waits for: the explicit
+        // uninstalls, not the legacy ones of older versions (their pods would be removed as
+        // abandoned, see `skyhook_api::pod_owner`).
+        let legacy = if rules.deleting {
+            Vec::new()
+        } else {
+            pending_uninstalls(state, packages, rules.mode)
+        };
+        let uninstalls = legacy
             .into_iter()
             .map(uninstall_package)
             .chain(explicit)

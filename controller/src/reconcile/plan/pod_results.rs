@@ -6,6 +6,11 @@
 //! reporting: writing its failure back would recreate the very entry it no longer matches, and
 //! the stray pod would then hold the node in `erroring` for good.
 //!
+//! Before any of that, a pod whose Skyhook is gone, or is being deleted and does not wait for
+//! what the pod runs, is deleted and its outcome ignored ([`skyhook_api::pod_owner`]): a
+//! crash-looping pod of a deleted Skyhook otherwise rewrote the node state its deletion had
+//! just cleaned, at every restart, and the deletion never ended.
+//!
 //! A pod the kubelet refused at admission ([`PodOutcome::Rejected`]) because the node was full
 //! is not a package failure and the kubelet never retries it, so the controller does: the refused
 //! pod stays
@@ -22,6 +27,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use skyhook_api::pod_annotation::PodPackageAnnotation;
+use skyhook_api::pod_owner::{PodOwner, pod_fate};
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
@@ -36,6 +42,14 @@ impl Planner<'_> {
         let snapshot = self.snapshot;
         let empty = BTreeMap::new();
         for pod in &snapshot.pods {
+            let owner = self.owner_of(pod);
+            let fate = pod_fate(owner, pod.deleting);
+            if !fate.record_outcome {
+                if fate.remove {
+                    self.delete_pod(&pod.name, abandoned(owner));
+                }
+                continue;
+            }
             let Some(annotation) = &pod.annotation else {
                 continue;
             };
@@ -281,6 +295,14 @@ impl Planner<'_> {
         }
         let owner = OwnerSkyhook::new(skyhook).ok()?;
         self.invalid_reason(&owner, &skyhook.spec.packages, pod)
+    }
+}
+
+/// Why a pod nobody wants any more is deleted.
+fn abandoned(owner: PodOwner) -> &'static str {
+    match owner {
+        PodOwner::Gone => "its Skyhook is gone",
+        _ => "its Skyhook is being deleted and waits for nothing it runs",
     }
 }
 

@@ -2,6 +2,7 @@
 //! would, and the tests play the kubelet by settling pods, then assert the exact node states,
 //! pods, patches and statuses of spec §6.1's scenarios.
 
+mod abandoned_pods;
 mod budget;
 mod changes;
 mod conditions;
