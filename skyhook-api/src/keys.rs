@@ -380,6 +380,10 @@ pub const DELETION_BLOCKED_MALFORMED_REASON: &str = "MalformedNodeState";
 pub const DELETION_BLOCKED_PAUSED_REASON: &str = "PausedWithPendingUninstall";
 /// [`CONDITION_DELETION_BLOCKED`] reason: the Skyhook is disabled with uninstalls pending.
 pub const DELETION_BLOCKED_DISABLED_REASON: &str = "DisabledWithPendingUninstall";
+/// [`CONDITION_DELETION_BLOCKED`] reason: an uninstall the deletion waits for cannot run, or
+/// keeps failing, because its package is `erroring` on some nodes. Ours: upstream's deletion
+/// waits there without a word (a known issue it documents).
+pub const DELETION_BLOCKED_ERRORING_REASON: &str = "ErroringWithPendingUninstall";
 
 // ---- Rollout names -------------------------------------------------------------------------
 

@@ -700,8 +700,9 @@ fn deletion_blocked(skyhook: &DynamicObject) -> Option<&str> {
     condition["reason"].as_str()
 }
 
-/// Workflow 8: a deletion with `slow` installed waits while paused, then while disabled, saying
-/// why each time, and completes once the Skyhook is enabled.
+/// Workflow 8: a deletion with `slow` installed waits while paused, then while disabled, then
+/// while its uninstall fails, saying why each time, and completes once the uninstall is fixed
+/// (the deleting Skyhook's spec stays editable, as upstream's `uninstall-finalizer-fix` has it).
 async fn deletion_blocked_while_paused_then_disabled(installed: &Installed) -> anyhow::Result<()> {
     let client = installed.cluster.client()?;
     patch_package(
@@ -715,6 +716,10 @@ async fn deletion_blocked_while_paused_then_disabled(installed: &Installed) -> a
         is_complete(n, FLOWS, SLOW)
     })
     .await?;
+    wait_settled(installed, FLOWS).await?;
+    // Installed as it is, its uninstall will fail.
+    let failing = json!({"env": env_list(&[("SLEEP_LEN", "0"), ("EXIT_CODE", "1")])});
+    patch_package(&client, FLOWS, "slow", failing).await?;
     wait_settled(installed, FLOWS).await?;
 
     let events_config = watcher::Config::default().fields(&format!("involvedObject.name={FLOWS}"));
@@ -732,9 +737,18 @@ async fn deletion_blocked_while_paused_then_disabled(installed: &Installed) -> a
     for (reason, word) in [
         ("PausedWithPendingUninstall", "paused"),
         ("DisabledWithPendingUninstall", "disabled"),
+        ("ErroringWithPendingUninstall", "erroring"),
     ] {
-        if word == "disabled" {
-            e2e::merge_patch_skyhook(&client, FLOWS, &annotate(Value::Null, json!("true"))).await?;
+        match word {
+            "disabled" => {
+                let disabled = annotate(Value::Null, json!("true"));
+                e2e::merge_patch_skyhook(&client, FLOWS, &disabled).await?;
+            }
+            "erroring" => {
+                let enabled = annotate(Value::Null, Value::Null);
+                e2e::merge_patch_skyhook(&client, FLOWS, &enabled).await?;
+            }
+            _ => {}
         }
         installed
             .wait_for_skyhook(FLOWS, &format!("DeletionBlocked/{reason}"), |s| {
@@ -753,13 +767,16 @@ async fn deletion_blocked_while_paused_then_disabled(installed: &Installed) -> a
                 },
             )
             .await?;
-        let node: Node = Api::all(client.clone()).get(NODE).await?;
-        assert!(
-            is_complete(&node, FLOWS, SLOW),
-            "nothing runs while blocked"
-        );
+        if word != "erroring" {
+            let node: Node = Api::all(client.clone()).get(NODE).await?;
+            assert!(
+                is_complete(&node, FLOWS, SLOW),
+                "nothing runs while blocked"
+            );
+        }
     }
-    e2e::merge_patch_skyhook(&client, FLOWS, &annotate(Value::Null, Value::Null)).await?;
+    let fixed = json!({"env": env_list(&[("SLEEP_LEN", "0"), ("EXIT_CODE", "0")])});
+    patch_package(&client, FLOWS, "slow", fixed).await?;
     wait_gone(installed, FLOWS).await?;
     let node: Node = Api::all(client.clone()).get(NODE).await?;
     let left: Vec<String> = stages(&node, FLOWS).into_keys().collect();

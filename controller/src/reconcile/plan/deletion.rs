@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use skyhook_api::conditions::{malformed_message, set_condition};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
-use skyhook_api::v1alpha1::Skyhook;
+use skyhook_api::v1alpha1::{Skyhook, State};
 
 use super::status::set_uninstall_conditions;
 use super::taints::matched_nodes;
@@ -21,6 +21,8 @@ pub struct DeletionInput {
     pub malformed: Vec<String>,
     /// Nodes where the spec version of an enabled package still has an entry, sorted.
     pub pending: Vec<String>,
+    /// Where such an entry is `erroring`, as `<node> (<package>, <stage>)`, sorted.
+    pub erroring: Vec<String>,
     pub paused: bool,
     pub disabled: bool,
 }
@@ -77,6 +79,35 @@ pub fn deletion_step(input: &DeletionInput) -> DeletionStep {
     DeletionStep::Uninstall
 }
 
+/// The most erroring entries [`erroring_block`] names.
+const MAX_ERRORING_LISTED: usize = 10;
+
+/// Why a deletion whose uninstalls run waits all the same: some of them are `erroring` (an
+/// install the uninstall needs finished first, or the uninstall itself). Reason and message of
+/// `DeletionBlocked`; `None` while nothing errs.
+pub fn erroring_block(input: &DeletionInput) -> Option<(&'static str, String)> {
+    if input.erroring.is_empty() {
+        return None;
+    }
+    let listed: Vec<&str> = (input.erroring.iter())
+        .take(MAX_ERRORING_LISTED)
+        .map(String::as_str)
+        .collect();
+    let more = input.erroring.len().saturating_sub(MAX_ERRORING_LISTED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    let message = format!(
+        "the deletion waits for uninstalls that cannot finish: erroring on {}{more}; fix the \
+         package (a spec edit replaces its pods), or set its uninstall.enabled to false to \
+         delete the Skyhook without uninstalling it",
+        listed.join(", ")
+    );
+    Some((keys::DELETION_BLOCKED_ERRORING_REASON, message))
+}
+
 impl Planner<'_> {
     /// The deletion of `skyhook`: true when its pass goes on to run the uninstalls.
     pub(super) fn deletion(&mut self, skyhook: &Skyhook, name: &str) -> bool {
@@ -105,7 +136,7 @@ impl Planner<'_> {
         }
     }
 
-    fn deletion_input(&mut self, skyhook: &Skyhook, name: &str) -> DeletionInput {
+    pub(super) fn deletion_input(&mut self, skyhook: &Skyhook, name: &str) -> DeletionInput {
         let packages = &skyhook.spec.packages;
         let key = keys::node_state_annotation(name);
         let mut input = DeletionInput {
@@ -122,14 +153,42 @@ impl Planner<'_> {
                 input.malformed.push((*node).to_owned());
                 continue;
             };
-            let pending = packages
-                .values()
-                .any(|p| p.uninstall_enabled() && state.get_version(&p.name, &p.version).is_some());
+            let mut pending = false;
+            for package in packages.values().filter(|p| p.uninstall_enabled()) {
+                let Some(entry) = state.get_version(&package.name, &package.version) else {
+                    continue;
+                };
+                pending = true;
+                if entry.state == State::Erroring {
+                    let at = format!("{node} ({}, {})", package.name, entry.stage);
+                    input.erroring.push(at);
+                }
+            }
             if pending {
                 input.pending.push((*node).to_owned());
             }
         }
         input
+    }
+
+    /// The Warning Event of a deletion newly blocked for `reason` (none when its
+    /// `DeletionBlocked` condition already says so).
+    pub(super) fn deletion_blocked_event(
+        &mut self,
+        skyhook: &Skyhook,
+        name: &str,
+        reason: &'static str,
+        message: &str,
+    ) {
+        let previous_reason = (skyhook.status.iter())
+            .flat_map(|status| &status.conditions)
+            .find(|c| c.type_ == keys::CONDITION_DELETION_BLOCKED)
+            .map(|c| c.reason.as_str());
+        if previous_reason != Some(reason) {
+            let target = EventTarget::Skyhook(name.to_owned());
+            let event_reason = keys::CONDITION_DELETION_BLOCKED;
+            self.event(target, true, event_reason, message.to_owned());
+        }
     }
 
     /// Sets `DeletionBlocked` (and refreshes the uninstall conditions) and, when it is new or
@@ -141,17 +200,8 @@ impl Planner<'_> {
         reason: &'static str,
         message: String,
     ) {
+        self.deletion_blocked_event(skyhook, name, reason, &message);
         let old = skyhook.status.clone().unwrap_or_default();
-        let previous_reason = old
-            .conditions
-            .iter()
-            .find(|c| c.type_ == keys::CONDITION_DELETION_BLOCKED)
-            .map(|c| c.reason.as_str());
-        if previous_reason != Some(reason) {
-            let target = EventTarget::Skyhook(name.to_owned());
-            let event_reason = keys::CONDITION_DELETION_BLOCKED;
-            self.event(target, true, event_reason, message.clone());
-        }
         let mut status = old.clone();
         // Upstream refreshes these on every reconcile, a blocked deletion included.
         let matched = matched_nodes(skyhook, &self.snapshot.nodes);
@@ -189,9 +239,35 @@ mod tests {
             any_enabled: enabled,
             malformed: malformed.iter().map(|s| (*s).to_owned()).collect(),
             pending: pending.iter().map(|s| (*s).to_owned()).collect(),
-            paused: false,
-            disabled: false,
+            ..DeletionInput::default()
         }
+    }
+
+    #[test]
+    fn erroring_uninstalls_block_the_deletion_and_say_where() {
+        assert_eq!(erroring_block(&input(true, &[], &["n1"])), None);
+        let erroring = DeletionInput {
+            erroring: vec!["n1 (bb, apply)".into(), "n2 (bb, uninstall)".into()],
+            ..input(true, &[], &["n1", "n2"])
+        };
+        assert_eq!(
+            erroring_block(&erroring),
+            Some((
+                keys::DELETION_BLOCKED_ERRORING_REASON,
+                "the deletion waits for uninstalls that cannot finish: erroring on \
+                 n1 (bb, apply), n2 (bb, uninstall); fix the package (a spec edit replaces its \
+                 pods), or set its uninstall.enabled to false to delete the Skyhook without \
+                 uninstalling it"
+                    .to_owned()
+            ))
+        );
+        let many = DeletionInput {
+            erroring: (0..12).map(|i| format!("n{i:02} (bb, apply)")).collect(),
+            ..input(true, &[], &["n1"])
+        };
+        let (_, message) = erroring_block(&many).unwrap();
+        assert!(message.contains("n09 (bb, apply) and 2 more;"), "{message}");
+        assert!(!message.contains("n10"), "{message}");
     }
 
     fn reason(step: &DeletionStep) -> Option<&'static str> {

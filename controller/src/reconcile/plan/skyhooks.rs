@@ -29,6 +29,7 @@ use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
 use skyhook_api::window::{WindowState, window_state, window_wait_message};
 
+use super::deletion::erroring_block;
 use super::packages::changed_keys;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
 use super::status::{NextStatus, Outcome, invalid_status, next_status};
@@ -278,6 +279,13 @@ impl<'s> Planner<'s> {
         );
         status.node_order_offset = i32::try_from(offset).unwrap_or(i32::MAX);
         self.report_node_states(pass, &nodes.complete, &mut status, &mut outcome);
+        if pass.rules.deleting {
+            let input = self.deletion_input(skyhook, name);
+            if let Some((reason, message)) = erroring_block(&input) {
+                self.deletion_blocked_event(skyhook, name, reason, &message);
+                outcome.deletion_blocked = Some((reason, message));
+            }
+        }
         let next = next_status(skyhook, policy, status, outcome, self.now);
         self.write_status(skyhook, name, next);
         progress
@@ -339,10 +347,6 @@ impl<'s> Planner<'s> {
     fn spec_changes(&mut self, pass: &Pass<'s>, status: &mut SkyhookStatus, outcome: &mut Outcome) {
         let skyhook = pass.skyhook;
         self.track_reboots(pass.name(), &pass.matched, status);
-        // Deletion reports its own waits; once the pass runs, nothing blocks it.
-        status
-            .conditions
-            .retain(|c| c.type_ != keys::CONDITION_DELETION_BLOCKED);
         // A removed package's queued config keys mean nothing any more.
         let packages = &skyhook.spec.packages;
         status

@@ -44,6 +44,9 @@ pub(super) struct Outcome {
     pub(super) complete: BTreeMap<String, bool>,
     /// The explicit-uninstall conditions that hold.
     pub(super) uninstall: UninstallConditions,
+    /// Why the Skyhook's deletion waits although its uninstalls run: `DeletionBlocked`'s
+    /// reason and message.
+    pub(super) deletion_blocked: Option<(&'static str, String)>,
 }
 
 /// The status one Skyhook's pass leaves, and the transition it makes, if any.
@@ -256,6 +259,13 @@ fn pass_conditions(
             Some(condition),
         );
     }
+    // A pass runs only for a deletion whose uninstalls run: the other waits are set before it
+    // (and the pass never reached).
+    let deletion_blocked = (outcome.deletion_blocked.as_ref()).map(|(reason, message)| {
+        let type_ = keys::CONDITION_DELETION_BLOCKED;
+        conditions.condition(type_, true, reason, message.clone())
+    });
+    set_or_remove(list, keys::CONDITION_DELETION_BLOCKED, deletion_blocked);
     blocking_conditions(list, conditions, &outcome.blocking);
     let policy_missing = outcome.policy_missing.then(|| {
         conditions.condition(

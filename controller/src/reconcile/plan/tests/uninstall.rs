@@ -376,3 +376,49 @@ fn a_skyhook_being_deleted_installs_nothing_new() {
     let stages: Vec<String> = stages_of(&created).into_iter().map(|(s, _)| s).collect();
     assert_eq!(stages, ["uninstall"]);
 }
+
+fn deletion_blocked(sim: &Sim) -> Option<(String, String)> {
+    (sim.skyhook("un").status.iter())
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.type_ == keys::CONDITION_DELETION_BLOCKED)
+        .map(|c| (c.reason.clone(), c.message.clone()))
+}
+
+#[test]
+fn a_deletion_waiting_on_an_erroring_uninstall_says_so_once_and_goes_on_when_fixed() {
+    let mut sim = installed(vec![removable("tool", "1.0.0")]);
+    delete(&mut sim);
+    let mut warnings = 0;
+    for _ in 0..6 {
+        let planned = sim.step();
+        sim.settle(|pod| pod.stage == Stage::Uninstall);
+        warnings += (planned.events.iter())
+            .filter(|e| e.warning && e.reason == keys::CONDITION_DELETION_BLOCKED)
+            .count();
+    }
+    let (reason, message) = deletion_blocked(&sim).expect("DeletionBlocked");
+    assert_eq!(reason, keys::DELETION_BLOCKED_ERRORING_REASON);
+    assert!(
+        message.contains("erroring on node-a (tool, uninstall)"),
+        "{message}"
+    );
+    assert_eq!(warnings, 1, "one Warning Event, not one per reconcile");
+    // Settled: the condition keeps its time and the status is not rewritten.
+    let planned = sim.step();
+    assert!(
+        !planned.statuses.contains_key("un"),
+        "{:?}",
+        planned.statuses
+    );
+    // The uninstall passes once fixed (the kubelet's retry of the fixed pod): the deletion ends.
+    for pod in &mut sim.snapshot.pods {
+        pod.outcome = crate::pod_outcome::PodOutcome::Succeeded {
+            container: "tool-uninstallcheck".into(),
+            restarts: 3,
+        };
+    }
+    run_until(&mut sim, |s| {
+        (s.skyhook("un").metadata.finalizers.iter().flatten()).all(|f| f != keys::FINALIZER)
+    });
+    assert!(sim.state("un", "node-a").is_empty());
+}
