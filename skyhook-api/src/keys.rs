@@ -21,6 +21,22 @@ pub const VERSION_ANNOTATION: &str = "skyhook.nvidia.com/version";
 /// appear there.
 pub const COMPATIBLE_OPERATOR_VERSION: &str = "v0.13.0";
 
+/// The operator-version marker to write over `current` (the Skyhook's [`VERSION_ANNOTATION`]
+/// or a node's `version_<skyhook>`): ours ([`COMPATIBLE_OPERATOR_VERSION`]) where there is
+/// none, or an older one, or one that is not a version; `None` (leave it) where it is ours or
+/// newer. Upstream reads the marker to decide which migrations to run when it takes the
+/// cluster back, so a marker left by a newer upstream operator must never be lowered. Versions
+/// are compared as semver, with or without their `v`.
+pub fn operator_version_to_write(current: Option<&str>) -> Option<&'static str> {
+    use std::cmp::Ordering;
+    let parse = |text: &str| crate::version::Version::parse(text.strip_prefix('v').unwrap_or(text));
+    let Some(current) = current.and_then(|text| parse(text).ok()) else {
+        return Some(COMPATIBLE_OPERATOR_VERSION);
+    };
+    let ours = parse(COMPATIBLE_OPERATOR_VERSION).ok()?;
+    (current.cmp_precedence(&ours) == Ordering::Less).then_some(COMPATIBLE_OPERATOR_VERSION)
+}
+
 /// Finalizer on every Skyhook, removed after cleanup (uncordon, metrics) on deletion.
 pub const FINALIZER: &str = "skyhook.nvidia.com/skyhook";
 
@@ -500,5 +516,27 @@ mod tests {
     #[test]
     fn the_name_limit_comes_from_the_longest_key() {
         assert_eq!(max_skyhook_name_len(), 52);
+    }
+
+    #[test]
+    fn the_operator_version_marker_is_never_lowered() {
+        let ours = Some(COMPATIBLE_OPERATOR_VERSION);
+        let cases = [
+            (None, ours),
+            (Some(""), ours),
+            (Some("not a version"), ours),
+            (Some("v0.12.3"), ours),
+            (Some("0.9.0"), ours),
+            (Some("v0.13.0-rc.1"), ours),
+            (Some(COMPATIBLE_OPERATOR_VERSION), None),
+            (Some("0.13.0"), None),
+            // Written by a newer upstream operator: it decides migrations from it.
+            (Some("v0.13.1"), None),
+            (Some("v0.20.0"), None),
+            (Some("v1.0.0"), None),
+        ];
+        for (current, expected) in cases {
+            assert_eq!(operator_version_to_write(current), expected, "{current:?}");
+        }
     }
 }

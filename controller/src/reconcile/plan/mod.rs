@@ -69,10 +69,6 @@ pub const CONDITION_DRAIN_BLOCKED: &str = "skyhook.nvidia.com/DrainBlocked";
 /// Skyhook condition set while the spec breaks the validation rules (the webhook was
 /// bypassed or is older); nothing of that Skyhook runs until it is fixed.
 pub const CONDITION_SPEC_INVALID: &str = "skyhook.nvidia.com/SpecInvalid";
-/// Version written to the Skyhook's `skyhook.nvidia.com/version` annotation and to
-/// `version_<skyhook>` on the nodes a Skyhook works on (see the constant's docs for why it is
-/// not our crate version).
-pub const CONTROLLER_VERSION: &str = skyhook_api::keys::COMPATIBLE_OPERATOR_VERSION;
 
 /// Every write of one reconcile.
 #[derive(Debug, Clone, Default, PartialEq)]

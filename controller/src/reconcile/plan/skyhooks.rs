@@ -18,7 +18,7 @@ use skyhook_api::budget::{
 };
 use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until};
 use skyhook_api::interrupt::has_interrupt;
-use skyhook_api::keys;
+use skyhook_api::keys::{self, operator_version_to_write};
 use skyhook_api::node_mirror::{NodeRecordKeys, pick_time_text};
 use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
 use skyhook_api::stage::node_complete;
@@ -34,7 +34,7 @@ use super::packages::changed_keys;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
 use super::status::{NextStatus, Outcome, invalid_status, next_status};
 use super::taints::matched_nodes;
-use super::{CONTROLLER_VERSION, EventTarget, Planner, StageDuration};
+use super::{EventTarget, Planner, StageDuration};
 use crate::names::OwnerSkyhook;
 use crate::reconcile::snapshot::NodeView;
 
@@ -190,19 +190,15 @@ impl<'s> Planner<'s> {
                 return None;
             }
         };
-        let version = skyhook
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(keys::VERSION_ANNOTATION));
-        if version.map(String::as_str) != Some(CONTROLLER_VERSION) && !deleting {
-            self.plan.skyhook_annotations.insert(
-                name.to_owned(),
-                BTreeMap::from([(
-                    keys::VERSION_ANNOTATION.to_owned(),
-                    CONTROLLER_VERSION.to_owned(),
-                )]),
-            );
+        let version = (skyhook.metadata.annotations.as_ref())
+            .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+            .map(String::as_str);
+        if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
+            let marker = (keys::VERSION_ANNOTATION.to_owned(), ours.to_owned());
+            let annotations = BTreeMap::from([marker]);
+            self.plan
+                .skyhook_annotations
+                .insert(name.to_owned(), annotations);
         }
         let matched = matched_nodes(skyhook, &self.snapshot.nodes);
         let (matched, malformed) = self.split_malformed(name, matched);
@@ -687,8 +683,8 @@ impl<'s> Planner<'s> {
                 finished,
             }));
         let version_key = keys::node_version_annotation(name);
-        if node.annotations.get(&version_key) != Some(CONTROLLER_VERSION) {
-            work.set_annotation(version_key, CONTROLLER_VERSION.to_owned());
+        if let Some(ours) = operator_version_to_write(node.annotations.get(&version_key)) {
+            work.set_annotation(version_key, ours.to_owned());
         }
         Some(work.status(name))
     }

@@ -477,7 +477,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
         worker
             .annotations
             .get(&keys::node_version_annotation("interrupt-grouping")),
-        Some(crate::reconcile::plan::CONTROLLER_VERSION)
+        Some(keys::COMPATIBLE_OPERATOR_VERSION)
     );
     let annotations = sim
         .skyhook("interrupt-grouping")
@@ -489,7 +489,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
         annotations
             .get(keys::VERSION_ANNOTATION)
             .map(String::as_str),
-        Some(crate::reconcile::plan::CONTROLLER_VERSION)
+        Some(keys::COMPATIBLE_OPERATOR_VERSION)
     );
 }
 
@@ -942,5 +942,42 @@ fn a_failed_node_whose_node_state_is_deleted_by_hand_runs_again() {
     assert_eq!(
         sim.node_status("rerun", "second").as_deref(),
         Some("in_progress")
+    );
+}
+
+#[test]
+fn a_newer_operators_version_marker_is_never_lowered() {
+    let newer = "v0.20.0";
+    let mut worker = node("worker", 0);
+    let mut older = node("older", 1);
+    worker
+        .annotations
+        .insert(&keys::node_version_annotation("taken-over"), newer);
+    older
+        .annotations
+        .insert(&keys::node_version_annotation("taken-over"), "v0.9.1");
+    let mut taken_over = skyhook("taken-over", vec![package("one", "1.0.0")]);
+    taken_over.metadata.annotations = Some(BTreeMap::from([(
+        keys::VERSION_ANNOTATION.to_owned(),
+        newer.to_owned(),
+    )]));
+    let mut sim = Sim::new(vec![worker, older, node("fresh", 2)], vec![taken_over]);
+    sim.run(20);
+    assert_eq!(sim.skyhook_status("taken-over"), Some(Status::Complete));
+    let marker = |node: &str| {
+        (sim.node(node).annotations)
+            .get(&keys::node_version_annotation("taken-over"))
+            .map(str::to_owned)
+    };
+    assert_eq!(marker("worker").as_deref(), Some(newer));
+    let ours = Some(keys::COMPATIBLE_OPERATOR_VERSION);
+    assert_eq!(marker("older").as_deref(), ours);
+    assert_eq!(marker("fresh").as_deref(), ours);
+    let annotations = sim.skyhook("taken-over").metadata.annotations.as_ref();
+    assert_eq!(
+        annotations
+            .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+            .map(String::as_str),
+        Some(newer)
     );
 }
