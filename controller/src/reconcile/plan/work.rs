@@ -50,6 +50,8 @@ struct WorkState {
     read: Option<NodeState>,
     /// As this plan leaves it so far.
     now: NodeState,
+    /// This plan reset it ([`NodeWork::reset`]): left empty, the annotation goes.
+    reset: bool,
 }
 
 impl<'s> NodeWork<'s> {
@@ -122,6 +124,7 @@ impl<'s> NodeWork<'s> {
         WorkState {
             read: read.and_then(Result::ok),
             now,
+            reset: false,
         }
     }
 
@@ -199,7 +202,9 @@ impl<'s> NodeWork<'s> {
 
     /// Forgets `skyhook` on this node: state, status annotation and label.
     pub(super) fn reset(&mut self, skyhook: &str) {
-        self.work_state(skyhook).now = NodeState::new();
+        let state = self.work_state(skyhook);
+        state.now = NodeState::new();
+        state.reset = true;
         self.malformed.remove(skyhook);
         let key = keys::node_status_key(skyhook);
         remove_entry(&mut self.annotations, &key);
@@ -375,9 +380,12 @@ impl<'s> NodeWork<'s> {
         annotations
     }
 
-    /// The node-state annotations as this plan leaves them, overriding `annotations`: removed
-    /// (`None`) when the state is empty; its text as read when the state did not change (so an
-    /// equal state written differently is not rewritten); a malformed one stays as it is.
+    /// The node-state annotations as this plan leaves them, overriding `annotations`: its text
+    /// as read when the state did not change (so an equal state written differently is not
+    /// rewritten); a malformed one stays as it is. An empty state is `{}` where the annotation
+    /// was, as upstream leaves it once the last package is uninstalled (absent means the
+    /// Skyhook never touched the node, and tools wait for `{}`); it stays absent where it was,
+    /// and goes when this plan reset the node.
     fn state_annotations(&self) -> impl Iterator<Item = (String, Option<String>)> + '_ {
         self.states
             .iter()
@@ -385,7 +393,8 @@ impl<'s> NodeWork<'s> {
             .map(|(skyhook, state)| {
                 let key = keys::node_state_annotation(skyhook);
                 let text = if state.now.is_empty() {
-                    None
+                    let was_there = self.view.annotations.contains_key(&key);
+                    (was_there && !state.reset).then(|| state.now.to_annotation())
                 } else if state.read.as_ref() == Some(&state.now) {
                     self.view.annotations.get(&key).map(str::to_owned)
                 } else {

@@ -422,3 +422,29 @@ fn a_deletion_waiting_on_an_erroring_uninstall_says_so_once_and_goes_on_when_fix
     });
     assert!(sim.state("un", "node-a").is_empty());
 }
+
+#[test]
+fn the_last_uninstall_leaves_an_empty_node_state_and_the_deletion_removes_it() {
+    let mut sim = installed(vec![removable("tool", "1.0.0")]);
+    request_uninstall(&mut sim, "un", "tool", true);
+    let key = keys::node_state_annotation("un");
+    run_until(&mut sim, |s| {
+        s.state("un", "node-a").is_empty()
+            && s.node_status("un", "node-a").as_deref() == Some("complete")
+    });
+    // As upstream leaves it: absent would mean never touched.
+    assert_eq!(sim.node("node-a").annotations.get(&key), Some("{}"));
+    // Settled: `{}` is not rewritten.
+    let planned = sim.step();
+    assert!(
+        !(planned.nodes.get("node-a")).is_some_and(|p| p.annotations.contains_key(&key)),
+        "{:?}",
+        planned.nodes
+    );
+    // An empty state is no marker: the deletion cleanup removes it.
+    delete(&mut sim);
+    run_until(&mut sim, |s| {
+        (s.skyhook("un").metadata.finalizers.iter().flatten()).all(|f| f != keys::FINALIZER)
+    });
+    assert_eq!(sim.node("node-a").annotations.get(&key), None);
+}
