@@ -19,30 +19,40 @@ pub fn status_key(skyhook: &str) -> String {
     format!("skyhook.nvidia.com/status_{skyhook}")
 }
 
-/// The decoded node state of `skyhook` on `node` as upstream writes it: `"<pkg>|<version>"` ->
-/// package status, without our additive `lastTransitionTime` (see [`transition_times`]), so the
-/// suites compare the values upstream's assertions compare; empty when the annotation is absent.
+/// The decoded node state of `skyhook` on `node`: `"<pkg>|<version>"` -> package status, as
+/// upstream writes it; empty when the annotation is absent.
 pub fn node_state(node: &Node, skyhook: &str) -> anyhow::Result<Map<String, Value>> {
-    let mut state = raw_node_state(node, skyhook)?;
-    for entry in state.values_mut() {
-        if let Some(fields) = entry.as_object_mut() {
-            fields.remove(TRANSITION_TIME);
-        }
-    }
-    Ok(state)
+    raw_node_state(node, skyhook)
 }
 
-/// The field of a node-state entry holding when its stage or state last changed.
-pub const TRANSITION_TIME: &str = "lastTransitionTime";
+/// `skyhook.nvidia.com/stageTimes_<skyhook>`: when each node-state entry entered its stage and
+/// state (ours; the node state itself stays upstream's JSON).
+pub fn stage_times_key(skyhook: &str) -> String {
+    format!("skyhook.nvidia.com/stageTimes_{skyhook}")
+}
 
-/// `"<pkg>|<version>"` -> the entry's `lastTransitionTime`, `None` for an entry without one.
+/// `"<pkg>|<version>"` -> when the entry entered its stage and state, `None` for an entry
+/// without a recorded time (or one recorded for another stage or state).
 pub fn transition_times(
     node: &Node,
     skyhook: &str,
 ) -> anyhow::Result<BTreeMap<String, Option<String>>> {
+    let key = stage_times_key(skyhook);
+    let times: Map<String, Value> =
+        match node.metadata.annotations.as_ref().and_then(|a| a.get(&key)) {
+            Some(text) => serde_json::from_str(text)
+                .with_context(|| format!("{key} is not a JSON object: {text}"))?,
+            None => Map::new(),
+        };
     Ok(raw_node_state(node, skyhook)?
         .into_iter()
-        .map(|(key, entry)| (key, entry[TRANSITION_TIME].as_str().map(str::to_owned)))
+        .map(|(package, entry)| {
+            let since = times
+                .get(&package)
+                .filter(|t| t["stage"] == entry["stage"] && t["state"] == entry["state"]);
+            let since = since.and_then(|t| t["since"].as_str()).map(str::to_owned);
+            (package, since)
+        })
         .collect())
 }
 

@@ -3,7 +3,8 @@
 //! Contract: [`estimate_end`] is pure. The pace is the rollout's own: nodes completed since the
 //! rollout started (the Skyhook's `Ready` condition turned False) over the time from that start
 //! to the last completion, which spans whole batches, their drains and interrupts. A node's
-//! completion time is the latest `lastTransitionTime` of its node-state entries. The estimate
+//! completion time is the latest transition time of its node-state entries (the node's
+//! `stageTimes_<skyhook>` annotation, see `skyhook_api::transition`). The estimate
 //! is the last completion plus the remaining nodes at that pace. It is `unknown`, with why,
 //! when the rollout is halted, when no node completed since the start, when completed nodes
 //! carry no transition times (written by upstream or an older controller), or when the
@@ -11,8 +12,10 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use skyhook_api::node_state::NodeState;
+use skyhook_api::transition::{TransitionTimes, recorded_times};
 use skyhook_api::v1alpha1::Skyhook;
 
+use crate::cluster::{self, name_of};
 use crate::rollout::Rollout;
 
 /// What the estimate is computed from.
@@ -110,7 +113,13 @@ pub fn rollout_times(rollout: &Rollout<'_>) -> RolloutTimes {
     let complete = || rollout.nodes.iter().filter(|n| n.complete);
     RolloutTimes {
         started: rollout_started(skyhook),
-        completed: complete().map(|n| completed_at(&n.state)).collect(),
+        completed: complete()
+            .map(|n| {
+                let times =
+                    recorded_times(cluster::annotations(n.node), name_of(&skyhook.metadata));
+                completed_at(&n.state, &times)
+            })
+            .collect(),
         remaining: rollout.nodes.iter().filter(|n| !n.complete).count(),
         halted,
     }
@@ -148,11 +157,11 @@ fn short_duration(duration: SignedDuration) -> String {
 }
 
 /// When a complete node completed: the latest transition time of its entries, `None` when an
-/// entry has none.
-pub fn completed_at(state: &NodeState) -> Option<Timestamp> {
+/// entry has none recorded in `times`.
+pub fn completed_at(state: &NodeState, times: &TransitionTimes) -> Option<Timestamp> {
     state
         .iter()
-        .map(|(_, entry)| entry.last_transition_time.as_ref().map(|time| time.0))
+        .map(|(_, entry)| times.of(entry))
         .try_fold(None, |latest: Option<Timestamp>, at| {
             at.map(|at| Some(latest.map_or(at, |latest| latest.max(at))))
         })
@@ -264,9 +273,9 @@ mod tests {
 
     #[test]
     fn a_node_completes_at_its_latest_transition() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use skyhook_api::transition::stamp_transitions;
         use skyhook_api::v1alpha1::{PackageStatus, Stage, State};
-        let entry = |name: &str, minute: Option<i64>| PackageStatus {
+        let entry = |name: &str| PackageStatus {
             name: name.into(),
             version: "1.0.0".into(),
             image: "ghcr.io/nvidia/skyhook/tuning".into(),
@@ -274,17 +283,17 @@ mod tests {
             stage: Stage::Config,
             state: State::Complete,
             restarts: 0,
-            last_transition_time: minute.map(|m| Time(at(m))),
         };
         let state = |entries: Vec<PackageStatus>| entries.into_iter().collect::<NodeState>();
-        assert_eq!(
-            completed_at(&state(vec![entry("a", Some(3)), entry("b", Some(7))])),
-            Some(at(7))
-        );
-        assert_eq!(
-            completed_at(&state(vec![entry("a", Some(3)), entry("b", None)])),
-            None
-        );
-        assert_eq!(completed_at(&state(Vec::new())), None);
+        // a completed at minute 3, b at minute 7, as the controller stamps them.
+        let a = state(vec![entry("a")]);
+        let (at_3, _) =
+            stamp_transitions(&NodeState::new(), &TransitionTimes::default(), &a, at(3));
+        let both = state(vec![entry("a"), entry("b")]);
+        let (at_7, _) = stamp_transitions(&a, &at_3, &both, at(7));
+        assert_eq!(completed_at(&both, &at_7), Some(at(7)));
+        // b has no time recorded (written by upstream).
+        assert_eq!(completed_at(&both, &at_3), None);
+        assert_eq!(completed_at(&state(Vec::new()), &at_7), None);
     }
 }

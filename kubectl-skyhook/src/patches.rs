@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
-use skyhook_api::transition::stamp_transitions;
+use skyhook_api::transition::{TransitionTimes, recorded_times, stamp_transitions};
 use skyhook_api::v1alpha1::{Skyhook, Stage, State};
 use skyhook_api::version::compare_precedence;
 
@@ -568,7 +568,6 @@ pub fn package_rerun(
             stage: stage.as_str().to_owned(),
         });
     }
-    let state_key = keys::node_state_annotation(name);
     let mut change = Change {
         confirm: true,
         ..Change::default()
@@ -580,13 +579,14 @@ pub fn package_rerun(
             version: &spec.version,
             stage,
         };
-        let Some((value, how)) = rerun_annotation(node, &state_key, &rerun, cluster.read_at) else {
+        let Some((annotations, how)) = rerun_annotations(node, name, &rerun, cluster.read_at)
+        else {
             continue;
         };
         change.summary.push(format!("  - {node_name}"));
         change.patches.push(Patch {
             target: Target::Node(node_name.to_owned()),
-            body: json!({"metadata": {"annotations": {state_key.clone(): value}}}),
+            body: json!({"metadata": {"annotations": annotations}}),
             description: format!(
                 "rerun package {package:?} ({}) on node {node_name:?} {how}",
                 spec.version
@@ -703,20 +703,20 @@ struct Rerun<'a> {
     stage: Option<Stage>,
 }
 
-/// The node's `nodeState` annotation once the package's `version` entry reruns (null when
-/// the state becomes empty), and how it reruns; `None` when the node has no readable state or
-/// no such entry. The rerun entry's `lastTransitionTime` is `now`, by the controller's rule,
-/// so the rerun stage is timed from when it was asked for.
-fn rerun_annotation(
+/// The node's annotations of Skyhook `skyhook` once the package's `version` entry reruns:
+/// `nodeState` (null when the state becomes empty) and the stage times (null when none is
+/// left), and how it reruns; `None` when the node has no readable state or no such entry. The
+/// rerun entry's transition time is `now`, by the controller's rule, so the rerun stage is timed
+/// from when it was asked for.
+fn rerun_annotations(
     node: &Node,
-    state_key: &str,
+    skyhook: &str,
     rerun: &Rerun<'_>,
     now: Timestamp,
 ) -> Option<(Value, String)> {
-    let Some(Ok(written)) = cluster::annotations(node)
-        .get(state_key)
-        .map(|v| NodeState::parse(v))
-    else {
+    let annotations = cluster::annotations(node);
+    let state_key = keys::node_state_annotation(skyhook);
+    let Some(Ok(written)) = annotations.get(&state_key).map(|v| NodeState::parse(v)) else {
         return None;
     };
     let mut state = written.clone();
@@ -737,13 +737,24 @@ fn rerun_annotation(
         }
     };
     // A rerun is not the end of an attempt: nothing to observe.
-    let _ = stamp_transitions(&written, &mut state, now);
-    let value = if state.is_empty() {
+    let times = recorded_times(annotations, skyhook);
+    let (times, _) = stamp_transitions(&written, &times, &state, now);
+    let state_value = if state.is_empty() {
         Value::Null
     } else {
         Value::String(state.to_annotation())
     };
-    Some((value, how))
+    let mut patch = json!({state_key: state_value});
+    let times_key = keys::stage_times_annotation(skyhook);
+    let times_written = (annotations.get(&times_key)).and_then(|t| TransitionTimes::parse(t).ok());
+    if times_written.as_ref() != Some(&times) && !(times.is_empty() && times_written.is_none()) {
+        patch[times_key] = if times.is_empty() {
+            Value::Null
+        } else {
+            Value::String(times.to_annotation())
+        };
+    }
+    Some((patch, how))
 }
 
 fn matching_nodes<'c>(

@@ -6,6 +6,7 @@ use kubectl_skyhook::patches::{self, Lifecycle, PlanError, Target};
 use kubectl_skyhook::pattern::parse_all;
 use serde_json::{Value, json};
 use skyhook_api::node_state::NodeState;
+use skyhook_api::transition::TransitionTimes;
 use skyhook_api::v1alpha1::{Skyhook, Stage, Uninstall};
 
 fn with_annotations(mut skyhook: Skyhook, annotations: &[(&str, &str)]) -> Skyhook {
@@ -172,6 +173,7 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
                 "skyhook.nvidia.com/drainFail_demo": null,
                 "skyhook.nvidia.com/bootId_demo": null,
                 "skyhook.nvidia.com/pickedAt_demo": null,
+                "skyhook.nvidia.com/stageTimes_demo": null,
                 "skyhook.nvidia.com/autoTaint_demo": null,
             },
             "labels": {"skyhook.nvidia.com/status_demo": null},
@@ -386,9 +388,14 @@ fn rerun_deletes_or_rewinds_the_spec_version_entry() {
         "every node with the entry, not node-d/node-e"
     );
     for patch in &change.patches {
+        let mut annotations = json!({"skyhook.nvidia.com/nodeState_demo": null});
+        // node-a's stage times go with its last entry; the other nodes have none.
+        if patch.target == Target::Node("node-a".into()) {
+            annotations["skyhook.nvidia.com/stageTimes_demo"] = Value::Null;
+        }
         assert_eq!(
             patch.body,
-            json!({"metadata": {"annotations": {"skyhook.nvidia.com/nodeState_demo": null}}})
+            json!({"metadata": {"annotations": annotations}})
         );
     }
 
@@ -410,8 +417,11 @@ fn rerun_deletes_or_rewinds_the_spec_version_entry() {
     );
     assert_eq!(entry.image, "ghcr.io/nvidia/skyhook-packages/shellscript");
     // node-a's entry completed at 11:10; the rerun starts when the cluster was read.
+    let times =
+        &change.patches[0].body["metadata"]["annotations"]["skyhook.nvidia.com/stageTimes_demo"];
+    let times = TransitionTimes::parse(times.as_str().unwrap()).unwrap();
     assert_eq!(
-        entry.last_transition_time.as_ref().map(|t| t.0),
+        times.of(entry),
         Some(cluster.read_at),
         "the rerun is timed from when it was asked for"
     );

@@ -270,7 +270,6 @@ fn entry(name: &str, stage: Stage, state: State) -> PackageStatus {
         stage,
         state,
         restarts: 0,
-        last_transition_time: None,
     }
 }
 

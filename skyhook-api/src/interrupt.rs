@@ -405,7 +405,6 @@ mod tests {
             stage,
             state,
             restarts: 0,
-            last_transition_time: None,
         }
     }
 

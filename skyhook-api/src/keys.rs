@@ -82,6 +82,14 @@ pub fn drain_failed_annotation(skyhook: &str) -> String {
     format!("{GROUP}/drainFail_{skyhook}")
 }
 
+/// Node annotation (JSON, see [`crate::transition::TransitionTimes`]): when each entry of
+/// Skyhook `skyhook`'s node state entered its stage and state, for stage durations, the
+/// health gate and the plugin's ETA. Ours: kept beside `nodeState_<skyhook>`, which stays
+/// exactly upstream's JSON.
+pub fn stage_times_annotation(skyhook: &str) -> String {
+    format!("{GROUP}/stageTimes_{skyhook}")
+}
+
 /// Node annotation: the boot ID Skyhook `skyhook` last saw on the node, to detect reboots
 /// (spec §2.11). Ours: upstream keeps it only in `status.nodeBootIds`, which a status over
 /// thousands of nodes can no longer hold ([`crate::node_mirror`]).
@@ -171,7 +179,7 @@ pub struct NodeKey {
 /// Every node annotation, label and condition type the controller writes for Skyhook
 /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length of
 /// a Skyhook name ([`max_skyhook_name_len`]). A new per-Skyhook key must be added here.
-pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 10] {
+pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 11] {
     let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
     [
         key(node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -182,6 +190,7 @@ pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 10] {
         key(drain_failed_annotation(skyhook), NodeKeyKind::Annotation),
         key(node_boot_id_annotation(skyhook), NodeKeyKind::Annotation),
         key(node_picked_annotation(skyhook), NodeKeyKind::Annotation),
+        key(stage_times_annotation(skyhook), NodeKeyKind::Annotation),
         key(
             node_not_ready_condition(skyhook),
             NodeKeyKind::ConditionType,
@@ -512,7 +521,8 @@ mod tests {
         }
     }
 
-    /// `cordonedAt_` (11 characters) is the longest name-part prefix today: 63 - 11 = 52.
+    /// `cordonedAt_` and `stageTimes_` (11 characters) are the longest name-part prefixes
+    /// today: 63 - 11 = 52.
     #[test]
     fn the_name_limit_comes_from_the_longest_key() {
         assert_eq!(max_skyhook_name_len(), 52);

@@ -133,7 +133,6 @@ pub fn entry_for(package: &Package, stage: Stage, state: State) -> PackageStatus
         stage,
         state,
         restarts: 0,
-        last_transition_time: None,
     }
 }
 
@@ -419,7 +418,6 @@ fn pod_entry(
         stage,
         state,
         restarts,
-        last_transition_time: None,
     }
 }
 
@@ -445,7 +443,6 @@ mod tests {
             stage,
             state,
             restarts: 0,
-            last_transition_time: None,
         }
     }
 

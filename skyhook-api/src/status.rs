@@ -383,7 +383,6 @@ mod tests {
             stage: Stage::Apply,
             state,
             restarts: 0,
-            last_transition_time: None,
         };
         assert!(!node_erroring(&NodeState::new()));
         assert!(!node_erroring(

@@ -101,7 +101,6 @@ impl SimNode {
             state: entry_state,
             container_sha: String::new(),
             restarts: 0,
-            last_transition_time: None,
         });
         state
     }

@@ -16,7 +16,6 @@ fn status(name: &str, version: &str, stage: Stage, state: State) -> PackageStatu
         stage,
         state,
         restarts: 0,
-        last_transition_time: None,
     }
 }
 
@@ -298,7 +297,6 @@ fn arb_status() -> impl Strategy<Value = PackageStatus> {
                 stage,
                 state,
                 restarts,
-                last_transition_time: None,
             },
         )
 }
@@ -333,19 +331,74 @@ proptest! {
     }
 }
 
+/// What upstream writes for the states the controller leaves at every step of a package's life,
+/// byte for byte: exactly `name, version, image, containerSHA?, stage, state, restarts?`. Our
+/// earlier releases added `lastTransitionTime` to every entry (now kept in its own annotation):
+/// read, and never written.
 #[test]
-fn transition_time_is_written_last_and_read_back() {
-    let upstream = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/tuning","stage":"apply","state":"complete"}}"#;
-    let mut state = NodeState::parse(upstream).unwrap();
-    assert_eq!(state.to_annotation(), upstream, "no time, nothing added");
-    let text = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/tuning","stage":"apply","state":"complete","restarts":2,"lastTransitionTime":"2027-01-15T08:00:00Z"}}"#;
-    state = NodeState::parse(text).unwrap();
-    let entry = state.get_version("tuning", "1.0.0").unwrap();
-    let expected: k8s_openapi::jiff::Timestamp = "2027-01-15T08:00:00Z".parse().unwrap();
-    assert_eq!(
-        entry.last_transition_time.as_ref().map(|t| t.0),
-        Some(expected)
+fn the_controllers_states_are_written_as_upstream_writes_them() {
+    use skyhook_api::stage::entry_for;
+    use skyhook_api::v1alpha1::Package;
+    let package = Package {
+        name: "tuning".into(),
+        version: "1.0.0".into(),
+        image: "ghcr.io/nvidia/skyhook/tuning".into(),
+        ..Package::default()
+    };
+    let pinned = Package {
+        container_sha: Some("sha256:0123abcd".into()),
+        ..package.clone()
+    };
+    let upstream = |rest: &str| {
+        format!(
+            r#"{{"tuning|1.0.0":{{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/tuning",{rest}}}}}"#
+        )
+    };
+    let with_restarts = |mut entry: PackageStatus, restarts| {
+        entry.restarts = restarts;
+        entry
+    };
+    let cases = [
+        (
+            entry_for(&package, Stage::Apply, State::InProgress),
+            upstream(r#""stage":"apply","state":"in_progress""#),
+        ),
+        (
+            with_restarts(entry_for(&package, Stage::Apply, State::Erroring), 3),
+            upstream(r#""stage":"apply","state":"erroring","restarts":3"#),
+        ),
+        (
+            entry_for(&package, Stage::Config, State::Complete),
+            upstream(r#""stage":"config","state":"complete""#),
+        ),
+        (
+            entry_for(&package, Stage::Interrupt, State::Skipped),
+            upstream(r#""stage":"interrupt","state":"skipped""#),
+        ),
+        (
+            entry_for(&package, Stage::PostInterrupt, State::Complete),
+            upstream(r#""stage":"post-interrupt","state":"complete""#),
+        ),
+        (
+            entry_for(&package, Stage::UninstallInterrupt, State::InProgress),
+            upstream(r#""stage":"uninstall-interrupt","state":"in_progress""#),
+        ),
+        (
+            with_restarts(entry_for(&pinned, Stage::Upgrade, State::Erroring), 1),
+            upstream(
+                r#""containerSHA":"sha256:0123abcd","stage":"upgrade","state":"erroring","restarts":1"#,
+            ),
+        ),
+    ];
+    for (entry, expected) in cases {
+        let state: NodeState = [entry.clone()].into_iter().collect();
+        assert_eq!(state.to_annotation(), expected, "{entry:?}");
+    }
+    let ours_before = upstream(
+        r#""stage":"apply","state":"complete","restarts":2,"lastTransitionTime":"2027-01-15T08:00:00Z""#,
     );
-    assert_eq!(state.to_annotation(), text);
-    assert_eq!(entry.without_transition_time().last_transition_time, None);
+    assert_eq!(
+        NodeState::parse(&ours_before).unwrap().to_annotation(),
+        upstream(r#""stage":"apply","state":"complete","restarts":2"#)
+    );
 }

@@ -310,7 +310,6 @@ proptest! {
             state.upsert(PackageStatus {
                 name: "pkg".into(), version: "2.0.0".into(), image: "busybox".into(),
                 container_sha: String::new(), stage: Stage::Upgrade, state: State::InProgress, restarts: 0,
-                last_transition_time: None,
             });
         }
         let mut last_completed: Option<Stage> = None;
@@ -325,7 +324,6 @@ proptest! {
             state.upsert(PackageStatus {
                 name: "pkg".into(), version: "2.0.0".into(), image: "busybox".into(),
                 container_sha: String::new(), stage, state: State::InProgress, restarts: 0,
-                last_transition_time: None,
             });
             let pod = PodPackageAnnotation {
                 name: "pkg".into(), version: "2.0.0".into(), skyhook: "s".into(), stage,

@@ -13,7 +13,6 @@ fn entry(name: &str, version: &str, stage: Stage, state: State, restarts: i32) -
         stage,
         state,
         restarts,
-        last_transition_time: None,
     }
 }
 

@@ -39,7 +39,6 @@ fn state(entries: &[(&str, &str, Stage)]) -> NodeState {
             stage: *stage,
             state: State::InProgress,
             restarts: 0,
-            last_transition_time: None,
         })
         .collect()
 }

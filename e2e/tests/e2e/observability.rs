@@ -46,7 +46,16 @@ async fn stage_durations_and_the_charts_metrics() -> anyhow::Result<()> {
     let times = nodes::transition_times(&node, NAME)?;
     ensure!(
         times.get("tuning|1.0.0").is_some_and(Option::is_some),
-        "the entry has no lastTransitionTime: {times:?}"
+        "the entry has no transition time: {times:?}"
+    );
+    // Beside a node state that stays exactly upstream's JSON.
+    let state =
+        (node.metadata.annotations.as_ref()).and_then(|a| a.get(&nodes::node_state_key(NAME)));
+    assert_eq!(
+        state.map(String::as_str),
+        Some(
+            r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/agentless","stage":"config","state":"complete"}}"#
+        )
     );
 
     let port = installed.metrics_port();

@@ -160,8 +160,11 @@ pub fn cluster() -> Cluster {
         .annotations
         .get_or_insert_with(Default::default)
         .insert("skyhook.nvidia.com/cordon_demo".into(), "true".into());
-    let mut completed_at_10_past_11 = tuning("config", "complete", 0);
-    completed_at_10_past_11["lastTransitionTime"] = json!("2026-01-01T11:10:00Z");
+    // node-a completed at 11:10: its stage times, as the controller records them.
+    let mut node_a_progress = progress("demo", "complete", &[tuning("config", "complete", 0)]);
+    node_a_progress["skyhook.nvidia.com/stageTimes_demo"] = json!(
+        r#"{"tuning|1.1.0":{"stage":"config","state":"complete","since":"2026-01-01T11:10:00Z"}}"#
+    );
     Cluster {
         read_at: "2026-01-01T11:20:00Z".parse().unwrap(),
         pdbs: vec![pdb("web-pdb", "web", 0), pdb("batch-pdb", "batch", 1)],
@@ -169,13 +172,7 @@ pub fn cluster() -> Cluster {
         policies: vec![policy],
         pods: vec![pod, held, free, daemon],
         nodes: vec![
-            node(
-                "node-a",
-                1,
-                demo_labels(),
-                progress("demo", "complete", &[completed_at_10_past_11]),
-                json!([]),
-            ),
+            node("node-a", 1, demo_labels(), node_a_progress, json!([])),
             node_b,
             node(
                 "node-c",

@@ -113,7 +113,6 @@ mod tests {
             state,
             container_sha: String::new(),
             restarts: 0,
-            last_transition_time: None,
         });
         node_state
     }

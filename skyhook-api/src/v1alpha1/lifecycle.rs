@@ -1,7 +1,6 @@
 //! Per-package lifecycle values (`Stage`, `State`), the node/Skyhook `Status`, and the
 //! `PackageStatus` entry stored in node state.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -204,30 +203,6 @@ pub struct PackageStatus {
     /// How many times the container of the last stage restarted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub restarts: i32,
-    /// When `stage` or `state` last changed on this node (RFC 3339, seconds), as Kubernetes
-    /// names the field in conditions. Ours only: upstream ignores unknown fields and entries
-    /// it writes have none. Left out of the CRD schema and of `status.nodeState` (see
-    /// [`PackageStatus::without_transition_time`]): a cluster still on upstream's CRD would
-    /// prune it from the status and the controller would rewrite that status forever.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(skip)]
-    pub last_transition_time: Option<Time>,
-}
-
-impl PackageStatus {
-    /// This entry as `status.nodeState` mirrors it: without its transition time.
-    pub fn without_transition_time(&self) -> PackageStatus {
-        PackageStatus {
-            last_transition_time: None,
-            ..self.clone()
-        }
-    }
-
-    /// Whether `other` records the same progress: equal but for the transition time, which
-    /// only the stamping rule sets (`crate::transition`).
-    pub fn same_progress(&self, other: &PackageStatus) -> bool {
-        self.without_transition_time() == other.without_transition_time()
-    }
 }
 
 // serde's `skip_serializing_if` hands over a reference.

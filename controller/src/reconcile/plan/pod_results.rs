@@ -170,7 +170,7 @@ impl Planner<'_> {
         let changed = match &edit {
             NodeStateEdit::Upsert(entry) => !state
                 .get_version(&entry.name, &entry.version)
-                .is_some_and(|old| old.same_progress(entry)),
+                .is_some_and(|old| old == entry),
             NodeStateEdit::Remove(_) => true,
         };
         apply_edits(state, std::slice::from_ref(&edit));

@@ -668,11 +668,7 @@ impl<'s> Planner<'s> {
         if work.state(name).is_empty() {
             status.node_state.remove(&node.name);
         } else {
-            let mirror = work
-                .state(name)
-                .iter()
-                .map(|(_, entry)| entry.without_transition_time())
-                .collect();
+            let mirror = work.state(name).clone();
             status.node_state.insert(node.name.clone(), mirror);
         }
         self.plan

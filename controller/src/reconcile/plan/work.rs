@@ -17,7 +17,9 @@ use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::string_map::PackedMap;
-use skyhook_api::transition::{FinishedStage, stamp_transitions};
+use skyhook_api::transition::{
+    FinishedStage, TransitionTimes, carries_legacy_times, recorded_times, stamp_transitions,
+};
 use skyhook_api::v1alpha1::Status;
 
 use super::NodePatch;
@@ -52,6 +54,11 @@ struct WorkState {
     now: NodeState,
     /// This plan reset it ([`NodeWork::reset`]): left empty, the annotation goes.
     reset: bool,
+    /// When its entries entered their stages and states, as last written.
+    times: TransitionTimes,
+    /// The annotation as read carries the times our earlier releases wrote into the entries:
+    /// written again in upstream's form, even when the state did not change.
+    legacy_times: bool,
 }
 
 impl<'s> NodeWork<'s> {
@@ -125,33 +132,41 @@ impl<'s> NodeWork<'s> {
             read: read.and_then(Result::ok),
             now,
             reset: false,
+            legacy_times: read_text.is_some_and(carries_legacy_times),
+            times: recorded_times(&self.view.annotations, skyhook),
         }
     }
 
     /// Stamps the transition times of `skyhook`'s node state against the annotation as read
-    /// (see [`stamp_transitions`]); the stage attempts this plan finished. Called once per
-    /// Skyhook and node, after the last edit of the state.
+    /// (see [`stamp_transitions`]) into `stageTimes_<skyhook>`; the stage attempts this plan
+    /// finished. Called once per Skyhook and node, after the last edit of the state.
     pub(super) fn stamp_transitions(
         &mut self,
         skyhook: &str,
         now: Timestamp,
     ) -> Vec<FinishedStage> {
-        let state = self.work_state(skyhook);
-        let written = state.read.clone().unwrap_or_default();
-        stamp_transitions(&written, &mut state.now, now)
+        let (stamped, finished) = self.stamped(skyhook, now);
+        let key = keys::stage_times_annotation(skyhook);
+        let written =
+            (self.annotations.get(&key)).and_then(|text| TransitionTimes::parse(text).ok());
+        if written.as_ref() != Some(&stamped) {
+            let text = (!stamped.is_empty()).then(|| stamped.to_annotation());
+            self.set_or_remove_annotation(&key, text.as_deref());
+        }
+        finished
     }
 
     /// When `skyhook`'s node state last changed as this plan leaves it so far: an entry this
     /// plan changed counts as changed `now`, as [`NodeWork::stamp_transitions`] will stamp it.
     pub(super) fn last_transition(&mut self, skyhook: &str, now: Timestamp) -> Option<Timestamp> {
+        self.stamped(skyhook, now).0.latest()
+    }
+
+    /// [`stamp_transitions`] of `skyhook`'s node state as this plan leaves it so far.
+    fn stamped(&mut self, skyhook: &str, now: Timestamp) -> (TransitionTimes, Vec<FinishedStage>) {
         let state = self.work_state(skyhook);
         let written = state.read.clone().unwrap_or_default();
-        let mut stamped = state.now.clone();
-        stamp_transitions(&written, &mut stamped, now);
-        stamped
-            .iter()
-            .filter_map(|(_, entry)| entry.last_transition_time.as_ref().map(|t| t.0))
-            .max()
+        stamp_transitions(&written, &state.times, &state.now, now)
     }
 
     /// Whether the node holds a fleet slot as this plan leaves it so far: some Skyhook's cordon,
@@ -395,7 +410,7 @@ impl<'s> NodeWork<'s> {
                 let text = if state.now.is_empty() {
                     let was_there = self.view.annotations.contains_key(&key);
                     (was_there && !state.reset).then(|| state.now.to_annotation())
-                } else if state.read.as_ref() == Some(&state.now) {
+                } else if state.read.as_ref() == Some(&state.now) && !state.legacy_times {
                     self.view.annotations.get(&key).map(str::to_owned)
                 } else {
                     Some(state.now.to_annotation())

@@ -952,10 +952,10 @@ fn a_newer_operators_version_marker_is_never_lowered() {
     let mut older = node("older", 1);
     worker
         .annotations
-        .insert(&keys::node_version_annotation("taken-over"), newer);
+        .insert(keys::node_version_annotation("taken-over"), newer);
     older
         .annotations
-        .insert(&keys::node_version_annotation("taken-over"), "v0.9.1");
+        .insert(keys::node_version_annotation("taken-over"), "v0.9.1");
     let mut taken_over = skyhook("taken-over", vec![package("one", "1.0.0")]);
     taken_over.metadata.annotations = Some(BTreeMap::from([(
         keys::VERSION_ANNOTATION.to_owned(),

@@ -1,10 +1,11 @@
 //! Transition times and stage durations: each finished stage attempt is reported once with the
-//! time since its previous transition, the node annotation carries the times, and the Skyhook
-//! status mirror does not.
+//! time since its previous transition; the times live in the node annotation
+//! `stageTimes_<skyhook>`, beside a node state that stays exactly upstream's JSON.
 
 use jiff::SignedDuration;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
+use skyhook_api::transition::recorded_times;
 use skyhook_api::v1alpha1::Stage;
 
 use super::sim::{Sim, node, package, skyhook};
@@ -50,26 +51,54 @@ fn each_finished_stage_is_reported_once_with_its_duration() {
     };
     assert_eq!(rows, vec![row(Stage::Apply), row(Stage::Config)]);
 
-    let annotation = sim
-        .node("node-0")
-        .annotations
+    // The times live beside the node state, which stays exactly upstream's JSON.
+    let annotations = &sim.node("node-0").annotations;
+    let state_text = annotations
         .get(&keys::node_state_annotation(NAME))
         .expect("the node state annotation");
-    let state = NodeState::parse(annotation).unwrap();
+    assert_eq!(
+        state_text,
+        r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/agentless","stage":"config","state":"complete"}}"#
+    );
+    let state = NodeState::parse(state_text).unwrap();
     let entry = state.get_version("tuning", "1.0.0").unwrap();
+    let times = recorded_times(annotations, NAME);
     assert!(
-        entry.last_transition_time.is_some(),
-        "the node carries the time: {annotation}"
+        times.of(entry).is_some(),
+        "the node carries the time: {:?}",
+        annotations.get(&keys::stage_times_annotation(NAME))
     );
     let status = sim.skyhook(NAME).status.clone().unwrap();
     let mirrored = status.node_state["node-0"]
         .get_version("tuning", "1.0.0")
         .unwrap();
-    assert_eq!(
-        mirrored.last_transition_time, None,
-        "the status mirror does not"
+    assert_eq!(mirrored, entry, "the status mirrors the node state");
+}
+
+#[test]
+fn times_our_earlier_releases_wrote_into_the_node_state_move_to_their_own_annotation() {
+    let mut sim = Sim::new(
+        vec![node("node-0", 0)],
+        vec![skyhook(NAME, vec![package("tuning", "1.0.0")])],
     );
-    assert!(mirrored.same_progress(entry));
+    sim.run(20);
+    let upstream_form = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/agentless","stage":"config","state":"complete"}}"#;
+    let ours_before = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/agentless","stage":"config","state":"complete","lastTransitionTime":"2027-01-15T08:00:00Z"}}"#;
+    let node = std::sync::Arc::make_mut(&mut sim.snapshot.nodes[0]);
+    node.annotations
+        .insert(keys::node_state_annotation(NAME), ours_before);
+    node.annotations.remove(&keys::stage_times_annotation(NAME));
+    let planned = sim.step();
+    let patch = &planned.nodes["node-0"].annotations;
+    assert_eq!(
+        patch[&keys::node_state_annotation(NAME)].as_deref(),
+        Some(upstream_form),
+        "written again in upstream's form"
+    );
+    let times = recorded_times(&sim.node("node-0").annotations, NAME);
+    let expected: jiff::Timestamp = "2027-01-15T08:00:00Z".parse().unwrap();
+    assert_eq!(times.latest(), Some(expected), "the time is kept");
+    assert!(sim.step().nodes.is_empty(), "then settled");
 }
 
 #[test]
