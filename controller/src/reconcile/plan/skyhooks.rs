@@ -16,6 +16,7 @@ use skyhook_api::budget::{
     CompartmentSpec, NodeActivity, fleet_wait_message, legacy_compartments, next_node_order_offset,
     node_orders, policy_compartments, slot_hold, uncordon_on_failure,
 };
+use skyhook_api::deletion::erroring_block;
 use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until};
 use skyhook_api::interrupt::has_interrupt;
 use skyhook_api::keys::{self, operator_version_to_write};
@@ -29,7 +30,6 @@ use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
 use skyhook_api::window::{WindowState, window_state, window_wait_message};
 
-use super::deletion::erroring_block;
 use super::packages::changed_keys;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
 use super::status::{NextStatus, Outcome, invalid_status, next_status};
