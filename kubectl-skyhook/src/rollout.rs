@@ -14,7 +14,9 @@ use skyhook_api::keys;
 use skyhook_api::node_mirror::NodeRecordKeys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
-use skyhook_api::runtime_required::parse_taint;
+// The plugin cannot see the operator's configuration: a runtime-required Skyhook is taken to
+// tolerate the default taint.
+use skyhook_api::runtime_required::{DEFAULT_RUNTIME_REQUIRED_TAINT, parse_taint};
 use skyhook_api::stage::node_complete;
 use skyhook_api::string_map::StringMap;
 use skyhook_api::toleration::node_selection_tolerations;
@@ -22,10 +24,6 @@ use skyhook_api::uninstall::{UninstallMode, UninstallRules};
 use skyhook_api::v1alpha1::{BatchState, Skyhook, Status};
 
 use crate::cluster::{self, Cluster, name_of};
-
-/// The operator's default runtime-required taint. The plugin cannot see the operator's
-/// configuration, so a runtime-required Skyhook is assumed to tolerate the default taint.
-pub const DEFAULT_RUNTIME_REQUIRED_TAINT: &str = "skyhook.nvidia.com=runtime-required:NoSchedule";
 
 /// One node selected by the Skyhook.
 #[derive(Debug, Clone)]

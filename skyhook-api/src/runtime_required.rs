@@ -8,6 +8,10 @@ use k8s_openapi::api::core::v1::Taint;
 use crate::keys::GROUP;
 use crate::string_map::StringMap;
 
+/// The runtime-required taint the operator applies and removes unless configured otherwise
+/// (`RUNTIME_REQUIRED_TAINT`, chart value `runtimeRequiredTaint`), as `key=value:Effect`.
+pub const DEFAULT_RUNTIME_REQUIRED_TAINT: &str = "skyhook.nvidia.com=runtime-required:NoSchedule";
+
 /// Why a taint specification did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

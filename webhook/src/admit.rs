@@ -9,6 +9,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::de::DeserializeOwned;
+use skyhook_api::keys::GROUP;
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook};
 use skyhook_api::validate::{
     UpdateVerdict, ValidationContext, Violation, Violations, admission_warnings, default_policy,
@@ -17,9 +18,6 @@ use skyhook_api::validate::{
 };
 
 use crate::lookups::Lookups;
-
-/// The API group of both resources.
-pub const GROUP: &str = "skyhook.nvidia.com";
 
 /// The four webhook endpoints, with upstream's paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -162,6 +162,13 @@ fn default_values_render_the_whole_operator() -> anyhow::Result<()> {
     ensure!(env("LEADER_ELECTION") == Some("true"));
     ensure!(env("AGENT_IMAGE") == Some("ghcr.io/skyhook-rs/skyhook-agent:0.1.0"));
     ensure!(env("IMAGE_PULL_SECRET") == Some(""));
+    // The chart's default is the controller's and the plugin's: one constant.
+    ensure!(
+        env("RUNTIME_REQUIRED_TAINT")
+            == Some(skyhook_api::runtime_required::DEFAULT_RUNTIME_REQUIRED_TAINT),
+        "RUNTIME_REQUIRED_TAINT: {:?}",
+        env("RUNTIME_REQUIRED_TAINT")
+    );
     ensure!(
         env_of(&manager, "NAMESPACE").map(|e| &e["valueFrom"]["fieldRef"]["fieldPath"])
             == Some(&json!("metadata.namespace"))
