@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use skyhook_api::budget::{
     BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, NodeActivity, Selection,
-    assign_nodes, legacy_compartments, policy_compartments, slot_hold,
+    assign_nodes, skyhook_compartments, slot_hold,
 };
-use skyhook_api::interrupt::has_interrupt;
+use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::keys;
 use skyhook_api::node_mirror::NodeRecordKeys;
 use skyhook_api::node_state::NodeState;
@@ -166,15 +166,12 @@ fn compartment_specs(
     cluster: &Cluster,
     node_count: usize,
 ) -> (Vec<CompartmentSpec>, bool) {
-    match skyhook.spec.policy_name() {
-        Some(policy) => match cluster.policy(policy) {
-            Some(policy) => (policy_compartments(&policy.spec), false),
-            None => (Vec::new(), true),
-        },
-        None => (
-            legacy_compartments(skyhook.spec.interruption_budget.as_ref(), node_count),
-            false,
-        ),
+    let policy = (skyhook.spec.policy_name())
+        .and_then(|name| cluster.policy(name))
+        .map(|policy| &policy.spec);
+    match skyhook_compartments(&skyhook.spec, policy, node_count) {
+        Some(compartments) => (compartments, false),
+        None => (Vec::new(), true),
     }
 }
 
@@ -298,7 +295,8 @@ pub fn node_status(node: &Node, skyhook: &str) -> Status {
 /// Whether every package of `skyhook` is complete in `state` (the node completion rule, with
 /// each package's effective interrupt).
 pub fn is_complete(skyhook: &Skyhook, state: &NodeState) -> bool {
-    let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
+    let no_updates = BTreeMap::new();
+    let updates = (skyhook.status.as_ref()).map_or(&no_updates, |s| &s.config_updates);
     // Only `plan` asks for the controller's mode; the completion of a node does not depend on
     // it except for legacy uninstall entries, which `legacy` counts as incomplete.
     let rules = UninstallRules {
@@ -312,17 +310,6 @@ pub fn is_complete(skyhook: &Skyhook, state: &NodeState) -> bool {
             .get(package)
             .is_some_and(|p| has_interrupt(p, changed_keys(updates, package)))
     })
-}
-
-/// The config keys changed in the current change cycle of a package.
-pub fn changed_keys<'s>(
-    updates: Option<&'s BTreeMap<String, Vec<String>>>,
-    package: &str,
-) -> &'s [String] {
-    updates
-        .and_then(|u| u.get(package))
-        .map(Vec::as_slice)
-        .unwrap_or_default()
 }
 
 fn progress_of<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> SkyhookProgress<'c> {

@@ -43,6 +43,12 @@ pub fn has_interrupt(package: &Package, changed_keys: &[String]) -> bool {
     !effective_interrupts(package, changed_keys).is_empty()
 }
 
+/// The config keys of `package` changed in its current change cycle: its entry of the
+/// Skyhook's `status.configUpdates` (`updates`), empty when it has none.
+pub fn changed_keys<'u>(updates: &'u BTreeMap<String, Vec<String>>, package: &str) -> &'u [String] {
+    updates.get(package).map_or(&[][..], Vec::as_slice)
+}
+
 /// The one interrupt a node gets for a wave of packages, and the package that owns it (whose
 /// interrupt pod runs it; the others are `skipped` and promoted when it succeeds).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use skyhook_api::budget::{legacy_compartments, policy_compartments};
+use skyhook_api::budget::skyhook_compartments;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
@@ -68,18 +68,13 @@ pub fn compartment_strategies(
     policies: &[Arc<DeploymentPolicy>],
     targets: usize,
 ) -> BTreeMap<String, StrategyKind> {
-    let compartments = match skyhook.spec.policy_name() {
-        None => legacy_compartments(skyhook.spec.interruption_budget.as_ref(), targets),
-        Some(name) => match policies
-            .iter()
+    let policy = (skyhook.spec.policy_name()).and_then(|name| {
+        (policies.iter())
             .find(|policy| policy.metadata.name.as_deref() == Some(name))
-        {
-            Some(policy) => policy_compartments(&policy.spec),
-            None => Vec::new(),
-        },
-    };
-    compartments
-        .iter()
+            .map(|policy| &policy.spec)
+    });
+    let compartments = skyhook_compartments(&skyhook.spec, policy, targets);
+    (compartments.iter().flatten())
         .map(|compartment| (compartment.name.clone(), compartment.strategy_kind()))
         .collect()
 }

@@ -3,6 +3,8 @@
 //! its exit code or reason and restarts; the progress of explicit uninstalls; blocked nodes and
 //! why; what happens next.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Serialize;
@@ -15,9 +17,9 @@ use skyhook_api::v1alpha1::{PackageStatus, Skyhook, State, Status};
 use crate::cluster::{self, Cluster, name_of, pod_label, pod_node};
 use crate::eta::{describe, rollout_estimate};
 use crate::output::{Block, Cell, Table, Tone, View};
-use crate::rollout::{CompartmentView, NodeFacts, Rollout, changed_keys};
+use crate::rollout::{CompartmentView, NodeFacts, Rollout};
 use crate::views::{UninstallRow, uninstall_progress, uninstall_table};
-use skyhook_api::interrupt::has_interrupt;
+use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::stage::package_complete;
 
 /// Most node names listed inline in a sentence.
@@ -345,7 +347,8 @@ fn current_package(
         ));
     }
     let skyhook = rollout.skyhook;
-    let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
+    let no_updates = BTreeMap::new();
+    let updates = (skyhook.status.as_ref()).map_or(&no_updates, |s| &s.config_updates);
     skyhook
         .spec
         .packages

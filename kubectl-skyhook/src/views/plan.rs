@@ -8,7 +8,7 @@ use std::iter::successors;
 
 use serde::Serialize;
 use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentNodes, evaluate_batch};
-use skyhook_api::interrupt::{effective_interrupts, has_interrupt, merge_interrupts};
+use skyhook_api::interrupt::{changed_keys, effective_interrupts, has_interrupt, merge_interrupts};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::stage::{
     apply_edits, package_complete, pending_uninstalls, stage_after, version_changes,
@@ -19,7 +19,7 @@ use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Statu
 
 use crate::cluster::{Cluster, name_of};
 use crate::output::{Block, Cell, Table, Tone, View};
-use crate::rollout::{NodeFacts, Rollout, candidate, changed_keys, tolerations};
+use crate::rollout::{NodeFacts, Rollout, candidate, tolerations};
 
 /// `plan` JSON/YAML.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -91,7 +91,8 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook, mode: UninstallMode) -> PlanVi
     if rollout.nodes.is_empty() {
         notes.push("no node matches spec.nodeSelectors".into());
     }
-    let updates = effective.status.as_ref().map(|s| &s.config_updates);
+    let no_updates = BTreeMap::new();
+    let updates = (effective.status.as_ref()).map_or(&no_updates, |s| &s.config_updates);
     let nodes = rollout
         .nodes
         .iter()

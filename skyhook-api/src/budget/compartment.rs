@@ -7,7 +7,7 @@ use crate::selector::Selector;
 use crate::string_map::StringMap;
 use crate::v1alpha1::{
     DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, InterruptionBudget, PolicyBudget,
-    StrategyKind,
+    SkyhookSpec, StrategyKind,
 };
 
 use super::ceiling::{legacy_ceiling, policy_ceiling};
@@ -44,6 +44,25 @@ impl CompartmentSpec {
     /// Whether this is the catch-all compartment.
     pub fn is_default(&self) -> bool {
         self.selector.is_none()
+    }
+}
+
+/// The compartments a Skyhook with spec `spec` rolls out by over `nodes` selected nodes: its
+/// DeploymentPolicy's ([`policy_compartments`]) when it names one, else the legacy budget's
+/// ([`legacy_compartments`]). `None` when it names a policy and `policy`, the one found by that
+/// name, is `None`: nothing rolls out until the policy exists.
+pub fn skyhook_compartments(
+    spec: &SkyhookSpec,
+    policy: Option<&DeploymentPolicySpec>,
+    nodes: usize,
+) -> Option<Vec<CompartmentSpec>> {
+    match (spec.policy_name(), policy) {
+        (None, _) => Some(legacy_compartments(
+            spec.interruption_budget.as_ref(),
+            nodes,
+        )),
+        (Some(_), Some(policy)) => Some(policy_compartments(policy)),
+        (Some(_), None) => None,
     }
 }
 

@@ -16,7 +16,9 @@ mod slot;
 
 pub use batch::next_batch_size;
 pub use ceiling::{legacy_ceiling, policy_ceiling};
-pub use compartment::{CompartmentSpec, assign_nodes, legacy_compartments, policy_compartments};
+pub use compartment::{
+    CompartmentSpec, assign_nodes, legacy_compartments, policy_compartments, skyhook_compartments,
+};
 pub use evaluate::{
     BatchObservation, BatchOutcome, evaluate_batch, reset_batch_state_enabled, reset_batch_states,
 };

@@ -6,15 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use skyhook_api::interrupt::{
-    ConfigChangeDecision, ConfigChangeNode, changed_config_keys, config_change_decision,
-    has_interrupt, record_config_updates,
+    ConfigChangeDecision, ConfigChangeNode, changed_config_keys, changed_keys,
+    config_change_decision, has_interrupt, record_config_updates,
 };
 use skyhook_api::stage::package_complete;
 use skyhook_api::uninstall::in_cycle_stage;
 use skyhook_api::v1alpha1::{Package, PackageStatus, SkyhookStatus, Stage, State, Status};
 
 use super::Planner;
-use super::packages::changed_keys;
 use super::skyhooks::Pass;
 use crate::configmaps::package_configmap;
 use crate::names::package_label;

@@ -13,12 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use skyhook_api::conditions::{
     NodeStateRead, UninstallConditions, UninstallFacts, uninstall_conditions,
 };
-use skyhook_api::interrupt::has_interrupt;
+use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus, Status};
 
 use super::Planner;
-use super::packages::changed_keys;
 use super::skyhooks::Pass;
 use super::status::Outcome;
 use crate::reconcile::snapshot::NodeView;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use skyhook_api::graph::PackageGraph;
 use skyhook_api::interrupt::{
-    MergedInterrupt, effective_interrupts, has_interrupt, merge_interrupts,
+    MergedInterrupt, changed_keys, effective_interrupts, has_interrupt, merge_interrupts,
 };
 use skyhook_api::node_state::NodeState;
 use skyhook_api::resources::{CpuMemory, pod_requests};
@@ -23,13 +23,6 @@ use super::{EventTarget, PlannedPod, Planner};
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, package_pod};
-
-pub(super) fn changed_keys<'u>(
-    updates: &'u BTreeMap<String, Vec<String>>,
-    package: &str,
-) -> &'u [String] {
-    updates.get(package).map_or(&[][..], Vec::as_slice)
-}
 
 /// Whether uninstalling `package` needs the node cordoned and drained first. The node-state
 /// entry records no interrupt. A downgraded package is judged by its spec version's interrupt.

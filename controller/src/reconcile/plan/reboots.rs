@@ -11,11 +11,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use skyhook_api::interrupt::effective_interrupts;
+use skyhook_api::interrupt::{changed_keys, effective_interrupts};
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{InterruptType, PackageStatus, State, Status};
 
-use super::packages::changed_keys;
 use super::skyhooks::Pass;
 use super::{EventTarget, Planner};
 use crate::pod_outcome::{deadline_after, humantime};

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
-    CompartmentSpec, NodeActivity, fleet_wait_message, legacy_compartments, next_node_order_offset,
-    node_orders, policy_compartments, slot_hold, uncordon_on_failure,
+    CompartmentSpec, NodeActivity, fleet_wait_message, next_node_order_offset, node_orders,
+    skyhook_compartments, slot_hold, uncordon_on_failure,
 };
 use skyhook_api::deletion::erroring_block;
 use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until};
-use skyhook_api::interrupt::has_interrupt;
+use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::keys::{self, operator_version_to_write};
 use skyhook_api::node_mirror::{NodeRecordKeys, pick_time_text};
 use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
@@ -30,7 +30,6 @@ use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status
 use skyhook_api::validate::{ValidationContext, validate_skyhook};
 use skyhook_api::window::{WindowState, window_state, window_wait_message};
 
-use super::packages::changed_keys;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
 use super::status::{NextStatus, Outcome, invalid_status, next_status};
 use super::taints::matched_nodes;
@@ -252,14 +251,10 @@ impl<'s> Planner<'s> {
         let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
         outcome.policy_missing = policy_name.is_some() && policy.is_none();
         self.set_node_statuses(pass, &nodes, outcome.policy_missing);
-        if !skyhook.is_disabled() && !skyhook.is_paused() && !outcome.policy_missing {
-            let compartments = match policy {
-                Some(policy) => policy_compartments(policy),
-                None => legacy_compartments(
-                    skyhook.spec.interruption_budget.as_ref(),
-                    pass.matched.len(),
-                ),
-            };
+        let compartments = skyhook_compartments(&skyhook.spec, policy, pass.matched.len());
+        if let Some(compartments) =
+            compartments.filter(|_| !skyhook.is_disabled() && !skyhook.is_paused())
+        {
             let batch = Batch {
                 compartments: &compartments,
                 policy: policy.map(|p| (policy_name.unwrap_or_default(), p)),
