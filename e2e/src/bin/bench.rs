@@ -1,5 +1,5 @@
 //! `bench`: skyhook's benchmark on fresh devclusters of light nodes. One JSON object per case on
-//! stdout, Markdown tables on stderr. See the README's Performance section.
+//! stdout, Markdown tables on stderr. See docs/performance.md.
 
 use std::time::Duration;
 
