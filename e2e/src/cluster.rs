@@ -51,6 +51,16 @@ impl Installed {
             .with_context(|| format!("controller log tail:\n{}", self.controller_log_tail(40)))
     }
 
+    /// Waits until the Skyhook is `complete` and the controller has seen its current
+    /// generation (a rollout of the last edit finished, not an earlier one).
+    pub async fn wait_settled(&self, skyhook: &str) -> anyhow::Result<DynamicObject> {
+        self.wait_for_skyhook(skyhook, "complete at its current generation", |s| {
+            skyhook_status(s) == Some("complete")
+                && s.data["status"]["observedGeneration"].as_i64() == s.metadata.generation
+        })
+        .await
+    }
+
     /// The controller's Prometheus port on 127.0.0.1 (see [`crate::metrics`]).
     pub fn metrics_port(&self) -> u16 {
         self.controller.record().metrics_port

@@ -22,9 +22,9 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
 
+use e2e::Setup;
 use e2e::nodes::{self, is_cordoned, node_state_key, stages, wait_for_node};
 use e2e::pods::NAMESPACE;
-use e2e::{Installed, Setup};
 
 const STALL: &str = r#"
 apiVersion: skyhook.nvidia.com/v1alpha1
@@ -99,22 +99,6 @@ const NODES: [&str; 2] = ["node-1", "node-2"];
 /// How long the deletion may take, once asked for (upstream's own test allows 30 s).
 const DELETION_DEADLINE: Duration = Duration::from_secs(60);
 
-fn settled_complete(skyhook: &DynamicObject) -> bool {
-    e2e::skyhook_status(skyhook) == Some("complete")
-        && skyhook.data["status"]["observedGeneration"].as_i64() == skyhook.metadata.generation
-}
-
-async fn wait_complete(installed: &Installed, skyhook: &str) -> anyhow::Result<()> {
-    installed
-        .wait_for_skyhook(
-            skyhook,
-            "complete at its current generation",
-            settled_complete,
-        )
-        .await?;
-    Ok(())
-}
-
 /// The node's entry for `key` of `skyhook`: `(stage, state, restarts)`.
 fn entry(node: &Node, skyhook: &str, key: &str) -> Option<(String, String, u64)> {
     let state = nodes::node_state(node, skyhook).ok()?;
@@ -147,15 +131,15 @@ async fn deleting_a_skyhook_whose_package_keeps_failing() -> anyhow::Result<()> 
     let client = installed.cluster.client()?;
     e2e::apply_yaml(&client, OTHER).await?;
     e2e::apply_yaml(&client, STALL).await?;
-    wait_complete(&installed, "other").await?;
-    wait_complete(&installed, "stall").await?;
+    installed.wait_settled("other").await?;
+    installed.wait_settled("stall").await?;
 
     // A config change rolled out.
     let level_two = json!({"spec": {"packages": {"bb": {
         "configMap": {"settings.conf": "level=2\n"}
     }}}});
     e2e::merge_patch_skyhook(&client, "stall", &level_two).await?;
-    wait_complete(&installed, "stall").await?;
+    installed.wait_settled("stall").await?;
 
     // bb now fails on every attempt, its config changed once more; aa's image has an inline tag.
     let failing = json!({"spec": {"packages": {
@@ -259,8 +243,8 @@ async fn deleting_a_skyhook_whose_package_keeps_failing() -> anyhow::Result<()> 
     }
 
     // The Skyhooks that waited for the nodes finish, and leave them schedulable.
-    wait_complete(&installed, "other").await?;
-    wait_complete(&installed, "third").await?;
+    installed.wait_settled("other").await?;
+    installed.wait_settled("third").await?;
     for node in NODES {
         let found = wait_for_node(&client, node, "uncordoned", |n| !is_cordoned(n)).await?;
         let other = stages(&found, "other");

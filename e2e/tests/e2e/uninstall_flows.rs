@@ -27,23 +27,6 @@ use e2e::{Installed, Recorder, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE};
 
 const NODE: &str = "node-1";
 
-/// `status.status` is `complete` and the controller has seen the current generation.
-fn settled_complete(skyhook: &DynamicObject) -> bool {
-    e2e::skyhook_status(skyhook) == Some("complete")
-        && skyhook.data["status"]["observedGeneration"].as_i64() == skyhook.metadata.generation
-}
-
-async fn wait_settled(installed: &Installed, skyhook: &str) -> anyhow::Result<()> {
-    installed
-        .wait_for_skyhook(
-            skyhook,
-            "complete at its current generation",
-            settled_complete,
-        )
-        .await?;
-    Ok(())
-}
-
 /// The node's `(stage, state)` of `key` (`<pkg>|<version>`) for `skyhook`; `None`: absent.
 fn entry(node: &Node, skyhook: &str, key: &str) -> Option<(String, String)> {
     stages(node, skyhook).remove(key)
@@ -248,7 +231,7 @@ async fn explicit_uninstall_with_the_real_agent_leaves_the_nodes_clean() -> anyh
     let client = installed.cluster.client()?;
     let roots = node_roots(&installed)?;
     e2e::apply_yaml(&client, &real_skyhook()).await?;
-    wait_settled(&installed, REAL).await?;
+    installed.wait_settled(REAL).await?;
     assert_marks(&roots, &["files", "kernel", "plain"], "installed");
 
     uninstall_without_interrupt(&installed, &roots).await?;
@@ -274,7 +257,7 @@ async fn uninstall_without_interrupt(
         entry(n, REAL, "files|1.1.1").is_none()
     })
     .await?;
-    wait_settled(installed, REAL).await?;
+    installed.wait_settled(REAL).await?;
     assert_marks(roots, &["kernel", "plain"], "files' uninstall ran");
     for node in nodes.values() {
         let left = stages(node, REAL);
@@ -347,7 +330,7 @@ async fn uninstall_with_reboot(installed: &Installed, roots: &[PathBuf]) -> anyh
         },
     )
     .await?;
-    wait_settled(installed, REAL).await?;
+    installed.wait_settled(REAL).await?;
     for node in done.values() {
         assert!(is_complete(node, REAL, "plain|1.1.1"));
     }
@@ -410,7 +393,7 @@ async fn cancel_during_uninstall_interrupt(
         is_complete(n, REAL, "files|1.1.1") && is_complete(n, REAL, "kernel|1.1.1")
     })
     .await?;
-    wait_settled(installed, REAL).await?;
+    installed.wait_settled(REAL).await?;
     assert_marks(roots, &["files", "kernel", "plain"], "reinstalled");
 
     let recorded =
@@ -439,7 +422,7 @@ async fn cancel_during_uninstall_interrupt(
         is_complete(n, REAL, "kernel|1.1.1") && !is_cordoned(n)
     })
     .await?;
-    wait_settled(installed, REAL).await?;
+    installed.wait_settled(REAL).await?;
     let interrupted = assert_cycle_finished_before_reinstall(&recorded.seen(), in_interrupt)?;
     ensure!(interrupted > 0, "no node was seen in uninstall-interrupt");
     assert_marks(
@@ -589,7 +572,7 @@ async fn explicit_uninstall_cancel_failure_deletion_and_legacy_downgrades() -> a
         "keep": agentless("1.2.3", &[("SLEEP_LEN", "0")], None),
     });
     e2e::apply_yaml(&client, &light_skyhook(FLOWS, packages)).await?;
-    wait_settled(&installed, FLOWS).await?;
+    installed.wait_settled(FLOWS).await?;
     let pods = record_pods(&client, FLOWS).await?;
 
     cancel_during_uninstall(&installed).await?;
@@ -633,7 +616,7 @@ async fn cancel_during_uninstall(installed: &Installed) -> anyhow::Result<()> {
         entry_is(n, FLOWS, SLOW, "config", "complete")
     })
     .await?;
-    wait_settled(installed, FLOWS).await?;
+    installed.wait_settled(FLOWS).await?;
     let steps = history(&recorded.seen(), FLOWS, SLOW);
     let uninstalling = steps
         .iter()
@@ -678,7 +661,7 @@ async fn failing_uninstall_fixed_by_an_env_edit(
         entry(n, FLOWS, SLOW).is_none()
     })
     .await?;
-    wait_settled(installed, FLOWS).await?;
+    installed.wait_settled(FLOWS).await?;
     let seen = pods.seen();
     let exit_codes: Vec<Option<String>> = pods_of(&seen, "slow", "uninstall", "1.2.3")
         .into_iter()
@@ -716,11 +699,11 @@ async fn deletion_blocked_while_paused_then_disabled(installed: &Installed) -> a
         is_complete(n, FLOWS, SLOW)
     })
     .await?;
-    wait_settled(installed, FLOWS).await?;
+    installed.wait_settled(FLOWS).await?;
     // Installed as it is, its uninstall will fail.
     let failing = json!({"env": env_list(&[("SLEEP_LEN", "0"), ("EXIT_CODE", "1")])});
     patch_package(&client, FLOWS, "slow", failing).await?;
-    wait_settled(installed, FLOWS).await?;
+    installed.wait_settled(FLOWS).await?;
 
     let events_config = watcher::Config::default().fields(&format!("involvedObject.name={FLOWS}"));
     let events = Recorder::start(Api::<Event>::all(client.clone()), events_config).await?;
@@ -794,7 +777,7 @@ async fn downgrades_in_legacy_mode(installed: &Installed) -> anyhow::Result<()> 
         "old": agentless("2.0.0", &env, Some(uninstall(false, false))),
     });
     e2e::apply_yaml(&client, &light_skyhook(DOWNGRADE, packages)).await?;
-    wait_settled(installed, DOWNGRADE).await?;
+    installed.wait_settled(DOWNGRADE).await?;
     patch_package(
         &client,
         DOWNGRADE,
@@ -806,7 +789,7 @@ async fn downgrades_in_legacy_mode(installed: &Installed) -> anyhow::Result<()> 
         entry(n, DOWNGRADE, "tool|2.0.0").is_none()
     })
     .await?;
-    wait_settled(installed, DOWNGRADE).await?;
+    installed.wait_settled(DOWNGRADE).await?;
 
     let pods = record_pods(&client, DOWNGRADE).await?;
     let earlier = uids(&pods);
@@ -819,7 +802,7 @@ async fn downgrades_in_legacy_mode(installed: &Installed) -> anyhow::Result<()> 
         is_complete(n, DOWNGRADE, "tool|1.0.0") && is_complete(n, DOWNGRADE, "old|1.0.0")
     })
     .await?;
-    wait_settled(installed, DOWNGRADE).await?;
+    installed.wait_settled(DOWNGRADE).await?;
     let keys: Vec<String> = stages(&node, DOWNGRADE).into_keys().collect();
     assert_eq!(
         keys,
@@ -856,14 +839,14 @@ async fn explicit_mode_downgrade_keeps_the_old_entry_as_a_marker() -> anyhow::Re
         "old": agentless("2.0.0", &[("SLEEP_LEN", "0")], Some(uninstall(false, false))),
     });
     e2e::apply_yaml(&client, &light_skyhook(NAME, packages)).await?;
-    wait_settled(&installed, NAME).await?;
+    installed.wait_settled(NAME).await?;
     let pods = record_pods(&client, NAME).await?;
     patch_package(&client, NAME, "old", json!({"version": "1.0.0"})).await?;
     let node = wait_for_node(&client, NODE, "old at 1.0.0", |n| {
         is_complete(n, NAME, "old|1.0.0")
     })
     .await?;
-    wait_settled(&installed, NAME).await?;
+    installed.wait_settled(NAME).await?;
     ensure!(
         is_complete(&node, NAME, "old|2.0.0"),
         "the old entry stays as it was: {:?}",
