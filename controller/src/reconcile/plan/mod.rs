@@ -431,9 +431,10 @@ impl<'s> Planner<'s> {
                 .is_some_and(|created| created.iter().any(|(s, _)| s == skyhook))
     }
 
-    /// Where the Skyhook `pod` works for stands.
+    /// Where the Skyhook `pod` works for stands. Every pod of the snapshot has an entry; one
+    /// without would be taken as wanted, which deletes nothing.
     fn owner_of(&self, pod: &OwnedPod) -> PodOwner {
-        (self.pod_owners.get(pod.name.as_str()).copied()).unwrap_or(PodOwner::Gone)
+        (self.pod_owners.get(pod.name.as_str()).copied()).unwrap_or(PodOwner::Live)
     }
 
     /// What becomes of `pod` whatever its status says (see [`skyhook_api::pod_owner`]).
