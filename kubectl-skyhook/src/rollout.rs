@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::jiff::Timestamp;
 use skyhook_api::budget::{
-    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, NodeActivity, Selection,
-    assign_nodes, skyhook_compartments, slot_hold,
+    BlockReason, CandidateNode, CompartmentSpec, NodeActivity, skyhook_compartments, slot_hold,
 };
 use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::keys;
@@ -16,12 +16,12 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
 // The plugin cannot see the operator's configuration: a runtime-required Skyhook is taken to
 // tolerate the default taint.
+use skyhook_api::rollout::{CompartmentRollout, RolloutInput, RolloutNode, rollout};
 use skyhook_api::runtime_required::{DEFAULT_RUNTIME_REQUIRED_TAINT, parse_taint};
 use skyhook_api::stage::node_complete;
-use skyhook_api::string_map::StringMap;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::uninstall::{UninstallMode, UninstallRules};
-use skyhook_api::v1alpha1::{BatchState, Skyhook, Status};
+use skyhook_api::v1alpha1::{Skyhook, Status};
 
 use crate::cluster::{self, Cluster, name_of};
 
@@ -49,25 +49,7 @@ pub struct NodeFacts<'c> {
 }
 
 /// One compartment with its nodes and the selection the rules would make now.
-#[derive(Debug, Clone)]
-pub struct CompartmentView<'c> {
-    /// The compartment.
-    pub spec: CompartmentSpec,
-    /// Indexes into [`Rollout::nodes`].
-    pub nodes: Vec<usize>,
-    /// The ceiling over its nodes.
-    pub ceiling: usize,
-    /// The batch state from status, or the initial one.
-    pub batch_state: BatchState,
-    /// What selection picks and blocks now.
-    pub selection: Selection<'c>,
-    /// Complete nodes.
-    pub complete: usize,
-    /// Nodes in progress.
-    pub in_progress: usize,
-    /// Erroring, incomplete nodes.
-    pub erroring: usize,
-}
+pub type CompartmentView<'c> = CompartmentRollout<'c>;
 
 /// The rollout of one Skyhook.
 #[derive(Debug, Clone)]
@@ -85,19 +67,30 @@ pub struct Rollout<'c> {
 }
 
 impl<'c> Rollout<'c> {
-    /// Analyses `skyhook` (which need not be in `cluster`, for `plan`) against the cluster.
+    /// Analyses `skyhook` (which need not be in `cluster`, for `plan`) against the cluster,
+    /// with the rules' own [`rollout`]. The plugin cannot see maintenance windows' clock or
+    /// the health gate's node history as the controller does, so its selection is the
+    /// ungated one: what the controller picks once the gates are open.
     pub fn new(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Self {
+        let name = name_of(&skyhook.metadata);
         let nodes = node_facts(skyhook, cluster);
         let (specs, policy_missing) = compartment_specs(skyhook, cluster, nodes.len());
-        let assignment = assign(&specs, &nodes);
         let tolerations = tolerations(skyhook);
-        let compartments = specs
-            .into_iter()
-            .map(|spec| compartment_view(skyhook, spec, &nodes, &assignment, &tolerations))
-            .collect();
+        let rollout_nodes = rollout_nodes(name, &nodes);
+        let no_statuses = BTreeMap::new();
+        let recorded = (skyhook.status.as_ref()).map_or(&no_statuses, |s| &s.compartment_statuses);
+        let compartments = rollout(&RolloutInput {
+            compartments: &specs,
+            tolerations: &tolerations,
+            nodes: &rollout_nodes,
+            recorded,
+            may_start: true,
+            settle: None,
+            now: Timestamp::now(),
+        });
         Rollout {
             skyhook,
-            name: name_of(&skyhook.metadata),
+            name,
             nodes,
             compartments,
             policy_missing,
@@ -175,57 +168,15 @@ fn compartment_specs(
     }
 }
 
-/// Each node's compartment name, by node name.
-fn assign(specs: &[CompartmentSpec], nodes: &[NodeFacts<'_>]) -> BTreeMap<String, String> {
-    let labelled: Vec<(&str, &dyn StringMap)> = nodes
+/// The nodes as the rules see them, for `skyhook`.
+pub fn rollout_nodes<'c>(skyhook: &str, nodes: &[NodeFacts<'c>]) -> Vec<RolloutNode<'c>> {
+    nodes
         .iter()
-        .map(|n| (n.name, cluster::labels(n.node) as &dyn StringMap))
-        .collect();
-    assign_nodes(specs, &labelled)
-        .into_iter()
-        .map(|(node, compartment)| (node.to_owned(), compartment.to_owned()))
+        .map(|facts| RolloutNode {
+            candidate: candidate(skyhook, facts),
+            gate: None,
+        })
         .collect()
-}
-
-/// One compartment: its members among `nodes`, its ceiling, its batch state, and what the
-/// rules would select in it now.
-fn compartment_view<'c>(
-    skyhook: &'c Skyhook,
-    spec: CompartmentSpec,
-    nodes: &[NodeFacts<'c>],
-    assignment: &BTreeMap<String, String>,
-    tolerations: &[Toleration],
-) -> CompartmentView<'c> {
-    let name = name_of(&skyhook.metadata);
-    let members: Vec<usize> = nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| assignment.get(n.name) == Some(&spec.name))
-        .map(|(index, _)| index)
-        .collect();
-    let candidates: Vec<CandidateNode<'c>> = members
-        .iter()
-        .map(|&i| candidate(name, &nodes[i]))
-        .collect();
-    let classified = CompartmentNodes::new(candidates, tolerations);
-    let ceiling = spec.ceiling(members.len());
-    let batch_state = skyhook
-        .status
-        .as_ref()
-        .and_then(|s| s.compartment_statuses.get(&spec.name))
-        .and_then(|c| c.batch_state.clone())
-        .unwrap_or_else(BatchState::initial);
-    let selection = classified.select(spec.strategy.as_ref(), &batch_state, ceiling);
-    CompartmentView {
-        complete: classified.complete(),
-        in_progress: classified.in_progress(),
-        erroring: classified.erroring(),
-        spec,
-        nodes: members,
-        ceiling,
-        batch_state,
-        selection,
-    }
 }
 
 /// The tolerations node selection uses for `skyhook`.

@@ -19,6 +19,7 @@ pub mod ordering;
 pub mod pod_annotation;
 pub mod pod_owner;
 pub mod resources;
+pub mod rollout;
 pub mod runtime_required;
 pub mod selector;
 pub mod stage;

@@ -7,15 +7,16 @@ use std::collections::BTreeMap;
 use std::iter::successors;
 
 use serde::Serialize;
-use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentNodes, evaluate_batch};
+use skyhook_api::budget::BlockReason;
 use skyhook_api::interrupt::{changed_keys, effective_interrupts, has_interrupt, merge_interrupts};
 use skyhook_api::node_state::NodeState;
+use skyhook_api::rollout::{RolloutNode, batch_numbers};
 use skyhook_api::stage::{
     apply_edits, package_complete, pending_uninstalls, stage_after, version_changes,
 };
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::uninstall::{UninstallMode, UninstallRules, held_by_uninstall, node_uninstalls};
-use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State, Status};
+use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State};
 
 use crate::cluster::{Cluster, name_of};
 use crate::output::{Block, Cell, Table, Tone, View};
@@ -143,34 +144,35 @@ fn with_existing_status(planned: &Skyhook, existing: Option<&Skyhook>) -> Skyhoo
     effective
 }
 
-/// The batch each node would be picked in, compartment by compartment.
+/// The batch each node would be picked in, compartment by compartment: the rules' own
+/// [`batch_numbers`].
 fn predicted_batches<'c>(rollout: &Rollout<'c>, skyhook: &Skyhook) -> BTreeMap<&'c str, i32> {
     let tolerations = tolerations(skyhook);
-    let mut batches: BTreeMap<&str, i32> = BTreeMap::new();
-    for compartment in &rollout.compartments {
-        let candidates: Vec<CandidateNode<'_>> = compartment
-            .nodes
-            .iter()
-            .map(|&i| {
-                // The status the operator would introspect before selecting: e.g. a node
-                // marked complete that a new version makes incomplete goes back to `unknown`.
-                let facts = &rollout.nodes[i];
-                let mut node = candidate(name_of(&skyhook.metadata), facts);
-                node.status = node_status(NodeStatusInput {
-                    current: node.status,
-                    complete: node.complete,
-                    failing: node_erroring(&facts.state),
-                    ready: node.ready,
-                    disabled: false,
-                    paused: false,
-                    has_compartments: true,
-                });
-                node
-            })
-            .collect();
-        simulate_batches(candidates, &tolerations, compartment, &mut batches);
-    }
-    batches
+    let nodes: Vec<RolloutNode<'c>> = rollout
+        .nodes
+        .iter()
+        .map(|facts| {
+            // The status the operator would introspect before selecting: e.g. a node marked
+            // complete that a new version makes incomplete goes back to `unknown`.
+            let mut node = candidate(name_of(&skyhook.metadata), facts);
+            node.status = node_status(NodeStatusInput {
+                current: node.status,
+                complete: node.complete,
+                failing: node_erroring(&facts.state),
+                ready: node.ready,
+                disabled: false,
+                paused: false,
+                has_compartments: true,
+            });
+            RolloutNode {
+                candidate: node,
+                gate: None,
+            }
+        })
+        .collect();
+    (rollout.compartments.iter())
+        .flat_map(|compartment| batch_numbers(compartment, &nodes, &tolerations))
+        .collect()
 }
 
 /// Why no node of the Skyhook would be worked on at all, if none would.
@@ -214,41 +216,6 @@ fn node_blocked(rollout: &Rollout<'_>, facts: &NodeFacts<'_>) -> Option<String> 
         Some("waits for higher-priority Skyhooks to complete".to_owned())
     } else {
         None
-    }
-}
-
-/// Runs the compartment's node selection batch after batch, each batch succeeding, and
-/// records the batch number of every node picked. The batch state moves on exactly as the
-/// controller moves it: by [`evaluate_batch`] over the compartment after each batch. A stopped
-/// compartment picks nothing.
-fn simulate_batches<'c>(
-    mut candidates: Vec<CandidateNode<'c>>,
-    tolerations: &[k8s_openapi::api::core::v1::Toleration],
-    compartment: &crate::rollout::CompartmentView<'_>,
-    batches: &mut BTreeMap<&'c str, i32>,
-) {
-    let strategy = compartment.spec.strategy.as_ref();
-    let mut state = compartment.batch_state.clone();
-    // Each round completes at least one node, so the loop ends within one round per node.
-    for _ in 0..=candidates.len() {
-        let members = CompartmentNodes::new(candidates.clone(), tolerations);
-        state = evaluate_batch(strategy, &state, members.observation()).0;
-        let selection = members.select(strategy, &state, compartment.ceiling);
-        if selection.picks.is_empty() {
-            return;
-        }
-        for pick in &selection.picks {
-            batches.insert(pick, state.current_batch.max(1));
-        }
-        for node in &mut candidates {
-            if selection.picks.contains(&node.name) {
-                // Complete nodes leave `status.nodePriority` and free their slot.
-                node.complete = true;
-                node.status = Status::Complete;
-                node.picked = false;
-                node.hold = None;
-            }
-        }
     }
 }
 

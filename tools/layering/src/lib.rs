@@ -322,6 +322,23 @@ fn tokenize(code: &str) -> Vec<String> {
     tokens
 }
 
+/// The folders of a workspace's member crates, from the `members = [...]` of its `Cargo.toml`
+/// text, in the order written.
+pub fn workspace_members(manifest: &str) -> Vec<String> {
+    let Some(start) = manifest.find("members") else {
+        return Vec::new();
+    };
+    let list = &manifest[start..];
+    let (Some(open), Some(close)) = (list.find('['), list.find(']')) else {
+        return Vec::new();
+    };
+    list[open + 1..close]
+        .split(',')
+        .map(|member| member.trim().trim_matches('"').to_owned())
+        .filter(|member| !member.is_empty())
+        .collect()
+}
+
 /// A crate's source files: path relative to `src/`, and their text.
 pub type Sources = BTreeMap<PathBuf, String>;
 

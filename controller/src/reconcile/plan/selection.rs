@@ -2,20 +2,18 @@
 //! evaluate finished batches, pick the nodes to work on (sticky, ceiling-capped), and report
 //! the nodes that are ignored or carry taints the Skyhook does not tolerate.
 //!
-//! [`select`] is a pure function of the nodes as this plan left them so far ([`NodeFacts`]);
-//! the Skyhook's pass writes the returned [`Selection`] into its node statuses and status.
+//! [`select`] is a pure function of the nodes as this plan left them so far ([`NodeFacts`]),
+//! through the rules' one [`rollout`]; the Skyhook's pass writes the returned [`Selection`]
+//! into its node statuses and status.
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Taint, Toleration};
-use skyhook_api::budget::{
-    BlockReason, CandidateNode, CompartmentNodes, CompartmentSpec, SlotHold, assign_nodes,
-    block_reason, evaluate_batch,
-};
-use skyhook_api::health::{GateNode, GateState, Since, health_gate};
-use skyhook_api::string_map::StringMap;
-use skyhook_api::v1alpha1::{BatchState, CompartmentStatus, SkyhookStatus, Status};
+use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentSpec, SlotHold, block_reason};
+use skyhook_api::health::{GateNode, GateState, Since};
+use skyhook_api::rollout::{RolloutInput, RolloutNode, rollout};
+use skyhook_api::v1alpha1::{CompartmentStatus, SkyhookStatus, Status};
 
 use crate::reconcile::snapshot::NodeView;
 
@@ -82,55 +80,41 @@ pub(super) struct Selection {
 }
 
 /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work on
-/// (never more holding a slot per compartment than its ceiling).
+/// (never more holding a slot per compartment than its ceiling): the rules' own [`rollout`].
 pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
+    let nodes: Vec<RolloutNode<'_>> = input
+        .nodes
+        .iter()
+        .map(|f| RolloutNode {
+            candidate: candidate(f, input.status),
+            gate: f.worked_on.then(|| gate_node(f)),
+        })
+        .collect();
+    let compartments = rollout(&RolloutInput {
+        compartments: input.compartments,
+        tolerations: input.tolerations,
+        nodes: &nodes,
+        recorded: &input.status.compartment_statuses,
+        may_start: input.may_start,
+        settle: input.settle,
+        now: input.now,
+    });
     let mut selection = Selection {
         blocking: blocking(input.nodes, input.tolerations),
         ..Selection::default()
     };
-    let labels: Vec<(&str, &dyn StringMap)> = input
-        .nodes
-        .iter()
-        .map(|f| (f.node.name.as_str(), &f.node.labels as &dyn StringMap))
-        .collect();
-    let assignment = assign_nodes(input.compartments, &labels);
-    // Batches are evaluated only while the Skyhook is not complete, so a state reset on
-    // completion stays reset.
-    let all_complete = input.nodes.iter().all(|f| f.complete);
-    for compartment in input.compartments {
-        let member_facts: Vec<&NodeFacts<'_>> = input
-            .nodes
-            .iter()
-            .filter(|f| assignment.get(f.node.name.as_str()) == Some(&compartment.name.as_str()))
-            .collect();
-        let candidates: Vec<CandidateNode<'_>> = member_facts
-            .iter()
-            .map(|f| candidate(f, input.status))
-            .collect();
-        let members = CompartmentNodes::new(candidates, input.tolerations);
-        let ceiling = compartment.ceiling(members.len());
-        let state = input
-            .status
-            .compartment_statuses
-            .get(&compartment.name)
-            .and_then(|s| s.batch_state.clone())
-            .unwrap_or_else(BatchState::initial);
-        let state = if all_complete {
-            state
-        } else {
-            evaluate_batch(compartment.strategy.as_ref(), &state, members.observation()).0
-        };
-        let gate = compartment_gate(input, &member_facts);
-        let may_start = input.may_start && gate == GateState::Open;
-        let chosen =
-            members.select_gated(compartment.strategy.as_ref(), &state, ceiling, may_start);
+    let owned = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    for compartment in compartments {
+        let name = &compartment.spec.name;
+        let chosen = &compartment.selection;
         if chosen.held {
-            selection.held.push(compartment.name.clone());
-            if gate != GateState::Open {
-                selection.gate_held.push((compartment.name.clone(), gate));
+            selection.held.push(name.clone());
+            if compartment.gate != GateState::Open {
+                selection
+                    .gate_held
+                    .push((name.clone(), compartment.gate.clone()));
             }
         }
-        let owned = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
         selection.picks.extend(owned(&chosen.picks));
         selection.newly_picked.extend(owned(&chosen.newly_picked));
         selection
@@ -138,7 +122,7 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
             .extend(chosen.blocked.iter().map(|b| b.name.to_owned()));
         selection
             .compartment_statuses
-            .insert(compartment.name.clone(), members.status(ceiling, state));
+            .insert(name.clone(), compartment.status);
     }
     selection
 }
@@ -155,19 +139,6 @@ fn candidate<'a>(facts: &'a NodeFacts<'_>, status: &SkyhookStatus) -> CandidateN
         picked: status.node_priority.contains_key(&facts.node.name),
         hold: facts.hold,
     }
-}
-
-/// The health gate of a compartment of `members`: open without a gate in the policy.
-fn compartment_gate(input: &SelectionInput<'_, '_>, members: &[&NodeFacts<'_>]) -> GateState {
-    let Some(settle) = input.settle else {
-        return GateState::Open;
-    };
-    let worked_on: Vec<GateNode<'_>> = members
-        .iter()
-        .filter(|f| f.worked_on)
-        .map(|f| gate_node(f))
-        .collect();
-    health_gate(settle, &worked_on, input.now)
 }
 
 /// What the health gate reads of a node the Skyhook worked on.
