@@ -126,7 +126,7 @@ fn skyhook(budget_percent: i32) -> Skyhook {
             name: Some(SKYHOOK.into()),
             uid: Some("uid-bench".into()),
             generation: Some(1),
-            finalizers: Some(vec![keys::FINALIZER.to_owned()]),
+            finalizers: Some(vec![keys::SKYHOOK.finalizer.to_owned()]),
             ..ObjectMeta::default()
         },
         spec: SkyhookSpec {
@@ -162,17 +162,20 @@ fn node_annotations(index: usize, in_progress: usize, now: Timestamp) -> BTreeMa
         Some(_) => return BTreeMap::new(),
     };
     let mut annotations = BTreeMap::from([
-        (keys::node_status_key(SKYHOOK), status.to_owned()),
+        (keys::SKYHOOK.node_status_key(SKYHOOK), status.to_owned()),
         (
-            keys::node_boot_id_annotation(SKYHOOK),
+            keys::SKYHOOK.node_boot_id_annotation(SKYHOOK),
             format!("boot-{index}"),
         ),
     ]);
     if let Some(state) = state {
-        annotations.insert(keys::node_state_annotation(SKYHOOK), state);
+        annotations.insert(keys::SKYHOOK.node_state_annotation(SKYHOOK), state);
     }
     if status == "in_progress" {
-        annotations.insert(keys::node_picked_annotation(SKYHOOK), now.to_string());
+        annotations.insert(
+            keys::SKYHOOK.node_picked_annotation(SKYHOOK),
+            now.to_string(),
+        );
     }
     annotations
 }

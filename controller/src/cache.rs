@@ -153,8 +153,8 @@ impl Caches {
         namespace: &str,
         changed: Arc<Notify>,
     ) -> (Caches, impl Future<Output = ()> + Send + 'static) {
-        let owned = watcher::Config::default().labels(keys::NAME_LABEL);
-        let node_meta = watcher::Config::default().labels(keys::NODE_META_LABEL);
+        let owned = watcher::Config::default().labels(keys::SKYHOOK.name_label);
+        let node_meta = watcher::Config::default().labels(keys::SKYHOOK.node_meta_label);
 
         let (skyhooks, skyhooks_watch) = reflect(
             Api::<CachedSkyhook>::all(client.clone()),

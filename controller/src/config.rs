@@ -62,7 +62,7 @@ pub struct Args {
     #[arg(
         long,
         env = "RUNTIME_REQUIRED_TAINT",
-        default_value = skyhook_api::runtime_required::DEFAULT_RUNTIME_REQUIRED_TAINT
+        default_value = skyhook_api::keys::SKYHOOK.default_runtime_required_taint
     )]
     pub runtime_required_taint: String,
 

@@ -46,17 +46,17 @@ pub fn package_configmap(
             )),
             namespace: Some(settings.namespace.clone()),
             labels: Some(BTreeMap::from([(
-                keys::NAME_LABEL.to_owned(),
+                keys::SKYHOOK.name_label.to_owned(),
                 owner.name.to_owned(),
             )])),
             annotations: Some(BTreeMap::from([
-                (keys::NAME_LABEL.to_owned(), owner.name.to_owned()),
+                (keys::SKYHOOK.name_label.to_owned(), owner.name.to_owned()),
                 (
-                    keys::PACKAGE_NAME_ANNOTATION.to_owned(),
+                    keys::SKYHOOK.package_name_annotation.to_owned(),
                     package.name.clone(),
                 ),
                 (
-                    keys::PACKAGE_VERSION_ANNOTATION.to_owned(),
+                    keys::SKYHOOK.package_version_annotation.to_owned(),
                     package.version.clone(),
                 ),
             ])),
@@ -92,12 +92,15 @@ pub fn node_metadata_configmap(
             name: Some(names::node_metadata_configmap_name(owner.name, node.name)),
             namespace: Some(settings.namespace.clone()),
             labels: Some(BTreeMap::from([(
-                keys::NODE_META_LABEL.to_owned(),
+                keys::SKYHOOK.node_meta_label.to_owned(),
                 owner.name.to_owned(),
             )])),
             annotations: Some(BTreeMap::from([
-                (keys::NAME_LABEL.to_owned(), owner.name.to_owned()),
-                (keys::NODE_NAME_ANNOTATION.to_owned(), node.name.to_owned()),
+                (keys::SKYHOOK.name_label.to_owned(), owner.name.to_owned()),
+                (
+                    keys::SKYHOOK.node_name_annotation.to_owned(),
+                    node.name.to_owned(),
+                ),
             ])),
             owner_references: Some(vec![owner.owner_reference()]),
             ..ObjectMeta::default()

@@ -169,7 +169,7 @@ pub fn disposition(pod: &Pod, rules: &DrainRules) -> Disposition {
     let mirror = has_annotation(pod, MIRROR_POD_ANNOTATION);
     let empty = BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-    let ours = labels.contains_key(keys::NAME_LABEL);
+    let ours = labels.contains_key(keys::SKYHOOK.name_label);
     let skipped = rules.skip.as_ref().is_some_and(|s| s.matches(labels));
     if !active || system || mirror || ours || skipped {
         return Disposition::Stays;

@@ -223,7 +223,7 @@ pub fn skyhook_series(
                 skyhook_name: name.clone(),
             },
             i64::from(status.conditions.iter().any(|c| {
-                c.type_ == crate::reconcile::plan::CONDITION_DRAIN_BLOCKED && c.status == "True"
+                c.type_ == skyhook_api::keys::SKYHOOK.condition_drain_blocked && c.status == "True"
             })),
         ),
         ..SkyhookSeries::default()

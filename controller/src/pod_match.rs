@@ -135,7 +135,7 @@ pub fn validate_pod(
         .metadata
         .annotations
         .as_ref()
-        .and_then(|annotations| annotations.get(keys::PACKAGE_ANNOTATION))
+        .and_then(|annotations| annotations.get(keys::SKYHOOK.package_annotation))
         .and_then(|text| PodPackageAnnotation::parse(text).ok())
     else {
         return Verdict::Invalidate(InvalidReason::Unreadable);
@@ -185,10 +185,12 @@ fn matches_package(
             .and_then(|labels| labels.get(key))
             .map(String::as_str)
     };
-    if label(keys::PACKAGE_LABEL) != Some(&names::package_label(&package.name, &package.version)) {
+    if label(keys::SKYHOOK.package_label)
+        != Some(&names::package_label(&package.name, &package.version))
+    {
         return false;
     }
-    let is_interrupt = label(keys::INTERRUPT_LABEL) == Some(keys::INTERRUPT_LABEL_VALUE);
+    let is_interrupt = label(keys::SKYHOOK.interrupt_label) == Some(keys::INTERRUPT_LABEL_VALUE);
     let Some(expected) = expected.of(settings, owner, package, stage, is_interrupt) else {
         return false;
     };

@@ -18,7 +18,7 @@
 //!   merely the last one reported); the reported container is the last one.
 //! * Reboots. A container killed by a signal (exit code 137 or 143) is not a failure when the
 //!   node's boot ID differs from the one recorded on the pod at creation
-//!   ([`crate::pods::BOOT_ID_ANNOTATION`]): the node rebooted under it and the kubelet runs it
+//!   ([`skyhook_api::keys::SKYHOOK.boot_id_annotation`]): the node rebooted under it and the kubelet runs it
 //!   again (the agent's flags make the re-run a no-op), so the pod is [`PodOutcome::Running`]; a
 //!   pod the kubelet will not restart (phase `Failed`, as after a graceful node shutdown) is
 //!   [`PodOutcome::RecreateAfterReboot`]. A *reboot* interrupt pod whose node still has the boot
@@ -44,7 +44,7 @@ use skyhook_api::pod_annotation::PodPackageAnnotation;
 
 use crate::cache::CachedPod;
 use crate::cache::pod::{CachedContainer, CachedContainerStatus, CachedPodStatus};
-use crate::pods::{BOOT_ID_ANNOTATION, is_reboot_interrupt};
+use crate::pods::is_reboot_interrupt;
 
 /// Reason of a failure where a reboot interrupt's container was stopped but the node did not come
 /// back with a new boot ID within the reboot deadline.
@@ -161,12 +161,12 @@ fn package_annotation(pod: &CachedPod) -> Result<PodPackageAnnotation, String> {
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
-        .ok_or_else(|| format!("no {} annotation", keys::PACKAGE_ANNOTATION))?;
+        .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
+        .ok_or_else(|| format!("no {} annotation", keys::SKYHOOK.package_annotation))?;
     PodPackageAnnotation::parse(text).map_err(|error| {
         format!(
             "unreadable {} annotation: {error}",
-            keys::PACKAGE_ANNOTATION
+            keys::SKYHOOK.package_annotation
         )
     })
 }
@@ -192,7 +192,7 @@ impl<'a> PodView<'a> {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(BOOT_ID_ANNOTATION));
+            .and_then(|a| a.get(skyhook_api::keys::SKYHOOK.boot_id_annotation));
         let status = pod.status.as_ref();
         PodView {
             pod,

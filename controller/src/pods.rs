@@ -11,7 +11,7 @@
 //!   an entry, possibly with an empty name, which makes kubelets log errors).
 //! * The interrupt pod does not declare upstream's unused node-metadata volume (whose ConfigMap
 //!   name was computed differently and may not exist).
-//! * Interrupt pods carry the node's boot ID at creation in [`BOOT_ID_ANNOTATION`], so that an
+//! * Interrupt pods carry the node's boot ID at creation in [`skyhook_api::keys::SKYHOOK.boot_id_annotation`], so that an
 //!   interrupt container killed by the reboot it caused is recognised as such and not reported as
 //!   a failure (see `pod_outcome`).
 //! * The package image reference comes from `skyhook_api::image::pull_reference`, which keeps
@@ -43,8 +43,6 @@ use crate::names::{
 pub const PAUSE_CONTAINER: &str = "pause";
 /// Name of the single init container of an interrupt pod.
 pub const INTERRUPT_CONTAINER: &str = "interrupt";
-/// Annotation on interrupt pods: the node's `status.nodeInfo.bootID` when the pod was created.
-pub const BOOT_ID_ANNOTATION: &str = "skyhook.nvidia.com/bootId";
 
 const ROOT_VOLUME: &str = "root-mount";
 const HOST_ROOT_MOUNT: &str = "/root";
@@ -318,7 +316,7 @@ fn build_interrupt_pod(
         vec![root_volume()],
     );
     pod.metadata.labels.get_or_insert_default().insert(
-        keys::INTERRUPT_LABEL.to_owned(),
+        keys::SKYHOOK.interrupt_label.to_owned(),
         keys::INTERRUPT_LABEL_VALUE.to_owned(),
     );
     pod
@@ -491,18 +489,23 @@ fn base_pod(
             name: Some(name),
             namespace: Some(settings.namespace.clone()),
             labels: Some(BTreeMap::from([
-                (keys::NAME_LABEL.to_owned(), owner.name.to_owned()),
+                (keys::SKYHOOK.name_label.to_owned(), owner.name.to_owned()),
                 (
-                    keys::PACKAGE_LABEL.to_owned(),
+                    keys::SKYHOOK.package_label.to_owned(),
                     names::package_label(&package.name, &package.version),
                 ),
             ])),
             annotations: Some(
                 std::iter::once((
-                    keys::PACKAGE_ANNOTATION.to_owned(),
+                    keys::SKYHOOK.package_annotation.to_owned(),
                     annotation.to_annotation(),
                 ))
-                .chain(boot_id.map(|id| (BOOT_ID_ANNOTATION.to_owned(), id.to_owned())))
+                .chain(boot_id.map(|id| {
+                    (
+                        skyhook_api::keys::SKYHOOK.boot_id_annotation.to_owned(),
+                        id.to_owned(),
+                    )
+                }))
                 .collect(),
             ),
             owner_references: Some(vec![owner.owner_reference()]),

@@ -118,7 +118,7 @@ fn controller_verdict(skyhook: &Skyhook) -> (Verdict, usize) {
         first_batch.insert(planned_pod.node().to_owned());
         let pod = planned_pod.pod().unwrap();
         let annotation =
-            pod.metadata.annotations.as_ref().unwrap()[keys::PACKAGE_ANNOTATION].clone();
+            pod.metadata.annotations.as_ref().unwrap()[keys::SKYHOOK.package_annotation].clone();
         let annotation = PodPackageAnnotation::parse(&annotation).unwrap();
         first_stages.insert(annotation.stage.to_string());
     }

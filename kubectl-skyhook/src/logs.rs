@@ -46,8 +46,10 @@ pub fn log_targets(
     let prefix = format!("{package}-");
     let mut matching: Vec<&Pod> = pods
         .iter()
-        .filter(|pod| pod_label(pod, keys::NAME_LABEL) == Some(skyhook))
-        .filter(|pod| pod_label(pod, keys::PACKAGE_LABEL).is_some_and(|p| p.starts_with(&prefix)))
+        .filter(|pod| pod_label(pod, keys::SKYHOOK.name_label) == Some(skyhook))
+        .filter(|pod| {
+            pod_label(pod, keys::SKYHOOK.package_label).is_some_and(|p| p.starts_with(&prefix))
+        })
         .filter(|pod| matches_any(nodes, pod_node(pod).unwrap_or_default()))
         .collect();
     matching.sort_by(|a, b| {

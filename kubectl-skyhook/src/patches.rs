@@ -128,8 +128,8 @@ pub enum Lifecycle {
 impl Lifecycle {
     const fn annotation(self) -> &'static str {
         match self {
-            Lifecycle::Pause | Lifecycle::Resume => keys::PAUSE_ANNOTATION,
-            Lifecycle::Disable | Lifecycle::Enable => keys::DISABLE_ANNOTATION,
+            Lifecycle::Pause | Lifecycle::Resume => keys::SKYHOOK.pause_annotation,
+            Lifecycle::Disable | Lifecycle::Enable => keys::SKYHOOK.disable_annotation,
         }
     }
 
@@ -176,7 +176,7 @@ pub fn operator_version_of<'a>(
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+        .and_then(|a| a.get(keys::SKYHOOK.version_annotation))
         .map(String::as_str)
         .or(deployment)
 }
@@ -284,14 +284,14 @@ fn batch_reset_patch(skyhook: &Skyhook) -> Option<(Patch, usize)> {
 }
 
 /// The node merge patch of `reset`: removes every per-Skyhook annotation and label of
-/// [`keys::per_skyhook_node_keys`] (upstream's `nodeState_`, `status_`, `cordon_`, `version_`,
+/// [`keys::SKYHOOK.per_skyhook_node_keys`] (upstream's `nodeState_`, `status_`, `cordon_`, `version_`,
 /// and our `cordonedAt_`, whose stale drain start would otherwise make the next drain of the
 /// node report DrainBlocked at once, and `drainFail_`, the mark of a drain given up with
 /// `onTimeout: fail`). Removing `cordon_` does not uncordon, as upstream's reset.
 fn reset_node_patch(skyhook: &str) -> Value {
     let mut annotations = Map::new();
     let mut labels = Map::new();
-    for key in keys::per_skyhook_node_keys(skyhook) {
+    for key in keys::SKYHOOK.per_skyhook_node_keys(skyhook) {
         match key.kind {
             keys::NodeKeyKind::Annotation => {
                 annotations.insert(key.key, Value::Null);
@@ -307,7 +307,7 @@ fn reset_node_patch(skyhook: &str) -> Value {
     }
     // Upstream's reset also removes `autoTaint_<skyhook>`, although the auto-taint marker is
     // suffixed by the taint key; kept so that reset removes exactly what upstream's does.
-    annotations.insert(keys::auto_taint_annotation(skyhook), Value::Null);
+    annotations.insert(keys::SKYHOOK.auto_taint_annotation(skyhook), Value::Null);
     json!({"metadata": {"annotations": annotations, "labels": labels}})
 }
 
@@ -315,10 +315,10 @@ fn reset_node_patch(skyhook: &str) -> Value {
 /// (unless `skip_batch_reset`) resets the batch state of every compartment.
 pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Change {
     let name = name_of(&skyhook.metadata);
-    let state_key = keys::node_state_annotation(name);
+    let state_key = keys::SKYHOOK.node_state_annotation(name);
     // A node picked before any package ran carries no node state; reset frees its pick too,
     // as upstream's clears `status.nodePriority`.
-    let picked_key = keys::node_picked_annotation(name);
+    let picked_key = keys::SKYHOOK.node_picked_annotation(name);
     let mut change = Change {
         confirm: true,
         ..Change::default()
@@ -345,7 +345,7 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
         .filter(|node| cluster::unschedulable(node))
         .filter(|node| {
             cluster::annotations(node)
-                .get(&keys::cordon_annotation(name))
+                .get(&keys::SKYHOOK.cordon_annotation(name))
                 .is_some_and(|v| v == "true")
         })
         .map(|node| name_of(&node.metadata))
@@ -458,7 +458,7 @@ pub fn deployment_policy_reset(skyhook: &Skyhook) -> Change {
 
 /// `node reset <patterns> --skyhook X`: removes only `nodeState_X` from the matching nodes.
 pub fn node_reset(cluster: &Cluster, skyhook: &str, patterns: &[NodePattern]) -> Change {
-    let state_key = keys::node_state_annotation(skyhook);
+    let state_key = keys::SKYHOOK.node_state_annotation(skyhook);
     let mut change = Change {
         confirm: true,
         ..Change::default()
@@ -503,7 +503,7 @@ pub fn node_ignore(cluster: &Cluster, patterns: &[NodePattern], ignore: bool) ->
     for node in matching_nodes(cluster, patterns) {
         let node_name = name_of(&node.metadata);
         let ignored = cluster::labels(node)
-            .get(keys::IGNORE_LABEL)
+            .get(keys::SKYHOOK.ignore_label)
             .is_some_and(|v| v == "true");
         if ignored == ignore {
             change.notes.push(format!(
@@ -519,7 +519,7 @@ pub fn node_ignore(cluster: &Cluster, patterns: &[NodePattern], ignore: bool) ->
         let value = if ignore { json!("true") } else { Value::Null };
         change.patches.push(Patch {
             target: Target::Node(node_name.to_owned()),
-            body: json!({"metadata": {"labels": {keys::IGNORE_LABEL: value}}}),
+            body: json!({"metadata": {"labels": {keys::SKYHOOK.ignore_label: value}}}),
             description: format!(
                 "{} node {node_name:?}",
                 if ignore { "ignore" } else { "unignore" }
@@ -715,7 +715,7 @@ fn rerun_annotations(
     now: Timestamp,
 ) -> Option<(Value, String)> {
     let annotations = cluster::annotations(node);
-    let state_key = keys::node_state_annotation(skyhook);
+    let state_key = keys::SKYHOOK.node_state_annotation(skyhook);
     let Some(Ok(written)) = annotations.get(&state_key).map(|v| NodeState::parse(v)) else {
         return None;
     };
@@ -745,7 +745,7 @@ fn rerun_annotations(
         Value::String(state.to_annotation())
     };
     let mut patch = json!({state_key: state_value});
-    let times_key = keys::stage_times_annotation(skyhook);
+    let times_key = keys::SKYHOOK.stage_times_annotation(skyhook);
     let times_written = (annotations.get(&times_key)).and_then(|t| TransitionTimes::parse(t).ok());
     if times_written.as_ref() != Some(&times) && !(times.is_empty() && times_written.is_none()) {
         patch[times_key] = if times.is_empty() {

@@ -17,7 +17,7 @@ use skyhook_api::ordering::{SkyhookProgress, node_ready};
 // The plugin cannot see the operator's configuration: a runtime-required Skyhook is taken to
 // tolerate the default taint.
 use skyhook_api::rollout::{CompartmentRollout, RolloutInput, RolloutNode, rollout};
-use skyhook_api::runtime_required::{DEFAULT_RUNTIME_REQUIRED_TAINT, parse_taint};
+use skyhook_api::runtime_required::parse_taint;
 use skyhook_api::stage::node_complete;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::uninstall::{UninstallMode, UninstallRules};
@@ -143,7 +143,7 @@ fn node_facts<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Vec<NodeFacts<'
                     .is_some(),
                 pod_on_node: cluster.pods.iter().any(|pod| {
                     cluster::pod_node(pod) == Some(node_name)
-                        && cluster::pod_label(pod, keys::NAME_LABEL) == Some(name)
+                        && cluster::pod_label(pod, keys::SKYHOOK.name_label) == Some(name)
                 }),
             }
         })
@@ -184,7 +184,7 @@ pub fn tolerations(skyhook: &Skyhook) -> Vec<k8s_openapi::api::core::v1::Tolerat
     let runtime_taint: Option<Taint> = skyhook
         .spec
         .runtime_required
-        .then(|| parse_taint(DEFAULT_RUNTIME_REQUIRED_TAINT).ok())
+        .then(|| parse_taint(keys::SKYHOOK.default_runtime_required_taint).ok())
         .flatten();
     node_selection_tolerations(&skyhook.spec.additional_tolerations, runtime_taint.as_ref())
 }
@@ -226,7 +226,7 @@ pub fn selected_nodes<'c>(
 
 /// The node's `nodeState_<skyhook>`, or an empty state and why it could not be read.
 pub fn read_state(node: &Node, skyhook: &str) -> (NodeState, Option<String>) {
-    match cluster::annotations(node).get(&keys::node_state_annotation(skyhook)) {
+    match cluster::annotations(node).get(&keys::SKYHOOK.node_state_annotation(skyhook)) {
         None => (NodeState::new(), None),
         Some(value) => match NodeState::parse(value) {
             Ok(state) => (state, None),
@@ -238,7 +238,7 @@ pub fn read_state(node: &Node, skyhook: &str) -> (NodeState, Option<String>) {
 /// The node's `status_<skyhook>` annotation; `unknown` when absent or not a status.
 pub fn node_status(node: &Node, skyhook: &str) -> Status {
     cluster::annotations(node)
-        .get(&keys::node_status_key(skyhook))
+        .get(&keys::SKYHOOK.node_status_key(skyhook))
         .and_then(|value| value.parse().ok())
         .unwrap_or(Status::Unknown)
 }

@@ -238,7 +238,7 @@ fn reset_removes_upstreams_node_keys_and_the_drain_start() {
         assert_eq!(removed("labels", key), label, "label {key}");
     }
     // A per-Skyhook metadata key added later is removed by reset without another edit.
-    for key in skyhook_api::keys::per_skyhook_node_keys("demo") {
+    for key in skyhook_api::keys::SKYHOOK.per_skyhook_node_keys("demo") {
         if key.kind != skyhook_api::keys::NodeKeyKind::ConditionType {
             assert!(removed("annotations", &key.key), "{key:?}");
         }

@@ -190,14 +190,14 @@ pub fn ignored_message(mut nodes: Vec<String>) -> String {
     nodes.sort();
     format!(
         "nodes labelled {}=true: {}",
-        keys::IGNORE_LABEL,
+        keys::SKYHOOK.ignore_label,
         nodes.join(", ")
     )
 }
 
 /// Sets `condition` in `conditions`, replacing the one of its type. Its `lastTransitionTime`
 /// is kept from the old one while the status is unchanged; for
-/// [`keys::CONDITION_TRANSITION`], only while the status, reason and message are. So
+/// [`keys::SKYHOOK.condition_transition`], only while the status, reason and message are. So
 /// an identical condition leaves the list exactly as it was, and costs no write.
 pub fn set_condition(conditions: &mut Vec<Condition>, mut condition: Condition) {
     let Some(existing) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {
@@ -205,7 +205,7 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut condition: Condition) 
         return;
     };
     let same_status = existing.status == condition.status;
-    let keep_time = if condition.type_ == keys::CONDITION_TRANSITION {
+    let keep_time = if condition.type_ == keys::SKYHOOK.condition_transition {
         same_status && existing.reason == condition.reason && existing.message == condition.message
     } else {
         same_status

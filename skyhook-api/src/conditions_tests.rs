@@ -193,7 +193,7 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, at: i64) ->
 
 #[test]
 fn transition_time_is_kept_while_the_status_is_unchanged_and_for_transition_while_all_is() {
-    let t = keys::CONDITION_TRANSITION;
+    let t = keys::SKYHOOK.condition_transition;
     // (type, old (status, reason, message), new, kept)
     let cases = [
         (

@@ -2,31 +2,325 @@
 //! Skyhook reads or writes. They are part of the compatibility promise with upstream: tools and
 //! scripts (`kubectl get nodes -o jsonpath=...nodeState_demo`) depend on the exact spelling.
 
-/// The API group, also the prefix of every key below.
-pub const GROUP: &str = "skyhook.nvidia.com";
+/// The keys of one API group. Every node annotation, node label, finalizer, condition type,
+/// Skyhook annotation and pod or ConfigMap label the operator writes is spelled from the group
+/// prefix here, and nowhere else: objects of a second API group (upstream's newer
+/// `nodewright.nvidia.com`) get theirs from the same type, with their own prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keys {
+    /// The API group, also the prefix of every key.
+    pub group: &'static str,
+    /// Skyhook annotation: `"true"` pauses the Skyhook. It does no work and still blocks later
+    /// Skyhooks on the nodes where it is incomplete.
+    pub pause_annotation: &'static str,
+    /// Skyhook annotation: `"true"` disables the Skyhook. It does no work and blocks nothing.
+    pub disable_annotation: &'static str,
+    /// Skyhook annotation: the operator version that last migrated the Skyhook.
+    pub version_annotation: &'static str,
+    /// Finalizer on every Skyhook, removed after cleanup (uncordon, metrics) on deletion.
+    pub finalizer: &'static str,
+    /// Prefix shared by every cordon-ownership annotation, to find all owners of a cordon.
+    pub cordon_annotation_prefix: &'static str,
+    /// Prefix of [`Keys::cordoned_at_annotation`], to find every Skyhook's drain start.
+    pub cordoned_at_prefix: &'static str,
+    /// Node label `"true"` set by an administrator: the node is `blocked` for every Skyhook.
+    pub ignore_label: &'static str,
+    /// Label (and annotation) on package pods, interrupt pods and package ConfigMaps: the
+    /// Skyhook name. Only pods with this label are watched.
+    pub name_label: &'static str,
+    /// Pod label: `<package>-<version>`.
+    pub package_label: &'static str,
+    /// Pod annotation holding the package reference JSON
+    /// (see [`crate::pod_annotation::PodPackageAnnotation`]).
+    pub package_annotation: &'static str,
+    /// Pod label `"True"` ([`INTERRUPT_LABEL_VALUE`]) on interrupt pods.
+    pub interrupt_label: &'static str,
+    /// Label on node-metadata ConfigMaps: the Skyhook name.
+    pub node_meta_label: &'static str,
+    /// Package ConfigMap annotation: the package name.
+    pub package_name_annotation: &'static str,
+    /// Package ConfigMap annotation: the package version.
+    pub package_version_annotation: &'static str,
+    /// Node-metadata ConfigMap annotation: the node name.
+    pub node_name_annotation: &'static str,
+    /// Annotation on interrupt pods: the node's `status.nodeInfo.bootID` when the pod was
+    /// created.
+    pub boot_id_annotation: &'static str,
+    /// Deprecated mirror of [`CONDITION_READY`], identical to it, kept for one release.
+    pub condition_ready_prefixed: &'static str,
+    /// Condition always present: Ready's status, reason = the raw Skyhook status, message the
+    /// transition in a pass that changed the status, otherwise Ready's message.
+    pub condition_transition: &'static str,
+    /// Condition naming the package and node of the last pod launch.
+    pub condition_apply_package: &'static str,
+    /// Condition: True while some selected node has a taint the packages do not tolerate.
+    pub condition_taint_not_tolerable: &'static str,
+    /// Condition: True while some selected node carries the ignore label.
+    pub condition_nodes_ignored: &'static str,
+    /// Condition: True while the referenced DeploymentPolicy does not exist.
+    pub condition_deployment_policy_not_found: &'static str,
+    /// Condition (ours, not upstream's): True while a node was asked to reboot by one of the
+    /// Skyhook's interrupts and has not come back with a new boot ID within the reboot
+    /// deadline; the message lists the nodes, packages and when each reboot was requested. The
+    /// node keeps its budget slot meanwhile.
+    pub condition_reboot_not_confirmed: &'static str,
+    /// Condition (ours, not upstream's): True while nodes the Skyhook would cordon wait because
+    /// the controller's fleet budget (`FLEET_BUDGET`) is used up by nodes cordoned or
+    /// interrupting across all Skyhooks; the message says how many and which nodes wait.
+    /// Removed once none waits.
+    pub condition_fleet_budget_wait: &'static str,
+    /// Condition (ours, not upstream's): True while compartments of the Skyhook hold their next
+    /// batch because their DeploymentPolicy's maintenance windows are closed; the message says
+    /// when the next window opens. Removed once no compartment is held by a window.
+    pub condition_outside_maintenance_window: &'static str,
+    /// Condition (ours, not upstream's): True while compartments of the Skyhook hold their next
+    /// batch because their DeploymentPolicy's health gate is closed; the message names, per
+    /// compartment, the node that holds it. Removed once no compartment is held by the gate.
+    pub condition_health_gate_held: &'static str,
+    /// Condition naming the pods and budgets that block a drain past its timeout.
+    pub condition_drain_blocked: &'static str,
+    /// Condition set while the spec breaks the validation rules (the webhook was bypassed or
+    /// is older); nothing of that Skyhook runs until it is fixed.
+    pub condition_spec_invalid: &'static str,
+    /// The runtime-required taint the operator applies and removes unless configured otherwise
+    /// (`RUNTIME_REQUIRED_TAINT`, chart value `runtimeRequiredTaint`), as `key=value:Effect`.
+    pub default_runtime_required_taint: &'static str,
+}
 
-// ---- Skyhook annotations -------------------------------------------------------------------
+/// The [`Keys`] of API group `$group`, every constant key spelled with `concat!` so that it
+/// stays a `&'static str` usable in constants.
+macro_rules! group_keys {
+    ($group:literal) => {
+        Keys {
+            group: $group,
+            pause_annotation: concat!($group, "/pause"),
+            disable_annotation: concat!($group, "/disable"),
+            version_annotation: concat!($group, "/version"),
+            finalizer: concat!($group, "/skyhook"),
+            cordon_annotation_prefix: concat!($group, "/cordon_"),
+            cordoned_at_prefix: concat!($group, "/cordonedAt_"),
+            ignore_label: concat!($group, "/ignore"),
+            name_label: concat!($group, "/name"),
+            package_label: concat!($group, "/package"),
+            package_annotation: concat!($group, "/package"),
+            interrupt_label: concat!($group, "/interrupt"),
+            node_meta_label: concat!($group, "/skyhook-node-meta"),
+            package_name_annotation: concat!($group, "/Package.Name"),
+            package_version_annotation: concat!($group, "/Package.Version"),
+            node_name_annotation: concat!($group, "/Node.name"),
+            boot_id_annotation: concat!($group, "/bootId"),
+            condition_ready_prefixed: concat!($group, "/Ready"),
+            condition_transition: concat!($group, "/Transition"),
+            condition_apply_package: concat!($group, "/ApplyPackage"),
+            condition_taint_not_tolerable: concat!($group, "/TaintNotTolerable"),
+            condition_nodes_ignored: concat!($group, "/NodesIgnored"),
+            condition_deployment_policy_not_found: concat!($group, "/DeploymentPolicyNotFound"),
+            condition_reboot_not_confirmed: concat!($group, "/RebootNotConfirmed"),
+            condition_fleet_budget_wait: concat!($group, "/WaitingForFleetBudget"),
+            condition_outside_maintenance_window: concat!($group, "/OutsideMaintenanceWindow"),
+            condition_health_gate_held: concat!($group, "/HealthGateHeld"),
+            condition_drain_blocked: concat!($group, "/DrainBlocked"),
+            condition_spec_invalid: concat!($group, "/SpecInvalid"),
+            default_runtime_required_taint: concat!($group, "=runtime-required:NoSchedule"),
+        }
+    };
+}
 
-/// Skyhook annotation: `"true"` pauses the Skyhook. It does no work and still blocks later
-/// Skyhooks on the nodes where it is incomplete.
-pub const PAUSE_ANNOTATION: &str = "skyhook.nvidia.com/pause";
-/// Skyhook annotation: `"true"` disables the Skyhook. It does no work and blocks nothing.
-pub const DISABLE_ANNOTATION: &str = "skyhook.nvidia.com/disable";
-/// Skyhook annotation: the operator version that last migrated the Skyhook.
-pub const VERSION_ANNOTATION: &str = "skyhook.nvidia.com/version";
-/// The operator version we write into [`VERSION_ANNOTATION`] and `version_<skyhook>`: the
-/// upstream release whose node state and behaviour we are compatible with. Upstream tools read
-/// these annotations (its operator to decide on migrations, its CLI to refuse pausing operators
-/// older than v0.8.0), so our own crate version, which follows a different numbering, must not
-/// appear there.
+/// The keys of `skyhook.nvidia.com`, the API group of the Skyhooks and DeploymentPolicies in
+/// our seeds.
+pub const SKYHOOK: Keys = group_keys!("skyhook.nvidia.com");
+
+impl Keys {
+    /// A per-Skyhook key: `<group>/<kind>_<skyhook>`.
+    fn per_skyhook(&self, kind: &str, skyhook: &str) -> String {
+        format!("{}/{kind}_{skyhook}", self.group)
+    }
+
+    /// Node annotation holding the node-state JSON of Skyhook `skyhook` (the source of truth).
+    pub fn node_state_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("nodeState", skyhook)
+    }
+
+    /// Node annotation **and** label holding the node's status for Skyhook `skyhook`.
+    pub fn node_status_key(&self, skyhook: &str) -> String {
+        self.per_skyhook("status", skyhook)
+    }
+
+    /// Node annotation `"true"`: Skyhook `skyhook` cordoned the node and owns that cordon.
+    pub fn cordon_annotation(&self, skyhook: &str) -> String {
+        format!("{}{skyhook}", self.cordon_annotation_prefix)
+    }
+
+    /// Node annotation: the operator version that last touched the node for Skyhook `skyhook`.
+    pub fn node_version_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("version", skyhook)
+    }
+
+    /// Node annotation (RFC 3339): when Skyhook `skyhook` cordoned the node, so that the drain
+    /// timeout survives controller restarts. Ours; upstream has no such key.
+    pub fn cordoned_at_annotation(&self, skyhook: &str) -> String {
+        format!("{}{skyhook}", self.cordoned_at_prefix)
+    }
+
+    /// Node annotation (RFC 3339): when a drain of Skyhook `skyhook` on the node timed out with
+    /// `spec.drain.onTimeout: fail`. The node was uncordoned and its interrupting package
+    /// marked `erroring` without an interrupt having run, so it holds no budget slot
+    /// ([`crate::budget::slot_hold`]); the next cordon of the Skyhook removes it. Ours.
+    pub fn drain_failed_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("drainFail", skyhook)
+    }
+
+    /// Node annotation (JSON, see [`crate::transition::TransitionTimes`]): when each entry of
+    /// Skyhook `skyhook`'s node state entered its stage and state, for stage durations, the
+    /// health gate and the plugin's ETA. Ours: kept beside `nodeState_<skyhook>`, which stays
+    /// exactly upstream's JSON.
+    pub fn stage_times_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("stageTimes", skyhook)
+    }
+
+    /// Node annotation: the boot ID Skyhook `skyhook` last saw on the node, to detect reboots
+    /// (spec §2.11). Ours: upstream keeps it only in `status.nodeBootIds`, which a status over
+    /// thousands of nodes can no longer hold ([`crate::node_mirror`]).
+    pub fn node_boot_id_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("bootId", skyhook)
+    }
+
+    /// Node annotation (RFC 3339, whole seconds): when Skyhook `skyhook` picked the node for
+    /// its current batch; present while the node keeps its batch slot (spec §2.4, batch
+    /// stickiness). Ours: upstream keeps it only in `status.nodePriority`
+    /// ([`crate::node_mirror`]).
+    pub fn node_picked_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("pickedAt", skyhook)
+    }
+
+    /// Node annotation `"true"`: the operator added the taint with key `taint_key` to a new
+    /// node. The suffix is the taint key, not a Skyhook name.
+    pub fn auto_taint_annotation(&self, taint_key: &str) -> String {
+        self.per_skyhook("autoTaint", taint_key)
+    }
+
+    /// Whether the node annotation or label `key` belongs to Skyhook `skyhook`: it starts with
+    /// `<group>/` and ends with `_<skyhook>`. The auto-taint annotation is never one, even when
+    /// the taint key happens to equal the Skyhook's name (upstream's cleanup removed it then).
+    pub fn is_skyhook_node_key(&self, key: &str, skyhook: &str) -> bool {
+        let Some(rest) = key
+            .strip_prefix(self.group)
+            .and_then(|r| r.strip_prefix('/'))
+        else {
+            return false;
+        };
+        !rest.starts_with("autoTaint_")
+            && rest
+                .strip_suffix(skyhook)
+                .is_some_and(|head| head.ends_with('_'))
+    }
+
+    /// The prefix of every node condition type of Skyhook `skyhook`: `<group>/<s>/`.
+    pub fn node_condition_prefix(&self, skyhook: &str) -> String {
+        format!("{}/{skyhook}/", self.group)
+    }
+
+    /// Whether node condition type `type_` is one some Skyhook sets (`<group>/<s>/...`): the
+    /// only node conditions the controller reads whole (of the kubelet's, it reads whether and
+    /// since when the node is Ready).
+    pub fn is_skyhook_node_condition(&self, type_: &str) -> bool {
+        type_
+            .strip_prefix(self.group)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .and_then(|rest| rest.split_once('/'))
+            .is_some_and(|(skyhook, condition)| !skyhook.is_empty() && !condition.is_empty())
+    }
+
+    /// Node condition type: True (reason [`NODE_NOT_READY_REASON_INCOMPLETE`]) while Skyhook
+    /// `skyhook` is incomplete on the node.
+    pub fn node_not_ready_condition(&self, skyhook: &str) -> String {
+        format!("{}NotReady", self.node_condition_prefix(skyhook))
+    }
+
+    /// Node condition type: True (reason [`NODE_ERRORING_REASON`]) while a package of Skyhook
+    /// `skyhook` is erroring or unknown on the node.
+    pub fn node_erroring_condition(&self, skyhook: &str) -> String {
+        format!("{}Erroring", self.node_condition_prefix(skyhook))
+    }
+
+    /// Every node annotation, label and condition type the controller writes for Skyhook
+    /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length
+    /// of a Skyhook name ([`Keys::max_skyhook_name_len`]). A new per-Skyhook key must be added
+    /// here.
+    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 11] {
+        let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
+        [
+            key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
+            key(
+                self.node_status_key(skyhook),
+                NodeKeyKind::AnnotationAndLabel,
+            ),
+            key(self.cordon_annotation(skyhook), NodeKeyKind::Annotation),
+            key(
+                self.node_version_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.cordoned_at_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_failed_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_boot_id_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_picked_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.stage_times_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_not_ready_condition(skyhook),
+                NodeKeyKind::ConditionType,
+            ),
+            key(
+                self.node_erroring_condition(skyhook),
+                NodeKeyKind::ConditionType,
+            ),
+        ]
+    }
+
+    /// The longest Skyhook name whose every per-Skyhook annotation and label key
+    /// ([`Keys::per_skyhook_node_keys`]) is valid, and which fits the label values that carry
+    /// the name ([`Keys::name_label`], [`Keys::node_meta_label`]). Computed from the keys
+    /// themselves, so a new or longer key lowers it rather than breaking every node patch of a
+    /// long-named Skyhook.
+    pub fn max_skyhook_name_len(&self) -> usize {
+        self.per_skyhook_node_keys("")
+            .iter()
+            .filter(|k| k.kind != NodeKeyKind::ConditionType)
+            .map(|k| {
+                let name_part = k.key.rsplit_once('/').map_or(k.key.as_str(), |(_, n)| n);
+                MAX_QUALIFIED_NAME_PART.saturating_sub(name_part.len())
+            })
+            .fold(MAX_QUALIFIED_NAME_PART, usize::min)
+    }
+}
+
+/// The operator version we write into [`Keys::version_annotation`] and `version_<skyhook>`:
+/// the upstream release whose node state and behaviour we are compatible with. Upstream tools
+/// read these annotations (its operator to decide on migrations, its CLI to refuse pausing
+/// operators older than v0.8.0), so our own crate version, which follows a different
+/// numbering, must not appear there.
 pub const COMPATIBLE_OPERATOR_VERSION: &str = "v0.13.0";
 
-/// The operator-version marker to write over `current` (the Skyhook's [`VERSION_ANNOTATION`]
-/// or a node's `version_<skyhook>`): ours ([`COMPATIBLE_OPERATOR_VERSION`]) where there is
-/// none, or an older one, or one that is not a version; `None` (leave it) where it is ours or
-/// newer. Upstream reads the marker to decide which migrations to run when it takes the
-/// cluster back, so a marker left by a newer upstream operator must never be lowered. Versions
-/// are compared as semver, with or without their `v`.
+/// The operator-version marker to write over `current` (the Skyhook's
+/// [`Keys::version_annotation`] or a node's `version_<skyhook>`): ours
+/// ([`COMPATIBLE_OPERATOR_VERSION`]) where there is none, or an older one, or one that is not a
+/// version; `None` (leave it) where it is ours or newer. Upstream reads the marker to decide
+/// which migrations to run when it takes the cluster back, so a marker left by a newer upstream
+/// operator must never be lowered. Versions are compared as semver, with or without their `v`.
 pub fn operator_version_to_write(current: Option<&str>) -> Option<&'static str> {
     use std::cmp::Ordering;
     let parse = |text: &str| crate::version::Version::parse(text.strip_prefix('v').unwrap_or(text));
@@ -35,124 +329,6 @@ pub fn operator_version_to_write(current: Option<&str>) -> Option<&'static str> 
     };
     let ours = parse(COMPATIBLE_OPERATOR_VERSION).ok()?;
     (current.cmp_precedence(&ours) == Ordering::Less).then_some(COMPATIBLE_OPERATOR_VERSION)
-}
-
-/// Finalizer on every Skyhook, removed after cleanup (uncordon, metrics) on deletion.
-pub const FINALIZER: &str = "skyhook.nvidia.com/skyhook";
-
-// ---- Node annotations and labels (one per Skyhook) -------------------------------------------
-
-/// Node annotation holding the node-state JSON of Skyhook `skyhook` (the source of truth).
-pub fn node_state_annotation(skyhook: &str) -> String {
-    format!("{GROUP}/nodeState_{skyhook}")
-}
-
-/// Node annotation **and** label holding the node's status for Skyhook `skyhook`.
-pub fn node_status_key(skyhook: &str) -> String {
-    format!("{GROUP}/status_{skyhook}")
-}
-
-/// Node annotation `"true"`: Skyhook `skyhook` cordoned the node and owns that cordon.
-pub fn cordon_annotation(skyhook: &str) -> String {
-    format!("{GROUP}/cordon_{skyhook}")
-}
-
-/// Prefix shared by every cordon-ownership annotation, to find all owners of a cordon.
-pub const CORDON_ANNOTATION_PREFIX: &str = "skyhook.nvidia.com/cordon_";
-
-/// Node annotation: the operator version that last touched the node for Skyhook `skyhook`.
-pub fn node_version_annotation(skyhook: &str) -> String {
-    format!("{GROUP}/version_{skyhook}")
-}
-
-/// Prefix of [`cordoned_at_annotation`], to find every Skyhook's drain start.
-pub const CORDONED_AT_PREFIX: &str = "skyhook.nvidia.com/cordonedAt_";
-
-/// Node annotation (RFC 3339): when Skyhook `skyhook` cordoned the node, so that the drain
-/// timeout survives controller restarts. Ours; upstream has no such key.
-pub fn cordoned_at_annotation(skyhook: &str) -> String {
-    format!("{CORDONED_AT_PREFIX}{skyhook}")
-}
-
-/// Node annotation (RFC 3339): when a drain of Skyhook `skyhook` on the node timed out with
-/// `spec.drain.onTimeout: fail`. The node was uncordoned and its interrupting package marked
-/// `erroring` without an interrupt having run, so it holds no budget slot
-/// ([`crate::budget::slot_hold`]); the next cordon of the Skyhook removes it. Ours.
-pub fn drain_failed_annotation(skyhook: &str) -> String {
-    format!("{GROUP}/drainFail_{skyhook}")
-}
-
-/// Node annotation (JSON, see [`crate::transition::TransitionTimes`]): when each entry of
-/// Skyhook `skyhook`'s node state entered its stage and state, for stage durations, the
-/// health gate and the plugin's ETA. Ours: kept beside `nodeState_<skyhook>`, which stays
-/// exactly upstream's JSON.
-pub fn stage_times_annotation(skyhook: &str) -> String {
-    format!("{GROUP}/stageTimes_{skyhook}")
-}
-
-/// Node annotation: the boot ID Skyhook `skyhook` last saw on the node, to detect reboots
-/// (spec §2.11). Ours: upstream keeps it only in `status.nodeBootIds`, which a status over
-/// thousands of nodes can no longer hold ([`crate::node_mirror`]).
-pub fn node_boot_id_annotation(skyhook: &str) -> String {
-    format!("{GROUP}/bootId_{skyhook}")
-}
-
-/// Node annotation (RFC 3339, whole seconds): when Skyhook `skyhook` picked the node for its
-/// current batch; present while the node keeps its batch slot (spec §2.4, batch stickiness).
-/// Ours: upstream keeps it only in `status.nodePriority` ([`crate::node_mirror`]).
-pub fn node_picked_annotation(skyhook: &str) -> String {
-    format!("{GROUP}/pickedAt_{skyhook}")
-}
-
-/// Node annotation `"true"`: the operator added the taint with key `taint_key` to a new node.
-/// The suffix is the taint key, not a Skyhook name.
-pub fn auto_taint_annotation(taint_key: &str) -> String {
-    format!("{GROUP}/autoTaint_{taint_key}")
-}
-
-/// Whether the node annotation or label `key` belongs to Skyhook `skyhook`: it starts with
-/// `skyhook.nvidia.com/` and ends with `_<skyhook>`. The auto-taint annotation is never one,
-/// even when the taint key happens to equal the Skyhook's name (upstream's cleanup removed it
-/// then).
-pub fn is_skyhook_node_key(key: &str, skyhook: &str) -> bool {
-    let Some(rest) = key.strip_prefix(GROUP).and_then(|r| r.strip_prefix('/')) else {
-        return false;
-    };
-    !rest.starts_with("autoTaint_")
-        && rest
-            .strip_suffix(skyhook)
-            .is_some_and(|head| head.ends_with('_'))
-}
-
-/// The prefix of every node condition type of Skyhook `skyhook`: `skyhook.nvidia.com/<s>/`.
-pub fn node_condition_prefix(skyhook: &str) -> String {
-    format!("{GROUP}/{skyhook}/")
-}
-
-/// Whether node condition type `type_` is one some Skyhook sets (`skyhook.nvidia.com/<s>/...`):
-/// the only node conditions the controller reads whole (of the kubelet's, it reads whether and
-/// since when the node is Ready).
-pub fn is_skyhook_node_condition(type_: &str) -> bool {
-    type_
-        .strip_prefix(GROUP)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .and_then(|rest| rest.split_once('/'))
-        .is_some_and(|(skyhook, condition)| !skyhook.is_empty() && !condition.is_empty())
-}
-
-/// Node label `"true"` set by an administrator: the node is `blocked` for every Skyhook.
-pub const IGNORE_LABEL: &str = "skyhook.nvidia.com/ignore";
-
-/// Node condition type: True (reason [`NODE_NOT_READY_REASON_INCOMPLETE`]) while Skyhook
-/// `skyhook` is incomplete on the node.
-pub fn node_not_ready_condition(skyhook: &str) -> String {
-    format!("{GROUP}/{skyhook}/NotReady")
-}
-
-/// Node condition type: True (reason [`NODE_ERRORING_REASON`]) while a package of Skyhook
-/// `skyhook` is erroring or unknown on the node.
-pub fn node_erroring_condition(skyhook: &str) -> String {
-    format!("{GROUP}/{skyhook}/Erroring")
 }
 
 /// Where the controller writes a per-Skyhook node key, which decides the limits it must meet.
@@ -176,47 +352,9 @@ pub struct NodeKey {
     pub kind: NodeKeyKind,
 }
 
-/// Every node annotation, label and condition type the controller writes for Skyhook
-/// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length of
-/// a Skyhook name ([`max_skyhook_name_len`]). A new per-Skyhook key must be added here.
-pub fn per_skyhook_node_keys(skyhook: &str) -> [NodeKey; 11] {
-    let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
-    [
-        key(node_state_annotation(skyhook), NodeKeyKind::Annotation),
-        key(node_status_key(skyhook), NodeKeyKind::AnnotationAndLabel),
-        key(cordon_annotation(skyhook), NodeKeyKind::Annotation),
-        key(node_version_annotation(skyhook), NodeKeyKind::Annotation),
-        key(cordoned_at_annotation(skyhook), NodeKeyKind::Annotation),
-        key(drain_failed_annotation(skyhook), NodeKeyKind::Annotation),
-        key(node_boot_id_annotation(skyhook), NodeKeyKind::Annotation),
-        key(node_picked_annotation(skyhook), NodeKeyKind::Annotation),
-        key(stage_times_annotation(skyhook), NodeKeyKind::Annotation),
-        key(
-            node_not_ready_condition(skyhook),
-            NodeKeyKind::ConditionType,
-        ),
-        key(node_erroring_condition(skyhook), NodeKeyKind::ConditionType),
-    ]
-}
-
 /// The longest name part of a qualified annotation or label key (after `prefix/`), and the
 /// longest label value.
 pub const MAX_QUALIFIED_NAME_PART: usize = 63;
-
-/// The longest Skyhook name whose every per-Skyhook annotation and label key
-/// ([`per_skyhook_node_keys`]) is valid, and which fits the label values that carry the name
-/// ([`NAME_LABEL`], [`NODE_META_LABEL`]). Computed from the keys themselves, so a new or longer
-/// key lowers it rather than breaking every node patch of a long-named Skyhook.
-pub fn max_skyhook_name_len() -> usize {
-    per_skyhook_node_keys("")
-        .iter()
-        .filter(|k| k.kind != NodeKeyKind::ConditionType)
-        .map(|k| {
-            let name_part = k.key.rsplit_once('/').map_or(k.key.as_str(), |(_, n)| n);
-            MAX_QUALIFIED_NAME_PART.saturating_sub(name_part.len())
-        })
-        .fold(MAX_QUALIFIED_NAME_PART, usize::min)
-}
 
 /// Reason of the node `NotReady` condition while True.
 pub const NODE_NOT_READY_REASON_INCOMPLETE: &str = "Incomplete";
@@ -253,26 +391,8 @@ pub fn node_erroring_message(skyhook: &str, erroring: bool) -> String {
 
 // ---- Pods and ConfigMaps the operator creates ----------------------------------------------
 
-/// Label (and annotation) on package pods, interrupt pods and package ConfigMaps: the Skyhook
-/// name. Only pods with this label are watched.
-pub const NAME_LABEL: &str = "skyhook.nvidia.com/name";
-/// Pod label: `<package>-<version>`.
-pub const PACKAGE_LABEL: &str = "skyhook.nvidia.com/package";
-/// Pod annotation holding the package reference JSON
-/// (see [`crate::pod_annotation::PodPackageAnnotation`]).
-pub const PACKAGE_ANNOTATION: &str = "skyhook.nvidia.com/package";
-/// Pod label `"True"` on interrupt pods.
-pub const INTERRUPT_LABEL: &str = "skyhook.nvidia.com/interrupt";
 /// Value of [`INTERRUPT_LABEL`].
 pub const INTERRUPT_LABEL_VALUE: &str = "True";
-/// Label on node-metadata ConfigMaps: the Skyhook name.
-pub const NODE_META_LABEL: &str = "skyhook.nvidia.com/skyhook-node-meta";
-/// Package ConfigMap annotation: the package name.
-pub const PACKAGE_NAME_ANNOTATION: &str = "skyhook.nvidia.com/Package.Name";
-/// Package ConfigMap annotation: the package version.
-pub const PACKAGE_VERSION_ANNOTATION: &str = "skyhook.nvidia.com/Package.Version";
-/// Node-metadata ConfigMap annotation: the node name.
-pub const NODE_NAME_ANNOTATION: &str = "skyhook.nvidia.com/Node.name";
 
 // ---- Environment of the agent containers ----------------------------------------------------
 
@@ -304,17 +424,6 @@ pub const OPERATOR_AGENT_ENV: [&str; 5] = [
 /// Standard condition: True once the Skyhook is complete on every selected node, for
 /// `kubectl wait --for=condition=Ready` and GitOps tools.
 pub const CONDITION_READY: &str = "Ready";
-/// Deprecated mirror of [`CONDITION_READY`], identical to it, kept for one release.
-pub const CONDITION_READY_PREFIXED: &str = "skyhook.nvidia.com/Ready";
-/// Condition always present: Ready's status, reason = the raw Skyhook status, message the
-/// transition in a pass that changed the status, otherwise Ready's message.
-pub const CONDITION_TRANSITION: &str = "skyhook.nvidia.com/Transition";
-/// Condition naming the package and node of the last pod launch.
-pub const CONDITION_APPLY_PACKAGE: &str = "skyhook.nvidia.com/ApplyPackage";
-/// Condition: True while some selected node has a taint the packages do not tolerate.
-pub const CONDITION_TAINT_NOT_TOLERABLE: &str = "skyhook.nvidia.com/TaintNotTolerable";
-/// Condition: True while some selected node carries the ignore label.
-pub const CONDITION_NODES_IGNORED: &str = "skyhook.nvidia.com/NodesIgnored";
 /// The bare types written beside [`CONDITION_APPLY_PACKAGE`], [`CONDITION_TAINT_NOT_TOLERABLE`],
 /// [`CONDITION_NODES_IGNORED`] and [`CONDITION_DEPLOYMENT_POLICY_NOT_FOUND`], which upstream
 /// deprecated but still writes for one release. Each pair always carries the same condition.
@@ -344,35 +453,12 @@ pub fn apply_package_message(package: &str, version: &str, node: &str) -> String
     format!("Applying package [{package}:{version}] to node [{node}]")
 }
 
-/// Condition: True while the referenced DeploymentPolicy does not exist.
-pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND: &str =
-    "skyhook.nvidia.com/DeploymentPolicyNotFound";
-
-/// Condition (ours, not upstream's): True while a node was asked to reboot by one of the
-/// Skyhook's interrupts and has not come back with a new boot ID within the reboot deadline;
-/// the message lists the nodes, packages and when each reboot was requested. The node keeps its
-/// budget slot meanwhile.
-pub const CONDITION_REBOOT_NOT_CONFIRMED: &str = "skyhook.nvidia.com/RebootNotConfirmed";
-
-/// Condition (ours, not upstream's): True while nodes the Skyhook would cordon wait because
-/// the controller's fleet budget (`FLEET_BUDGET`) is used up by nodes cordoned or interrupting
-/// across all Skyhooks; the message says how many and which nodes wait. Removed once none waits.
-pub const CONDITION_FLEET_BUDGET_WAIT: &str = "skyhook.nvidia.com/WaitingForFleetBudget";
 /// Reason of [`CONDITION_FLEET_BUDGET_WAIT`].
 pub const FLEET_BUDGET_FULL_REASON: &str = "FleetBudgetFull";
 
-/// Condition (ours, not upstream's): True while compartments of the Skyhook hold their next
-/// batch because their DeploymentPolicy's maintenance windows are closed; the message says
-/// when the next window opens. Removed once no compartment is held by a window.
-pub const CONDITION_OUTSIDE_MAINTENANCE_WINDOW: &str =
-    "skyhook.nvidia.com/OutsideMaintenanceWindow";
 /// Reason of [`CONDITION_OUTSIDE_MAINTENANCE_WINDOW`].
 pub const MAINTENANCE_WINDOW_CLOSED_REASON: &str = "MaintenanceWindowClosed";
 
-/// Condition (ours, not upstream's): True while compartments of the Skyhook hold their next
-/// batch because their DeploymentPolicy's health gate is closed; the message names, per
-/// compartment, the node that holds it. Removed once no compartment is held by the gate.
-pub const CONDITION_HEALTH_GATE_HELD: &str = "skyhook.nvidia.com/HealthGateHeld";
 /// Reason of [`CONDITION_HEALTH_GATE_HELD`].
 pub const HEALTH_GATE_HELD_REASON: &str = "NodeNotSettled";
 
@@ -437,15 +523,15 @@ mod tests {
             ("skyhook.nvidia.com/gpu", false),
         ];
         for (key, expected) in cases {
-            assert_eq!(is_skyhook_node_key(key, "gpu"), expected, "{key}");
+            assert_eq!(SKYHOOK.is_skyhook_node_key(key, "gpu"), expected, "{key}");
         }
     }
 
     #[test]
     fn node_conditions_of_skyhooks() {
         let cases = [
-            (node_not_ready_condition("gpu"), true),
-            (node_erroring_condition("other"), true),
+            (SKYHOOK.node_not_ready_condition("gpu"), true),
+            (SKYHOOK.node_erroring_condition("other"), true),
             ("Ready".to_owned(), false),
             ("MemoryPressure".to_owned(), false),
             ("skyhook.nvidia.com/gpu".to_owned(), false),
@@ -455,7 +541,11 @@ mod tests {
             ("example.com/gpu/NotReady".to_owned(), false),
         ];
         for (type_, expected) in cases {
-            assert_eq!(is_skyhook_node_condition(&type_), expected, "{type_}");
+            assert_eq!(
+                SKYHOOK.is_skyhook_node_condition(&type_),
+                expected,
+                "{type_}"
+            );
         }
     }
 
@@ -463,49 +553,59 @@ mod tests {
     fn per_skyhook_keys_match_upstream_spelling() {
         let cases: [(String, &str); 7] = [
             (
-                node_state_annotation("demo"),
+                SKYHOOK.node_state_annotation("demo"),
                 "skyhook.nvidia.com/nodeState_demo",
             ),
-            (node_status_key("demo"), "skyhook.nvidia.com/status_demo"),
-            (cordon_annotation("demo"), "skyhook.nvidia.com/cordon_demo"),
             (
-                node_version_annotation("demo"),
+                SKYHOOK.node_status_key("demo"),
+                "skyhook.nvidia.com/status_demo",
+            ),
+            (
+                SKYHOOK.cordon_annotation("demo"),
+                "skyhook.nvidia.com/cordon_demo",
+            ),
+            (
+                SKYHOOK.node_version_annotation("demo"),
                 "skyhook.nvidia.com/version_demo",
             ),
             (
-                auto_taint_annotation("skyhook.nvidia.com"),
+                SKYHOOK.auto_taint_annotation("skyhook.nvidia.com"),
                 "skyhook.nvidia.com/autoTaint_skyhook.nvidia.com",
             ),
             (
-                node_not_ready_condition("demo"),
+                SKYHOOK.node_not_ready_condition("demo"),
                 "skyhook.nvidia.com/demo/NotReady",
             ),
             (
-                node_erroring_condition("demo"),
+                SKYHOOK.node_erroring_condition("demo"),
                 "skyhook.nvidia.com/demo/Erroring",
             ),
         ];
         for (got, want) in cases {
             assert_eq!(got, want);
         }
-        assert!(cordon_annotation("x").starts_with(CORDON_ANNOTATION_PREFIX));
+        assert!(
+            SKYHOOK
+                .cordon_annotation("x")
+                .starts_with(SKYHOOK.cordon_annotation_prefix)
+        );
         assert_eq!(
-            cordoned_at_annotation("demo"),
+            SKYHOOK.cordoned_at_annotation("demo"),
             "skyhook.nvidia.com/cordonedAt_demo"
         );
         assert_eq!(
-            node_boot_id_annotation("demo"),
+            SKYHOOK.node_boot_id_annotation("demo"),
             "skyhook.nvidia.com/bootId_demo"
         );
         assert_eq!(
-            node_picked_annotation("demo"),
+            SKYHOOK.node_picked_annotation("demo"),
             "skyhook.nvidia.com/pickedAt_demo"
         );
     }
 
     #[test]
     fn every_per_skyhook_key_is_listed_once_and_names_its_skyhook() {
-        let keys = per_skyhook_node_keys("demo");
+        let keys = SKYHOOK.per_skyhook_node_keys("demo");
         let mut spelled: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
         spelled.sort_unstable();
         spelled.dedup();
@@ -514,7 +614,8 @@ mod tests {
             assert!(key.key.starts_with("skyhook.nvidia.com/"), "{key:?}");
             assert!(key.key.contains("demo"), "{key:?}");
             assert!(
-                !per_skyhook_node_keys("other")
+                !SKYHOOK
+                    .per_skyhook_node_keys("other")
                     .iter()
                     .any(|o| o.key == key.key)
             );
@@ -525,7 +626,7 @@ mod tests {
     /// today: 63 - 11 = 52.
     #[test]
     fn the_name_limit_comes_from_the_longest_key() {
-        assert_eq!(max_skyhook_name_len(), 52);
+        assert_eq!(SKYHOOK.max_skyhook_name_len(), 52);
     }
 
     #[test]

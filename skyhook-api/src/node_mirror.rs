@@ -6,7 +6,7 @@
 //! repeats every map key in `managedFields`: past a few thousand nodes the status exceeds
 //! etcd's 1.5 MiB request limit, the status write fails, and the Skyhook never reports
 //! progress again. Here the boot ID and the pick time live on the node
-//! ([`keys::node_boot_id_annotation`], [`keys::node_picked_annotation`]) and all four maps are
+//! ([`keys::SKYHOOK.node_boot_id_annotation`], [`keys::SKYHOOK.node_picked_annotation`]) and all four maps are
 //! mirrors: kept while small, so a small cluster's status reads exactly as upstream's, and
 //! dropped whole past a byte budget ([`bound_node_mirrors`]).
 //!
@@ -42,8 +42,8 @@ pub struct NodeRecordKeys {
 impl NodeRecordKeys {
     pub fn of(skyhook: &str) -> Self {
         NodeRecordKeys {
-            boot_id: keys::node_boot_id_annotation(skyhook),
-            picked: keys::node_picked_annotation(skyhook),
+            boot_id: keys::SKYHOOK.node_boot_id_annotation(skyhook),
+            picked: keys::SKYHOOK.node_picked_annotation(skyhook),
         }
     }
 

@@ -5,12 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Taint;
 
-use crate::keys::GROUP;
+use crate::keys::SKYHOOK;
 use crate::string_map::StringMap;
-
-/// The runtime-required taint the operator applies and removes unless configured otherwise
-/// (`RUNTIME_REQUIRED_TAINT`, chart value `runtimeRequiredTaint`), as `key=value:Effect`.
-pub const DEFAULT_RUNTIME_REQUIRED_TAINT: &str = "skyhook.nvidia.com=runtime-required:NoSchedule";
 
 /// Why a taint specification did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,7 +68,7 @@ pub fn has_taint(taints: &[Taint], taint: &Taint) -> bool {
 /// Whether a node carries any `skyhook.nvidia.com/*` annotation, i.e. some Skyhook has already
 /// processed it.
 pub fn has_skyhook_annotations(annotations: &dyn StringMap) -> bool {
-    let prefix = format!("{GROUP}/");
+    let prefix = format!("{}/", SKYHOOK.group);
     annotations.any_key(&mut |key| key.starts_with(&prefix))
 }
 

@@ -2,7 +2,7 @@
 //! as finished.
 //!
 //! The times live beside the node state, in the node annotation
-//! `skyhook.nvidia.com/stageTimes_<skyhook>` ([`crate::keys::stage_times_annotation`]): the
+//! `skyhook.nvidia.com/stageTimes_<skyhook>` ([`crate::keys::SKYHOOK.stage_times_annotation`]): the
 //! node-state annotation stays exactly upstream's JSON (tools and upstream's checks compare it as
 //! a string). Each time is recorded with the stage and state it belongs to, so a time is used
 //! only while its entry is still in that stage and state: a node state edited by someone else
@@ -125,11 +125,11 @@ impl TransitionTimes {
 /// wrote) the times inside its node state; empty when neither says anything readable.
 pub fn recorded_times(annotations: &dyn StringMap, skyhook: &str) -> TransitionTimes {
     let written = annotations
-        .value(&keys::stage_times_annotation(skyhook))
+        .value(&keys::SKYHOOK.stage_times_annotation(skyhook))
         .and_then(|text| TransitionTimes::parse(text).ok());
     written
         .or_else(|| {
-            let node_state = annotations.value(&keys::node_state_annotation(skyhook))?;
+            let node_state = annotations.value(&keys::SKYHOOK.node_state_annotation(skyhook))?;
             TransitionTimes::from_legacy_node_state(node_state)
         })
         .unwrap_or_default()
@@ -447,8 +447,10 @@ mod tests {
     #[test]
     fn a_nodes_times_come_from_its_annotation_else_from_its_legacy_node_state() {
         let legacy = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"i","stage":"config","state":"in_progress","lastTransitionTime":"2027-01-15T08:00:00Z"}}"#;
-        let mut annotations =
-            BTreeMap::from([(keys::node_state_annotation("demo"), legacy.to_owned())]);
+        let mut annotations = BTreeMap::from([(
+            keys::SKYHOOK.node_state_annotation("demo"),
+            legacy.to_owned(),
+        )]);
         let config = entry(Config, InProgress);
         assert_eq!(
             recorded_times(&annotations, "demo").of(&config),
@@ -457,7 +459,7 @@ mod tests {
         assert!(recorded_times(&annotations, "other").is_empty());
         let written = times_of(&[(&config, Config, InProgress, 60)]);
         annotations.insert(
-            keys::stage_times_annotation("demo"),
+            keys::SKYHOOK.stage_times_annotation("demo"),
             written.to_annotation(),
         );
         assert_eq!(recorded_times(&annotations, "demo"), written);

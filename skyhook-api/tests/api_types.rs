@@ -133,7 +133,7 @@ fn pause_and_disable_come_from_annotations() {
         !skyhook(manifest).is_paused(),
         "spec.pause is deprecated and ignored"
     );
-    assert_eq!(keys::PAUSE_ANNOTATION, "skyhook.nvidia.com/pause");
+    assert_eq!(keys::SKYHOOK.pause_annotation, "skyhook.nvidia.com/pause");
 }
 
 #[test]

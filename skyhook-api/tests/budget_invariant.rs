@@ -107,7 +107,7 @@ impl SimNode {
 
     fn annotations(&self) -> BTreeMap<String, String> {
         if self.cordoned {
-            BTreeMap::from([(keys::cordon_annotation(SKYHOOK), "true".to_owned())])
+            BTreeMap::from([(keys::SKYHOOK.cordon_annotation(SKYHOOK), "true".to_owned())])
         } else {
             BTreeMap::new()
         }

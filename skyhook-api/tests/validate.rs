@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde_json::Value;
-use skyhook_api::keys::{self, NodeKeyKind, per_skyhook_node_keys};
+use skyhook_api::keys::{self, NodeKeyKind};
 use skyhook_api::names;
 use skyhook_api::selector::{validate_dns_label, validate_label_key, validate_label_value};
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook, SkyhookSpec, Stage};
@@ -394,8 +394,8 @@ fn policy_existence_uses_the_context() {
 
 #[test]
 fn skyhook_names() {
-    let long = "a".repeat(keys::max_skyhook_name_len());
-    let too_long = "a".repeat(keys::max_skyhook_name_len() + 1);
+    let long = "a".repeat(keys::SKYHOOK.max_skyhook_name_len());
+    let too_long = "a".repeat(keys::SKYHOOK.max_skyhook_name_len() + 1);
     let cases = [
         ("simple-skyhook", true),
         ("interrupt-grouping", true),
@@ -422,7 +422,8 @@ fn skyhook_names() {
 #[test]
 fn the_name_limit_follows_from_the_keys_the_controller_writes() {
     let metadata_keys = |name: &str| -> Vec<String> {
-        per_skyhook_node_keys(name)
+        keys::SKYHOOK
+            .per_skyhook_node_keys(name)
             .into_iter()
             .filter(|k| k.kind != NodeKeyKind::ConditionType)
             .map(|k| k.key)
@@ -434,7 +435,7 @@ fn the_name_limit_follows_from_the_keys_the_controller_writes() {
         .max()
         .unwrap();
     let max = (63 - longest_name_part).min(63);
-    assert_eq!(keys::max_skyhook_name_len(), max);
+    assert_eq!(keys::SKYHOOK.max_skyhook_name_len(), max);
 
     let fits = "a".repeat(max);
     let context = ValidationContext {

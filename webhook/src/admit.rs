@@ -9,7 +9,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::de::DeserializeOwned;
-use skyhook_api::keys::GROUP;
+use skyhook_api::keys::SKYHOOK;
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook};
 use skyhook_api::validate::{
     UpdateVerdict, ValidationContext, Violation, Violations, admission_warnings, default_policy,
@@ -73,12 +73,13 @@ pub fn admit(
 ) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     let kind = &request.kind;
-    if kind.group != GROUP || kind.kind != endpoint.kind() {
+    if kind.group != SKYHOOK.group || kind.kind != endpoint.kind() {
         return deny_bad_request(
             response,
             format!(
-                "{} admits {GROUP}/{}, but the request is for {}/{} {:?}; check the rules of the webhook configuration",
+                "{} admits {}/{}, but the request is for {}/{} {:?}; check the rules of the webhook configuration",
                 endpoint.path(),
+                SKYHOOK.group,
                 endpoint.kind(),
                 kind.group,
                 kind.kind,
@@ -307,7 +308,7 @@ fn deny_invalid(
     );
     response.result.details = Some(StatusDetails {
         name: name.to_owned(),
-        group: GROUP.to_owned(),
+        group: SKYHOOK.group.to_owned(),
         kind: kind.to_owned(),
         causes: violations
             .as_slice()

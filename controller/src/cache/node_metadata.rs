@@ -100,10 +100,10 @@ impl From<ConfigMap> for CachedNodeMetadata {
             },
             skyhook: labels
                 .as_mut()
-                .and_then(|l| l.remove(keys::NODE_META_LABEL)),
+                .and_then(|l| l.remove(keys::SKYHOOK.node_meta_label)),
             node: annotations
                 .as_mut()
-                .and_then(|a| a.remove(keys::NODE_NAME_ANNOTATION)),
+                .and_then(|a| a.remove(keys::SKYHOOK.node_name_annotation)),
             digest: DataDigest::of(data.as_ref()),
             packages_json: data.and_then(|mut data| data.remove(PACKAGES_KEY)),
         }
@@ -151,8 +151,8 @@ mod tests {
         let cached: CachedNodeMetadata = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "meta-node-1", "namespace": "skyhook", "resourceVersion": "3",
                          "uid": "u-1",
-                         "labels": {keys::NODE_META_LABEL: "gpu-init", "other": "x"},
-                         "annotations": {keys::NODE_NAME_ANNOTATION: "node-1", "other": "y"},
+                         "labels": {keys::SKYHOOK.node_meta_label: "gpu-init", "other": "x"},
+                         "annotations": {keys::SKYHOOK.node_name_annotation: "node-1", "other": "y"},
                          "ownerReferences": [{"apiVersion": "skyhook.nvidia.com/v1alpha1",
                                               "kind": "Skyhook", "name": "gpu-init", "uid": "s-1"}],
                          "managedFields": [{"manager": "skyhook", "operation": "Apply"}]},

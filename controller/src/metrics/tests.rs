@@ -440,7 +440,7 @@ fn stage_durations_are_observed_and_go_with_their_skyhook() {
 fn a_blocked_drain_follows_its_condition() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     let condition = |status: &str| Condition {
-        type_: crate::reconcile::plan::CONDITION_DRAIN_BLOCKED.into(),
+        type_: skyhook_api::keys::SKYHOOK.condition_drain_blocked.into(),
         status: status.into(),
         reason: "DrainTimeout".into(),
         message: "node-1: waiting for shop/web-1".into(),

@@ -437,9 +437,12 @@ fn annotation_problems() {
     let mut marked = pod_for(&sky, &pkg, Stage::Apply);
     let annotations = marked.metadata.annotations.as_mut().unwrap();
     let mut annotation =
-        PodPackageAnnotation::parse(&annotations[keys::PACKAGE_ANNOTATION]).unwrap();
+        PodPackageAnnotation::parse(&annotations[keys::SKYHOOK.package_annotation]).unwrap();
     annotation.invalid = true;
-    annotations.insert(keys::PACKAGE_ANNOTATION.into(), annotation.to_annotation());
+    annotations.insert(
+        keys::SKYHOOK.package_annotation.into(),
+        annotation.to_annotation(),
+    );
     let verdict = validate_pod(
         &settings(),
         &owner(&sky),

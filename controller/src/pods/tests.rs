@@ -394,7 +394,10 @@ fn stage_container_names_and_args() {
         let annotation =
             PodPackageAnnotation::parse(&annotations["skyhook.nvidia.com/package"]).unwrap();
         assert_eq!(annotation.stage, stage);
-        assert_eq!(annotations[BOOT_ID_ANNOTATION], "boot-1");
+        assert_eq!(
+            annotations[skyhook_api::keys::SKYHOOK.boot_id_annotation],
+            "boot-1"
+        );
     }
 }
 
@@ -722,7 +725,10 @@ fn reboot_interrupt_pod() {
     assert_eq!(labels["skyhook.nvidia.com/interrupt"], "True");
     assert_eq!(labels["skyhook.nvidia.com/package"], "dexter-1.2.3");
     let annotations = pod.metadata.annotations.clone().unwrap();
-    assert_eq!(annotations[BOOT_ID_ANNOTATION], "boot-1");
+    assert_eq!(
+        annotations[skyhook_api::keys::SKYHOOK.boot_id_annotation],
+        "boot-1"
+    );
     let annotation =
         PodPackageAnnotation::parse(&annotations["skyhook.nvidia.com/package"]).unwrap();
     assert_eq!(annotation.stage, Stage::Interrupt);
@@ -796,7 +802,7 @@ fn merged_service_interrupt_argument() {
         !pod.metadata
             .annotations
             .unwrap()
-            .contains_key(BOOT_ID_ANNOTATION)
+            .contains_key(skyhook_api::keys::SKYHOOK.boot_id_annotation)
     );
 }
 

@@ -685,9 +685,9 @@ async fn set_finalizer(
         return Ok(None);
     };
     let mut finalizers: Vec<String> = skyhook.metadata.finalizers.clone().unwrap_or_default();
-    finalizers.retain(|f| f != keys::FINALIZER);
+    finalizers.retain(|f| f != keys::SKYHOOK.finalizer);
     if add {
-        finalizers.push(keys::FINALIZER.to_owned());
+        finalizers.push(keys::SKYHOOK.finalizer.to_owned());
     }
     let patch = json!({
         "metadata": {

@@ -45,7 +45,7 @@ fn node_readings<'a>(skyhook: &'a Skyhook, targeted: &[&Arc<CachedNode>]) -> Nod
             .iter()
             .filter_map(move |node| node.annotations.get(&key))
     };
-    let statuses = annotated(keys::node_status_key(name))
+    let statuses = annotated(keys::SKYHOOK.node_status_key(name))
         .filter_map(|value| value.parse().ok())
         .collect();
     let mirror = skyhook
@@ -55,7 +55,7 @@ fn node_readings<'a>(skyhook: &'a Skyhook, targeted: &[&Arc<CachedNode>]) -> Nod
         .filter(|states| !states.is_empty());
     let states = match mirror {
         Some(states) => states.values().map(Cow::Borrowed).collect(),
-        None => annotated(keys::node_state_annotation(name))
+        None => annotated(keys::SKYHOOK.node_state_annotation(name))
             .filter_map(|value| Some(Cow::Owned(NodeState::parse(value).ok()?)))
             .collect(),
     };

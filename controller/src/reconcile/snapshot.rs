@@ -83,7 +83,7 @@ pub struct NodeView {
     pub not_ready_since: Option<Timestamp>,
     /// When the `Ready` condition last turned True, while it is True.
     pub ready_since: Option<Timestamp>,
-    /// The node's conditions of Skyhooks ([`keys::is_skyhook_node_condition`]): the plan
+    /// The node's conditions of Skyhooks ([`keys::SKYHOOK.is_skyhook_node_condition`]): the plan
     /// writes no other, and reads of the kubelet's only `ready` and its transitions.
     pub conditions: Vec<NodeConditionView>,
     /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.
@@ -184,7 +184,7 @@ impl Snapshot {
             .filter_map(|pod| {
                 let node = pod.spec.as_ref()?.node_name.as_deref()?;
                 let labels = pod.metadata.labels.as_ref();
-                let skyhook = labels.and_then(|l| l.get(keys::NAME_LABEL));
+                let skyhook = labels.and_then(|l| l.get(keys::SKYHOOK.name_label));
                 let context = OutcomeContext {
                     node_boot_id: boot_ids.get(node).copied().flatten(),
                     now,
@@ -223,7 +223,7 @@ impl Snapshot {
             .filter(|node| {
                 node.annotations
                     .keys()
-                    .any(|k| k.starts_with(keys::CORDON_ANNOTATION_PREFIX))
+                    .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix))
             })
             .map(|node| node.name.clone())
             .collect()
@@ -252,7 +252,7 @@ pub fn node_view(node: Node) -> NodeView {
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let conditions: Vec<NodeConditionView> = conditions
         .into_iter()
-        .filter(|c| keys::is_skyhook_node_condition(&c.type_))
+        .filter(|c| keys::SKYHOOK.is_skyhook_node_condition(&c.type_))
         .map(|c| NodeConditionView {
             type_: c.type_,
             status: c.status,
@@ -327,14 +327,16 @@ impl OwnedPod {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
+            .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
             .and_then(|text| PodPackageAnnotation::parse(text).ok());
         Some(OwnedPod {
             name: pod.metadata.name.clone().unwrap_or_default(),
             node,
-            skyhook: label(keys::NAME_LABEL).cloned().unwrap_or_default(),
-            package_label: label(keys::PACKAGE_LABEL).cloned().unwrap_or_default(),
-            interrupt: label(keys::INTERRUPT_LABEL)
+            skyhook: label(keys::SKYHOOK.name_label).cloned().unwrap_or_default(),
+            package_label: label(keys::SKYHOOK.package_label)
+                .cloned()
+                .unwrap_or_default(),
+            interrupt: label(keys::SKYHOOK.interrupt_label)
                 .is_some_and(|value| value == keys::INTERRUPT_LABEL_VALUE),
             deleting: pod.metadata.deletion_timestamp.is_some(),
             outcome,
@@ -350,11 +352,11 @@ fn package_configmaps(
 ) -> BTreeMap<String, OwnedConfigMap> {
     owned_configmaps(configmaps, |cm| {
         let metadata = &cm.metadata;
-        let skyhook = metadata.labels.as_ref()?.get(keys::NAME_LABEL)?;
+        let skyhook = metadata.labels.as_ref()?.get(keys::SKYHOOK.name_label)?;
         let node = metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION));
+            .and_then(|a| a.get(keys::SKYHOOK.node_name_annotation));
         Some((metadata.name.as_deref()?, skyhook, node.map(String::as_str)))
     })
 }
@@ -524,8 +526,11 @@ mod tests {
             metadata: ObjectMeta {
                 name: Some("p".into()),
                 labels: Some(BTreeMap::from([
-                    (keys::NAME_LABEL.to_owned(), "s".to_owned()),
-                    (keys::PACKAGE_LABEL.to_owned(), "one-1.0.0".to_owned()),
+                    (keys::SKYHOOK.name_label.to_owned(), "s".to_owned()),
+                    (
+                        keys::SKYHOOK.package_label.to_owned(),
+                        "one-1.0.0".to_owned(),
+                    ),
                 ])),
                 ..ObjectMeta::default()
             },

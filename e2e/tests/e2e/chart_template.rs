@@ -165,7 +165,7 @@ fn default_values_render_the_whole_operator() -> anyhow::Result<()> {
     // The chart's default is the controller's and the plugin's: one constant.
     ensure!(
         env("RUNTIME_REQUIRED_TAINT")
-            == Some(skyhook_api::runtime_required::DEFAULT_RUNTIME_REQUIRED_TAINT),
+            == Some(skyhook_api::keys::SKYHOOK.default_runtime_required_taint),
         "RUNTIME_REQUIRED_TAINT: {:?}",
         env("RUNTIME_REQUIRED_TAINT")
     );

@@ -22,7 +22,7 @@ use kube::api::{Api, ListParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use skyhook_api::image::ImageRef;
-use skyhook_api::keys::{NodeKeyKind, per_skyhook_node_keys};
+use skyhook_api::keys::{NodeKeyKind, SKYHOOK};
 use skyhook_api::v1alpha1::Skyhook;
 
 /// The labels of `node-1`, `node-2`, ... Each example with a selector must pick some of these
@@ -296,7 +296,7 @@ async fn check_untouched(client: &kube::Client, node: &str, skyhook: &str) -> an
         .flat_map(|status| status.conditions.iter().flatten())
         .map(|condition| condition.type_.clone())
         .collect();
-    for key in per_skyhook_node_keys(skyhook) {
+    for key in SKYHOOK.per_skyhook_node_keys(skyhook) {
         let present = match key.kind {
             NodeKeyKind::Annotation => annotations.contains_key(&key.key),
             NodeKeyKind::AnnotationAndLabel => {

@@ -37,7 +37,7 @@ fn skyhook(name: &str, group: &str) -> String {
 }
 
 async fn set_foreign_cordon(client: &kube::Client, cordoned: bool) -> anyhow::Result<()> {
-    let key = keys::cordon_annotation("earlier");
+    let key = keys::SKYHOOK.cordon_annotation("earlier");
     let value = cordoned.then_some("true");
     let patch = json!({
         "metadata": {"annotations": {key: value}},
@@ -59,7 +59,7 @@ fn waits_for_fleet(skyhook: &Skyhook) -> bool {
         .status
         .iter()
         .flat_map(|s| &s.conditions)
-        .any(|c| c.type_ == keys::CONDITION_FLEET_BUDGET_WAIT && c.status == "True")
+        .any(|c| c.type_ == keys::SKYHOOK.condition_fleet_budget_wait && c.status == "True")
 }
 
 /// Whether the latest version seen of each Skyhook satisfies `check`.
@@ -143,7 +143,7 @@ async fn two_skyhooks_under_a_fleet_budget_of_one_node() -> anyhow::Result<()> {
     let most = most_cordoned(&seen);
     assert_eq!(most.len(), 1, "nodes cordoned at once: {most:?}");
     for skyhook in SKYHOOKS {
-        let cordon = keys::cordon_annotation(skyhook);
+        let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
         let cordoned = seen.iter().any(|n| {
             n.metadata
                 .annotations

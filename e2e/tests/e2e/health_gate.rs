@@ -47,7 +47,7 @@ fn skyhook() -> String {
 }
 
 fn condition(skyhook: &Skyhook) -> Option<String> {
-    skyhook_reads::true_condition_message(skyhook, keys::CONDITION_HEALTH_GATE_HELD)
+    skyhook_reads::true_condition_message(skyhook, keys::SKYHOOK.condition_health_gate_held)
 }
 
 fn is_ours(skyhook: &Skyhook) -> bool {

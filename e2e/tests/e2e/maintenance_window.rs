@@ -56,7 +56,10 @@ fn next_opening() -> anyhow::Result<(Timestamp, String)> {
 }
 
 fn condition(skyhook: &Skyhook) -> Option<String> {
-    skyhook_reads::true_condition_message(skyhook, keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW)
+    skyhook_reads::true_condition_message(
+        skyhook,
+        keys::SKYHOOK.condition_outside_maintenance_window,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

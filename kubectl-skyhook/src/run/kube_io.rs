@@ -149,7 +149,7 @@ pub(super) async fn read_cluster(
     };
     if pods {
         let package_pods = Api::<Pod>::namespaced(client.clone(), &global.namespace)
-            .list(&ListParams::default().labels(keys::NAME_LABEL))
+            .list(&ListParams::default().labels(keys::SKYHOOK.name_label))
             .await
             .map_err(|source| RunError::Read {
                 action: format!("list package pods in namespace {:?}", global.namespace),
@@ -163,7 +163,7 @@ pub(super) async fn read_cluster(
             .filter(|node| {
                 cluster::annotations(node)
                     .keys()
-                    .any(|k| k.starts_with(keys::CORDON_ANNOTATION_PREFIX))
+                    .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix))
             })
             .map(|node| cluster::name_of(&node.metadata).to_owned())
             .collect();
@@ -186,7 +186,7 @@ pub(super) async fn read_cluster(
                 on_node
                     .items
                     .into_iter()
-                    .filter(|pod| cluster::pod_label(pod, keys::NAME_LABEL).is_none()),
+                    .filter(|pod| cluster::pod_label(pod, keys::SKYHOOK.name_label).is_none()),
             );
         }
     }

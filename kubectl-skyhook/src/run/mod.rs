@@ -319,7 +319,7 @@ async fn package_logs(
     let patterns = pattern::parse_all(&nodes)?;
     let pods = Api::<Pod>::namespaced(client.clone(), &global.namespace);
     let listed = pods
-        .list(&ListParams::default().labels(&format!("{}={skyhook}", keys::NAME_LABEL)))
+        .list(&ListParams::default().labels(&format!("{}={skyhook}", keys::SKYHOOK.name_label)))
         .await
         .map_err(|source| RunError::Read {
             action: format!("list package pods in namespace {:?}", global.namespace),

@@ -241,27 +241,47 @@ fn compartment_row(c: &CompartmentView<'_>) -> CompartmentRow {
 
 /// How `status` introduces each True Skyhook condition that needs someone's attention.
 fn condition_warning(type_: &str) -> Option<&'static str> {
-    Some(match type_ {
-        keys::CONDITION_REBOOT_NOT_CONFIRMED => "reboot not confirmed",
-        keys::CONDITION_FLEET_BUDGET_WAIT => "waiting for the fleet budget",
-        keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW => "waiting for a maintenance window",
-        keys::CONDITION_HEALTH_GATE_HELD => "held by the health gate",
-        keys::CONDITION_NODE_STATE_MALFORMED => "node state unreadable",
-        keys::CONDITION_UNINSTALL_IN_PROGRESS => "uninstall in progress",
-        keys::CONDITION_UNINSTALL_FAILED => "uninstall failing",
-        keys::CONDITION_BLOCKED => "blocked",
-        keys::CONDITION_DELETION_BLOCKED => "deletion blocked",
-        _ => return None,
-    })
+    let warnings = [
+        (
+            keys::SKYHOOK.condition_reboot_not_confirmed,
+            "reboot not confirmed",
+        ),
+        (
+            keys::SKYHOOK.condition_fleet_budget_wait,
+            "waiting for the fleet budget",
+        ),
+        (
+            keys::SKYHOOK.condition_outside_maintenance_window,
+            "waiting for a maintenance window",
+        ),
+        (
+            keys::SKYHOOK.condition_health_gate_held,
+            "held by the health gate",
+        ),
+        (
+            keys::CONDITION_NODE_STATE_MALFORMED,
+            "node state unreadable",
+        ),
+        (
+            keys::CONDITION_UNINSTALL_IN_PROGRESS,
+            "uninstall in progress",
+        ),
+        (keys::CONDITION_UNINSTALL_FAILED, "uninstall failing"),
+        (keys::CONDITION_BLOCKED, "blocked"),
+        (keys::CONDITION_DELETION_BLOCKED, "deletion blocked"),
+    ];
+    (warnings.into_iter())
+        .find(|(warned, _)| *warned == type_)
+        .map(|(_, warning)| warning)
 }
 
 /// What holds new batches back now, from the True gate conditions the operator wrote: the
 /// selection `status` computes does not see the fleet budget, windows or the health gate.
 fn gate_holds(skyhook: &Skyhook) -> Vec<String> {
     const GATES: [&str; 3] = [
-        keys::CONDITION_FLEET_BUDGET_WAIT,
-        keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
-        keys::CONDITION_HEALTH_GATE_HELD,
+        keys::SKYHOOK.condition_fleet_budget_wait,
+        keys::SKYHOOK.condition_outside_maintenance_window,
+        keys::SKYHOOK.condition_health_gate_held,
     ];
     skyhook
         .status
@@ -281,7 +301,7 @@ fn warnings(rollout: &Rollout<'_>) -> Vec<String> {
             format!(
                 "node {}: annotation {} is unreadable ({error}); the node is shown as not started",
                 n.name,
-                keys::node_state_annotation(rollout.name)
+                keys::SKYHOOK.node_state_annotation(rollout.name)
             )
         })
     });
@@ -406,8 +426,8 @@ fn package_pods<'p>(
     let package_label = format!("{}-{}", entry.name, entry.version);
     pods.iter().filter(move |pod| {
         pod_node(pod) == Some(node)
-            && pod_label(pod, keys::NAME_LABEL) == Some(skyhook)
-            && pod_label(pod, keys::PACKAGE_LABEL) == Some(package_label.as_str())
+            && pod_label(pod, keys::SKYHOOK.name_label) == Some(skyhook)
+            && pod_label(pod, keys::SKYHOOK.package_label) == Some(package_label.as_str())
     })
 }
 
@@ -472,7 +492,7 @@ fn blocked_nodes(
             Some(BlockReason::Ignored) => rows.push(BlockedNodeRow {
                 node: facts.name.to_owned(),
                 reason: "ignored".into(),
-                detail: format!("label {}=true", keys::IGNORE_LABEL),
+                detail: format!("label {}=true", keys::SKYHOOK.ignore_label),
             }),
             Some(BlockReason::IntolerableTaints(taints)) => rows.push(BlockedNodeRow {
                 node: facts.name.to_owned(),
@@ -482,13 +502,13 @@ fn blocked_nodes(
             None => {}
         }
         let cordoned_here = cluster::annotations(facts.node)
-            .get(&keys::cordon_annotation(rollout.name))
+            .get(&keys::SKYHOOK.cordon_annotation(rollout.name))
             .is_some_and(|v| v == "true");
         if !facts.complete && cordoned_here && cluster::unschedulable(facts.node) {
             let remaining: Vec<String> = pods
                 .iter()
                 .filter(|pod| pod_node(pod) == Some(facts.name))
-                .filter(|pod| pod_label(pod, keys::NAME_LABEL).is_none())
+                .filter(|pod| pod_label(pod, keys::SKYHOOK.name_label).is_none())
                 .filter(|pod| !owned_by_daemon_set(pod))
                 .filter(|pod| {
                     !matches!(

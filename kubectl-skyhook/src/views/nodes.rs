@@ -111,7 +111,7 @@ fn completed(state: &NodeState) -> usize {
 
 /// Every node carrying `nodeState_<skyhook>`, by name.
 pub fn node_list(cluster: &Cluster, skyhook: &str) -> NodeList {
-    let annotation = keys::node_state_annotation(skyhook);
+    let annotation = keys::SKYHOOK.node_state_annotation(skyhook);
     let mut warnings = Vec::new();
     let mut nodes: Vec<NodeListEntry> = cluster
         .nodes
@@ -144,7 +144,7 @@ pub fn node_status(
     patterns: &[NodePattern],
     skyhook: Option<&str>,
 ) -> NodeStatusView {
-    let prefix = keys::node_state_annotation("");
+    let prefix = keys::SKYHOOK.node_state_annotation("");
     let mut warnings = Vec::new();
     let mut nodes = Vec::new();
     for node in &cluster.nodes {

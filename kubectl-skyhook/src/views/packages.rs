@@ -46,7 +46,7 @@ pub fn package_status(
     package: &str,
     patterns: &[NodePattern],
 ) -> PackageStatusView {
-    let annotation = keys::node_state_annotation(skyhook);
+    let annotation = keys::SKYHOOK.node_state_annotation(skyhook);
     let mut nodes: Vec<PackageRow> = cluster
         .nodes
         .iter()

@@ -9,6 +9,7 @@ use std::iter::successors;
 use serde::Serialize;
 use skyhook_api::budget::BlockReason;
 use skyhook_api::interrupt::{changed_keys, effective_interrupts, has_interrupt, merge_interrupts};
+use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::rollout::{RolloutNode, batch_numbers};
 use skyhook_api::stage::{
@@ -207,7 +208,7 @@ fn node_blocked(rollout: &Rollout<'_>, facts: &NodeFacts<'_>) -> Option<String> 
         None
     } else if let Some(reason) = rollout.block_reason(facts.name) {
         Some(match reason {
-            BlockReason::Ignored => "ignored (label skyhook.nvidia.com/ignore=true)".to_owned(),
+            BlockReason::Ignored => format!("ignored (label {}=true)", keys::SKYHOOK.ignore_label),
             BlockReason::IntolerableTaints(taints) => {
                 format!("does not tolerate {}", taints.join(", "))
             }

@@ -96,7 +96,7 @@ pub fn holds_fleet_slot<'a>(
     states: impl IntoIterator<Item = (&'a str, &'a NodeState)>,
 ) -> bool {
     let cordoned = unschedulable
-        && annotations.any_key(&mut |key| key.starts_with(keys::CORDON_ANNOTATION_PREFIX));
+        && annotations.any_key(&mut |key| key.starts_with(keys::SKYHOOK.cordon_annotation_prefix));
     cordoned
         || states.into_iter().any(|(skyhook, state)| {
             let activity = NodeActivity {
@@ -214,10 +214,11 @@ mod tests {
 
     #[test]
     fn any_skyhooks_cordon_or_unconfirmed_interrupt_holds_a_fleet_slot() {
-        let cordon_a = BTreeMap::from([(keys::cordon_annotation("a"), "true".to_owned())]);
+        let cordon_a = BTreeMap::from([(keys::SKYHOOK.cordon_annotation("a"), "true".to_owned())]);
         let cordoned_at_only =
-            BTreeMap::from([(keys::cordoned_at_annotation("a"), "t".to_owned())]);
-        let drain_failed_b = BTreeMap::from([(keys::drain_failed_annotation("b"), "t".to_owned())]);
+            BTreeMap::from([(keys::SKYHOOK.cordoned_at_annotation("a"), "t".to_owned())]);
+        let drain_failed_b =
+            BTreeMap::from([(keys::SKYHOOK.drain_failed_annotation("b"), "t".to_owned())]);
         let none = BTreeMap::new();
         let rebooting = state(Stage::Interrupt, State::InProgress);
         let unconfirmed = state(Stage::Interrupt, State::Erroring);

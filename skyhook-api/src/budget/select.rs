@@ -15,7 +15,7 @@
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::keys::IGNORE_LABEL;
+use crate::keys::SKYHOOK;
 use crate::string_map::StringMap;
 use crate::toleration::intolerable_taints;
 use crate::v1alpha1::{BatchState, DeploymentStrategy, Status};
@@ -91,7 +91,7 @@ pub fn block_reason(
     taints: &[Taint],
     tolerations: &[Toleration],
 ) -> Option<BlockReason> {
-    if labels.value(IGNORE_LABEL) == Some("true") {
+    if labels.value(SKYHOOK.ignore_label) == Some("true") {
         return Some(BlockReason::Ignored);
     }
     let mut intolerable: Vec<String> = intolerable_taints(tolerations, taints)
@@ -391,7 +391,8 @@ mod tests {
             self
         }
         fn ignored(mut self) -> Self {
-            self.labels.insert(IGNORE_LABEL.into(), "true".into());
+            self.labels
+                .insert(SKYHOOK.ignore_label.into(), "true".into());
             self
         }
         fn holding(mut self, hold: SlotHold) -> Self {
@@ -702,12 +703,12 @@ mod tests {
                 "dedicated=gpu:NoExecute".into()
             ]))
         );
-        let ignored = BTreeMap::from([(IGNORE_LABEL.to_owned(), "true".to_owned())]);
+        let ignored = BTreeMap::from([(SKYHOOK.ignore_label.to_owned(), "true".to_owned())]);
         assert_eq!(
             block_reason(&ignored, &taints, &tolerations),
             Some(BlockReason::Ignored)
         );
-        let not_ignored = BTreeMap::from([(IGNORE_LABEL.to_owned(), "false".to_owned())]);
+        let not_ignored = BTreeMap::from([(SKYHOOK.ignore_label.to_owned(), "false".to_owned())]);
         assert_eq!(block_reason(&not_ignored, &[], &tolerations), None);
     }
 

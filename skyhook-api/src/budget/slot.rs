@@ -66,14 +66,16 @@ pub struct NodeActivity<'a> {
 
 /// Why the node holds a budget slot for the Skyhook, if it does (see the module docs).
 pub fn slot_hold(node: NodeActivity<'_>) -> Option<SlotHold> {
-    let cordoned =
-        node.unschedulable && node.annotations.has(&keys::cordon_annotation(node.skyhook));
+    let cordoned = node.unschedulable
+        && node
+            .annotations
+            .has(&keys::SKYHOOK.cordon_annotation(node.skyhook));
     if cordoned {
         return Some(SlotHold::Cordoned);
     }
     let drain_failed = node
         .annotations
-        .has(&keys::drain_failed_annotation(node.skyhook));
+        .has(&keys::SKYHOOK.drain_failed_annotation(node.skyhook));
     let interrupting = node.state.iter().any(|(_, entry)| {
         entry.stage.interrupts_node()
             && matches!(
@@ -154,13 +156,15 @@ mod tests {
 
     #[test]
     fn holds_by_cordon_interrupt_or_running_pod() {
-        let cordon = BTreeMap::from([(keys::cordon_annotation("s"), "true".to_owned())]);
-        let other_cordon = BTreeMap::from([(keys::cordon_annotation("t"), "true".to_owned())]);
-        let drain_failed = BTreeMap::from([(keys::drain_failed_annotation("s"), "t".to_owned())]);
+        let cordon = BTreeMap::from([(keys::SKYHOOK.cordon_annotation("s"), "true".to_owned())]);
+        let other_cordon =
+            BTreeMap::from([(keys::SKYHOOK.cordon_annotation("t"), "true".to_owned())]);
+        let drain_failed =
+            BTreeMap::from([(keys::SKYHOOK.drain_failed_annotation("s"), "t".to_owned())]);
         let mut cordon_after_failure = drain_failed.clone();
         cordon_after_failure.extend(cordon.clone());
         let other_drain_failed =
-            BTreeMap::from([(keys::drain_failed_annotation("t"), "t".to_owned())]);
+            BTreeMap::from([(keys::SKYHOOK.drain_failed_annotation("t"), "t".to_owned())]);
         let none = BTreeMap::new();
         let empty = NodeState::new();
         let interrupting = entry(Stage::Interrupt, State::InProgress);

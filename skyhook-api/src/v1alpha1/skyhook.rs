@@ -357,13 +357,13 @@ impl Skyhook {
     /// Whether the `skyhook.nvidia.com/pause` annotation is `"true"`: no work is done and later
     /// Skyhooks stay blocked on nodes where this one is incomplete.
     pub fn is_paused(&self) -> bool {
-        self.annotation_is_true(keys::PAUSE_ANNOTATION)
+        self.annotation_is_true(keys::SKYHOOK.pause_annotation)
     }
 
     /// Whether the `skyhook.nvidia.com/disable` annotation is `"true"`: no work is done and later
     /// Skyhooks are not blocked.
     pub fn is_disabled(&self) -> bool {
-        self.annotation_is_true(keys::DISABLE_ANNOTATION)
+        self.annotation_is_true(keys::SKYHOOK.disable_annotation)
     }
 
     fn annotation_is_true(&self, key: &str) -> bool {

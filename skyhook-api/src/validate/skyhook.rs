@@ -14,7 +14,7 @@ use crate::glob::Pattern;
 use crate::graph::{GraphError, PackageGraph};
 use crate::image::{ImageRef, PackageImageError, pull_reference, validate_package_image};
 use crate::interrupt::config_key_matches;
-use crate::keys::{self, max_skyhook_name_len};
+use crate::keys::{self, SKYHOOK};
 use crate::names;
 use crate::selector::{Selector, validate_dns_label, validate_dns_subdomain, validate_label_value};
 use crate::v1alpha1::{Package, PackageResources, SkyhookSpec, Stage};
@@ -69,12 +69,12 @@ fn check_skyhook_name(name: &str, out: &mut Vec<Violation>) {
             format!("name {name:?} is not an RFC 1123 label: {problem}"),
             "use lowercase letters, digits and '-', starting and ending with a letter or digit; the name is used in node label and annotation keys",
         ));
-    } else if name.len() > max_skyhook_name_len() {
-        let max = max_skyhook_name_len();
+    } else if name.len() > SKYHOOK.max_skyhook_name_len() {
+        let max = SKYHOOK.max_skyhook_name_len();
         out.push(Violation::new(
             "metadata.name",
             format!("name {name:?} has {} characters, more than {max}", name.len()),
-            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::cordoned_at_annotation("<name>")),
+            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::SKYHOOK.cordoned_at_annotation("<name>")),
         ));
     }
 }
@@ -269,11 +269,11 @@ fn check_generated_names(
     if let Err(problem) = validate_label_value(&label) {
         broken.push(format!(
             "the pod label {}={label:?} is not a valid label value ({problem})",
-            keys::PACKAGE_LABEL
+            keys::SKYHOOK.package_label
         ));
     }
     // Before admission fills in a generated name, check against the longest name allowed.
-    let longest_name = "x".repeat(max_skyhook_name_len());
+    let longest_name = "x".repeat(SKYHOOK.max_skyhook_name_len());
     let skyhook = skyhook.unwrap_or(&longest_name);
     if !package.config_map.is_empty() {
         let configmap = names::package_configmap_name(skyhook, key, version);
@@ -501,9 +501,10 @@ pub fn admission_warnings(spec: &SkyhookSpec) -> Vec<String> {
         }
     }
     if spec.pause {
-        warnings.push(
-            "spec.pause is deprecated and ignored; pause with the annotation skyhook.nvidia.com/pause: \"true\"".to_owned(),
-        );
+        warnings.push(format!(
+            "spec.pause is deprecated and ignored; pause with the annotation {}: \"true\"",
+            SKYHOOK.pause_annotation
+        ));
     }
     if spec.auto_taint_new_nodes && !spec.runtime_required {
         warnings.push(

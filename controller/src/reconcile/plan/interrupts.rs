@@ -55,7 +55,7 @@ impl Planner<'_> {
             && work
                 .view
                 .annotations
-                .contains_key(&keys::cordon_annotation(name));
+                .contains_key(&keys::SKYHOOK.cordon_annotation(name));
         work.cordon(name, &now.to_string());
         self.draining.insert((name.to_owned(), node.to_owned()));
         if !was_cordoned {
@@ -63,7 +63,7 @@ impl Planner<'_> {
         }
         let cordoned_at = work
             .annotations()
-            .get(&keys::cordoned_at_annotation(name))
+            .get(&keys::SKYHOOK.cordoned_at_annotation(name))
             .and_then(|text| text.parse::<Timestamp>().ok());
         let snapshot = self.snapshot;
         let Some(pods) = snapshot.workload_pods.get(node) else {
@@ -113,7 +113,7 @@ impl Planner<'_> {
                 let own = work.unschedulable()
                     && work
                         .annotations()
-                        .contains_key(&keys::cordon_annotation(skyhook));
+                        .contains_key(&keys::SKYHOOK.cordon_annotation(skyhook));
                 own || work.holds_fleet_slot()
             }
             None => return false,

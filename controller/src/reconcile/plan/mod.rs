@@ -20,7 +20,7 @@
 //!    of the pods this plan starts, and turn the nodes' working copies (`work`) into patches.
 //!
 //! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
-//! ([`skyhook_api::keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
+//! ([`skyhook_api::keys::SKYHOOK.cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
 //! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
 
 mod configs;
@@ -64,11 +64,6 @@ use work::NodeWork;
 /// How often a reconcile looks again at a node that is being drained or held by protected
 /// pods: workload pods are not watched, so their departure wakes nothing.
 pub const DRAIN_POLL: Duration = Duration::from_secs(5);
-/// Skyhook condition naming the pods and budgets that block a drain past its timeout.
-pub const CONDITION_DRAIN_BLOCKED: &str = "skyhook.nvidia.com/DrainBlocked";
-/// Skyhook condition set while the spec breaks the validation rules (the webhook was
-/// bypassed or is older); nothing of that Skyhook runs until it is fixed.
-pub const CONDITION_SPEC_INVALID: &str = "skyhook.nvidia.com/SpecInvalid";
 
 /// Every write of one reconcile.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -164,7 +159,7 @@ impl NodePatch {
     /// Whether the patch takes the node into a Skyhook's work: it cordons the node or sets a
     /// Skyhook's node status (label `status_<skyhook>`) to `in_progress`.
     pub fn takes_node(&self) -> bool {
-        let status_prefix = skyhook_api::keys::node_status_key("");
+        let status_prefix = skyhook_api::keys::SKYHOOK.node_status_key("");
         self.unschedulable == Some(true)
             || self.labels.iter().any(|(key, value)| {
                 key.starts_with(&status_prefix)
@@ -512,7 +507,7 @@ impl<'s> Planner<'s> {
     /// Taints the nodes no Skyhook has touched yet, for Skyhooks asking for it.
     fn auto_taint(&mut self) {
         let taint = &self.config.pods.runtime_required_taint;
-        let marker = skyhook_api::keys::auto_taint_annotation(&taint.key);
+        let marker = skyhook_api::keys::SKYHOOK.auto_taint_annotation(&taint.key);
         for node in taints::nodes_to_auto_taint(self.snapshot, taint) {
             if let Some(work) = self.nodes.get_mut(node) {
                 work.add_taint(taint);
@@ -574,7 +569,7 @@ impl<'s> Planner<'s> {
                 NODE_STATE_MALFORMED_REASON,
                 format!(
                     "nodeState annotation {} cannot be parsed: {}; Skyhook [{}] skips this node until the annotation is repaired or deleted",
-                    skyhook_api::keys::node_state_annotation(&m.skyhook),
+                    skyhook_api::keys::SKYHOOK.node_state_annotation(&m.skyhook),
                     m.error,
                     m.skyhook
                 ),

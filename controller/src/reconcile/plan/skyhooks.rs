@@ -132,7 +132,7 @@ fn targeted_status(
             ))
         })
         .collect();
-    let status_key = keys::node_status_key(name);
+    let status_key = keys::SKYHOOK.node_status_key(name);
     for node in targeted {
         let annotated = node
             .annotations
@@ -165,7 +165,7 @@ impl<'s> Planner<'s> {
             .finalizers
             .iter()
             .flatten()
-            .any(|f| f == keys::FINALIZER);
+            .any(|f| f == keys::SKYHOOK.finalizer);
         let deleting = skyhook.metadata.deletion_timestamp.is_some();
         if deleting && !(has_finalizer && self.deletion(skyhook, name)) {
             return None;
@@ -190,10 +190,10 @@ impl<'s> Planner<'s> {
             }
         };
         let version = (skyhook.metadata.annotations.as_ref())
-            .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+            .and_then(|a| a.get(keys::SKYHOOK.version_annotation))
             .map(String::as_str);
         if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
-            let marker = (keys::VERSION_ANNOTATION.to_owned(), ours.to_owned());
+            let marker = (keys::SKYHOOK.version_annotation.to_owned(), ours.to_owned());
             let annotations = BTreeMap::from([marker]);
             self.plan
                 .skyhook_annotations
@@ -604,7 +604,7 @@ impl<'s> Planner<'s> {
             let Some(node_status) = self.record_node(name, node, done, status) else {
                 continue;
             };
-            let was = node.annotations.get(&keys::node_status_key(name));
+            let was = node.annotations.get(&keys::SKYHOOK.node_status_key(name));
             if node_status == Status::Complete && was != Some("complete") {
                 let message = format!("Skyhook [{name}] complete.");
                 self.event(
@@ -642,7 +642,7 @@ impl<'s> Planner<'s> {
             ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
         };
         work.set_condition(
-            keys::node_not_ready_condition(name),
+            keys::SKYHOOK.node_not_ready_condition(name),
             not_ready,
             reason,
             keys::node_not_ready_message(name, done),
@@ -654,7 +654,7 @@ impl<'s> Planner<'s> {
             keys::NODE_NOT_ERRORING_REASON
         };
         work.set_condition(
-            keys::node_erroring_condition(name),
+            keys::SKYHOOK.node_erroring_condition(name),
             if erroring { "True" } else { "False" },
             reason,
             keys::node_erroring_message(name, erroring),
@@ -673,7 +673,7 @@ impl<'s> Planner<'s> {
                 skyhook: name.to_owned(),
                 finished,
             }));
-        let version_key = keys::node_version_annotation(name);
+        let version_key = keys::SKYHOOK.node_version_annotation(name);
         if let Some(ours) = operator_version_to_write(node.annotations.get(&version_key)) {
             work.set_annotation(version_key, ours.to_owned());
         }

@@ -17,7 +17,6 @@ use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status
 
 use super::reboots::{UnconfirmedReboot, condition_message};
 use super::selection::Blocking;
-use super::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID};
 
 /// What one Skyhook's pass found, for its status.
 #[derive(Debug, Default)]
@@ -99,7 +98,7 @@ pub(super) fn invalid_status(
     set_condition(
         &mut status.conditions,
         conditions.condition(
-            CONDITION_SPEC_INVALID,
+            skyhook_api::keys::SKYHOOK.condition_spec_invalid,
             true,
             "SpecInvalid",
             format!("nothing runs until the spec is fixed: {violations}"),
@@ -212,12 +211,16 @@ fn ready_conditions(
     set_twins(
         list,
         keys::CONDITION_READY,
-        keys::CONDITION_READY_PREFIXED,
+        keys::SKYHOOK.condition_ready_prefixed,
         Some(ready),
     );
     let (reason, message) = transition_text(status.status, transition, &summary.message);
-    let transition =
-        conditions.condition(keys::CONDITION_TRANSITION, summary.ready, &reason, message);
+    let transition = conditions.condition(
+        keys::SKYHOOK.condition_transition,
+        summary.ready,
+        &reason,
+        message,
+    );
     set_condition(list, transition);
     summary.long_lists
 }
@@ -255,7 +258,7 @@ fn pass_conditions(
         set_twins(
             list,
             keys::CONDITION_APPLY_PACKAGE_BARE,
-            keys::CONDITION_APPLY_PACKAGE,
+            keys::SKYHOOK.condition_apply_package,
             Some(condition),
         );
     }
@@ -281,16 +284,16 @@ fn pass_conditions(
     set_twins(
         list,
         keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND_BARE,
-        keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND,
+        keys::SKYHOOK.condition_deployment_policy_not_found,
         policy_missing,
     );
-    list.retain(|c| c.type_ != CONDITION_SPEC_INVALID);
+    list.retain(|c| c.type_ != skyhook_api::keys::SKYHOOK.condition_spec_invalid);
     set_or_remove(
         list,
-        CONDITION_DRAIN_BLOCKED,
+        skyhook_api::keys::SKYHOOK.condition_drain_blocked,
         (!outcome.drain_blocked.is_empty()).then(|| {
             conditions.condition(
-                CONDITION_DRAIN_BLOCKED,
+                skyhook_api::keys::SKYHOOK.condition_drain_blocked,
                 true,
                 "DrainTimeout",
                 outcome.drain_blocked.join("; "),
@@ -301,10 +304,10 @@ fn pass_conditions(
     let unconfirmed = &outcome.unconfirmed_reboots;
     set_or_remove(
         list,
-        keys::CONDITION_REBOOT_NOT_CONFIRMED,
+        keys::SKYHOOK.condition_reboot_not_confirmed,
         (!unconfirmed.is_empty()).then(|| {
             conditions.condition(
-                keys::CONDITION_REBOOT_NOT_CONFIRMED,
+                keys::SKYHOOK.condition_reboot_not_confirmed,
                 true,
                 "RebootNotConfirmed",
                 condition_message(unconfirmed),
@@ -318,17 +321,17 @@ fn pass_conditions(
 fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: &Outcome) {
     let waits = [
         (
-            keys::CONDITION_FLEET_BUDGET_WAIT,
+            keys::SKYHOOK.condition_fleet_budget_wait,
             keys::FLEET_BUDGET_FULL_REASON,
             &outcome.fleet_wait,
         ),
         (
-            keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW,
+            keys::SKYHOOK.condition_outside_maintenance_window,
             keys::MAINTENANCE_WINDOW_CLOSED_REASON,
             &outcome.window_closed,
         ),
         (
-            keys::CONDITION_HEALTH_GATE_HELD,
+            keys::SKYHOOK.condition_health_gate_held,
             keys::HEALTH_GATE_HELD_REASON,
             &outcome.health_gate_held,
         ),
@@ -358,7 +361,7 @@ fn blocking_conditions(list: &mut Vec<Condition>, conditions: &Conditions, block
     set_twins(
         list,
         keys::CONDITION_TAINT_NOT_TOLERABLE_BARE,
-        keys::CONDITION_TAINT_NOT_TOLERABLE,
+        keys::SKYHOOK.condition_taint_not_tolerable,
         Some(condition),
     );
     let ignored = &blocking.ignored;
@@ -375,7 +378,7 @@ fn blocking_conditions(list: &mut Vec<Condition>, conditions: &Conditions, block
     set_twins(
         list,
         keys::CONDITION_NODES_IGNORED_BARE,
-        keys::CONDITION_NODES_IGNORED,
+        keys::SKYHOOK.condition_nodes_ignored,
         Some(condition),
     );
 }

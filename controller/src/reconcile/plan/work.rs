@@ -112,7 +112,7 @@ impl<'s> NodeWork<'s> {
     /// `skyhook`'s state as read and as the working annotations have it (see
     /// [`NodeWork::work_state`]); a malformed one is recorded and reads as empty.
     fn read_state(&mut self, skyhook: &str) -> WorkState {
-        let key = keys::node_state_annotation(skyhook);
+        let key = keys::SKYHOOK.node_state_annotation(skyhook);
         let read_text = self.view.annotations.get(&key);
         let read = read_text.map(NodeState::parse);
         let now = match self.annotations.get(&key) {
@@ -146,7 +146,7 @@ impl<'s> NodeWork<'s> {
         now: Timestamp,
     ) -> Vec<FinishedStage> {
         let (stamped, finished) = self.stamped(skyhook, now);
-        let key = keys::stage_times_annotation(skyhook);
+        let key = keys::SKYHOOK.stage_times_annotation(skyhook);
         let written =
             (self.annotations.get(&key)).and_then(|text| TransitionTimes::parse(text).ok());
         if written.as_ref() != Some(&stamped) {
@@ -172,7 +172,7 @@ impl<'s> NodeWork<'s> {
     /// Whether the node holds a fleet slot as this plan leaves it so far: some Skyhook's cordon,
     /// or an unconfirmed interrupt of some Skyhook (see `skyhook_api::budget::holds_fleet_slot`).
     pub(super) fn holds_fleet_slot(&mut self) -> bool {
-        let state_prefix = keys::node_state_annotation("");
+        let state_prefix = keys::SKYHOOK.node_state_annotation("");
         let skyhooks: Vec<String> = self
             .annotations
             .keys()
@@ -203,13 +203,13 @@ impl<'s> NodeWork<'s> {
     /// The node status of `skyhook` as last written, `unknown` when absent.
     pub(super) fn status(&self, skyhook: &str) -> Status {
         self.annotations
-            .get(&keys::node_status_key(skyhook))
+            .get(&keys::SKYHOOK.node_status_key(skyhook))
             .and_then(|text| text.parse().ok())
             .unwrap_or(Status::Unknown)
     }
 
     pub(super) fn set_status(&mut self, skyhook: &str, status: Status) {
-        let key = keys::node_status_key(skyhook);
+        let key = keys::SKYHOOK.node_status_key(skyhook);
         let value = status.to_string();
         set_entry(&mut self.labels, &key, &value);
         set_entry(&mut self.annotations, &key, &value);
@@ -221,7 +221,7 @@ impl<'s> NodeWork<'s> {
         state.now = NodeState::new();
         state.reset = true;
         self.malformed.remove(skyhook);
-        let key = keys::node_status_key(skyhook);
+        let key = keys::SKYHOOK.node_status_key(skyhook);
         remove_entry(&mut self.annotations, &key);
         remove_entry(&mut self.labels, &key);
     }
@@ -276,7 +276,7 @@ impl<'s> NodeWork<'s> {
     }
 
     /// Removes every trace of a deleted Skyhook (upstream §2.8): its cordon, every annotation
-    /// and label of its ([`keys::is_skyhook_node_key`]) and its node conditions. Its node state
+    /// and label of its ([`keys::SKYHOOK.is_skyhook_node_key`]) and its node conditions. Its node state
     /// and the controller-version annotation stay when the state still holds entries: the
     /// markers of packages that were never uninstalled. Returns whether the node held anything
     /// of the Skyhook to remove.
@@ -293,11 +293,11 @@ impl<'s> NodeWork<'s> {
         self.release_cordon(skyhook);
         let keep_markers = !self.state(skyhook).is_empty();
         let markers = [
-            keys::node_state_annotation(skyhook),
-            keys::node_version_annotation(skyhook),
+            keys::SKYHOOK.node_state_annotation(skyhook),
+            keys::SKYHOOK.node_version_annotation(skyhook),
         ];
         let forget = |key: &str| {
-            keys::is_skyhook_node_key(key, skyhook)
+            keys::SKYHOOK.is_skyhook_node_key(key, skyhook)
                 && !(keep_markers && markers.iter().any(|marker| marker == key))
         };
         retain_entries(&mut self.annotations, |key| !forget(key));
@@ -305,7 +305,7 @@ impl<'s> NodeWork<'s> {
         if !keep_markers {
             self.states.retain(|(s, _)| s != skyhook);
         }
-        let prefix = keys::node_condition_prefix(skyhook);
+        let prefix = keys::SKYHOOK.node_condition_prefix(skyhook);
         if self
             .condition_types()
             .any(|type_| type_.starts_with(&prefix))
@@ -321,14 +321,14 @@ impl<'s> NodeWork<'s> {
     pub(super) fn cordon(&mut self, skyhook: &str, now: &str) {
         remove_entry(
             &mut self.annotations,
-            &keys::drain_failed_annotation(skyhook),
+            &keys::SKYHOOK.drain_failed_annotation(skyhook),
         );
         set_entry(
             &mut self.annotations,
-            &keys::cordon_annotation(skyhook),
+            &keys::SKYHOOK.cordon_annotation(skyhook),
             "true",
         );
-        let cordoned_at = keys::cordoned_at_annotation(skyhook);
+        let cordoned_at = keys::SKYHOOK.cordoned_at_annotation(skyhook);
         if !self.annotations.contains_key(&cordoned_at) {
             set_entry(&mut self.annotations, &cordoned_at, now);
         }
@@ -340,7 +340,7 @@ impl<'s> NodeWork<'s> {
     pub(super) fn mark_drain_failed(&mut self, skyhook: &str, now: &str) {
         set_entry(
             &mut self.annotations,
-            &keys::drain_failed_annotation(skyhook),
+            &keys::SKYHOOK.drain_failed_annotation(skyhook),
             now,
         );
     }
@@ -348,19 +348,19 @@ impl<'s> NodeWork<'s> {
     /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook
     /// holds one. Does nothing when `skyhook` holds none, so an administrator's cordon stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
-        let cordon = keys::cordon_annotation(skyhook);
+        let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
         if !self.annotations.contains_key(&cordon) {
             return;
         }
         remove_entry(&mut self.annotations, &cordon);
         remove_entry(
             &mut self.annotations,
-            &keys::cordoned_at_annotation(skyhook),
+            &keys::SKYHOOK.cordoned_at_annotation(skyhook),
         );
         let others = self
             .annotations
             .keys()
-            .any(|k| k.starts_with(keys::CORDON_ANNOTATION_PREFIX));
+            .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix));
         if !others {
             self.unschedulable = false;
         }
@@ -406,7 +406,7 @@ impl<'s> NodeWork<'s> {
             .iter()
             .filter(|(skyhook, _)| !self.malformed.contains_key(skyhook))
             .map(|(skyhook, state)| {
-                let key = keys::node_state_annotation(skyhook);
+                let key = keys::SKYHOOK.node_state_annotation(skyhook);
                 let text = if state.now.is_empty() {
                     let was_there = self.view.annotations.contains_key(&key);
                     (was_there && !state.reset).then(|| state.now.to_annotation())

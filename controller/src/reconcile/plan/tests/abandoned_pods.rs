@@ -43,12 +43,12 @@ fn restart_failing_pods(sim: &mut Sim, package: &str) {
 
 /// `stall`'s node state on `node-a` as written, restarts included.
 fn state_text(sim: &Sim) -> Option<String> {
-    let key = keys::node_state_annotation("stall");
+    let key = keys::SKYHOOK.node_state_annotation("stall");
     sim.node("node-a").annotations.get(&key).map(str::to_owned)
 }
 
 fn finalizer_released(sim: &Sim, name: &str) -> bool {
-    (sim.skyhook(name).metadata.finalizers.iter().flatten()).all(|f| f != keys::FINALIZER)
+    (sim.skyhook(name).metadata.finalizers.iter().flatten()).all(|f| f != keys::SKYHOOK.finalizer)
 }
 
 /// `stall` installed `aa`; `bb` (after it) crash-loops at apply.
@@ -101,13 +101,13 @@ fn deleting_a_skyhook_whose_pod_keeps_failing_finishes() {
     // Upstream's cleanup keeps the markers of packages without an uninstall.
     let node = sim.node("node-a");
     let left: Vec<&str> = (node.annotations.keys().chain(node.labels.keys()))
-        .filter(|k| keys::is_skyhook_node_key(k, "stall"))
+        .filter(|k| keys::SKYHOOK.is_skyhook_node_key(k, "stall"))
         .collect();
     assert_eq!(
         left,
         [
-            &keys::node_state_annotation("stall"),
-            &keys::node_version_annotation("stall")
+            &keys::SKYHOOK.node_state_annotation("stall"),
+            &keys::SKYHOOK.node_version_annotation("stall")
         ]
     );
 }
@@ -159,7 +159,8 @@ fn interrupt_waiting_behind_stall() -> Sim {
 
 fn creates_interrupt(planned: &Plan) -> bool {
     planned.created_pods().iter().any(|pod| {
-        (pod.metadata.labels.as_ref()).is_some_and(|l| l.contains_key(keys::INTERRUPT_LABEL))
+        (pod.metadata.labels.as_ref())
+            .is_some_and(|l| l.contains_key(keys::SKYHOOK.interrupt_label))
     })
 }
 

@@ -211,11 +211,9 @@ fn a_missing_policy_blocks_the_skyhook_and_says_so() {
         .clone()
         .unwrap_or_default()
         .conditions;
-    assert!(
-        conditions
-            .iter()
-            .any(|c| c.type_ == keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND && c.status == "True")
-    );
+    assert!(conditions.iter().any(|c| c.type_
+        == keys::SKYHOOK.condition_deployment_policy_not_found
+        && c.status == "True"));
 }
 
 #[test]
@@ -254,7 +252,7 @@ fn an_invalid_spec_runs_nothing_and_says_why() {
         .conditions;
     let invalid = conditions
         .iter()
-        .find(|c| c.type_ == crate::reconcile::plan::CONDITION_SPEC_INVALID);
+        .find(|c| c.type_ == skyhook_api::keys::SKYHOOK.condition_spec_invalid);
     assert!(
         invalid.is_some_and(|c| c.status == "True" && c.message.contains("spec.priority")),
         "{conditions:?}"
@@ -271,7 +269,7 @@ fn an_invalid_spec_runs_nothing_and_says_why() {
     assert!(
         !conditions
             .iter()
-            .any(|c| c.type_ == crate::reconcile::plan::CONDITION_SPEC_INVALID)
+            .any(|c| c.type_ == skyhook_api::keys::SKYHOOK.condition_spec_invalid)
     );
     assert_eq!(sim.pods().len(), 1);
 }
@@ -297,7 +295,7 @@ fn a_version_with_build_metadata_is_spec_invalid_and_starts_no_pod() {
         .conditions;
     let invalid = conditions
         .iter()
-        .find(|c| c.type_ == crate::reconcile::plan::CONDITION_SPEC_INVALID);
+        .find(|c| c.type_ == skyhook_api::keys::SKYHOOK.condition_spec_invalid);
     assert!(
         invalid.is_some_and(|c| c.status == "True"
             && c.message.contains("spec.packages.one.version")
@@ -382,7 +380,7 @@ fn a_paused_skyhook_applies_spec_changes_only_on_resume() {
     sim.run(10);
     let skyhook = sim.skyhook_mut("pause");
     skyhook.metadata.annotations = Some(BTreeMap::from([(
-        keys::PAUSE_ANNOTATION.to_owned(),
+        keys::SKYHOOK.pause_annotation.to_owned(),
         "true".to_owned(),
     )]));
     if let Some(p) = skyhook.spec.packages.get_mut("one") {
@@ -433,7 +431,7 @@ fn a_node_reset_by_hand_removes_stray_pods_and_runs_again() {
         }
         Arc::make_mut(&mut sim.snapshot.nodes[0])
             .annotations
-            .remove(&keys::node_state_annotation("cleanup"));
+            .remove(&keys::SKYHOOK.node_state_annotation("cleanup"));
         let planned = sim.step();
         assert_eq!(
             planned.delete_pods.len(),
@@ -518,7 +516,7 @@ fn removing_every_package_uninstalls_them_and_releases_the_node() {
     sim.run(10);
     // Upstream leaves `{}`: absent would mean the Skyhook never touched the node.
     assert_eq!(
-        (sim.node("worker").annotations).get(&keys::node_state_annotation("gone")),
+        (sim.node("worker").annotations).get(&keys::SKYHOOK.node_state_annotation("gone")),
         Some("{}")
     );
     assert_eq!(sim.skyhook_status("gone"), Some(Status::Complete));

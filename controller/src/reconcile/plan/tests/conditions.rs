@@ -191,7 +191,7 @@ fn ready_stays_true_on_a_complete_skyhook_that_is_paused() {
         .metadata
         .annotations
         .get_or_insert_default()
-        .insert(keys::PAUSE_ANNOTATION.to_owned(), "true".to_owned());
+        .insert(keys::SKYHOOK.pause_annotation.to_owned(), "true".to_owned());
     sim.step();
     assert_eq!(
         skyhook_condition(&sim, "demo", "Ready"),
@@ -270,8 +270,8 @@ fn node_conditions_are_written_only_when_they_differ() {
     assert_eq!(
         written(&sim.step()),
         [
-            keys::node_erroring_condition("demo"),
-            keys::node_not_ready_condition("demo"),
+            keys::SKYHOOK.node_erroring_condition("demo"),
+            keys::SKYHOOK.node_not_ready_condition("demo"),
         ]
     );
     assert_eq!(written(&sim.step()), Vec::<String>::new());

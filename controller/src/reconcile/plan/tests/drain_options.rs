@@ -158,12 +158,12 @@ fn on_timeout_fail_marks_the_package_erroring_and_gives_the_slot_to_the_next_nod
     assert!(
         !first
             .annotations
-            .contains_key(&keys::cordon_annotation("safe"))
+            .contains_key(&keys::SKYHOOK.cordon_annotation("safe"))
     );
     assert!(
         first
             .annotations
-            .contains_key(&keys::drain_failed_annotation("safe"))
+            .contains_key(&keys::SKYHOOK.drain_failed_annotation("safe"))
     );
     assert_eq!(
         sim.state("safe", "first"),
@@ -216,7 +216,7 @@ fn on_failure_uncordon_releases_an_erroring_node_and_cordons_again_to_interrupt(
                 p.metadata
                     .labels
                     .as_ref()
-                    .is_some_and(|l| l.contains_key(keys::INTERRUPT_LABEL))
+                    .is_some_and(|l| l.contains_key(keys::SKYHOOK.interrupt_label))
             }) {
                 interrupted_on_cordoned_node = sim.node("worker").unschedulable;
                 break;

@@ -65,7 +65,7 @@ fn fleet_condition(sim: &Sim, skyhook: &str) -> Option<String> {
         .as_ref()?
         .conditions
         .iter()
-        .find(|c| c.type_ == keys::CONDITION_FLEET_BUDGET_WAIT)
+        .find(|c| c.type_ == keys::SKYHOOK.condition_fleet_budget_wait)
         .map(|c| c.message.clone())
 }
 
@@ -126,7 +126,7 @@ fn a_node_left_cordoned_by_another_skyhook_holds_the_fleet_budget() {
         .expect("b1");
     b1.unschedulable = true;
     b1.annotations
-        .insert(keys::cordon_annotation("gone"), "true");
+        .insert(keys::SKYHOOK.cordon_annotation("gone"), "true");
     for _ in 0..6 {
         sim.step();
         sim.settle(|_| false);
@@ -146,6 +146,7 @@ fn a_node_left_cordoned_by_another_skyhook_holds_the_fleet_budget() {
         .find(|n| n.name == "b1")
         .expect("b1");
     b1.unschedulable = false;
-    b1.annotations.remove(&keys::cordon_annotation("gone"));
+    b1.annotations
+        .remove(&keys::SKYHOOK.cordon_annotation("gone"));
     assert_eq!(roll_out(&mut sim).0, 1);
 }

@@ -38,7 +38,7 @@ fn gate_condition(sim: &Sim) -> Option<String> {
         .as_ref()?
         .conditions
         .iter()
-        .find(|c| c.type_ == keys::CONDITION_HEALTH_GATE_HELD)
+        .find(|c| c.type_ == keys::SKYHOOK.condition_health_gate_held)
         .map(|c| c.message.clone())
 }
 

@@ -27,9 +27,9 @@ fn annotation(sim: &Sim, node: &str, key: &str) -> Option<String> {
 fn forget_node_records(sim: &mut Sim, skyhook: &str) {
     for node in sim.snapshot.nodes.iter_mut().map(Arc::make_mut) {
         node.annotations
-            .remove(&keys::node_boot_id_annotation(skyhook));
+            .remove(&keys::SKYHOOK.node_boot_id_annotation(skyhook));
         node.annotations
-            .remove(&keys::node_picked_annotation(skyhook));
+            .remove(&keys::SKYHOOK.node_picked_annotation(skyhook));
     }
 }
 
@@ -40,7 +40,7 @@ fn the_boot_id_is_recorded_on_the_node_and_mirrored_in_a_small_status() {
         vec![skyhook("boot", vec![package("one", "1.0.0")])],
     );
     sim.run(10);
-    let key = keys::node_boot_id_annotation("boot");
+    let key = keys::SKYHOOK.node_boot_id_annotation("boot");
     assert_eq!(annotation(&sim, "worker", &key).as_deref(), Some("boot-1"));
     let status = sim.skyhook("boot").status.clone().unwrap();
     assert_eq!(
@@ -49,7 +49,11 @@ fn the_boot_id_is_recorded_on_the_node_and_mirrored_in_a_small_status() {
     );
     // Complete nodes leave the picks, on the node too.
     assert_eq!(
-        annotation(&sim, "worker", &keys::node_picked_annotation("boot")),
+        annotation(
+            &sim,
+            "worker",
+            &keys::SKYHOOK.node_picked_annotation("boot")
+        ),
         None
     );
 }
@@ -86,13 +90,13 @@ fn reboots_are_detected_from_the_node_or_from_a_status_not_yet_migrated() {
         );
         // The reset and the new boot ID are one node patch: neither lands without the other.
         let patch = &planned.nodes["worker"];
-        let boot_key = keys::node_boot_id_annotation("reboot");
+        let boot_key = keys::SKYHOOK.node_boot_id_annotation("reboot");
         assert_eq!(
             patch.annotations.get(&boot_key),
             Some(&Some("boot-2".to_owned())),
             "{case}"
         );
-        let status_key = keys::node_status_key("reboot");
+        let status_key = keys::SKYHOOK.node_status_key("reboot");
         assert_ne!(
             patch.annotations.get(&status_key),
             Some(&Some("complete".to_owned())),
@@ -119,11 +123,20 @@ fn an_upgraded_controller_keeps_the_picks_the_status_recorded() {
         .collect();
     assert_eq!(picked_on, vec!["node-b"]);
     assert_eq!(
-        annotation(&sim, "node-b", &keys::node_picked_annotation("sticky")).as_deref(),
+        annotation(
+            &sim,
+            "node-b",
+            &keys::SKYHOOK.node_picked_annotation("sticky")
+        )
+        .as_deref(),
         Some("2026-01-01T00:00:00Z")
     );
     assert_eq!(
-        annotation(&sim, "node-a", &keys::node_picked_annotation("sticky")),
+        annotation(
+            &sim,
+            "node-a",
+            &keys::SKYHOOK.node_picked_annotation("sticky")
+        ),
         None
     );
 }
@@ -135,7 +148,7 @@ fn picks_survive_a_status_that_no_longer_mirrors_them() {
         vec![budget_of_one("sticky")],
     );
     sim.step();
-    let key = keys::node_picked_annotation("sticky");
+    let key = keys::SKYHOOK.node_picked_annotation("sticky");
     assert!(annotation(&sim, "node-a", &key).is_some());
     sim.skyhook_mut("sticky")
         .status
@@ -163,8 +176,8 @@ fn a_node_no_longer_targeted_loses_its_records() {
         vec![budget_of_one("leave")],
     );
     sim.step();
-    let picked = keys::node_picked_annotation("leave");
-    let boot = keys::node_boot_id_annotation("leave");
+    let picked = keys::SKYHOOK.node_picked_annotation("leave");
+    let boot = keys::SKYHOOK.node_boot_id_annotation("leave");
     assert!(annotation(&sim, "node-a", &picked).is_some());
     Arc::make_mut(&mut sim.snapshot.nodes[0]).labels.clear();
     sim.step();
@@ -191,8 +204,8 @@ fn a_status_over_thousands_of_nodes_drops_its_node_maps_and_the_nodes_keep_the_s
         assert!(status.node_boot_ids.is_empty());
         assert!(status.node_priority.is_empty());
         assert!(status.node_status.is_empty());
-        let picked_key = keys::node_picked_annotation("large");
-        let boot_key = keys::node_boot_id_annotation("large");
+        let picked_key = keys::SKYHOOK.node_picked_annotation("large");
+        let boot_key = keys::SKYHOOK.node_boot_id_annotation("large");
         let picked = sim
             .snapshot
             .nodes

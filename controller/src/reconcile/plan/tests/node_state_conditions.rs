@@ -29,16 +29,16 @@ fn three_nodes_one_corrupt() -> Sim {
     let mut corrupt = node("c", 2);
     corrupt
         .annotations
-        .insert(keys::node_state_annotation("x"), "{not json");
+        .insert(keys::SKYHOOK.node_state_annotation("x"), "{not json");
     corrupt
         .annotations
-        .insert(keys::cordon_annotation("x"), "true");
+        .insert(keys::SKYHOOK.cordon_annotation("x"), "true");
     corrupt
         .annotations
-        .insert(keys::node_status_key("x"), "in_progress");
+        .insert(keys::SKYHOOK.node_status_key("x"), "in_progress");
     corrupt
         .labels
-        .insert(keys::node_status_key("x"), "in_progress");
+        .insert(keys::SKYHOOK.node_status_key("x"), "in_progress");
     corrupt.unschedulable = true;
     Sim::new(
         vec![node("a", 0), node("b", 1), corrupt],
@@ -147,7 +147,7 @@ fn repairing_or_deleting_the_annotation_clears_the_condition_and_the_node_comple
     for repair in [Some("{}"), None] {
         let mut sim = three_nodes_one_corrupt();
         roll_around_c(&mut sim);
-        let key = keys::node_state_annotation("x");
+        let key = keys::SKYHOOK.node_state_annotation("x");
         let c = sim
             .snapshot
             .nodes
@@ -183,14 +183,14 @@ fn set_state(sim: &mut Sim, stage: &str, state: &str) {
     );
     Arc::make_mut(&mut sim.snapshot.nodes[0])
         .annotations
-        .insert(keys::node_state_annotation("x"), text);
+        .insert(keys::SKYHOOK.node_state_annotation("x"), text);
 }
 
 #[test]
 fn uninstall_conditions_follow_the_node_state_even_while_paused() {
     let mut paused = skyhook("x", vec![package("aa", "1.0.0")]);
     paused.metadata.annotations = Some(BTreeMap::from([(
-        keys::PAUSE_ANNOTATION.to_owned(),
+        keys::SKYHOOK.pause_annotation.to_owned(),
         "true".to_owned(),
     )]));
     let mut sim = Sim::new(vec![node("a", 0)], vec![paused]);
@@ -253,7 +253,7 @@ fn a_pod_on_a_node_whose_state_turns_unreadable_is_left_alone() {
     assert_eq!(sim.snapshot.pods.len(), 1, "a pod on c");
     Arc::make_mut(&mut sim.snapshot.nodes[0])
         .annotations
-        .insert(keys::node_state_annotation("x"), "[1]");
+        .insert(keys::SKYHOOK.node_state_annotation("x"), "[1]");
     sim.settle(|_| false);
     for _ in 0..3 {
         let planned = sim.step();
@@ -264,7 +264,7 @@ fn a_pod_on_a_node_whose_state_turns_unreadable_is_left_alone() {
     assert_eq!(
         sim.node("c")
             .annotations
-            .get(&keys::node_state_annotation("x")),
+            .get(&keys::SKYHOOK.node_state_annotation("x")),
         Some("[1]")
     );
 }

@@ -318,7 +318,7 @@ fn restarts(sim: &Sim, skyhook: &str, node: &str, key: &str) -> i32 {
     let text = sim
         .node(node)
         .annotations
-        .get(&skyhook_api::keys::node_state_annotation(skyhook))
+        .get(&skyhook_api::keys::SKYHOOK.node_state_annotation(skyhook))
         .expect("the node state annotation");
     skyhook_api::node_state::NodeState::parse(text)
         .unwrap()

@@ -107,7 +107,7 @@ fn reboot_condition(sim: &Sim) -> Option<String> {
         .as_ref()?
         .conditions
         .iter()
-        .find(|c| c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED && c.status == "True")
+        .find(|c| c.type_ == keys::SKYHOOK.condition_reboot_not_confirmed && c.status == "True")
         .map(|c| c.message.clone())
 }
 
@@ -283,7 +283,7 @@ fn a_paused_skyhook_leaves_a_lost_interrupt_alone_until_it_resumes() {
         .metadata
         .annotations
         .get_or_insert_default()
-        .insert(keys::PAUSE_ANNOTATION.to_owned(), "true".to_owned());
+        .insert(keys::SKYHOOK.pause_annotation.to_owned(), "true".to_owned());
     let planned = sim.step();
     assert!(
         warnings(&planned, "Interrupt").is_empty(),
@@ -302,7 +302,7 @@ fn a_paused_skyhook_leaves_a_lost_interrupt_alone_until_it_resumes() {
         .metadata
         .annotations
         .get_or_insert_default()
-        .remove(keys::PAUSE_ANNOTATION);
+        .remove(keys::SKYHOOK.pause_annotation);
     let planned = sim.step();
     assert_eq!(
         warnings(&planned, "Interrupt").len(),

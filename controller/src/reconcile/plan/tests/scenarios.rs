@@ -90,7 +90,7 @@ fn simple_first_reconcile_runs_only_the_root_then_the_next_stage() {
     assert_eq!(
         sim.node("worker")
             .labels
-            .get(&keys::node_status_key("simple")),
+            .get(&keys::SKYHOOK.node_status_key("simple")),
         Some("in_progress")
     );
     let configmaps: Vec<_> = first
@@ -146,13 +146,13 @@ fn simple_first_reconcile_runs_only_the_root_then_the_next_stage() {
     assert_eq!(ready.map(|c| c.status.as_str()), Some("True"));
     let conditions = &sim.node("worker").conditions;
     assert!(conditions.contains(&node_condition(
-        keys::node_not_ready_condition("simple"),
+        keys::SKYHOOK.node_not_ready_condition("simple"),
         "False",
         keys::NODE_NOT_READY_REASON_COMPLETE,
         "Skyhook simple Ready"
     )));
     assert!(conditions.contains(&node_condition(
-        keys::node_erroring_condition("simple"),
+        keys::SKYHOOK.node_erroring_condition("simple"),
         "False",
         keys::NODE_NOT_ERRORING_REASON,
         "No Package Erroring or Unknown for simple"
@@ -238,7 +238,7 @@ fn failure_marks_the_package_erroring_and_leaves_the_pod() {
     let annotation = sim
         .node("worker")
         .annotations
-        .get(&keys::node_state_annotation("failure"))
+        .get(&keys::SKYHOOK.node_state_annotation("failure"))
         .expect("the node state annotation");
     assert!(annotation.contains(r#""restarts":2"#), "{annotation}");
     assert_eq!(
@@ -258,13 +258,13 @@ fn failure_marks_the_package_erroring_and_leaves_the_pod() {
     );
     assert_eq!(status.package_list, "dexter:1.2.3,failure:1.2.3");
     assert!(sim.node("worker").conditions.contains(&node_condition(
-        keys::node_erroring_condition("failure"),
+        keys::SKYHOOK.node_erroring_condition("failure"),
         "True",
         keys::NODE_ERRORING_REASON,
         "Package Erroring or Unknown for failure"
     )));
     assert!(sim.node("worker").conditions.contains(&node_condition(
-        keys::node_not_ready_condition("failure"),
+        keys::SKYHOOK.node_not_ready_condition("failure"),
         "True",
         keys::NODE_NOT_READY_REASON_INCOMPLETE,
         "Skyhook failure Not Ready"
@@ -298,7 +298,9 @@ fn interrupt_cordons_waits_for_protected_pods_drains_then_interrupts_once() {
     let patch = &first.nodes["worker"];
     assert_eq!(patch.unschedulable, Some(true));
     assert_eq!(
-        patch.annotations.get(&keys::cordon_annotation("interrupt")),
+        patch
+            .annotations
+            .get(&keys::SKYHOOK.cordon_annotation("interrupt")),
         Some(&Some("true".to_owned()))
     );
     assert_eq!(
@@ -358,7 +360,7 @@ fn interrupt_cordons_waits_for_protected_pods_drains_then_interrupts_once() {
             p.metadata
                 .labels
                 .as_ref()
-                .is_some_and(|l| l.contains_key(keys::INTERRUPT_LABEL))
+                .is_some_and(|l| l.contains_key(keys::SKYHOOK.interrupt_label))
         }));
         if !interrupt_pods.is_empty() {
             break;
@@ -413,7 +415,7 @@ fn interrupt_cordons_waits_for_protected_pods_drains_then_interrupts_once() {
     assert!(
         !worker
             .annotations
-            .contains_key(&keys::cordon_annotation("interrupt"))
+            .contains_key(&keys::SKYHOOK.cordon_annotation("interrupt"))
     );
     assert_eq!(sim.skyhook_status("interrupt"), Some(Status::Complete));
 }
@@ -438,7 +440,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
             p.metadata
                 .labels
                 .as_ref()
-                .is_some_and(|l| l.contains_key(keys::INTERRUPT_LABEL))
+                .is_some_and(|l| l.contains_key(keys::SKYHOOK.interrupt_label))
         }));
         sim.settle(|_| false);
     }
@@ -447,7 +449,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
+        .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
         .cloned()
         .unwrap_or_default();
     assert!(annotation.contains(r#""name":"dax""#), "{annotation}");
@@ -476,7 +478,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
     assert_eq!(
         worker
             .annotations
-            .get(&keys::node_version_annotation("interrupt-grouping")),
+            .get(&keys::SKYHOOK.node_version_annotation("interrupt-grouping")),
         Some(keys::COMPATIBLE_OPERATOR_VERSION)
     );
     let annotations = sim
@@ -487,7 +489,7 @@ fn interrupt_grouping_merges_services_into_one_pod_owned_by_the_first_package() 
         .unwrap_or_default();
     assert_eq!(
         annotations
-            .get(keys::VERSION_ANNOTATION)
+            .get(keys::SKYHOOK.version_annotation)
             .map(String::as_str),
         Some(keys::COMPATIBLE_OPERATOR_VERSION)
     );
@@ -587,12 +589,12 @@ fn strict_order_gates_per_node_paused_blocks_disabled_does_not() {
             prio(skyhook("zzz", vec![package("one", "1.0.0")]), 1),
             annotate(
                 prio(skyhook("b", vec![package("two", "1.0.0")]), 2),
-                keys::PAUSE_ANNOTATION,
+                keys::SKYHOOK.pause_annotation,
             ),
             prio(skyhook("c", vec![package("three", "1.0.0")]), 2),
             annotate(
                 prio(skyhook("d", vec![package("four", "1.0.0")]), 2),
-                keys::DISABLE_ANNOTATION,
+                keys::SKYHOOK.disable_annotation,
             ),
         ],
     );
@@ -666,7 +668,7 @@ fn taint_scheduling_blocks_until_tolerated() {
     assert_eq!(
         sim.node("worker")
             .labels
-            .get(&keys::node_status_key("taint-scheduling")),
+            .get(&keys::SKYHOOK.node_status_key("taint-scheduling")),
         Some("blocked")
     );
     assert_eq!(
@@ -676,7 +678,7 @@ fn taint_scheduling_blocks_until_tolerated() {
     let (status, message) = condition_of(
         &sim,
         "taint-scheduling",
-        keys::CONDITION_TAINT_NOT_TOLERABLE,
+        keys::SKYHOOK.condition_taint_not_tolerable,
     );
     assert_eq!(status, "True");
     assert!(
@@ -698,7 +700,7 @@ fn taint_scheduling_blocks_until_tolerated() {
     let (status, _) = condition_of(
         &sim,
         "taint-scheduling",
-        keys::CONDITION_TAINT_NOT_TOLERABLE,
+        keys::SKYHOOK.condition_taint_not_tolerable,
     );
     assert_eq!(status, "False");
 }
@@ -747,7 +749,7 @@ fn auto_taint_marks_only_untouched_nodes() {
     assert_eq!(
         sim.node("worker")
             .annotations
-            .get(&keys::auto_taint_annotation("skyhook.nvidia.com")),
+            .get(&keys::SKYHOOK.auto_taint_annotation("skyhook.nvidia.com")),
         Some("true")
     );
     sim.settle(|_| false);
@@ -764,16 +766,16 @@ fn shared_cordon_is_not_released_by_the_first_skyhook_completing() {
     worker.unschedulable = true;
     worker
         .annotations
-        .insert(keys::cordon_annotation("first"), "true");
+        .insert(keys::SKYHOOK.cordon_annotation("first"), "true");
     worker
         .annotations
-        .insert(keys::cordon_annotation("second"), "true");
+        .insert(keys::SKYHOOK.cordon_annotation("second"), "true");
     let mut first = skyhook("first", vec![package("one", "1.0.0")]);
     first.spec.priority = 1;
     let mut second = skyhook("second", vec![package("two", "1.0.0")]);
     second.spec.priority = 2;
     second.metadata.annotations = Some(BTreeMap::from([(
-        keys::PAUSE_ANNOTATION.to_owned(),
+        keys::SKYHOOK.pause_annotation.to_owned(),
         "true".to_owned(),
     )]));
     let mut sim = Sim::new(vec![worker], vec![first, second]);
@@ -786,12 +788,12 @@ fn shared_cordon_is_not_released_by_the_first_skyhook_completing() {
     assert!(
         !worker
             .annotations
-            .contains_key(&keys::cordon_annotation("first"))
+            .contains_key(&keys::SKYHOOK.cordon_annotation("first"))
     );
     assert!(
         worker
             .annotations
-            .contains_key(&keys::cordon_annotation("second"))
+            .contains_key(&keys::SKYHOOK.cordon_annotation("second"))
     );
     assert!(worker.unschedulable, "second still holds a cordon");
 }
@@ -802,7 +804,7 @@ fn deletion_uncordons_what_the_skyhook_cordoned_and_releases_the_finalizer() {
     worker.unschedulable = true;
     worker
         .annotations
-        .insert(keys::cordon_annotation("gone"), "true");
+        .insert(keys::SKYHOOK.cordon_annotation("gone"), "true");
     let mut s = skyhook("gone", vec![package("one", "1.0.0")]);
     s.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         super::sim::start(),
@@ -817,7 +819,7 @@ fn deletion_uncordons_what_the_skyhook_cordoned_and_releases_the_finalizer() {
     assert!(
         !sim.node("worker")
             .annotations
-            .contains_key(&keys::cordon_annotation("gone"))
+            .contains_key(&keys::SKYHOOK.cordon_annotation("gone"))
     );
     let planned = sim.step();
     assert_eq!(planned.finalizers.get("gone"), Some(&false));
@@ -835,9 +837,13 @@ fn a_new_skyhook_gets_the_finalizer() {
 #[test]
 fn a_hand_made_pod_records_its_result_for_its_skyhook() {
     let mut sim = Sim::new(vec![node("worker", 0)], vec![]);
-    let mut pod = super::sim::workload("hand-made", "worker", &[(keys::NAME_LABEL, "foobar")]);
+    let mut pod = super::sim::workload(
+        "hand-made",
+        "worker",
+        &[(keys::SKYHOOK.name_label, "foobar")],
+    );
     pod.metadata.annotations = Some(BTreeMap::from([(
-        keys::PACKAGE_ANNOTATION.to_owned(),
+        keys::SKYHOOK.package_annotation.to_owned(),
         r#"{"name":"foobar","version":"1.2.3","skyhook":"foobar","stage":"apply","image":""}"#
             .to_owned(),
     )]));
@@ -852,7 +858,7 @@ fn a_hand_made_pod_records_its_result_for_its_skyhook() {
     assert_eq!(
         sim.node("worker")
             .annotations
-            .get(&keys::node_state_annotation("foobar")),
+            .get(&keys::SKYHOOK.node_state_annotation("foobar")),
         Some(
             r#"{"foobar|1.2.3":{"name":"foobar","version":"1.2.3","image":"","stage":"apply","state":"complete"}}"#
         )
@@ -888,7 +894,7 @@ fn a_drain_past_its_timeout_names_its_blockers_and_keeps_the_node_cordoned() {
     let (status, _) = condition_of(
         &sim,
         "drain",
-        crate::reconcile::plan::CONDITION_DRAIN_BLOCKED,
+        skyhook_api::keys::SKYHOOK.condition_drain_blocked,
     );
     assert_eq!(status, "True");
     assert!(sim.node("worker").unschedulable);
@@ -925,7 +931,7 @@ fn a_failed_node_whose_node_state_is_deleted_by_hand_runs_again() {
         .unwrap();
     second
         .annotations
-        .remove(&keys::node_state_annotation("rerun"));
+        .remove(&keys::SKYHOOK.node_state_annotation("rerun"));
     let mut started = Vec::new();
     for _ in 0..4 {
         let planned = sim.step();
@@ -952,13 +958,14 @@ fn a_newer_operators_version_marker_is_never_lowered() {
     let mut older = node("older", 1);
     worker
         .annotations
-        .insert(keys::node_version_annotation("taken-over"), newer);
-    older
-        .annotations
-        .insert(keys::node_version_annotation("taken-over"), "v0.9.1");
+        .insert(keys::SKYHOOK.node_version_annotation("taken-over"), newer);
+    older.annotations.insert(
+        keys::SKYHOOK.node_version_annotation("taken-over"),
+        "v0.9.1",
+    );
     let mut taken_over = skyhook("taken-over", vec![package("one", "1.0.0")]);
     taken_over.metadata.annotations = Some(BTreeMap::from([(
-        keys::VERSION_ANNOTATION.to_owned(),
+        keys::SKYHOOK.version_annotation.to_owned(),
         newer.to_owned(),
     )]));
     let mut sim = Sim::new(vec![worker, older, node("fresh", 2)], vec![taken_over]);
@@ -966,7 +973,7 @@ fn a_newer_operators_version_marker_is_never_lowered() {
     assert_eq!(sim.skyhook_status("taken-over"), Some(Status::Complete));
     let marker = |node: &str| {
         (sim.node(node).annotations)
-            .get(&keys::node_version_annotation("taken-over"))
+            .get(&keys::SKYHOOK.node_version_annotation("taken-over"))
             .map(str::to_owned)
     };
     assert_eq!(marker("worker").as_deref(), Some(newer));
@@ -976,7 +983,7 @@ fn a_newer_operators_version_marker_is_never_lowered() {
     let annotations = sim.skyhook("taken-over").metadata.annotations.as_ref();
     assert_eq!(
         annotations
-            .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+            .and_then(|a| a.get(keys::SKYHOOK.version_annotation))
             .map(String::as_str),
         Some(newer)
     );

@@ -112,7 +112,7 @@ pub(super) fn skyhook(name: &str, packages: Vec<Package>) -> Skyhook {
             name: Some(name.into()),
             uid: Some(format!("uid-{name}")),
             generation: Some(1),
-            finalizers: Some(vec![keys::FINALIZER.to_owned()]),
+            finalizers: Some(vec![keys::SKYHOOK.finalizer.to_owned()]),
             ..ObjectMeta::default()
         },
         spec: SkyhookSpec {
@@ -274,16 +274,16 @@ impl Sim {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(keys::NODE_NAME_ANNOTATION))
+                .and_then(|a| a.get(keys::SKYHOOK.node_name_annotation))
                 .cloned();
             self.written_configmaps.insert(name.clone(), cm.clone());
             let shared = std::sync::Arc::new(cm.clone());
-            if let Some(skyhook) = labels.get(keys::NODE_META_LABEL) {
+            if let Some(skyhook) = labels.get(keys::SKYHOOK.node_meta_label) {
                 let cached = Arc::new(CachedNodeMetadata::from(cm.clone()));
                 snapshot
                     .metadata_configmaps
                     .insert(name, OwnedConfigMap::new(skyhook.clone(), node, cached));
-            } else if let Some(skyhook) = labels.get(keys::NAME_LABEL) {
+            } else if let Some(skyhook) = labels.get(keys::SKYHOOK.name_label) {
                 snapshot
                     .package_configmaps
                     .insert(name, OwnedConfigMap::new(skyhook.clone(), None, shared));
@@ -311,12 +311,12 @@ impl Sim {
                     .metadata
                     .finalizers
                     .get_or_insert_default()
-                    .push(keys::FINALIZER.to_owned()),
+                    .push(keys::SKYHOOK.finalizer.to_owned()),
                 Some(false) => skyhook
                     .metadata
                     .finalizers
                     .get_or_insert_default()
-                    .retain(|f| f != keys::FINALIZER),
+                    .retain(|f| f != keys::SKYHOOK.finalizer),
                 None => {}
             }
         }
@@ -393,7 +393,7 @@ impl Sim {
     pub(super) fn state(&self, skyhook: &str, node: &str) -> Vec<(String, Stage, State)> {
         self.node(node)
             .annotations
-            .get(&keys::node_state_annotation(skyhook))
+            .get(&keys::SKYHOOK.node_state_annotation(skyhook))
             .map(|text| NodeState::parse(text).expect("the plan writes readable state"))
             .map(|state| {
                 state
@@ -407,7 +407,7 @@ impl Sim {
     pub(super) fn node_status(&self, skyhook: &str, node: &str) -> Option<String> {
         self.node(node)
             .annotations
-            .get(&keys::node_status_key(skyhook))
+            .get(&keys::SKYHOOK.node_status_key(skyhook))
             .map(str::to_owned)
     }
 

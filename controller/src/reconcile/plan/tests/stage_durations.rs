@@ -54,7 +54,7 @@ fn each_finished_stage_is_reported_once_with_its_duration() {
     // The times live beside the node state, which stays exactly upstream's JSON.
     let annotations = &sim.node("node-0").annotations;
     let state_text = annotations
-        .get(&keys::node_state_annotation(NAME))
+        .get(&keys::SKYHOOK.node_state_annotation(NAME))
         .expect("the node state annotation");
     assert_eq!(
         state_text,
@@ -66,7 +66,7 @@ fn each_finished_stage_is_reported_once_with_its_duration() {
     assert!(
         times.of(entry).is_some(),
         "the node carries the time: {:?}",
-        annotations.get(&keys::stage_times_annotation(NAME))
+        annotations.get(&keys::SKYHOOK.stage_times_annotation(NAME))
     );
     let status = sim.skyhook(NAME).status.clone().unwrap();
     let mirrored = status.node_state["node-0"]
@@ -86,12 +86,13 @@ fn times_our_earlier_releases_wrote_into_the_node_state_move_to_their_own_annota
     let ours_before = r#"{"tuning|1.0.0":{"name":"tuning","version":"1.0.0","image":"ghcr.io/nvidia/skyhook/agentless","stage":"config","state":"complete","lastTransitionTime":"2027-01-15T08:00:00Z"}}"#;
     let node = std::sync::Arc::make_mut(&mut sim.snapshot.nodes[0]);
     node.annotations
-        .insert(keys::node_state_annotation(NAME), ours_before);
-    node.annotations.remove(&keys::stage_times_annotation(NAME));
+        .insert(keys::SKYHOOK.node_state_annotation(NAME), ours_before);
+    node.annotations
+        .remove(&keys::SKYHOOK.stage_times_annotation(NAME));
     let planned = sim.step();
     let patch = &planned.nodes["node-0"].annotations;
     assert_eq!(
-        patch[&keys::node_state_annotation(NAME)].as_deref(),
+        patch[&keys::SKYHOOK.node_state_annotation(NAME)].as_deref(),
         Some(upstream_form),
         "written again in upstream's form"
     );

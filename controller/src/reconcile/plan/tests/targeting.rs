@@ -67,7 +67,7 @@ fn an_empty_deployment_policy_rolls_out_without_a_policy() {
     assert!(
         !conditions
             .iter()
-            .any(|c| c.type_ == skyhook_api::keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND),
+            .any(|c| c.type_ == skyhook_api::keys::SKYHOOK.condition_deployment_policy_not_found),
         "{conditions:?}"
     );
 }

@@ -67,7 +67,7 @@ fn stages_of(pods: &[k8s_openapi::api::core::v1::Pod]) -> Vec<(String, String)> 
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(keys::PACKAGE_ANNOTATION))
+                .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
                 .and_then(|text| {
                     skyhook_api::pod_annotation::PodPackageAnnotation::parse(text).ok()
                 })
@@ -275,13 +275,13 @@ fn deletion_uninstalls_enabled_packages_then_cleans_the_node() {
         .annotations
         .keys()
         .chain(node.labels.keys())
-        .filter(|k| keys::is_skyhook_node_key(k, "un"))
+        .filter(|k| keys::SKYHOOK.is_skyhook_node_key(k, "un"))
         .collect();
     assert_eq!(
         left,
         [
-            &keys::node_state_annotation("un"),
-            &keys::node_version_annotation("un")
+            &keys::SKYHOOK.node_state_annotation("un"),
+            &keys::SKYHOOK.node_version_annotation("un")
         ]
     );
     assert_eq!(
@@ -289,10 +289,9 @@ fn deletion_uninstalls_enabled_packages_then_cleans_the_node() {
         [("plain|1.0.0".to_owned(), Stage::Config, State::Complete)]
     );
     assert!(
-        !node
-            .conditions
-            .iter()
-            .any(|c| c.type_.starts_with(&keys::node_condition_prefix("un"))),
+        !node.conditions.iter().any(|c| c
+            .type_
+            .starts_with(&keys::SKYHOOK.node_condition_prefix("un"))),
         "{:?}",
         node.conditions
     );
@@ -305,7 +304,7 @@ fn deleting_a_paused_skyhook_with_pending_uninstalls_waits_and_says_why() {
         .metadata
         .annotations
         .get_or_insert_default()
-        .insert(keys::PAUSE_ANNOTATION.to_owned(), "true".to_owned());
+        .insert(keys::SKYHOOK.pause_annotation.to_owned(), "true".to_owned());
     delete(&mut sim);
     let planned = sim.step();
     assert!(planned.create_pods.is_empty());
@@ -346,7 +345,7 @@ fn deleting_a_paused_skyhook_with_pending_uninstalls_waits_and_says_why() {
         .metadata
         .annotations
         .get_or_insert_default()
-        .remove(keys::PAUSE_ANNOTATION);
+        .remove(keys::SKYHOOK.pause_annotation);
     run_until(&mut sim, |s| {
         s.skyhook("un")
             .metadata
@@ -418,7 +417,7 @@ fn a_deletion_waiting_on_an_erroring_uninstall_says_so_once_and_goes_on_when_fix
         };
     }
     run_until(&mut sim, |s| {
-        (s.skyhook("un").metadata.finalizers.iter().flatten()).all(|f| f != keys::FINALIZER)
+        (s.skyhook("un").metadata.finalizers.iter().flatten()).all(|f| f != keys::SKYHOOK.finalizer)
     });
     assert!(sim.state("un", "node-a").is_empty());
 }
@@ -427,7 +426,7 @@ fn a_deletion_waiting_on_an_erroring_uninstall_says_so_once_and_goes_on_when_fix
 fn the_last_uninstall_leaves_an_empty_node_state_and_the_deletion_removes_it() {
     let mut sim = installed(vec![removable("tool", "1.0.0")]);
     request_uninstall(&mut sim, "un", "tool", true);
-    let key = keys::node_state_annotation("un");
+    let key = keys::SKYHOOK.node_state_annotation("un");
     run_until(&mut sim, |s| {
         s.state("un", "node-a").is_empty()
             && s.node_status("un", "node-a").as_deref() == Some("complete")
@@ -444,7 +443,7 @@ fn the_last_uninstall_leaves_an_empty_node_state_and_the_deletion_removes_it() {
     // An empty state is no marker: the deletion cleanup removes it.
     delete(&mut sim);
     run_until(&mut sim, |s| {
-        (s.skyhook("un").metadata.finalizers.iter().flatten()).all(|f| f != keys::FINALIZER)
+        (s.skyhook("un").metadata.finalizers.iter().flatten()).all(|f| f != keys::SKYHOOK.finalizer)
     });
     assert_eq!(sim.node("node-a").annotations.get(&key), None);
 }

@@ -35,7 +35,7 @@ fn window_condition(sim: &Sim) -> Option<String> {
         .as_ref()?
         .conditions
         .iter()
-        .find(|c| c.type_ == keys::CONDITION_OUTSIDE_MAINTENANCE_WINDOW)
+        .find(|c| c.type_ == keys::SKYHOOK.condition_outside_maintenance_window)
         .map(|c| c.message.clone())
 }
 
