@@ -29,6 +29,7 @@ pub use skyhook_api::duration;
 pub mod leader;
 pub mod metrics;
 pub mod names;
+pub mod node_view;
 pub mod pod_match;
 pub mod pod_outcome;
 pub mod pods;

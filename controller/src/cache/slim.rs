@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer};
 
-use crate::reconcile::snapshot::{NodeView, node_view};
+use crate::node_view::{NodeView, node_view};
 
 /// A Node as the cache holds it: what the plan reads of it ([`NodeView`]), read once per
 /// version of the Node and shared with every snapshot taken while it is current, and the
@@ -196,7 +196,6 @@ impl WireNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconcile::snapshot::node_view;
 
     fn full_node_json() -> serde_json::Value {
         serde_json::json!({

@@ -11,7 +11,7 @@ use kube::Resource;
 use kube::runtime::watcher::Event;
 
 use super::CachedNode;
-use crate::reconcile::snapshot::NodeView;
+use crate::node_view::NodeView;
 
 /// Whether a Node changed in what the plan reads: labels, annotations, taints, unschedulable,
 /// creation time, boot ID, readiness (and since when), the Skyhooks' node conditions (type,
