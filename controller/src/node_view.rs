@@ -43,7 +43,7 @@ pub struct NodeView {
     pub not_ready_since: Option<Timestamp>,
     /// When the `Ready` condition last turned True, while it is True.
     pub ready_since: Option<Timestamp>,
-    /// The node's conditions of Skyhooks ([`keys::SKYHOOK.is_skyhook_node_condition`]): the plan
+    /// The node's conditions of Skyhooks ([`keys::Keys::is_skyhook_node_condition`]): the plan
     /// writes no other, and reads of the kubelet's only `ready` and its transitions.
     pub conditions: Vec<NodeConditionView>,
     /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.

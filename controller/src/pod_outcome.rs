@@ -18,7 +18,7 @@
 //!   merely the last one reported); the reported container is the last one.
 //! * Reboots. A container killed by a signal (exit code 137 or 143) is not a failure when the
 //!   node's boot ID differs from the one recorded on the pod at creation
-//!   ([`skyhook_api::keys::SKYHOOK.boot_id_annotation`]): the node rebooted under it and the kubelet runs it
+//!   ([`skyhook_api::keys::Keys::boot_id_annotation`]): the node rebooted under it and the kubelet runs it
 //!   again (the agent's flags make the re-run a no-op), so the pod is [`PodOutcome::Running`]; a
 //!   pod the kubelet will not restart (phase `Failed`, as after a graceful node shutdown) is
 //!   [`PodOutcome::RecreateAfterReboot`]. A *reboot* interrupt pod whose node still has the boot

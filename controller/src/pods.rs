@@ -11,7 +11,7 @@
 //!   an entry, possibly with an empty name, which makes kubelets log errors).
 //! * The interrupt pod does not declare upstream's unused node-metadata volume (whose ConfigMap
 //!   name was computed differently and may not exist).
-//! * Interrupt pods carry the node's boot ID at creation in [`skyhook_api::keys::SKYHOOK.boot_id_annotation`], so that an
+//! * Interrupt pods carry the node's boot ID at creation in [`skyhook_api::keys::Keys::boot_id_annotation`], so that an
 //!   interrupt container killed by the reboot it caused is recognised as such and not reported as
 //!   a failure (see `pod_outcome`).
 //! * The package image reference comes from `skyhook_api::image::pull_reference`, which keeps

@@ -284,7 +284,7 @@ fn batch_reset_patch(skyhook: &Skyhook) -> Option<(Patch, usize)> {
 }
 
 /// The node merge patch of `reset`: removes every per-Skyhook annotation and label of
-/// [`keys::SKYHOOK.per_skyhook_node_keys`] (upstream's `nodeState_`, `status_`, `cordon_`, `version_`,
+/// [`keys::Keys::per_skyhook_node_keys`] (upstream's `nodeState_`, `status_`, `cordon_`, `version_`,
 /// and our `cordonedAt_`, whose stale drain start would otherwise make the next drain of the
 /// node report DrainBlocked at once, and `drainFail_`, the mark of a drain given up with
 /// `onTimeout: fail`). Removing `cordon_` does not uncordon, as upstream's reset.

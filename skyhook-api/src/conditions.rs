@@ -197,7 +197,7 @@ pub fn ignored_message(mut nodes: Vec<String>) -> String {
 
 /// Sets `condition` in `conditions`, replacing the one of its type. Its `lastTransitionTime`
 /// is kept from the old one while the status is unchanged; for
-/// [`keys::SKYHOOK.condition_transition`], only while the status, reason and message are. So
+/// [`keys::Keys::condition_transition`], only while the status, reason and message are. So
 /// an identical condition leaves the list exactly as it was, and costs no write.
 pub fn set_condition(conditions: &mut Vec<Condition>, mut condition: Condition) {
     let Some(existing) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {

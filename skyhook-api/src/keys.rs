@@ -391,7 +391,7 @@ pub fn node_erroring_message(skyhook: &str, erroring: bool) -> String {
 
 // ---- Pods and ConfigMaps the operator creates ----------------------------------------------
 
-/// Value of [`INTERRUPT_LABEL`].
+/// Value of [`Keys::interrupt_label`].
 pub const INTERRUPT_LABEL_VALUE: &str = "True";
 
 // ---- Environment of the agent containers ----------------------------------------------------
@@ -424,8 +424,8 @@ pub const OPERATOR_AGENT_ENV: [&str; 5] = [
 /// Standard condition: True once the Skyhook is complete on every selected node, for
 /// `kubectl wait --for=condition=Ready` and GitOps tools.
 pub const CONDITION_READY: &str = "Ready";
-/// The bare types written beside [`CONDITION_APPLY_PACKAGE`], [`CONDITION_TAINT_NOT_TOLERABLE`],
-/// [`CONDITION_NODES_IGNORED`] and [`CONDITION_DEPLOYMENT_POLICY_NOT_FOUND`], which upstream
+/// The bare types written beside [`Keys::condition_apply_package`], [`Keys::condition_taint_not_tolerable`],
+/// [`Keys::condition_nodes_ignored`] and [`Keys::condition_deployment_policy_not_found`], which upstream
 /// deprecated but still writes for one release. Each pair always carries the same condition.
 pub const CONDITION_APPLY_PACKAGE_BARE: &str = "ApplyPackage";
 /// See [`CONDITION_APPLY_PACKAGE_BARE`].
@@ -434,32 +434,32 @@ pub const CONDITION_TAINT_NOT_TOLERABLE_BARE: &str = "TaintNotTolerable";
 pub const CONDITION_NODES_IGNORED_BARE: &str = "NodesIgnored";
 /// See [`CONDITION_APPLY_PACKAGE_BARE`].
 pub const CONDITION_DEPLOYMENT_POLICY_NOT_FOUND_BARE: &str = "DeploymentPolicyNotFound";
-/// Reason of [`CONDITION_TAINT_NOT_TOLERABLE`], True or False (upstream: the type's last
+/// Reason of [`Keys::condition_taint_not_tolerable`], True or False (upstream: the type's last
 /// segment either way).
 pub const TAINT_NOT_TOLERABLE_REASON: &str = "TaintNotTolerable";
-/// Message of [`CONDITION_TAINT_NOT_TOLERABLE`] while False.
+/// Message of [`Keys::condition_taint_not_tolerable`] while False.
 pub const ALL_TAINTS_TOLERABLE_MESSAGE: &str = "All nodes have tolerable taints.";
-/// Reason of [`CONDITION_NODES_IGNORED`], True or False (upstream: the type's last segment
+/// Reason of [`Keys::condition_nodes_ignored`], True or False (upstream: the type's last segment
 /// either way).
 pub const NODES_IGNORED_REASON: &str = "NodesIgnored";
-/// Message of [`CONDITION_NODES_IGNORED`] while False.
+/// Message of [`Keys::condition_nodes_ignored`] while False.
 pub const NO_NODES_IGNORED_MESSAGE: &str = "No nodes have ignore label set.";
-/// Reason of [`CONDITION_APPLY_PACKAGE`].
+/// Reason of [`Keys::condition_apply_package`].
 pub const APPLY_PACKAGE_REASON: &str = "ApplyPackage";
 
-/// Message of [`CONDITION_APPLY_PACKAGE`] (upstream's, without the stage): the package and node
+/// Message of [`Keys::condition_apply_package`] (upstream's, without the stage): the package and node
 /// of the last pod launch.
 pub fn apply_package_message(package: &str, version: &str, node: &str) -> String {
     format!("Applying package [{package}:{version}] to node [{node}]")
 }
 
-/// Reason of [`CONDITION_FLEET_BUDGET_WAIT`].
+/// Reason of [`Keys::condition_fleet_budget_wait`].
 pub const FLEET_BUDGET_FULL_REASON: &str = "FleetBudgetFull";
 
-/// Reason of [`CONDITION_OUTSIDE_MAINTENANCE_WINDOW`].
+/// Reason of [`Keys::condition_outside_maintenance_window`].
 pub const MAINTENANCE_WINDOW_CLOSED_REASON: &str = "MaintenanceWindowClosed";
 
-/// Reason of [`CONDITION_HEALTH_GATE_HELD`].
+/// Reason of [`Keys::condition_health_gate_held`].
 pub const HEALTH_GATE_HELD_REASON: &str = "NodeNotSettled";
 
 // ---- Explicit uninstall and deletion conditions (bare types only, upstream §2.9) ----------

@@ -6,7 +6,7 @@
 //! repeats every map key in `managedFields`: past a few thousand nodes the status exceeds
 //! etcd's 1.5 MiB request limit, the status write fails, and the Skyhook never reports
 //! progress again. Here the boot ID and the pick time live on the node
-//! ([`keys::SKYHOOK.node_boot_id_annotation`], [`keys::SKYHOOK.node_picked_annotation`]) and all four maps are
+//! ([`keys::Keys::node_boot_id_annotation`], [`keys::Keys::node_picked_annotation`]) and all four maps are
 //! mirrors: kept while small, so a small cluster's status reads exactly as upstream's, and
 //! dropped whole past a byte budget ([`bound_node_mirrors`]).
 //!

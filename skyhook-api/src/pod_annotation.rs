@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::node_state::go_json;
 use crate::v1alpha1::Stage;
 
-/// Value of the pod annotation [`crate::keys::SKYHOOK.package_annotation`]. Field order and omissions
+/// Value of the pod annotation [`crate::keys::Keys::package_annotation`]. Field order and omissions
 /// follow upstream so the annotation reads the same whichever operator wrote it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

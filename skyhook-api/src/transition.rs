@@ -2,7 +2,7 @@
 //! as finished.
 //!
 //! The times live beside the node state, in the node annotation
-//! `skyhook.nvidia.com/stageTimes_<skyhook>` ([`crate::keys::SKYHOOK.stage_times_annotation`]): the
+//! `skyhook.nvidia.com/stageTimes_<skyhook>` ([`crate::keys::Keys::stage_times_annotation`]): the
 //! node-state annotation stays exactly upstream's JSON (tools and upstream's checks compare it as
 //! a string). Each time is recorded with the stage and state it belongs to, so a time is used
 //! only while its entry is still in that stage and state: a node state edited by someone else

@@ -20,7 +20,7 @@
 //!    of the pods this plan starts, and turn the nodes' working copies (`work`) into patches.
 //!
 //! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
-//! ([`skyhook_api::keys::SKYHOOK.cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
+//! ([`skyhook_api::keys::Keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
 //! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
 
 mod configs;

@@ -2,7 +2,7 @@
 //! `RebootNotConfirmed`, or one that disappeared (evicted by kube-controller-manager, deleted
 //! by hand) while its node is NotReady. Both are reported, with a Warning Event naming the node,
 //! the package and how long ago the reboot was asked for, and the Skyhook condition
-//! [`keys::SKYHOOK.condition_reboot_not_confirmed`]; the node keeps its budget slot (it stays cordoned
+//! [`keys::Keys::condition_reboot_not_confirmed`]; the node keeps its budget slot (it stays cordoned
 //! and its interrupt entry unconfirmed, see `skyhook_api::budget::slot_hold`). When the node is
 //! back, a lost interrupt pod is created again (the agent's flags keep a done interrupt from
 //! running twice).

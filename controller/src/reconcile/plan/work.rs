@@ -276,7 +276,7 @@ impl<'s> NodeWork<'s> {
     }
 
     /// Removes every trace of a deleted Skyhook (upstream §2.8): its cordon, every annotation
-    /// and label of its ([`keys::SKYHOOK.is_skyhook_node_key`]) and its node conditions. Its node state
+    /// and label of its ([`keys::Keys::is_skyhook_node_key`]) and its node conditions. Its node state
     /// and the controller-version annotation stay when the state still holds entries: the
     /// markers of packages that were never uninstalled. Returns whether the node held anything
     /// of the Skyhook to remove.
