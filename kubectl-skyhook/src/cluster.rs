@@ -31,6 +31,14 @@ pub fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta
     meta.name.as_deref().unwrap_or_default()
 }
 
+/// A Skyhook's status as the operator reported it, `unknown` before it has.
+pub fn reported_status(skyhook: &Skyhook) -> String {
+    (skyhook.status.as_ref())
+        .and_then(|s| s.status)
+        .map_or("unknown", |s| s.as_str())
+        .to_owned()
+}
+
 /// A node's labels.
 pub fn labels(node: &Node) -> &BTreeMap<String, String> {
     node.metadata.labels.as_ref().unwrap_or(&NO_STRINGS)

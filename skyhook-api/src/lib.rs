@@ -30,6 +30,7 @@ mod test_support;
 pub mod toleration;
 pub mod transition;
 pub mod uninstall;
+pub mod uninstall_rules;
 pub mod v1alpha1;
 pub mod validate;
 pub mod version;

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::image::stored_image;
 use crate::node_state::{NodeState, PackageKey};
 use crate::pod_annotation::PodPackageAnnotation;
-use crate::uninstall::{UninstallMode, UninstallRules, in_cycle_stage};
+use crate::uninstall_rules::{UninstallMode, UninstallRules, in_cycle_stage};
 use crate::v1alpha1::{Package, PackageStatus, Stage, State};
 use crate::version::Version;
 

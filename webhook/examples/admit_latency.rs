@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use webhook::admit::Endpoint;
+use webhook::endpoint::Endpoint;
 use webhook::lookups::ExistingObjects;
 use webhook::review::review;
 

@@ -6,6 +6,7 @@ pub mod admit;
 pub mod cache;
 pub mod cert_plan;
 pub mod cert_sync;
+pub mod endpoint;
 pub mod issue;
 pub mod lookups;
 pub mod metrics;

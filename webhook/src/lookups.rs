@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use skyhook_api::v1alpha1::Skyhook;
 use skyhook_api::validate::PolicyReference;
 
+use crate::endpoint::Endpoint;
+
 /// Cluster state consulted by admission. `None` means "not known yet" (the caches have not
 /// synced), in which case a check that needs the answer denies and asks for a retry rather
 /// than guessing.
@@ -71,12 +73,8 @@ impl Lookups for WithPolicies<'_> {
 /// The DeploymentPolicy a Skyhook admission request names that `lookups` does not know: the
 /// one name worth asking the API server about before the request is refused. `None` for any
 /// other request, an empty name, or caches that have not synced (that denial asks for a retry).
-pub fn unknown_policy(
-    endpoint: crate::admit::Endpoint,
-    body: &[u8],
-    lookups: &dyn Lookups,
-) -> Option<String> {
-    if endpoint != crate::admit::Endpoint::ValidateSkyhook {
+pub fn unknown_policy(endpoint: Endpoint, body: &[u8], lookups: &dyn Lookups) -> Option<String> {
+    if endpoint != Endpoint::ValidateSkyhook {
         return None;
     }
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
@@ -91,7 +89,6 @@ pub fn unknown_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admit::Endpoint;
 
     fn body(policy: Option<&str>) -> Vec<u8> {
         serde_json::json!({

@@ -8,7 +8,8 @@ use kube::core::response::StatusSummary;
 use kube::core::{DynamicObject, TypeMeta};
 use serde_json::Value;
 
-use crate::admit::{Endpoint, admit, operation_name};
+use crate::admit::{admit, operation_name};
+use crate::endpoint::Endpoint;
 use crate::lookups::Lookups;
 
 /// The only AdmissionReview version served; webhook configurations must list it in

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::admit::Endpoint;
+use crate::endpoint::Endpoint;
 use crate::lookups::{Lookups, WithPolicies, unknown_policy};
 use crate::metrics::Metrics;
 use crate::review::{Reviewed, Verdict, malformed, review};

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use skyhook_api::validate::PolicyReference;
-use webhook::admit::Endpoint;
+use webhook::endpoint::Endpoint;
 use webhook::lookups::{ExistingObjects, Lookups};
 use webhook::review::review;
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 use skyhook_api::v1alpha1::Skyhook;
-use webhook::admit::Endpoint;
+use webhook::endpoint::Endpoint;
 use webhook::lookups::ExistingObjects;
 use webhook::review::{Verdict, review};
 

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use webhook::admit::Endpoint;
+use webhook::endpoint::Endpoint;
 use webhook::lookups::ExistingObjects;
 use webhook::review::{Verdict, review};
 

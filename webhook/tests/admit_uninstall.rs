@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::{Value, json};
-use webhook::admit::Endpoint;
+use webhook::endpoint::Endpoint;
 use webhook::lookups::ExistingObjects;
 use webhook::review::review;
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsConnector;
-use webhook::admit::Endpoint;
+use webhook::endpoint::Endpoint;
 use webhook::lookups::ExistingObjects;
 use webhook::metrics::Metrics;
 use webhook::server::{Admin, Admission, admin_router, admission_router, serve_tls};

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path};
 
-use super::PackageConfig;
+use super::description::PackageConfig;
 use crate::mode::Mode;
 use crate::problem::{Location, Problem};
 

@@ -9,18 +9,18 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Serialize;
 use skyhook_api::budget::BlockReason;
+use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::selector::Selector;
+use skyhook_api::stage::package_complete;
 use skyhook_api::v1alpha1::{PackageStatus, Skyhook, State, Status};
 
-use crate::cluster::{self, Cluster, name_of, pod_label, pod_node};
+use super::uninstall::{UninstallRow, uninstall_progress, uninstall_table};
+use crate::cluster::{self, Cluster, name_of, pod_label, pod_node, reported_status};
 use crate::eta::{describe, rollout_estimate};
 use crate::output::{Block, Cell, Table, Tone, View};
 use crate::rollout::{CompartmentView, NodeFacts, Rollout};
-use crate::views::{UninstallRow, uninstall_progress, uninstall_table};
-use skyhook_api::interrupt::{changed_keys, has_interrupt};
-use skyhook_api::stage::package_complete;
 
 /// Most node names listed inline in a sentence.
 const NAMES_INLINE: usize = 5;
@@ -198,7 +198,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
     );
     Some(SkyhookDetail {
         name: name.to_owned(),
-        status: super::reported_status(skyhook),
+        status: reported_status(skyhook),
         priority: skyhook.spec.priority,
         policy: skyhook.spec.policy_name().map(str::to_owned),
         paused: skyhook.is_paused(),

@@ -19,11 +19,3 @@ pub use overview::{SkyhookOverview, SkyhookRow, overview};
 pub use packages::{PackageRow, PackageStatusView, package_status};
 pub use plan::{PlanView, PlannedNode, PlannedPackage, plan};
 pub use uninstall::{UninstallRow, uninstall_progress, uninstall_table};
-
-/// A Skyhook's status as the operator reported it, `unknown` before it has.
-fn reported_status(skyhook: &skyhook_api::v1alpha1::Skyhook) -> String {
-    (skyhook.status.as_ref())
-        .and_then(|s| s.status)
-        .map_or("unknown", |s| s.as_str())
-        .to_owned()
-}

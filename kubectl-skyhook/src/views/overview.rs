@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::cluster::{Cluster, name_of};
+use crate::cluster::{Cluster, name_of, reported_status};
 use crate::eta::{describe, rollout_estimate};
 use crate::output::{Block, Cell, Table, View};
 use crate::rollout::Rollout;
@@ -63,7 +63,7 @@ pub fn overview(cluster: &Cluster) -> SkyhookOverview {
             let count = |status| rollout.nodes.iter().filter(|n| n.status == status).count();
             SkyhookRow {
                 name: name_of(&skyhook.metadata).to_owned(),
-                status: super::reported_status(skyhook),
+                status: reported_status(skyhook),
                 priority: skyhook.spec.priority,
                 complete_nodes: rollout.nodes.iter().filter(|n| n.complete).count(),
                 total_nodes: rollout.nodes.len(),

@@ -12,7 +12,7 @@ mod status;
 
 pub(crate) use lifecycle::wire_enum;
 pub use lifecycle::{PackageStatus, ParseEnumError, Stage, State, Status};
-pub use package::{Interrupt, InterruptType, Package, PackageResources, Uninstall};
+pub use package::{DependsOn, Interrupt, InterruptType, Package, PackageResources, Uninstall};
 pub use policy::{
     Compartment, DEFAULT_BATCH_THRESHOLD, DEFAULT_DELTA, DEFAULT_GROWTH_FACTOR,
     DEFAULT_INITIAL_BATCH, DEFAULT_SAFETY_LIMIT, DeploymentPolicy, DeploymentPolicySpec,
@@ -24,6 +24,3 @@ pub use skyhook::{
     OnFailure, Sequencing, Skyhook, SkyhookSpec,
 };
 pub use status::{BatchState, CompartmentStatus, SkyhookStatus};
-
-/// Package dependencies: package name to the exact version required.
-pub type DependsOn = std::collections::BTreeMap<String, String>;

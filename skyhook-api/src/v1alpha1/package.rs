@@ -7,8 +7,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::DependsOn;
 use super::lifecycle::wire_enum;
+
+/// Package dependencies: package name to the exact version required.
+pub type DependsOn = BTreeMap<String, String>;
 
 /// A container image carrying lifecycle scripts for the host, plus how and when to run them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
