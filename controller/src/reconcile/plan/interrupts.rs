@@ -109,7 +109,7 @@ pub(super) fn ready_for_interrupt<'s>(
 /// set, when it already cordoned the node, or when the node holds a fleet slot for another
 /// Skyhook; otherwise only while fewer nodes than the ceiling hold one, counted on the
 /// nodes as this plan leaves them (its releases free slots, its cordons take them).
-pub(super) fn fleet_admits_node<'s>(
+fn fleet_admits_node<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
     skyhook: &str,

@@ -16,8 +16,8 @@
 //! 1. [`auto_taint`] new nodes (`taints`);
 //! 2. [`pod_results`] turns pod outcomes into node-state edits, deletions and Events, and
 //!    returns the reboots found not confirmed ([`PodResults`](pod_results::PodResults));
-//! 3. per Skyhook in (priority, name) order ([`pass_order`]), [`admit`] (finalizer, deletion
-//!    in `deletion`, validation) returns the [`Pass`](pass::Pass) its steps read, and
+//! 3. per Skyhook in (priority, name) order ([`pass_order`]), [`admit`] (`admission`:
+//!    finalizer, deletion in `deletion`, validation) returns the [`Pass`](pass::Pass) its steps read, and
 //!    [`run_pass`] (`skyhooks`) runs it after the passes before it and returns its
 //!    [`PassOutcome`](skyhooks::PassOutcome) (progress for the Skyhooks after it, completion
 //!    per node): what changed since the last pass (`spec_changes`: reboots, version changes,
@@ -37,6 +37,7 @@
 //! ([`skyhook_api::keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
 //! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
 
+mod admission;
 mod configs;
 mod context;
 mod deletion;
@@ -66,6 +67,7 @@ use jiff::Timestamp;
 use crate::config::Config;
 
 use super::snapshot::Snapshot;
+use admission::{admit, pass_order};
 use context::Context;
 use finish::finish;
 pub use output::{
@@ -75,7 +77,7 @@ pub use output::{
 };
 pub use planned_pod::PlannedPod;
 use pod_results::pod_results;
-use skyhooks::{admit, pass_order, run_pass};
+use skyhooks::run_pass;
 use taints::{Completion, auto_taint, runtime_required};
 use workset::Workset;
 

@@ -1,15 +1,17 @@
-//! One Skyhook per pass, in (priority, name) order (spec §2.2 step 6–7, §2.3, §2.11, §2.12):
+//! One admitted Skyhook's pass (spec §2.2 step 7, §2.3, §2.11, §2.12), after the passes of the
+//! Skyhooks before it:
 //!
-//! 1. admission: finalizer or deletion cleanup, validation, the controller-version annotation;
-//! 2. what changed since the last pass (`spec_changes`, `reboots`, `configs`): reboots, lost
+//! 1. what changed since the last pass (`spec_changes`, `reboots`, `configs`): reboots, lost
 //!    interrupts, version changes, config updates, pods that no longer match;
-//! 3. node statuses with per-node priority gating;
-//! 4. selection ([`super::selection::select`]) and the packages of the selected nodes
+//! 2. node statuses with per-node priority gating;
+//! 3. selection ([`super::selection::select`]) and the packages of the selected nodes
 //!    (`packages`);
-//! 5. node conditions, state mirror and uncordon; the Skyhook status ([`super::status`]).
+//! 4. node conditions, state mirror and uncordon; the Skyhook status ([`super::status`]).
+//!
+//! It returns a [`PassOutcome`]: its progress, which gates the Skyhooks after it, and its
+//! completion per node, which the runtime-required taint waits for.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
@@ -21,18 +23,16 @@ use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until
 use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::keys::{self, operator_version_to_write};
 use skyhook_api::node_mirror::{NodeRecordKeys, pick_time_text};
-use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
+use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::toleration::node_selection_tolerations;
-use skyhook_api::uninstall::UninstallRules;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
-use skyhook_api::validate::{ValidationContext, validate_skyhook};
 use skyhook_api::window::{WindowState, window_state, window_wait_message};
 
 use super::configs::config_updates;
 use super::context::Context;
-use super::deletion::{deletion, deletion_blocked_event, deletion_input};
+use super::deletion::{deletion_blocked_event, deletion_input};
 use super::node_states::report_node_states;
 use super::output::{EventTarget, StageDuration};
 use super::packages::run_node;
@@ -43,26 +43,10 @@ use super::selection::{NodeFacts, Selection, SelectionInput, select};
 use super::spec_changes::{
     apply_version_changes, track_reboots, uninstall_requests, validate_pods,
 };
-use super::status::{NextStatus, Outcome, invalid_status, next_status};
-use super::taints::{Completion, matched_nodes};
+use super::status::{NextStatus, Outcome, next_status};
+use super::taints::Completion;
 use super::workset::Workset;
-use crate::names::OwnerSkyhook;
 use crate::reconcile::snapshot::NodeView;
-
-/// The Skyhooks in the order their passes run: priority, then name.
-pub(super) fn pass_order(skyhooks: &[Arc<Skyhook>]) -> Vec<&Skyhook> {
-    let mut order: Vec<&Skyhook> = skyhooks
-        .iter()
-        .map(|s| &**s)
-        .filter(|s| s.metadata.name.is_some())
-        .collect();
-    order.sort_by(|a, b| {
-        let key = |s: &Skyhook| (s.spec.priority, s.metadata.name.clone().unwrap_or_default());
-        let (a, b) = (key(a), key(b));
-        priority_order((a.0, &a.1), (b.0, &b.1))
-    });
-    order
-}
 
 /// What a pass's batch selection is bound by: its compartments, and its policy (name and spec)
 /// with the maintenance windows and the health gate, when it has one.
@@ -129,83 +113,6 @@ fn targeted_status(
         }
     }
     status
-}
-
-/// Finalizer, deletion, validation and the version annotation: the pass of a Skyhook that
-/// is deleted or invalid ends here.
-pub(super) fn admit<'s>(
-    context: &Context<'s>,
-    workset: &mut Workset<'s>,
-    skyhook: &'s Skyhook,
-) -> Option<Pass<'s>> {
-    let name = skyhook.metadata.name.as_deref()?;
-    let has_finalizer = skyhook
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == keys::FINALIZER);
-    let deleting = skyhook.metadata.deletion_timestamp.is_some();
-    if deleting && !(has_finalizer && deletion(context, workset, skyhook, name)) {
-        return None;
-    }
-    if !has_finalizer {
-        workset.plan.finalizers.insert(name.to_owned(), true);
-    }
-    let validation = ValidationContext {
-        name: Some(name),
-        known_policies: None,
-    };
-    if let Err(violations) = validate_skyhook(&skyhook.spec, &validation) {
-        invalid(context, workset, skyhook, name, &violations.to_string());
-        return None;
-    }
-    let owner = match OwnerSkyhook::new(skyhook) {
-        Ok(owner) => owner,
-        Err(error) => {
-            let target = EventTarget::Skyhook(name.to_owned());
-            workset.event(target, true, "Invalid", error.to_string());
-            return None;
-        }
-    };
-    let version = (skyhook.metadata.annotations.as_ref())
-        .and_then(|a| a.get(keys::VERSION_ANNOTATION))
-        .map(String::as_str);
-    if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
-        let marker = (keys::VERSION_ANNOTATION.to_owned(), ours.to_owned());
-        let annotations = BTreeMap::from([marker]);
-        workset
-            .plan
-            .skyhook_annotations
-            .insert(name.to_owned(), annotations);
-    }
-    let matched = matched_nodes(skyhook, &context.snapshot.nodes);
-    let (matched, malformed) = workset.split_malformed(name, matched);
-    Some(Pass {
-        skyhook,
-        owner,
-        matched,
-        malformed,
-        rules: UninstallRules {
-            mode: context.config.uninstall_mode,
-            deleting,
-        },
-    })
-}
-
-/// Reports an invalid spec on the Skyhook; its nodes are left as they are.
-fn invalid<'s>(
-    context: &Context<'s>,
-    workset: &mut Workset<'s>,
-    skyhook: &Skyhook,
-    name: &str,
-    violations: &str,
-) {
-    if let Some(status) = invalid_status(skyhook, violations, context.now) {
-        let target = EventTarget::Skyhook(name.to_owned());
-        workset.event(target, true, "SpecInvalid", violations.to_owned());
-        workset.plan.statuses.insert(name.to_owned(), status);
-    }
 }
 
 /// What one Skyhook's pass leaves for the steps after it.
