@@ -6,32 +6,33 @@
 //! changed, so a reconcile writes in proportion to what changed, never to cluster size. The
 //! rules themselves live in `skyhook_api` (ordering, budget, stage, interrupt, status,
 //! runtime_required, toleration) and in the controller's builders (`pods`, `configmaps`,
-//! `drain`, `pod_match`); this module sequences them:
+//! `drain`, `pod_match`); this module sequences them.
 //!
 //! Every step is a function of the read-only [`Context`] (`context`: snapshot, configuration,
 //! time, pods per node) and the plan's one mutable [`Workset`] (`workset`: the nodes' working
-//! copies (`node_work`), the plan being built (`output`), the pods this plan creates or
-//! deletes); what a step leaves for a later one beyond the work set is its typed return value:
+//! copies in `node_work`, the plan being built, the pods this plan creates or deletes); what a
+//! step leaves for a later one beyond the work set is its typed return value:
 //!
-//! 1. [`auto_taint`] new nodes (`taints`);
+//! 1. [`auto_taint`] taints new nodes (`taints`);
 //! 2. [`pod_results`] turns pod outcomes into node-state edits, deletions and Events, and
 //!    returns the reboots found not confirmed ([`PodResults`](pod_results::PodResults));
-//! 3. per Skyhook in (priority, name) order ([`pass_order`]), [`admit`] (`admission`:
-//!    finalizer, deletion in `deletion`, validation) returns the [`Pass`](pass::Pass) its steps read, and
-//!    [`run_pass`] (`skyhooks`) runs it after the passes before it and returns its
-//!    [`PassOutcome`](skyhooks::PassOutcome) (progress for the Skyhooks after it, completion
-//!    per node): what changed since the last pass (`spec_changes`: reboots, version changes,
-//!    pods that no longer match; `reboots`: lost interrupts; `configs`: ConfigMap changes),
-//!    node statuses, the pure batch selection (`selection`), the packages of the selected
-//!    nodes' waves (`wave`, `packages`) with cordon, drain and the wave's merged interrupt
-//!    (`interrupts`), node conditions (`node_states`), and the pure next status (`status`);
+//! 3. per Skyhook in (priority, name) order ([`pass_order`]): [`admit`] (`admission`:
+//!    finalizer, deletion in `deletion`, validation) returns the [`Pass`](pass::Pass) its
+//!    steps read, and [`run_pass`] (`skyhooks`) runs it after the passes before it and returns
+//!    its [`PassOutcome`](skyhooks::PassOutcome) (progress for the Skyhooks after it,
+//!    completion per node): what changed since the last pass (`spec_changes`: reboots, version
+//!    changes, pods that no longer match; `reboots`: lost interrupts; `configs`: ConfigMap
+//!    changes), node statuses, the pure batch selection (`selection`), the packages of the
+//!    selected nodes' waves (`wave`, `packages`) with cordon, drain and the wave's merged
+//!    interrupt (`interrupts`), node conditions (`node_states`), and the pure next status
+//!    (`status`);
 //! 4. [`runtime_required`] removes the runtime-required taint per node by the passes'
 //!    [`Completion`] (`taints`);
 //! 5. [`finish`] writes the node-metadata ConfigMaps of the pods this plan starts and turns
 //!    the nodes' working copies into patches.
 //!
-//! Steps import only the modules below them, never this one, which holds nothing but the
-//! sequence.
+//! The types a plan returns are in `output`. Steps import only the modules below them, never
+//! this one, which holds nothing but the sequence.
 //!
 //! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
 //! ([`skyhook_api::keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives

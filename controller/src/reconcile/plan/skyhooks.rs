@@ -536,8 +536,9 @@ fn node_facts<'s>(
     facts
 }
 
-/// Per targeted node: the cordon released once complete, the node conditions, the status mirrors and the controller version; the
-/// `State` Event of a node that just completed. Nodes no longer targeted lose the cordon.
+/// Per targeted node: the cordon released once complete, the node conditions, the status
+/// mirrors and the controller version; the `State` Event of a node that just completed. Nodes
+/// no longer targeted lose the cordon.
 fn record_nodes<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
