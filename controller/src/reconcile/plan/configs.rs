@@ -13,8 +13,9 @@ use skyhook_api::stage::package_complete;
 use skyhook_api::uninstall::in_cycle_stage;
 use skyhook_api::v1alpha1::{Package, PackageStatus, SkyhookStatus, Stage, State, Status};
 
-use super::Planner;
-use super::skyhooks::Pass;
+use super::context::Context;
+use super::pass::Pass;
+use super::workset::Workset;
 use crate::configmaps::package_configmap;
 use crate::names::package_label;
 use crate::reconcile::snapshot::Snapshot;
@@ -27,121 +28,125 @@ struct NodeEntry {
     pod_running: bool,
 }
 
-impl Planner<'_> {
-    /// Package ConfigMaps: create new ones, apply or queue changed ones (spec §2.6), delete
-    /// those of versions no longer in the spec and metadata ConfigMaps of nodes left behind.
-    /// Returns whether a change waits (queued until the nodes are idle, or held by an
-    /// uninstall): the spec is then not fully observed yet.
-    pub(super) fn config_updates(&mut self, pass: &Pass<'_>, status: &mut SkyhookStatus) -> bool {
-        let mut waiting = false;
-        let mut wanted = BTreeSet::new();
-        for package in pass.skyhook.spec.packages.values() {
-            let Some(desired) = package_configmap(&self.config.pods, &pass.owner, package) else {
-                continue;
-            };
-            let cm_name = desired.metadata.name.clone().unwrap_or_default();
-            wanted.insert(cm_name.clone());
-            match self.snapshot.package_configmaps.get(&cm_name) {
-                None => self.plan.upsert_configmaps.push(desired),
-                // An uninstall runs with the configuration the package was installed with: a
-                // change waits until no node has the package in its uninstall cycle.
-                Some(existing) if *existing.data() != package.config_map => {
-                    if !self.in_uninstall_cycle(pass, package)
-                        && self.config_change(pass, package, existing.data(), status)
-                    {
-                        self.plan.upsert_configmaps.push(desired);
-                    } else {
-                        waiting = true;
-                    }
-                }
-                Some(_) => {}
-            }
-        }
-        let stale = stale_configmaps(self.snapshot, pass, &wanted);
-        self.plan.delete_configmaps.extend(stale);
-        waiting
-    }
-
-    /// Whether some targeted node has `package`'s spec version in its uninstall cycle.
-    fn in_uninstall_cycle(&mut self, pass: &Pass<'_>, package: &Package) -> bool {
-        pass.matched.iter().any(|node| {
-            self.entry(pass.name(), &node.name, package)
-                .is_some_and(|entry| in_cycle_stage(entry.stage))
-        })
-    }
-
-    /// Applies the change of `package`'s ConfigMap when [`config_change_decision`] allows it:
-    /// records the changed keys, sends the package's nodes back to `config` and deletes the
-    /// pods it names. Returns whether the ConfigMap is written now (or stays queued).
-    fn config_change(
-        &mut self,
-        pass: &Pass<'_>,
-        package: &Package,
-        existing: &BTreeMap<String, String>,
-        status: &mut SkyhookStatus,
-    ) -> bool {
-        let name = pass.name();
-        let label = package_label(&package.name, &package.version);
-        let interrupting =
-            has_interrupt(package, changed_keys(&status.config_updates, &package.name));
-        let per_node: Vec<NodeEntry> = pass
-            .matched
-            .iter()
-            .map(|n| NodeEntry {
-                node: n.name.clone(),
-                entry: self.entry(name, &n.name, package),
-                pod_running: self.pod_exists(name, &n.name, &label),
-            })
-            .collect();
-        let nodes: Vec<ConfigChangeNode<'_>> = per_node
-            .iter()
-            .map(|n| ConfigChangeNode {
-                entry: n.entry.as_ref(),
-                pod_running: n.pod_running,
-                complete: package_complete(n.entry.as_ref(), interrupting),
-            })
-            .collect();
-        let ConfigChangeDecision::Apply {
-            every_node_complete,
-            delete_pods_on,
-        } = config_change_decision(&nodes)
-        else {
-            return false;
+/// Package ConfigMaps: create new ones, apply or queue changed ones (spec §2.6), delete
+/// those of versions no longer in the spec and metadata ConfigMaps of nodes left behind.
+/// Returns whether a change waits (queued until the nodes are idle, or held by an
+/// uninstall): the spec is then not fully observed yet.
+pub(super) fn config_updates<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+    status: &mut SkyhookStatus,
+) -> bool {
+    let mut waiting = false;
+    let mut wanted = BTreeSet::new();
+    for package in pass.skyhook.spec.packages.values() {
+        let Some(desired) = package_configmap(&context.config.pods, &pass.owner, package) else {
+            continue;
         };
-        let changed = changed_config_keys(existing, &package.config_map);
-        let previous = status
-            .config_updates
-            .get(&package.name)
-            .cloned()
-            .unwrap_or_default();
-        status.config_updates.insert(
-            package.name.clone(),
-            record_config_updates(&previous, &changed, every_node_complete),
-        );
-        for NodeEntry { node, entry, .. } in &per_node {
-            if let Some(entry) = entry {
-                let config = PackageStatus {
-                    stage: Stage::Config,
-                    state: State::InProgress,
-                    ..entry.clone()
-                };
-                self.set_entry(name, node, config);
-                self.set_status(name, node, Status::InProgress);
+        let cm_name = desired.metadata.name.clone().unwrap_or_default();
+        wanted.insert(cm_name.clone());
+        match context.snapshot.package_configmaps.get(&cm_name) {
+            None => workset.plan.upsert_configmaps.push(desired),
+            // An uninstall runs with the configuration the package was installed with: a
+            // change waits until no node has the package in its uninstall cycle.
+            Some(existing) if *existing.data() != package.config_map => {
+                if !in_uninstall_cycle(workset, pass, package)
+                    && config_change(context, workset, pass, package, existing.data(), status)
+                {
+                    workset.plan.upsert_configmaps.push(desired);
+                } else {
+                    waiting = true;
+                }
             }
+            Some(_) => {}
         }
-        for index in delete_pods_on {
-            let node = &per_node[index].node;
-            let snapshot = self.snapshot;
-            for pod in snapshot
-                .pods
-                .iter()
-                .filter(|p| p.skyhook == name && p.node == *node && p.package_label == label)
-            {
-                self.delete_pod(&pod.name, "its package's configMap changed");
-            }
-        }
-        true
     }
+    let stale = stale_configmaps(context.snapshot, pass, &wanted);
+    workset.plan.delete_configmaps.extend(stale);
+    waiting
+}
+
+/// Whether some targeted node has `package`'s spec version in its uninstall cycle.
+fn in_uninstall_cycle<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, package: &Package) -> bool {
+    pass.matched.iter().any(|node| {
+        workset
+            .entry(pass.name(), &node.name, package)
+            .is_some_and(|entry| in_cycle_stage(entry.stage))
+    })
+}
+
+/// Applies the change of `package`'s ConfigMap when [`config_change_decision`] allows it:
+/// records the changed keys, sends the package's nodes back to `config` and deletes the
+/// pods it names. Returns whether the ConfigMap is written now (or stays queued).
+fn config_change<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+    package: &Package,
+    existing: &BTreeMap<String, String>,
+    status: &mut SkyhookStatus,
+) -> bool {
+    let name = pass.name();
+    let label = package_label(&package.name, &package.version);
+    let interrupting = has_interrupt(package, changed_keys(&status.config_updates, &package.name));
+    let per_node: Vec<NodeEntry> = pass
+        .matched
+        .iter()
+        .map(|n| NodeEntry {
+            node: n.name.clone(),
+            entry: workset.entry(name, &n.name, package),
+            pod_running: workset.pod_exists(context, name, &n.name, &label),
+        })
+        .collect();
+    let nodes: Vec<ConfigChangeNode<'_>> = per_node
+        .iter()
+        .map(|n| ConfigChangeNode {
+            entry: n.entry.as_ref(),
+            pod_running: n.pod_running,
+            complete: package_complete(n.entry.as_ref(), interrupting),
+        })
+        .collect();
+    let ConfigChangeDecision::Apply {
+        every_node_complete,
+        delete_pods_on,
+    } = config_change_decision(&nodes)
+    else {
+        return false;
+    };
+    let changed = changed_config_keys(existing, &package.config_map);
+    let previous = status
+        .config_updates
+        .get(&package.name)
+        .cloned()
+        .unwrap_or_default();
+    status.config_updates.insert(
+        package.name.clone(),
+        record_config_updates(&previous, &changed, every_node_complete),
+    );
+    for NodeEntry { node, entry, .. } in &per_node {
+        if let Some(entry) = entry {
+            let config = PackageStatus {
+                stage: Stage::Config,
+                state: State::InProgress,
+                ..entry.clone()
+            };
+            workset.set_entry(name, node, config);
+            workset.set_status(name, node, Status::InProgress);
+        }
+    }
+    for index in delete_pods_on {
+        let node = &per_node[index].node;
+        let snapshot = context.snapshot;
+        for pod in snapshot
+            .pods
+            .iter()
+            .filter(|p| p.skyhook == name && p.node == *node && p.package_label == label)
+        {
+            workset.delete_pod(&pod.name, "its package's configMap changed");
+        }
+    }
+    true
 }
 
 /// The Skyhook's ConfigMaps to delete: package ConfigMaps it no longer wants, and

@@ -9,126 +9,137 @@ use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{Skyhook, State};
 
+use super::context::Context;
+use super::node_states::uninstall_conditions_of;
+use super::output::EventTarget;
 use super::status::set_uninstall_conditions;
 use super::taints::matched_nodes;
-use super::{EventTarget, Planner};
+use super::workset::Workset;
 
-impl Planner<'_> {
-    /// The deletion of `skyhook`: true when its pass goes on to run the uninstalls.
-    pub(super) fn deletion(&mut self, skyhook: &Skyhook, name: &str) -> bool {
-        let input = self.deletion_input(skyhook, name);
-        match deletion_step(&input) {
-            DeletionStep::Uninstall => true,
-            DeletionStep::CleanUp => {
-                let mut forgotten = false;
-                for work in self.nodes.values_mut() {
-                    forgotten |= work.forget_skyhook(name);
-                }
-                // The finalizer goes once the nodes read clean, not with the patches that clean
-                // them: a refused patch (409) would leave the Skyhook's keys on a node for good.
-                if !forgotten {
-                    self.plan.finalizers.insert(name.to_owned(), false);
-                }
-                false
+/// The deletion of `skyhook`: true when its pass goes on to run the uninstalls.
+pub(super) fn deletion<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    skyhook: &Skyhook,
+    name: &str,
+) -> bool {
+    let input = deletion_input(workset, skyhook, name);
+    match deletion_step(&input) {
+        DeletionStep::Uninstall => true,
+        DeletionStep::CleanUp => {
+            let mut forgotten = false;
+            for work in workset.nodes.values_mut() {
+                forgotten |= work.forget_skyhook(name);
             }
-            DeletionStep::Blocked { reason, message } => {
-                self.deletion_blocked(skyhook, name, reason, message);
-                if reason == keys::DELETION_BLOCKED_MALFORMED_REASON {
-                    self.requeue(MALFORMED_RETRY);
-                }
-                false
+            // The finalizer goes once the nodes read clean, not with the patches that clean
+            // them: a refused patch (409) would leave the Skyhook's keys on a node for good.
+            if !forgotten {
+                workset.plan.finalizers.insert(name.to_owned(), false);
             }
+            false
+        }
+        DeletionStep::Blocked { reason, message } => {
+            deletion_blocked(context, workset, skyhook, name, reason, message);
+            if reason == keys::DELETION_BLOCKED_MALFORMED_REASON {
+                workset.requeue(MALFORMED_RETRY);
+            }
+            false
         }
     }
+}
 
-    pub(super) fn deletion_input(&mut self, skyhook: &Skyhook, name: &str) -> DeletionInput {
-        let packages = &skyhook.spec.packages;
-        let key = keys::SKYHOOK.node_state_annotation(name);
-        let mut input = DeletionInput {
-            any_enabled: packages.values().any(|p| p.uninstall_enabled()),
-            paused: skyhook.is_paused(),
-            disabled: skyhook.is_disabled(),
-            ..DeletionInput::default()
+pub(super) fn deletion_input<'s>(
+    workset: &mut Workset<'s>,
+    skyhook: &Skyhook,
+    name: &str,
+) -> DeletionInput {
+    let packages = &skyhook.spec.packages;
+    let key = keys::node_state_annotation(name);
+    let mut input = DeletionInput {
+        any_enabled: packages.values().any(|p| p.uninstall_enabled()),
+        paused: skyhook.is_paused(),
+        disabled: skyhook.is_disabled(),
+        ..DeletionInput::default()
+    };
+    for (node, work) in &workset.nodes {
+        let Some(text) = work.annotations().get(&key) else {
+            continue;
         };
-        for (node, work) in &self.nodes {
-            let Some(text) = work.annotations().get(&key) else {
+        let Ok(state) = NodeState::parse(text) else {
+            input.malformed.push((*node).to_owned());
+            continue;
+        };
+        let mut pending = false;
+        for package in packages.values().filter(|p| p.uninstall_enabled()) {
+            let Some(entry) = state.get_version(&package.name, &package.version) else {
                 continue;
             };
-            let Ok(state) = NodeState::parse(text) else {
-                input.malformed.push((*node).to_owned());
-                continue;
-            };
-            let mut pending = false;
-            for package in packages.values().filter(|p| p.uninstall_enabled()) {
-                let Some(entry) = state.get_version(&package.name, &package.version) else {
-                    continue;
-                };
-                pending = true;
-                if entry.state == State::Erroring {
-                    let at = format!("{node} ({}, {})", package.name, entry.stage);
-                    input.erroring.push(at);
-                }
-            }
-            if pending {
-                input.pending.push((*node).to_owned());
+            pending = true;
+            if entry.state == State::Erroring {
+                let at = format!("{node} ({}, {})", package.name, entry.stage);
+                input.erroring.push(at);
             }
         }
-        input
-    }
-
-    /// The Warning Event of a deletion newly blocked for `reason` (none when its
-    /// `DeletionBlocked` condition already says so).
-    pub(super) fn deletion_blocked_event(
-        &mut self,
-        skyhook: &Skyhook,
-        name: &str,
-        reason: &'static str,
-        message: &str,
-    ) {
-        let previous_reason = (skyhook.status.iter())
-            .flat_map(|status| &status.conditions)
-            .find(|c| c.type_ == keys::CONDITION_DELETION_BLOCKED)
-            .map(|c| c.reason.as_str());
-        if previous_reason != Some(reason) {
-            let target = EventTarget::Skyhook(name.to_owned());
-            let event_reason = keys::CONDITION_DELETION_BLOCKED;
-            self.event(target, true, event_reason, message.to_owned());
+        if pending {
+            input.pending.push((*node).to_owned());
         }
     }
+    input
+}
 
-    /// Sets `DeletionBlocked` (and refreshes the uninstall conditions) and, when it is new or
-    /// its reason changed, says so in a Warning Event.
-    fn deletion_blocked(
-        &mut self,
-        skyhook: &Skyhook,
-        name: &str,
-        reason: &'static str,
-        message: String,
-    ) {
-        self.deletion_blocked_event(skyhook, name, reason, &message);
-        let old = skyhook.status.clone().unwrap_or_default();
-        let mut status = old.clone();
-        // Upstream refreshes these on every reconcile, a blocked deletion included.
-        let matched = matched_nodes(skyhook, &self.snapshot.nodes);
-        let (parsed, malformed) = self.split_malformed(name, matched);
-        let config_updates = &old.config_updates;
-        let uninstall =
-            self.uninstall_conditions_of(skyhook, (&parsed, &malformed), config_updates);
-        set_uninstall_conditions(skyhook, &mut status.conditions, &uninstall, self.now);
-        let blocked = Condition {
-            type_: keys::CONDITION_DELETION_BLOCKED.to_owned(),
-            status: "True".to_owned(),
-            reason: reason.to_owned(),
-            message,
-            observed_generation: skyhook.metadata.generation,
-            last_transition_time: Time(self.now),
-        };
-        set_condition(&mut status.conditions, blocked);
-        if status == old {
-            return;
-        }
-        self.plan.statuses.insert(name.to_owned(), status);
+/// The Warning Event of a deletion newly blocked for `reason` (none when its
+/// `DeletionBlocked` condition already says so).
+pub(super) fn deletion_blocked_event<'s>(
+    workset: &mut Workset<'s>,
+    skyhook: &Skyhook,
+    name: &str,
+    reason: &'static str,
+    message: &str,
+) {
+    let previous_reason = (skyhook.status.iter())
+        .flat_map(|status| &status.conditions)
+        .find(|c| c.type_ == keys::CONDITION_DELETION_BLOCKED)
+        .map(|c| c.reason.as_str());
+    if previous_reason != Some(reason) {
+        let target = EventTarget::Skyhook(name.to_owned());
+        let event_reason = keys::CONDITION_DELETION_BLOCKED;
+        workset.event(target, true, event_reason, message.to_owned());
     }
+}
+
+/// Sets `DeletionBlocked` (and refreshes the uninstall conditions) and, when it is new or
+/// its reason changed, says so in a Warning Event.
+fn deletion_blocked<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    skyhook: &Skyhook,
+    name: &str,
+    reason: &'static str,
+    message: String,
+) {
+    deletion_blocked_event(workset, skyhook, name, reason, &message);
+    let old = skyhook.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    // Upstream refreshes these on every reconcile, a blocked deletion included.
+    let matched = matched_nodes(skyhook, &context.snapshot.nodes);
+    let (parsed, malformed) = workset.split_malformed(name, matched);
+    let config_updates = &old.config_updates;
+    let uninstall =
+        uninstall_conditions_of(workset, skyhook, (&parsed, &malformed), config_updates);
+    set_uninstall_conditions(skyhook, &mut status.conditions, &uninstall, context.now);
+    let blocked = Condition {
+        type_: keys::CONDITION_DELETION_BLOCKED.to_owned(),
+        status: "True".to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: skyhook.metadata.generation,
+        last_transition_time: Time(context.now),
+    };
+    set_condition(&mut status.conditions, blocked);
+    if status == old {
+        return;
+    }
+    workset.plan.statuses.insert(name.to_owned(), status);
 }
 
 /// How soon a deletion blocked by an unreadable node state looks again (upstream returns an

@@ -31,271 +31,321 @@ use skyhook_api::pod_owner::{PodOwner, pod_fate};
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
-use super::{EventTarget, Planner};
+use super::context::Context;
+use super::output::EventTarget;
+use super::reboots::{UnconfirmedReboot, UnconfirmedReboots, reboot_not_confirmed_event};
+use super::spec_changes::invalid_reason;
+use super::workset::Workset;
 use crate::names::OwnerSkyhook;
 use crate::pod_match::InvalidReason;
 use crate::pod_outcome::{PodFailure, PodOutcome, REBOOT_NOT_CONFIRMED};
 use crate::reconcile::snapshot::OwnedPod;
 
-impl Planner<'_> {
-    pub(super) fn pod_results(&mut self) {
-        let snapshot = self.snapshot;
-        let empty = BTreeMap::new();
-        for pod in &snapshot.pods {
-            let owner = self.owner_of(pod);
-            let fate = pod_fate(owner, pod.deleting);
-            if !fate.record_outcome {
-                if fate.remove {
-                    self.delete_pod(&pod.name, abandoned(owner));
-                }
-                continue;
-            }
-            let Some(annotation) = &pod.annotation else {
-                continue;
-            };
-            // A node whose state does not parse is left as it is, its pods included.
-            if self.state_malformed(&pod.node, &annotation.skyhook) {
-                continue;
-            }
-            let skyhook = snapshot
-                .skyhooks
-                .iter()
-                .map(|s| &**s)
-                .find(|s| s.metadata.name.as_deref() == Some(annotation.skyhook.as_str()));
-            let packages: &BTreeMap<String, Package> = skyhook.map_or(&empty, |s| &s.spec.packages);
-            match &pod.outcome {
-                PodOutcome::Invalid => self.delete_pod(&pod.name, "invalidated"),
-                PodOutcome::Unrecognised { .. } | PodOutcome::Running => {}
-                PodOutcome::AwaitingReboot { deadline } => {
-                    let wait = self.now.duration_until(*deadline);
-                    let wait = std::time::Duration::try_from(wait).unwrap_or_default();
-                    self.requeue(wait);
-                }
-                PodOutcome::RecreateAfterReboot => {
-                    self.delete_pod(&pod.name, "the node rebooted under it");
-                }
-                PodOutcome::Succeeded { restarts, .. } => {
-                    self.succeeded_pod(pod, annotation, *restarts, packages);
-                }
-                PodOutcome::Rejected { reason, message } => {
-                    self.rejected_pod(pod, annotation, skyhook, reason, message.as_deref());
-                }
-                PodOutcome::Failed(failure) => {
-                    if let Some(reason) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
-                        self.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
-                        continue;
-                    }
-                    self.record_failure(pod, annotation, failure);
-                }
-            }
-        }
+/// What the pod results leave for the Skyhooks' passes besides their node-state edits.
+#[derive(Debug, Default)]
+pub(super) struct PodResults {
+    /// Per Skyhook, the reboots its interrupt pods found not confirmed in time: each Skyhook's
+    /// pass takes its own into its status.
+    unconfirmed_reboots: BTreeMap<String, UnconfirmedReboots>,
+}
+
+impl PodResults {
+    /// The reboots of `skyhook` its pods found not confirmed in time, by node.
+    pub(super) fn unconfirmed_reboots_of(&self, skyhook: &str) -> UnconfirmedReboots {
+        (self.unconfirmed_reboots.get(skyhook).cloned()).unwrap_or_default()
     }
 
-    /// A succeeded pod advances its node's state and is deleted.
-    fn succeeded_pod(
+    /// Records that `node` did not come back from the reboot asked for by `package` of
+    /// `skyhook`, for the Skyhook's condition.
+    fn unconfirmed_reboot(
         &mut self,
-        pod: &OwnedPod,
-        annotation: &PodPackageAnnotation,
-        restarts: i32,
-        packages: &BTreeMap<String, Package>,
+        skyhook: &str,
+        node: &str,
+        package: String,
+        requested: Option<Timestamp>,
     ) {
-        if pod.deleting {
-            return;
-        }
-        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
-            self.delete_pod(&pod.name, "its node is gone");
-            return;
-        };
-        let state = work.state(&annotation.skyhook);
-        let edits = on_pod_succeeded(state, annotation, restarts, packages);
-        apply_edits(state, &edits);
-        self.delete_pod(&pod.name, "succeeded");
-        self.succeeded.insert(pod.name.clone());
-        self.event(
-            EventTarget::Node(pod.node.clone()),
-            false,
-            "Apply",
-            format!(
-                "Package [{}:{}] state complete on [skyhook:{}] stage {}",
-                annotation.name, annotation.version, annotation.skyhook, annotation.stage
-            ),
-        );
+        self.unconfirmed_reboots
+            .entry(skyhook.to_owned())
+            .or_default()
+            .insert(node.to_owned(), UnconfirmedReboot { package, requested });
     }
+}
 
-    /// A pod its node refused: deleted when stray, a failure when it can never fit, retried
-    /// after its backoff otherwise.
-    fn rejected_pod(
-        &mut self,
-        pod: &OwnedPod,
-        annotation: &PodPackageAnnotation,
-        skyhook: Option<&Skyhook>,
-        reason: &str,
-        message: Option<&str>,
-    ) {
-        if pod.deleting {
-            return;
+/// Turns every pod's outcome into node-state edits, deletions and Events.
+pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) -> PodResults {
+    let mut results = PodResults::default();
+    let snapshot = context.snapshot;
+    let empty = BTreeMap::new();
+    for pod in &snapshot.pods {
+        let owner = context.owner_of(pod);
+        let fate = pod_fate(owner, pod.deleting);
+        if !fate.record_outcome {
+            if fate.remove {
+                workset.delete_pod(&pod.name, abandoned(owner));
+            }
+            continue;
         }
-        if let Some(invalid) = skyhook.and_then(|skyhook| self.stray(pod, skyhook)) {
-            self.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
-            return;
-        }
-        if self.never_fits(pod) {
-            let failure = PodFailure {
-                container: None,
-                exit_code: None,
-                reason: reason.to_owned(),
-                message: message.map(str::to_owned),
-                restarts: 0,
-                reboot_requested: None,
-            };
-            self.record_failure(pod, annotation, &failure);
-            return;
-        }
-        self.retry_rejected(pod, annotation, reason, message);
-    }
-
-    /// Marks the package of a failed pod `erroring` with the reason, with a Warning Event when
-    /// that changes something; the pod is left for the kubelet to retry.
-    fn record_failure(
-        &mut self,
-        pod: &OwnedPod,
-        annotation: &PodPackageAnnotation,
-        failure: &PodFailure,
-    ) {
-        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
-            return;
+        let Some(annotation) = &pod.annotation else {
+            continue;
         };
-        let edit = on_pod_failed(annotation, failure.restarts);
-        let state = work.state(&annotation.skyhook);
-        let changed = match &edit {
-            NodeStateEdit::Upsert(entry) => !state
-                .get_version(&entry.name, &entry.version)
-                .is_some_and(|old| old == entry),
-            NodeStateEdit::Remove(_) => true,
-        };
-        apply_edits(state, std::slice::from_ref(&edit));
-        let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
-        work.set_status(&annotation.skyhook, Status::Erroring);
-        if failure.reason == REBOOT_NOT_CONFIRMED {
-            let package = format!("{}:{}", annotation.name, annotation.version);
-            if changed || !was_erroring {
-                self.reboot_not_confirmed_event(
-                    &annotation.skyhook,
-                    &pod.node,
-                    &package,
-                    failure.reboot_requested,
+        // A node whose state does not parse is left as it is, its pods included.
+        if workset.state_malformed(&pod.node, &annotation.skyhook) {
+            continue;
+        }
+        let skyhook = context.skyhook(&annotation.skyhook);
+        let packages: &BTreeMap<String, Package> = skyhook.map_or(&empty, |s| &s.spec.packages);
+        match &pod.outcome {
+            PodOutcome::Invalid => workset.delete_pod(&pod.name, "invalidated"),
+            PodOutcome::Unrecognised { .. } | PodOutcome::Running => {}
+            PodOutcome::AwaitingReboot { deadline } => {
+                let wait = context.now.duration_until(*deadline);
+                let wait = std::time::Duration::try_from(wait).unwrap_or_default();
+                workset.requeue(wait);
+            }
+            PodOutcome::RecreateAfterReboot => {
+                workset.delete_pod(&pod.name, "the node rebooted under it");
+            }
+            PodOutcome::Succeeded { restarts, .. } => {
+                succeeded_pod(workset, pod, annotation, *restarts, packages);
+            }
+            PodOutcome::Rejected { reason, message } => {
+                let refusal = (reason.as_str(), message.as_deref());
+                rejected_pod(
+                    context,
+                    workset,
+                    &mut results,
+                    (pod, annotation),
+                    skyhook,
+                    refusal,
                 );
             }
-            self.unconfirmed_reboot(
+            PodOutcome::Failed(failure) => {
+                if let Some(reason) =
+                    skyhook.and_then(|skyhook| stray(context, workset, pod, skyhook))
+                {
+                    workset.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
+                    continue;
+                }
+                record_failure(context, workset, &mut results, (pod, annotation), failure);
+            }
+        }
+    }
+    results
+}
+
+/// A succeeded pod advances its node's state and is deleted.
+fn succeeded_pod<'s>(
+    workset: &mut Workset<'s>,
+    pod: &OwnedPod,
+    annotation: &PodPackageAnnotation,
+    restarts: i32,
+    packages: &BTreeMap<String, Package>,
+) {
+    if pod.deleting {
+        return;
+    }
+    let Some(work) = workset.nodes.get_mut(pod.node.as_str()) else {
+        workset.delete_pod(&pod.name, "its node is gone");
+        return;
+    };
+    let state = work.state(&annotation.skyhook);
+    let edits = on_pod_succeeded(state, annotation, restarts, packages);
+    apply_edits(state, &edits);
+    workset.delete_pod(&pod.name, "succeeded");
+    workset.succeeded.insert(pod.name.clone());
+    workset.event(
+        EventTarget::Node(pod.node.clone()),
+        false,
+        "Apply",
+        format!(
+            "Package [{}:{}] state complete on [skyhook:{}] stage {}",
+            annotation.name, annotation.version, annotation.skyhook, annotation.stage
+        ),
+    );
+}
+
+/// A pod its node refused: deleted when stray, a failure when it can never fit, retried
+/// after its backoff otherwise.
+fn rejected_pod<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    results: &mut PodResults,
+    (pod, annotation): (&OwnedPod, &PodPackageAnnotation),
+    skyhook: Option<&Skyhook>,
+    (reason, message): (&str, Option<&str>),
+) {
+    if pod.deleting {
+        return;
+    }
+    if let Some(invalid) = skyhook.and_then(|skyhook| stray(context, workset, pod, skyhook)) {
+        workset.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
+        return;
+    }
+    if never_fits(workset, pod) {
+        let failure = PodFailure {
+            container: None,
+            exit_code: None,
+            reason: reason.to_owned(),
+            message: message.map(str::to_owned),
+            restarts: 0,
+            reboot_requested: None,
+        };
+        record_failure(context, workset, results, (pod, annotation), &failure);
+        return;
+    }
+    retry_rejected(context, workset, pod, annotation, reason, message);
+}
+
+/// Marks the package of a failed pod `erroring` with the reason, with a Warning Event when
+/// that changes something; the pod is left for the kubelet to retry.
+fn record_failure<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    results: &mut PodResults,
+    (pod, annotation): (&OwnedPod, &PodPackageAnnotation),
+    failure: &PodFailure,
+) {
+    let Some(work) = workset.nodes.get_mut(pod.node.as_str()) else {
+        return;
+    };
+    let edit = on_pod_failed(annotation, failure.restarts);
+    let state = work.state(&annotation.skyhook);
+    let changed = match &edit {
+        NodeStateEdit::Upsert(entry) => !state
+            .get_version(&entry.name, &entry.version)
+            .is_some_and(|old| old == entry),
+        NodeStateEdit::Remove(_) => true,
+    };
+    apply_edits(state, std::slice::from_ref(&edit));
+    let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
+    work.set_status(&annotation.skyhook, Status::Erroring);
+    if failure.reason == REBOOT_NOT_CONFIRMED {
+        let package = format!("{}:{}", annotation.name, annotation.version);
+        if changed || !was_erroring {
+            reboot_not_confirmed_event(
+                context,
+                workset,
                 &annotation.skyhook,
                 &pod.node,
-                package,
+                &package,
                 failure.reboot_requested,
             );
-        } else if changed || !was_erroring {
-            self.event(
-                EventTarget::Node(pod.node.clone()),
-                true,
-                "Apply",
-                format!(
-                    "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
-                    annotation.name,
-                    annotation.version,
-                    annotation.skyhook,
-                    annotation.stage,
-                    failure.reason,
-                    failure
-                        .container
-                        .as_ref()
-                        .map(|c| format!(" in container {c}"))
-                        .unwrap_or_default(),
-                ),
-            );
         }
-    }
-
-    /// Whether `pod` requests more CPU or memory than its node can give even with nothing else
-    /// on it: refusing it is then no passing lack of room, and retrying cannot help.
-    fn never_fits(&self, pod: &OwnedPod) -> bool {
-        let Some(allocatable) = self.view_of(&pod.node).and_then(|view| view.allocatable) else {
-            return false;
-        };
-        pod.pod
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.requests)
-            .is_some_and(|requests| !requests.fits_within(allocatable))
-    }
-
-    /// Deletes a pod the node refused once its backoff has passed, counting the attempt in its
-    /// entry; until then, looks again when it ends.
-    fn retry_rejected(
-        &mut self,
-        pod: &OwnedPod,
-        annotation: &PodPackageAnnotation,
-        reason: &str,
-        message: Option<&str>,
-    ) {
-        let Some(work) = self.nodes.get_mut(pod.node.as_str()) else {
-            self.delete_pod(&pod.name, "its node is gone");
-            return;
-        };
-        let state = work.state(&annotation.skyhook);
-        let entry = state
-            .get_version(&annotation.name, &annotation.version)
-            .filter(|entry| entry.stage == annotation.stage)
-            .cloned();
-        let attempts = entry.as_ref().map_or(0, |entry| entry.restarts.max(0));
-        let backoff = rejection_backoff(attempts);
-        let created = pod
-            .pod
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(Timestamp::UNIX_EPOCH, |time| time.0);
-        let retry_at = SignedDuration::try_from(backoff)
-            .ok()
-            .and_then(|backoff| created.checked_add(backoff).ok())
-            .unwrap_or(self.now);
-        if self.now < retry_at {
-            let wait = self.now.duration_until(retry_at);
-            self.requeue(Duration::try_from(wait).unwrap_or(backoff));
-            return;
-        }
-        if let Some(mut entry) = entry {
-            entry.restarts = attempts.saturating_add(1);
-            state.upsert(entry);
-        }
-        self.delete_pod(&pod.name, format!("rejected by its node: {reason}"));
-        self.event(
+        results.unconfirmed_reboot(
+            &annotation.skyhook,
+            &pod.node,
+            package,
+            failure.reboot_requested,
+        );
+    } else if changed || !was_erroring {
+        workset.event(
             EventTarget::Node(pod.node.clone()),
             true,
             "Apply",
             format!(
-                "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
-                 creating its pod again (retry {} after {})",
+                "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
                 annotation.name,
                 annotation.version,
                 annotation.skyhook,
                 annotation.stage,
-                pod.node,
-                message.map(|m| format!(" ({m})")).unwrap_or_default(),
-                attempts.saturating_add(1),
-                describe(backoff),
+                failure.reason,
+                failure
+                    .container
+                    .as_ref()
+                    .map(|c| format!(" in container {c}"))
+                    .unwrap_or_default(),
             ),
         );
     }
+}
 
-    /// Why `pod` of `skyhook` no longer belongs to that Skyhook's spec or to its node's state as
-    /// read; `None` when it does, or when the Skyhook is paused or being deleted (its pods are
-    /// then not validated at all, as in [`Planner::skyhooks`]).
-    fn stray(&mut self, pod: &OwnedPod, skyhook: &Skyhook) -> Option<InvalidReason> {
-        if skyhook.is_paused() || skyhook.metadata.deletion_timestamp.is_some() {
-            return None;
-        }
-        let owner = OwnerSkyhook::new(skyhook).ok()?;
-        self.invalid_reason(&owner, &skyhook.spec.packages, pod)
+/// Whether `pod` requests more CPU or memory than its node can give even with nothing else
+/// on it: refusing it is then no passing lack of room, and retrying cannot help.
+fn never_fits(workset: &Workset<'_>, pod: &OwnedPod) -> bool {
+    let Some(allocatable) = workset.view_of(&pod.node).and_then(|view| view.allocatable) else {
+        return false;
+    };
+    pod.pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.requests)
+        .is_some_and(|requests| !requests.fits_within(allocatable))
+}
+
+/// Deletes a pod the node refused once its backoff has passed, counting the attempt in its
+/// entry; until then, looks again when it ends.
+fn retry_rejected<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pod: &OwnedPod,
+    annotation: &PodPackageAnnotation,
+    reason: &str,
+    message: Option<&str>,
+) {
+    let Some(work) = workset.nodes.get_mut(pod.node.as_str()) else {
+        workset.delete_pod(&pod.name, "its node is gone");
+        return;
+    };
+    let state = work.state(&annotation.skyhook);
+    let entry = state
+        .get_version(&annotation.name, &annotation.version)
+        .filter(|entry| entry.stage == annotation.stage)
+        .cloned();
+    let attempts = entry.as_ref().map_or(0, |entry| entry.restarts.max(0));
+    let backoff = rejection_backoff(attempts);
+    let created = pod
+        .pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(Timestamp::UNIX_EPOCH, |time| time.0);
+    let retry_at = SignedDuration::try_from(backoff)
+        .ok()
+        .and_then(|backoff| created.checked_add(backoff).ok())
+        .unwrap_or(context.now);
+    if context.now < retry_at {
+        let wait = context.now.duration_until(retry_at);
+        workset.requeue(Duration::try_from(wait).unwrap_or(backoff));
+        return;
     }
+    if let Some(mut entry) = entry {
+        entry.restarts = attempts.saturating_add(1);
+        state.upsert(entry);
+    }
+    workset.delete_pod(&pod.name, format!("rejected by its node: {reason}"));
+    workset.event(
+        EventTarget::Node(pod.node.clone()),
+        true,
+        "Apply",
+        format!(
+            "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
+             creating its pod again (retry {} after {})",
+            annotation.name,
+            annotation.version,
+            annotation.skyhook,
+            annotation.stage,
+            pod.node,
+            message.map(|m| format!(" ({m})")).unwrap_or_default(),
+            attempts.saturating_add(1),
+            describe(backoff),
+        ),
+    );
+}
+
+/// Why `pod` of `skyhook` no longer belongs to that Skyhook's spec or to its node's state as
+/// read; `None` when it does, or when the Skyhook is paused or being deleted (its pods are
+/// then not validated at all, as in their passes).
+fn stray<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pod: &OwnedPod,
+    skyhook: &Skyhook,
+) -> Option<InvalidReason> {
+    if skyhook.is_paused() || skyhook.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let owner = OwnerSkyhook::new(skyhook).ok()?;
+    invalid_reason(context, workset, &owner, &skyhook.spec.packages, pod)
 }
 
 /// Why a pod nobody wants any more is deleted.

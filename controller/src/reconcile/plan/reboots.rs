@@ -15,8 +15,10 @@ use skyhook_api::interrupt::{changed_keys, effective_interrupts};
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{InterruptType, PackageStatus, State, Status};
 
-use super::skyhooks::Pass;
-use super::{EventTarget, Planner};
+use super::context::Context;
+use super::output::EventTarget;
+use super::pass::Pass;
+use super::workset::Workset;
 use crate::pod_outcome::{deadline_after, humantime};
 use crate::reconcile::snapshot::NodeView;
 
@@ -29,9 +31,12 @@ pub(super) struct UnconfirmedReboot {
     pub(super) requested: Option<Timestamp>,
 }
 
+/// The unconfirmed reboots of one Skyhook, by node.
+pub(super) type UnconfirmedReboots = BTreeMap<String, UnconfirmedReboot>;
+
 /// The condition message listing every unconfirmed reboot, stable between reconciles (no
 /// elapsed times, which would rewrite the status on every pass).
-pub(super) fn condition_message(reboots: &BTreeMap<String, UnconfirmedReboot>) -> String {
+pub(super) fn condition_message(reboots: &UnconfirmedReboots) -> String {
     let nodes: Vec<String> = reboots
         .iter()
         .map(|(node, reboot)| match reboot.requested {
@@ -54,148 +59,142 @@ fn elapsed(since: Timestamp, now: Timestamp) -> String {
     humantime(Duration::from_secs(seconds))
 }
 
-impl Planner<'_> {
-    /// Records that `node` did not come back from the reboot asked for by `package` of
-    /// `skyhook`, for the Skyhook's condition.
-    pub(super) fn unconfirmed_reboot(
-        &mut self,
-        skyhook: &str,
-        node: &str,
-        package: String,
-        requested: Option<Timestamp>,
-    ) {
-        self.unconfirmed_reboots
-            .entry(skyhook.to_owned())
-            .or_default()
-            .insert(node.to_owned(), UnconfirmedReboot { package, requested });
-    }
+/// How long a reboot of `skyhook`'s may take: its `spec.rebootDeadline`, else the
+/// controller's.
+fn reboot_deadline_of(context: &Context<'_>, skyhook: &str) -> Duration {
+    let fallback = context.config.reboot_deadline;
+    (context.skyhook(skyhook)).map_or(fallback, |s| s.spec.reboot_deadline(fallback))
+}
 
-    /// How long a reboot of `skyhook`'s may take: its `spec.rebootDeadline`, else the
-    /// controller's.
-    fn reboot_deadline_of(&self, skyhook: &str) -> Duration {
-        let fallback = self.config.reboot_deadline;
-        self.snapshot
-            .skyhooks
+/// The Warning Event of an unconfirmed reboot.
+pub(super) fn reboot_not_confirmed_event<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    skyhook: &str,
+    node: &str,
+    package: &str,
+    requested: Option<Timestamp>,
+) {
+    let ago = requested.map_or_else(String::new, |at| {
+        format!(" {} ago", elapsed(at, context.now))
+    });
+    workset.event(
+        EventTarget::Node(node.to_owned()),
+        true,
+        "RebootNotConfirmed",
+        format!(
+            "Node [{node}] was asked to reboot{ago} by package [{package}] of Skyhook [{skyhook}] and has not come back with a new boot ID within the reboot deadline ({}); it stays cordoned and keeps its budget slot",
+            humantime(reboot_deadline_of(context, skyhook))
+        ),
+    );
+}
+
+/// Interrupt pods of the pass's Skyhook that are gone while their node is NotReady: the
+/// interrupt entry turns `erroring` (reported once), and a reboot not back within the
+/// deadline, counted from when the node went NotReady, is returned as not confirmed.
+pub(super) fn lost_interrupts<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+) -> UnconfirmedReboots {
+    let name = pass.name();
+    let mut unconfirmed = BTreeMap::new();
+    for node in &pass.matched {
+        if node.ready || workset.skyhook_pod_on(context, name, &node.name) {
+            continue;
+        }
+        let Some(work) = workset.nodes.get_mut(node.name.as_str()) else {
+            continue;
+        };
+        let lost: Vec<PackageStatus> = work
+            .state(name)
             .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(skyhook))
-            .map_or(fallback, |s| s.spec.reboot_deadline(fallback))
-    }
-
-    /// The Warning Event of an unconfirmed reboot.
-    pub(super) fn reboot_not_confirmed_event(
-        &mut self,
-        skyhook: &str,
-        node: &str,
-        package: &str,
-        requested: Option<Timestamp>,
-    ) {
-        let ago =
-            requested.map_or_else(String::new, |at| format!(" {} ago", elapsed(at, self.now)));
-        self.event(
-            EventTarget::Node(node.to_owned()),
-            true,
-            "RebootNotConfirmed",
-            format!(
-                "Node [{node}] was asked to reboot{ago} by package [{package}] of Skyhook [{skyhook}] and has not come back with a new boot ID within the reboot deadline ({}); it stays cordoned and keeps its budget slot",
-                humantime(self.reboot_deadline_of(skyhook))
-            ),
-        );
-    }
-
-    /// Interrupt pods of the pass's Skyhook that are gone while their node is NotReady: the
-    /// interrupt entry turns `erroring` (reported once), and a reboot not back within the
-    /// deadline, counted from when the node went NotReady, is returned as not confirmed.
-    pub(super) fn lost_interrupts(
-        &mut self,
-        pass: &Pass<'_>,
-    ) -> BTreeMap<String, UnconfirmedReboot> {
-        let name = pass.name();
-        let mut unconfirmed = BTreeMap::new();
-        for node in &pass.matched {
-            if node.ready || self.skyhook_pod_on(name, &node.name) {
-                continue;
-            }
-            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
-                continue;
-            };
-            let lost: Vec<PackageStatus> = work
-                .state(name)
-                .iter()
-                .filter(|(_, e)| {
-                    e.stage.interrupts_node()
-                        && matches!(e.state, State::InProgress | State::Erroring)
-                })
-                .map(|(_, e)| e.clone())
-                .collect();
-            for entry in lost {
-                if entry.state == State::InProgress {
-                    self.report_lost_interrupt(name, &node.name, entry.clone());
-                }
-                if let Some(reboot) = self.overdue_reboot(pass, node, &entry) {
-                    unconfirmed.insert(node.name.clone(), reboot);
-                }
-            }
-        }
-        unconfirmed
-    }
-
-    /// Marks a lost interrupt `erroring`, with a Warning Event.
-    fn report_lost_interrupt(&mut self, skyhook: &str, node: &str, mut entry: PackageStatus) {
-        let package = format!("{}:{}", entry.name, entry.version);
-        entry.state = State::Erroring;
-        self.set_entry(skyhook, node, entry);
-        self.set_status(skyhook, node, Status::Erroring);
-        self.event(
-            EventTarget::Node(node.to_owned()),
-            true,
-            "Interrupt",
-            format!(
-                "The interrupt pod of package [{package}] of Skyhook [{skyhook}] on node [{node}] is gone while the node is NotReady (evicted or deleted); it is created again when the node is back"
-            ),
-        );
-    }
-
-    /// The lost interrupt `entry` as an unconfirmed reboot when it asked for a reboot and the
-    /// node has been NotReady past the deadline (with a Warning Event the first time); until
-    /// then, looks again when the deadline passes.
-    fn overdue_reboot(
-        &mut self,
-        pass: &Pass<'_>,
-        node: &NodeView,
-        entry: &PackageStatus,
-    ) -> Option<UnconfirmedReboot> {
-        let skyhook = pass.skyhook;
-        let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
-        let reboot = skyhook.spec.packages.get(&entry.name).is_some_and(|p| {
-            let changed = updates.map_or(&[][..], |u| changed_keys(u, &entry.name));
-            effective_interrupts(p, changed)
-                .iter()
-                .any(|i| i.type_ == InterruptType::Reboot)
-        });
-        let since = node.not_ready_since.filter(|_| reboot)?;
-        let deadline = deadline_after(
-            since,
-            skyhook.spec.reboot_deadline(self.config.reboot_deadline),
-        );
-        if self.now < deadline {
-            let wait = Duration::try_from(self.now.duration_until(deadline)).unwrap_or_default();
-            self.requeue(wait);
-            return None;
-        }
-        let package = format!("{}:{}", entry.name, entry.version);
-        let reported = skyhook.status.as_ref().is_some_and(|s| {
-            s.conditions.iter().any(|c| {
-                c.type_ == keys::SKYHOOK.condition_reboot_not_confirmed
-                    && c.status == "True"
-                    && c.message.contains(&format!("{} (", node.name))
+            .filter(|(_, e)| {
+                e.stage.interrupts_node() && matches!(e.state, State::InProgress | State::Erroring)
             })
-        });
-        if !reported {
-            self.reboot_not_confirmed_event(pass.name(), &node.name, &package, Some(since));
+            .map(|(_, e)| e.clone())
+            .collect();
+        for entry in lost {
+            if entry.state == State::InProgress {
+                report_lost_interrupt(workset, name, &node.name, entry.clone());
+            }
+            if let Some(reboot) = overdue_reboot(context, workset, pass, node, &entry) {
+                unconfirmed.insert(node.name.clone(), reboot);
+            }
         }
-        Some(UnconfirmedReboot {
-            package,
-            requested: Some(since),
-        })
     }
+    unconfirmed
+}
+
+/// Marks a lost interrupt `erroring`, with a Warning Event.
+fn report_lost_interrupt<'s>(
+    workset: &mut Workset<'s>,
+    skyhook: &str,
+    node: &str,
+    mut entry: PackageStatus,
+) {
+    let package = format!("{}:{}", entry.name, entry.version);
+    entry.state = State::Erroring;
+    workset.set_entry(skyhook, node, entry);
+    workset.set_status(skyhook, node, Status::Erroring);
+    workset.event(
+        EventTarget::Node(node.to_owned()),
+        true,
+        "Interrupt",
+        format!(
+            "The interrupt pod of package [{package}] of Skyhook [{skyhook}] on node [{node}] is gone while the node is NotReady (evicted or deleted); it is created again when the node is back"
+        ),
+    );
+}
+
+/// The lost interrupt `entry` as an unconfirmed reboot when it asked for a reboot and the
+/// node has been NotReady past the deadline (with a Warning Event the first time); until
+/// then, looks again when the deadline passes.
+fn overdue_reboot<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+    node: &NodeView,
+    entry: &PackageStatus,
+) -> Option<UnconfirmedReboot> {
+    let skyhook = pass.skyhook;
+    let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
+    let reboot = skyhook.spec.packages.get(&entry.name).is_some_and(|p| {
+        let changed = updates.map_or(&[][..], |u| changed_keys(u, &entry.name));
+        effective_interrupts(p, changed)
+            .iter()
+            .any(|i| i.type_ == InterruptType::Reboot)
+    });
+    let since = node.not_ready_since.filter(|_| reboot)?;
+    let deadline = deadline_after(
+        since,
+        skyhook.spec.reboot_deadline(context.config.reboot_deadline),
+    );
+    if context.now < deadline {
+        let wait = Duration::try_from(context.now.duration_until(deadline)).unwrap_or_default();
+        workset.requeue(wait);
+        return None;
+    }
+    let package = format!("{}:{}", entry.name, entry.version);
+    let reported = skyhook.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED
+                && c.status == "True"
+                && c.message.contains(&format!("{} (", node.name))
+        })
+    });
+    if !reported {
+        reboot_not_confirmed_event(
+            context,
+            workset,
+            pass.name(),
+            &node.name,
+            &package,
+            Some(since),
+        );
+    }
+    Some(UnconfirmedReboot {
+        package,
+        requested: Some(since),
+    })
 }

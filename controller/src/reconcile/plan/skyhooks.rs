@@ -1,15 +1,17 @@
-//! One Skyhook per pass, in (priority, name) order (spec §2.2 step 6–7, §2.3, §2.11, §2.12):
+//! One admitted Skyhook's pass (spec §2.2 step 7, §2.3, §2.11, §2.12), after the passes of the
+//! Skyhooks before it:
 //!
-//! 1. admission: finalizer or deletion cleanup, validation, the controller-version annotation;
-//! 2. what changed since the last pass (`spec_changes`, `reboots`, `configs`): reboots, lost
+//! 1. what changed since the last pass (`spec_changes`, `reboots`, `configs`): reboots, lost
 //!    interrupts, version changes, config updates, pods that no longer match;
-//! 3. node statuses with per-node priority gating;
-//! 4. selection ([`super::selection::select`]) and the packages of the selected nodes
+//! 2. node statuses with per-node priority gating;
+//! 3. selection ([`super::selection::select`]) and the packages of the selected nodes
 //!    (`packages`);
-//! 5. node conditions, state mirror and uncordon; the Skyhook status ([`super::status`]).
+//! 4. node conditions, state mirror and uncordon; the Skyhook status ([`super::status`]).
+//!
+//! It returns a [`PassOutcome`]: its progress, which gates the Skyhooks after it, and its
+//! completion per node, which the runtime-required taint waits for.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use skyhook_api::budget::{
@@ -21,69 +23,36 @@ use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until
 use skyhook_api::interrupt::{changed_keys, has_interrupt};
 use skyhook_api::keys::{self, operator_version_to_write};
 use skyhook_api::node_mirror::{NodeRecordKeys, pick_time_text};
-use skyhook_api::ordering::{SkyhookProgress, node_ready, priority_order};
+use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::toleration::node_selection_tolerations;
-use skyhook_api::uninstall::UninstallRules;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
-use skyhook_api::validate::{ValidationContext, validate_skyhook};
 use skyhook_api::window::{WindowState, window_state, window_wait_message};
 
+use super::configs::config_updates;
+use super::context::Context;
+use super::deletion::{deletion_blocked_event, deletion_input};
+use super::node_states::report_node_states;
+use super::output::{EventTarget, StageDuration};
+use super::packages::run_node;
+use super::pass::Pass;
+use super::pod_results::PodResults;
+use super::reboots::lost_interrupts;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
-use super::status::{NextStatus, Outcome, invalid_status, next_status};
-use super::taints::matched_nodes;
-use super::{EventTarget, Planner, StageDuration};
-use crate::names::OwnerSkyhook;
+use super::spec_changes::{
+    apply_version_changes, track_reboots, uninstall_requests, validate_pods,
+};
+use super::status::{NextStatus, Outcome, next_status};
+use super::taints::Completion;
+use super::workset::Workset;
 use crate::reconcile::snapshot::NodeView;
-
-/// The Skyhooks in the order their passes run: priority, then name.
-fn pass_order(skyhooks: &[Arc<Skyhook>]) -> Vec<&Skyhook> {
-    let mut order: Vec<&Skyhook> = skyhooks
-        .iter()
-        .map(|s| &**s)
-        .filter(|s| s.metadata.name.is_some())
-        .collect();
-    order.sort_by(|a, b| {
-        let key = |s: &Skyhook| (s.spec.priority, s.metadata.name.clone().unwrap_or_default());
-        let (a, b) = (key(a), key(b));
-        priority_order((a.0, &a.1), (b.0, &b.1))
-    });
-    order
-}
 
 /// What a pass's batch selection is bound by: its compartments, and its policy (name and spec)
 /// with the maintenance windows and the health gate, when it has one.
 struct Batch<'a> {
     compartments: &'a [CompartmentSpec],
     policy: Option<(&'a str, &'a DeploymentPolicySpec)>,
-}
-
-/// What one pass reads of its Skyhook once admitted.
-pub(super) struct Pass<'s> {
-    pub(super) skyhook: &'s Skyhook,
-    pub(super) owner: OwnerSkyhook<'s>,
-    /// The nodes it targets and works on, by creation time then name.
-    pub(super) matched: Vec<&'s NodeView>,
-    /// The nodes it targets but skips: their node state does not parse (`node_states`).
-    pub(super) malformed: Vec<&'s NodeView>,
-    /// The controller's uninstall mode, and whether the Skyhook is being deleted.
-    pub(super) rules: UninstallRules,
-}
-
-impl<'s> Pass<'s> {
-    pub(super) fn name(&self) -> &str {
-        self.owner.name
-    }
-
-    /// Every node it targets, skipped ones included.
-    pub(super) fn targeted(&self) -> Vec<&'s NodeView> {
-        self.matched
-            .iter()
-            .chain(&self.malformed)
-            .copied()
-            .collect()
-    }
 }
 
 /// Per targeted node: every package complete, and whether its turn has come.
@@ -146,537 +115,529 @@ fn targeted_status(
     status
 }
 
-impl<'s> Planner<'s> {
-    pub(super) fn skyhooks(&mut self) {
-        let mut earlier: Vec<SkyhookProgress<'s>> = Vec::new();
-        for skyhook in pass_order(&self.snapshot.skyhooks) {
-            if let Some(pass) = self.admit(skyhook) {
-                earlier.push(self.pass(&pass, &earlier));
-            }
-        }
-    }
+/// What one Skyhook's pass leaves for the steps after it.
+pub(super) struct PassOutcome<'s> {
+    /// Its progress, which gates the Skyhooks after it.
+    pub(super) progress: SkyhookProgress<'s>,
+    /// Per node it works on, whether it is complete there, for the runtime-required taint.
+    pub(super) completion: Completion,
+}
 
-    /// Finalizer, deletion, validation and the version annotation: the pass of a Skyhook that
-    /// is deleted or invalid ends here.
-    fn admit(&mut self, skyhook: &'s Skyhook) -> Option<Pass<'s>> {
-        let name = skyhook.metadata.name.as_deref()?;
-        let has_finalizer = skyhook
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|f| f == keys::SKYHOOK.finalizer);
-        let deleting = skyhook.metadata.deletion_timestamp.is_some();
-        if deleting && !(has_finalizer && self.deletion(skyhook, name)) {
-            return None;
-        }
-        if !has_finalizer {
-            self.plan.finalizers.insert(name.to_owned(), true);
-        }
-        let context = ValidationContext {
-            name: Some(name),
-            known_policies: None,
+/// One admitted Skyhook's pass, after the passes of the Skyhooks before it (`earlier`).
+pub(super) fn run_pass<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'s>,
+    pod_results: &PodResults,
+    earlier: &[SkyhookProgress<'s>],
+) -> PassOutcome<'s> {
+    let skyhook = pass.skyhook;
+    let name = pass.owner.name;
+    let mut status = targeted_status(name, skyhook.status.as_ref(), &pass.targeted());
+    let picked_before = picked_before(context, name, skyhook.status.as_ref());
+    let mut outcome = Outcome {
+        unconfirmed_reboots: pod_results.unconfirmed_reboots_of(name),
+        ..Outcome::default()
+    };
+    spec_changes(context, workset, pass, &mut status, &mut outcome);
+    let complete = completion_of(workset, pass, &status);
+    let progress = SkyhookProgress {
+        name,
+        priority: skyhook.spec.priority,
+        disabled: skyhook.is_disabled(),
+        sequencing: skyhook.spec.sequencing,
+        nodes: complete.clone(),
+    };
+    let ready = pass
+        .matched
+        .iter()
+        .map(|n| (n.name.as_str(), node_ready(earlier, &progress, &n.name)))
+        .collect();
+    let nodes = NodeProgress { complete, ready };
+    let policy_name = skyhook.spec.policy_name();
+    let policy = policy_name.and_then(|p| context.snapshot.policies.get(p));
+    outcome.policy_missing = policy_name.is_some() && policy.is_none();
+    set_node_statuses(workset, pass, &nodes, outcome.policy_missing);
+    let compartments = skyhook_compartments(&skyhook.spec, policy, pass.matched.len());
+    if let Some(compartments) =
+        compartments.filter(|_| !skyhook.is_disabled() && !skyhook.is_paused())
+    {
+        let batch = Batch {
+            compartments: &compartments,
+            policy: policy.map(|p| (policy_name.unwrap_or_default(), p)),
         };
-        if let Err(violations) = validate_skyhook(&skyhook.spec, &context) {
-            self.invalid(skyhook, name, &violations.to_string());
-            return None;
-        }
-        let owner = match OwnerSkyhook::new(skyhook) {
-            Ok(owner) => owner,
-            Err(error) => {
-                let target = EventTarget::Skyhook(name.to_owned());
-                self.event(target, true, "Invalid", error.to_string());
-                return None;
-            }
-        };
-        let version = (skyhook.metadata.annotations.as_ref())
-            .and_then(|a| a.get(keys::SKYHOOK.version_annotation))
-            .map(String::as_str);
-        if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
-            let marker = (keys::SKYHOOK.version_annotation.to_owned(), ours.to_owned());
-            let annotations = BTreeMap::from([marker]);
-            self.plan
-                .skyhook_annotations
-                .insert(name.to_owned(), annotations);
-        }
-        let matched = matched_nodes(skyhook, &self.snapshot.nodes);
-        let (matched, malformed) = self.split_malformed(name, matched);
-        Some(Pass {
-            skyhook,
-            owner,
-            matched,
-            malformed,
-            rules: UninstallRules {
-                mode: self.config.uninstall_mode,
-                deleting,
-            },
-        })
-    }
-
-    /// Reports an invalid spec on the Skyhook; its nodes are left as they are.
-    fn invalid(&mut self, skyhook: &Skyhook, name: &str, violations: &str) {
-        if let Some(status) = invalid_status(skyhook, violations, self.now) {
-            let target = EventTarget::Skyhook(name.to_owned());
-            self.event(target, true, "SpecInvalid", violations.to_owned());
-            self.plan.statuses.insert(name.to_owned(), status);
-        }
-    }
-
-    /// One admitted Skyhook's pass; returns its progress, which gates the Skyhooks after it.
-    fn pass(&mut self, pass: &Pass<'s>, earlier: &[SkyhookProgress<'s>]) -> SkyhookProgress<'s> {
-        let skyhook = pass.skyhook;
-        let name = pass.owner.name;
-        let mut status = targeted_status(name, skyhook.status.as_ref(), &pass.targeted());
-        let picked_before = self.picked_before(name, skyhook.status.as_ref());
-        let mut outcome = Outcome {
-            unconfirmed_reboots: self.unconfirmed_reboots.remove(name).unwrap_or_default(),
-            ..Outcome::default()
-        };
-        self.spec_changes(pass, &mut status, &mut outcome);
-        let complete = self.completion(pass, &status);
-        let progress = SkyhookProgress {
-            name,
-            priority: skyhook.spec.priority,
-            disabled: skyhook.is_disabled(),
-            sequencing: skyhook.spec.sequencing,
-            nodes: complete.clone(),
-        };
-        let ready = pass
-            .matched
-            .iter()
-            .map(|n| (n.name.as_str(), node_ready(earlier, &progress, &n.name)))
-            .collect();
-        let nodes = NodeProgress { complete, ready };
-        let policy_name = skyhook.spec.policy_name();
-        let policy = policy_name.and_then(|p| self.snapshot.policies.get(p));
-        outcome.policy_missing = policy_name.is_some() && policy.is_none();
-        self.set_node_statuses(pass, &nodes, outcome.policy_missing);
-        let compartments = skyhook_compartments(&skyhook.spec, policy, pass.matched.len());
-        if let Some(compartments) =
-            compartments.filter(|_| !skyhook.is_disabled() && !skyhook.is_paused())
-        {
-            let batch = Batch {
-                compartments: &compartments,
-                policy: policy.map(|p| (policy_name.unwrap_or_default(), p)),
-            };
-            self.run_batch(pass, &batch, &nodes, &mut status, &mut outcome);
-        }
-        self.record_nodes(pass, &nodes, &mut status);
-        self.record_bookkeeping(pass, &status);
-        let offset = next_node_order_offset(
-            &picked_before,
-            &status.node_priority,
-            status.node_order_offset.into(),
+        run_batch(
+            context,
+            workset,
+            pass,
+            &batch,
+            &nodes,
+            &mut status,
+            &mut outcome,
         );
-        status.node_order_offset = i32::try_from(offset).unwrap_or(i32::MAX);
-        self.report_node_states(pass, &nodes.complete, &mut status, &mut outcome);
-        if pass.rules.deleting {
-            let input = self.deletion_input(skyhook, name);
-            if let Some((reason, message)) = erroring_block(&input) {
-                self.deletion_blocked_event(skyhook, name, reason, &message);
-                outcome.deletion_blocked = Some((reason, message));
-            }
-        }
-        let next = next_status(skyhook, policy, status, outcome, self.now);
-        self.write_status(skyhook, name, next);
-        progress
     }
-
-    /// Every node the Skyhook had picked before this pass, targeted or not: the nodes that leave
-    /// the picks advance the rollout order's offset.
-    fn picked_before(&self, name: &str, old: Option<&SkyhookStatus>) -> BTreeMap<String, Time> {
-        let records = NodeRecordKeys::of(name);
-        let mut picked = old.map(|s| s.node_priority.clone()).unwrap_or_default();
-        for node in &self.snapshot.nodes {
-            if let Some(at) = records.picked_at(&node.annotations, None, &node.name) {
-                picked.insert(node.name.clone(), at);
-            }
-        }
-        picked
-    }
-
-    /// Writes each node's boot ID and pick onto the node, where they are the truth (the status
-    /// maps only mirror them, and only while small); a node that left the maps (no longer
-    /// targeted, or complete) loses them. A reset and the new boot ID that caused it land in
-    /// the same node patch, so the reset is never lost behind a recorded boot ID (spec §2.11).
-    /// A skipped node (unreadable state) keeps its annotations as they are.
-    fn record_bookkeeping(&mut self, pass: &Pass<'s>, status: &SkyhookStatus) {
-        let records = NodeRecordKeys::of(pass.name());
-        let skipped: BTreeSet<&str> = pass.malformed.iter().map(|n| n.name.as_str()).collect();
-        for (node, work) in &mut self.nodes {
-            if skipped.contains(node) {
-                continue;
-            }
-            let boot_id = status.node_boot_ids.get(*node).map(String::as_str);
-            let picked = status.node_priority.get(*node).map(pick_time_text);
-            work.set_or_remove_annotation(records.boot_id_key(), boot_id);
-            work.set_or_remove_annotation(records.picked_key(), picked.as_deref());
+    record_nodes(context, workset, pass, &nodes, &mut status);
+    record_bookkeeping(workset, pass, &status);
+    let offset = next_node_order_offset(
+        &picked_before,
+        &status.node_priority,
+        status.node_order_offset.into(),
+    );
+    status.node_order_offset = i32::try_from(offset).unwrap_or(i32::MAX);
+    report_node_states(workset, pass, &nodes.complete, &mut status, &mut outcome);
+    if pass.rules.deleting {
+        let input = deletion_input(workset, skyhook, name);
+        if let Some((reason, message)) = erroring_block(&input) {
+            deletion_blocked_event(workset, skyhook, name, reason, &message);
+            outcome.deletion_blocked = Some((reason, message));
         }
     }
+    let next = next_status(skyhook, policy, status, outcome, context.now);
+    write_status(workset, skyhook, name, next);
+    let completion = (pass.matched.iter())
+        .map(|node| {
+            let done = nodes.complete(&node.name);
+            ((name.to_owned(), node.name.clone()), done)
+        })
+        .collect();
+    PassOutcome {
+        progress,
+        completion,
+    }
+}
 
-    /// Records the Skyhook's next status when it differs, with its transition Event and the
-    /// node lists too long for its conditions.
-    fn write_status(&mut self, skyhook: &Skyhook, name: &str, next: NextStatus) {
-        if let Some(transition) = &next.transition {
-            let message = format!("Skyhook transitioned {transition}");
-            self.event(
-                EventTarget::Skyhook(name.to_owned()),
+/// Every node the Skyhook had picked before this pass, targeted or not: the nodes that leave
+/// the picks advance the rollout order's offset.
+fn picked_before<'s>(
+    context: &Context<'s>,
+    name: &str,
+    old: Option<&SkyhookStatus>,
+) -> BTreeMap<String, Time> {
+    let records = NodeRecordKeys::of(name);
+    let mut picked = old.map(|s| s.node_priority.clone()).unwrap_or_default();
+    for node in &context.snapshot.nodes {
+        if let Some(at) = records.picked_at(&node.annotations, None, &node.name) {
+            picked.insert(node.name.clone(), at);
+        }
+    }
+    picked
+}
+
+/// Writes each node's boot ID and pick onto the node, where they are the truth (the status
+/// maps only mirror them, and only while small); a node that left the maps (no longer
+/// targeted, or complete) loses them. A reset and the new boot ID that caused it land in
+/// the same node patch, so the reset is never lost behind a recorded boot ID (spec §2.11).
+/// A skipped node (unreadable state) keeps its annotations as they are.
+fn record_bookkeeping<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, status: &SkyhookStatus) {
+    let records = NodeRecordKeys::of(pass.name());
+    let skipped: BTreeSet<&str> = pass.malformed.iter().map(|n| n.name.as_str()).collect();
+    for (node, work) in &mut workset.nodes {
+        if skipped.contains(node) {
+            continue;
+        }
+        let boot_id = status.node_boot_ids.get(*node).map(String::as_str);
+        let picked = status.node_priority.get(*node).map(pick_time_text);
+        work.set_or_remove_annotation(records.boot_id_key(), boot_id);
+        work.set_or_remove_annotation(records.picked_key(), picked.as_deref());
+    }
+}
+
+/// Records the Skyhook's next status when it differs, with its transition Event and the
+/// node lists too long for its conditions.
+fn write_status(workset: &mut Workset<'_>, skyhook: &Skyhook, name: &str, next: NextStatus) {
+    if let Some(transition) = &next.transition {
+        let message = format!("Skyhook transitioned {transition}");
+        workset.event(
+            EventTarget::Skyhook(name.to_owned()),
+            false,
+            "State",
+            message,
+        );
+    }
+    let long = next.long_lists.into_iter().map(|l| (name.to_owned(), l));
+    workset.plan.long_node_lists.extend(long);
+    if skyhook.status.clone().unwrap_or_default() != next.status {
+        workset.plan.statuses.insert(name.to_owned(), next.status);
+    }
+}
+
+/// What changed since the last pass, as node-state edits: reboots, uninstall requests,
+/// lost interrupts, version changes, config updates and pods that no longer match.
+fn spec_changes<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'s>,
+    status: &mut SkyhookStatus,
+    outcome: &mut Outcome,
+) {
+    let skyhook = pass.skyhook;
+    track_reboots(context, workset, pass.name(), &pass.matched, status);
+    // A removed package's queued config keys mean nothing any more.
+    let packages = &skyhook.spec.packages;
+    status
+        .config_updates
+        .retain(|p, _| packages.contains_key(p));
+    // A paused Skyhook changes nothing on its nodes (upstream skips it right after
+    // reporting its state), so a spec edit made while paused, and a lost interrupt pod,
+    // are looked at again on resume.
+    if skyhook.is_paused() {
+        return;
+    }
+    if !skyhook.is_disabled() {
+        uninstall_requests(workset, pass);
+    }
+    outcome
+        .unconfirmed_reboots
+        .extend(lost_interrupts(context, workset, pass));
+    outcome.version_changed = apply_version_changes(context, workset, pass, status);
+    outcome.config_waiting = config_updates(context, workset, pass, status);
+    validate_pods(context, workset, pass);
+}
+
+/// Per targeted node, whether every package is complete after this pass's edits so far.
+fn completion_of<'s>(
+    workset: &mut Workset<'s>,
+    pass: &Pass<'s>,
+    status: &SkyhookStatus,
+) -> BTreeMap<&'s str, bool> {
+    let packages = &pass.skyhook.spec.packages;
+    let updates = &status.config_updates;
+    let has_int = |pkg: &str| {
+        packages
+            .get(pkg)
+            .is_some_and(|p| has_interrupt(p, changed_keys(updates, pkg)))
+    };
+    let mut complete = BTreeMap::new();
+    for node in &pass.matched {
+        if let Some(work) = workset.nodes.get_mut(node.name.as_str()) {
+            let done = node_complete(work.state(pass.name()), packages, pass.rules, has_int);
+            complete.insert(node.name.as_str(), done);
+        }
+    }
+    // A skipped node is incomplete, so it still holds back the Skyhooks after this one.
+    for node in &pass.malformed {
+        complete.insert(node.name.as_str(), false);
+    }
+    complete
+}
+
+fn set_node_statuses<'s>(
+    workset: &mut Workset<'s>,
+    pass: &Pass<'s>,
+    nodes: &NodeProgress<'s>,
+    policy_missing: bool,
+) {
+    let skyhook = pass.skyhook;
+    for node in &pass.matched {
+        let Some(work) = workset.nodes.get_mut(node.name.as_str()) else {
+            continue;
+        };
+        let failing = node_erroring(work.state(pass.name()));
+        let next = node_status(NodeStatusInput {
+            current: work.status(pass.name()),
+            complete: nodes.complete(&node.name),
+            failing,
+            ready: nodes.ready(&node.name),
+            disabled: skyhook.is_disabled(),
+            paused: skyhook.is_paused(),
+            has_compartments: !policy_missing,
+        });
+        work.set_status(pass.name(), next);
+    }
+}
+
+/// Whether new batches may start under the pass's policy windows; a closed window wakes
+/// the plan again when it opens.
+fn window_open<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    window: Option<(&str, &DeploymentPolicySpec)>,
+) -> WindowState {
+    let Some((_, policy)) = window else {
+        return WindowState::Open { closes_at: None };
+    };
+    let state = window_state(&policy.maintenance_windows, context.now);
+    if let WindowState::Closed {
+        opens_at: Some(opens_at),
+    } = state
+        && let Ok(wait) = std::time::Duration::try_from(opens_at.duration_since(context.now))
+    {
+        workset.requeue(wait);
+    }
+    state
+}
+
+/// Reports the compartments the health gate holds, and wakes the plan when the first of
+/// them settles (a NotReady or cordoned node wakes it by changing).
+fn report_gate_held<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    policy: Option<(&str, &DeploymentPolicySpec)>,
+    held: &[(String, GateState)],
+    outcome: &mut Outcome,
+) {
+    let Some((policy, _)) = policy.filter(|_| !held.is_empty()) else {
+        return;
+    };
+    if let Some(wait) = held
+        .iter()
+        .filter_map(|(_, gate)| gate.opens_at())
+        .min()
+        .and_then(|at| wait_until(at, context.now))
+    {
+        workset.requeue(wait);
+    }
+    outcome.health_gate_held = Some(gate_hold_message(policy, held));
+}
+
+/// Selects the nodes to work on and runs their packages.
+fn run_batch<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'s>,
+    batch: &Batch<'_>,
+    nodes: &NodeProgress<'s>,
+    status: &mut SkyhookStatus,
+    outcome: &mut Outcome,
+) {
+    let compartments = batch.compartments;
+    let window = window_open(context, workset, batch.policy);
+    let skyhook = pass.skyhook;
+    let runtime_taint = context.config.pods.runtime_required_taint.clone();
+    let tolerations = node_selection_tolerations(
+        &skyhook.spec.additional_tolerations,
+        skyhook.spec.runtime_required.then_some(&runtime_taint),
+    );
+    let settle = batch
+        .policy
+        .and_then(|(_, p)| p.health_gate.as_ref())
+        .and_then(|gate| parse_settle(gate).ok());
+    let facts: Vec<NodeFacts<'s>> = pass
+        .matched
+        .iter()
+        .map(|node| {
+            node_facts(
+                context,
+                workset,
+                pass.name(),
+                node,
+                nodes,
+                status,
+                settle.is_some(),
+            )
+        })
+        .collect();
+    let selection = select(&SelectionInput {
+        compartments,
+        tolerations: &tolerations,
+        nodes: &facts,
+        status,
+        may_start: matches!(window, WindowState::Open { .. }),
+        settle,
+        now: context.now,
+    });
+    let Selection {
+        picks,
+        newly_picked,
+        blocked,
+        compartment_statuses,
+        blocking,
+        held,
+        gate_held,
+    } = selection;
+    if let (Some((policy, _)), WindowState::Closed { opens_at }) = (batch.policy, window)
+        && !held.is_empty()
+    {
+        outcome.window_closed = Some(window_wait_message(policy, &held, opens_at));
+    }
+    report_gate_held(context, workset, batch.policy, &gate_held, outcome);
+    for node in &blocked {
+        workset.set_status(pass.name(), node, Status::Blocked);
+    }
+    for node in newly_picked {
+        status.node_priority.insert(node, Time(context.now));
+    }
+    status.compartment_statuses = compartment_statuses;
+    outcome.blocking = blocking;
+    let mut fleet_waiting = Vec::new();
+    let orders = node_orders(&status.node_priority, status.node_order_offset.into());
+    for node in &picks {
+        let order = orders.get(node.as_str()).copied().unwrap_or(0);
+        let run = run_node(
+            context,
+            workset,
+            pass,
+            (node, order),
+            &status.config_updates,
+        );
+        outcome.applied = run.applied.or(outcome.applied.take());
+        if let Some(message) = run.drain_blocked
+            && !outcome.drain_blocked.contains(&message)
+        {
+            outcome.drain_blocked.push(message);
+        }
+        if run.fleet_waiting {
+            fleet_waiting.push(node.clone());
+        }
+    }
+    if let Some(budget) = context.config.fleet_budget
+        && !fleet_waiting.is_empty()
+    {
+        let ceiling = budget.ceiling(workset.nodes.len());
+        let held = workset.fleet_held();
+        outcome.fleet_wait = Some(fleet_wait_message(budget, ceiling, held, &fleet_waiting));
+    }
+}
+
+/// The node as selection sees it for the Skyhook of `skyhook`, with the budget slot it
+/// holds; with its last transition only when `gated` (a health gate reads it).
+fn node_facts<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    skyhook: &str,
+    node: &'s NodeView,
+    nodes: &NodeProgress<'s>,
+    status: &SkyhookStatus,
+    gated: bool,
+) -> NodeFacts<'s> {
+    let pod_on_node = workset.skyhook_pod_on(context, skyhook, &node.name);
+    let picked = status.node_priority.contains_key(&node.name);
+    let mut facts = NodeFacts {
+        node,
+        taints: Vec::new(),
+        status: Status::Unknown,
+        hold: None,
+        complete: nodes.complete(&node.name),
+        ready: nodes.ready(&node.name),
+        worked_on: picked,
+        unschedulable: node.unschedulable,
+        last_transition: None,
+    };
+    let Some(work) = workset.nodes.get_mut(node.name.as_str()) else {
+        return facts;
+    };
+    facts.status = work.status(skyhook);
+    facts.taints = work.taints.clone();
+    let unschedulable = work.unschedulable();
+    let state = work.state(skyhook).clone();
+    facts.unschedulable = unschedulable;
+    facts.worked_on |= !state.is_empty();
+    if gated && facts.complete {
+        facts.last_transition = work.last_transition(skyhook, context.now);
+    }
+    facts.hold = slot_hold(NodeActivity {
+        skyhook,
+        annotations: work.annotations(),
+        unschedulable,
+        state: &state,
+        status: facts.status,
+        pod_on_node,
+    });
+    facts
+}
+
+/// Per targeted node: the cordon released once complete, the node conditions, the status
+/// mirrors and the controller version; the `State` Event of a node that just completed. Nodes
+/// no longer targeted lose the cordon.
+fn record_nodes<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'s>,
+    nodes: &NodeProgress<'s>,
+    status: &mut SkyhookStatus,
+) {
+    let name = pass.name();
+    let uncordon = pass.skyhook.spec.uncordon_on_failure();
+    for node in &pass.matched {
+        let done = nodes.complete(&node.name);
+        let draining = workset
+            .draining
+            .contains(&(name.to_owned(), node.name.clone()));
+        if let Some(work) = workset.nodes.get_mut(node.name.as_str())
+            && uncordon_on_failure(uncordon, work.state(name), draining)
+        {
+            work.release_cordon(name);
+        }
+        if done {
+            status.node_priority.remove(&node.name);
+        }
+        let Some(node_status) = record_node(context, workset, name, node, done, status) else {
+            continue;
+        };
+        let was = node.annotations.get(&keys::node_status_key(name));
+        if node_status == Status::Complete && was != Some("complete") {
+            let message = format!("Skyhook [{name}] complete.");
+            workset.event(
+                EventTarget::Node(node.name.clone()),
                 false,
                 "State",
                 message,
             );
         }
-        let long = next.long_lists.into_iter().map(|l| (name.to_owned(), l));
-        self.plan.long_node_lists.extend(long);
-        if skyhook.status.clone().unwrap_or_default() != next.status {
-            self.plan.statuses.insert(name.to_owned(), next.status);
-        }
+        status.node_status.insert(node.name.clone(), node_status);
     }
-
-    /// What changed since the last pass, as node-state edits: reboots, uninstall requests,
-    /// lost interrupts, version changes, config updates and pods that no longer match.
-    fn spec_changes(&mut self, pass: &Pass<'s>, status: &mut SkyhookStatus, outcome: &mut Outcome) {
-        let skyhook = pass.skyhook;
-        self.track_reboots(pass.name(), &pass.matched, status);
-        // A removed package's queued config keys mean nothing any more.
-        let packages = &skyhook.spec.packages;
-        status
-            .config_updates
-            .retain(|p, _| packages.contains_key(p));
-        // A paused Skyhook changes nothing on its nodes (upstream skips it right after
-        // reporting its state), so a spec edit made while paused, and a lost interrupt pod,
-        // are looked at again on resume.
-        if skyhook.is_paused() {
-            return;
-        }
-        if !skyhook.is_disabled() {
-            self.uninstall_requests(pass);
-        }
-        outcome
-            .unconfirmed_reboots
-            .extend(self.lost_interrupts(pass));
-        outcome.version_changed = self.version_changes(pass, status);
-        outcome.config_waiting = self.config_updates(pass, status);
-        self.validate_pods(pass);
-    }
-
-    /// Per targeted node, whether every package is complete after this pass's edits so far.
-    fn completion(&mut self, pass: &Pass<'s>, status: &SkyhookStatus) -> BTreeMap<&'s str, bool> {
-        let packages = &pass.skyhook.spec.packages;
-        let updates = &status.config_updates;
-        let has_int = |pkg: &str| {
-            packages
-                .get(pkg)
-                .is_some_and(|p| has_interrupt(p, changed_keys(updates, pkg)))
-        };
-        let mut complete = BTreeMap::new();
-        for node in &pass.matched {
-            if let Some(work) = self.nodes.get_mut(node.name.as_str()) {
-                let done = node_complete(work.state(pass.name()), packages, pass.rules, has_int);
-                complete.insert(node.name.as_str(), done);
-            }
-        }
-        // A skipped node is incomplete, so it still holds back the Skyhooks after this one.
-        for node in &pass.malformed {
-            complete.insert(node.name.as_str(), false);
-        }
-        complete
-    }
-
-    fn set_node_statuses(
-        &mut self,
-        pass: &Pass<'s>,
-        nodes: &NodeProgress<'s>,
-        policy_missing: bool,
-    ) {
-        let skyhook = pass.skyhook;
-        for node in &pass.matched {
-            let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
-                continue;
-            };
-            let failing = node_erroring(work.state(pass.name()));
-            let next = node_status(NodeStatusInput {
-                current: work.status(pass.name()),
-                complete: nodes.complete(&node.name),
-                failing,
-                ready: nodes.ready(&node.name),
-                disabled: skyhook.is_disabled(),
-                paused: skyhook.is_paused(),
-                has_compartments: !policy_missing,
-            });
-            work.set_status(pass.name(), next);
-        }
-    }
-
-    /// Whether new batches may start under the pass's policy windows; a closed window wakes
-    /// the plan again when it opens.
-    fn window_open(&mut self, window: Option<(&str, &DeploymentPolicySpec)>) -> WindowState {
-        let Some((_, policy)) = window else {
-            return WindowState::Open { closes_at: None };
-        };
-        let state = window_state(&policy.maintenance_windows, self.now);
-        if let WindowState::Closed {
-            opens_at: Some(opens_at),
-        } = state
-            && let Ok(wait) = std::time::Duration::try_from(opens_at.duration_since(self.now))
-        {
-            self.requeue(wait);
-        }
-        state
-    }
-
-    /// Reports the compartments the health gate holds, and wakes the plan when the first of
-    /// them settles (a NotReady or cordoned node wakes it by changing).
-    fn gate_held(
-        &mut self,
-        policy: Option<(&str, &DeploymentPolicySpec)>,
-        held: &[(String, GateState)],
-        outcome: &mut Outcome,
-    ) {
-        let Some((policy, _)) = policy.filter(|_| !held.is_empty()) else {
-            return;
-        };
-        if let Some(wait) = held
-            .iter()
-            .filter_map(|(_, gate)| gate.opens_at())
-            .min()
-            .and_then(|at| wait_until(at, self.now))
-        {
-            self.requeue(wait);
-        }
-        outcome.health_gate_held = Some(gate_hold_message(policy, held));
-    }
-
-    /// Selects the nodes to work on and runs their packages.
-    fn run_batch(
-        &mut self,
-        pass: &Pass<'s>,
-        batch: &Batch<'_>,
-        nodes: &NodeProgress<'s>,
-        status: &mut SkyhookStatus,
-        outcome: &mut Outcome,
-    ) {
-        let compartments = batch.compartments;
-        let window = self.window_open(batch.policy);
-        let skyhook = pass.skyhook;
-        let runtime_taint = self.config.pods.runtime_required_taint.clone();
-        let tolerations = node_selection_tolerations(
-            &skyhook.spec.additional_tolerations,
-            skyhook.spec.runtime_required.then_some(&runtime_taint),
-        );
-        let settle = batch
-            .policy
-            .and_then(|(_, p)| p.health_gate.as_ref())
-            .and_then(|gate| parse_settle(gate).ok());
-        let facts: Vec<NodeFacts<'s>> = pass
-            .matched
-            .iter()
-            .map(|node| self.node_facts(pass.name(), node, nodes, status, settle.is_some()))
-            .collect();
-        let selection = select(&SelectionInput {
-            compartments,
-            tolerations: &tolerations,
-            nodes: &facts,
-            status,
-            may_start: matches!(window, WindowState::Open { .. }),
-            settle,
-            now: self.now,
-        });
-        let Selection {
-            picks,
-            newly_picked,
-            blocked,
-            compartment_statuses,
-            blocking,
-            held,
-            gate_held,
-        } = selection;
-        if let (Some((policy, _)), WindowState::Closed { opens_at }) = (batch.policy, window)
-            && !held.is_empty()
-        {
-            outcome.window_closed = Some(window_wait_message(policy, &held, opens_at));
-        }
-        self.gate_held(batch.policy, &gate_held, outcome);
-        for node in &blocked {
-            self.set_status(pass.name(), node, Status::Blocked);
-        }
-        for node in newly_picked {
-            status.node_priority.insert(node, Time(self.now));
-        }
-        status.compartment_statuses = compartment_statuses;
-        outcome.blocking = blocking;
-        let mut fleet_waiting = Vec::new();
-        let orders = node_orders(&status.node_priority, status.node_order_offset.into());
-        for node in &picks {
-            let order = orders.get(node.as_str()).copied().unwrap_or(0);
-            let run = self.run_node(pass, (node, order), &status.config_updates);
-            outcome.applied = run.applied.or(outcome.applied.take());
-            if let Some(message) = run.drain_blocked
-                && !outcome.drain_blocked.contains(&message)
-            {
-                outcome.drain_blocked.push(message);
-            }
-            if run.fleet_waiting {
-                fleet_waiting.push(node.clone());
-            }
-        }
-        if let Some(budget) = self.config.fleet_budget
-            && !fleet_waiting.is_empty()
-        {
-            let ceiling = budget.ceiling(self.nodes.len());
-            let held = self.fleet_held();
-            outcome.fleet_wait = Some(fleet_wait_message(budget, ceiling, held, &fleet_waiting));
-        }
-    }
-
-    /// The node as selection sees it for the Skyhook of `skyhook`, with the budget slot it
-    /// holds; with its last transition only when `gated` (a health gate reads it).
-    fn node_facts(
-        &mut self,
-        skyhook: &str,
-        node: &'s NodeView,
-        nodes: &NodeProgress<'s>,
-        status: &SkyhookStatus,
-        gated: bool,
-    ) -> NodeFacts<'s> {
-        let pod_on_node = self.skyhook_pod_on(skyhook, &node.name);
-        let picked = status.node_priority.contains_key(&node.name);
-        let mut facts = NodeFacts {
-            node,
-            taints: Vec::new(),
-            status: Status::Unknown,
-            hold: None,
-            complete: nodes.complete(&node.name),
-            ready: nodes.ready(&node.name),
-            worked_on: picked,
-            unschedulable: node.unschedulable,
-            last_transition: None,
-        };
-        let Some(work) = self.nodes.get_mut(node.name.as_str()) else {
-            return facts;
-        };
-        facts.status = work.status(skyhook);
-        facts.taints = work.taints.clone();
-        let unschedulable = work.unschedulable();
-        let state = work.state(skyhook).clone();
-        facts.unschedulable = unschedulable;
-        facts.worked_on |= !state.is_empty();
-        if gated && facts.complete {
-            facts.last_transition = work.last_transition(skyhook, self.now);
-        }
-        facts.hold = slot_hold(NodeActivity {
-            skyhook,
-            annotations: work.annotations(),
-            unschedulable,
-            state: &state,
-            status: facts.status,
-            pod_on_node,
-        });
-        facts
-    }
-
-    /// Per targeted node: completion for the runtime-required taint, the cordon released once
-    /// complete, the node conditions, the status mirrors and the controller version; the
-    /// `State` Event of a node that just completed. Nodes no longer targeted lose the cordon.
-    fn record_nodes(
-        &mut self,
-        pass: &Pass<'s>,
-        nodes: &NodeProgress<'s>,
-        status: &mut SkyhookStatus,
-    ) {
-        let name = pass.name();
-        let uncordon = pass.skyhook.spec.uncordon_on_failure();
-        for node in &pass.matched {
-            let done = nodes.complete(&node.name);
-            let draining = self
-                .draining
-                .contains(&(name.to_owned(), node.name.clone()));
-            if let Some(work) = self.nodes.get_mut(node.name.as_str())
-                && uncordon_on_failure(uncordon, work.state(name), draining)
-            {
-                work.release_cordon(name);
-            }
-            self.completion
-                .insert((name.to_owned(), node.name.clone()), done);
-            if done {
-                status.node_priority.remove(&node.name);
-            }
-            let Some(node_status) = self.record_node(name, node, done, status) else {
-                continue;
-            };
-            let was = node.annotations.get(&keys::SKYHOOK.node_status_key(name));
-            if node_status == Status::Complete && was != Some("complete") {
-                let message = format!("Skyhook [{name}] complete.");
-                self.event(
-                    EventTarget::Node(node.name.clone()),
-                    false,
-                    "State",
-                    message,
-                );
-            }
-            status.node_status.insert(node.name.clone(), node_status);
-        }
-        let targeted: BTreeSet<&str> = pass.targeted().iter().map(|n| n.name.as_str()).collect();
-        for (node, work) in &mut self.nodes {
-            if !targeted.contains(node) {
-                work.release_cordon(name);
-            }
-        }
-    }
-
-    /// One node of [`Planner::record_nodes`]; returns its status, `None` when it is unknown.
-    fn record_node(
-        &mut self,
-        name: &str,
-        node: &NodeView,
-        done: bool,
-        status: &mut SkyhookStatus,
-    ) -> Option<Status> {
-        let work = self.nodes.get_mut(node.name.as_str())?;
-        if done {
+    let targeted: BTreeSet<&str> = pass.targeted().iter().map(|n| n.name.as_str()).collect();
+    for (node, work) in &mut workset.nodes {
+        if !targeted.contains(node) {
             work.release_cordon(name);
         }
-        let (not_ready, reason) = if done {
-            ("False", keys::NODE_NOT_READY_REASON_COMPLETE)
-        } else {
-            ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
-        };
-        work.set_condition(
-            keys::SKYHOOK.node_not_ready_condition(name),
-            not_ready,
-            reason,
-            keys::node_not_ready_message(name, done),
-        );
-        let erroring = node_erroring(work.state(name));
-        let reason = if erroring {
-            keys::NODE_ERRORING_REASON
-        } else {
-            keys::NODE_NOT_ERRORING_REASON
-        };
-        work.set_condition(
-            keys::SKYHOOK.node_erroring_condition(name),
-            if erroring { "True" } else { "False" },
-            reason,
-            keys::node_erroring_message(name, erroring),
-        );
-        let finished = work.stamp_transitions(name, self.now);
-        if work.state(name).is_empty() {
-            status.node_state.remove(&node.name);
-        } else {
-            let mirror = work.state(name).clone();
-            status.node_state.insert(node.name.clone(), mirror);
-        }
-        self.plan
-            .stage_durations
-            .extend(finished.into_iter().map(|finished| StageDuration {
-                node: node.name.clone(),
-                skyhook: name.to_owned(),
-                finished,
-            }));
-        let version_key = keys::SKYHOOK.node_version_annotation(name);
-        if let Some(ours) = operator_version_to_write(node.annotations.get(&version_key)) {
-            work.set_annotation(version_key, ours.to_owned());
-        }
-        Some(work.status(name))
     }
+}
+
+/// One node of [`record_nodes`]; returns its status, `None` when it is unknown.
+fn record_node<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    name: &str,
+    node: &NodeView,
+    done: bool,
+    status: &mut SkyhookStatus,
+) -> Option<Status> {
+    let work = workset.nodes.get_mut(node.name.as_str())?;
+    if done {
+        work.release_cordon(name);
+    }
+    let (not_ready, reason) = if done {
+        ("False", keys::NODE_NOT_READY_REASON_COMPLETE)
+    } else {
+        ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
+    };
+    work.set_condition(
+        keys::node_not_ready_condition(name),
+        not_ready,
+        reason,
+        keys::node_not_ready_message(name, done),
+    );
+    let erroring = node_erroring(work.state(name));
+    let reason = if erroring {
+        keys::NODE_ERRORING_REASON
+    } else {
+        keys::NODE_NOT_ERRORING_REASON
+    };
+    work.set_condition(
+        keys::node_erroring_condition(name),
+        if erroring { "True" } else { "False" },
+        reason,
+        keys::node_erroring_message(name, erroring),
+    );
+    let finished = work.stamp_transitions(name, context.now);
+    if work.state(name).is_empty() {
+        status.node_state.remove(&node.name);
+    } else {
+        let mirror = work.state(name).clone();
+        status.node_state.insert(node.name.clone(), mirror);
+    }
+    workset
+        .plan
+        .stage_durations
+        .extend(finished.into_iter().map(|finished| StageDuration {
+            node: node.name.clone(),
+            skyhook: name.to_owned(),
+            finished,
+        }));
+    let version_key = keys::node_version_annotation(name);
+    if let Some(ours) = operator_version_to_write(node.annotations.get(&version_key)) {
+        work.set_annotation(version_key, ours.to_owned());
+    }
+    Some(work.status(name))
 }

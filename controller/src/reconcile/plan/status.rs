@@ -15,7 +15,8 @@ use skyhook_api::node_mirror::bound_node_mirrors;
 use skyhook_api::status::{SkyhookOverrides, counters, skyhook_status};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
 
-use super::reboots::{UnconfirmedReboot, condition_message};
+use super::output::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID};
+use super::reboots::{UnconfirmedReboots, condition_message};
 use super::selection::Blocking;
 
 /// What one Skyhook's pass found, for its status.
@@ -35,7 +36,7 @@ pub(super) struct Outcome {
     /// Which compartments the health gate holds, and the node that holds each.
     pub(super) health_gate_held: Option<String>,
     /// Reboots not confirmed in time, by node.
-    pub(super) unconfirmed_reboots: BTreeMap<String, UnconfirmedReboot>,
+    pub(super) unconfirmed_reboots: UnconfirmedReboots,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
     pub(super) config_waiting: bool,
     /// Per targeted node, whether every package is complete there (false for a node whose

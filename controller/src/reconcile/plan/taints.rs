@@ -1,16 +1,52 @@
-//! Node selection by Skyhook, auto-taint of new nodes and per-node removal of the
-//! runtime-required taint (spec §2.10).
+//! Node selection by Skyhook, auto-taint of new nodes (the plan's first step) and per-node
+//! removal of the runtime-required taint once the passes say where every runtime-required
+//! Skyhook is complete (spec §2.10).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::runtime_required::{
-    RuntimeRequiredSkyhook, auto_taint_eligible, runtime_taint_removable,
+    RuntimeRequiredSkyhook, auto_taint_eligible, has_taint, runtime_taint_removable,
 };
 use skyhook_api::v1alpha1::Skyhook;
 
+use super::context::Context;
+use super::workset::Workset;
 use crate::reconcile::snapshot::{NodeView, Snapshot};
+
+/// Per (Skyhook, node) the passes looked at: whether every package of the Skyhook is complete
+/// there after this plan's edits.
+pub(super) type Completion = BTreeMap<(String, String), bool>;
+
+/// Taints the nodes no Skyhook has touched yet, for Skyhooks asking for it.
+pub(super) fn auto_taint(context: &Context<'_>, workset: &mut Workset<'_>) {
+    let taint = &context.config.pods.runtime_required_taint;
+    let marker = skyhook_api::keys::auto_taint_annotation(&taint.key);
+    for node in nodes_to_auto_taint(context.snapshot, taint) {
+        if let Some(work) = workset.nodes.get_mut(node) {
+            work.add_taint(taint);
+            work.set_annotation(marker.clone(), "true".to_owned());
+        }
+    }
+}
+
+/// Removes the runtime-required taint from each node on which every runtime-required
+/// Skyhook targeting it is complete.
+pub(super) fn runtime_required(
+    context: &Context<'_>,
+    workset: &mut Workset<'_>,
+    completion: &Completion,
+) {
+    let taint = &context.config.pods.runtime_required_taint;
+    for node in runtime_taint_removable_nodes(context.snapshot, completion) {
+        if let Some(work) = workset.nodes.get_mut(node)
+            && has_taint(&work.taints, taint)
+        {
+            work.remove_taint(taint);
+        }
+    }
+}
 
 /// The nodes `skyhook` targets ([`skyhook_api::v1alpha1::SkyhookSpec::target_selector`]: every
 /// node without `nodeSelectors`), by creation time then name.
@@ -31,7 +67,7 @@ pub(super) fn matched_nodes<'s>(
 /// The nodes to auto-taint: those targeted by a Skyhook asking for it (runtime required, auto
 /// taint of new nodes, not being deleted) that no Skyhook has touched yet and that lack the
 /// taint.
-pub(super) fn nodes_to_auto_taint<'s>(snapshot: &'s Snapshot, taint: &Taint) -> BTreeSet<&'s str> {
+fn nodes_to_auto_taint<'s>(snapshot: &'s Snapshot, taint: &Taint) -> BTreeSet<&'s str> {
     snapshot
         .skyhooks
         .iter()
@@ -46,9 +82,9 @@ pub(super) fn nodes_to_auto_taint<'s>(snapshot: &'s Snapshot, taint: &Taint) -> 
 /// The nodes whose runtime-required taint may go: every runtime-required Skyhook targeting
 /// them is active and complete there, by `completion` (per (Skyhook, node), after this plan's
 /// edits).
-pub(super) fn runtime_taint_removable_nodes<'s>(
+fn runtime_taint_removable_nodes<'s>(
     snapshot: &'s Snapshot,
-    completion: &BTreeMap<(String, String), bool>,
+    completion: &Completion,
 ) -> BTreeSet<&'s str> {
     let skyhooks: Vec<RuntimeRequiredSkyhook<'_>> = snapshot
         .skyhooks

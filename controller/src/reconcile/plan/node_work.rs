@@ -22,7 +22,7 @@ use skyhook_api::transition::{
 };
 use skyhook_api::v1alpha1::Status;
 
-use super::NodePatch;
+use super::output::NodePatch;
 use crate::reconcile::snapshot::{NodeConditionView, NodeView};
 
 #[derive(Debug, Clone)]
@@ -41,7 +41,7 @@ pub(super) struct NodeWork<'s> {
     /// has one `NodeWork` per node (a `BTreeMap`'s first leaf has room for eleven).
     states: Vec<(String, WorkState)>,
     /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
-    /// planner, and never written over (the Skyhook's pass skips the node).
+    /// last step (`finish`), and never written over (the Skyhook's pass skips the node).
     malformed: BTreeMap<String, String>,
 }
 

@@ -1,0 +1,114 @@
+//! Which Skyhooks get a pass, and in what order: every named Skyhook by (priority, name)
+//! (spec §2.2 step 6), each admitted first (spec §2.3, §2.8): its finalizer, its deletion
+//! (`deletion`), the validation of its spec and the controller-version annotation. A Skyhook
+//! being deleted or invalid ends here; an admitted one is handed to its pass as a [`Pass`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use skyhook_api::keys::{self, operator_version_to_write};
+use skyhook_api::ordering::priority_order;
+use skyhook_api::uninstall::UninstallRules;
+use skyhook_api::v1alpha1::Skyhook;
+use skyhook_api::validate::{ValidationContext, validate_skyhook};
+
+use super::context::Context;
+use super::deletion::deletion;
+use super::output::EventTarget;
+use super::pass::Pass;
+use super::status::invalid_status;
+use super::taints::matched_nodes;
+use super::workset::Workset;
+use crate::names::OwnerSkyhook;
+
+/// The Skyhooks in the order their passes run: priority, then name.
+pub(super) fn pass_order(skyhooks: &[Arc<Skyhook>]) -> Vec<&Skyhook> {
+    let mut order: Vec<&Skyhook> = skyhooks
+        .iter()
+        .map(|s| &**s)
+        .filter(|s| s.metadata.name.is_some())
+        .collect();
+    order.sort_by(|a, b| {
+        let key = |s: &Skyhook| (s.spec.priority, s.metadata.name.clone().unwrap_or_default());
+        let (a, b) = (key(a), key(b));
+        priority_order((a.0, &a.1), (b.0, &b.1))
+    });
+    order
+}
+
+/// Finalizer, deletion, validation and the version annotation: the pass of a Skyhook that
+/// is deleted or invalid ends here.
+pub(super) fn admit<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    skyhook: &'s Skyhook,
+) -> Option<Pass<'s>> {
+    let name = skyhook.metadata.name.as_deref()?;
+    let has_finalizer = skyhook
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == keys::FINALIZER);
+    let deleting = skyhook.metadata.deletion_timestamp.is_some();
+    if deleting && !(has_finalizer && deletion(context, workset, skyhook, name)) {
+        return None;
+    }
+    if !has_finalizer {
+        workset.plan.finalizers.insert(name.to_owned(), true);
+    }
+    let validation = ValidationContext {
+        name: Some(name),
+        known_policies: None,
+    };
+    if let Err(violations) = validate_skyhook(&skyhook.spec, &validation) {
+        invalid(context, workset, skyhook, name, &violations.to_string());
+        return None;
+    }
+    let owner = match OwnerSkyhook::new(skyhook) {
+        Ok(owner) => owner,
+        Err(error) => {
+            let target = EventTarget::Skyhook(name.to_owned());
+            workset.event(target, true, "Invalid", error.to_string());
+            return None;
+        }
+    };
+    let version = (skyhook.metadata.annotations.as_ref())
+        .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+        .map(String::as_str);
+    if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
+        let marker = (keys::VERSION_ANNOTATION.to_owned(), ours.to_owned());
+        let annotations = BTreeMap::from([marker]);
+        workset
+            .plan
+            .skyhook_annotations
+            .insert(name.to_owned(), annotations);
+    }
+    let matched = matched_nodes(skyhook, &context.snapshot.nodes);
+    let (matched, malformed) = workset.split_malformed(name, matched);
+    Some(Pass {
+        skyhook,
+        owner,
+        matched,
+        malformed,
+        rules: UninstallRules {
+            mode: context.config.uninstall_mode,
+            deleting,
+        },
+    })
+}
+
+/// Reports an invalid spec on the Skyhook; its nodes are left as they are.
+fn invalid<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    skyhook: &Skyhook,
+    name: &str,
+    violations: &str,
+) {
+    if let Some(status) = invalid_status(skyhook, violations, context.now) {
+        let target = EventTarget::Skyhook(name.to_owned());
+        workset.event(target, true, "SpecInvalid", violations.to_owned());
+        workset.plan.statuses.insert(name.to_owned(), status);
+    }
+}

@@ -1,0 +1,186 @@
+//! What one plan returns: the writes of a reconcile ([`Plan`]) and the types its parts are
+//! made of, with the names of the conditions and requeues the planner's steps share. A leaf:
+//! every step writes into these, and the apply step reads them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+#[cfg(test)]
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Taint};
+use skyhook_api::conditions::LongList;
+use skyhook_api::transition::FinishedStage;
+use skyhook_api::v1alpha1::SkyhookStatus;
+
+use super::planned_pod::PlannedPod;
+use crate::reconcile::snapshot::NodeConditionView;
+
+/// How often a reconcile looks again at a node that is being drained or held by protected
+/// pods: workload pods are not watched, so their departure wakes nothing.
+pub const DRAIN_POLL: Duration = Duration::from_secs(5);
+/// Skyhook condition naming the pods and budgets that block a drain past its timeout.
+pub const CONDITION_DRAIN_BLOCKED: &str = "skyhook.nvidia.com/DrainBlocked";
+/// Skyhook condition set while the spec breaks the validation rules (the webhook was
+/// bypassed or is older); nothing of that Skyhook runs until it is fixed.
+pub const CONDITION_SPEC_INVALID: &str = "skyhook.nvidia.com/SpecInvalid";
+
+/// Every write of one reconcile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// Per node, what changes (only nodes with a change).
+    pub nodes: BTreeMap<String, NodePatch>,
+    /// Pods to create, after the ConfigMaps.
+    pub create_pods: Vec<PlannedPod>,
+    /// Pods to delete, by name in the controller's namespace, with why.
+    pub delete_pods: BTreeMap<String, String>,
+    /// Evictions to request.
+    pub evictions: Vec<Eviction>,
+    /// ConfigMaps to create or replace.
+    pub upsert_configmaps: Vec<ConfigMap>,
+    /// ConfigMaps to delete, by name in the controller's namespace.
+    pub delete_configmaps: BTreeSet<String>,
+    /// Skyhook statuses to write (only those that changed), by Skyhook name.
+    pub statuses: BTreeMap<String, SkyhookStatus>,
+    /// Finalizer changes, by Skyhook name: `true` adds, `false` removes.
+    pub finalizers: BTreeMap<String, bool>,
+    /// Annotations to set on Skyhooks (the controller version), by Skyhook name.
+    pub skyhook_annotations: BTreeMap<String, BTreeMap<String, String>>,
+    /// Events to emit.
+    pub events: Vec<PlannedEvent>,
+    /// Look again after this long even if nothing changes; `None` when only watches matter.
+    pub requeue_after: Option<Duration>,
+    /// Node-state annotations that did not parse, whose nodes their Skyhook skips, for the log
+    /// (each also has a Warning Event on its node).
+    pub malformed_states: Vec<MalformedNodeState>,
+    /// Node lists too long for the condition messages of the Skyhook named first, for the log;
+    /// only when that Skyhook's status changes.
+    pub long_node_lists: Vec<(String, LongList)>,
+    /// Stage attempts this plan finished, for `skyhook_package_stage_duration_seconds`: the
+    /// apply step records those whose node patch landed, so a refused patch, planned again,
+    /// is counted once.
+    pub stage_durations: Vec<StageDuration>,
+}
+
+#[cfg(test)]
+impl Plan {
+    /// The pods to create, decoded.
+    pub(crate) fn created_pods(&self) -> Vec<Pod> {
+        (self.create_pods.iter())
+            .map(|pod| pod.pod().expect("a planned pod decodes"))
+            .collect()
+    }
+}
+
+/// A stage attempt that finished on a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageDuration {
+    /// The node whose patch carries the transition.
+    pub node: String,
+    /// The Skyhook.
+    pub skyhook: String,
+    /// The package, stage and duration.
+    pub finished: FinishedStage,
+}
+
+/// A `nodeState_<skyhook>` annotation that did not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedNodeState {
+    /// The node.
+    pub node: String,
+    /// The Skyhook.
+    pub skyhook: String,
+    /// The parse error.
+    pub error: String,
+}
+
+/// Reason of the Warning Event on a node whose node state did not parse; upstream's condition
+/// for the same defect is named `NodeStateMalformed` too.
+pub const NODE_STATE_MALFORMED_REASON: &str = "NodeStateMalformed";
+
+/// What changes on one node. `None` values remove the key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodePatch {
+    /// Annotations to set (`Some`) or remove (`None`).
+    pub annotations: BTreeMap<String, Option<String>>,
+    /// Labels to set (`Some`) or remove (`None`).
+    pub labels: BTreeMap<String, Option<String>>,
+    /// New `spec.unschedulable`.
+    pub unschedulable: Option<bool>,
+    /// The node's complete taint list after the change, when it changed.
+    pub taints: Option<Vec<Taint>>,
+    /// Node conditions to set: only those that differ from the node as read.
+    pub conditions: Vec<NodeConditionView>,
+    /// Node condition types to remove (a deleted Skyhook's).
+    pub remove_conditions: Vec<String>,
+}
+
+impl NodePatch {
+    /// Whether the patch takes the node into a Skyhook's work: it cordons the node or sets a
+    /// Skyhook's node status (label `status_<skyhook>`) to `in_progress`.
+    pub fn takes_node(&self) -> bool {
+        let status_prefix = skyhook_api::keys::node_status_key("");
+        self.unschedulable == Some(true)
+            || self.labels.iter().any(|(key, value)| {
+                key.starts_with(&status_prefix)
+                    && value.as_deref() == Some(skyhook_api::v1alpha1::Status::InProgress.as_str())
+            })
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.annotations.is_empty()
+            && self.labels.is_empty()
+            && self.unschedulable.is_none()
+            && self.taints.is_none()
+            && self.conditions.is_empty()
+            && self.remove_conditions.is_empty()
+    }
+}
+
+/// The order the node patches of a plan are written in: `(others, takes)`, each by node name.
+/// A plan that finishes one node (complete, uncordoned) and picks the next in the same reconcile
+/// must never hold both at once, or a compartment briefly has more nodes busy than its ceiling:
+/// so every patch that takes a node ([`NodePatch::takes_node`]) comes after all the others, and
+/// the apply step writes the takes only when all the others landed (a release refused with 409
+/// because the node changed under the plan leaves its node busy until the next reconcile).
+pub fn node_write_order(nodes: &BTreeMap<String, NodePatch>) -> (Vec<&str>, Vec<&str>) {
+    let (takes, others): (Vec<&str>, Vec<&str>) = nodes
+        .keys()
+        .map(String::as_str)
+        .partition(|name| nodes.get(*name).is_some_and(NodePatch::takes_node));
+    (others, takes)
+}
+
+/// An eviction through the Eviction API.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Eviction {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The node being drained.
+    pub node: String,
+    /// `spec.drain.gracePeriodSeconds`; `None` leaves the pod's own.
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// What an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EventTarget {
+    /// A Node, by name.
+    Node(String),
+    /// A Skyhook, by name.
+    Skyhook(String),
+}
+
+/// An Event to emit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PlannedEvent {
+    /// The object.
+    pub target: EventTarget,
+    /// `Normal` or `Warning`.
+    pub warning: bool,
+    /// Upstream's reasons: `Apply`, `Interrupt`, `State`, `Reboot`; ours: `DrainBlocked`.
+    pub reason: &'static str,
+    /// A sentence.
+    pub message: String,
+}
