@@ -49,7 +49,7 @@ pub(super) fn admit<'s>(
         .finalizers
         .iter()
         .flatten()
-        .any(|f| f == keys::FINALIZER);
+        .any(|f| f == keys::SKYHOOK.finalizer);
     let deleting = skyhook.metadata.deletion_timestamp.is_some();
     if deleting && !(has_finalizer && deletion(context, workset, skyhook, name)) {
         return None;
@@ -74,10 +74,10 @@ pub(super) fn admit<'s>(
         }
     };
     let version = (skyhook.metadata.annotations.as_ref())
-        .and_then(|a| a.get(keys::VERSION_ANNOTATION))
+        .and_then(|a| a.get(keys::SKYHOOK.version_annotation))
         .map(String::as_str);
     if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
-        let marker = (keys::VERSION_ANNOTATION.to_owned(), ours.to_owned());
+        let marker = (keys::SKYHOOK.version_annotation.to_owned(), ours.to_owned());
         let annotations = BTreeMap::from([marker]);
         workset
             .plan

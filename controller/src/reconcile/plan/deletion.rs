@@ -54,7 +54,7 @@ pub(super) fn deletion_input<'s>(
     name: &str,
 ) -> DeletionInput {
     let packages = &skyhook.spec.packages;
-    let key = keys::node_state_annotation(name);
+    let key = keys::SKYHOOK.node_state_annotation(name);
     let mut input = DeletionInput {
         any_enabled: packages.values().any(|p| p.uninstall_enabled()),
         paused: skyhook.is_paused(),

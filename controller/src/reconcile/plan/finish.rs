@@ -49,7 +49,7 @@ fn report_malformed_states(workset: &mut Workset<'_>) {
             NODE_STATE_MALFORMED_REASON,
             format!(
                 "nodeState annotation {} cannot be parsed: {}; Skyhook [{}] skips this node until the annotation is repaired or deleted",
-                skyhook_api::keys::node_state_annotation(&m.skyhook),
+                skyhook_api::keys::SKYHOOK.node_state_annotation(&m.skyhook),
                 m.error,
                 m.skyhook
             ),

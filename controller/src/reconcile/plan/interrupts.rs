@@ -57,7 +57,7 @@ pub(super) fn ready_for_interrupt<'s>(
         && work
             .view
             .annotations
-            .contains_key(&keys::cordon_annotation(name));
+            .contains_key(&keys::SKYHOOK.cordon_annotation(name));
     work.cordon(name, &now.to_string());
     workset.draining.insert((name.to_owned(), node.to_owned()));
     if !was_cordoned {
@@ -65,7 +65,7 @@ pub(super) fn ready_for_interrupt<'s>(
     }
     let cordoned_at = work
         .annotations()
-        .get(&keys::cordoned_at_annotation(name))
+        .get(&keys::SKYHOOK.cordoned_at_annotation(name))
         .and_then(|text| text.parse::<Timestamp>().ok());
     let snapshot = context.snapshot;
     let Some(pods) = snapshot.workload_pods.get(node) else {
@@ -123,7 +123,7 @@ fn fleet_admits_node<'s>(
             let own = work.unschedulable()
                 && work
                     .annotations()
-                    .contains_key(&keys::cordon_annotation(skyhook));
+                    .contains_key(&keys::SKYHOOK.cordon_annotation(skyhook));
             own || work.holds_fleet_slot()
         }
         None => return false,

@@ -72,9 +72,8 @@ use admission::{admit, pass_order};
 use context::Context;
 use finish::finish;
 pub use output::{
-    CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID, DRAIN_POLL, EventTarget, Eviction,
-    MalformedNodeState, NODE_STATE_MALFORMED_REASON, NodePatch, Plan, PlannedEvent, StageDuration,
-    node_write_order,
+    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NODE_STATE_MALFORMED_REASON, NodePatch,
+    Plan, PlannedEvent, StageDuration, node_write_order,
 };
 pub use planned_pod::PlannedPod;
 use pod_results::pod_results;

@@ -18,11 +18,6 @@ use crate::reconcile::snapshot::NodeConditionView;
 /// How often a reconcile looks again at a node that is being drained or held by protected
 /// pods: workload pods are not watched, so their departure wakes nothing.
 pub const DRAIN_POLL: Duration = Duration::from_secs(5);
-/// Skyhook condition naming the pods and budgets that block a drain past its timeout.
-pub const CONDITION_DRAIN_BLOCKED: &str = "skyhook.nvidia.com/DrainBlocked";
-/// Skyhook condition set while the spec breaks the validation rules (the webhook was
-/// bypassed or is older); nothing of that Skyhook runs until it is fixed.
-pub const CONDITION_SPEC_INVALID: &str = "skyhook.nvidia.com/SpecInvalid";
 
 /// Every write of one reconcile.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -118,7 +113,7 @@ impl NodePatch {
     /// Whether the patch takes the node into a Skyhook's work: it cordons the node or sets a
     /// Skyhook's node status (label `status_<skyhook>`) to `in_progress`.
     pub fn takes_node(&self) -> bool {
-        let status_prefix = skyhook_api::keys::node_status_key("");
+        let status_prefix = skyhook_api::keys::SKYHOOK.node_status_key("");
         self.unschedulable == Some(true)
             || self.labels.iter().any(|(key, value)| {
                 key.starts_with(&status_prefix)

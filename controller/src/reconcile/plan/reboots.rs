@@ -178,7 +178,7 @@ fn overdue_reboot<'s>(
     let package = format!("{}:{}", entry.name, entry.version);
     let reported = skyhook.status.as_ref().is_some_and(|s| {
         s.conditions.iter().any(|c| {
-            c.type_ == keys::CONDITION_REBOOT_NOT_CONFIRMED
+            c.type_ == keys::SKYHOOK.condition_reboot_not_confirmed
                 && c.status == "True"
                 && c.message.contains(&format!("{} (", node.name))
         })

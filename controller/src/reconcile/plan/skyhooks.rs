@@ -564,7 +564,7 @@ fn record_nodes<'s>(
         let Some(node_status) = record_node(context, workset, name, node, done, status) else {
             continue;
         };
-        let was = node.annotations.get(&keys::node_status_key(name));
+        let was = node.annotations.get(&keys::SKYHOOK.node_status_key(name));
         if node_status == Status::Complete && was != Some("complete") {
             let message = format!("Skyhook [{name}] complete.");
             workset.event(
@@ -603,7 +603,7 @@ fn record_node<'s>(
         ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
     };
     work.set_condition(
-        keys::node_not_ready_condition(name),
+        keys::SKYHOOK.node_not_ready_condition(name),
         not_ready,
         reason,
         keys::node_not_ready_message(name, done),
@@ -615,7 +615,7 @@ fn record_node<'s>(
         keys::NODE_NOT_ERRORING_REASON
     };
     work.set_condition(
-        keys::node_erroring_condition(name),
+        keys::SKYHOOK.node_erroring_condition(name),
         if erroring { "True" } else { "False" },
         reason,
         keys::node_erroring_message(name, erroring),
@@ -635,7 +635,7 @@ fn record_node<'s>(
             skyhook: name.to_owned(),
             finished,
         }));
-    let version_key = keys::node_version_annotation(name);
+    let version_key = keys::SKYHOOK.node_version_annotation(name);
     if let Some(ours) = operator_version_to_write(node.annotations.get(&version_key)) {
         work.set_annotation(version_key, ours.to_owned());
     }

@@ -15,7 +15,6 @@ use skyhook_api::node_mirror::bound_node_mirrors;
 use skyhook_api::status::{SkyhookOverrides, counters, skyhook_status};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
 
-use super::output::{CONDITION_DRAIN_BLOCKED, CONDITION_SPEC_INVALID};
 use super::reboots::{UnconfirmedReboots, condition_message};
 use super::selection::Blocking;
 

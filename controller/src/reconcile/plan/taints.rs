@@ -22,7 +22,7 @@ pub(super) type Completion = BTreeMap<(String, String), bool>;
 /// Taints the nodes no Skyhook has touched yet, for Skyhooks asking for it.
 pub(super) fn auto_taint(context: &Context<'_>, workset: &mut Workset<'_>) {
     let taint = &context.config.pods.runtime_required_taint;
-    let marker = skyhook_api::keys::auto_taint_annotation(&taint.key);
+    let marker = skyhook_api::keys::SKYHOOK.auto_taint_annotation(&taint.key);
     for node in nodes_to_auto_taint(context.snapshot, taint) {
         if let Some(work) = workset.nodes.get_mut(node) {
             work.add_taint(taint);
