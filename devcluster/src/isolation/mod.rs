@@ -34,6 +34,7 @@ use std::process::ExitCode;
 use serde::{Deserialize, Serialize};
 
 use crate::PathIoError;
+use crate::images::host_binary_env_var;
 pub(crate) use holder_process::spawn_holder;
 
 pub use setup::{IsolationError, mount_namespace_id};
@@ -102,14 +103,13 @@ pub enum RootSpec {
     /// Chroot into the node's root itself (`devcluster.local/shell`, `devcluster exec`).
     Node { path: PathBuf },
     /// A fresh overlay of the machine's `/` on a tmpfs, with the node's `/dev`, command shims, the
-    /// control directory, the package copied to `/skyhook-package` and the agent binary.
+    /// control directory and the package copied to `/skyhook-package`.
     Container {
         scratch: PathBuf,
         node_root: PathBuf,
         control_dir: PathBuf,
         boot_id_file: PathBuf,
         package: Option<PathBuf>,
-        agent_bin: Option<PathBuf>,
     },
 }
 
@@ -125,7 +125,8 @@ pub struct BindMount {
 /// What a bind mount shows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum MountSource {
-    /// A directory on the machine (a volume the kubelet wrote).
+    /// A directory on the machine (a volume the kubelet wrote), or a file (an image's host
+    /// binary).
     Machine(PathBuf),
     /// A path inside the node's root (a hostPath volume), resolved without leaving the root and
     /// created if missing.
@@ -141,9 +142,6 @@ pub enum MountSource {
 pub fn prepare_node_upper(upper: &Path) -> Result<(), IsolationError> {
     setup::prepare_node_upper(upper)
 }
-
-/// Where the agent binary appears in container roots.
-pub const AGENT_PATH_IN_CONTAINER: &str = "/usr/local/bin/skyhook-agent";
 
 /// Runs a hidden entry point if `std::env::args` asks for one; `main` returns its exit code.
 pub fn run_if_requested() -> Option<ExitCode> {
@@ -247,12 +245,12 @@ pub fn devcluster_binary() -> Result<PathBuf, IsolationError> {
     }
 }
 
-/// The `skyhook-agent` binary run by agent images: `SKYHOOK_AGENT_BIN`, or next to the
-/// `devcluster` binary.
-pub fn agent_binary(devcluster: &Path) -> PathBuf {
-    match std::env::var_os("SKYHOOK_AGENT_BIN") {
+/// Where the host binary `name` of an image is on the machine: its environment variable
+/// ([`host_binary_env_var`]), or next to the `devcluster` binary.
+pub fn host_binary(devcluster: &Path, name: &str) -> PathBuf {
+    match std::env::var_os(host_binary_env_var(name)) {
         Some(path) => PathBuf::from(path),
-        None => devcluster.with_file_name("skyhook-agent"),
+        None => devcluster.with_file_name(name),
     }
 }
 

@@ -10,7 +10,7 @@ use nix::sched::CloneFlags;
 
 use super::fs::{copy_tree, create_mount_point, resolve_in_root, write_shim_files};
 use super::mounts::{bind, detach, is_mount_point, make_private_recursive, mount_fs};
-use super::{AGENT_PATH_IN_CONTAINER, ContainerSpec, MountSource, NodeRootSpec, RootSpec};
+use super::{ContainerSpec, MountSource, NodeRootSpec, RootSpec};
 use crate::PathIoError;
 use crate::node::command_shims::{CONTROL_MOUNT, REAL_SYSCTL_PATH, node_root_files, shim_files};
 
@@ -163,14 +163,12 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), Isola
             control_dir,
             boot_id_file,
             package,
-            agent_bin,
         } => container_root(
             scratch,
             node_root,
             control_dir,
             boot_id_file,
             package.as_deref(),
-            agent_bin.as_deref(),
         )?,
     };
     for m in &spec.mounts {
@@ -219,14 +217,13 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), Isola
 }
 
 /// An overlay of the machine's `/` on a private tmpfs, with the node's system mounts, the command
-/// shims, the package and the agent binary.
+/// shims and the package.
 fn container_root(
     scratch: &Path,
     node_root: &Path,
     control_dir: &Path,
     boot_id_file: &Path,
     package: Option<&Path>,
-    agent_bin: Option<&Path>,
 ) -> Result<PathBuf, IsolationError> {
     create_mount_point(scratch, true)?;
     mount_fs("tmpfs", scratch, MsFlags::empty(), Some("mode=755"))?;
@@ -249,11 +246,6 @@ fn container_root(
     )?;
     if let Some(package) = package {
         copy_tree(package, &root.join("skyhook-package"))?;
-    }
-    if let Some(agent) = agent_bin {
-        let target = resolve_in_root(&root, AGENT_PATH_IN_CONTAINER);
-        create_mount_point(&target, false)?;
-        bind(agent, &target, true)?;
     }
     Ok(root)
 }

@@ -388,13 +388,9 @@ async fn play(
     let (sleep, exit_code, on_term) = match &program {
         VirtualProgram::Pause => (None, 0, Some(0)),
         VirtualProgram::Sleep => (None, 0, None),
-        VirtualProgram::Agentless {
-            banner,
-            sleep,
-            exit_code,
-        } => {
-            log.append(Stream::Stdout, false, banner.as_bytes());
-            (Some(*sleep), *exit_code, None)
+        VirtualProgram::Played(played) => {
+            log.append(Stream::Stdout, false, played.banner.as_bytes());
+            (Some(played.sleep), played.exit_code, None)
         }
     };
     let finished = async {

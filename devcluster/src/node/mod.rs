@@ -32,7 +32,7 @@ pub use sim::{NodeSim, start_nodes};
 pub use size::NodeSize;
 
 use crate::PathIoError;
-use crate::images::{ImageMap, ImageMapError};
+use crate::images::{ImageExtensions, ImageMap, ImageMapError};
 use crate::kubelet::backoff::BackoffPolicy;
 
 /// The Kubernetes version the simulated kubelets report (the control plane's version).
@@ -81,7 +81,7 @@ impl Default for Heartbeat {
 #[derive(Debug, Clone)]
 pub struct NodeSimOptions {
     pub count: usize,
-    /// No host roots and no processes: only pause, sleep and agentless images run.
+    /// No host roots and no processes: only pause, sleep and played images run.
     pub light: bool,
     /// Nodes are `<prefix>1` .. `<prefix>N`.
     pub name_prefix: String,
@@ -142,7 +142,7 @@ impl NodeSimOptions {
             size: NodeSize::Small,
             reboot_delay: Duration::from_secs(5),
             state_dir,
-            image_map: ImageMap::builtin(&workspace_root)?,
+            image_map: ImageMap::builtin(&workspace_root, &ImageExtensions::default())?,
             workspace_root,
             kubelet_version: DEFAULT_KUBELET_VERSION.to_owned(),
             cpu: "8".to_owned(),

@@ -154,7 +154,6 @@ impl SimNode {
 #[derive(Debug, Clone)]
 pub(crate) struct ProcessRuntime {
     pub devcluster_bin: PathBuf,
-    pub agent_bin: PathBuf,
     pub holder_pid: i32,
 }
 
@@ -224,7 +223,6 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         let devcluster_bin = isolation::devcluster_binary()?;
         let holder = Holder::start(&devcluster_bin, &opts.state_dir).await?;
         let processes = ProcessRuntime {
-            agent_bin: isolation::agent_binary(&devcluster_bin),
             devcluster_bin,
             holder_pid: holder.pid,
         };

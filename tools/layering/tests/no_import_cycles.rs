@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use layering::{circles, crate_graph, read_crate};
 
 /// Every crate of the workspace, by folder.
-const CRATES: [&str; 8] = [
+const CRATES: [&str; 9] = [
     "agent",
     "controller",
     "devcluster",
     "e2e",
     "kubectl-skyhook",
     "skyhook-api",
+    "skyhook-devcluster",
     "tools/layering",
     "webhook",
 ];
