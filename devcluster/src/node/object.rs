@@ -371,7 +371,7 @@ mod tests {
             ("True", vec![], true),
             ("True", vec!["node.kubernetes.io/not-ready"], false),
             ("True", vec!["node.kubernetes.io/unreachable"], false),
-            ("True", vec!["skyhook.nvidia.com=runtime-required"], true),
+            ("True", vec!["example.com/maintenance=pending"], true),
             ("False", vec![], false),
             ("Unknown", vec!["node.kubernetes.io/unreachable"], false),
         ];
