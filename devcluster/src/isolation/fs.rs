@@ -4,7 +4,7 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Component, Path, PathBuf};
 
-use super::setup::IsolationError;
+use super::error::IsolationError;
 use crate::PathIoError;
 use crate::node::command_shims::ShimFile;
 
