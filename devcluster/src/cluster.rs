@@ -886,7 +886,7 @@ async fn report_ready_nodes(
             let ready = list
                 .items
                 .iter()
-                .filter(|node| crate::node::sim::is_settled(node))
+                .filter(|node| crate::node::object::is_settled(node))
                 .count();
             if ready >= expected {
                 // The caller reports completion, with the time it took.

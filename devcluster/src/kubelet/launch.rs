@@ -8,13 +8,13 @@ use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, T
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 
-use super::DEFAULT_PATH;
+use super::conventions::DEFAULT_PATH;
 use super::env::{self, EnvSources};
 use super::pod_state::StartErrorKind;
 use super::volumes::{self, HostPathKind, VolumeContent, VolumeSources};
 use crate::images::{Played, ResolvedImage, Runtime};
 use crate::isolation::{BindMount, ContainerSpec, MountSource, RootSpec};
-use crate::node::sim::{ProcessRuntime, SimContext, SimNode};
+use crate::node::context::{ProcessRuntime, SimContext, SimNode};
 
 /// Why a container cannot start.
 #[derive(Debug, Clone, PartialEq, Eq)]
