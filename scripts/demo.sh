@@ -16,7 +16,7 @@ refresh=${DEMO_REFRESH:-5}
 label_key=skyhook.nvidia.com/test-node
 demo_started=$(date +%s)
 
-packages=(-p devcluster -p controller -p agent)
+packages=(-p skyhook-devcluster -p controller -p agent)
 have_plugin=false
 if [ -f kubectl-skyhook/Cargo.toml ]; then
   packages+=(-p kubectl-skyhook)

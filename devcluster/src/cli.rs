@@ -1,5 +1,7 @@
-//! The `devcluster` command: `up` starts a daemon (`devcluster serve`) that owns the cluster, and
-//! the other commands find it through the state directory.
+//! The `devcluster` command's general verbs: `up` starts a daemon (`devcluster serve`) that owns
+//! the cluster, and the other commands find it through the state directory. A project adds its
+//! own verbs, images and installed processes through a [`CliExtension`] and calls [`main`] from
+//! its `devcluster` binary.
 
 use std::io::{BufRead, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -7,7 +9,7 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
@@ -16,15 +18,66 @@ use nix::sys::signal::Signal;
 use crate::controlplane::flags::Component;
 use crate::controlplane::process::{self, SignalTarget, Stopped, is_alive, is_alive_running};
 use crate::controlplane::{Timeouts, binary};
-use crate::images::ImageMap;
+use crate::images::{ImageExtensions, ImageMap};
 use crate::node::{Heartbeat, NodeHandle, NodeSize};
-use crate::skyhook::background::BackgroundRecord;
-use crate::skyhook::install::{self, CONTROLLER_BINARY, ControllerRecord, InstallOptions};
-use crate::skyhook::webhook::{self, WEBHOOK_BINARY, WebhookOptions, WebhookRecord};
 use crate::state::{ClusterRecord, StateDir, default_state_dir};
 use crate::{DevCluster, DevClusterError, DevClusterOptions, leftovers};
 
 const CONTROLPLANE_BINARY: &str = "devcluster-controlplane";
+
+/// What a project adds to the `devcluster` command: verbs, the images its nodes run, and the
+/// processes it runs against the cluster (which `status` shows and `down` stops).
+pub trait CliExtension {
+    /// Adds the project's subcommands to the general ones (clap's
+    /// `Subcommand::augment_subcommands`).
+    fn augment_subcommands(&self, command: clap::Command) -> clap::Command;
+
+    /// Whether `name` is one of the project's subcommands.
+    fn has_subcommand(&self, name: &str) -> bool;
+
+    /// Runs the project's subcommand of `matches` (the whole command line's).
+    fn run(&self, matches: &clap::ArgMatches, state: &StateDir) -> anyhow::Result<ExitCode>;
+
+    /// The image-map entries and played programs the cluster's nodes get.
+    fn images(&self) -> ImageExtensions;
+
+    /// Stops what the project runs against the cluster, before `down` stops the cluster;
+    /// whether it stopped something.
+    fn stop(&self, state: &StateDir) -> bool;
+
+    /// `status` lines on what the project runs against the cluster.
+    fn status_lines(&self, state: &StateDir) -> Vec<String>;
+}
+
+/// The general verbs alone.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoExtension;
+
+impl CliExtension for NoExtension {
+    fn augment_subcommands(&self, command: clap::Command) -> clap::Command {
+        command
+    }
+
+    fn has_subcommand(&self, _name: &str) -> bool {
+        false
+    }
+
+    fn run(&self, _matches: &clap::ArgMatches, _state: &StateDir) -> anyhow::Result<ExitCode> {
+        bail!("no such subcommand")
+    }
+
+    fn images(&self) -> ImageExtensions {
+        ImageExtensions::default()
+    }
+
+    fn stop(&self, _state: &StateDir) -> bool {
+        false
+    }
+
+    fn status_lines(&self, _state: &StateDir) -> Vec<String> {
+        Vec::new()
+    }
+}
 /// What the daemon's command line contains (`devcluster serve ...`).
 const DAEMON_NEEDLE: &str = "devcluster";
 /// How often `up` and `down` look at the daemon while waiting for it.
@@ -69,26 +122,6 @@ enum Command {
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
-    },
-    /// Install skyhook into the running cluster: apply the CRDs from chart/crds/, create the
-    /// `skyhook` namespace and its LimitRange, and run `skyhook-controller` in the background
-    /// (log in <state>/logs/skyhook-controller.log). Restarts a controller already running.
-    Install {
-        /// Directory of the CRD manifests [default: chart/crds/ of this workspace]
-        #[arg(long)]
-        crds: Option<PathBuf>,
-        /// The controller's AGENT_IMAGE [default: the controller's own default]
-        #[arg(long)]
-        agent_image: Option<String>,
-        /// Give up after this many seconds if the controller is not ready.
-        #[arg(long, default_value_t = 120)]
-        timeout: u64,
-        /// Also run `skyhook-webhook` in the background (log in
-        /// <state>/logs/skyhook-webhook.log) and register upstream's webhook configurations for
-        /// it, so invalid Skyhooks and DeploymentPolicies are refused at apply time. Without it,
-        /// configurations left by an earlier `--webhook` install are removed.
-        #[arg(long)]
-        webhook: bool,
     },
     /// Restart one control-plane component (etcd, apiserver, controller-manager, scheduler) on
     /// the same ports, certificates and data; returns once it is ready again.
@@ -250,11 +283,11 @@ impl ClusterArgs {
     /// The arguments with the image map made absolute (the daemon does not share the caller's
     /// working directory) and checked, so a bad map is reported by `up` rather than in the
     /// daemon's log.
-    fn checked(mut self) -> anyhow::Result<Self> {
+    fn checked(mut self, images: &ImageExtensions) -> anyhow::Result<Self> {
         if let Some(file) = &self.image_map {
             let absolute = std::path::absolute(file)
                 .with_context(|| format!("resolving the image map path {}", file.display()))?;
-            ImageMap::load(Path::new("."), Some(&absolute))
+            ImageMap::load(Path::new("."), Some(&absolute), images)
                 .with_context(|| format!("checking the image map {}", absolute.display()))?;
             self.image_map = Some(absolute);
         }
@@ -262,9 +295,11 @@ impl ClusterArgs {
     }
 }
 
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
+/// The `devcluster` command with `extension`'s verbs; `main` of a `devcluster` binary, after
+/// [`crate::isolation::run_if_requested`].
+pub fn main(extension: &dyn CliExtension) -> ExitCode {
+    let matches = extension.augment_subcommands(Cli::command()).get_matches();
+    match run(&matches, extension) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("devcluster: error: {error:#}");
@@ -273,34 +308,29 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+fn run(matches: &clap::ArgMatches, extension: &dyn CliExtension) -> anyhow::Result<ExitCode> {
+    if matches
+        .subcommand_name()
+        .is_some_and(|name| extension.has_subcommand(name))
+    {
+        let given = matches.get_one::<PathBuf>("state_dir").cloned();
+        return extension.run(matches, &resolve_state_dir(given)?);
+    }
+    let cli = match Cli::from_arg_matches(matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     let state = resolve_state_dir(cli.state_dir)?;
     match cli.command {
-        Command::Up { cluster, timeout } => {
-            up(&state, &cluster.checked()?, Duration::from_secs(timeout))
-        }
-        Command::Down => down(&state),
-        Command::Status => status(&state),
+        Command::Up { cluster, timeout } => up(
+            &state,
+            &cluster.checked(&extension.images())?,
+            Duration::from_secs(timeout),
+        ),
+        Command::Down => down(&state, extension),
+        Command::Status => status(&state, extension),
         Command::Kubeconfig => kubeconfig(&state),
         Command::Exec { node, command } => exec(&state, &node, &command),
-        Command::Install {
-            crds,
-            agent_image,
-            timeout,
-            webhook,
-        } => install(
-            &state,
-            InstallOptions {
-                crds_dir: crds,
-                agent_image,
-                ready_timeout: Duration::from_secs(timeout),
-                ..InstallOptions::default()
-            },
-            webhook.then(|| WebhookOptions {
-                ready_timeout: Duration::from_secs(timeout),
-                ..WebhookOptions::default()
-            }),
-        ),
         Command::Restart { component } => ask_daemon(&state, &DaemonRequest::Restart(component)),
         Command::Component { action } => match action {
             ComponentCommand::Stop { component } => {
@@ -326,7 +356,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             NodeCommand::Down { node } => ask_daemon(&state, &DaemonRequest::NodeDown(node)),
             NodeCommand::Up { node } => ask_daemon(&state, &DaemonRequest::NodeUp(node)),
         },
-        Command::Serve { cluster } => serve(&state, &cluster),
+        Command::Serve { cluster } => serve(&state, &cluster, extension.images()),
     }
 }
 
@@ -355,12 +385,12 @@ fn resolve_state_dir(given: Option<PathBuf>) -> anyhow::Result<StateDir> {
     Ok(StateDir::new(dir))
 }
 
-fn stdout_line(line: &str) -> anyhow::Result<()> {
+pub fn stdout_line(line: &str) -> anyhow::Result<()> {
     writeln!(std::io::stdout().lock(), "{line}").context("writing to stdout")
 }
 
 /// The running cluster's record, if its owner is alive.
-fn running_record(state: &StateDir) -> anyhow::Result<Option<ClusterRecord>> {
+pub fn running_record(state: &StateDir) -> anyhow::Result<Option<ClusterRecord>> {
     let path = state.cluster_info();
     let record =
         ClusterRecord::read(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -483,7 +513,11 @@ impl ProgressTail {
     }
 }
 
-fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
+fn serve(
+    state: &StateDir,
+    cluster: &ClusterArgs,
+    images: ImageExtensions,
+) -> anyhow::Result<ExitCode> {
     // A session of its own: closing the terminal that ran `up` must not stop the cluster.
     if let Err(error) = nix::unistd::setsid() {
         tracing::debug!(%error, "setsid (already a session leader?)");
@@ -515,6 +549,7 @@ fn serve(state: &StateDir, cluster: &ClusterArgs) -> anyhow::Result<ExitCode> {
         timeouts: Timeouts::default(),
         progress: Some(std::sync::Arc::new(progress.clone())),
         image_map: cluster.image_map.clone(),
+        images,
         node_size: cluster.node_size,
         pod_network: cluster.pod_network,
         ..DevClusterOptions::default()
@@ -638,16 +673,8 @@ fn init_tracing() {
         .try_init();
 }
 
-fn down(state: &StateDir) -> anyhow::Result<ExitCode> {
-    let mut stopped_something = false;
-    if let Some(pid) = install::stop_recorded_controller(state, Duration::from_secs(30)) {
-        eprintln!("devcluster: stopped {CONTROLLER_BINARY} (pid {pid})");
-        stopped_something = true;
-    }
-    if let Some(pid) = webhook::stop_recorded_webhook(state, Duration::from_secs(30)) {
-        eprintln!("devcluster: stopped {WEBHOOK_BINARY} (pid {pid})");
-        stopped_something = true;
-    }
+fn down(state: &StateDir, extension: &dyn CliExtension) -> anyhow::Result<ExitCode> {
+    let mut stopped_something = extension.stop(state);
     if let Some(pid) = daemon_pid(state) {
         eprintln!("devcluster: stopping the daemon (pid {pid})");
         stopped_something = true;
@@ -727,7 +754,7 @@ fn stop_recorded_process(pid: u32, needle: &str, target: SignalTarget, grace: Du
     }
 }
 
-fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
+fn status(state: &StateDir, extension: &dyn CliExtension) -> anyhow::Result<ExitCode> {
     let Some(record) = running_record(state)? else {
         let stale = state.cluster_info().exists();
         let hint = if stale {
@@ -747,7 +774,7 @@ fn status(state: &StateDir) -> anyhow::Result<ExitCode> {
         "components:".to_string(),
     ];
     healthy &= push_component_lines(&record, &mut out);
-    out.extend(installed_process_lines(state));
+    out.extend(extension.status_lines(state));
     match node_summary(&record.kubeconfig) {
         Ok(lines) => out.extend(lines),
         Err(error) => {
@@ -790,34 +817,6 @@ fn push_component_lines(record: &ClusterRecord, out: &mut Vec<String>) -> bool {
         ));
     }
     healthy
-}
-
-/// The controller's and the webhook's lines: running, or how to install it.
-fn installed_process_lines(state: &StateDir) -> [String; 2] {
-    let controller = match ControllerRecord::running(state) {
-        Some(controller) => format!(
-            "  {CONTROLLER_BINARY:<24} pid {:<8} port {:<6} running (metrics port {}, log {})",
-            controller.pid,
-            controller.probe_port,
-            controller.metrics_port,
-            controller.log.display()
-        ),
-        None => format!("  {CONTROLLER_BINARY:<24} not installed (`devcluster install` runs it)"),
-    };
-    let webhook = match WebhookRecord::running(state) {
-        Some(webhook) => format!(
-            "  {WEBHOOK_BINARY:<24} pid {:<8} port {:<6} running (https://127.0.0.1:{}, admin port {}, log {})",
-            webhook.pid,
-            webhook.port,
-            webhook.port,
-            webhook.admin_port,
-            webhook.log.display()
-        ),
-        None => {
-            format!("  {WEBHOOK_BINARY:<24} not installed (`devcluster install --webhook` runs it)")
-        }
-    };
-    [controller, webhook]
 }
 
 fn node_summary(kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
@@ -864,84 +863,6 @@ pub async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
         kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default())
             .await?;
     Ok(kube::Client::try_from(config)?)
-}
-
-fn install(
-    state: &StateDir,
-    options: InstallOptions,
-    webhook_options: Option<WebhookOptions>,
-) -> anyhow::Result<ExitCode> {
-    let Some(record) = running_record(state)? else {
-        bail!(
-            "no cluster is running in {}; start one with `devcluster up`",
-            state.root().display()
-        );
-    };
-    if let Some(pid) = install::stop_recorded_controller(state, Duration::from_secs(30)) {
-        eprintln!("devcluster: stopped the running {CONTROLLER_BINARY} (pid {pid}) to restart it");
-    }
-    if let Some(pid) = webhook::stop_recorded_webhook(state, Duration::from_secs(30)) {
-        eprintln!("devcluster: stopped the running {WEBHOOK_BINARY} (pid {pid})");
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting a tokio runtime")?;
-    let started = Instant::now();
-    let controller = runtime.block_on(async {
-        let client = client_for(&record.kubeconfig).await?;
-        eprintln!(
-            "devcluster: applying the CRDs, the {} namespace and its LimitRange",
-            install::NAMESPACE
-        );
-        let crds_dir = options
-            .crds_dir
-            .clone()
-            .unwrap_or_else(install::default_crds_dir);
-        let crds = install::apply_crds(&client, &crds_dir).await?;
-        eprintln!("devcluster: CRDs established: {}", crds.join(", "));
-        install::apply_namespace(&client).await?;
-        // The webhook first: the controller's own Skyhook updates go through it.
-        let webhook = match &webhook_options {
-            Some(webhook_options) => {
-                eprintln!(
-                    "devcluster: starting {WEBHOOK_BINARY}, registering its configurations and waiting until the API server reaches it"
-                );
-                let webhook_started = Instant::now();
-                let process = webhook::start_webhook(&client, state, webhook_options).await?;
-                eprintln!(
-                    "devcluster: {WEBHOOK_BINARY} serving the API server in {:.1} s (pid {}, https://127.0.0.1:{}, log {})",
-                    webhook_started.elapsed().as_secs_f64(),
-                    process.record().pid,
-                    process.record().port,
-                    process.record().log.display()
-                );
-                Some(process)
-            }
-            None => {
-                webhook::unregister(&client).await?;
-                None
-            }
-        };
-        eprintln!("devcluster: starting {CONTROLLER_BINARY} and waiting for /readyz");
-        let controller = install::start_controller(state, &options).await?;
-        anyhow::Ok((controller, webhook))
-    })?;
-    let (controller, webhook) = controller;
-    if let Some(webhook) = webhook {
-        let _record = webhook.detach();
-    }
-    let record = controller.detach();
-    eprintln!(
-        "devcluster: {CONTROLLER_BINARY} ready in {:.1} s (pid {}, metrics on 127.0.0.1:{}, probes on 127.0.0.1:{})",
-        started.elapsed().as_secs_f64(),
-        record.pid,
-        record.metrics_port,
-        record.probe_port
-    );
-    eprintln!("devcluster: controller log: {}", record.log.display());
-    stdout_line(&record.log.display().to_string())?;
-    Ok(ExitCode::SUCCESS)
 }
 
 fn exec(state: &StateDir, node: &str, command: &[String]) -> anyhow::Result<ExitCode> {
@@ -1089,19 +1010,28 @@ mod tests {
         let Command::Up { cluster, .. } = up(&good)?.command else {
             anyhow::bail!("`up` parsed as another command");
         };
-        let checked = cluster.checked()?;
+        let checked = cluster.checked(&ImageExtensions::default())?;
         assert_eq!(checked.image_map.as_deref(), Some(good.as_path()));
         let Command::Up { cluster, .. } = up(&bad)?.command else {
             anyhow::bail!("`up` parsed as another command");
         };
-        let error = format!("{:#}", cluster.checked().err().context("a bad map passed")?);
+        let error = format!(
+            "{:#}",
+            cluster
+                .checked(&ImageExtensions::default())
+                .err()
+                .context("a bad map passed")?
+        );
         assert!(error.contains("bad.yaml"), "{error}");
         let Command::Up { cluster, .. } = up(Path::new("relative/map.yaml"))?.command else {
             anyhow::bail!("`up` parsed as another command");
         };
         let error = format!(
             "{:#}",
-            cluster.checked().err().context("a missing map passed")?
+            cluster
+                .checked(&ImageExtensions::default())
+                .err()
+                .context("a missing map passed")?
         );
         assert!(error.contains("relative/map.yaml"), "{error}");
         Ok(())

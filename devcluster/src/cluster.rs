@@ -20,7 +20,7 @@ use crate::controlplane::ports::Ports;
 use crate::controlplane::{
     ControlPlane, ControlPlaneError, ControlPlaneSettings, Timeouts, binary,
 };
-use crate::images::ImageMap;
+use crate::images::{ImageExtensions, ImageMap};
 use crate::kubelet::api::{ApiNode, KubeletApi, KubeletApiError};
 use crate::network::{ClaimedNetwork, ClusterNetwork, ServiceRange};
 use crate::node::object::node_address;
@@ -61,6 +61,9 @@ pub struct DevClusterOptions {
     /// A user image map (the format of `devcluster/images.yaml`) whose entries are tried before
     /// the built-in ones.
     pub image_map: Option<PathBuf>,
+    /// Image-map entries and played programs a project registers (tried after `image_map`,
+    /// before the built-in entries).
+    pub images: ImageExtensions,
     /// Full nodes give their pods network namespaces on a pod network, and the API server
     /// serves on an address pods reach (see `devcluster::network`). Needs root.
     pub pod_network: bool,
@@ -80,6 +83,7 @@ impl Default for DevClusterOptions {
             timeouts: Timeouts::default(),
             progress: None,
             image_map: None,
+            images: ImageExtensions::default(),
             pod_network: false,
         }
     }
@@ -99,6 +103,7 @@ impl std::fmt::Debug for DevClusterOptions {
             .field("timeouts", &self.timeouts)
             .field("progress", &self.progress.as_ref().map(|_| "callback"))
             .field("image_map", &self.image_map)
+            .field("images", &self.images)
             .finish()
     }
 }
@@ -769,8 +774,12 @@ async fn start_simulated_nodes(
     })?;
     let workspace_root = repository_root(Path::new(env!("CARGO_MANIFEST_DIR")))
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
-    let image_map =
-        ImageMap::load(&workspace_root, options.image_map.as_deref()).map_err(NodeError::from)?;
+    let image_map = ImageMap::load(
+        &workspace_root,
+        options.image_map.as_deref(),
+        &options.images,
+    )
+    .map_err(NodeError::from)?;
     let mut sim_options = NodeSimOptions::new(options.nodes, state.nodes(), workspace_root)?;
     sim_options.image_map = image_map;
     sim_options.light = options.light;
@@ -877,7 +886,7 @@ async fn report_ready_nodes(
             let ready = list
                 .items
                 .iter()
-                .filter(|node| crate::node::sim::is_settled(node))
+                .filter(|node| crate::node::object::is_settled(node))
                 .count();
             if ready >= expected {
                 // The caller reports completion, with the time it took.

@@ -21,11 +21,8 @@ pub mod network;
 pub mod node;
 mod path_io;
 pub mod services;
-pub mod skyhook;
 pub mod state;
 
 pub use cluster::{DevCluster, DevClusterError, DevClusterOptions, Progress};
 pub use controlplane::flags::Component;
 pub use path_io::PathIoError;
-pub use skyhook::install::{ControllerProcess, InstallError, InstallOptions};
-pub use skyhook::webhook::{WebhookError, WebhookOptions, WebhookProcess};

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 
 /// The packages whose binaries the tests run.
 const PACKAGES: [&str; 5] = [
-    "devcluster",
+    "skyhook-devcluster",
     "controller",
     "webhook",
     "agent",

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use devcluster::node::{Heartbeat, NodeSize};
-use devcluster::{ControllerProcess, DevCluster, DevClusterOptions, InstallOptions};
+use devcluster::{DevCluster, DevClusterOptions};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
+use skyhook_devcluster::{ControllerProcess, InstallOptions, SkyhookInstall};
 
 /// A running cluster with the controller. Fields drop in order: the controller stops before the
 /// cluster it talks to.
@@ -141,6 +142,7 @@ pub async fn install_with(setup: Setup) -> anyhow::Result<Installed> {
 /// [`install_with`] with the binaries already built (the benchmark runs those next to it).
 pub async fn install_built(setup: Setup) -> anyhow::Result<Installed> {
     let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
         nodes: setup.nodes,
         light: setup.light,
         node_labels: setup.node_labels,

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::Recorder;
 
 /// The namespace of package and interrupt pods.
-pub const NAMESPACE: &str = devcluster::skyhook::install::NAMESPACE;
+pub const NAMESPACE: &str = skyhook_devcluster::install::NAMESPACE;
 
 /// Records every version of every pod of `skyhook` (label `skyhook.nvidia.com/name`).
 pub async fn record_pods(client: &kube::Client, skyhook: &str) -> anyhow::Result<Recorder<Pod>> {

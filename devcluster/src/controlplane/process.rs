@@ -1,7 +1,7 @@
 //! Supervised control-plane processes: one process group each, output in a log file, stopped with
 //! SIGTERM and then SIGKILL. Also the one way to stop a process started by an earlier command and
 //! found through its record ([`stop_process`], which never signals a recycled pid) or one of our
-//! own children ([`stop_child`]); the daemon, `down` and the Skyhook installers use them.
+//! own children ([`stop_child`]); the daemon, `down` and the extensions' installers use them.
 //!
 //! If the supervising process dies without cleaning up, the children must not outlive it: the
 //! binary asks the kernel for SIGKILL on its parent's death when `DEVCLUSTER_PARENT_PID` is set
@@ -388,7 +388,7 @@ mod tests {
             // The pid runs another program than the record says: a recycled pid.
             (
                 false,
-                "skyhook-controller",
+                "another-program",
                 Duration::from_secs(60),
                 Stopped::NotRunning,
                 true,

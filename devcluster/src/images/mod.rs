@@ -1,16 +1,21 @@
 //! The image map: which local artifact stands for which container image.
 //!
-//! The defaults live in `devcluster/images.yaml` (embedded at build time, documented there); a user
-//! map in the same format is tried first. Resolution is pure; checking that a package directory
-//! or the agent binary exists happens when the kubelet "pulls" the image.
+//! The defaults live in `devcluster/images.yaml` (embedded at build time, documented there); a
+//! user map in the same format is tried first, then the entries a caller registers through
+//! [`ImageExtensions`] (with the programs its `played` images name). Resolution is pure;
+//! checking that a package directory or a host binary exists happens when the kubelet "pulls"
+//! the image.
 
+mod played;
 mod reference;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub use played::{Played, PlayedProgram};
 pub use reference::{ImageRef, InvalidImageRef};
 
 /// The built-in map, documented in the file itself.
@@ -24,23 +29,46 @@ pub enum Runtime {
     Pause,
     /// No process: a workload that runs until deleted.
     Sleep,
-    /// Sleeps `SLEEP_LEN` seconds and exits `EXIT_CODE`; an explicit command runs in a container
-    /// root on full nodes.
-    Agentless,
+    /// A registered [`PlayedProgram`] (the entry's `program`) the kubelet plays itself; a
+    /// container it asks to run as a process runs in a container root on full nodes.
+    Played,
     /// A process chrooted into the node's host root.
     NodeShell,
     /// A process in a container root: the machine's `/` plus the package layer.
     Container,
-    /// The built `skyhook-agent` binary in a container root.
-    SkyhookAgent,
+    /// Like `container`, with a binary of the machine (the entry's `host_binary`) mounted in the
+    /// container root.
+    HostBinary,
 }
 
 impl Runtime {
     /// Whether any container of this image can run on a light node (no host root, no process
     /// that could touch the machine).
     pub fn runs_on_light_nodes(self) -> bool {
-        matches!(self, Self::Pause | Self::Sleep | Self::Agentless)
+        matches!(self, Self::Pause | Self::Sleep | Self::Played)
     }
+}
+
+/// A binary of the machine mounted (read-only) into container roots: `name` is found in
+/// `<NAME>_BIN` (upper case, `-` as `_`) or next to the `devcluster` binary, and appears at
+/// `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostBinary {
+    pub name: String,
+    pub path: String,
+}
+
+impl HostBinary {
+    /// The environment variable that overrides where the binary is.
+    pub fn env_var(&self) -> String {
+        host_binary_env_var(&self.name)
+    }
+}
+
+/// The environment variable that overrides where the host binary `name` is: `<NAME>_BIN`.
+pub fn host_binary_env_var(name: &str) -> String {
+    format!("{}_BIN", name.to_uppercase().replace('-', "_"))
 }
 
 /// One entry of the map file.
@@ -58,6 +86,10 @@ struct Entry {
     #[serde(default)]
     package: Option<PathBuf>,
     #[serde(default)]
+    host_binary: Option<HostBinary>,
+    #[serde(default)]
+    program: Option<String>,
+    #[serde(default)]
     unavailable_tags: Vec<String>,
 }
 
@@ -73,10 +105,34 @@ struct Rule {
     pattern: glob::Pattern,
     entry: Entry,
     unavailable_tags: Vec<glob::Pattern>,
+    program: Option<Arc<dyn PlayedProgram>>,
+}
+
+/// Image-map entries and played programs a caller adds to devcluster's own: how a project's
+/// images run on the simulated nodes.
+#[derive(Debug, Clone, Default)]
+pub struct ImageExtensions {
+    /// (origin for messages, map text), tried in order after a user map.
+    entries: Vec<(String, String)>,
+    programs: BTreeMap<String, Arc<dyn PlayedProgram>>,
+}
+
+impl ImageExtensions {
+    /// Adds entries (the format of `devcluster/images.yaml`); `origin` names them in errors.
+    pub fn with_entries(mut self, origin: &str, yaml: &str) -> Self {
+        self.entries.push((origin.to_owned(), yaml.to_owned()));
+        self
+    }
+
+    /// Registers the program that entries with `runtime: played` and `program: <name>` play.
+    pub fn with_program(mut self, name: &str, program: Arc<dyn PlayedProgram>) -> Self {
+        self.programs.insert(name.to_owned(), program);
+        self
+    }
 }
 
 /// What an image resolves to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ResolvedImage {
     pub runtime: Runtime,
     pub entrypoint: Vec<String>,
@@ -84,6 +140,10 @@ pub struct ResolvedImage {
     pub env: BTreeMap<String, String>,
     /// Absolute directory copied to `/skyhook-package` in the container root.
     pub package: Option<PathBuf>,
+    /// For `host-binary`: the binary mounted into the container root.
+    pub host_binary: Option<HostBinary>,
+    /// For `played`: the program the kubelet plays.
+    pub program: Option<Arc<dyn PlayedProgram>>,
 }
 
 /// Why an image cannot be pulled.
@@ -121,42 +181,76 @@ pub enum ImageMapError {
         #[source]
         source: glob::PatternError,
     },
+    #[error("image map {origin}: entry {name:?} with runtime {runtime:?} needs {field}")]
+    Missing {
+        origin: String,
+        name: String,
+        runtime: Runtime,
+        field: &'static str,
+    },
+    #[error("image map {origin}: entry {name:?} plays {program:?}, which is not registered")]
+    UnknownProgram {
+        origin: String,
+        name: String,
+        program: String,
+    },
 }
 
-/// The image map: user entries first, then the built-in ones.
+/// The image map: user entries first, then the registered ones, then the built-in ones.
 #[derive(Debug, Clone)]
 pub struct ImageMap {
     rules: Vec<Rule>,
+    programs: BTreeMap<String, Arc<dyn PlayedProgram>>,
     workspace_root: PathBuf,
 }
 
 impl ImageMap {
-    /// The built-in map, with package directories relative to `workspace_root`.
-    pub fn builtin(workspace_root: &Path) -> Result<Self, ImageMapError> {
-        Ok(Self {
-            rules: compile(DEFAULT_IMAGE_MAP, "devcluster/images.yaml (built in)")?,
+    /// The built-in map and `extensions`, with package directories relative to `workspace_root`.
+    pub fn builtin(
+        workspace_root: &Path,
+        extensions: &ImageExtensions,
+    ) -> Result<Self, ImageMapError> {
+        let mut map = Self {
+            rules: compile(
+                DEFAULT_IMAGE_MAP,
+                "devcluster/images.yaml (built in)",
+                &extensions.programs,
+            )?,
+            programs: extensions.programs.clone(),
             workspace_root: workspace_root.to_owned(),
-        })
-    }
-
-    /// The built-in map with the entries of `file` (same format) tried first.
-    pub fn load(workspace_root: &Path, file: Option<&Path>) -> Result<Self, ImageMapError> {
-        let mut map = Self::builtin(workspace_root)?;
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|source| ImageMapError::Read {
-                path: path.to_owned(),
-                source,
-            })?;
-            let mut rules = compile(&text, &path.display().to_string())?;
-            rules.append(&mut map.rules);
-            map.rules = rules;
+        };
+        for (origin, yaml) in extensions.entries.iter().rev() {
+            map = map.with_entries_from(yaml, origin)?;
         }
         Ok(map)
     }
 
+    /// The built-in map and `extensions` with the entries of `file` (same format) tried first.
+    pub fn load(
+        workspace_root: &Path,
+        file: Option<&Path>,
+        extensions: &ImageExtensions,
+    ) -> Result<Self, ImageMapError> {
+        let map = Self::builtin(workspace_root, extensions)?;
+        match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ImageMapError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                map.with_entries_from(&text, &path.display().to_string())
+            }
+            None => Ok(map),
+        }
+    }
+
     /// Adds entries (same format as the file) ahead of the existing ones.
-    pub fn with_entries(mut self, yaml: &str) -> Result<Self, ImageMapError> {
-        let mut rules = compile(yaml, "inline entries")?;
+    pub fn with_entries(self, yaml: &str) -> Result<Self, ImageMapError> {
+        self.with_entries_from(yaml, "inline entries")
+    }
+
+    fn with_entries_from(mut self, yaml: &str, origin: &str) -> Result<Self, ImageMapError> {
+        let mut rules = compile(yaml, origin, &self.programs)?;
         rules.append(&mut self.rules);
         self.rules = rules;
         Ok(self)
@@ -186,11 +280,17 @@ impl ImageMap {
             cmd: entry.cmd.clone(),
             env: entry.env.clone(),
             package: entry.package.as_ref().map(|p| self.workspace_root.join(p)),
+            host_binary: entry.host_binary.clone(),
+            program: rule.program.clone(),
         })
     }
 }
 
-fn compile(yaml: &str, origin: &str) -> Result<Vec<Rule>, ImageMapError> {
+fn compile(
+    yaml: &str,
+    origin: &str,
+    programs: &BTreeMap<String, Arc<dyn PlayedProgram>>,
+) -> Result<Vec<Rule>, ImageMapError> {
     let file: MapFile = serde_yaml::from_str(yaml).map_err(|source| ImageMapError::Parse {
         origin: origin.to_owned(),
         source,
@@ -202,9 +302,31 @@ fn compile(yaml: &str, origin: &str) -> Result<Vec<Rule>, ImageMapError> {
             source,
         })
     };
+    let missing = |entry: &Entry, field| ImageMapError::Missing {
+        origin: origin.to_owned(),
+        name: entry.name.clone(),
+        runtime: entry.runtime,
+        field,
+    };
     file.images
         .into_iter()
         .map(|entry| {
+            if entry.runtime == Runtime::HostBinary && entry.host_binary.is_none() {
+                return Err(missing(&entry, "host_binary"));
+            }
+            let program = match (entry.runtime, &entry.program) {
+                (Runtime::Played, None) => return Err(missing(&entry, "program")),
+                (Runtime::Played, Some(name)) => {
+                    Some(programs.get(name).cloned().ok_or_else(|| {
+                        ImageMapError::UnknownProgram {
+                            origin: origin.to_owned(),
+                            name: entry.name.clone(),
+                            program: name.clone(),
+                        }
+                    })?)
+                }
+                _ => None,
+            };
             Ok(Rule {
                 pattern: pattern(&entry.name)?,
                 unavailable_tags: entry
@@ -212,6 +334,7 @@ fn compile(yaml: &str, origin: &str) -> Result<Vec<Rule>, ImageMapError> {
                     .iter()
                     .map(|t| pattern(t))
                     .collect::<Result<_, _>>()?,
+                program,
                 entry,
             })
         })
@@ -223,94 +346,48 @@ mod tests {
     use super::*;
 
     fn map() -> ImageMap {
-        ImageMap::builtin(Path::new("/ws")).unwrap()
+        ImageMap::builtin(Path::new("/ws"), &ImageExtensions::default()).unwrap()
     }
 
     #[test]
     fn resolves_builtin_images() {
-        let cases: &[(&str, Runtime, Option<&str>)] = &[
-            ("devcluster.local/shell", Runtime::NodeShell, None),
-            ("devcluster.local/shell:latest", Runtime::NodeShell, None),
-            ("devcluster.local/sleep", Runtime::Sleep, None),
-            ("registry.k8s.io/pause:3.10", Runtime::Pause, None),
-            ("k8s.gcr.io/pause:3.2", Runtime::Pause, None),
-            ("pause", Runtime::Pause, None),
-            (
-                "ghcr.io/nvidia/skyhook/agent:6.3.0",
-                Runtime::SkyhookAgent,
-                None,
-            ),
-            (
-                "nvcr.io/nvidia/skyhook/agent:v1",
-                Runtime::SkyhookAgent,
-                None,
-            ),
-            (
-                "devcluster.local/skyhook-agent",
-                Runtime::SkyhookAgent,
-                None,
-            ),
-            (
-                "ghcr.io/nvidia/skyhook/agentless:6.2.0",
-                Runtime::Agentless,
-                Some("/ws/examples/packages/agentless"),
-            ),
-            (
-                "ghcr.io/nvidia/skyhook-packages/shellscript:1.1.1",
-                Runtime::Container,
-                Some("/ws/examples/packages/shellscript"),
-            ),
-            (
-                "ghcr.io/nvidia/skyhook-packages/tuning@sha256:0123",
-                Runtime::Container,
-                Some("/ws/examples/packages/tuning"),
-            ),
-            (
-                "ghcr.io/nvidia/skyhook-packages/tuned:1.2.0",
-                Runtime::Container,
-                Some("/ws/examples/packages/tuned"),
-            ),
-            // The Helm chart's images.
-            (
-                "ghcr.io/skyhook-rs/skyhook-controller:0.1.0",
-                Runtime::Container,
-                None,
-            ),
-            (
-                "ghcr.io/skyhook-rs/skyhook-webhook:0.1.0",
-                Runtime::Container,
-                None,
-            ),
-            (
-                "ghcr.io/skyhook-rs/skyhook-agent:0.1.0",
-                Runtime::SkyhookAgent,
-                None,
-            ),
-            ("registry.k8s.io/kubectl:v1.33.0", Runtime::Container, None),
+        let cases: &[(&str, Runtime)] = &[
+            ("devcluster.local/shell", Runtime::NodeShell),
+            ("devcluster.local/shell:latest", Runtime::NodeShell),
+            ("devcluster.local/sleep", Runtime::Sleep),
+            ("registry.k8s.io/pause:3.10", Runtime::Pause),
+            ("k8s.gcr.io/pause:3.2", Runtime::Pause),
+            ("pause", Runtime::Pause),
+            ("registry.k8s.io/kubectl:v1.33.0", Runtime::Container),
         ];
-        for (image, runtime, package) in cases {
+        for (image, runtime) in cases {
             let resolved = map().resolve(image).unwrap();
             assert_eq!(resolved.runtime, *runtime, "{image}");
-            assert_eq!(
-                resolved.package.as_deref(),
-                package.map(Path::new),
-                "{image}"
-            );
+            assert_eq!(resolved.package, None, "{image}");
         }
     }
 
     #[test]
     fn rejects_unmapped_and_unavailable_images() {
+        let map = map()
+            .with_entries(
+                "images:\n  - name: example.com/pkg\n    runtime: container\n    package: pkgs/x\n    unavailable_tags: [\"*bogus*\"]\n",
+            )
+            .unwrap();
         assert!(matches!(
-            map().resolve("docker.io/library/nginx:1"),
+            map.resolve("docker.io/library/nginx:1"),
             Err(PullError::NotMapped { .. })
         ));
         assert!(matches!(
-            map().resolve("ghcr.io/nvidia/skyhook/agentless:3.2.3-bogus"),
+            map.resolve("example.com/pkg:3.2.3-bogus"),
             Err(PullError::TagUnavailable { .. })
         ));
+        assert_eq!(
+            map.resolve("example.com/pkg:1").unwrap().package.as_deref(),
+            Some(Path::new("/ws/pkgs/x"))
+        );
         assert!(matches!(
-            map().resolve("bad image"),
+            map.resolve("bad image"),
             Err(PullError::InvalidReference(_))
         ));
     }
@@ -326,6 +403,58 @@ mod tests {
         );
     }
 
+    #[derive(Debug)]
+    struct Nap;
+
+    impl PlayedProgram for Nap {
+        fn runs_process(&self, _container: &k8s_openapi::api::core::v1::Container) -> bool {
+            false
+        }
+
+        fn play(
+            &self,
+            _argv: &[String],
+            _container: &k8s_openapi::api::core::v1::Container,
+            _env: &BTreeMap<String, String>,
+            _light: bool,
+        ) -> Played {
+            Played {
+                banner: "nap".to_owned(),
+                sleep: std::time::Duration::from_secs(1),
+                exit_code: 3,
+            }
+        }
+    }
+
+    #[test]
+    fn registered_entries_come_after_the_user_map_and_before_the_builtin_ones() {
+        let extensions = ImageExtensions::default()
+            .with_entries(
+                "test",
+                "images:\n  - name: registry.k8s.io/pause\n    runtime: played\n    program: nap\n  - name: example.com/tool\n    runtime: host-binary\n    host_binary: {name: my-tool, path: /usr/bin/my-tool}\n",
+            )
+            .with_program("nap", Arc::new(Nap));
+        let map = ImageMap::builtin(Path::new("/ws"), &extensions).unwrap();
+        let pause = map.resolve("registry.k8s.io/pause").unwrap();
+        assert_eq!(pause.runtime, Runtime::Played);
+        assert!(pause.program.is_some());
+        let tool = map.resolve("example.com/tool").unwrap();
+        assert_eq!(
+            tool.host_binary
+                .as_ref()
+                .map(HostBinary::env_var)
+                .as_deref(),
+            Some("MY_TOOL_BIN")
+        );
+        let map = map
+            .with_entries("images:\n  - name: registry.k8s.io/pause\n    runtime: sleep\n")
+            .unwrap();
+        assert_eq!(
+            map.resolve("registry.k8s.io/pause").unwrap().runtime,
+            Runtime::Sleep
+        );
+    }
+
     #[test]
     fn reports_bad_map_files() {
         assert!(matches!(
@@ -336,6 +465,14 @@ mod tests {
             map().with_entries("images:\n  - name: \"[\"\n    runtime: pause\n"),
             Err(ImageMapError::Pattern { .. })
         ));
+        assert!(matches!(
+            map().with_entries("images:\n  - name: x\n    runtime: played\n    program: nap\n"),
+            Err(ImageMapError::UnknownProgram { .. })
+        ));
+        assert!(matches!(
+            map().with_entries("images:\n  - name: x\n    runtime: host-binary\n"),
+            Err(ImageMapError::Missing { .. })
+        ));
     }
 
     #[test]
@@ -343,10 +480,10 @@ mod tests {
         for (runtime, light) in [
             (Runtime::Pause, true),
             (Runtime::Sleep, true),
-            (Runtime::Agentless, true),
+            (Runtime::Played, true),
             (Runtime::NodeShell, false),
             (Runtime::Container, false),
-            (Runtime::SkyhookAgent, false),
+            (Runtime::HostBinary, false),
         ] {
             assert_eq!(runtime.runs_on_light_nodes(), light, "{runtime:?}");
         }

@@ -113,14 +113,14 @@ mod tests {
             ),
             ("localhost/pkg", "localhost/pkg", None, None),
             (
-                "ghcr.io/nvidia/skyhook/agentless:6.2.0@sha256:abc",
-                "ghcr.io/nvidia/skyhook/agentless",
+                "ghcr.io/example/agentless:6.2.0@sha256:abc",
+                "ghcr.io/example/agentless",
                 Some("6.2.0"),
                 Some("sha256:abc"),
             ),
             (
-                "ghcr.io/nvidia/skyhook/agent@sha256:abc",
-                "ghcr.io/nvidia/skyhook/agent",
+                "ghcr.io/example/agent@sha256:abc",
+                "ghcr.io/example/agent",
                 None,
                 Some("sha256:abc"),
             ),

@@ -4,7 +4,7 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Component, Path, PathBuf};
 
-use super::setup::IsolationError;
+use super::error::IsolationError;
 use crate::PathIoError;
 use crate::node::command_shims::ShimFile;
 
@@ -135,24 +135,24 @@ mod tests {
     fn copies_trees_with_modes_and_links() {
         let dir = tempfile::tempdir().unwrap();
         let from = dir.path().join("from");
-        std::fs::create_dir_all(from.join("skyhook_dir")).unwrap();
-        std::fs::write(from.join("skyhook_dir/run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::create_dir_all(from.join("package_dir")).unwrap();
+        std::fs::write(from.join("package_dir/run.sh"), "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(
-            from.join("skyhook_dir/run.sh"),
+            from.join("package_dir/run.sh"),
             std::fs::Permissions::from_mode(0o755),
         )
         .unwrap();
-        symlink("skyhook_dir/run.sh", from.join("link")).unwrap();
+        symlink("package_dir/run.sh", from.join("link")).unwrap();
         let to = dir.path().join("to");
         copy_tree(&from, &to).unwrap();
-        let mode = std::fs::metadata(to.join("skyhook_dir/run.sh"))
+        let mode = std::fs::metadata(to.join("package_dir/run.sh"))
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o755);
         assert_eq!(
             std::fs::read_link(to.join("link")).unwrap(),
-            PathBuf::from("skyhook_dir/run.sh")
+            PathBuf::from("package_dir/run.sh")
         );
     }
 

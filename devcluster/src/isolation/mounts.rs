@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
-use super::setup::IsolationError;
+use super::error::IsolationError;
 use crate::PathIoError;
 
 fn sys_error(action: &'static str, path: &Path) -> impl FnOnce(nix::Error) -> IsolationError {

@@ -3,7 +3,7 @@
 //! (through the process keeping them alive), its root and working directory, takes its
 //! environment, and execs the command in place, so the command's exit status is this process's.
 //! If the command cannot run, the reason goes to ERROR_FILE and the exit code is
-//! [`super::START_ERROR_EXIT`].
+//! [`super::spec::START_ERROR_EXIT`].
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -13,7 +13,8 @@ use std::process::ExitCode;
 
 use nix::sched::CloneFlags;
 
-use super::{ContainerSpec, NamespaceRecord, RootSpec, START_ERROR_EXIT, mount_namespace_id};
+use super::setup::mount_namespace_id;
+use super::spec::{ContainerSpec, NamespaceRecord, RootSpec, START_ERROR_EXIT};
 use crate::kubelet::log_reader::ContainerRequest;
 
 /// Why a command could not be run in a container.

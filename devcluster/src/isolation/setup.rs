@@ -8,51 +8,13 @@ use std::path::{Path, PathBuf};
 use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 
+use super::args::keep_namespace_args;
+use super::error::IsolationError;
 use super::fs::{copy_tree, create_mount_point, resolve_in_root, write_shim_files};
 use super::mounts::{bind, detach, is_mount_point, make_private_recursive, mount_fs};
-use super::{AGENT_PATH_IN_CONTAINER, ContainerSpec, MountSource, NodeRootSpec, RootSpec};
+use super::spec::{ContainerSpec, MountSource, NamespaceRecord, NodeRootSpec, RootSpec};
 use crate::PathIoError;
 use crate::node::command_shims::{CONTROL_MOUNT, REAL_SYSCTL_PATH, node_root_files, shim_files};
-
-/// Errors of the hidden entry points; printed to the container log or the caller's stderr.
-#[derive(Debug, thiserror::Error)]
-pub enum IsolationError {
-    #[error("no spec file given")]
-    MissingSpec,
-    #[error("failed to parse spec {path}")]
-    Spec {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error(transparent)]
-    Io(#[from] PathIoError),
-    #[error("failed to {action} {path}")]
-    Sys {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: nix::Error,
-    },
-    #[error(
-        "path {path} cannot be used in overlay options (it contains ',' or ':'); use another state directory"
-    )]
-    OverlayPath { path: PathBuf },
-    #[error("failed to drop CAP_SYS_BOOT from the bounding set")]
-    Capabilities(#[source] caps::errors::CapsError),
-    #[error("the container has no command (the pod and the image give none)")]
-    NoCommand,
-    #[error("failed to exec {program:?}")]
-    Exec {
-        program: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "the devcluster binary was not found (looked for {searched:?}); build it with `cargo build -p devcluster` or set DEVCLUSTER_BIN"
-    )]
-    BinaryNotFound { searched: Vec<PathBuf> },
-}
 
 /// `__hold-ns`: a private mount namespace that lives until stdin closes.
 pub fn hold_namespace() -> Result<(), IsolationError> {
@@ -163,14 +125,12 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), Isola
             control_dir,
             boot_id_file,
             package,
-            agent_bin,
         } => container_root(
             scratch,
             node_root,
             control_dir,
             boot_id_file,
             package.as_deref(),
-            agent_bin.as_deref(),
         )?,
     };
     for m in &spec.mounts {
@@ -219,14 +179,13 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), Isola
 }
 
 /// An overlay of the machine's `/` on a private tmpfs, with the node's system mounts, the command
-/// shims, the package and the agent binary.
+/// shims and the package.
 fn container_root(
     scratch: &Path,
     node_root: &Path,
     control_dir: &Path,
     boot_id_file: &Path,
     package: Option<&Path>,
-    agent_bin: Option<&Path>,
 ) -> Result<PathBuf, IsolationError> {
     create_mount_point(scratch, true)?;
     mount_fs("tmpfs", scratch, MsFlags::empty(), Some("mode=755"))?;
@@ -250,15 +209,11 @@ fn container_root(
     if let Some(package) = package {
         copy_tree(package, &root.join("skyhook-package"))?;
     }
-    if let Some(agent) = agent_bin {
-        let target = resolve_in_root(&root, AGENT_PATH_IN_CONTAINER);
-        create_mount_point(&target, false)?;
-        bind(agent, &target, true)?;
-    }
     Ok(root)
 }
 
-/// See [`super::prepare_node_upper`].
+/// Writes the command shims, the journal link and a copy of the machine's `sysctl` into a node's
+/// overlay upper directory (before it is mounted).
 pub fn prepare_node_upper(upper: &Path) -> Result<(), IsolationError> {
     create_mount_point(upper, true)?;
     copy_real_sysctl(Path::new("/usr/sbin/sysctl"), upper)?;
@@ -424,7 +379,7 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), IsolationError>
     ))?;
     let exe = PathBuf::from("/proc/self/exe");
     let launched = std::process::Command::new(&exe)
-        .args(super::keep_namespace_args(spec_path, false))
+        .args(keep_namespace_args(spec_path, false))
         .stdin(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -453,7 +408,7 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), IsolationError>
         path: null,
         source,
     })?;
-    let record = super::NamespaceRecord {
+    let record = NamespaceRecord {
         namespace,
         keeper_pid,
     };
@@ -477,7 +432,7 @@ fn record_namespace(path: &Path, spec_path: &Path) -> Result<(), IsolationError>
 pub fn start_detached_keeper(spec_path: &Path) -> Result<(), IsolationError> {
     let exe = PathBuf::from("/proc/self/exe");
     let keeper = std::process::Command::new(&exe)
-        .args(super::keep_namespace_args(spec_path, true))
+        .args(keep_namespace_args(spec_path, true))
         .stdin(std::process::Stdio::inherit())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -13,8 +13,8 @@ pub struct Allocatable {
     pub pods: i128,
 }
 
-/// A pod's effective requests (skyhook-api's rule, the one the controller bounds its pods by).
-pub use skyhook_api::resources::CpuMemory as Requests;
+/// A pod's effective requests, counted by Kubernetes' rule (the one the scheduler applies too).
+pub use k8s_resources::CpuMemory as Requests;
 
 /// Why the pod is rejected: `reason` becomes `status.reason`, `message` `status.message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub fn admit(
             message: "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector".to_owned(),
         });
     }
-    let wanted = skyhook_api::resources::pod_requests(spec).map_err(|e| Rejection {
+    let wanted = k8s_resources::pod_requests(spec).map_err(|e| Rejection {
         reason: "UnexpectedAdmissionError".to_owned(),
         message: format!("Pod was rejected: {e}"),
     })?;

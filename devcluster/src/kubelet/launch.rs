@@ -3,19 +3,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 
-use super::DEFAULT_PATH;
+use super::conventions::DEFAULT_PATH;
 use super::env::{self, EnvSources};
 use super::pod_state::StartErrorKind;
 use super::volumes::{self, HostPathKind, VolumeContent, VolumeSources};
-use crate::images::{ResolvedImage, Runtime};
+use crate::images::{Played, ResolvedImage, Runtime};
 use crate::isolation::{BindMount, ContainerSpec, MountSource, RootSpec};
-use crate::node::sim::{ProcessRuntime, SimContext, SimNode};
+use crate::node::context::{ProcessRuntime, SimContext, SimNode};
 
 /// Why a container cannot start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +32,8 @@ impl StartFailure {
     }
 }
 
-/// A program the kubelet plays itself instead of running a process (pause, sleep, agentless).
+/// A program the kubelet plays itself instead of running a process (pause, sleep, a registered
+/// played program).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum VirtualProgram {
     /// Waits until stopped; exits 0 on SIGTERM, as `pause` does.
@@ -41,11 +41,7 @@ pub(crate) enum VirtualProgram {
     /// Waits until stopped; dies of the signal, as `sleep` does.
     Sleep,
     /// Prints a banner, sleeps, exits with the code (dies of a signal before that).
-    Agentless {
-        banner: String,
-        sleep: Duration,
-        exit_code: i32,
-    },
+    Played(Played),
 }
 
 /// What to run.
@@ -91,7 +87,7 @@ pub(crate) async fn prepare(
     }
     let image_name = container.image.clone().unwrap_or_default();
     let image = pull_image(ctx, node, &image_name)?;
-    let runs_process = runs_process(image.runtime, node.light, container);
+    let runs_process = runs_process(&image, node.light, container);
     let no_volumes = Vec::new();
     let pod_volumes = pod
         .spec
@@ -107,12 +103,11 @@ pub(crate) async fn prepare(
 
     if !runs_process {
         return Ok(Launch::Virtual(virtual_program(
-            image.runtime,
+            &image,
             &argv,
             container,
             &environment,
             node.light,
-            agentless_default_sleep(),
         )));
     }
     let Some(processes) = &ctx.processes else {
@@ -121,7 +116,7 @@ pub(crate) async fn prepare(
             format!("image {image_name:?} needs a full (non-light) node"),
         ));
     };
-    let agent_bin = check_image_files(&image, &image_name, processes)?;
+    let host_binary = check_image_files(&image, &image_name, processes)?;
     let argv = resolve_workspace_binary(argv, &image_name)?;
 
     let token = mounted_token(ctx, pod, objects.wants_token).await?;
@@ -131,14 +126,16 @@ pub(crate) async fn prepare(
         secrets: &objects.secrets,
         token: token.as_deref(),
     };
-    let mounts = volume_mounts(node, container, pod_volumes, &volume_sources, ids.pod_dir)
+    let mut mounts = volume_mounts(node, container, pod_volumes, &volume_sources, ids.pod_dir)
         .map_err(|m| StartFailure::new(StartErrorKind::VolumeSetup, m))?;
+    // First, so that the pod's own volumes are mounted over it as over any file of the image.
+    mounts.splice(0..0, host_binary);
 
     let containers_dir = ids.pod_dir.join("containers");
     Ok(Launch::Process(Box::new(ContainerSpec {
         holder_pid: processes.holder_pid,
         hostname,
-        root: container_root(node, &image, agent_bin),
+        root: container_root(node, &image),
         mounts,
         argv,
         env: environment.into_iter().collect(),
@@ -208,13 +205,19 @@ fn pull_image(
     Ok(image)
 }
 
-/// Whether the container runs as a process rather than a program the kubelet plays: agentless
-/// runs its command (the package copy step) as a process on full nodes only.
-fn runs_process(runtime: Runtime, light: bool, container: &Container) -> bool {
-    match runtime {
+/// Whether the container runs as a process rather than a program the kubelet plays: a played
+/// program may ask for a process, on full nodes only.
+fn runs_process(image: &ResolvedImage, light: bool, container: &Container) -> bool {
+    match image.runtime {
         Runtime::Pause | Runtime::Sleep => false,
-        Runtime::Agentless => !light && container.command.as_ref().is_some_and(|c| !c.is_empty()),
-        Runtime::NodeShell | Runtime::Container | Runtime::SkyhookAgent => true,
+        Runtime::Played => {
+            !light
+                && image
+                    .program
+                    .as_ref()
+                    .is_some_and(|program| program.runs_process(container))
+        }
+        Runtime::NodeShell | Runtime::Container | Runtime::HostBinary => true,
     }
 }
 
@@ -262,13 +265,13 @@ fn hostname(pod: &Pod, node: &SimNode) -> String {
     }
 }
 
-/// Checks that the files an image maps to exist: its package directory and, for the agent
-/// image, the agent binary (returned).
+/// Checks that the files an image maps to exist: its package directory and its host binary
+/// (returned as the mount that shows it in the container root).
 fn check_image_files(
     image: &ResolvedImage,
     image_name: &str,
     processes: &ProcessRuntime,
-) -> Result<Option<PathBuf>, StartFailure> {
+) -> Result<Option<BindMount>, StartFailure> {
     if let Some(package) = &image.package
         && !package.is_dir()
     {
@@ -280,23 +283,34 @@ fn check_image_files(
             ),
         ));
     }
-    if image.runtime != Runtime::SkyhookAgent {
+    let Some(binary) = image
+        .host_binary
+        .as_ref()
+        .filter(|_| image.runtime == Runtime::HostBinary)
+    else {
         return Ok(None);
-    }
-    if !processes.agent_bin.is_file() {
+    };
+    let source = crate::isolation::host_binary(&processes.devcluster_bin, &binary.name);
+    if !source.is_file() {
         return Err(StartFailure::new(
             StartErrorKind::ImagePull,
             format!(
-                "image {image_name:?} runs the skyhook-agent binary, not found at {}; build it with `cargo build -p agent` or set SKYHOOK_AGENT_BIN",
-                processes.agent_bin.display()
+                "image {image_name:?} runs the {name} binary, not found at {}; build it with cargo (same CARGO_TARGET_DIR as devcluster) or set {var}",
+                source.display(),
+                name = binary.name,
+                var = binary.env_var(),
             ),
         ));
     }
-    Ok(Some(processes.agent_bin.clone()))
+    Ok(Some(BindMount {
+        source: MountSource::Machine(source),
+        target: binary.path.clone(),
+        read_only: true,
+    }))
 }
 
 /// The node's own root for the node shell; otherwise a container root over it.
-fn container_root(node: &SimNode, image: &ResolvedImage, agent_bin: Option<PathBuf>) -> RootSpec {
+fn container_root(node: &SimNode, image: &ResolvedImage) -> RootSpec {
     match image.runtime {
         Runtime::NodeShell => RootSpec::Node {
             path: node.paths.root.clone(),
@@ -307,7 +321,6 @@ fn container_root(node: &SimNode, image: &ResolvedImage, agent_bin: Option<PathB
             control_dir: node.paths.control.clone(),
             boot_id_file: node.paths.boot_id.clone(),
             package: image.package.clone(),
-            agent_bin,
         },
     }
 }
@@ -336,67 +349,18 @@ fn host_and_port(url: &str) -> Option<(String, String)> {
     Some((host.trim_matches(['[', ']']).to_owned(), port.to_owned()))
 }
 
-/// How long upstream's agentless image sleeps when `SLEEP_LEN` is unset or empty: a random
-/// whole number of seconds from 5 to 9 (`$((RANDOM % 5 + 5))`), so that the intermediate
-/// states of a rollout can be observed.
-fn agentless_default_sleep() -> Duration {
-    use std::hash::BuildHasher as _;
-    // RandomState is seeded randomly: enough randomness for a test image, without a new crate.
-    let pick = std::hash::RandomState::new().hash_one(std::time::SystemTime::now()) % 5;
-    Duration::from_secs(5 + pick)
-}
-
-/// `default_sleep` is how long agentless sleeps when `SLEEP_LEN` is unset or empty, as the
-/// image's script does; a command that replaces the script (the package copy step, skipped on
-/// light nodes) is no script and sleeps only for an explicit `SLEEP_LEN`.
+/// What the kubelet plays for a container that runs no process.
 fn virtual_program(
-    runtime: Runtime,
+    image: &ResolvedImage,
     argv: &[String],
     container: &Container,
     env: &BTreeMap<String, String>,
     light: bool,
-    default_sleep: Duration,
 ) -> VirtualProgram {
-    match runtime {
-        Runtime::Pause => VirtualProgram::Pause,
-        Runtime::Agentless => {
-            let skipped = light && container.command.as_ref().is_some_and(|c| !c.is_empty());
-            let default_sleep = if skipped {
-                Duration::ZERO
-            } else {
-                default_sleep
-            };
-            let default_sleep = default_sleep.as_secs().to_string();
-            let sleep_len = env
-                .get("SLEEP_LEN")
-                .map(String::as_str)
-                .filter(|s| !s.is_empty())
-                .unwrap_or(&default_sleep);
-            let exit_code = env.get("EXIT_CODE").map_or("0", String::as_str);
-            let banner = if skipped {
-                format!(
-                    "agentless on a light node: command {argv:?} not run; sleep for {sleep_len} and exit with {exit_code}"
-                )
-            } else {
-                format!(
-                    "agentless [{}] sleep for {sleep_len} and exit with {exit_code}",
-                    argv.join(" ")
-                )
-            };
-            VirtualProgram::Agentless {
-                banner,
-                sleep: sleep_len
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .map_or(Duration::ZERO, Duration::from_secs_f64),
-                // `exit N` in a shell: modulo 256; not a number is the shell's error, 2.
-                exit_code: exit_code
-                    .trim()
-                    .parse::<i64>()
-                    .map_or(2, |c| i32::try_from(c.rem_euclid(256)).unwrap_or(2)),
-            }
+    match (image.runtime, &image.program) {
+        (Runtime::Pause, _) => VirtualProgram::Pause,
+        (Runtime::Played, Some(program)) => {
+            VirtualProgram::Played(program.play(argv, container, env, light))
         }
         _ => VirtualProgram::Sleep,
     }
@@ -593,6 +557,7 @@ fn write_files(dir: &Path, files: &[volumes::VolumeFile]) -> Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn workspace_binaries_resolve_next_to_devcluster_or_fail_as_a_pull() {
@@ -629,114 +594,69 @@ mod tests {
         }
     }
 
-    #[test]
-    fn agentless_reads_sleep_and_exit_code() {
-        let script: Container = serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
-        let copy: Container =
-            serde_json::from_value(serde_json::json!({"name": "c", "command": ["/bin/sh"]}))
-                .unwrap();
-        let default = Duration::from_secs(7);
-        // (container, light node, SLEEP_LEN, EXIT_CODE) → (sleep, exit code)
-        type Case<'a> = (
-            &'a Container,
-            bool,
-            Option<&'a str>,
-            Option<&'a str>,
-            Duration,
-            i32,
-        );
-        let cases: &[Case<'_>] = &[
-            // Unset or empty: upstream's script sleeps its random default.
-            (&script, false, None, None, default, 0),
-            (&script, true, None, None, default, 0),
-            (&script, false, Some(""), None, default, 0),
-            (&script, false, Some("0"), None, Duration::ZERO, 0),
-            (
-                &script,
-                false,
-                Some("2"),
-                Some("3"),
-                Duration::from_secs(2),
-                3,
-            ),
-            (
-                &script,
-                false,
-                Some("0.5"),
-                Some("256"),
-                Duration::from_millis(500),
-                0,
-            ),
-            (&script, false, Some("x"), Some("-1"), Duration::ZERO, 255),
-            (
-                &script,
-                false,
-                Some("1"),
-                Some("oops"),
-                Duration::from_secs(1),
-                2,
-            ),
-            // A command replaces the script: on a light node it is skipped and only an explicit
-            // SLEEP_LEN makes it wait.
-            (&copy, true, None, None, Duration::ZERO, 0),
-            (&copy, true, Some("2"), None, Duration::from_secs(2), 0),
-        ];
-        for (container, light, sleep, code, expected_sleep, expected_code) in cases {
-            let mut env = BTreeMap::new();
-            if let Some(s) = sleep {
-                env.insert("SLEEP_LEN".to_owned(), (*s).to_owned());
+    fn image(runtime: Runtime) -> ResolvedImage {
+        ResolvedImage {
+            runtime,
+            entrypoint: Vec::new(),
+            cmd: Vec::new(),
+            env: BTreeMap::new(),
+            package: None,
+            host_binary: None,
+            program: None,
+        }
+    }
+
+    /// Asks for a process when the container has a command, and plays a one-second nap.
+    #[derive(Debug)]
+    struct CommandOrNap;
+
+    impl crate::images::PlayedProgram for CommandOrNap {
+        fn runs_process(&self, container: &Container) -> bool {
+            container.command.as_ref().is_some_and(|c| !c.is_empty())
+        }
+
+        fn play(
+            &self,
+            argv: &[String],
+            _container: &Container,
+            _env: &BTreeMap<String, String>,
+            light: bool,
+        ) -> Played {
+            Played {
+                banner: format!("{argv:?} light={light}"),
+                sleep: Duration::from_secs(1),
+                exit_code: 4,
             }
-            if let Some(c) = code {
-                env.insert("EXIT_CODE".to_owned(), (*c).to_owned());
-            }
-            let program = virtual_program(
-                Runtime::Agentless,
-                &["apply".into(), "/root".into()],
-                container,
-                &env,
-                *light,
-                default,
-            );
-            let VirtualProgram::Agentless {
-                sleep: slept,
-                exit_code,
-                banner,
-            } = program
-            else {
-                panic!("expected agentless");
-            };
-            assert_eq!(
-                (slept, exit_code),
-                (*expected_sleep, *expected_code),
-                "light {light}, SLEEP_LEN {sleep:?}, EXIT_CODE {code:?}"
-            );
-            assert!(banner.contains("sleep for "), "{banner}");
+        }
+    }
+
+    fn played() -> ResolvedImage {
+        ResolvedImage {
+            program: Some(std::sync::Arc::new(CommandOrNap)),
+            ..image(Runtime::Played)
         }
     }
 
     #[test]
-    fn agentless_default_sleep_is_five_to_nine_seconds() {
-        for _ in 0..50 {
-            let sleep = agentless_default_sleep();
-            assert!(
-                (Duration::from_secs(5)..=Duration::from_secs(9)).contains(&sleep),
-                "{sleep:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn pause_and_sleep_are_virtual_programs() {
+    fn pause_sleep_and_played_programs_are_virtual() {
         let container: Container =
             serde_json::from_value(serde_json::json!({"name": "c"})).unwrap();
         let env = BTreeMap::new();
         assert_eq!(
-            virtual_program(Runtime::Pause, &[], &container, &env, true, Duration::ZERO),
+            virtual_program(&image(Runtime::Pause), &[], &container, &env, true),
             VirtualProgram::Pause
         );
         assert_eq!(
-            virtual_program(Runtime::Sleep, &[], &container, &env, true, Duration::ZERO),
+            virtual_program(&image(Runtime::Sleep), &[], &container, &env, true),
             VirtualProgram::Sleep
+        );
+        assert_eq!(
+            virtual_program(&played(), &["a".to_owned()], &container, &env, true),
+            VirtualProgram::Played(Played {
+                banner: "[\"a\"] light=true".to_owned(),
+                sleep: Duration::from_secs(1),
+                exit_code: 4,
+            })
         );
     }
 
@@ -747,24 +667,23 @@ mod tests {
         };
         let copy = container(serde_json::json!(["cp", "-r", "/skyhook-package", "/root"]));
         let no_command = container(serde_json::Value::Null);
-        let empty_command = container(serde_json::json!([]));
         let cases = [
-            // runtime, light node, container, runs a process
-            (Runtime::Pause, false, &copy, false),
-            (Runtime::Sleep, false, &copy, false),
-            (Runtime::Agentless, false, &copy, true),
-            (Runtime::Agentless, true, &copy, false),
-            (Runtime::Agentless, false, &no_command, false),
-            (Runtime::Agentless, false, &empty_command, false),
-            (Runtime::NodeShell, false, &no_command, true),
-            (Runtime::Container, false, &no_command, true),
-            (Runtime::SkyhookAgent, false, &no_command, true),
+            // image, light node, container, runs a process
+            (image(Runtime::Pause), false, &copy, false),
+            (image(Runtime::Sleep), false, &copy, false),
+            (played(), false, &copy, true),
+            (played(), true, &copy, false),
+            (played(), false, &no_command, false),
+            (image(Runtime::NodeShell), false, &no_command, true),
+            (image(Runtime::Container), false, &no_command, true),
+            (image(Runtime::HostBinary), false, &no_command, true),
         ];
-        for (runtime, light, container, expected) in cases {
+        for (image, light, container, expected) in cases {
             assert_eq!(
-                runs_process(runtime, light, container),
+                runs_process(&image, light, container),
                 expected,
-                "{runtime:?} light={light} command={:?}",
+                "{:?} light={light} command={:?}",
+                image.runtime,
                 container.command
             );
         }

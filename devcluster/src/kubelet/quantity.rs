@@ -1,8 +1,8 @@
 //! Resource quantities (`100m`, `1.5`, `20Mi`, `1e3`) as integers: CPU in millicores, everything
-//! else in base units, rounded up as the API server rounds requests. Parsing is skyhook-api's
+//! else in base units, rounded up as the API server rounds requests. Parsing is k8s-resources'
 //! (one grammar for the whole project); this module only picks the unit the kubelet counts in.
 
-use skyhook_api::validate::parse_quantity;
+use k8s_resources::{QuantityValue, parse_quantity};
 
 /// The quantity cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,7 +19,7 @@ pub fn units(text: &str) -> Result<i128, InvalidQuantity> {
     parse(text).map(|value| value.units_ceil())
 }
 
-fn parse(text: &str) -> Result<skyhook_api::validate::QuantityValue, InvalidQuantity> {
+fn parse(text: &str) -> Result<QuantityValue, InvalidQuantity> {
     parse_quantity(text.trim()).map_err(|_| InvalidQuantity(text.to_owned()))
 }
 

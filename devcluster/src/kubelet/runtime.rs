@@ -14,12 +14,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::container_log::{self, LineSplitter, Stream};
+use super::conventions::now;
 use super::launch::{Launch, StartFailure, VirtualProgram};
 use super::pod_state::{ContainerRef, StartErrorKind};
 use crate::isolation::{
     self, ContainerSpec, NamespaceRecord, START_ERROR_EXIT, mount_namespace_id,
 };
-use crate::node::sim::{ProcessRuntime, SimNode};
+use crate::node::context::{ProcessRuntime, SimNode};
 
 /// How a container ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,7 +262,7 @@ async fn report_exit(
         attempt,
         code,
         signal,
-        at: super::now(),
+        at: now(),
         start_error,
     });
 }
@@ -388,13 +389,9 @@ async fn play(
     let (sleep, exit_code, on_term) = match &program {
         VirtualProgram::Pause => (None, 0, Some(0)),
         VirtualProgram::Sleep => (None, 0, None),
-        VirtualProgram::Agentless {
-            banner,
-            sleep,
-            exit_code,
-        } => {
-            log.append(Stream::Stdout, false, banner.as_bytes());
-            (Some(*sleep), *exit_code, None)
+        VirtualProgram::Played(played) => {
+            log.append(Stream::Stdout, false, played.banner.as_bytes());
+            (Some(played.sleep), played.exit_code, None)
         }
     };
     let finished = async {
@@ -419,7 +416,7 @@ async fn play(
         attempt,
         code,
         signal,
-        at: super::now(),
+        at: now(),
         start_error: None,
     });
 }

@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::admission::{self, Rejection};
+use super::conventions::now;
 use super::launch::{self, StartFailure, StartIds};
-use super::now;
 use super::pod_state::{
     ContainerRecord, ContainerRef, PodRuntime, RestartPolicy, StartErrorKind, Terminated,
 };
@@ -23,8 +23,8 @@ use super::probe::{self, Readiness, ReadinessProbe};
 use super::runtime::{ExitEvent, KILL_WAIT, Running, StartFiles, Supervisor};
 use super::status::{self, StatusContext};
 use crate::network::{self, PodNamespace};
+use crate::node::context::{Power, SimContext, SimNode, patch_params};
 use crate::node::object;
-use crate::node::sim::{Power, SimContext, SimNode, patch_params};
 
 /// The latest state of the pod, from the kubelet's watch.
 #[derive(Debug, Clone)]

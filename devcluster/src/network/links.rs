@@ -7,7 +7,9 @@ use std::process::Stdio;
 
 use tokio::process::{Child, ChildStdin, Command};
 
-use super::{BridgePlan, ClusterNetwork, MAX_CLUSTERS, POD_INTERFACE, PodInterface};
+use super::addresses::{
+    BridgePlan, ClusterNetwork, MAX_CLUSTERS, MAX_NODES, POD_INTERFACE, PodInterface,
+};
 use crate::PathIoError;
 
 /// Where the simulator records the bridges it created, so `devcluster down` removes them even
@@ -25,7 +27,7 @@ pub enum NetworkError {
          exist); stop other clusters or delete bridges left by crashed ones (`ip link del dcpNn1`)"
     )]
     NoFreeNetwork,
-    #[error("node index {index} is beyond the pod network's {max} nodes", max = super::MAX_NODES)]
+    #[error("node index {index} is beyond the pod network's {max} nodes", max = MAX_NODES)]
     TooManyNodes { index: usize },
     #[error("failed to start the network namespace holder of a pod: {reason}")]
     Holder { reason: String },

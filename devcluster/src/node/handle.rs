@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
 
-use super::NodeError;
 use super::command_shims::{JOURNAL_FILE, REQUESTS_FIFO};
+use super::context::{NodePaths, NodeRecord, SimContext, SimNode};
+use super::error::NodeError;
 use super::holder::running_holder;
 use super::power;
-use super::sim::{NodePaths, NodeRecord, SimContext, SimNode};
 use crate::PathIoError;
 use crate::isolation::{self, ContainerSpec, RootSpec};
 

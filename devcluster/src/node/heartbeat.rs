@@ -13,8 +13,8 @@ use kube::api::{Api, Patch};
 use kube::runtime::reflector::ObjectRef;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::context::{Power, SimContext, SimNode, patch_params, post_params};
 use super::object::{self, LEASE_NAMESPACE};
-use super::sim::{Power, SimContext, SimNode, patch_params, post_params};
 
 /// Renews the Leases every `lease_renew_interval` and, every `status_update_interval`, posts the
 /// status of each node whose API copy differs from what its kubelet would post or whose last post

@@ -6,7 +6,7 @@ use std::process::Stdio;
 
 use tokio::process::{Child, ChildStdin, Command};
 
-use super::NodeError;
+use super::error::NodeError;
 use crate::PathIoError;
 use crate::isolation::{self, NodeRootSpec};
 

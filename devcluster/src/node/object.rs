@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use serde_json::json;
 
-use super::Heartbeat;
+use super::heartbeat_timing::Heartbeat;
 
 /// Namespace of node leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -371,7 +371,7 @@ mod tests {
             ("True", vec![], true),
             ("True", vec!["node.kubernetes.io/not-ready"], false),
             ("True", vec!["node.kubernetes.io/unreachable"], false),
-            ("True", vec!["skyhook.nvidia.com=runtime-required"], true),
+            ("True", vec!["example.com/maintenance=pending"], true),
             ("False", vec![], false),
             ("Unknown", vec!["node.kubernetes.io/unreachable"], false),
         ];

@@ -13,9 +13,10 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
+use super::boot::{mount_root, new_boot_id};
 use super::command_shims::REQUESTS_FIFO;
+use super::context::{Power, SimContext, SimNode};
 use super::heartbeat::{post_status, renew_lease};
-use super::sim::{Power, SimContext, SimNode, mount_root, new_boot_id};
 
 /// How long `down` waits for the killed containers to be collected.
 const DOWN_KILL_BOUND: Duration = Duration::from_secs(15);

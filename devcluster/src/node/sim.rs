@@ -1,7 +1,6 @@
 //! Starting, running and stopping the simulated nodes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -9,179 +8,31 @@ use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::api::{Api, Patch};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::boot::{mount_root, new_boot_id};
 use super::command_shims::{JOURNAL_FILE, REQUESTS_FIFO};
+use super::context::{
+    NodePaths, NodeRecord, Power, ProcessRuntime, SimContext, SimNode, patch_params, post_params,
+};
+use super::error::NodeError;
+use super::handle::NodeHandle;
 use super::holder::{self, Holder};
-use super::object::{self, LEASE_NAMESPACE, NodeFacts};
+use super::object::{self, LEASE_NAMESPACE, NodeFacts, is_settled};
+use super::options::NodeSimOptions;
 use super::size::{self, NodeSize};
-use super::{NodeError, NodeHandle, NodeSimOptions, heartbeat, power};
+use super::{heartbeat, power};
 use crate::PathIoError;
-use crate::isolation::{self, NodeRootSpec};
+use crate::isolation;
 use crate::kubelet::Kubelet;
-use crate::kubelet::admission::{Allocatable, Requests};
+use crate::kubelet::admission::Allocatable;
 use crate::kubelet::api::KubeletApi;
 use crate::kubelet::quantity;
-use crate::network::{ClusterNetwork, NodeBridges};
-
-pub(crate) use super::object::is_settled;
-
-/// Field manager of every write the simulator makes.
-pub(crate) const FIELD_MANAGER: &str = "devcluster-kubelet";
-
-/// Patch parameters naming the simulator as the field manager.
-pub(crate) fn patch_params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    }
-}
-
-/// Create parameters naming the simulator as the field manager.
-pub(crate) fn post_params() -> PostParams {
-    PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    }
-}
-
-/// Whether a node is running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Power {
-    Up,
-    /// Shutting down or rebooting: the kubelet kills its containers and reports nothing.
-    Down,
-    /// A dead machine (power cut, kernel hang): every process is gone at once, nothing is
-    /// reported, and it stays so until [`super::NodeHandle::up`].
-    Off,
-}
-
-/// Paths of one node's state.
-#[derive(Debug, Clone)]
-pub(crate) struct NodePaths {
-    pub dir: PathBuf,
-    /// The node root's mount point (inside the holder's namespace).
-    pub root: PathBuf,
-    pub upper: PathBuf,
-    pub work: PathBuf,
-    pub control: PathBuf,
-    pub boot_id: PathBuf,
-    pub logs: PathBuf,
-    pub pods: PathBuf,
-    /// Mount point of container roots (each in its own namespace).
-    pub scratch: PathBuf,
-}
-
-impl NodePaths {
-    pub fn new(state_dir: &Path, name: &str) -> Self {
-        let dir = state_dir.join(name);
-        Self {
-            root: dir.join("root"),
-            upper: dir.join("upper"),
-            work: dir.join("work"),
-            control: dir.join("control"),
-            boot_id: dir.join("boot_id"),
-            logs: dir.join("logs"),
-            pods: dir.join("pods"),
-            scratch: dir.join("scratch"),
-            dir,
-        }
-    }
-}
-
-/// What `node.json` records, for handles opened from another process.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct NodeRecord {
-    pub name: String,
-    pub index: usize,
-    pub light: bool,
-}
-
-/// One simulated node, shared by its heartbeat, its kubelet pod workers and its handles.
-#[derive(Debug)]
-pub(crate) struct SimNode {
-    pub name: String,
-    pub index: usize,
-    pub light: bool,
-    pub paths: NodePaths,
-    pub labels: std::collections::BTreeMap<String, String>,
-    pub power: watch::Sender<Power>,
-    /// Containers (processes or virtual) currently running on the node.
-    pub live_containers: watch::Sender<usize>,
-    pub rebooting: AtomicBool,
-    /// Held down by [`super::NodeHandle::down`]: a reboot in flight must not bring it back.
-    pub held_down: AtomicBool,
-    /// Serialises power transitions (reboot, down, up), so `down` can wait out a reboot.
-    pub power_lock: tokio::sync::Mutex<()>,
-    /// When the kubelet last posted this node's status successfully.
-    pub last_status_post: Mutex<Option<std::time::Instant>>,
-    pub boot_id: Mutex<String>,
-    /// Requests of the pods admitted on the node, by pod uid.
-    pub admitted: Mutex<HashMap<String, Requests>>,
-    /// Pod IP slots in use.
-    pub pod_ip_slots: Mutex<BTreeSet<u8>>,
-}
-
-impl SimNode {
-    /// The node's labels as the API server holds them now (labels are added after registration,
-    /// by users and controllers), or those it registered with while the watch has not seen it.
-    pub fn current_labels(&self, ctx: &SimContext) -> std::collections::BTreeMap<String, String> {
-        ctx.node_store
-            .get(&ObjectRef::new(&self.name))
-            .and_then(|node| node.metadata.labels.clone())
-            .unwrap_or_else(|| self.labels.clone())
-    }
-
-    pub fn boot_id(&self) -> String {
-        self.boot_id.lock().map(|b| b.clone()).unwrap_or_default()
-    }
-
-    pub fn is_up(&self) -> bool {
-        *self.power.borrow() == Power::Up
-    }
-
-    pub fn host_ip(&self) -> String {
-        object::node_ip(self.index)
-    }
-}
-
-/// How containers become processes (full nodes only).
-#[derive(Debug, Clone)]
-pub(crate) struct ProcessRuntime {
-    pub devcluster_bin: PathBuf,
-    pub agent_bin: PathBuf,
-    pub holder_pid: i32,
-}
-
-/// Shared by every part of the simulator.
-pub(crate) struct SimContext {
-    pub client: kube::Client,
-    pub opts: NodeSimOptions,
-    pub facts: NodeFacts,
-    pub allocatable: Allocatable,
-    /// Bounds API writes in flight.
-    pub writes: Semaphore,
-    pub processes: Option<ProcessRuntime>,
-    /// The Node objects as the API server holds them (labels for admission, conditions and boot
-    /// ID for the status loop), from one watch shared by every simulated kubelet.
-    pub node_store: reflector::Store<Node>,
-    /// The pod network, when full nodes have one.
-    pub network: Option<ClusterNetwork>,
-}
-
-impl std::fmt::Debug for SimContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimContext")
-            .field("opts", &self.opts)
-            .field("processes", &self.processes)
-            .finish_non_exhaustive()
-    }
-}
+use crate::network::NodeBridges;
 
 /// The running simulator. Dropping it aborts everything (containers are killed, node roots
 /// disappear with the holder); [`NodeSim::shutdown`] does the same in order.
@@ -224,7 +75,6 @@ pub async fn start_nodes(client: kube::Client, opts: NodeSimOptions) -> Result<N
         let devcluster_bin = isolation::devcluster_binary()?;
         let holder = Holder::start(&devcluster_bin, &opts.state_dir).await?;
         let processes = ProcessRuntime {
-            agent_bin: isolation::agent_binary(&devcluster_bin),
             devcluster_bin,
             holder_pid: holder.pid,
         };
@@ -397,13 +247,6 @@ fn machine_facts(opts: &NodeSimOptions) -> NodeFacts {
     }
 }
 
-/// A fresh random boot ID.
-pub(crate) fn new_boot_id() -> Result<String, NodeError> {
-    let path = "/proc/sys/kernel/random/uuid";
-    let text = std::fs::read_to_string(path).map_err(PathIoError::of("read", path))?;
-    Ok(text.trim().to_owned())
-}
-
 /// Local state of every node: directories, boot IDs, control FIFOs, node roots.
 async fn create_local_nodes(ctx: &Arc<SimContext>) -> Result<Vec<Arc<SimNode>>, NodeError> {
     let opts = &ctx.opts;
@@ -485,28 +328,6 @@ fn prepare_control_dir(paths: &NodePaths) -> Result<(), NodeError> {
         .open(&journal)
         .map_err(PathIoError::of("create", &journal))?;
     Ok(())
-}
-
-/// Mounts (or remounts) a node's root in the holder's namespace.
-pub(crate) async fn mount_root(
-    processes: &ProcessRuntime,
-    node: &SimNode,
-) -> Result<(), NodeError> {
-    let spec = NodeRootSpec {
-        holder_pid: processes.holder_pid,
-        upper: node.paths.upper.clone(),
-        work: node.paths.work.clone(),
-        merged: node.paths.root.clone(),
-        control_dir: node.paths.control.clone(),
-        boot_id_file: node.paths.boot_id.clone(),
-    };
-    holder::mount_node_root(
-        &processes.devcluster_bin,
-        &node.name,
-        &spec,
-        &node.paths.dir.join("root-spec.json"),
-    )
-    .await
 }
 
 /// The labels of node `index` besides the kubelet's: those of its size, then the configured ones.

@@ -15,7 +15,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use super::{Routes, attempt_order, routes};
+use super::routes::{Routes, attempt_order, routes};
 
 /// How long a connection waits for one endpoint before trying the next: endpoints are on this
 /// machine, so one that does not answer at once is gone.
@@ -113,7 +113,7 @@ pub struct ServiceProxy {
 
 impl ServiceProxy {
     /// Starts following the API; after each change the routes in effect are written to
-    /// `record` (see [`super::routes_in_effect`]).
+    /// `record` (see [`super::routes::routes_in_effect`]).
     pub fn start(client: kube::Client, record: PathBuf) -> Self {
         Self {
             following: tokio::spawn(follow(client, record)),

@@ -25,6 +25,7 @@ use cases::Rollout;
 use cluster::BenchCluster;
 use devcluster::node::NodeSize;
 use report::CaseReport;
+use skyhook_devcluster::SkyhookInstall;
 
 /// One measured step on a cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +169,7 @@ async fn run_step(
             let _webhook = cluster
                 .installed
                 .cluster
-                .install_webhook(devcluster::WebhookOptions::default())
+                .install_webhook(skyhook_devcluster::WebhookOptions::default())
                 .await?;
             let mut reports = Vec::new();
             for object in [admission::Object::Valid, admission::Object::Invalid] {

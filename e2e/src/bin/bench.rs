@@ -17,7 +17,7 @@ const ALL_CASES: [&str; 5] = ["rollout", "chain", "idle", "admission", "status"]
 #[command(
     about = "Benchmark skyhook-controller, the webhook and kubectl-skyhook on fresh devclusters",
     after_help = "Build the binaries first (same profile and target directory):\n  \
-        cargo build --release -p devcluster -p controller -p agent -p webhook -p kubectl-skyhook\n\
+        cargo build --release -p skyhook-devcluster -p controller -p agent -p webhook -p kubectl-skyhook\n\
         Examples:\n  bench\n  bench --nodes 1000 --cases chain\n  bench --nodes 100 --cases rollout,admission"
 )]
 struct Args {

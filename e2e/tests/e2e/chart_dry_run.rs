@@ -38,9 +38,12 @@ async fn dry_run(kubectl: &e2e::Kubectl, manifests: &str) -> anyhow::Result<(boo
 #[tokio::test]
 async fn rendered_manifests_pass_the_api_servers_own_validation() -> anyhow::Result<()> {
     e2e::build_binaries()?;
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .context("starting the devcluster")?;
+    let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
+        ..DevClusterOptions::default()
+    })
+    .await
+    .context("starting the devcluster")?;
     let kubectl = e2e::Kubectl::new(cluster.kubeconfig_path());
     kubectl
         .succeed(&["create", "namespace", "skyhook"])

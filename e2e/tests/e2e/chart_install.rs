@@ -52,6 +52,7 @@ const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 async fn helm_install_upgrade_and_uninstall_of_the_whole_chart() -> anyhow::Result<()> {
     e2e::build_binaries()?;
     let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
         nodes: 2,
         pod_network: true,
         node_labels: BTreeMap::from([(

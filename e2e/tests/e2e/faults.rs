@@ -17,14 +17,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use devcluster::Component;
 use devcluster::node::Heartbeat;
-use devcluster::{Component, InstallOptions};
 use e2e::budget::{BudgetSampler, CompartmentBudget, SkyhookBudget};
 use e2e::{Installed, Recorder, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE};
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use serde_json::json;
+use skyhook_devcluster::{InstallOptions, SkyhookInstall};
 
 const NAME: &str = "faults";
 const NODES: usize = 6;

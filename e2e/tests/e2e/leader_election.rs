@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use devcluster::InstallOptions;
 use e2e::budget::{BudgetSampler, CompartmentBudget, SkyhookBudget};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
 use serde_json::json;
+use skyhook_devcluster::{InstallOptions, SkyhookInstall};
 
 const LEASE: &str = "3c22c1ae.nvidia.com";
 const SKYHOOK: &str = "failover";
@@ -32,7 +32,7 @@ async fn the_standby_finishes_the_rollout_after_the_leader_is_killed() -> anyhow
     .await?;
     let client = installed.cluster.client()?;
     let leases: Api<Lease> =
-        Api::namespaced(client.clone(), devcluster::skyhook::install::NAMESPACE);
+        Api::namespaced(client.clone(), skyhook_devcluster::install::NAMESPACE);
     let first = e2e::within(
         "the first replica to take the Lease",
         e2e::WAIT,

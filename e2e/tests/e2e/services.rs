@@ -274,6 +274,7 @@ async fn services_route_across_nodes_and_follow_endpoint_slices() -> Result<()> 
     let began = std::time::Instant::now();
     let step = |what: &str| eprintln!("services: {what} after {:?}", began.elapsed());
     let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
         nodes: 2,
         pod_network: true,
         ..DevClusterOptions::default()

@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use devcluster::{DevCluster, DevClusterOptions, InstallOptions, WebhookOptions};
+use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use skyhook_devcluster::{InstallOptions, SkyhookInstall, WebhookOptions};
 
 const SKYHOOK_DENIED: &str = "admission webhook \"validate-skyhook.nvidia.com\" denied the request";
 const POLICY_DENIED: &str =
@@ -22,16 +23,19 @@ const POLICY_DENIED: &str =
 
 /// A cluster without nodes, the controller (it removes Skyhook finalizers) and the webhook.
 struct Setup {
-    webhook: devcluster::WebhookProcess,
-    _controller: devcluster::ControllerProcess,
+    webhook: skyhook_devcluster::WebhookProcess,
+    _controller: skyhook_devcluster::ControllerProcess,
     cluster: DevCluster,
 }
 
 async fn setup() -> anyhow::Result<Setup> {
     e2e::build_binaries()?;
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .context("starting the devcluster")?;
+    let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
+        ..DevClusterOptions::default()
+    })
+    .await
+    .context("starting the devcluster")?;
     let controller = cluster
         .install(InstallOptions::default())
         .await
@@ -292,9 +296,9 @@ async fn the_serving_certificate_rotates_without_a_failed_request() -> anyhow::R
     let setup = setup().await?;
     let client = setup.cluster.client()?;
     let secrets: Api<Secret> =
-        Api::namespaced(client.clone(), devcluster::skyhook::install::NAMESPACE);
+        Api::namespaced(client.clone(), skyhook_devcluster::install::NAMESPACE);
     let before = secrets
-        .get(devcluster::skyhook::webhook::CERT_SECRET)
+        .get(skyhook_devcluster::webhook::CERT_SECRET)
         .await
         .context("reading the webhook's certificate Secret")?;
     let old_cert = secret_field(&before, "tls.crt")?;
@@ -316,7 +320,7 @@ async fn the_serving_certificate_rotates_without_a_failed_request() -> anyhow::R
 
     secrets
         .patch(
-            devcluster::skyhook::webhook::CERT_SECRET,
+            skyhook_devcluster::webhook::CERT_SECRET,
             &PatchParams::default(),
             &Patch::Merge(serde_json::json!({
                 "metadata": {"annotations": {"skyhook.nvidia.com/expiration": "2000-01-01T00:00:00Z"}}
@@ -388,7 +392,7 @@ async fn wait_for_new_secret(secrets: &Api<Secret>, old_cert: &str) -> anyhow::R
     let started = Instant::now();
     loop {
         let secret = secrets
-            .get(devcluster::skyhook::webhook::CERT_SECRET)
+            .get(skyhook_devcluster::webhook::CERT_SECRET)
             .await?;
         if secret_field(&secret, "tls.crt")? != old_cert {
             return Ok(secret);

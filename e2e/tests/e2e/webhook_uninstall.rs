@@ -9,22 +9,26 @@
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
-use devcluster::{DevCluster, DevClusterOptions, InstallOptions, WebhookOptions};
+use devcluster::{DevCluster, DevClusterOptions};
+use skyhook_devcluster::{InstallOptions, SkyhookInstall, WebhookOptions};
 
 const SKYHOOK_DENIED: &str = "admission webhook \"validate-skyhook.nvidia.com\" denied the request";
 const NAME: &str = "uninstall-rules";
 
 /// A cluster with the CRDs and the webhook, and no controller running.
 struct Setup {
-    _webhook: devcluster::WebhookProcess,
+    _webhook: skyhook_devcluster::WebhookProcess,
     cluster: DevCluster,
 }
 
 async fn setup() -> anyhow::Result<Setup> {
     e2e::build_binaries()?;
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .context("starting the devcluster")?;
+    let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
+        ..DevClusterOptions::default()
+    })
+    .await
+    .context("starting the devcluster")?;
     let mut controller = cluster
         .install(InstallOptions::default())
         .await

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_resources::{QuantityValue, parse_quantity};
 
-use super::quantity::{QuantityValue, parse_quantity};
 use super::violation::{Violation, Violations};
 use crate::duration;
 use crate::glob::Pattern;

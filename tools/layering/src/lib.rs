@@ -322,23 +322,6 @@ fn tokenize(code: &str) -> Vec<String> {
     tokens
 }
 
-/// The folders of a workspace's member crates, from the `members = [...]` of its `Cargo.toml`
-/// text, in the order written.
-pub fn workspace_members(manifest: &str) -> Vec<String> {
-    let Some(start) = manifest.find("members") else {
-        return Vec::new();
-    };
-    let list = &manifest[start..];
-    let (Some(open), Some(close)) = (list.find('['), list.find(']')) else {
-        return Vec::new();
-    };
-    list[open + 1..close]
-        .split(',')
-        .map(|member| member.trim().trim_matches('"').to_owned())
-        .filter(|member| !member.is_empty())
-        .collect()
-}
-
 /// A crate's source files: path relative to `src/`, and their text.
 pub type Sources = BTreeMap<PathBuf, String>;
 
@@ -531,6 +514,35 @@ pub fn circles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>
     state.found
 }
 
+/// The member folders of a workspace, from the `members = [...]` array of its root `Cargo.toml`
+/// (`manifest`, its text), in order: the one list of crates, so that a new crate is checked
+/// without being named a second time. Empty when the manifest has no such array.
+pub fn workspace_members(manifest: &str) -> Vec<String> {
+    let code: Vec<&str> = manifest
+        .lines()
+        .map(|line| line.split_once('#').map_or(line, |(code, _)| code))
+        .collect();
+    let Some(start) = code.iter().position(|line| {
+        line.trim_start()
+            .strip_prefix("members")
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    }) else {
+        return Vec::new();
+    };
+    let rest = code[start..].join("\n");
+    let Some((_, after_open)) = rest.split_once('[') else {
+        return Vec::new();
+    };
+    let inside = after_open
+        .split_once(']')
+        .map_or(after_open, |(inside, _)| inside);
+    inside
+        .split(',')
+        .map(|entry| entry.trim().trim_matches('"').to_owned())
+        .filter(|entry| !entry.is_empty())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -681,5 +693,18 @@ mod tests {
                 PathBuf::from("kubelet/worker.rs")
             ]]
         );
+    }
+
+    #[test]
+    fn workspace_members_come_from_the_members_array() {
+        let one_line =
+            "[workspace]\nresolver = \"3\"\nmembers = [\"skyhook-api\", \"tools/layering\"]\n";
+        assert_eq!(
+            workspace_members(one_line),
+            ["skyhook-api", "tools/layering"]
+        );
+        let several_lines = "[workspace]\nmembers = [\n  \"agent\", # the node agent\n  \"e2e\",\n]\n[workspace.dependencies]\nx = [\"y\"]\n";
+        assert_eq!(workspace_members(several_lines), ["agent", "e2e"]);
+        assert!(workspace_members("[package]\nname = \"a\"\n").is_empty());
     }
 }

@@ -8,19 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use layering::{circles, crate_graph, read_crate};
-
-/// Every crate of the workspace, by folder.
-const CRATES: [&str; 8] = [
-    "agent",
-    "controller",
-    "devcluster",
-    "e2e",
-    "kubectl-skyhook",
-    "skyhook-api",
-    "tools/layering",
-    "webhook",
-];
+use layering::{circles, crate_graph, read_crate, workspace_members};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -28,8 +16,16 @@ fn workspace() -> PathBuf {
 
 /// `<crate>: <file>, <file>, ...` per circle, files relative to the crate's `src/`.
 fn circle_lines() -> BTreeSet<String> {
+    let manifest = workspace().join("Cargo.toml");
+    let manifest = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", manifest.display()));
+    let members = workspace_members(&manifest);
+    assert!(
+        !members.is_empty(),
+        "no workspace members in the root Cargo.toml"
+    );
     let mut lines = BTreeSet::new();
-    for name in CRATES {
+    for name in &members {
         let sources = read_crate(&workspace().join(name))
             .unwrap_or_else(|error| panic!("reading the sources of {name}: {error}"));
         for circle in circles(&crate_graph(&sources)) {

@@ -53,10 +53,3 @@ fn only_the_rollout_combines_the_budget_rules() {
         copies.join("\n  ")
     );
 }
-
-#[test]
-fn workspace_members_are_read_from_the_manifest() {
-    let manifest =
-        "[workspace]\nresolver = \"3\"\nmembers = [\"a\", \"tools/b\",\n  \"c\"]\n\n[x]\ny = [1]";
-    assert_eq!(workspace_members(manifest), ["a", "tools/b", "c"]);
-}

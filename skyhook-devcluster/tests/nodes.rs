@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use devcluster::controlplane::process::is_alive_running;
+use devcluster::images::ImageMap;
 use devcluster::kubelet::backoff::BackoffPolicy;
 use devcluster::node::{NodeHandle, NodeSimOptions, start_nodes};
 use devcluster::{DevCluster, DevClusterOptions};
@@ -95,6 +96,7 @@ async fn start_fixture() -> Result<Fixture> {
                 max: Duration::from_secs(10),
             },
             shutdown_grace: Duration::from_secs(3),
+            image_map: ImageMap::builtin(&workspace, &skyhook_devcluster::images())?,
             ..NodeSimOptions::new(count, dir, workspace.clone())?
         })
     };

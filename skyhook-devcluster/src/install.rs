@@ -18,13 +18,16 @@ use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::background::{BackgroundProcess, BackgroundRecord, Launch, spawn, stop_recorded};
-use crate::state::StateDir;
+use crate::background::{BackgroundProcess, BackgroundRecord, Launch, spawn, stop_recorded};
+use crate::error::InstallError;
+use devcluster::state::StateDir;
 
 /// The namespace of the controller's pods, ConfigMaps and Lease, as upstream's chart installs it.
 pub const NAMESPACE: &str = "skyhook";
 /// The controller's binary name (also what `status` and `down` look for in `/proc/<pid>/cmdline`).
 pub const CONTROLLER_BINARY: &str = "skyhook-controller";
+/// The agent's binary name, as Skyhook's image map mounts it into agent containers.
+const AGENT_BINARY: &str = "skyhook-agent";
 /// Field manager of everything `install` applies.
 const FIELD_MANAGER: &str = "devcluster-install";
 
@@ -59,66 +62,6 @@ impl Default for InstallOptions {
             replica: None,
         }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum InstallError {
-    #[error("{action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("parsing the CRD manifest {path}: {source}")]
-    Manifest {
-        path: PathBuf,
-        source: serde_yaml::Error,
-    },
-    #[error("no CRD manifests (*.yaml) in {0}; pass the chart's crds directory")]
-    NoCrds(PathBuf),
-    #[error("applying {what}: {source}")]
-    Apply { what: String, source: kube::Error },
-    #[error("CRD {name} was not Established within {waited:?}")]
-    CrdNotEstablished { name: String, waited: Duration },
-    #[error(
-        "the skyhook-controller binary was not found at {0}; build it with `cargo build -p controller` \
-         (same CARGO_TARGET_DIR as devcluster) or set SKYHOOK_CONTROLLER_BIN"
-    )]
-    ControllerMissing(PathBuf),
-    #[error(
-        "the skyhook-agent binary was not found at {0}; build it with `cargo build -p agent` \
-         (same CARGO_TARGET_DIR as devcluster) or set SKYHOOK_AGENT_BIN"
-    )]
-    AgentMissing(PathBuf),
-    #[error("building a client for the cluster: {0}")]
-    Client(String),
-    #[error("locating the devcluster binary: {0}")]
-    Isolation(#[from] crate::isolation::IsolationError),
-    #[error("no free port for the controller's {0} endpoint: {1}")]
-    Port(&'static str, std::io::Error),
-    #[error("starting {binary}: {source}")]
-    Spawn {
-        binary: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{binary} exited ({status}) before it was ready; last lines of {log}:\n{tail}")]
-    Exited {
-        binary: &'static str,
-        status: std::process::ExitStatus,
-        log: PathBuf,
-        tail: String,
-    },
-    #[error(
-        "{binary} (pid {pid}) was not ready within {waited:?} ({last}); stopped it; last lines of {log}:\n{tail}"
-    )]
-    NotReady {
-        binary: &'static str,
-        pid: u32,
-        waited: Duration,
-        last: String,
-        log: PathBuf,
-        tail: String,
-    },
 }
 
 /// Where a running controller is: what `status` shows and `down` stops.
@@ -212,7 +155,7 @@ pub fn default_crds_dir() -> PathBuf {
 pub fn controller_binary() -> Result<PathBuf, InstallError> {
     match std::env::var_os("SKYHOOK_CONTROLLER_BIN") {
         Some(path) => Ok(PathBuf::from(path)),
-        None => Ok(crate::isolation::devcluster_binary()?.with_file_name(CONTROLLER_BINARY)),
+        None => Ok(devcluster::isolation::devcluster_binary()?.with_file_name(CONTROLLER_BINARY)),
     }
 }
 
@@ -359,7 +302,10 @@ pub async fn start_controller(
     if !binary.is_file() {
         return Err(InstallError::ControllerMissing(binary));
     }
-    let agent = crate::isolation::agent_binary(&crate::isolation::devcluster_binary()?);
+    let agent = devcluster::isolation::host_binary(
+        &devcluster::isolation::devcluster_binary()?,
+        AGENT_BINARY,
+    );
     if !agent.is_file() {
         return Err(InstallError::AgentMissing(agent));
     }

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::install::InstallError;
-use crate::controlplane::process::{
+use crate::error::InstallError;
+use devcluster::controlplane::process::{
     SignalTarget, Stopped, is_alive_running, log_tail, read_record, signal_group, stop_child,
     stop_process, write_record,
 };
-use crate::state::StateDir;
+use devcluster::state::StateDir;
 
 /// How often readiness is asked while waiting.
 const READY_POLL: Duration = Duration::from_millis(250);

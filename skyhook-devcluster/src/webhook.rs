@@ -27,11 +27,10 @@ use kube::api::{
     PostParams,
 };
 
-use super::background::{BackgroundProcess, BackgroundRecord, Launch, spawn, stop_recorded};
-use super::install::{
-    InstallError, NAMESPACE, free_port, lost_port_race, readyz, start_with_fresh_ports,
-};
-use crate::state::StateDir;
+use crate::background::{BackgroundProcess, BackgroundRecord, Launch, spawn, stop_recorded};
+use crate::error::InstallError;
+use crate::install::{NAMESPACE, free_port, lost_port_race, readyz, start_with_fresh_ports};
+use devcluster::state::StateDir;
 
 /// The webhook's binary name (also what `status` and `down` look for in `/proc/<pid>/cmdline`).
 pub const WEBHOOK_BINARY: &str = "skyhook-webhook";
@@ -75,7 +74,7 @@ pub enum WebhookError {
     )]
     Missing(PathBuf),
     #[error(transparent)]
-    Install(#[from] super::install::InstallError),
+    Install(#[from] crate::error::InstallError),
     #[error("{action}: {source}")]
     Api { action: String, source: kube::Error },
 }
@@ -111,8 +110,8 @@ pub type WebhookProcess = BackgroundProcess<WebhookRecord>;
 pub fn webhook_binary() -> Result<PathBuf, WebhookError> {
     match std::env::var_os("SKYHOOK_WEBHOOK_BIN") {
         Some(path) => Ok(PathBuf::from(path)),
-        None => Ok(crate::isolation::devcluster_binary()
-            .map_err(super::install::InstallError::from)?
+        None => Ok(devcluster::isolation::devcluster_binary()
+            .map_err(crate::error::InstallError::from)?
             .with_file_name(WEBHOOK_BINARY)),
     }
 }
