@@ -83,11 +83,16 @@ mod tests {
         for (image, runtime, package) in cases {
             let resolved = map().resolve(image).unwrap();
             assert_eq!(resolved.runtime, *runtime, "{image}");
+            let contents = resolved.contents.as_ref();
             assert_eq!(
-                resolved.package.as_deref(),
+                contents.map(|c| c.from.as_path()),
                 package.map(Path::new),
                 "{image}"
             );
+            // Upstream's package images carry their files at /skyhook-package.
+            if let Some(contents) = contents {
+                assert_eq!(contents.at, Path::new("/skyhook-package"), "{image}");
+            }
         }
     }
 

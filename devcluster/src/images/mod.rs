@@ -59,6 +59,36 @@ pub struct HostBinary {
     pub path: String,
 }
 
+/// A directory of the workspace an image carries: copied to `at` in the container root when a
+/// container of the image starts (what the image's own layer would hold).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageContents {
+    /// The directory, relative to the workspace root in a map, absolute once resolved.
+    pub from: PathBuf,
+    /// Where it appears in the container root: an absolute path without `..`.
+    pub at: PathBuf,
+}
+
+impl ImageContents {
+    /// `at` relative to the container root; `None` unless `at` is absolute, has no `..` and is
+    /// not the root itself (maps are checked for that when they load).
+    pub fn inside_root(&self) -> Option<PathBuf> {
+        use std::path::Component;
+        let mut parts = self.at.components();
+        if parts.next() != Some(Component::RootDir) {
+            return None;
+        }
+        let inside: PathBuf = parts
+            .map(|part| match part {
+                Component::Normal(name) => Some(name),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        (!inside.as_os_str().is_empty()).then_some(inside)
+    }
+}
+
 impl HostBinary {
     /// The environment variable that overrides where the binary is.
     pub fn env_var(&self) -> String {
@@ -84,7 +114,7 @@ struct Entry {
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
-    package: Option<PathBuf>,
+    contents: Option<ImageContents>,
     #[serde(default)]
     host_binary: Option<HostBinary>,
     #[serde(default)]
@@ -138,8 +168,8 @@ pub struct ResolvedImage {
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
     pub env: BTreeMap<String, String>,
-    /// Absolute directory copied to `/skyhook-package` in the container root.
-    pub package: Option<PathBuf>,
+    /// The directory copied into the container root, with an absolute `from`.
+    pub contents: Option<ImageContents>,
     /// For `host-binary`: the binary mounted into the container root.
     pub host_binary: Option<HostBinary>,
     /// For `played`: the program the kubelet plays.
@@ -187,6 +217,14 @@ pub enum ImageMapError {
         name: String,
         runtime: Runtime,
         field: &'static str,
+    },
+    #[error(
+        "image map {origin}: entry {name:?} puts its contents at {at:?}; give `contents.at` as an absolute path inside the container root, without `..`"
+    )]
+    ContentsTarget {
+        origin: String,
+        name: String,
+        at: PathBuf,
     },
     #[error("image map {origin}: entry {name:?} plays {program:?}, which is not registered")]
     UnknownProgram {
@@ -279,7 +317,10 @@ impl ImageMap {
             entrypoint: entry.entrypoint.clone(),
             cmd: entry.cmd.clone(),
             env: entry.env.clone(),
-            package: entry.package.as_ref().map(|p| self.workspace_root.join(p)),
+            contents: (entry.contents.as_ref()).map(|contents| ImageContents {
+                from: self.workspace_root.join(&contents.from),
+                at: contents.at.clone(),
+            }),
             host_binary: entry.host_binary.clone(),
             program: rule.program.clone(),
         })
@@ -313,6 +354,15 @@ fn compile(
         .map(|entry| {
             if entry.runtime == Runtime::HostBinary && entry.host_binary.is_none() {
                 return Err(missing(&entry, "host_binary"));
+            }
+            if let Some(contents) = &entry.contents
+                && contents.inside_root().is_none()
+            {
+                return Err(ImageMapError::ContentsTarget {
+                    origin: origin.to_owned(),
+                    name: entry.name.clone(),
+                    at: contents.at.clone(),
+                });
             }
             let program = match (entry.runtime, &entry.program) {
                 (Runtime::Played, None) => return Err(missing(&entry, "program")),
@@ -363,7 +413,7 @@ mod tests {
         for (image, runtime) in cases {
             let resolved = map().resolve(image).unwrap();
             assert_eq!(resolved.runtime, *runtime, "{image}");
-            assert_eq!(resolved.package, None, "{image}");
+            assert_eq!(resolved.contents, None, "{image}");
         }
     }
 
@@ -371,7 +421,7 @@ mod tests {
     fn rejects_unmapped_and_unavailable_images() {
         let map = map()
             .with_entries(
-                "images:\n  - name: example.com/pkg\n    runtime: container\n    package: pkgs/x\n    unavailable_tags: [\"*bogus*\"]\n",
+                "images:\n  - name: example.com/pkg\n    runtime: container\n    contents: {from: pkgs/x, at: /opt/pkg}\n    unavailable_tags: [\"*bogus*\"]\n",
             )
             .unwrap();
         assert!(matches!(
@@ -382,14 +432,27 @@ mod tests {
             map.resolve("example.com/pkg:3.2.3-bogus"),
             Err(PullError::TagUnavailable { .. })
         ));
-        assert_eq!(
-            map.resolve("example.com/pkg:1").unwrap().package.as_deref(),
-            Some(Path::new("/ws/pkgs/x"))
-        );
+        let contents = map.resolve("example.com/pkg:1").unwrap().contents.unwrap();
+        assert_eq!(contents.from, Path::new("/ws/pkgs/x"));
+        assert_eq!(contents.inside_root(), Some(PathBuf::from("opt/pkg")));
         assert!(matches!(
             map.resolve("bad image"),
             Err(PullError::InvalidReference(_))
         ));
+    }
+
+    #[test]
+    fn contents_go_to_an_absolute_path_inside_the_root() {
+        for at in ["opt/pkg", "/", "/opt/../etc", ""] {
+            let yaml = format!(
+                "images:\n  - name: example.com/pkg\n    runtime: container\n    contents: {{from: pkgs/x, at: {at:?}}}\n"
+            );
+            let error = map().with_entries(&yaml).unwrap_err();
+            assert!(
+                matches!(error, ImageMapError::ContentsTarget { .. }),
+                "{at:?}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -40,6 +40,6 @@ pub use error::{IsolationError, error_chain};
 pub(crate) use holder_process::spawn_holder;
 pub use setup::{mount_namespace_id, prepare_node_upper};
 pub use spec::{
-    BindMount, ContainerSpec, MountSource, NamespaceRecord, NodeRootSpec, RootSpec,
+    BindMount, ContainerSpec, CopyInto, MountSource, NamespaceRecord, NodeRootSpec, RootSpec,
     START_ERROR_EXIT,
 };

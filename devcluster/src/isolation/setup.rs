@@ -12,7 +12,7 @@ use super::args::keep_namespace_args;
 use super::error::IsolationError;
 use super::fs::{copy_tree, create_mount_point, resolve_in_root, write_shim_files};
 use super::mounts::{bind, detach, is_mount_point, make_private_recursive, mount_fs};
-use super::spec::{ContainerSpec, MountSource, NamespaceRecord, NodeRootSpec, RootSpec};
+use super::spec::{ContainerSpec, CopyInto, MountSource, NamespaceRecord, NodeRootSpec, RootSpec};
 use crate::PathIoError;
 use crate::node::command_shims::{CONTROL_MOUNT, REAL_SYSCTL_PATH, node_root_files, shim_files};
 
@@ -124,13 +124,13 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), Isola
             node_root,
             control_dir,
             boot_id_file,
-            package,
+            contents,
         } => container_root(
             scratch,
             node_root,
             control_dir,
             boot_id_file,
-            package.as_deref(),
+            contents.as_ref(),
         )?,
     };
     for m in &spec.mounts {
@@ -179,13 +179,13 @@ fn prepare_container(spec: &ContainerSpec, spec_path: &Path) -> Result<(), Isola
 }
 
 /// An overlay of the machine's `/` on a private tmpfs, with the node's system mounts, the command
-/// shims and the package.
+/// shims and the image's contents.
 fn container_root(
     scratch: &Path,
     node_root: &Path,
     control_dir: &Path,
     boot_id_file: &Path,
-    package: Option<&Path>,
+    contents: Option<&CopyInto>,
 ) -> Result<PathBuf, IsolationError> {
     create_mount_point(scratch, true)?;
     mount_fs("tmpfs", scratch, MsFlags::empty(), Some("mode=755"))?;
@@ -206,8 +206,8 @@ fn container_root(
         boot_id_file,
         Some(&node_root.join("dev")),
     )?;
-    if let Some(package) = package {
-        copy_tree(package, &root.join("skyhook-package"))?;
+    if let Some(contents) = contents {
+        copy_tree(&contents.from, &root.join(&contents.inside))?;
     }
     Ok(root)
 }

@@ -59,14 +59,23 @@ pub enum RootSpec {
     /// Chroot into the node's root itself (`devcluster.local/shell`, `devcluster exec`).
     Node { path: PathBuf },
     /// A fresh overlay of the machine's `/` on a tmpfs, with the node's `/dev`, command shims, the
-    /// control directory and the package copied to `/skyhook-package`.
+    /// control directory and the image's contents copied in.
     Container {
         scratch: PathBuf,
         node_root: PathBuf,
         control_dir: PathBuf,
         boot_id_file: PathBuf,
-        package: Option<PathBuf>,
+        contents: Option<CopyInto>,
     },
+}
+
+/// A directory copied into a container root when it is built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyInto {
+    /// The directory on the machine.
+    pub from: PathBuf,
+    /// Where, relative to the container root.
+    pub inside: PathBuf,
 }
 
 /// A bind mount into the container's root.

@@ -13,7 +13,7 @@ use super::env::{self, EnvSources};
 use super::pod_state::StartErrorKind;
 use super::volumes::{self, HostPathKind, VolumeContent, VolumeSources};
 use crate::images::{Played, ResolvedImage, Runtime};
-use crate::isolation::{BindMount, ContainerSpec, MountSource, RootSpec};
+use crate::isolation::{BindMount, ContainerSpec, CopyInto, MountSource, RootSpec};
 use crate::node::context::{ProcessRuntime, SimContext, SimNode};
 
 /// Why a container cannot start.
@@ -272,14 +272,14 @@ fn check_image_files(
     image_name: &str,
     processes: &ProcessRuntime,
 ) -> Result<Option<BindMount>, StartFailure> {
-    if let Some(package) = &image.package
-        && !package.is_dir()
+    if let Some(contents) = &image.contents
+        && !contents.from.is_dir()
     {
         return Err(StartFailure::new(
             StartErrorKind::ImagePull,
             format!(
-                "image {image_name:?} maps to package directory {} which does not exist",
-                package.display()
+                "image {image_name:?} maps to contents directory {} which does not exist",
+                contents.from.display()
             ),
         ));
     }
@@ -320,7 +320,12 @@ fn container_root(node: &SimNode, image: &ResolvedImage) -> RootSpec {
             node_root: node.paths.root.clone(),
             control_dir: node.paths.control.clone(),
             boot_id_file: node.paths.boot_id.clone(),
-            package: image.package.clone(),
+            contents: (image.contents.as_ref()).and_then(|contents| {
+                Some(CopyInto {
+                    from: contents.from.clone(),
+                    inside: contents.inside_root()?,
+                })
+            }),
         },
     }
 }
@@ -600,7 +605,7 @@ mod tests {
             entrypoint: Vec::new(),
             cmd: Vec::new(),
             env: BTreeMap::new(),
-            package: None,
+            contents: None,
             host_binary: None,
             program: None,
         }
@@ -665,7 +670,7 @@ mod tests {
         let container = |command: serde_json::Value| -> Container {
             serde_json::from_value(serde_json::json!({"name": "c", "command": command})).unwrap()
         };
-        let copy = container(serde_json::json!(["cp", "-r", "/skyhook-package", "/root"]));
+        let copy = container(serde_json::json!(["cp", "-r", "/opt/files", "/root"]));
         let no_command = container(serde_json::Value::Null);
         let cases = [
             // image, light node, container, runs a process
