@@ -208,8 +208,9 @@ fn write_image_map(examples: &[Example], dir: &Path) -> anyhow::Result<PathBuf> 
         .map(|repository| {
             json!({
                 "name": repository,
-                "runtime": "agentless",
-                "package": "examples/packages/agentless",
+                "runtime": "played",
+                "program": "agentless",
+                "contents": {"from": "examples/packages/agentless", "at": "/skyhook-package"},
             })
         })
         .collect();
