@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use k8s_openapi::jiff::Timestamp;
 use skyhook_api::budget::{
     BlockReason, CandidateNode, CompartmentSpec, NodeActivity, skyhook_compartments, slot_hold,
@@ -60,6 +60,10 @@ pub struct Rollout<'c> {
     pub name: &'c str,
     /// The nodes it selects, in name order.
     pub nodes: Vec<NodeFacts<'c>>,
+    /// The same nodes as the rules saw them (parallel to [`Rollout::nodes`]).
+    pub selection_nodes: Vec<RolloutNode<'c>>,
+    /// The tolerations its node selection uses.
+    pub tolerations: Vec<Toleration>,
     /// Its compartments in policy order; empty when the policy is missing.
     pub compartments: Vec<CompartmentView<'c>>,
     /// The named DeploymentPolicy does not exist.
@@ -76,13 +80,13 @@ impl<'c> Rollout<'c> {
         let nodes = node_facts(skyhook, cluster);
         let (specs, policy_missing) = compartment_specs(skyhook, cluster, nodes.len());
         let tolerations = tolerations(skyhook);
-        let rollout_nodes = rollout_nodes(name, &nodes);
+        let selection_nodes = rollout_nodes(name, &nodes);
         let no_statuses = BTreeMap::new();
         let recorded = (skyhook.status.as_ref()).map_or(&no_statuses, |s| &s.compartment_statuses);
         let compartments = rollout(&RolloutInput {
             compartments: &specs,
             tolerations: &tolerations,
-            nodes: &rollout_nodes,
+            nodes: &selection_nodes,
             recorded,
             may_start: true,
             settle: None,
@@ -92,6 +96,8 @@ impl<'c> Rollout<'c> {
             skyhook,
             name,
             nodes,
+            selection_nodes,
+            tolerations,
             compartments,
             policy_missing,
         }
@@ -169,7 +175,7 @@ fn compartment_specs(
 }
 
 /// The nodes as the rules see them, for `skyhook`.
-pub fn rollout_nodes<'c>(skyhook: &str, nodes: &[NodeFacts<'c>]) -> Vec<RolloutNode<'c>> {
+fn rollout_nodes<'c>(skyhook: &str, nodes: &[NodeFacts<'c>]) -> Vec<RolloutNode<'c>> {
     nodes
         .iter()
         .map(|facts| RolloutNode {
@@ -180,7 +186,7 @@ pub fn rollout_nodes<'c>(skyhook: &str, nodes: &[NodeFacts<'c>]) -> Vec<RolloutN
 }
 
 /// The tolerations node selection uses for `skyhook`.
-pub fn tolerations(skyhook: &Skyhook) -> Vec<k8s_openapi::api::core::v1::Toleration> {
+fn tolerations(skyhook: &Skyhook) -> Vec<Toleration> {
     let runtime_taint: Option<Taint> = skyhook
         .spec
         .runtime_required
@@ -190,7 +196,7 @@ pub fn tolerations(skyhook: &Skyhook) -> Vec<k8s_openapi::api::core::v1::Tolerat
 }
 
 /// A node as selection sees it, for `skyhook`.
-pub fn candidate<'c>(skyhook: &str, facts: &NodeFacts<'c>) -> CandidateNode<'c> {
+fn candidate<'c>(skyhook: &str, facts: &NodeFacts<'c>) -> CandidateNode<'c> {
     let hold = slot_hold(NodeActivity {
         skyhook,
         annotations: cluster::annotations(facts.node),

@@ -21,7 +21,7 @@ use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State};
 
 use crate::cluster::{Cluster, name_of};
 use crate::output::{Block, Cell, Table, Tone, View};
-use crate::rollout::{NodeFacts, Rollout, candidate, tolerations};
+use crate::rollout::{NodeFacts, Rollout};
 
 /// `plan` JSON/YAML.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,7 +87,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook, mode: UninstallMode) -> PlanVi
     let existing = cluster.skyhook(name);
     let effective = with_existing_status(planned, existing);
     let rollout = Rollout::new(&effective, cluster);
-    let batches = predicted_batches(&rollout, &effective);
+    let batches = predicted_batches(&rollout);
     let held = held_note(&effective, rollout.policy_missing);
     let mut notes: Vec<String> = held.iter().cloned().collect();
     if rollout.nodes.is_empty() {
@@ -147,32 +147,28 @@ fn with_existing_status(planned: &Skyhook, existing: Option<&Skyhook>) -> Skyhoo
 
 /// The batch each node would be picked in, compartment by compartment: the rules' own
 /// [`batch_numbers`].
-fn predicted_batches<'c>(rollout: &Rollout<'c>, skyhook: &Skyhook) -> BTreeMap<&'c str, i32> {
-    let tolerations = tolerations(skyhook);
-    let nodes: Vec<RolloutNode<'c>> = rollout
-        .nodes
-        .iter()
-        .map(|facts| {
+fn predicted_batches<'c>(rollout: &Rollout<'c>) -> BTreeMap<&'c str, i32> {
+    let nodes: Vec<RolloutNode<'c>> = (rollout.selection_nodes.iter())
+        .zip(&rollout.nodes)
+        .map(|(node, facts)| {
             // The status the operator would introspect before selecting: e.g. a node marked
             // complete that a new version makes incomplete goes back to `unknown`.
-            let mut node = candidate(name_of(&skyhook.metadata), facts);
-            node.status = node_status(NodeStatusInput {
-                current: node.status,
-                complete: node.complete,
+            let mut node = *node;
+            let candidate = &mut node.candidate;
+            candidate.status = node_status(NodeStatusInput {
+                current: candidate.status,
+                complete: candidate.complete,
                 failing: node_erroring(&facts.state),
-                ready: node.ready,
+                ready: candidate.ready,
                 disabled: false,
                 paused: false,
                 has_compartments: true,
             });
-            RolloutNode {
-                candidate: node,
-                gate: None,
-            }
+            node
         })
         .collect();
     (rollout.compartments.iter())
-        .flat_map(|compartment| batch_numbers(compartment, &nodes, &tolerations))
+        .flat_map(|compartment| batch_numbers(compartment, &nodes, &rollout.tolerations))
         .collect()
 }
 
