@@ -429,7 +429,7 @@ async fn a_suspended_job_terminates_its_pod_gracefully_and_resumes() -> Result<(
     let mut pod_spec = shell_pod("node-1", "Never", &script);
     pod_spec["terminationGracePeriodSeconds"] = json!(20);
     create_job(&jobs, "pausable", json!({"backoffLimit": 0}), pod_spec).await?;
-    let running = wait_job_pod(&pods, "pausable", "Running", |p| container_running(p)).await?;
+    let running = wait_job_pod(&pods, "pausable", "Running", container_running).await?;
     let recorder = PodRecorder::start(&pods, "batch.kubernetes.io/job-name=pausable").await?;
 
     jobs.patch(
@@ -511,7 +511,7 @@ async fn an_evicted_pod_ignored_by_the_pod_failure_policy_does_not_count() -> Re
         shell_pod("node-2", "Never", &script),
     )
     .await?;
-    let running = wait_job_pod(&pods, "evictable", "Running", |p| container_running(p)).await?;
+    let running = wait_job_pod(&pods, "evictable", "Running", container_running).await?;
     let recorder = PodRecorder::start(&pods, "batch.kubernetes.io/job-name=evictable").await?;
     let name = running.metadata.name.clone().unwrap_or_default();
     pods.evict(&name, &EvictParams::default()).await?;
@@ -624,7 +624,7 @@ async fn a_replacement_pod_waits_for_the_failed_one_to_be_terminal() -> Result<(
         pod_spec,
     )
     .await?;
-    let first = wait_job_pod(&pods, "replaced", "Running", |p| container_running(p)).await?;
+    let first = wait_job_pod(&pods, "replaced", "Running", container_running).await?;
     let recorder = PodRecorder::start(&pods, "batch.kubernetes.io/job-name=replaced").await?;
     let name = first.metadata.name.clone().unwrap_or_default();
     pods.delete(&name, &DeleteParams::default()).await?;
