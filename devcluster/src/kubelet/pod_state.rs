@@ -1,7 +1,8 @@
 //! What the simulated kubelet knows about one pod's containers, and what it decides to do next.
 //!
 //! Pure: the pod worker feeds events in (`on_started`, `on_exited`, `on_start_failed`,
-//! `on_sandbox_lost`) and asks `plan` which containers to start and when to look again.
+//! `on_sandbox_lost`, `on_terminated_by_deletion`) and asks `plan` which containers to start,
+//! whether to stop them all (the pod passed its `activeDeadlineSeconds`) and when to look again.
 
 use std::time::Duration;
 
@@ -178,6 +179,32 @@ pub struct Terminal {
     pub message: Option<String>,
 }
 
+/// The pod status reason of a pod that ran past its `spec.activeDeadlineSeconds` (the kubelet's
+/// active deadline handler, `pkg/kubelet/active_deadline.go`).
+pub const DEADLINE_EXCEEDED_REASON: &str = "DeadlineExceeded";
+/// Its message, as the kubelet words it.
+pub const DEADLINE_EXCEEDED_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
+
+impl Terminal {
+    fn failed() -> Self {
+        Self {
+            phase: "Failed",
+            reason: None,
+            message: None,
+        }
+    }
+
+    /// How the kubelet ends a pod past its active deadline: `Failed`, `DeadlineExceeded`.
+    pub fn deadline_exceeded() -> Self {
+        Self {
+            phase: "Failed",
+            reason: Some(DEADLINE_EXCEEDED_REASON.to_owned()),
+            message: Some(DEADLINE_EXCEEDED_MESSAGE.to_owned()),
+        }
+    }
+}
+
 /// The kubelet's view of one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodRuntime {
@@ -185,13 +212,23 @@ pub struct PodRuntime {
     pub init: Vec<ContainerRecord>,
     pub main: Vec<ContainerRecord>,
     pub terminal: Option<Terminal>,
+    /// When the pod has been active for its `spec.activeDeadlineSeconds`: its start time plus
+    /// the deadline. From then on it ends `Failed` with `DeadlineExceeded`.
+    pub active_deadline: Option<Timestamp>,
+    /// The pod is ending (past its deadline): nothing starts any more, and once its running
+    /// containers have stopped this becomes `terminal`. The kubelet reports the terminal phase
+    /// only when no container can still be running (`mergePodStatus` in its status manager).
+    pub ending: Option<Terminal>,
 }
 
 /// What to do now.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
     pub start: Vec<ContainerRef>,
-    /// Look again at this time (a back-off ends).
+    /// Stop every running container, with the pod's termination grace period: the pod is
+    /// ending (see [`PodRuntime::ending`]). Plan again once they have exited.
+    pub stop: bool,
+    /// Look again at this time (a back-off ends, the active deadline passes).
     pub wake_at: Option<Timestamp>,
 }
 
@@ -206,6 +243,8 @@ impl PodRuntime {
             init,
             main,
             terminal: None,
+            active_deadline: None,
+            ending: None,
         }
     }
 
@@ -333,33 +372,64 @@ impl PodRuntime {
             }
         }
         if had_containers && self.restart_policy == RestartPolicy::Never {
-            self.terminal = Some(Terminal {
-                phase: "Failed",
-                reason: None,
-                message: None,
-            });
+            self.terminal = Some(Terminal::failed());
         }
     }
 
     /// After a deletion stopped every container: the pod ends `Succeeded` if every main
-    /// container exited 0, `Failed` otherwise.
+    /// container exited 0, `Failed` otherwise (the kubelet's `getPhase` for a terminal pod, whose
+    /// containers are not restarted whatever the restart policy). A pod that was ending keeps
+    /// the reason it was ending for.
     pub fn on_terminated_by_deletion(&mut self) {
         if self.terminal.is_some() {
             return;
         }
         let all_succeeded = self.initialized() && self.main.iter().all(ContainerRecord::succeeded);
-        self.terminal = Some(Terminal {
-            phase: if all_succeeded { "Succeeded" } else { "Failed" },
-            reason: None,
-            message: None,
-        });
+        let terminal = match self.ending.take() {
+            Some(ending) => ending,
+            None if all_succeeded => Terminal {
+                phase: "Succeeded",
+                reason: None,
+                message: None,
+            },
+            None => Terminal::failed(),
+        };
+        self.finish(terminal);
     }
 
-    /// Decides which containers to start now, and when to look again.
+    /// The pod is terminal: a container waiting out a crash back-off will not restart, so it
+    /// shows how its last run ended (the kubelet reports no `CrashLoopBackOff` for a container
+    /// it will not restart).
+    fn finish(&mut self, terminal: Terminal) {
+        for record in self.init.iter_mut().chain(self.main.iter_mut()) {
+            record.crash_looping = false;
+        }
+        self.terminal = Some(terminal);
+    }
+
+    /// Decides which containers to start now, whether to stop them all, and when to look again.
     pub fn plan(&mut self, now: Timestamp) -> Plan {
         let mut plan = Plan::default();
         if self.terminal.is_some() {
             return plan;
+        }
+        // The kubelet's active deadline handler: measured from the pod's start time, checked on
+        // every sync (at least once a second), whatever the containers are doing.
+        if self.ending.is_none() && self.active_deadline.is_some_and(|deadline| now >= deadline) {
+            self.ending = Some(Terminal::deadline_exceeded());
+        }
+        if let Some(ending) = &self.ending {
+            if self.running().next().is_some() {
+                plan.stop = true;
+            } else {
+                let ending = ending.clone();
+                self.ending = None;
+                self.finish(ending);
+            }
+            return plan;
+        }
+        if let Some(deadline) = self.active_deadline {
+            plan.wake_at = Some(deadline);
         }
         let policy = self.restart_policy;
         for (i, record) in self.init.iter_mut().enumerate() {
@@ -368,11 +438,7 @@ impl PodRuntime {
                 Some(Some(t)) if t.exit_code == 0 => continue,
                 Some(Some(t)) => {
                     if policy == RestartPolicy::Never {
-                        self.terminal = Some(Terminal {
-                            phase: "Failed",
-                            reason: None,
-                            message: None,
-                        });
+                        self.terminal = Some(Terminal::failed());
                         return plan;
                     }
                     let failed_at = t.finished_at;
@@ -411,6 +477,8 @@ impl PodRuntime {
                 reason: None,
                 message: None,
             });
+            // Nothing is left to time: no deadline applies to a finished pod.
+            plan.wake_at = None;
         }
         plan
     }
@@ -652,6 +720,125 @@ mod tests {
             rt.on_terminated_by_deletion();
             assert_eq!(rt.terminal.as_ref().map(|x| x.phase), Some(phase));
         }
+    }
+
+    #[test]
+    fn deletion_of_a_crash_looping_pod_shows_the_last_exit_not_the_back_off() {
+        let mut rt = pod(RestartPolicy::OnFailure, 0, 1);
+        rt.plan(t(0));
+        rt.on_started(ContainerRef::Main(0), "a", t(0), POLICY);
+        exit(&mut rt, ContainerRef::Main(0), 1, 1);
+        rt.plan(t(1));
+        rt.on_started(ContainerRef::Main(0), "b", t(1), POLICY);
+        exit(&mut rt, ContainerRef::Main(0), 1, 2);
+        rt.plan(t(2));
+        assert!(rt.main[0].crash_looping);
+        rt.on_terminated_by_deletion();
+        assert!(!rt.main[0].crash_looping);
+        assert_eq!(rt.terminal.as_ref().map(|x| x.phase), Some("Failed"));
+    }
+
+    /// `activeDeadlineSeconds`: past the deadline nothing starts, every running container is
+    /// stopped, and only once they have all exited does the pod end Failed/DeadlineExceeded.
+    #[test]
+    fn the_active_deadline_stops_the_pod_and_fails_it_once_its_containers_exited() {
+        // (init containers, main containers, running at the deadline)
+        let cases = [
+            (0, 1, vec![ContainerRef::Main(0)]),
+            (1, 1, vec![ContainerRef::Init(0)]),
+            (0, 2, vec![ContainerRef::Main(0), ContainerRef::Main(1)]),
+        ];
+        for (init, main, running) in cases {
+            let mut rt = pod(RestartPolicy::OnFailure, init, main);
+            rt.active_deadline = Some(t(10));
+            let plan = rt.plan(t(0));
+            assert_eq!(plan.start, running, "{init} {main}");
+            assert_eq!(plan.wake_at, Some(t(10)), "wakes at the deadline");
+            for c in &running {
+                rt.on_started(*c, "a", t(0), POLICY);
+            }
+            let before = rt.plan(t(9));
+            assert!(!before.stop && before.start.is_empty());
+            assert_eq!(before.wake_at, Some(t(10)));
+
+            let at_deadline = rt.plan(t(10));
+            assert!(at_deadline.stop, "{init} {main}");
+            assert!(at_deadline.start.is_empty());
+            assert_eq!(
+                rt.terminal, None,
+                "terminal only once the containers stopped"
+            );
+            for (i, c) in running.iter().enumerate() {
+                assert!(rt.plan(t(11)).stop);
+                exit(&mut rt, *c, 143, 11 + i64::try_from(i).unwrap());
+            }
+            let after = rt.plan(t(13));
+            assert_eq!(after, Plan::default());
+            let terminal = rt.terminal.clone().unwrap();
+            assert_eq!(
+                (
+                    terminal.phase,
+                    terminal.reason.as_deref(),
+                    terminal.message.as_deref()
+                ),
+                (
+                    "Failed",
+                    Some(DEADLINE_EXCEEDED_REASON),
+                    Some(DEADLINE_EXCEEDED_MESSAGE)
+                )
+            );
+            // Nothing restarts a pod past its deadline, whatever the restart policy.
+            assert_eq!(rt.plan(t(100)), Plan::default());
+        }
+    }
+
+    #[test]
+    fn the_active_deadline_ends_a_crash_looping_pod_at_once() {
+        let mut rt = pod(RestartPolicy::OnFailure, 0, 1);
+        rt.active_deadline = Some(t(30));
+        rt.plan(t(0));
+        rt.on_started(ContainerRef::Main(0), "a", t(0), POLICY);
+        exit(&mut rt, ContainerRef::Main(0), 1, 1);
+        rt.plan(t(1));
+        rt.on_started(ContainerRef::Main(0), "b", t(1), POLICY);
+        exit(&mut rt, ContainerRef::Main(0), 1, 2);
+        // Back-off until 12, the deadline earlier still wins when it is nearer.
+        assert_eq!(rt.plan(t(2)).wake_at, Some(t(12)));
+        rt.active_deadline = Some(t(5));
+        assert_eq!(rt.plan(t(2)).wake_at, Some(t(5)));
+        let plan = rt.plan(t(5));
+        assert!(!plan.stop, "nothing runs, so nothing to stop");
+        assert_eq!(
+            rt.terminal.as_ref().and_then(|x| x.reason.as_deref()),
+            Some(DEADLINE_EXCEEDED_REASON)
+        );
+        assert!(!rt.main[0].crash_looping);
+        assert_eq!(rt.main[0].restart_count(), 1);
+    }
+
+    #[test]
+    fn a_deletion_while_ending_keeps_the_deadline_reason() {
+        let mut rt = pod(RestartPolicy::Never, 0, 1);
+        rt.active_deadline = Some(t(1));
+        rt.plan(t(0));
+        rt.on_started(ContainerRef::Main(0), "a", t(0), POLICY);
+        assert!(rt.plan(t(1)).stop);
+        exit(&mut rt, ContainerRef::Main(0), 0, 2);
+        rt.on_terminated_by_deletion();
+        assert_eq!(rt.terminal, Some(Terminal::deadline_exceeded()));
+    }
+
+    #[test]
+    fn a_pod_finished_before_its_deadline_stays_as_it_ended() {
+        let mut rt = pod(RestartPolicy::Never, 0, 1);
+        rt.active_deadline = Some(t(10));
+        rt.plan(t(0));
+        rt.on_started(ContainerRef::Main(0), "a", t(0), POLICY);
+        exit(&mut rt, ContainerRef::Main(0), 0, 2);
+        assert_eq!(rt.plan(t(2)).wake_at, None);
+        rt.plan(t(20));
+        assert_eq!(rt.terminal.as_ref().map(|x| x.phase), Some("Succeeded"));
+        assert_eq!(rt.terminal.as_ref().and_then(|x| x.reason.clone()), None);
     }
 
     #[test]

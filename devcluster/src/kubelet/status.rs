@@ -42,8 +42,7 @@ pub fn pod_status(rt: &PodRuntime, ctx: &StatusContext<'_>) -> PodStatus {
         Some(terminal) => terminal.phase,
         None => phase(rt, &main_statuses),
     };
-    let terminal = matches!(phase, "Succeeded" | "Failed");
-    let conditions = conditions(rt, ctx, terminal);
+    let conditions = conditions(rt, ctx, phase);
 
     PodStatus {
         phase: Some(phase.to_owned()),
@@ -68,10 +67,13 @@ pub fn pod_status(rt: &PodRuntime, ctx: &StatusContext<'_>) -> PodStatus {
 /// A condition's status, reason and message.
 type Verdict = (bool, Option<String>, Option<String>);
 
-/// The pod's conditions; `terminal` when the pod has succeeded or failed.
-fn conditions(rt: &PodRuntime, ctx: &StatusContext<'_>, terminal: bool) -> Vec<PodCondition> {
-    let (initialized, init_r, init_m) = initialized(rt, terminal);
-    let (ready, ready_r, ready_m) = containers_ready(rt, ctx, terminal);
+/// The pod's conditions in `phase`. Only the kubelet's own: the status patch merges conditions
+/// by type, so those others own (`DisruptionTarget` from the API server's eviction, a
+/// controller's readiness gates) stay as they are, as the kubelet's `mergePodStatus` keeps them.
+fn conditions(rt: &PodRuntime, ctx: &StatusContext<'_>, phase: &str) -> Vec<PodCondition> {
+    let terminal = matches!(phase, "Succeeded" | "Failed");
+    let (initialized, init_r, init_m) = initialized(rt, phase);
+    let (ready, ready_r, ready_m) = containers_ready(rt, ctx, phase);
     let mut conditions = vec![
         condition(ctx, "PodReadyToStartContainers", !terminal, None, None),
         condition(ctx, "Initialized", initialized, init_r, init_m),
@@ -88,18 +90,23 @@ fn conditions(rt: &PodRuntime, ctx: &StatusContext<'_>, terminal: bool) -> Vec<P
     conditions
 }
 
-/// `Initialized`: every init container succeeded.
-fn initialized(rt: &PodRuntime, terminal: bool) -> Verdict {
+/// `Initialized` as the kubelet's `GeneratePodInitializedCondition` words it: true with
+/// `PodCompleted` for a succeeded pod, true once every init container succeeded or a main
+/// container has run, false with the incomplete init containers otherwise (also in a pod that
+/// failed during its initialisation).
+fn initialized(rt: &PodRuntime, phase: &str) -> Verdict {
+    if phase == "Succeeded" {
+        return (true, Some("PodCompleted".to_owned()), None);
+    }
     let not_initialized: Vec<&str> = rt
         .init
         .iter()
         .filter(|r| !r.succeeded())
         .map(|r| r.name.as_str())
         .collect();
-    if not_initialized.is_empty() {
+    let main_started = rt.main.iter().any(|r| r.current.is_some());
+    if not_initialized.is_empty() || main_started {
         (true, None, None)
-    } else if terminal && rt.init.iter().all(|r| r.current.is_some()) {
-        (false, Some("PodCompleted".to_owned()), None)
     } else {
         (
             false,
@@ -113,18 +120,22 @@ fn initialized(rt: &PodRuntime, terminal: bool) -> Verdict {
 }
 
 /// `Ready` and `ContainersReady`: every main container runs and passes its readiness probe, in a
-/// pod that has not ended.
-fn containers_ready(rt: &PodRuntime, ctx: &StatusContext<'_>, terminal: bool) -> Verdict {
+/// pod that has not ended; false with `PodCompleted` or `PodFailed` once it has (the kubelet's
+/// `generatePodReadyConditionForTerminalPhase`).
+fn containers_ready(rt: &PodRuntime, ctx: &StatusContext<'_>, phase: &str) -> Verdict {
+    match phase {
+        "Succeeded" => return (false, Some("PodCompleted".to_owned()), None),
+        "Failed" => return (false, Some("PodFailed".to_owned()), None),
+        _ => {}
+    }
     let unready: Vec<&str> = rt
         .main
         .iter()
         .filter(|r| !container_ready(r, ctx))
         .map(|r| r.name.as_str())
         .collect();
-    if unready.is_empty() && !terminal {
+    if unready.is_empty() {
         (true, None, None)
-    } else if terminal {
-        (false, Some("PodCompleted".to_owned()), None)
     } else {
         (
             false,
@@ -416,6 +427,9 @@ mod tests {
         let s = pod_status(&rt, &ctx(2));
         assert_eq!(s.phase.as_deref(), Some("Succeeded"));
         assert_eq!(cond(&s, "Ready"), ("False", Some("PodCompleted")));
+        assert_eq!(cond(&s, "ContainersReady"), ("False", Some("PodCompleted")));
+        assert_eq!(cond(&s, "Initialized"), ("True", Some("PodCompleted")));
+        assert_eq!(cond(&s, "PodReadyToStartContainers"), ("False", None));
     }
 
     #[test]
@@ -562,8 +576,53 @@ mod tests {
         rt.plan(t(1));
         let s = pod_status(&rt, &ctx(1));
         assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!((s.reason.as_deref(), s.message.as_deref()), (None, None));
+        assert_eq!(
+            cond(&s, "Initialized"),
+            ("False", Some("ContainersNotInitialized"))
+        );
+        assert_eq!(cond(&s, "Ready"), ("False", Some("PodFailed")));
+        assert_eq!(cond(&s, "ContainersReady"), ("False", Some("PodFailed")));
         let main = &s.container_statuses.as_ref().unwrap()[0];
         assert_eq!(waiting_reason(main), Some("PodInitializing"));
+    }
+
+    #[test]
+    fn a_pod_past_its_deadline_reports_deadline_exceeded_once_its_containers_stopped() {
+        let mut rt = pod(RestartPolicy::OnFailure, &[], &["app"]);
+        rt.active_deadline = Some(t(5));
+        rt.plan(t(0));
+        start(&mut rt, ContainerRef::Main(0), 0);
+        assert!(rt.plan(t(5)).stop);
+        // Still stopping: the phase is held as it was.
+        let s = pod_status(&rt, &ctx(5));
+        assert_eq!(
+            (s.phase.as_deref(), s.reason.as_deref()),
+            (Some("Running"), None)
+        );
+        exit(&mut rt, ContainerRef::Main(0), 143, 6);
+        rt.plan(t(6));
+        let s = pod_status(&rt, &ctx(6));
+        assert_eq!(
+            (
+                s.phase.as_deref(),
+                s.reason.as_deref(),
+                s.message.as_deref()
+            ),
+            (
+                Some("Failed"),
+                Some("DeadlineExceeded"),
+                Some("Pod was active on the node longer than the specified deadline")
+            )
+        );
+        assert_eq!(cond(&s, "Ready"), ("False", Some("PodFailed")));
+        assert_eq!(cond(&s, "Initialized"), ("True", None));
+        let c = &s.container_statuses.as_ref().unwrap()[0];
+        let term = c.state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!(
+            (term.exit_code, term.reason.as_deref()),
+            (143, Some("Error"))
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! One task per pod bound to a simulated node: admission, starting containers as the pure plan
-//! says, collecting exits, reporting status, reboots, and graceful deletion.
+//! says, collecting exits, reporting status, the pod's active deadline, reboots, and graceful
+//! deletion.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -135,7 +136,7 @@ impl Worker {
                 })
                 .collect()
         };
-        let rt = PodRuntime::new(
+        let mut rt = PodRuntime::new(
             RestartPolicy::from_api(spec.restart_policy.as_deref()),
             records(
                 spec.init_containers.as_deref().unwrap_or_default(),
@@ -150,6 +151,7 @@ impl Worker {
         let start_time = status
             .and_then(|s| s.start_time.as_ref())
             .map_or_else(now, |t| t.0);
+        rt.active_deadline = active_deadline(&spec, start_time);
         let (probe_sender, probe_results) = mpsc::unbounded_channel();
         Self {
             power: node.power.subscribe(),
@@ -200,6 +202,13 @@ impl Worker {
             let mut wake = None;
             if self.mode == Mode::Active {
                 let plan = self.rt.plan(now());
+                if plan.stop {
+                    // Past `activeDeadlineSeconds`: the kubelet kills the containers with the
+                    // pod's termination grace period and reports the pod Failed once they are gone.
+                    tracing::info!(pod = %self.pod_ref(), "pod passed its active deadline; stopping its containers");
+                    self.stop_all(self.termination_grace(false)).await;
+                    continue;
+                }
                 if !plan.start.is_empty() {
                     for container in plan.start {
                         self.start_container(container).await;
@@ -220,12 +229,33 @@ impl Worker {
         }
     }
 
-    /// Takes the latest pod from the watch.
+    /// Takes the latest pod from the watch. `activeDeadlineSeconds` may be changed on a running
+    /// pod (shortened or set), so the deadline follows the spec.
     fn refresh(&mut self) {
         match &*self.updates.borrow_and_update() {
             PodUpdate::Present(pod) => self.pod = pod.clone(),
             PodUpdate::Gone => self.gone = true,
         }
+        if let Some(spec) = &self.pod.spec {
+            self.rt.active_deadline = active_deadline(spec, self.start_time);
+        }
+    }
+
+    /// How long containers get between SIGTERM and SIGKILL: the deletion's grace period when
+    /// the pod is being deleted, else `terminationGracePeriodSeconds` (default 30 s).
+    fn termination_grace(&self, deleting: bool) -> Duration {
+        let deletion = deleting
+            .then_some(self.pod.metadata.deletion_grace_period_seconds)
+            .flatten();
+        let seconds = deletion
+            .or_else(|| {
+                self.pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+            })
+            .unwrap_or(30);
+        Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
     }
 
     async fn wait(&mut self, wake: Option<Timestamp>) {
@@ -248,13 +278,7 @@ impl Worker {
     }
 
     async fn admit(&mut self) {
-        let terminal = self
-            .pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| matches!(p, "Succeeded" | "Failed"));
-        if terminal {
+        if pod_phase_is_terminal(&self.pod) {
             self.mode = Mode::Finished;
             return;
         }
@@ -583,26 +607,48 @@ impl Worker {
         }
     }
 
-    /// Graceful deletion: stop the containers within the grace period, report the final
-    /// status, then remove the pod from the API as the kubelet does.
+    /// Graceful deletion, as the kubelet (1.27 and later) does it: stop the containers within the
+    /// grace period, report the terminal phase (`Failed` unless every container succeeded), then
+    /// remove the pod from the API. A pod never admitted ends `Failed` too (the status manager's
+    /// `TerminatePod`); one already terminal keeps its status.
     async fn terminate(&mut self) {
-        let grace = self
-            .pod
-            .metadata
-            .deletion_grace_period_seconds
-            .or_else(|| {
-                self.pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.termination_grace_period_seconds)
-            })
-            .unwrap_or(30);
-        self.stop_all(Duration::from_secs(u64::try_from(grace).unwrap_or(0)))
-            .await;
+        if self.mode == Mode::New {
+            self.mode = if pod_phase_is_terminal(&self.pod) {
+                Mode::Finished
+            } else {
+                Mode::Active
+            };
+        }
+        self.stop_all(self.termination_grace(true)).await;
         if self.mode == Mode::Active {
             self.rt.on_terminated_by_deletion();
             self.publish().await;
         }
+        let mut removed = self.remove_from_api().await;
+        // The pod outlives that delete while it has finalizers (the Job controller's
+        // `batch.kubernetes.io/job-tracking`, removed once it has counted the terminal phase).
+        // Like the kubelet's worker for a terminated pod, this one does nothing more until the
+        // API server removes it: no restart, no further writes, no second worker.
+        loop {
+            if self.gone {
+                return;
+            }
+            let retry = (!removed).then(|| Instant::now() + Duration::from_secs(1));
+            tokio::select! {
+                changed = self.updates.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.refresh();
+                }
+                () = sleep_until(retry) => removed = self.remove_from_api().await,
+            }
+        }
+    }
+
+    /// The kubelet's final delete of a terminated pod (grace 0, for this UID only); false when it
+    /// should be tried again.
+    async fn remove_from_api(&self) -> bool {
         let api: Api<Pod> = Api::namespaced(
             self.ctx.client.clone(),
             self.pod.metadata.namespace.as_deref().unwrap_or_default(),
@@ -618,10 +664,14 @@ impl Worker {
         let name = self.pod.metadata.name.clone().unwrap_or_default();
         let _permit = self.ctx.writes.acquire().await;
         match api.delete(&name, &params).await {
-            Ok(_) => tracing::debug!(pod = %self.pod_ref(), "pod removed after termination"),
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Ok(_) => {
+                tracing::debug!(pod = %self.pod_ref(), "pod removed after termination");
+                true
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => true,
             Err(error) => {
-                tracing::warn!(pod = %self.pod_ref(), %error, "failed to remove terminated pod")
+                tracing::warn!(pod = %self.pod_ref(), %error, "failed to remove terminated pod; retrying");
+                false
             }
         }
     }
@@ -739,6 +789,26 @@ fn pod_address(ctx: &SimContext, node: &SimNode, host_network: bool) -> (String,
         (Some(slot), None) => (object::pod_ip(node.index, slot), Some(slot)),
         (None, _) => (node.host_ip(), None),
     }
+}
+
+/// Whether the API shows the pod `Succeeded` or `Failed`.
+fn pod_phase_is_terminal(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| matches!(p, "Succeeded" | "Failed"))
+}
+
+/// When the pod's `activeDeadlineSeconds` runs out, counted from its start time as the
+/// kubelet's active deadline handler counts it.
+fn active_deadline(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    start_time: Timestamp,
+) -> Option<Timestamp> {
+    let seconds = spec.active_deadline_seconds?;
+    start_time
+        .checked_add(jiff::SignedDuration::from_secs(seconds))
+        .ok()
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
