@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         Err(err @ CliError::Clap(_)) => {
             let exit = err.exit();
             if let CliError::Clap(err) = err {
-                // Help and version go to stdout, errors to stderr, as clap does.
+                // Help goes to stdout, errors to stderr, as clap does.
                 let _ = err.print();
             }
             return exit.into();
