@@ -92,7 +92,7 @@ mod tests {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let settings = Settings::from_vars(&vars).unwrap();
+        let settings = Settings::from_vars(&vars).0;
         let text = render(&BannerInput {
             mode: Mode::Config,
             root_mount: "/host",
@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn banner_survives_a_missing_resource_id() {
-        let settings = Settings::from_vars(&BTreeMap::new()).unwrap();
+        let settings = Settings::from_vars(&BTreeMap::new()).0;
         let text = render(&BannerInput {
             mode: Mode::Apply,
             root_mount: "/root",

@@ -14,14 +14,19 @@ use crate::settings::VARIABLES;
 /// Where upstream's legacy forms put the host root.
 const LEGACY_ROOT_MOUNT: &str = "/root";
 
-const USAGE: &str = "skyhook-agent <MODE> <ROOT_MOUNT> <COPY_DIR> [INTERRUPT_DATA]\n       \
+const USAGE: &str = "skyhook-agent <MODE> <ROOT_MOUNT> <COPY_DIR>\n       \
+     skyhook-agent interrupt <ROOT_MOUNT> <COPY_DIR> <INTERRUPT_DATA>\n       \
      skyhook-agent <MODE> <COPY_DIR>                 (legacy: ROOT_MOUNT=/root)\n       \
      skyhook-agent interrupt <COPY_DIR> <INTERRUPT_DATA>  (legacy: ROOT_MOUNT=/root)\n       \
-     skyhook-agent validate <PACKAGE_DIR>";
+     skyhook-agent validate <PACKAGE_DIR>\n       \
+     skyhook-agent --version";
+
+/// Prints only the version, as upstream's `agent --version` does.
+const VERSION_ARG: &str = "--version";
 
 /// Runs a Skyhook package's lifecycle stages on the host, compatible with upstream packages.
 #[derive(Debug, Parser)]
-#[command(name = "skyhook-agent", version, override_usage = USAGE)]
+#[command(name = "skyhook-agent", override_usage = USAGE)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Subcommands>,
@@ -47,13 +52,15 @@ fn long_help() -> String {
     format!(
         "MODES: {modes}\n\
          \n\
+         An unsupported MODE is skipped with a warning (exit 0), as upstream does.\n\
          ROOT_MOUNT is where the host's / is mounted; COPY_DIR is the package copy on the host\n\
-         (a path inside ROOT_MOUNT). interrupt takes INTERRUPT_DATA, base64 of\n\
+         (a path inside ROOT_MOUNT); both must be absolute. interrupt takes INTERRUPT_DATA, base64 of\n\
          {{\"type\": \"node_restart|service_restart|restart_all_services|no_op|script_interrupt\", ...}}.\n\
          \n\
          ENVIRONMENT:\n{variables}\n\
          \n\
-         EXIT CODES:\n{}",
+         EXIT CODES:\n{}\n\
+         validate exits 0 without errors, 1 with errors, 2 on malformed arguments.",
         Exit::table()
     )
 }
@@ -62,6 +69,11 @@ fn long_help() -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invocation {
     Run(Request),
+    /// A mode this agent does not know: skipped with a warning, as upstream skips modes added
+    /// by a newer operator.
+    UnsupportedMode(String),
+    /// `--version`: the version alone on stdout.
+    Version,
     Validate {
         package_dir: PathBuf,
     },
@@ -96,6 +108,12 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 spec: rest[1].clone(),
             });
         }
+        Some(VERSION_ARG) if rest.len() == 1 => return Ok(Invocation::Version),
+        Some(VERSION_ARG) => {
+            return Err(CliError::Usage(format!(
+                "--version does not accept additional arguments\nusage: {USAGE}"
+            )));
+        }
         None => {
             return Err(CliError::Usage(format!(
                 "missing arguments\nusage: {USAGE}\nsee skyhook-agent --help"
@@ -106,7 +124,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         }
         Some(_) => {}
     }
-    parse_positional(rest).map(Invocation::Run)
+    parse_positional(rest)
 }
 
 fn parse_with_clap(args: &[String]) -> Result<Invocation, CliError> {
@@ -121,34 +139,62 @@ fn parse_with_clap(args: &[String]) -> Result<Invocation, CliError> {
     }
 }
 
-/// Upstream's forms: `<mode> <root> <copy> [data]`, `<mode> <copy>` and
-/// `interrupt <copy> <data>` (the legacy forms imply the root mount `/root`).
-fn parse_positional(args: &[String]) -> Result<Request, CliError> {
-    let Some(mode) = Mode::parse(&args[0]) else {
-        return Err(CliError::Usage(format!(
-            "unknown mode {:?}; valid modes are: {}\nusage: {USAGE}",
-            args[0],
-            Mode::valid_list()
-        )));
+/// Upstream's forms, checked in upstream's order: the number of arguments, then the mode (an
+/// unknown one is skipped, whatever follows it), then the paths and the interrupt data.
+/// `<mode> <root> <copy> [data]`, `<mode> <copy>` and `interrupt <copy> <data>` (the legacy
+/// forms imply the root mount `/root`).
+fn parse_positional(args: &[String]) -> Result<Invocation, CliError> {
+    let usage = |message: String| CliError::Usage(format!("{message}\nusage: {USAGE}"));
+    let (root, copy, data) = match args {
+        [_, copy] => (LEGACY_ROOT_MOUNT, copy, None),
+        [mode, copy, data] if mode == Mode::Interrupt.as_str() => {
+            (LEGACY_ROOT_MOUNT, copy, Some(data))
+        }
+        [_, root, copy] => (root.as_str(), copy, None),
+        [_, root, copy, data] => (root.as_str(), copy, Some(data)),
+        _ => {
+            return Err(usage(format!(
+                "expected 2, 3, or 4 arguments; received {}",
+                args.len()
+            )));
+        }
     };
-    let request = |root: &str, copy: &str, data: Option<&String>| Request {
+    let Some(mode) = Mode::parse(&args[0]) else {
+        return Ok(Invocation::UnsupportedMode(args[0].clone()));
+    };
+    if !root.starts_with('/') {
+        return Err(usage(format!(
+            "root mount {root:?} is not absolute; pass where the host's / is mounted, e.g. /root"
+        )));
+    }
+    if !copy.starts_with('/') {
+        return Err(usage(format!(
+            "copy directory {copy:?} is not absolute; pass the package copy as a path on the host"
+        )));
+    }
+    match (mode, data) {
+        (Mode::Interrupt, None) => {
+            return Err(usage(
+                "interrupt needs INTERRUPT_DATA (base64 of the interrupt's JSON)".into(),
+            ));
+        }
+        (Mode::Interrupt, Some(data)) if data.is_empty() => {
+            return Err(usage("interrupt data must not be empty".into()));
+        }
+        (mode, Some(_)) if mode != Mode::Interrupt => {
+            return Err(usage(format!(
+                "stage {:?} does not accept interrupt data; only interrupt takes a fourth argument",
+                mode.as_str()
+            )));
+        }
+        _ => {}
+    }
+    Ok(Invocation::Run(Request {
         mode,
         root_mount: PathBuf::from(root),
-        copy_dir: copy.to_string(),
+        copy_dir: copy.clone(),
         interrupt_data: data.cloned(),
-    };
-    match args {
-        [_, copy] => Ok(request(LEGACY_ROOT_MOUNT, copy, None)),
-        [_, copy, data] if mode == Mode::Interrupt => {
-            Ok(request(LEGACY_ROOT_MOUNT, copy, Some(data)))
-        }
-        [_, root, copy] => Ok(request(root, copy, None)),
-        [_, root, copy, data] => Ok(request(root, copy, Some(data))),
-        _ => Err(CliError::Usage(format!(
-            "{mode} takes 1 to 3 arguments after the mode, got {}\nusage: {USAGE}",
-            args.len() - 1
-        ))),
-    }
+    }))
 }
 
 #[cfg(test)]
@@ -179,13 +225,6 @@ mod tests {
                 "/root",
                 "/var/lib/skyhook/x",
                 None,
-            ),
-            (
-                &["config-check", "/host", "/c", "ignored"],
-                Mode::ConfigCheck,
-                "/host",
-                "/c",
-                Some("ignored"),
             ),
             (
                 &["interrupt", "/root", "/c", "eyJ9"],
@@ -228,40 +267,94 @@ mod tests {
 
     #[test]
     fn every_mode_is_accepted() {
-        for mode in Mode::ALL {
+        for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::Interrupt) {
             assert_eq!(run_request(&[mode.as_str(), "/r", "/c"]).mode, mode);
         }
     }
 
     fn usage_error(items: &[&str]) -> String {
         match parse(&argv(items)) {
-            Err(CliError::Usage(message)) => message,
+            Err(err @ CliError::Usage(_)) => {
+                assert_eq!(err.exit(), Exit::Usage);
+                let CliError::Usage(message) = err else {
+                    unreachable!()
+                };
+                message
+            }
             other => panic!("{items:?}: expected a usage error, got {other:?}"),
         }
     }
 
     #[test]
-    fn an_unknown_mode_lists_the_valid_ones() {
-        let message = usage_error(&["install", "/root", "/c"]);
-        assert!(
-            message.starts_with(
-                "unknown mode \"install\"; valid modes are: apply, apply-check, config"
+    fn an_unknown_mode_is_skipped_whatever_follows_it() {
+        for items in [
+            &["install", "/root", "/c"][..],
+            &["future-stage", "relative", "also-relative"],
+            &["Apply", "/c"],
+            &["future-stage", "/r", "/c", ""],
+        ] {
+            assert_eq!(
+                parse(&argv(items)).unwrap(),
+                Invocation::UnsupportedMode(items[0].into()),
+                "{items:?}"
+            );
+        }
+        // The argument count is checked first, as upstream does.
+        assert!(usage_error(&["future-stage"]).contains("expected 2, 3, or 4 arguments"));
+    }
+
+    #[test]
+    fn malformed_arguments_are_usage_errors() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "missing arguments"),
+            (&["apply"], "expected 2, 3, or 4 arguments; received 1"),
+            (&["apply", "a", "b", "c", "d"], "received 5"),
+            (
+                &["apply", "host", "/package"],
+                "root mount \"host\" is not absolute",
             ),
-            "{message}"
-        );
-        assert!(message.contains("post-interrupt-check, interrupt"));
-        assert!(usage_error(&["Apply", "/c"]).contains("unknown mode"));
+            (
+                &["apply", "/host", "package"],
+                "copy directory \"package\" is not absolute",
+            ),
+            (
+                &["apply", "package"],
+                "copy directory \"package\" is not absolute",
+            ),
+            (
+                &["interrupt", "/host", "/package", ""],
+                "interrupt data must not be empty",
+            ),
+            (
+                &["interrupt", "/package", ""],
+                "interrupt data must not be empty",
+            ),
+            (
+                &["apply", "/host", "/package", "payload"],
+                "stage \"apply\" does not accept interrupt data",
+            ),
+            (
+                &["--version", "extra"],
+                "--version does not accept additional arguments",
+            ),
+        ];
+        for (items, expected) in cases {
+            let message = usage_error(items);
+            assert!(message.contains(expected), "{items:?}: {message}");
+            assert!(
+                message.contains("usage: skyhook-agent"),
+                "{items:?}: {message}"
+            );
+        }
     }
 
     #[test]
-    fn wrong_argument_counts_are_usage_errors() {
-        assert!(usage_error(&[]).contains("missing arguments"));
-        assert!(usage_error(&["apply"]).contains("got 0"));
-        assert!(usage_error(&["apply", "a", "b", "c", "d"]).contains("got 4"));
+    fn version_prints_the_version_alone() {
+        assert_eq!(parse(&argv(&["--version"])).unwrap(), Invocation::Version);
     }
 
     #[test]
-    fn validate_help_and_version_go_through_clap() {
+    fn validate_and_help_go_through_clap() {
         assert_eq!(
             parse(&argv(&["validate", "pkg"])).unwrap(),
             Invocation::Validate {
@@ -280,14 +373,12 @@ mod tests {
             "MODES: apply",
             "SKYHOOK_AGENT_WRITE_LOGS (default true)",
             "EXIT CODES:",
-            "  4  invalid package",
-            "validate",
+            "  2  malformed arguments",
+            "validate exits 0 without errors, 1 with errors, 2",
+            "skyhook-agent --version",
         ] {
             assert!(help.contains(fragment), "help lacks {fragment:?}:\n{help}");
         }
-        assert!(
-            matches!(parse(&argv(&["--version"])), Err(CliError::Clap(e)) if e.exit_code() == 0)
-        );
         let err = parse(&argv(&["validate"])).unwrap_err();
         assert_eq!(err.exit(), Exit::Usage);
         assert_eq!(parse(&argv(&["--bogus"])).unwrap_err().exit(), Exit::Usage);

@@ -1,60 +1,43 @@
-//! The agent's exit codes. Upstream exits 1 for every failure; the operator treats any
-//! non-zero code as failure, so distinct codes only add information.
+//! The agent's exit codes: upstream's three. The richer reason of a failure is in the error
+//! message and the `failure` field of the last log line, not in the code, because the operator
+//! (ours and upstream's) reads only zero against non-zero.
 
-/// Why the agent exited.
+/// How the agent exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// The stage or interrupt succeeded; an unsupported mode was skipped; `validate` found no
+    /// errors.
     Success,
-    /// A step of a non-check mode, or an interrupt command, failed.
-    StepFailed,
-    /// The command line or an environment variable is wrong.
+    /// A step, a check or an interrupt command failed, the package is invalid, the host refused
+    /// something, or SIGTERM stopped the run; `validate` found errors.
+    Failure,
+    /// Malformed arguments: their number, a relative root mount or copy dir, empty interrupt
+    /// data, interrupt data given to another mode.
     Usage,
-    /// A check mode ran and at least one check failed.
-    CheckFailed,
-    /// config.json, a step script or an expected configMap file is wrong or missing.
-    InvalidPackage,
-    /// SIGTERM stopped the run (or a reboot the interrupt started is underway).
-    Interrupted,
-    /// The host file system or process table refused something (disk full, permissions).
-    HostError,
 }
 
 impl Exit {
-    pub const ALL: [Exit; 7] = [
-        Exit::Success,
-        Exit::StepFailed,
-        Exit::Usage,
-        Exit::CheckFailed,
-        Exit::InvalidPackage,
-        Exit::Interrupted,
-        Exit::HostError,
-    ];
+    pub const ALL: [Exit; 3] = [Exit::Success, Exit::Failure, Exit::Usage];
 
     pub fn code(self) -> u8 {
         match self {
             Exit::Success => 0,
-            Exit::StepFailed => 1,
+            Exit::Failure => 1,
             Exit::Usage => 2,
-            Exit::CheckFailed => 3,
-            Exit::InvalidPackage => 4,
-            Exit::Interrupted => 5,
-            Exit::HostError => 6,
         }
     }
 
     pub fn meaning(self) -> &'static str {
         match self {
-            Exit::Success => "success (validate: no errors)",
-            Exit::StepFailed => "a step or an interrupt command failed",
-            Exit::Usage => "usage error: unknown mode, wrong arguments, bad environment variable",
-            Exit::CheckFailed => "a check failed (check modes)",
-            Exit::InvalidPackage => {
-                "invalid package: config.json, a step script or an expected configMap file"
+            Exit::Success => {
+                "success; an unsupported mode is skipped with a warning (validate: no errors)"
             }
-            Exit::Interrupted => {
-                "stopped by SIGTERM (or the reboot the interrupt started is underway)"
+            Exit::Failure => {
+                "failure or runtime error: a step, check or interrupt command failed, invalid package, host error, stopped by SIGTERM (validate: errors found); the log says which"
             }
-            Exit::HostError => "the host refused a file or process operation",
+            Exit::Usage => {
+                "malformed arguments: wrong number, relative ROOT_MOUNT or COPY_DIR, empty or misplaced INTERRUPT_DATA"
+            }
         }
     }
 
@@ -79,11 +62,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_are_distinct() {
-        let mut codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        codes.sort_unstable();
-        codes.dedup();
-        assert_eq!(codes.len(), Exit::ALL.len());
-        assert!(Exit::table().contains("  3  a check failed"));
+    fn codes_are_upstreams_three() {
+        let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
+        assert_eq!(codes, [0, 1, 2]);
+        assert!(Exit::table().contains("  2  malformed arguments"));
     }
 }

@@ -22,6 +22,10 @@ pub struct FakeHost {
     /// SIGTERM arrives while the command with this index (0-based) runs.
     pub sigterm_during_command: Option<usize>,
     pub terminated: bool,
+    /// SIGTERM arrives while the agent waits for the host to restart after `reboot`.
+    pub sigterm_while_waiting: bool,
+    /// Every wait for SIGTERM, in order.
+    pub waits: Vec<std::time::Duration>,
     pub now: Zoned,
 }
 
@@ -35,6 +39,8 @@ impl Default for FakeHost {
             outcomes: VecDeque::new(),
             sigterm_during_command: None,
             terminated: false,
+            sigterm_while_waiting: false,
+            waits: Vec::new(),
             now: "2025-06-01T12:00:00.25Z"
                 .parse::<jiff::Timestamp>()
                 .map(|t| t.to_zoned(TimeZone::UTC))
@@ -56,10 +62,7 @@ impl FakeHost {
 
     pub fn exit_with(&mut self, codes: &[i32]) {
         self.outcomes
-            .extend(codes.iter().map(|code| CommandOutcome {
-                code: *code,
-                terminated_during: false,
-            }));
+            .extend(codes.iter().map(|code| CommandOutcome { code: *code }));
     }
 
     /// The first argument of each command run (the script or program).
@@ -127,18 +130,25 @@ impl Host for FakeHost {
     fn run(&mut self, command: &CommandSpec) -> Result<CommandOutcome, HostError> {
         let index = self.commands.len();
         self.commands.push(command.clone());
-        let mut outcome = self.outcomes.pop_front().unwrap_or(CommandOutcome {
-            code: 0,
-            terminated_during: false,
-        });
+        let outcome = self
+            .outcomes
+            .pop_front()
+            .unwrap_or(CommandOutcome { code: 0 });
         if self.sigterm_during_command == Some(index) {
             self.terminated = true;
-            outcome.terminated_during = true;
         }
         Ok(outcome)
     }
 
     fn terminate_requested(&self) -> bool {
+        self.terminated
+    }
+
+    fn wait_for_sigterm(&mut self, timeout: std::time::Duration) -> bool {
+        self.waits.push(timeout);
+        if self.sigterm_while_waiting {
+            self.terminated = true;
+        }
         self.terminated
     }
 

@@ -62,8 +62,6 @@ pub struct CommandSpec {
 pub struct CommandOutcome {
     /// The exit code; `-N` when the command was killed by signal N (Python's convention).
     pub code: i32,
-    /// The agent received SIGTERM while the command ran.
-    pub terminated_during: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,5 +92,8 @@ pub trait Host {
     fn run(&mut self, command: &CommandSpec) -> Result<CommandOutcome, HostError>;
     /// Whether SIGTERM has been received.
     fn terminate_requested(&self) -> bool;
+    /// Waits up to `timeout` for SIGTERM; returns whether it arrived (at once when it already
+    /// had). Used after `reboot` returned, while the host is expected to go down.
+    fn wait_for_sigterm(&mut self, timeout: std::time::Duration) -> bool;
     fn now(&self) -> Zoned;
 }

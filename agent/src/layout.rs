@@ -87,6 +87,11 @@ impl Layout {
             .join(resource_id)
     }
 
+    /// The host's boot ID, which changes with every boot.
+    pub fn boot_id_file(&self) -> PathBuf {
+        self.root_mount.join("proc/sys/kernel/random/boot_id")
+    }
+
     /// The directory of one package version's logs.
     pub fn package_log_dir(&self, package: &str, version: &str) -> PathBuf {
         under_root(&self.root_mount, &self.log_root)
@@ -193,6 +198,10 @@ mod tests {
         assert_eq!(
             layout.interrupt_flag_dir("demo-uid-1_tuning_1.0.0"),
             PathBuf::from("/root/var/lib/skyhook/demo/interrupts/flags/demo-uid-1_tuning_1.0.0")
+        );
+        assert_eq!(
+            layout.boot_id_file(),
+            PathBuf::from("/root/proc/sys/kernel/random/boot_id")
         );
         assert_eq!(
             layout.log_target("shellscript", "1.1.1", "shellscript_run.sh"),

@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         Err(err @ CliError::Clap(_)) => {
             let exit = err.exit();
             if let CliError::Clap(err) = err {
-                // Help and version go to stdout, errors to stderr, as clap does.
+                // Help goes to stdout, errors to stderr, as clap does.
                 let _ = err.print();
             }
             return exit.into();
@@ -31,13 +31,25 @@ fn main() -> ExitCode {
     };
     match invocation {
         Invocation::ChrootExec { spec } => ExitCode::from(chroot::exec(&spec)),
+        Invocation::Version => {
+            print_stdout(&format!("{}\n", env!("CARGO_PKG_VERSION")));
+            Exit::Success.into()
+        }
+        Invocation::UnsupportedMode(mode) => {
+            init_tracing();
+            tracing::warn!(
+                stage = %mode,
+                "this agent version does not support the requested stage; treating it as a no-op"
+            );
+            Exit::Success.into()
+        }
         Invocation::Validate { package_dir } => {
             let report = validate::validate(&package_dir);
             print_stdout(&report.render(&package_dir));
             if report.is_clean() {
                 Exit::Success.into()
             } else {
-                Exit::InvalidPackage.into()
+                Exit::Failure.into()
             }
         }
         Invocation::Run(request) => run_request(&request).into(),
@@ -65,13 +77,10 @@ fn init_tracing() {
 fn run_request(request: &Request) -> Exit {
     init_tracing();
     let agent_env: BTreeMap<String, String> = std::env::vars().collect();
-    let settings = match Settings::from_vars(&agent_env) {
-        Ok(settings) => settings,
-        Err(err) => {
-            tracing::error!("{err}");
-            return Exit::Usage;
-        }
-    };
+    let (settings, warnings) = Settings::from_vars(&agent_env);
+    for warning in &warnings {
+        tracing::warn!(name = warning.name, value = %warning.value, "{warning}");
+    }
     print_stdout(&banner::render(&BannerInput {
         mode: request.mode,
         root_mount: &request.root_mount.to_string_lossy(),
@@ -80,11 +89,11 @@ fn run_request(request: &Request) -> Exit {
         settings: &settings,
     }));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), mode = %request.mode, "skyhook-agent starting");
-    let mut host = match RealHost::new(settings.buffer_limit) {
+    let mut host = match RealHost::new() {
         Ok(host) => host,
         Err(err) => {
-            tracing::error!("{:#}", anyhow::Error::new(err));
-            return Exit::HostError;
+            tracing::error!(failure = "host_error", "{:#}", anyhow::Error::new(err));
+            return Exit::Failure;
         }
     };
     match run::run(&mut host, &settings, &agent_env, request) {
@@ -93,9 +102,14 @@ fn run_request(request: &Request) -> Exit {
             Exit::Success
         }
         Err(err) => {
-            let exit = err.exit();
-            tracing::error!(exit_code = exit.code(), "{:#}", anyhow::Error::new(err));
-            exit
+            let failure = err.kind();
+            tracing::error!(
+                failure,
+                exit_code = Exit::Failure.code(),
+                "{:#}",
+                anyhow::Error::new(err)
+            );
+            Exit::Failure
         }
     }
 }

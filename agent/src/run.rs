@@ -4,15 +4,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use skyhook_api::interrupt_payload::InterruptPayload;
+use skyhook_api::interrupt_payload::{AgentInterruptType, InterruptPayload};
 use tracing::{error, info, warn};
 
 use crate::config::{self, PackageConfig, Step};
 use crate::decide::{self, RunReason, StageInput, StageVerdict, StepDecision};
-use crate::exit::Exit;
 use crate::history::HistoryState;
 use crate::host::{CommandSpec, FsChange, Host, HostError};
-use crate::interrupt::{self, InterruptPlan, PlannedCommand, Verdict};
+use crate::interrupt::{
+    self, CommandAction, InterruptPlan, Observed, PlannedCommand, REBOOT_CONFIRMATION_TIMEOUT,
+    Verdict,
+};
 use crate::layout::{Layout, under_root};
 use crate::mode::Mode;
 use crate::problem::{self, Location, Problem};
@@ -32,6 +34,8 @@ pub struct Request {
 /// Legacy node files the upstream operator once placed next to the agent.
 const LEGACY_NODE_FILES: &str = "/etc/nvidia-bootstrap/node-files";
 
+/// Why a run failed. Every one exits 1, as upstream; [`RunError::kind`] names the reason in
+/// the agent's last log line.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("invalid package in {copy_dir}:\n{}", problem::render(problems))]
@@ -49,30 +53,42 @@ pub enum RunError {
     #[error("{mode} failed: these checks did not pass: {}", failed.join(", "))]
     ChecksFailed { mode: Mode, failed: Vec<String> },
     #[error(
-        "interrupt command `{command}` failed with exit code {code}; its flag was removed so a retry runs it again"
+        "interrupt command `{command}` failed with exit code {code}; it is not marked complete, so a retry runs it again"
     )]
     InterruptFailed { command: String, code: i32 },
+    #[error(
+        "reboot was enqueued but the host did not restart within {}s; its pending marker {} stays, so the run after a reboot confirms it by the changed boot ID and a run on this boot reboots again",
+        REBOOT_CONFIRMATION_TIMEOUT.as_secs(),
+        pending.display()
+    )]
+    RebootNotConfirmed { pending: PathBuf },
+    #[error(
+        "cannot read the host's boot ID at {}; a reboot interrupt needs it to confirm the reboot afterwards (mount the host's /proc under the root mount)",
+        path.display()
+    )]
+    BootIdUnknown { path: PathBuf },
     #[error("stopped by SIGTERM {when}; recorded as a failure")]
     Terminated { when: String },
-    #[error(
-        "the reboot is underway (`reboot` or the agent was stopped by SIGTERM); its flag is kept so the run after the reboot completes without rebooting again"
-    )]
-    RebootUnderway,
+    /// The environment or the interrupt data cannot be used.
     #[error("{0}")]
-    Usage(String),
+    BadInput(String),
     #[error(transparent)]
     Host(#[from] HostError),
 }
 
 impl RunError {
-    pub fn exit(&self) -> Exit {
+    /// A short name of the reason, for the `failure` field of the log line.
+    pub fn kind(&self) -> &'static str {
         match self {
-            RunError::InvalidPackage { .. } => Exit::InvalidPackage,
-            RunError::StepFailed { .. } | RunError::InterruptFailed { .. } => Exit::StepFailed,
-            RunError::ChecksFailed { .. } => Exit::CheckFailed,
-            RunError::Terminated { .. } | RunError::RebootUnderway => Exit::Interrupted,
-            RunError::Usage(_) => Exit::Usage,
-            RunError::Host(_) => Exit::HostError,
+            RunError::InvalidPackage { .. } => "invalid_package",
+            RunError::StepFailed { .. } => "step_failed",
+            RunError::ChecksFailed { .. } => "checks_failed",
+            RunError::InterruptFailed { .. } => "interrupt_failed",
+            RunError::RebootNotConfirmed { .. } => "reboot_not_confirmed",
+            RunError::BootIdUnknown { .. } => "boot_id_unknown",
+            RunError::Terminated { .. } => "terminated",
+            RunError::BadInput(_) => "bad_input",
+            RunError::Host(_) => "host_error",
         }
     }
 }
@@ -84,6 +100,12 @@ pub fn run(
     agent_env: &BTreeMap<String, String>,
     request: &Request,
 ) -> Result<(), RunError> {
+    if !settings.data_dir.starts_with('/') {
+        return Err(RunError::BadInput(format!(
+            "SKYHOOK_DATA_DIR={:?} is not absolute; unset it (default /skyhook-package) or give an absolute path",
+            settings.data_dir
+        )));
+    }
     if settings.copy_resolv {
         copy_resolv(host, &request.root_mount)?;
     }
@@ -413,16 +435,16 @@ fn run_interrupt(
     settings: &Settings,
     request: &Request,
 ) -> Result<(), RunError> {
-    let resource =
-        ResourceId::parse(&settings.resource_id).map_err(|err| RunError::Usage(err.to_string()))?;
+    let resource = ResourceId::parse(&settings.resource_id)
+        .map_err(|err| RunError::BadInput(err.to_string()))?;
     let data = request.interrupt_data.as_deref().ok_or_else(|| {
-        RunError::Usage(
+        RunError::BadInput(
             "interrupt mode needs the interrupt data: skyhook-agent interrupt <root_mount> <copy_dir> <base64 JSON>"
                 .into(),
         )
     })?;
     let interrupt =
-        InterruptPayload::decode(data).map_err(|err| RunError::Usage(err.to_string()))?;
+        InterruptPayload::decode(data).map_err(|err| RunError::BadInput(err.to_string()))?;
     // The commands run with the copy dir as their working directory; it may be missing for this
     // generation of the package (upstream #181) or removed by an uninstall.
     ensure_copy_dir(host, settings, request)?;
@@ -431,7 +453,8 @@ fn run_interrupt(
     host.apply(&FsChange::CreateDir {
         path: flag_dir.clone(),
     })?;
-    let commands = match plan_interrupt(host, &interrupt, &flag_dir) {
+    let observed = observe_interrupt(host, &interrupt, &flag_dir, &layout)?;
+    let commands = match interrupt::plan(&interrupt, &flag_dir, &observed) {
         InterruptPlan::RecordNoOp { flag } => {
             host.apply(&FsChange::WriteFile {
                 path: flag,
@@ -454,10 +477,6 @@ fn run_interrupt(
                 when: format!("before interrupt command {}", command.argv.join(" ")),
             });
         }
-        if command.already_done {
-            info!(id = %command.id, resource_id = %settings.resource_id, "skipping interrupt command: it already ran for this resource id");
-            continue;
-        }
         let spec = CommandSpec {
             root: request.root_mount.clone(),
             cwd: request.copy_dir.clone(),
@@ -473,59 +492,129 @@ fn run_interrupt(
                 )
             }),
         };
-        run_interrupt_command(host, &interrupt, command, &spec)?;
+        carry_out_command(host, &interrupt, &layout, command, &spec)?;
     }
     Ok(())
 }
 
-/// The interrupt's plan, given the flags of its commands that exist on the host.
-fn plan_interrupt(
+/// The interrupt's markers that exist and, for a reboot, the host's boot ID.
+fn observe_interrupt(
     host: &impl Host,
     interrupt: &InterruptPayload,
     flag_dir: &Path,
-) -> InterruptPlan {
-    let existing: BTreeSet<PathBuf> = match interrupt::plan(interrupt, flag_dir, &BTreeSet::new()) {
-        InterruptPlan::Commands(commands) => commands
-            .into_iter()
-            .map(|c| c.flag)
-            .filter(|flag| host.exists(flag))
-            .collect(),
-        InterruptPlan::RecordNoOp { .. } => BTreeSet::new(),
-    };
-    interrupt::plan(interrupt, flag_dir, &existing)
+    layout: &Layout,
+) -> Result<Observed, RunError> {
+    let mut observed = Observed::default();
+    for (complete, pending) in interrupt::markers(interrupt, flag_dir) {
+        if host.exists(&complete) {
+            observed.complete.insert(complete);
+        }
+        if let Some(pending) = pending
+            && let Some(text) = host.read(&pending)?
+        {
+            let boot_id = String::from_utf8_lossy(&text).trim().to_owned();
+            observed.pending.insert(pending, boot_id);
+        }
+    }
+    if interrupt.type_ == AgentInterruptType::NodeRestart {
+        observed.boot_id = read_boot_id(host, layout)?;
+    }
+    Ok(observed)
 }
 
-/// Runs one interrupt command as `spec`, at most once per resource id: its flag is written before
-/// the command, because a reboot may never let the agent write it afterwards, and removed again
-/// when the command fails.
-fn run_interrupt_command(
+fn read_boot_id(host: &impl Host, layout: &Layout) -> Result<Option<String>, RunError> {
+    Ok(host
+        .read(&layout.boot_id_file())?
+        .map(|text| String::from_utf8_lossy(&text).trim().to_owned())
+        .filter(|id| !id.is_empty()))
+}
+
+/// A marker's contents: seconds since the epoch.
+fn epoch_now(host: &impl Host) -> Vec<u8> {
+    timefmt::epoch_seconds(host.now().timestamp()).into_bytes()
+}
+
+/// Carries out one planned command: skip it, confirm a reboot that happened, or run it and
+/// mark it complete once it succeeded.
+fn carry_out_command(
     host: &mut impl Host,
     interrupt: &InterruptPayload,
+    layout: &Layout,
     command: PlannedCommand,
     spec: &CommandSpec,
 ) -> Result<(), RunError> {
-    host.apply(&FsChange::WriteFile {
-        path: command.flag.clone(),
-        contents: timefmt::epoch_seconds(host.now().timestamp()).into_bytes(),
-    })?;
-    info!(id = %command.id, command = %command.argv.join(" "), "running interrupt command");
-    let outcome = match host.run(spec) {
-        Ok(outcome) => outcome,
-        Err(err) => {
-            host.apply(&FsChange::RemoveFile { path: command.flag })?;
-            return Err(err.into());
+    match &command.action {
+        CommandAction::Skip => {
+            info!(id = %command.id, "skipping interrupt command: it already ran for this resource id");
+            return Ok(());
         }
-    };
-    match interrupt::judge(interrupt, outcome.code, outcome.terminated_during) {
-        Verdict::Succeeded => Ok(()),
+        CommandAction::BootIdUnknown => {
+            return Err(RunError::BootIdUnknown {
+                path: layout.boot_id_file(),
+            });
+        }
+        CommandAction::ConfirmReboot { ran_on, now } => {
+            info!(id = %command.id, ran_on = %ran_on, boot_id = %now, "the host restarted since reboot ran (its boot ID changed): the reboot is complete");
+            host.apply(&FsChange::WriteFile {
+                path: command.complete.clone(),
+                contents: epoch_now(host),
+            })?;
+            if let Some(pending) = command.pending {
+                host.apply(&FsChange::RemoveFile { path: pending })?;
+            }
+            return Ok(());
+        }
+        CommandAction::Run {
+            boot_id,
+            stale_pending,
+        } => {
+            if let (Some(pending), Some(boot_id)) = (&command.pending, boot_id) {
+                if *stale_pending {
+                    warn!(id = %command.id, %boot_id, "reboot ran before but the host's boot ID is unchanged: the reboot did not happen; running it again");
+                }
+                host.apply(&FsChange::WriteFile {
+                    path: pending.clone(),
+                    contents: format!("{boot_id}\n").into_bytes(),
+                })?;
+            }
+        }
+    }
+    info!(id = %command.id, command = %command.argv.join(" "), "running interrupt command");
+    let outcome = host.run(spec)?;
+    match interrupt::judge(interrupt, outcome.code) {
+        Verdict::Succeeded => {
+            host.apply(&FsChange::WriteFile {
+                path: command.complete,
+                contents: epoch_now(host),
+            })?;
+            Ok(())
+        }
         Verdict::Failed => {
-            host.apply(&FsChange::RemoveFile { path: command.flag })?;
+            if let Some(pending) = command.pending {
+                host.apply(&FsChange::RemoveFile { path: pending })?;
+            }
             Err(RunError::InterruptFailed {
                 command: command.argv.join(" "),
                 code: outcome.code,
             })
         }
-        Verdict::RebootUnderway => Err(RunError::RebootUnderway),
+        Verdict::RebootUnderway => {
+            info!(id = %command.id, "reboot was stopped by SIGTERM: the shutdown has begun; the run after the reboot confirms it");
+            Ok(())
+        }
+        Verdict::AwaitRestart => {
+            info!(id = %command.id, timeout_secs = REBOOT_CONFIRMATION_TIMEOUT.as_secs(), "reboot was enqueued; waiting for the host to go down");
+            let pending = command.pending.unwrap_or(command.complete);
+            if host.wait_for_sigterm(REBOOT_CONFIRMATION_TIMEOUT) {
+                return Err(RunError::Terminated {
+                    when: format!(
+                        "while waiting for the host to restart after reboot (the pending marker {} stays for the run after the reboot)",
+                        pending.display()
+                    ),
+                });
+            }
+            Err(RunError::RebootNotConfirmed { pending })
+        }
     }
 }
 

@@ -15,8 +15,9 @@ pub struct Settings {
     pub log_dir: String,
     /// `SKYHOOK_AGENT_WRITE_LOGS`: false streams output without keeping log files.
     pub write_logs: bool,
-    /// `SKYHOOK_AGENT_BUFFER_LIMIT`: the read chunk size for step output, in bytes.
-    pub buffer_limit: usize,
+    /// `SKYHOOK_AGENT_BUFFER_LIMIT` as given (or its old default): printed in the banner for
+    /// tools that read it, otherwise ignored, as upstream's Go agent does: output is streamed.
+    pub buffer_limit: String,
     /// `COPY_RESOLV`: copy the container's `/etc/resolv.conf` onto the host.
     pub copy_resolv: bool,
     /// `OVERLAY_ALWAYS_RUN_STEP`: run steps even when their completion flag exists.
@@ -53,7 +54,7 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
     (
         "SKYHOOK_AGENT_BUFFER_LIMIT",
         "8192",
-        "read chunk size for step output, in bytes",
+        "printed in the banner, otherwise ignored (output is streamed)",
     ),
     (
         "COPY_RESOLV",
@@ -67,43 +68,75 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SettingsError {
-    #[error(
-        "SKYHOOK_AGENT_BUFFER_LIMIT={value:?} is not a positive whole number of bytes; unset it or use e.g. 8192"
-    )]
-    BufferLimit { value: String },
+/// A variable the agent read past: the value it could not use and what it did instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingWarning {
+    pub name: &'static str,
+    pub value: String,
+}
+
+impl std::fmt::Display for SettingWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid boolean environment variable {}={:?}; treating it as false (use true or false)",
+            self.name, self.value
+        )
+    }
+}
+
+/// A boolean variable, as upstream's Go agent reads it: unset gives `default`, `true` and
+/// `false` in any letter case are themselves, anything else (even with spaces) is false and
+/// warned about.
+fn read_bool(
+    name: &'static str,
+    value: Option<&String>,
+    default: bool,
+) -> (bool, Option<SettingWarning>) {
+    match value {
+        None => (default, None),
+        Some(value) if value.eq_ignore_ascii_case("true") => (true, None),
+        Some(value) if value.eq_ignore_ascii_case("false") => (false, None),
+        Some(value) => (
+            false,
+            Some(SettingWarning {
+                name,
+                value: value.clone(),
+            }),
+        ),
+    }
 }
 
 impl Settings {
-    /// Reads the settings from environment variables, applying upstream's defaults. Booleans
-    /// follow upstream: a value is true exactly when it is "true" in any letter case.
-    pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Self, SettingsError> {
-        let text = |name: &str, default: &str| {
+    /// Reads the settings from environment variables with upstream's defaults; an empty path
+    /// variable counts as unset. Returns the warnings to log for values it could not use.
+    pub fn from_vars(vars: &BTreeMap<String, String>) -> (Self, Vec<SettingWarning>) {
+        let path = |name: &str, default: &str| {
             vars.get(name)
+                .filter(|value| !value.is_empty())
                 .cloned()
                 .unwrap_or_else(|| default.to_string())
         };
-        let flag = |name: &str, default: &str| text(name, default).to_lowercase() == "true";
-        let buffer_text = text("SKYHOOK_AGENT_BUFFER_LIMIT", "8192");
-        let buffer_limit = buffer_text
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|limit| *limit > 0)
-            .ok_or(SettingsError::BufferLimit {
-                value: buffer_text.clone(),
-            })?;
-        Ok(Settings {
-            resource_id: text("SKYHOOK_RESOURCE_ID", ""),
-            data_dir: text("SKYHOOK_DATA_DIR", "/skyhook-package"),
-            root_dir: text("SKYHOOK_ROOT_DIR", "/etc/skyhook"),
-            log_dir: text("SKYHOOK_LOG_DIR", "/var/log/skyhook"),
-            write_logs: flag("SKYHOOK_AGENT_WRITE_LOGS", "true"),
-            buffer_limit,
-            copy_resolv: flag("COPY_RESOLV", "true"),
-            always_run_step: flag("OVERLAY_ALWAYS_RUN_STEP", "false"),
-        })
+        let mut warnings = Vec::new();
+        let mut flag = |name: &'static str, default: bool| {
+            let (value, warning) = read_bool(name, vars.get(name), default);
+            warnings.extend(warning);
+            value
+        };
+        let write_logs = flag("SKYHOOK_AGENT_WRITE_LOGS", true);
+        let copy_resolv = flag("COPY_RESOLV", true);
+        let always_run_step = flag("OVERLAY_ALWAYS_RUN_STEP", false);
+        let settings = Settings {
+            resource_id: vars.get("SKYHOOK_RESOURCE_ID").cloned().unwrap_or_default(),
+            data_dir: path("SKYHOOK_DATA_DIR", "/skyhook-package"),
+            root_dir: path("SKYHOOK_ROOT_DIR", "/etc/skyhook"),
+            log_dir: path("SKYHOOK_LOG_DIR", "/var/log/skyhook"),
+            write_logs,
+            buffer_limit: path("SKYHOOK_AGENT_BUFFER_LIMIT", "8192"),
+            copy_resolv,
+            always_run_step,
+        };
+        (settings, warnings)
     }
 }
 
@@ -117,21 +150,21 @@ pub struct ResourceId {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "SKYHOOK_RESOURCE_ID={value:?} is not <skyhook>-<uid>-<generation>_<package>_<version> (three parts separated by '_'); the operator sets it on agent pods, set it the same way when running the agent by hand"
+    "SKYHOOK_RESOURCE_ID={value:?} is not <skyhook>-<uid>-<generation>_<package>_<version> (its first and last '_' separate three non-empty parts); the operator sets it on agent pods, set it the same way when running the agent by hand"
 )]
 pub struct ResourceIdError {
     pub value: String,
 }
 
 impl ResourceId {
+    /// Splits at the first and the last `_`, as upstream does: the Skyhook part and the version
+    /// have no `_`, so a package name may contain them.
     pub fn parse(value: &str) -> Result<Self, ResourceIdError> {
         let error = || ResourceIdError {
             value: value.to_string(),
         };
-        let parts: Vec<&str> = value.split('_').collect();
-        let [skyhook, package, version] = parts.as_slice() else {
-            return Err(error());
-        };
+        let (skyhook, rest) = value.split_once('_').ok_or_else(error)?;
+        let (package, version) = rest.rsplit_once('_').ok_or_else(error)?;
         let is_name = |part: &str| !part.is_empty() && !part.contains('/') && part != "..";
         if !(is_name(skyhook) && is_name(package) && is_name(version)) {
             return Err(error());
@@ -157,7 +190,8 @@ mod tests {
 
     #[test]
     fn defaults_match_upstream() {
-        let settings = Settings::from_vars(&BTreeMap::new()).unwrap();
+        let (settings, warnings) = Settings::from_vars(&BTreeMap::new());
+        assert!(warnings.is_empty());
         assert_eq!(
             settings,
             Settings {
@@ -166,16 +200,22 @@ mod tests {
                 root_dir: "/etc/skyhook".into(),
                 log_dir: "/var/log/skyhook".into(),
                 write_logs: true,
-                buffer_limit: 8192,
+                buffer_limit: "8192".into(),
                 copy_resolv: true,
                 always_run_step: false,
             }
         );
+        let (empty, _) = Settings::from_vars(&vars(&[
+            ("SKYHOOK_DATA_DIR", ""),
+            ("SKYHOOK_ROOT_DIR", ""),
+            ("SKYHOOK_LOG_DIR", ""),
+        ]));
+        assert_eq!(empty, settings, "an empty path variable reads as unset");
     }
 
     #[test]
     fn every_variable_is_read() {
-        let settings = Settings::from_vars(&vars(&[
+        let (settings, warnings) = Settings::from_vars(&vars(&[
             ("SKYHOOK_RESOURCE_ID", "demo-uid-1_pkg_1.0.0"),
             ("SKYHOOK_DATA_DIR", "/data"),
             ("SKYHOOK_ROOT_DIR", "/var/lib/skyhook/demo"),
@@ -184,47 +224,85 @@ mod tests {
             ("SKYHOOK_AGENT_BUFFER_LIMIT", "4096"),
             ("COPY_RESOLV", "false"),
             ("OVERLAY_ALWAYS_RUN_STEP", "TRUE"),
-        ]))
-        .unwrap();
+        ]));
+        assert!(warnings.is_empty());
         assert_eq!(settings.resource_id, "demo-uid-1_pkg_1.0.0");
         assert_eq!(settings.data_dir, "/data");
         assert_eq!(settings.root_dir, "/var/lib/skyhook/demo");
         assert_eq!(settings.log_dir, "/var/log/skyhook/demo");
         assert!(!settings.write_logs);
-        assert_eq!(settings.buffer_limit, 4096);
+        assert_eq!(settings.buffer_limit, "4096");
         assert!(!settings.copy_resolv);
         assert!(settings.always_run_step);
     }
 
     #[test]
-    fn booleans_are_true_only_for_true() {
-        for (value, expected) in [("true", true), ("True", true), ("1", false), ("yes", false)] {
-            let settings =
-                Settings::from_vars(&vars(&[("OVERLAY_ALWAYS_RUN_STEP", value)])).unwrap();
-            assert_eq!(settings.always_run_step, expected, "{value}");
+    fn booleans_are_true_or_false_in_any_case_and_anything_else_warns() {
+        // (value, read as, warned)
+        let cases = [
+            ("true", true, false),
+            ("True", true, false),
+            ("TRUE", true, false),
+            ("false", false, false),
+            ("FaLsE", false, false),
+            ("1", false, true),
+            ("yes", false, true),
+            (" true ", false, true),
+            ("", false, true),
+        ];
+        for (value, expected, warned) in cases {
+            let (settings, warnings) = Settings::from_vars(&vars(&[("COPY_RESOLV", value)]));
+            assert_eq!(settings.copy_resolv, expected, "{value:?}");
+            assert_eq!(
+                warnings,
+                if warned {
+                    vec![SettingWarning {
+                        name: "COPY_RESOLV",
+                        value: value.into(),
+                    }]
+                } else {
+                    vec![]
+                },
+                "{value:?}"
+            );
+        }
+        let warning = SettingWarning {
+            name: "COPY_RESOLV",
+            value: "yes".into(),
+        };
+        assert!(
+            warning
+                .to_string()
+                .contains("COPY_RESOLV=\"yes\"; treating it as false")
+        );
+    }
+
+    #[test]
+    fn the_buffer_limit_is_printed_but_never_rejected() {
+        for value in ["0", "-1", "lots", "4096"] {
+            let (settings, warnings) =
+                Settings::from_vars(&vars(&[("SKYHOOK_AGENT_BUFFER_LIMIT", value)]));
+            assert_eq!(settings.buffer_limit, value);
+            assert!(warnings.is_empty());
         }
     }
 
     #[test]
-    fn a_bad_buffer_limit_is_an_error_naming_the_variable() {
-        for value in ["", "0", "-1", "lots"] {
-            let err =
-                Settings::from_vars(&vars(&[("SKYHOOK_AGENT_BUFFER_LIMIT", value)])).unwrap_err();
-            assert!(err.to_string().contains("SKYHOOK_AGENT_BUFFER_LIMIT"));
-        }
-    }
-
-    #[test]
-    fn resource_ids_split_into_three_parts() {
+    fn resource_ids_split_at_the_first_and_last_underscore() {
+        let id = |skyhook: &str, package: &str, version: &str| ResourceId {
+            skyhook: skyhook.into(),
+            package: package.into(),
+            version: version.into(),
+        };
         assert_eq!(
             ResourceId::parse("customer-f5a1d42e-74e5-1_tuning_2.0.2").unwrap(),
-            ResourceId {
-                skyhook: "customer-f5a1d42e-74e5-1".into(),
-                package: "tuning".into(),
-                version: "2.0.2".into()
-            }
+            id("customer-f5a1d42e-74e5-1", "tuning", "2.0.2")
         );
-        for bad in ["", "a_b", "a_b_c_d", "a__c", "a_b/c_1.0.0", "a_.._1"] {
+        assert_eq!(
+            ResourceId::parse("nodewright-uid-1_package_with_underscores_1.2.3").unwrap(),
+            id("nodewright-uid-1", "package_with_underscores", "1.2.3")
+        );
+        for bad in ["", "a_b", "a__c", "_b_c", "a_b_", "a_b/c_1.0.0", "a_.._1"] {
             assert!(ResourceId::parse(bad).is_err(), "{bad}");
         }
     }

@@ -96,7 +96,7 @@ impl Node {
         let shim = format!(
             "#!/bin/sh\n# {SHIM_MARK}: records the call in the node's journal instead of touching the machine.\n\
              echo \"$(basename \"$0\")${{*:+ $*}}\" >> /{JOURNAL}\n\
-             if [ \"$(basename \"$0\")\" = reboot ] && [ \"${{SHIM_REBOOT_SENDS_SIGTERM:-}}\" = 1 ]; then kill -TERM \"$PPID\"; fi\n"
+             if [ \"$(basename \"$0\")\" = reboot ] && [ \"${{SHIM_REBOOT_KILLED:-}}\" = 1 ]; then kill -TERM $$; fi\n"
         );
         for path in [
             "usr/sbin/reboot",
@@ -156,6 +156,13 @@ impl Node {
         }
         differing.sort();
         differing
+    }
+
+    /// Sets the node's boot ID, as `/proc/sys/kernel/random/boot_id` in its root shows it.
+    fn set_boot_id(&self, boot_id: &str) {
+        let path = self.changed("/proc/sys/kernel/random/boot_id");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, format!("{boot_id}\n")).unwrap();
     }
 
     fn journal(&self) -> Vec<String> {
@@ -402,7 +409,7 @@ fn shellscript_lifecycle_changes_only_the_node_root() {
 }
 
 #[test]
-fn checks_and_steps_fail_with_distinct_exit_codes() {
+fn failures_exit_1_and_malformed_arguments_exit_2() {
     require_overlay_support();
     let node = Node::new("failures");
     let copy_dir = node.copy_dir("shellscript", "1.1.1");
@@ -417,11 +424,9 @@ fn checks_and_steps_fail_with_distinct_exit_codes() {
     let apply = node.run("apply", &copy_dir, &[]);
     assert_eq!(code(&apply), Some(1), "step failed");
     assert!(String::from_utf8_lossy(&apply.stderr).contains("[err]"));
-    assert_eq!(
-        code(&node.run("apply-check", &copy_dir, &[])),
-        Some(3),
-        "check failed"
-    );
+    let check = node.run("apply-check", &copy_dir, &[]);
+    assert_eq!(code(&check), Some(1), "check failed");
+    assert!(String::from_utf8_lossy(&check.stderr).contains("failure=\"checks_failed\""));
     assert_eq!(
         node.read(&format!("{}/flags/check_results", node.state_dir())),
         "shellscript_run.sh True"
@@ -434,17 +439,52 @@ fn checks_and_steps_fail_with_distinct_exit_codes() {
     )
     .unwrap();
     let invalid = node.run("apply", &copy_dir, &[]);
-    assert_eq!(code(&invalid), Some(4), "invalid package");
+    assert_eq!(code(&invalid), Some(1), "invalid package");
     assert!(
         String::from_utf8_lossy(&invalid.stderr)
             .contains("missing required field \"package_name\"")
     );
 
-    let unknown = node.agent(&["install", "/x", "/y"], &[]);
-    assert_eq!(code(&unknown), Some(2), "usage error");
+    // A mode this agent does not know is skipped, as upstream skips a newer operator's modes.
+    let unknown = node.agent(&["future-stage", "/x", "/y"], &[]);
+    assert_eq!(code(&unknown), Some(0), "unsupported mode");
     assert!(
-        String::from_utf8_lossy(&unknown.stderr).contains("valid modes are: apply, apply-check")
+        String::from_utf8_lossy(&unknown.stderr)
+            .contains("does not support the requested stage; treating it as a no-op")
     );
+    for (args, message) in [
+        (&["apply"][..], "expected 2, 3, or 4 arguments; received 1"),
+        (
+            &["apply", "relative", "/y"],
+            "root mount \"relative\" is not absolute",
+        ),
+        (
+            &["apply", "/x", "relative"],
+            "copy directory \"relative\" is not absolute",
+        ),
+        (
+            &["interrupt", "/x", "/y", ""],
+            "interrupt data must not be empty",
+        ),
+        (
+            &["apply", "/x", "/y", "eyJ9"],
+            "does not accept interrupt data",
+        ),
+        (
+            &["--version", "extra"],
+            "--version does not accept additional arguments",
+        ),
+    ] {
+        let output = node.agent(args, &[]);
+        assert_eq!(code(&output), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(message),
+            "{args:?}"
+        );
+    }
+    let version = node.agent(&["--version"], &[]);
+    assert_eq!(code(&version), Some(0));
+    assert_eq!(stdout(&version), format!("{}\n", env!("CARGO_PKG_VERSION")));
 }
 
 #[test]
@@ -545,18 +585,50 @@ fn interrupts_run_once_per_resource_id_and_reach_the_journal() {
     );
     assert!(node.changed(&format!("{flags}/no_op.complete")).is_file());
 
-    // A reboot that the shutdown's SIGTERM interrupts keeps its flag: the run after the reboot
-    // succeeds without rebooting again.
+    // A reboot the shutdown kills with SIGTERM succeeds and leaves a pending marker holding
+    // the boot ID; a run on the same boot reboots again, a run after the boot ID changed
+    // confirms the reboot without rebooting.
     let reboot = b64(r#"{"type": "node_restart"}"#);
+    let reboot_id = "e2e-uid-2_tuning_1.1.4";
     let next = [
-        ("SKYHOOK_RESOURCE_ID", "e2e-uid-2_tuning_1.1.4"),
-        ("SHIM_REBOOT_SENDS_SIGTERM", "1"),
+        ("SKYHOOK_RESOURCE_ID", reboot_id),
+        ("SHIM_REBOOT_KILLED", "1"),
     ];
+    let reboot_flags = format!("{}/interrupts/flags/{reboot_id}", node.state_dir());
+    let reboots = || node.journal().iter().filter(|l| *l == "reboot").count();
+    node.set_boot_id("boot-a");
     let first = node.agent(&["interrupt", &root, &copy_dir, &reboot], &next);
-    assert_eq!(code(&first), Some(5), "interrupted by the shutdown");
-    let second = node.agent(&["interrupt", &root, &copy_dir, &reboot], &next);
-    assert_eq!(code(&second), Some(0));
-    assert_eq!(node.journal().iter().filter(|l| *l == "reboot").count(), 1);
+    assert_eq!(code(&first), Some(0), "killed by the shutdown: success");
+    assert_eq!(
+        node.read(&format!("{reboot_flags}/node_restart_0.pending")),
+        "boot-a\n"
+    );
+    let same_boot = node.agent(&["interrupt", &root, &copy_dir, &reboot], &next);
+    assert_eq!(code(&same_boot), Some(0));
+    assert_eq!(
+        reboots(),
+        2,
+        "the boot ID did not change: the reboot runs again"
+    );
+    node.set_boot_id("boot-b");
+    let after = node.agent(&["interrupt", &root, &copy_dir, &reboot], &next);
+    assert_eq!(code(&after), Some(0));
+    assert_eq!(reboots(), 2, "confirmed by the new boot ID, not repeated");
+    assert_eq!(
+        files_in(&node.changed(&reboot_flags)),
+        ["node_restart_0.complete"]
+    );
+
+    // `reboot` returning 0 while the host stays up is a failure after 10 s.
+    let stays_up = [("SKYHOOK_RESOURCE_ID", "e2e-uid-3_tuning_1.1.4")];
+    let started = std::time::Instant::now();
+    let output = node.agent(&["interrupt", &root, &copy_dir, &reboot], &stays_up);
+    assert_eq!(code(&output), Some(1));
+    assert!(started.elapsed() >= Duration::from_secs(10));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("reboot was enqueued but the host did not restart within 10s")
+    );
 }
 
 #[test]
@@ -654,7 +726,11 @@ fn sigterm_stops_after_the_running_step() {
     let output = agent.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("{stderr}");
-    assert_eq!(output.status.code(), Some(5), "interrupted");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "stopped by SIGTERM: a failure, as upstream"
+    );
     assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");
     assert_eq!(
         node.read("/etc/acme-configured"),
@@ -720,7 +796,7 @@ fn tuning_writes_and_removes_its_drop_ins() {
 
     // A key removed from the configMap: the check notices the stale drop-in, config removes it.
     node.set_configmap(&copy_dir, "service_containerd.conf", None);
-    assert_eq!(code(&node.run("config-check", &copy_dir, &id)), Some(3));
+    assert_eq!(code(&node.run("config-check", &copy_dir, &id)), Some(1));
     assert_eq!(code(&node.run("config", &copy_dir, &id)), Some(0));
     assert!(
         !node
@@ -739,7 +815,7 @@ fn tuning_writes_and_removes_its_drop_ins() {
 
     // uninstall-check fails, naming what remains, until uninstall has run.
     let early = node.run("uninstall-check", &copy_dir, &id);
-    assert_eq!(code(&early), Some(3));
+    assert_eq!(code(&early), Some(1));
     let early_text = String::from_utf8_lossy(&early.stderr).into_owned();
     assert!(
         early_text.contains("/etc/security/limits.d/999-tuning-tuning.conf"),
@@ -775,7 +851,7 @@ fn tuning_writes_and_removes_its_drop_ins() {
         text.push_str("session required pam_limits.so # added by the skyhook tuning package\n");
         fs::write(&session, text).unwrap();
         let leftover = node.run("uninstall-check", &copy_dir, &id);
-        assert_eq!(code(&leftover), Some(3));
+        assert_eq!(code(&leftover), Some(1));
         assert!(
             String::from_utf8_lossy(&leftover.stderr)
                 .contains("/etc/pam.d/common-session (pam_limits line)")
@@ -875,7 +951,7 @@ fn tuned_manages_profiles_through_tuned_adm() {
     let failing_verify = ("STUB_VERIFY_RC", "1");
     assert_eq!(
         code(&node.run("config-check", &copy_dir, &[id, failing_verify])),
-        Some(3)
+        Some(1)
     );
     assert_eq!(
         code(&node.run(
@@ -887,7 +963,7 @@ fn tuned_manages_profiles_through_tuned_adm() {
     );
     assert_eq!(
         code(&node.run("post-interrupt-check", &copy_dir, &[id, failing_verify])),
-        Some(3)
+        Some(1)
     );
     assert_eq!(
         code(&node.run("post-interrupt-check", &copy_dir, &[id])),

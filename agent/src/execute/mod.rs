@@ -8,6 +8,7 @@ mod process;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use jiff::Zoned;
 
@@ -19,8 +20,14 @@ pub struct RealHost {
     terminated: Arc<AtomicBool>,
     /// This executable, re-run as the chroot helper.
     helper: PathBuf,
-    buffer_limit: usize,
 }
+
+/// How much command output is read at a time; output is streamed line by line whatever the
+/// size (`SKYHOOK_AGENT_BUFFER_LIMIT` is ignored, as upstream's Go agent ignores it).
+const READ_CHUNK: usize = 8192;
+
+/// How often [`RealHost::wait_for_sigterm`] looks at the SIGTERM flag.
+const SIGTERM_POLL: Duration = Duration::from_millis(50);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -37,7 +44,7 @@ impl RealHost {
     /// stops after the current step instead of dying in the middle of it. The flag is set in
     /// the signal handler itself, so a SIGTERM sent before a command exits (the shutdown that
     /// a `reboot` starts) is visible by the time the agent sees that exit.
-    pub fn new(buffer_limit: usize) -> Result<Self, StartError> {
+    pub fn new() -> Result<Self, StartError> {
         let terminated = Arc::new(AtomicBool::new(false));
         signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&terminated))
             .map_err(StartError::Signal)?;
@@ -50,7 +57,6 @@ impl RealHost {
             runtime,
             terminated,
             helper,
-            buffer_limit,
         })
     }
 }
@@ -103,18 +109,28 @@ impl Host for RealHost {
     }
 
     fn run(&mut self, command: &CommandSpec) -> Result<CommandOutcome, HostError> {
-        let before = self.terminate_requested();
         let code = self
             .runtime
-            .block_on(process::run(command, &self.helper, self.buffer_limit))?;
-        Ok(CommandOutcome {
-            code,
-            terminated_during: !before && self.terminate_requested(),
-        })
+            .block_on(process::run(command, &self.helper, READ_CHUNK))?;
+        Ok(CommandOutcome { code })
     }
 
     fn terminate_requested(&self) -> bool {
         self.terminated.load(Ordering::SeqCst)
+    }
+
+    fn wait_for_sigterm(&mut self, timeout: Duration) -> bool {
+        // The flag is set by the signal handler; a short poll keeps this free of another
+        // signal-handling path.
+        let deadline = Instant::now() + timeout;
+        while !self.terminate_requested() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            std::thread::sleep(left.min(SIGTERM_POLL));
+        }
+        true
     }
 
     fn now(&self) -> Zoned {

@@ -53,7 +53,7 @@ fn settings(vars: &[(&str, &str)]) -> Settings {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     all.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Settings::from_vars(&all).unwrap()
+    Settings::from_vars(&all).0
 }
 
 fn agent_env() -> BTreeMap<String, String> {
@@ -142,7 +142,7 @@ fn a_failing_step_stops_later_steps_and_leaves_no_flag() {
     let mut host = host_with_package(&config_json());
     host.exit_with(&[3]);
     let err = run_mode(&mut host, Mode::Apply, &settings(&[])).unwrap_err();
-    assert_eq!(err.exit(), Exit::StepFailed);
+    assert_eq!(err.kind(), "step_failed");
     assert!(
         err.to_string()
             .contains("exit code 3 is not one of its returncodes [0]"),
@@ -167,7 +167,7 @@ fn checks_run_every_step_and_record_results() {
     let mut host = host_with_package(&config_json());
     host.exit_with(&[1, 0]);
     let err = run_mode(&mut host, Mode::ApplyCheck, &settings(&[])).unwrap_err();
-    assert_eq!(err.exit(), Exit::CheckFailed);
+    assert_eq!(err.kind(), "checks_failed");
     assert_eq!(host.commands.len(), 2);
     assert_eq!(
         host.text(format!("{FLAGS}/check_results")),
@@ -262,7 +262,7 @@ fn expected_config_files_must_exist_except_for_uninstall() {
     config["expected_config_files"] = json!(["settings.conf"]);
     let mut host = host_with_package(&config);
     let err = run_mode(&mut host, Mode::Apply, &settings(&[])).unwrap_err();
-    assert_eq!(err.exit(), Exit::InvalidPackage);
+    assert_eq!(err.kind(), "invalid_package");
     assert!(
         err.to_string()
             .contains("expected config file settings.conf not found"),
@@ -280,7 +280,7 @@ fn an_invalid_config_is_reported_before_anything_runs() {
     config["modes"]["apply"][0]["returncodes"] = json!([]);
     let mut host = host_with_package(&config);
     let err = run_mode(&mut host, Mode::Apply, &settings(&[])).unwrap_err();
-    assert_eq!(err.exit(), Exit::InvalidPackage);
+    assert_eq!(err.kind(), "invalid_package");
     assert!(
         err.to_string()
             .contains("modes.apply[0] (step \"one\") field returncodes"),
@@ -309,7 +309,7 @@ fn a_missing_env_argument_fails_before_running() {
         &request(Mode::Apply),
     )
     .unwrap_err();
-    assert_eq!(err.exit(), Exit::StepFailed);
+    assert_eq!(err.kind(), "step_failed");
     assert!(err.to_string().contains("NODE_NAME"), "{err}");
     assert_eq!(host.commands.len(), 1, "only the first step ran");
 }
@@ -319,7 +319,7 @@ fn sigterm_stops_after_the_current_step() {
     let mut host = host_with_package(&config_json());
     host.sigterm_during_command = Some(0);
     let err = run_mode(&mut host, Mode::Apply, &settings(&[])).unwrap_err();
-    assert_eq!(err.exit(), Exit::Interrupted);
+    assert_eq!(err.kind(), "terminated");
     assert_eq!(host.commands.len(), 1);
     // The step that was running finished and keeps its flag.
     assert_eq!(flag_files(&host).len(), 1);
@@ -327,7 +327,7 @@ fn sigterm_stops_after_the_current_step() {
     let mut host = host_with_package(&config_json());
     host.sigterm_during_command = Some(1);
     let err = run_mode(&mut host, Mode::ApplyCheck, &settings(&[])).unwrap_err();
-    assert_eq!(err.exit(), Exit::Interrupted);
+    assert_eq!(err.kind(), "terminated");
     assert!(!host.exists(Path::new("/root/var/lib/skyhook/demo/history/pkg.json")));
 }
 
@@ -414,13 +414,26 @@ fn service_restart_runs_once_per_resource_id() {
             "service_restart_1".into()
         ))
     );
-    // The copy dir is created (upstream #181) and each flag is written before its command.
+    // The copy dir is created (upstream #181) and each marker is written after its command
+    // succeeded, never while it runs.
     assert!(host.dirs.contains(Path::new(HOST_COPY)));
-    let flag_written = host
+    let marker_writes: Vec<&Path> = host
         .changes
         .iter()
-        .position(|c| matches!(c, FsChange::WriteFile { path, .. } if path.ends_with("service_restart_0.complete")));
-    assert!(flag_written.is_some());
+        .filter_map(|c| match c {
+            FsChange::WriteFile { path, .. } if path.starts_with(INTERRUPT_FLAGS) => {
+                Some(path.as_path())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        marker_writes,
+        [
+            Path::new(&format!("{INTERRUPT_FLAGS}/service_restart_0.complete")),
+            Path::new(&format!("{INTERRUPT_FLAGS}/service_restart_1.complete"))
+        ]
+    );
     assert_eq!(
         host.text(format!("{INTERRUPT_FLAGS}/service_restart_0.complete")),
         Some("1748779200.25".into())
@@ -439,12 +452,12 @@ fn service_restart_runs_once_per_resource_id() {
 }
 
 #[test]
-fn a_failed_interrupt_command_removes_its_flag() {
+fn a_failed_interrupt_command_is_not_marked_and_runs_again() {
     let mut host = FakeHost::default();
     host.exit_with(&[0, 5]);
     let request = interrupt_request(r#"{"type": "service_restart", "services": ["a", "b"]}"#);
     let err = run(&mut host, &settings(&[]), &agent_env(), &request).unwrap_err();
-    assert_eq!(err.exit(), Exit::StepFailed);
+    assert_eq!(err.kind(), "interrupt_failed");
     assert!(err.to_string().contains("systemctl restart a"), "{err}");
     assert!(host.exists(Path::new(&format!(
         "{INTERRUPT_FLAGS}/service_restart_0.complete"
@@ -459,42 +472,159 @@ fn a_failed_interrupt_command_removes_its_flag() {
     assert_eq!(argvs, ["systemctl restart a", "systemctl restart b"]);
 }
 
-#[test]
-fn a_reboot_stopped_by_sigterm_keeps_its_flag_and_is_not_repeated() {
-    for (code, sigterm) in [(-15, false), (143, false), (1, true)] {
-        let mut host = FakeHost::default();
-        host.outcomes.push_back(CommandOutcome {
-            code,
-            terminated_during: false,
-        });
-        if sigterm {
-            host.sigterm_during_command = Some(0);
-        }
-        let request = interrupt_request(r#"{"type": "node_restart"}"#);
-        let err = run(&mut host, &settings(&[]), &agent_env(), &request).unwrap_err();
-        assert_eq!(err.exit(), Exit::Interrupted, "code {code}");
-        assert!(host.exists(Path::new(&format!(
-            "{INTERRUPT_FLAGS}/node_restart_0.complete"
-        ))));
+const BOOT_ID_FILE: &str = "/root/proc/sys/kernel/random/boot_id";
 
-        // After the reboot the recreated pod runs the agent again: success, no second reboot.
+fn pending_marker() -> PathBuf {
+    PathBuf::from(format!("{INTERRUPT_FLAGS}/node_restart_0.pending"))
+}
+
+fn complete_marker() -> PathBuf {
+    PathBuf::from(format!("{INTERRUPT_FLAGS}/node_restart_0.complete"))
+}
+
+fn reboot_host(boot_id: &str) -> FakeHost {
+    let mut host = FakeHost::default();
+    host.add_file(BOOT_ID_FILE, format!("{boot_id}\n"));
+    host
+}
+
+fn run_reboot(host: &mut FakeHost) -> Result<(), RunError> {
+    let request = interrupt_request(r#"{"type": "node_restart"}"#);
+    run(host, &settings(&[]), &agent_env(), &request)
+}
+
+#[test]
+fn a_reboot_killed_by_sigterm_succeeds_and_the_next_boot_confirms_it() {
+    for code in [-15, 143] {
+        let mut host = reboot_host("boot-a");
+        host.outcomes.push_back(CommandOutcome { code });
+        run_reboot(&mut host).unwrap();
+        assert_eq!(host.programs(), ["reboot"]);
+        // The pending marker, holding the boot ID, was written before `reboot` ran.
+        let pending_written = host.changes.iter().position(
+            |c| matches!(c, FsChange::WriteFile { path, .. } if *path == pending_marker()),
+        );
+        assert!(pending_written.is_some(), "code {code}");
+        assert_eq!(host.text(pending_marker()), Some("boot-a\n".into()));
+        assert!(!host.exists(&complete_marker()));
+        assert!(
+            host.waits.is_empty(),
+            "no wait after a SIGTERM-killed reboot"
+        );
+
+        // After the reboot the recreated pod runs the agent again on a new boot: the reboot is
+        // confirmed, not repeated.
         host.commands.clear();
-        host.terminated = false;
-        run(&mut host, &settings(&[]), &agent_env(), &request).unwrap();
+        host.add_file(BOOT_ID_FILE, "boot-b\n");
+        run_reboot(&mut host).unwrap();
+        assert!(host.commands.is_empty());
+        assert!(host.exists(&complete_marker()));
+        assert!(!host.exists(&pending_marker()));
+
+        // And any later run of the same resource id does nothing.
+        run_reboot(&mut host).unwrap();
         assert!(host.commands.is_empty());
     }
 }
 
 #[test]
-fn a_reboot_that_fails_outright_removes_its_flag() {
-    let mut host = FakeHost::default();
+fn an_unchanged_boot_id_means_the_reboot_did_not_happen_and_it_runs_again() {
+    let mut host = reboot_host("boot-a");
+    host.add_file(pending_marker(), "boot-a\n");
+    host.outcomes.push_back(CommandOutcome { code: -15 });
+    run_reboot(&mut host).unwrap();
+    assert_eq!(host.programs(), ["reboot"]);
+    assert_eq!(host.text(pending_marker()), Some("boot-a\n".into()));
+    assert!(!host.exists(&complete_marker()));
+}
+
+#[test]
+fn a_reboot_enqueued_but_not_happening_within_10s_fails() {
+    let mut host = reboot_host("boot-a");
+    host.exit_with(&[0]);
+    let err = run_reboot(&mut host).unwrap_err();
+    assert_eq!(err.kind(), "reboot_not_confirmed");
+    assert!(
+        err.to_string()
+            .starts_with("reboot was enqueued but the host did not restart within 10s"),
+        "{err}"
+    );
+    assert_eq!(host.waits, [std::time::Duration::from_secs(10)]);
+    // The reboot may still come: the marker stays for the next run to judge by the boot ID.
+    assert_eq!(host.text(pending_marker()), Some("boot-a\n".into()));
+    assert!(!host.exists(&complete_marker()));
+}
+
+#[test]
+fn sigterm_while_waiting_for_the_restart_fails_and_keeps_the_pending_marker() {
+    let mut host = reboot_host("boot-a");
+    host.exit_with(&[0]);
+    host.sigterm_while_waiting = true;
+    let err = run_reboot(&mut host).unwrap_err();
+    assert_eq!(err.kind(), "terminated");
+    assert!(host.exists(&pending_marker()));
+    host.add_file(BOOT_ID_FILE, "boot-b");
+    host.terminated = false;
+    host.sigterm_while_waiting = false;
+    run_reboot(&mut host).unwrap();
+    assert!(host.exists(&complete_marker()));
+    assert_eq!(host.commands.len(), 1, "no second reboot");
+}
+
+#[test]
+fn a_reboot_that_fails_outright_leaves_no_marker() {
+    let mut host = reboot_host("boot-a");
     host.exit_with(&[1]);
-    let request = interrupt_request(r#"{"type": "node_restart"}"#);
+    let err = run_reboot(&mut host).unwrap_err();
+    assert_eq!(err.kind(), "interrupt_failed");
+    assert!(!host.exists(&complete_marker()));
+    assert!(!host.exists(&pending_marker()));
+}
+
+#[test]
+fn a_legacy_complete_marker_skips_the_reboot_and_an_unreadable_boot_id_fails() {
+    let mut host = reboot_host("boot-a");
+    host.add_file(complete_marker(), "1748779200.25");
+    run_reboot(&mut host).unwrap();
+    assert!(host.commands.is_empty());
+
+    let mut host = FakeHost::default();
+    let err = run_reboot(&mut host).unwrap_err();
+    assert_eq!(err.kind(), "boot_id_unknown");
+    assert!(err.to_string().contains(BOOT_ID_FILE), "{err}");
+    assert!(host.commands.is_empty());
+}
+
+#[test]
+fn sigterm_lets_the_running_interrupt_command_finish_and_mark_itself() {
+    let mut host = FakeHost {
+        sigterm_during_command: Some(0),
+        ..FakeHost::default()
+    };
+    let request = interrupt_request(r#"{"type": "service_restart", "services": ["a"]}"#);
     let err = run(&mut host, &settings(&[]), &agent_env(), &request).unwrap_err();
-    assert_eq!(err.exit(), Exit::StepFailed);
-    assert!(!host.exists(Path::new(&format!(
-        "{INTERRUPT_FLAGS}/node_restart_0.complete"
+    assert_eq!(err.kind(), "terminated");
+    assert_eq!(host.commands.len(), 1, "the restart does not start");
+    assert!(host.exists(Path::new(&format!(
+        "{INTERRUPT_FLAGS}/service_restart_0.complete"
     ))));
+    assert!(!host.exists(Path::new(&format!(
+        "{INTERRUPT_FLAGS}/service_restart_1.complete"
+    ))));
+}
+
+#[test]
+fn a_relative_data_dir_is_refused() {
+    let mut host = host_with_package(&config_json());
+    let err = run_mode(
+        &mut host,
+        Mode::Apply,
+        &settings(&[("SKYHOOK_DATA_DIR", "skyhook-package")]),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), "bad_input");
+    assert!(err.to_string().contains("SKYHOOK_DATA_DIR"), "{err}");
+    assert!(host.commands.is_empty());
 }
 
 #[test]
@@ -527,7 +657,7 @@ fn interrupt_usage_errors_are_explained() {
     let mut host = FakeHost::default();
     let no_data = request(Mode::Interrupt);
     let err = run(&mut host, &settings(&[]), &agent_env(), &no_data).unwrap_err();
-    assert_eq!(err.exit(), Exit::Usage);
+    assert_eq!(err.kind(), "bad_input");
     assert!(err.to_string().contains("needs the interrupt data"));
 
     let bad_id = settings(&[("SKYHOOK_RESOURCE_ID", "")]);
@@ -538,7 +668,7 @@ fn interrupt_usage_errors_are_explained() {
         &interrupt_request(r#"{"type": "no_op"}"#),
     )
     .unwrap_err();
-    assert_eq!(err.exit(), Exit::Usage);
+    assert_eq!(err.kind(), "bad_input");
     assert!(err.to_string().contains("SKYHOOK_RESOURCE_ID"));
 
     let bad_data = Request {
@@ -546,7 +676,7 @@ fn interrupt_usage_errors_are_explained() {
         ..request(Mode::Interrupt)
     };
     let err = run(&mut host, &settings(&[]), &agent_env(), &bad_data).unwrap_err();
-    assert_eq!(err.exit(), Exit::Usage);
+    assert_eq!(err.kind(), "bad_input");
     assert!(host.commands.is_empty());
 }
 

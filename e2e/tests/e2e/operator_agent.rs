@@ -168,6 +168,142 @@ async fn a_noop_interrupt_leaves_its_flag() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The interrupt marker directory of the Skyhook `name`'s package `package` at its current
+/// generation (the resource ID `<skyhook>-<uid>-<generation>_<package>_<version>`).
+async fn interrupt_flags(
+    installed: &Installed,
+    name: &str,
+    package: &str,
+) -> anyhow::Result<PathBuf> {
+    let client = installed.cluster.client()?;
+    let skyhook = e2e::skyhook_api(&client).get(name).await?;
+    let uid = skyhook.metadata.uid.clone().unwrap_or_default();
+    let generation = skyhook.metadata.generation.unwrap_or_default();
+    Ok(node_root(installed)?
+        .join(format!("var/lib/skyhook/{name}/interrupts/flags"))
+        .join(format!("{name}-{uid}-{generation}_{package}_1.1.1")))
+}
+
+/// The text of every step log of `skyhook`'s package.
+fn all_step_logs(root: &Path, skyhook: &str) -> anyhow::Result<String> {
+    let mut logs = String::new();
+    for log in step_logs(root, skyhook)? {
+        logs.push_str(
+            &std::fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?,
+        );
+    }
+    Ok(logs)
+}
+
+/// A reboot by the real agent: `reboot` runs once, the shutdown stops it, and the interrupt pod
+/// run again on the new boot confirms it by the changed boot ID (its pending marker becomes
+/// `node_restart_0.complete`) instead of rebooting again; the post-interrupt stage then runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reboot_runs_once_and_is_confirmed_by_the_new_boot_id() -> anyhow::Result<()> {
+    const NAME: &str = "reboot-agent-operator";
+    let installed = install().await?;
+    let node = installed.cluster.node(NODE).context("node handle")?;
+    let boot_before = node.boot_id()?;
+    let config_map = r#"        post_interrupt.sh: |
+          #!/bin/bash
+          echo "post interrupt ran"
+        post_interrupt_check.sh: |
+          #!/bin/bash
+          echo "post interrupt checked"
+"#;
+    let interrupt = "      interrupt:\n        type: reboot\n";
+    run_to_completion(
+        &installed,
+        NAME,
+        &shellscript_skyhook(NAME, NAME, interrupt, config_map),
+    )
+    .await?;
+
+    assert_ne!(node.boot_id()?, boot_before, "the node rebooted");
+    let journal = node.journal()?;
+    let reboots: Vec<&String> = journal
+        .iter()
+        .filter(|line| line.ends_with(" reboot"))
+        .collect();
+    assert_eq!(reboots.len(), 1, "exactly one reboot: {journal:?}");
+    let flags = interrupt_flags(&installed, NAME, NAME).await?;
+    assert_eq!(
+        entries(&flags)?,
+        ["node_restart_0.complete"],
+        "the pending marker was promoted: {}",
+        flags.display()
+    );
+    // Marked complete on the new boot, after the shutdown and the reboot delay (5 s), not
+    // before `reboot` ran as the Python agent marked it.
+    let rebooted_at: jiff::Timestamp = reboots[0]
+        .split_once(' ')
+        .map(|(time, _)| time)
+        .context("journal line without a time")?
+        .parse()?;
+    let marked: f64 = std::fs::read_to_string(flags.join("node_restart_0.complete"))?
+        .trim()
+        .parse()?;
+    assert!(
+        marked >= rebooted_at.as_second() as f64 + 4.0,
+        "marked at {marked}, reboot at {rebooted_at}"
+    );
+    let logs = all_step_logs(&node_root(&installed)?, NAME)?;
+    assert!(logs.contains("post interrupt ran"), "step logs: {logs}");
+    assert!(logs.contains("post interrupt checked"), "step logs: {logs}");
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> =
+        kube::Api::all(installed.cluster.client()?);
+    assert_eq!(
+        e2e::nodes::stages(&nodes.get(NODE).await?, NAME),
+        e2e::nodes::expect_stages(&[(&format!("{NAME}|1.1.1"), "post-interrupt", "complete")])
+    );
+    Ok(())
+}
+
+/// service_restart: `systemctl daemon-reload`, then the unit's restart, each once, each marked
+/// complete after it succeeded; the post-interrupt stage runs after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_interrupt_reloads_then_restarts_once() -> anyhow::Result<()> {
+    const NAME: &str = "service-restart-agent-operator";
+    let installed = install().await?;
+    let config_map = r#"        post_interrupt.sh: |
+          #!/bin/bash
+          echo "post interrupt ran"
+"#;
+    let interrupt = "      interrupt:\n        type: service\n        services: [cron]\n";
+    run_to_completion(
+        &installed,
+        NAME,
+        &shellscript_skyhook(NAME, NAME, interrupt, config_map),
+    )
+    .await?;
+
+    let journal = installed
+        .cluster
+        .node(NODE)
+        .context("node handle")?
+        .journal()?;
+    let systemctl: Vec<&str> = journal
+        .iter()
+        .filter_map(|line| line.split_once(' ').map(|(_, command)| command))
+        .filter(|command| command.starts_with("systemctl"))
+        .collect();
+    assert_eq!(
+        systemctl,
+        ["systemctl daemon-reload", "systemctl restart cron"],
+        "{journal:?}"
+    );
+    let flags = interrupt_flags(&installed, NAME, NAME).await?;
+    assert_eq!(
+        entries(&flags)?,
+        ["service_restart_0.complete", "service_restart_1.complete"],
+        "{}",
+        flags.display()
+    );
+    let logs = all_step_logs(&node_root(&installed)?, NAME)?;
+    assert!(logs.contains("post interrupt ran"), "step logs: {logs}");
+    Ok(())
+}
+
 /// dont_write_logs: `SKYHOOK_AGENT_WRITE_LOGS=false` in the package env: no log directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_can_be_turned_off() -> anyhow::Result<()> {

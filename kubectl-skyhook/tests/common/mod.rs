@@ -58,7 +58,7 @@ fn demo_labels() -> Value {
 }
 
 /// The demo rolled out on five nodes, plus a paused Skyhook with a DeploymentPolicy:
-/// - node-a complete, node-b applying and cordoned (draining `shop/web-1`, held by a budget), node-c erroring in config (exit code 3, 2 restarts),
+/// - node-a complete, node-b applying and cordoned (draining `shop/web-1`, held by a budget), node-c erroring in config (exit code 1, 2 restarts),
 /// - node-d ignored, node-e tainted `dedicated=gpu:NoSchedule`, node-f not selected.
 pub fn cluster() -> Cluster {
     let mut demo = demo();
@@ -103,7 +103,7 @@ pub fn cluster() -> Cluster {
              "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
             {"name": "tuning-config", "ready": false, "restartCount": 2, "image": "i", "imageID": "",
              "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-             "lastState": {"terminated": {"exitCode": 3, "reason": "Error"}}}]},
+             "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]},
     }))
     .unwrap();
     let mut gpu_annotations = progress(
