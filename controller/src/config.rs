@@ -165,6 +165,32 @@ pub struct Config {
     pub fleet_budget: Option<FleetBudget>,
     /// What removing or downgrading a package does.
     pub uninstall_mode: UninstallMode,
+    /// How stage Jobs retry, time out and are collected.
+    pub jobs: JobSettings,
+}
+
+/// How stage Jobs retry, time out and are collected (`JOB_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSettings {
+    /// TTL of a Job whose success is recorded.
+    pub ttl_succeeded: Duration,
+    /// TTL of a Job whose failure is recorded.
+    pub ttl_failed: Duration,
+    /// Stage timeout when a package sets none; zero: none.
+    pub stage_timeout: Duration,
+    /// Failed attempts retried.
+    pub backoff_limit: i32,
+}
+
+impl Default for JobSettings {
+    fn default() -> Self {
+        JobSettings {
+            ttl_succeeded: Duration::from_secs(3600),
+            ttl_failed: Duration::from_secs(86400),
+            stage_timeout: Duration::from_secs(3600),
+            backoff_limit: 3,
+        }
+    }
 }
 
 /// The settings that shape the pods and ConfigMaps the controller creates.
@@ -489,6 +515,7 @@ impl Config {
                 max_pods_per_node,
                 fleet_budget,
                 uninstall_mode,
+                jobs: JobSettings::default(),
             }),
             _ => Err(ConfigError(check.errors)),
         }
@@ -794,6 +821,7 @@ mod tests {
                 max_pods_per_node: 4,
                 fleet_budget: None,
                 uninstall_mode: UninstallMode::Legacy,
+                jobs: JobSettings::default(),
             }
         );
     }

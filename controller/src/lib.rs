@@ -23,6 +23,8 @@
 pub mod api_requests;
 pub mod cache;
 pub mod config;
+pub mod job_outcome;
+pub mod jobs;
 pub mod configmaps;
 pub mod drain;
 pub use skyhook_api::duration;

@@ -44,6 +44,7 @@ mod context;
 mod deletion;
 mod finish;
 mod interrupts;
+mod job_lifecycle;
 mod node_states;
 mod node_work;
 mod output;
@@ -71,6 +72,7 @@ use super::snapshot::Snapshot;
 use admission::{admit, pass_order};
 use context::Context;
 use finish::finish;
+use job_lifecycle::job_lifecycle;
 pub use output::{
     DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NODE_STATE_MALFORMED_REASON, NodePatch,
     Plan, PlannedEvent, StageDuration, node_write_order,
@@ -99,5 +101,6 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
         earlier.push(outcome.progress);
     }
     runtime_required(&context, &mut workset, &completion);
+    job_lifecycle(&context, &mut workset);
     finish(&context, workset)
 }

@@ -106,7 +106,21 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                 workset.delete_pod(&pod.name, "the node rebooted under it");
             }
             PodOutcome::Succeeded { restarts, .. } => {
-                succeeded_pod(workset, pod, annotation, *restarts, packages);
+                succeeded_pod(context, workset, pod, annotation, *restarts, packages);
+            }
+            PodOutcome::FailedWithoutCause => workset.delete_pod(
+                &pod.name,
+                "its node refused every attempt; the stage runs again",
+            ),
+            PodOutcome::Retrying(failure) => {
+                if let Some(reason) =
+                    skyhook.and_then(|skyhook| stray(context, workset, pod, skyhook))
+                {
+                    workset.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
+                    continue;
+                }
+                let failed = (pod, annotation);
+                record_failure(context, workset, &mut results, failed, failure, false);
             }
             PodOutcome::Rejected { reason, message } => {
                 let refusal = (reason.as_str(), message.as_deref());
@@ -126,15 +140,20 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                     workset.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
                     continue;
                 }
-                record_failure(context, workset, &mut results, (pod, annotation), failure);
+                record_failure(context, workset, &mut results, (pod, annotation), failure, true);
+                if pod.job.as_ref().is_some_and(|job| job.finished && !job.recorded) {
+                    workset.record_job(&pod.name, context.config.jobs.ttl_failed);
+                }
             }
         }
     }
     results
 }
 
-/// A succeeded pod advances its node's state and is deleted.
+/// A succeeded pod advances its node's state and is deleted; a completed stage Job is marked
+/// recorded instead and kept until its TTL, for its logs.
 fn succeeded_pod<'s>(
+    context: &Context<'s>,
     workset: &mut Workset<'s>,
     pod: &OwnedPod,
     annotation: &PodPackageAnnotation,
@@ -151,7 +170,11 @@ fn succeeded_pod<'s>(
     let state = work.state(&annotation.skyhook);
     let edits = on_pod_succeeded(state, annotation, restarts, packages);
     apply_edits(state, &edits);
-    workset.delete_pod(&pod.name, "succeeded");
+    if pod.job.is_some() {
+        workset.record_job(&pod.name, context.config.jobs.ttl_succeeded);
+    } else {
+        workset.delete_pod(&pod.name, "succeeded");
+    }
     workset.succeeded.insert(pod.name.clone());
     workset.event(
         EventTarget::Node(pod.node.clone()),
@@ -190,20 +213,23 @@ fn rejected_pod<'s>(
             restarts: 0,
             reboot_requested: None,
         };
-        record_failure(context, workset, results, (pod, annotation), &failure);
+        record_failure(context, workset, results, (pod, annotation), &failure, true);
         return;
     }
     retry_rejected(context, workset, pod, annotation, reason, message);
 }
 
 /// Marks the package of a failed pod `erroring` with the reason, with a Warning Event when
-/// that changes something; the pod is left for the kubelet to retry.
+/// that changes something; the pod is left for the kubelet to retry. The node reads `erroring`
+/// too when the failure `ends_stage` (a bare pod's, or a stage Job's final one); while a Job
+/// retries, the node stays `in_progress` (upstream v0.20).
 fn record_failure<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
     results: &mut PodResults,
     (pod, annotation): (&OwnedPod, &PodPackageAnnotation),
     failure: &PodFailure,
+    ends_stage: bool,
 ) {
     let Some(work) = workset.nodes.get_mut(pod.node.as_str()) else {
         return;
@@ -218,7 +244,9 @@ fn record_failure<'s>(
     };
     apply_edits(state, std::slice::from_ref(&edit));
     let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
-    work.set_status(&annotation.skyhook, Status::Erroring);
+    if ends_stage {
+        work.set_status(&annotation.skyhook, Status::Erroring);
+    }
     if failure.reason == REBOOT_NOT_CONFIRMED {
         let package = format!("{}:{}", annotation.name, annotation.version);
         if changed || !was_erroring {
