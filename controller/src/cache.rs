@@ -91,17 +91,17 @@ macro_rules! resource_of {
 }
 
 pub mod answer;
-pub mod node_metadata;
 pub mod job;
+pub mod node_metadata;
 pub mod own_writes;
 pub mod pod;
 pub mod skyhook;
 pub mod slim;
 pub mod trigger;
 
+use job::CachedJob;
 use node_metadata::CachedNodeMetadata;
 use own_writes::{CachedKind, OwnWrite, shows};
-use job::CachedJob;
 pub use pod::CachedPod;
 pub use skyhook::CachedSkyhook;
 pub use slim::CachedNode;

@@ -26,7 +26,11 @@ pub const BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 
 /// What `job` means, given its attempts' pods (any order). See the module documentation.
-pub fn outcome(job: &CachedJob, attempts: &[&CachedPod], context: OutcomeContext<'_>) -> PodOutcome {
+pub fn outcome(
+    job: &CachedJob,
+    attempts: &[&CachedPod],
+    context: OutcomeContext<'_>,
+) -> PodOutcome {
     let restarts = job.failed;
     if job.complete() {
         let container = last_init_container(&job.template);
@@ -70,20 +74,32 @@ pub fn outcome(job: &CachedJob, attempts: &[&CachedPod], context: OutcomeContext
                 reboot_requested: None,
             },
         };
-        return PodOutcome::Failed(PodFailure { restarts, ..failure });
+        return PodOutcome::Failed(PodFailure {
+            restarts,
+            ..failure
+        });
     }
     if job.suspend {
         return PodOutcome::Running;
     }
-    let Some(attempt) = newest(attempts.iter().copied().filter(|pod| pod.metadata.deletion_timestamp.is_none()))
-    else {
+    let Some(attempt) = newest(
+        attempts
+            .iter()
+            .copied()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none()),
+    ) else {
         return PodOutcome::Running;
     };
     match pod_outcome::outcome(attempt, context) {
         PodOutcome::Failed(failure) if failure.reason == REBOOT_NOT_CONFIRMED => {
             PodOutcome::Failed(failure)
         }
-        PodOutcome::Failed(failure) => PodOutcome::Retrying(PodFailure { restarts, ..failure }),
+        // A package stage's attempts fail as pods (`restartPolicy: Never`); an interrupt's
+        // container restarts inside its one pod (`OnFailure`): both count.
+        PodOutcome::Failed(failure) => PodOutcome::Retrying(PodFailure {
+            restarts: restarts.saturating_add(failure.restarts),
+            ..failure
+        }),
         PodOutcome::Rejected { .. }
         | PodOutcome::RecreateAfterReboot
         | PodOutcome::Succeeded { .. } => PodOutcome::Running,
@@ -102,7 +118,10 @@ pub fn failed_genuinely(status: Option<&CachedPodStatus>) -> bool {
     if status.disruption_target {
         return false;
     }
-    let statuses = status.init_container_statuses.as_deref().unwrap_or_default();
+    let statuses = status
+        .init_container_statuses
+        .as_deref()
+        .unwrap_or_default();
     let crash_looping = statuses.iter().any(|container| {
         container
             .state

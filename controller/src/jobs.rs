@@ -60,7 +60,11 @@ pub fn node_label_value(node: &str) -> String {
 pub fn deadline_seconds(timeout: Option<Duration>) -> Option<i64> {
     let timeout = timeout.filter(|t| !t.is_zero())?;
     let seconds = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
-    Some(i64::try_from(seconds).unwrap_or(i64::MAX).min(i64::from(i32::MAX)))
+    Some(
+        i64::try_from(seconds)
+            .unwrap_or(i64::MAX)
+            .min(i64::from(i32::MAX)),
+    )
 }
 
 /// The Job that runs `pod` (see the module documentation).

@@ -23,10 +23,10 @@
 pub mod api_requests;
 pub mod cache;
 pub mod config;
-pub mod job_outcome;
-pub mod jobs;
 pub mod configmaps;
 pub mod drain;
+pub mod job_outcome;
+pub mod jobs;
 pub use skyhook_api::duration;
 pub mod leader;
 pub mod metrics;

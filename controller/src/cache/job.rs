@@ -142,7 +142,10 @@ impl WireJob {
         template.metadata.name.clone_from(&metadata.name);
         template.metadata.namespace.clone_from(&metadata.namespace);
         template.metadata.uid.clone_from(&metadata.uid);
-        template.metadata.resource_version.clone_from(&metadata.resource_version);
+        template
+            .metadata
+            .resource_version
+            .clone_from(&metadata.resource_version);
         template
             .metadata
             .owner_references
@@ -203,7 +206,10 @@ mod tests {
                  "lastTransitionTime": "2026-11-28T10:00:00Z"}]}
         });
         let job: CachedJob = serde_json::from_value(json).unwrap();
-        assert_eq!(job.metadata.name.as_deref(), Some("gpu-driver-1.0.0-apply-node-1"));
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some("gpu-driver-1.0.0-apply-node-1")
+        );
         assert!(job.metadata.managed_fields.is_none());
         assert!(job.suspend);
         assert_eq!(job.backoff_limit, Some(3));
@@ -213,7 +219,10 @@ mod tests {
         assert!(!job.finished());
         let spec = job.template.spec.as_ref().unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("node-1"));
-        assert_eq!(spec.init_containers.as_ref().unwrap()[0].name, "gpu-driver-apply");
+        assert_eq!(
+            spec.init_containers.as_ref().unwrap()[0].name,
+            "gpu-driver-apply"
+        );
     }
 
     #[test]

@@ -246,9 +246,10 @@ impl From<ResourceRequirements> for CachedResources {
 
 impl From<PodStatus> for CachedPodStatus {
     fn from(status: PodStatus) -> Self {
-        let disruption_target = status.conditions.iter().flatten().any(|condition| {
-            condition.type_ == DISRUPTION_TARGET && condition.status == "True"
-        });
+        let disruption_target =
+            status.conditions.iter().flatten().any(|condition| {
+                condition.type_ == DISRUPTION_TARGET && condition.status == "True"
+            });
         CachedPodStatus {
             disruption_target,
             phase: status.phase,

@@ -58,7 +58,11 @@ fn condition(type_: &str, reason: &str) -> Value {
 
 #[test]
 fn a_complete_job_succeeded_with_its_failed_attempts_as_restarts() {
-    let job = job(condition("Complete", "CompletionsReached"), false, json!({}));
+    let job = job(
+        condition("Complete", "CompletionsReached"),
+        false,
+        json!({}),
+    );
     assert_eq!(
         outcome(&job, &[], context()),
         PodOutcome::Succeeded {
@@ -70,7 +74,11 @@ fn a_complete_job_succeeded_with_its_failed_attempts_as_restarts() {
 
 #[test]
 fn a_failed_job_is_a_failure_only_when_an_attempt_failed_genuinely() {
-    let failed = job(condition("Failed", BACKOFF_LIMIT_EXCEEDED), false, json!({}));
+    let failed = job(
+        condition("Failed", BACKOFF_LIMIT_EXCEEDED),
+        false,
+        json!({}),
+    );
     let genuine = attempt("a", "2026-11-28T11:00:00Z", exited(3));
     let rejected = attempt("b", "2026-11-28T11:01:00Z", refused());
     match outcome(&failed, &[&genuine, &rejected], context()) {
@@ -85,7 +93,10 @@ fn a_failed_job_is_a_failure_only_when_an_attempt_failed_genuinely() {
         outcome(&failed, &[&rejected], context()),
         PodOutcome::FailedWithoutCause
     );
-    assert_eq!(outcome(&failed, &[], context()), PodOutcome::FailedWithoutCause);
+    assert_eq!(
+        outcome(&failed, &[], context()),
+        PodOutcome::FailedWithoutCause
+    );
 }
 
 #[test]
@@ -116,7 +127,11 @@ fn an_unfinished_job_reads_its_newest_attempt() {
         PodOutcome::Running
     );
     // The newest attempt failed and the Job controller has not yet made the next one.
-    match outcome(&active, &[&second, &attempt("c", "2026-11-28T11:09:00Z", exited(2))], context()) {
+    match outcome(
+        &active,
+        &[&second, &attempt("c", "2026-11-28T11:09:00Z", exited(2))],
+        context(),
+    ) {
         PodOutcome::Retrying(failure) => {
             assert_eq!(failure.exit_code, Some(2));
             assert_eq!(failure.restarts, 1);
@@ -146,7 +161,10 @@ fn genuine_failures_exclude_disruptions_admission_refusals_and_unknown_statuses(
         (exited(0), false),
         (refused(), false),
         (running(), false),
-        (json!({"phase": "Failed", "reason": "DeadlineExceeded"}), true),
+        (
+            json!({"phase": "Failed", "reason": "DeadlineExceeded"}),
+            true,
+        ),
         (
             json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True"}],
                 "initContainerStatuses": [{"name": "driver-init", "restartCount": 0,
@@ -171,7 +189,11 @@ fn genuine_failures_exclude_disruptions_admission_refusals_and_unknown_statuses(
         ),
     ];
     for (value, want) in cases {
-        assert_eq!(failed_genuinely(Some(&status(value.clone()))), want, "{value}");
+        assert_eq!(
+            failed_genuinely(Some(&status(value.clone()))),
+            want,
+            "{value}"
+        );
     }
     assert!(!failed_genuinely(None));
 }

@@ -49,7 +49,11 @@ fn label<'j>(job: &'j Job, key: &str) -> Option<&'j str> {
 }
 
 fn annotation<'j>(job: &'j Job, key: &str) -> Option<&'j str> {
-    job.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 #[test]
@@ -59,15 +63,24 @@ fn a_package_job_carries_upstreams_labels_annotations_and_retry_settings() {
     let job = job_for(pod, inputs(Some(90), false));
     assert_eq!(job.metadata.name, pod_name);
     assert_eq!(label(&job, keys::SKYHOOK.name_label), Some("gpu"));
-    assert_eq!(label(&job, keys::SKYHOOK.package_label), Some("driver-1.0.0"));
+    assert_eq!(
+        label(&job, keys::SKYHOOK.package_label),
+        Some("driver-1.0.0")
+    );
     assert_eq!(label(&job, keys::SKYHOOK.stage_label), Some("apply"));
     assert_eq!(label(&job, keys::SKYHOOK.node_label), Some("node-1"));
     assert_eq!(label(&job, keys::SKYHOOK.generation_label), Some("2"));
     assert_eq!(label(&job, keys::SKYHOOK.interrupt_label), None);
     assert!(annotation(&job, keys::SKYHOOK.package_annotation).is_some());
     let id = annotation(&job, keys::SKYHOOK.resource_id_annotation).unwrap();
-    assert!(id.starts_with("gpu-") && id.ends_with("_driver_1.0.0"), "{id}");
-    assert_eq!(annotation(&job, keys::SKYHOOK.restart_allowance_annotation), None);
+    assert!(
+        id.starts_with("gpu-") && id.ends_with("_driver_1.0.0"),
+        "{id}"
+    );
+    assert_eq!(
+        annotation(&job, keys::SKYHOOK.restart_allowance_annotation),
+        None
+    );
     assert!(job.metadata.owner_references.is_some());
 
     let spec = job.spec.as_ref().unwrap();
@@ -105,7 +118,10 @@ fn an_interrupt_job_retries_without_bound_inside_one_stage_deadline() {
     let job = job_for(interrupt(InterruptType::Service), inputs(Some(600), false));
     assert_eq!(label(&job, keys::SKYHOOK.interrupt_label), Some("True"));
     assert_eq!(label(&job, keys::SKYHOOK.stage_label), Some("interrupt"));
-    assert_eq!(annotation(&job, keys::SKYHOOK.restart_allowance_annotation), Some("3"));
+    assert_eq!(
+        annotation(&job, keys::SKYHOOK.restart_allowance_annotation),
+        Some("3")
+    );
     let spec = job.spec.as_ref().unwrap();
     assert_eq!(spec.backoff_limit, Some(i32::MAX));
     assert!(spec.pod_failure_policy.is_none());
@@ -114,9 +130,18 @@ fn an_interrupt_job_retries_without_bound_inside_one_stage_deadline() {
     assert_eq!(pod_spec.restart_policy.as_deref(), Some("OnFailure"));
     assert_eq!(pod_spec.active_deadline_seconds, None);
     // The boot ID at creation stays on the template: it tells a reboot from a failure.
-    let template_annotations = spec.template.metadata.as_ref().unwrap().annotations.as_ref();
+    let template_annotations = spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref();
     assert_eq!(
-        template_annotations.unwrap().get(keys::SKYHOOK.boot_id_annotation).map(String::as_str),
+        template_annotations
+            .unwrap()
+            .get(keys::SKYHOOK.boot_id_annotation)
+            .map(String::as_str),
         Some("boot-1")
     );
 }
@@ -124,7 +149,10 @@ fn an_interrupt_job_retries_without_bound_inside_one_stage_deadline() {
 #[test]
 fn a_reboot_is_never_given_a_restart_allowance() {
     let job = job_for(interrupt(InterruptType::Reboot), inputs(None, true));
-    assert_eq!(annotation(&job, keys::SKYHOOK.restart_allowance_annotation), None);
+    assert_eq!(
+        annotation(&job, keys::SKYHOOK.restart_allowance_annotation),
+        None
+    );
     assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, None);
 }
 
@@ -136,7 +164,10 @@ fn deadlines_round_up_to_whole_seconds_and_zero_means_none() {
         (Some(Duration::from_millis(1)), Some(1)),
         (Some(Duration::from_millis(1500)), Some(2)),
         (Some(Duration::from_secs(3600)), Some(3600)),
-        (Some(Duration::from_secs(u64::MAX)), Some(i64::from(i32::MAX))),
+        (
+            Some(Duration::from_secs(u64::MAX)),
+            Some(i64::from(i32::MAX)),
+        ),
     ];
     for (timeout, want) in cases {
         assert_eq!(deadline_seconds(timeout), want, "{timeout:?}");

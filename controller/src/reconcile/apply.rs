@@ -72,6 +72,7 @@ pub async fn apply(
         delete_jobs,
         record_jobs,
         suspend_jobs,
+        restart_limits,
         evictions,
         upsert_configmaps,
         delete_configmaps,
@@ -112,7 +113,11 @@ pub async fn apply(
     // Recorded after the node patches: a completion is marked on its Job only once the node
     // state holds it; were the node patch refused, the unmarked Job is read again next time.
     writer
-        .patch_jobs(record_jobs, suspend_jobs, &written.waiting, &mut failures)
+        .patch_jobs(
+            (record_jobs, suspend_jobs, restart_limits),
+            &written.waiting,
+            &mut failures,
+        )
         .await;
     writer
         .create_pods(create_pods, &waiting, &mut failures)
@@ -153,6 +158,7 @@ fn log_size(plan: &Plan) {
         + plan.delete_jobs.len()
         + plan.record_jobs.len()
         + plan.suspend_jobs.len()
+        + plan.restart_limits.len()
         + plan.evictions.len()
         + plan.upsert_configmaps.len()
         + plan.delete_configmaps.len()
@@ -408,8 +414,11 @@ impl<'a> Writer<'a> {
     /// Job; a record on a node whose patch did not land waits for the next plan.
     async fn patch_jobs(
         &mut self,
-        records: BTreeMap<String, i32>,
-        suspends: BTreeMap<String, bool>,
+        (records, suspends, restart_limits): (
+            BTreeMap<String, i32>,
+            BTreeMap<String, bool>,
+            BTreeMap<String, i32>,
+        ),
         waiting: &BTreeSet<String>,
         failures: &mut Failures,
     ) {
@@ -434,6 +443,12 @@ impl<'a> Writer<'a> {
         for (name, suspend) in suspends {
             let patch = patches.entry(name).or_insert_with(|| serde_json::json!({}));
             patch["spec"]["suspend"] = serde_json::Value::Bool(suspend);
+        }
+        for (name, restarts) in restart_limits {
+            let patch = patches.entry(name).or_insert_with(|| serde_json::json!({}));
+            patch["metadata"]["annotations"][keys::SKYHOOK.restart_limit_exceeded_annotation] =
+                serde_json::Value::String(restarts.to_string());
+            patch["spec"]["backoffLimit"] = serde_json::Value::from(0);
         }
         let api = &self.jobs;
         let results = concurrently(patches, |(name, patch)| async move {
@@ -1167,9 +1182,9 @@ mod tests {
                             stage_timeout: None,
                             backoff_limit: 3,
                             reboot: false,
-                        }
+                        },
                     )
-                    .unwrap()
+                    .unwrap(),
                 ),
             );
             assert_eq!(

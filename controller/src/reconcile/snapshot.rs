@@ -20,8 +20,8 @@ use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 
 use crate::cache;
 use crate::cache::node_metadata::CachedNodeMetadata;
-pub use crate::node_view::{NodeConditionView, NodeView, node_view};
 use crate::job_outcome;
+pub use crate::node_view::{NodeConditionView, NodeView, node_view};
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
 
 /// Everything a plan reads.
@@ -89,6 +89,11 @@ pub struct JobRun {
     pub recorded: bool,
     /// Its failed attempts to delete, keeping the first and the newest for `kubectl logs`.
     pub prune: Vec<String>,
+    /// For an interrupt other than a reboot: the restarts of its container allowed
+    /// (annotation `restart-allowance`, stamped at creation).
+    pub restart_allowance: Option<i32>,
+    /// The allowance is spent (annotation `restart-limit-exceeded`).
+    pub restart_limit_exceeded: bool,
 }
 
 /// A stage Job whose completion is recorded.
@@ -213,11 +218,18 @@ impl Snapshot {
                 .filter_map(|pod| pod.metadata.name.clone())
                 .collect();
             if let Some(mut owned) = OwnedPod::new(std::sync::Arc::clone(run), outcome) {
+                let annotations = job.metadata.annotations.as_ref();
                 owned.job = Some(JobRun {
                     suspended: job.suspend,
                     finished: job.finished(),
                     recorded,
                     prune,
+                    restart_allowance: annotations
+                        .and_then(|a| a.get(keys::SKYHOOK.restart_allowance_annotation))
+                        .and_then(|value| value.parse().ok()),
+                    restart_limit_exceeded: annotations.is_some_and(|a| {
+                        a.contains_key(keys::SKYHOOK.restart_limit_exceeded_annotation)
+                    }),
                 });
                 pods.push(owned);
             }

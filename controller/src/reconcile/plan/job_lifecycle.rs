@@ -3,15 +3,24 @@
 //! * pause suspends a Skyhook's unfinished Jobs (the Job controller stops the running attempt
 //!   without spending a retry); a Skyhook neither paused nor disabled resumes them, unless this
 //!   plan deletes them for a stale spec first; disable alone never resumes;
+//! * a non-reboot interrupt whose container restarted as often as its Job's `restart-allowance`
+//!   has spent it (v0.20): its Job is marked `restart-limit-exceeded` and its `backoffLimit`
+//!   dropped to 0, so the Job controller fails it, with a Warning Event on the node and the
+//!   Skyhook; a reboot is never counted;
 //! * of a Job's genuinely failed attempts only the first and the newest stay, for `kubectl logs`;
 //! * a Job kept after its recorded completion is deleted when its node is gone or when its node
 //!   state no longer records its stage as done (the entry is gone, or back at that stage and
-//!   not complete), so the stage can run again under the same name. Otherwise its TTL collects it.
+//!   not complete), or once the package's uninstall starts (upstream clears the package's
+//!   retained Jobs then), so the stage can run again under the same name. Otherwise its TTL
+//!   collects it.
 
-use skyhook_api::v1alpha1::State;
+use skyhook_api::v1alpha1::{PackageStatus, Stage, State};
 
 use super::context::Context;
+use super::output::EventTarget;
 use super::workset::Workset;
+use crate::pod_outcome::PodOutcome;
+use crate::reconcile::snapshot::OwnedPod;
 
 /// Suspends, resumes, prunes and sweeps (see the module documentation).
 pub(super) fn job_lifecycle<'s>(context: &Context<'s>, workset: &mut Workset<'s>) {
@@ -21,6 +30,14 @@ pub(super) fn job_lifecycle<'s>(context: &Context<'s>, workset: &mut Workset<'s>
         };
         for attempt in &job.prune {
             workset.delete_attempt(attempt, "a failed attempt between the first and the newest");
+        }
+        if let (Some(allowance), PodOutcome::Retrying(failure)) =
+            (job.restart_allowance, &pod.outcome)
+            && !job.restart_limit_exceeded
+            && !job.finished
+            && failure.restarts >= allowance
+        {
+            restart_limit_exceeded(workset, pod, failure.restarts);
         }
         if job.finished || pod.deleting || workset.plan.delete_jobs.contains_key(&pod.name) {
             continue;
@@ -55,11 +72,109 @@ pub(super) fn job_lifecycle<'s>(context: &Context<'s>, workset: &mut Workset<'s>
         let entry = work
             .state(&annotation.skyhook)
             .get_version(&annotation.name, &annotation.version);
-        let due_again = entry.is_none_or(|entry| {
-            entry.stage == annotation.stage && entry.state != State::Complete
-        });
-        if due_again {
+        if retained_job_due(entry, annotation.stage) {
             workset.delete_pod(&retained.name, "its stage is due again");
+        }
+    }
+}
+
+/// Spends the restart allowance of the interrupt Job behind `pod` (see the module documentation).
+fn restart_limit_exceeded(workset: &mut Workset<'_>, pod: &OwnedPod, restarts: i32) {
+    workset
+        .plan
+        .restart_limits
+        .insert(pod.name.clone(), restarts);
+    let package = pod
+        .annotation
+        .as_ref()
+        .map(|a| format!("{}:{}", a.name, a.version))
+        .unwrap_or_default();
+    let message = format!(
+        "Interrupt of package [{package}] on node [{}] restarted {restarts} times, its allowance: failing its job",
+        pod.node
+    );
+    for target in [
+        EventTarget::Node(pod.node.clone()),
+        EventTarget::Skyhook(pod.skyhook.clone()),
+    ] {
+        workset.event(target, true, "Interrupt", message.clone());
+    }
+}
+
+/// Whether a Job kept after its recorded completion of `stage` must go, given its package's
+/// entry in the node state (see the module documentation).
+fn retained_job_due(entry: Option<&PackageStatus>, stage: Stage) -> bool {
+    let uninstalling = |stage: Stage| matches!(stage, Stage::Uninstall | Stage::UninstallInterrupt);
+    entry.is_none_or(|entry| {
+        (entry.stage == stage && entry.state != State::Complete)
+            || (uninstalling(entry.stage) && !uninstalling(stage))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retained_job_goes_when_its_stage_is_due_again_or_its_package_uninstalls() {
+        let entry = |stage: Stage, state: State| PackageStatus {
+            name: "driver".into(),
+            version: "1.0.0".into(),
+            image: "x".into(),
+            stage,
+            state,
+            container_sha: String::new(),
+            restarts: 0,
+        };
+        let cases = [
+            (None, Stage::Apply, true),
+            (
+                Some(entry(Stage::Apply, State::Complete)),
+                Stage::Apply,
+                false,
+            ),
+            (
+                Some(entry(Stage::Config, State::InProgress)),
+                Stage::Apply,
+                false,
+            ),
+            (
+                Some(entry(Stage::Config, State::Complete)),
+                Stage::Config,
+                false,
+            ),
+            (
+                Some(entry(Stage::Config, State::InProgress)),
+                Stage::Config,
+                true,
+            ),
+            (
+                Some(entry(Stage::Config, State::Erroring)),
+                Stage::Config,
+                true,
+            ),
+            (
+                Some(entry(Stage::Uninstall, State::InProgress)),
+                Stage::Apply,
+                true,
+            ),
+            (
+                Some(entry(Stage::Uninstall, State::InProgress)),
+                Stage::Uninstall,
+                true,
+            ),
+            (
+                Some(entry(Stage::UninstallInterrupt, State::InProgress)),
+                Stage::Uninstall,
+                false,
+            ),
+        ];
+        for (entry, stage, due) in cases {
+            assert_eq!(
+                retained_job_due(entry.as_ref(), stage),
+                due,
+                "{entry:?} {stage:?}"
+            );
         }
     }
 }

@@ -35,6 +35,8 @@ pub struct Plan {
     pub record_jobs: BTreeMap<String, i32>,
     /// Stage Jobs to suspend (`true`) or resume (`false`).
     pub suspend_jobs: BTreeMap<String, bool>,
+    /// Interrupt Jobs whose restart allowance is spent, with the restart count that spent it.
+    pub restart_limits: BTreeMap<String, i32>,
     /// Evictions to request.
     pub evictions: Vec<Eviction>,
     /// ConfigMaps to create or replace.

@@ -156,7 +156,10 @@ mod tests {
         assert_eq!(decoded.spec.unwrap().volumes, pod.spec.unwrap().volumes);
         let sent: Job = serde_json::from_slice(&planned.clone().into_json()).unwrap();
         assert_eq!(sent, planned.job().unwrap());
-        assert_eq!(sent.metadata.name.as_deref(), Some("gpu-driver-apply-node-1"));
+        assert_eq!(
+            sent.metadata.name.as_deref(),
+            Some("gpu-driver-apply-node-1")
+        );
     }
 
     #[test]

@@ -140,9 +140,26 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                     workset.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
                     continue;
                 }
-                record_failure(context, workset, &mut results, (pod, annotation), failure, true);
-                if pod.job.as_ref().is_some_and(|job| job.finished && !job.recorded) {
+                record_failure(
+                    context,
+                    workset,
+                    &mut results,
+                    (pod, annotation),
+                    failure,
+                    true,
+                );
+                if pod
+                    .job
+                    .as_ref()
+                    .is_some_and(|job| job.finished && !job.recorded)
+                {
                     workset.record_job(&pod.name, context.config.jobs.ttl_failed);
+                    workset.event(
+                        EventTarget::Node(pod.node.clone()),
+                        false,
+                        "State",
+                        format!("Job [{}] failed: {}", pod.name, failure.reason),
+                    );
                 }
             }
         }
@@ -172,6 +189,12 @@ fn succeeded_pod<'s>(
     apply_edits(state, &edits);
     if pod.job.is_some() {
         workset.record_job(&pod.name, context.config.jobs.ttl_succeeded);
+        workset.event(
+            EventTarget::Node(pod.node.clone()),
+            false,
+            "State",
+            format!("Job [{}] complete", pod.name),
+        );
     } else {
         workset.delete_pod(&pod.name, "succeeded");
     }

@@ -20,8 +20,8 @@ use super::planned_pod::PlannedPod;
 use crate::cache::CachedPod;
 use crate::jobs::JobInputs;
 use crate::names::OwnerSkyhook;
-use crate::pods::is_reboot_interrupt;
 use crate::pod_match::ExpectedContainers;
+use crate::pods::is_reboot_interrupt;
 use crate::reconcile::snapshot::NodeView;
 
 /// The working state of one plan.
@@ -70,7 +70,13 @@ impl<'s> Workset<'s> {
             jobs: (context.snapshot.pods.iter())
                 .filter(|pod| pod.job.is_some())
                 .map(|pod| pod.name.as_str())
-                .chain(context.snapshot.retained_jobs.iter().map(|job| job.name.as_str()))
+                .chain(
+                    context
+                        .snapshot
+                        .retained_jobs
+                        .iter()
+                        .map(|job| job.name.as_str()),
+                )
                 .collect(),
             retained: (context.snapshot.retained_jobs.iter())
                 .map(|job| job.name.as_str())
@@ -229,11 +235,13 @@ impl<'s> Workset<'s> {
     /// those this plan deletes (they are still running until they are gone), one a deletion
     /// waits for, or one this plan creates. The pods of a Skyhook that is gone, or of one
     /// being deleted that the deletion does not wait for, hold nothing: nobody wants them, and
-    /// they are removed.
+    /// they are removed. A stage Job that has finished (kept as the mark of its stage's failure)
+    /// runs nothing and holds nothing, as upstream's in-flight gate.
     pub(super) fn pods_hold_interrupts(&self, context: &Context<'_>, node: &str) -> bool {
         skyhook_api::pod_owner::pods_hold_interrupts(
             context
                 .snapshot_pods_on(node)
+                .filter(|pod| !pod.job.as_ref().is_some_and(|job| job.finished))
                 .map(|pod| context.fate_of(pod)),
         ) || self.created_on.get(node).is_some_and(|c| !c.is_empty())
     }
