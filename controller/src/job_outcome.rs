@@ -9,9 +9,10 @@
 //!   its attempts [`failed_genuinely`]), else [`PodOutcome::FailedWithoutCause`]: only attempts
 //!   the node refused, which the stage re-runs.
 //! * Unfinished: the newest attempt's pod outcome, where an attempt's failure is
-//!   [`PodOutcome::Retrying`] (the Job controller runs another; the node stays `in_progress`)
-//!   and an attempt the node refused, a pod the reboot ended or an attempt that succeeded before
-//!   the Job says so are [`PodOutcome::Running`]: the Job controller handles them. A reboot that
+//!   [`PodOutcome::Retrying`] (the Job controller runs another; the node stays `in_progress`),
+//!   an attempt the node refused stays [`PodOutcome::Rejected`] (reported; the Job controller
+//!   runs another), and a pod the reboot ended or an attempt that succeeded before the Job says
+//!   so are [`PodOutcome::Running`]: the Job controller handles them. A reboot that
 //!   was never confirmed stays a failure (ours: `REBOOT_DEADLINE`).
 
 use crate::cache::CachedPod;
@@ -100,9 +101,7 @@ pub fn outcome(
             restarts: restarts.saturating_add(failure.restarts),
             ..failure
         }),
-        PodOutcome::Rejected { .. }
-        | PodOutcome::RecreateAfterReboot
-        | PodOutcome::Succeeded { .. } => PodOutcome::Running,
+        PodOutcome::RecreateAfterReboot | PodOutcome::Succeeded { .. } => PodOutcome::Running,
         other => other,
     }
 }

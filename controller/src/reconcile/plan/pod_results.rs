@@ -11,7 +11,9 @@
 //! crash-looping pod of a deleted Skyhook otherwise rewrote the node state its deletion had
 //! just cleaned, at every restart, and the deletion never ended.
 //!
-//! A pod the kubelet refused at admission ([`PodOutcome::Rejected`]) because the node was full
+//! A stage Job's attempt the kubelet refused at admission is reported with a Warning Event and
+//! left to the Job controller, which runs the next attempt after its backoff. A bare pod (made by
+//! an earlier release) the kubelet refused at admission ([`PodOutcome::Rejected`]) because the node was full
 //! is not a package failure and the kubelet never retries it, so the controller does: the refused
 //! pod stays
 //! until its backoff ([`rejection_backoff`], 10 s doubling up to 5 min with the entry's
@@ -227,6 +229,11 @@ fn rejected_pod<'s>(
         workset.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
         return;
     }
+    if pod.job.is_some() && !never_fits(workset, pod) {
+        // The Job controller runs the next attempt after its own backoff.
+        refused_attempt_event(workset, pod, annotation, reason, message);
+        return;
+    }
     if never_fits(workset, pod) {
         let failure = PodFailure {
             container: None,
@@ -308,6 +315,31 @@ fn record_failure<'s>(
             ),
         );
     }
+}
+
+/// Reports an attempt of a stage Job that its node refused.
+fn refused_attempt_event(
+    workset: &mut Workset<'_>,
+    pod: &OwnedPod,
+    annotation: &PodPackageAnnotation,
+    reason: &str,
+    message: Option<&str>,
+) {
+    workset.event(
+        EventTarget::Node(pod.node.clone()),
+        true,
+        "Apply",
+        format!(
+            "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
+             its job runs it again",
+            annotation.name,
+            annotation.version,
+            annotation.skyhook,
+            annotation.stage,
+            pod.node,
+            message.map(|m| format!(" ({m})")).unwrap_or_default(),
+        ),
+    );
 }
 
 /// Whether `pod` requests more CPU or memory than its node can give even with nothing else
