@@ -10,6 +10,7 @@ use skyhook_api::stage::entry_for;
 use skyhook_api::v1alpha1::{DrainTimeoutAction, Package, Stage, State, Status};
 
 use super::context::Context;
+use super::event_kinds;
 use super::output::{DRAIN_POLL, EventTarget, Eviction};
 use super::pass::Pass;
 use super::wave::{NodeRun, NodeWave};
@@ -99,7 +100,7 @@ pub(super) fn ready_for_interrupt<'s>(
             return Readiness::Failed;
         }
         let target = EventTarget::Node(node.to_owned());
-        workset.event(target, true, "DrainBlocked", message);
+        workset.emit(target, event_kinds::DRAIN_BLOCKED, message);
     }
     workset.requeue(DRAIN_POLL);
     Readiness::Waiting
@@ -154,10 +155,9 @@ fn fail_drain<'s>(
         work.release_cordon(skyhook);
         work.mark_drain_failed(skyhook, &now);
     }
-    workset.event(
+    workset.emit(
         EventTarget::Node(node.to_owned()),
-        true,
-        "DrainFailed",
+        event_kinds::DRAIN_FAILED,
         format!("{report}; package [{}:{}] of Skyhook [{skyhook}] is erroring and the node was uncordoned (spec.drain.onTimeout: fail); it is tried again in a later batch", package.name, package.version),
     );
 }
@@ -168,10 +168,9 @@ fn drain_rules<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>) -> Option<DrainRu
     match DrainRules::of(pass.skyhook.spec.drain.as_ref()) {
         Ok(rules) => Some(rules),
         Err(problems) => {
-            workset.event(
+            workset.emit(
                 EventTarget::Skyhook(pass.name().to_owned()),
-                true,
-                "Interrupt",
+                event_kinds::INTERRUPT_SELECTOR_INVALID,
                 format!("spec.drain.podSelector is not a valid selector ({problems:?}); fix it, no node is drained until then"),
             );
             None
@@ -184,10 +183,9 @@ fn drain_rules<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>) -> Option<DrainRu
 fn interruptible<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, pods: &[Pod]) -> bool {
     match interrupt_blockers(pass.skyhook.spec.pod_non_interrupt_labels.as_ref(), pods) {
         Err(problems) => {
-            workset.event(
+            workset.emit(
                 EventTarget::Skyhook(pass.name().to_owned()),
-                true,
-                "Interrupt",
+                event_kinds::INTERRUPT_SELECTOR_INVALID,
                 format!("podNonInterruptLabels is not a valid selector ({problems:?}); fix it, nothing is interrupted until then"),
             );
             false
@@ -214,10 +212,9 @@ fn evict<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, node: &str, pods: &[&Po
         });
     }
     if !pods.is_empty() {
-        workset.event(
+        workset.emit(
             EventTarget::Node(node.to_owned()),
-            false,
-            "Interrupt",
+            event_kinds::DRAIN_NODE,
             format!("draining node [{node}] for Skyhook [{skyhook}]"),
         );
     }
@@ -300,10 +297,9 @@ fn start_interrupt<'s>(
     workset.set_entry(skyhook, node, entry_for(package, stage, State::InProgress));
     workset.set_status(skyhook, node, Status::InProgress);
     run.applied = Some(message.clone());
-    workset.event(
+    workset.emit(
         EventTarget::Skyhook(skyhook.to_owned()),
-        false,
-        "Interrupt",
+        event_kinds::INTERRUPT_NODE,
         message,
     );
 }

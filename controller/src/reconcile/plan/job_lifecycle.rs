@@ -17,6 +17,7 @@
 use skyhook_api::v1alpha1::{PackageStatus, Stage, State};
 
 use super::context::Context;
+use super::event_kinds;
 use super::output::EventTarget;
 use super::workset::Workset;
 use crate::pod_outcome::PodOutcome;
@@ -97,7 +98,7 @@ fn restart_limit_exceeded(workset: &mut Workset<'_>, pod: &OwnedPod, restarts: i
         EventTarget::Node(pod.node.clone()),
         EventTarget::Skyhook(pod.skyhook.clone()),
     ] {
-        workset.event(target, true, "Interrupt", message.clone());
+        workset.emit(target, event_kinds::RESTART_LIMIT_EXCEEDED, message.clone());
     }
 }
 

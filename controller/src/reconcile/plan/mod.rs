@@ -42,6 +42,7 @@ mod admission;
 mod configs;
 mod context;
 mod deletion;
+pub mod event_kinds;
 mod finish;
 mod interrupts;
 mod job_lifecycle;
@@ -74,8 +75,8 @@ use context::Context;
 use finish::finish;
 use job_lifecycle::job_lifecycle;
 pub use output::{
-    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NODE_STATE_MALFORMED_REASON, NodePatch,
-    Plan, PlannedEvent, StageDuration, node_write_order,
+    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NodePatch, Plan, PlannedEvent,
+    StageDuration, node_write_order,
 };
 pub use planned_pod::PlannedPod;
 use pod_results::pod_results;

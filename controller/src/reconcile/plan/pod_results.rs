@@ -34,6 +34,7 @@ use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succe
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
 use super::context::Context;
+use super::event_kinds;
 use super::output::EventTarget;
 use super::reboots::{UnconfirmedReboot, UnconfirmedReboots, reboot_not_confirmed_event};
 use super::spec_changes::invalid_reason;
@@ -156,10 +157,9 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                     .is_some_and(|job| job.finished && !job.recorded)
                 {
                     workset.record_job(&pod.name, context.config.jobs.ttl_failed);
-                    workset.event(
+                    workset.emit(
                         EventTarget::Node(pod.node.clone()),
-                        false,
-                        "State",
+                        event_kinds::JOB_FAILED,
                         format!("Job [{}] failed: {}", pod.name, failure.reason),
                     );
                 }
@@ -191,20 +191,18 @@ fn succeeded_pod<'s>(
     apply_edits(state, &edits);
     if pod.job.is_some() {
         workset.record_job(&pod.name, context.config.jobs.ttl_succeeded);
-        workset.event(
+        workset.emit(
             EventTarget::Node(pod.node.clone()),
-            false,
-            "State",
+            event_kinds::JOB_COMPLETE,
             format!("Job [{}] complete", pod.name),
         );
     } else {
         workset.delete_pod(&pod.name, "succeeded");
     }
     workset.succeeded.insert(pod.name.clone());
-    workset.event(
+    workset.emit(
         EventTarget::Node(pod.node.clone()),
-        false,
-        "Apply",
+        event_kinds::UPDATE_NODE_STATE,
         format!(
             "Package [{}:{}] state complete on [skyhook:{}] stage {}",
             annotation.name, annotation.version, annotation.skyhook, annotation.stage
@@ -296,10 +294,9 @@ fn record_failure<'s>(
             failure.reboot_requested,
         );
     } else if changed || !was_erroring {
-        workset.event(
+        workset.emit(
             EventTarget::Node(pod.node.clone()),
-            true,
-            "Apply",
+            event_kinds::PACKAGE_ERRORING,
             format!(
                 "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
                 annotation.name,
@@ -325,10 +322,9 @@ fn refused_attempt_event(
     reason: &str,
     message: Option<&str>,
 ) {
-    workset.event(
+    workset.emit(
         EventTarget::Node(pod.node.clone()),
-        true,
-        "Apply",
+        event_kinds::POD_REJECTED,
         format!(
             "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
              its job runs it again",
@@ -396,10 +392,9 @@ fn retry_rejected<'s>(
         state.upsert(entry);
     }
     workset.delete_pod(&pod.name, format!("rejected by its node: {reason}"));
-    workset.event(
+    workset.emit(
         EventTarget::Node(pod.node.clone()),
-        true,
-        "Apply",
+        event_kinds::POD_REJECTED,
         format!(
             "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
              creating its pod again (retry {} after {})",
