@@ -601,7 +601,9 @@ impl Checker {
                 upstream,
                 format!("set it to 1m or more, e.g. {example}"),
             ),
-            JobBound::NotNegative(upstream) => (Duration::ZERO, upstream, format!("e.g. {example}")),
+            JobBound::NotNegative(upstream) => {
+                (Duration::ZERO, upstream, format!("e.g. {example}"))
+            }
         };
         match duration::parse(raw.trim()) {
             Ok(value) if value >= minimum => Some(value),

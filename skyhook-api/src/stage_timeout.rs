@@ -144,9 +144,17 @@ mod tests {
             // absent with JOB_STAGE_TIMEOUT=0: unbounded
             (None, Duration::ZERO, None),
             // the package's own value wins, larger or smaller
-            (Some(Duration::from_secs(90)), HOUR, Some(Duration::from_secs(90))),
+            (
+                Some(Duration::from_secs(90)),
+                HOUR,
+                Some(Duration::from_secs(90)),
+            ),
             (Some(2 * HOUR), HOUR, Some(2 * HOUR)),
-            (Some(Duration::from_secs(90)), Duration::ZERO, Some(Duration::from_secs(90))),
+            (
+                Some(Duration::from_secs(90)),
+                Duration::ZERO,
+                Some(Duration::from_secs(90)),
+            ),
             // an explicit zero removes the bound even with a default
             (Some(Duration::ZERO), HOUR, None),
         ];
@@ -164,7 +172,10 @@ mod tests {
             (Some(Duration::from_millis(1500)), Some(2)),
             (Some(Duration::from_secs(90)), Some(90)),
             (Some(HOUR), Some(3600)),
-            (Some(Duration::from_secs(u64::from(u32::MAX))), Some(2_147_483_647)),
+            (
+                Some(Duration::from_secs(u64::from(u32::MAX))),
+                Some(2_147_483_647),
+            ),
             (Some(Duration::MAX), Some(2_147_483_647)),
         ];
         for (timeout, want) in cases {
@@ -211,7 +222,9 @@ mod tests {
             stage_timeout: timeout.map(str::to_owned),
             ..Package::default()
         };
-        let cases: &[(Option<&str>, Result<Option<Duration>, &str>)] = &[
+        // (stageTimeout, the bound or the start of the error)
+        type Case = (Option<&'static str>, Result<Option<Duration>, &'static str>);
+        let cases: &[Case] = &[
             (None, Ok(Some(HOUR))),
             (Some("0"), Ok(None)),
             (Some("0s"), Ok(None)),

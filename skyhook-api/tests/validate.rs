@@ -903,11 +903,15 @@ fn stage_timeout_must_be_zero_or_more_in_upstream_words() {
         ("0s", None),
         (
             "-5m",
-            Some("spec.packages.dexter.stageTimeout: package \"dexter\": stageTimeout must be greater than or equal to 0"),
+            Some(
+                "spec.packages.dexter.stageTimeout: package \"dexter\": stageTimeout must be greater than or equal to 0",
+            ),
         ),
         (
             "ten minutes",
-            Some("spec.packages.dexter.stageTimeout: package \"dexter\": stageTimeout \"ten minutes\" is not a duration"),
+            Some(
+                "spec.packages.dexter.stageTimeout: package \"dexter\": stageTimeout \"ten minutes\" is not a duration",
+            ),
         ),
     ];
     for (timeout, want) in cases {
@@ -918,7 +922,10 @@ fn stage_timeout_must_be_zero_or_more_in_upstream_words() {
         match (got, want) {
             (Ok(()), None) => {}
             (Err(violations), Some(want)) => {
-                assert!(violations.to_string().contains(want), "{timeout}: {violations}");
+                assert!(
+                    violations.to_string().contains(want),
+                    "{timeout}: {violations}"
+                );
             }
             (got, want) => panic!("{timeout}: got {got:?}, want {want:?}"),
         }

@@ -537,7 +537,13 @@ fn volumes_and_mounts() {
                 "/skyhook-package/configmaps/z.conf",
             ]
         );
-        for (mount, key) in container.volume_mounts.iter().flatten().skip(2).zip(["a.sh", "z.conf"]) {
+        for (mount, key) in container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .skip(2)
+            .zip(["a.sh", "z.conf"])
+        {
             assert_eq!(mount.name, "conf");
             assert_eq!(mount.sub_path.as_deref(), Some(key));
             assert_eq!(mount.read_only, Some(true));
@@ -605,7 +611,12 @@ fn job_pods_exit_at_once_and_survive_a_not_ready_node() {
             added,
             [
                 ("node.kubernetes.io/not-ready", "Exists", "NoExecute", None),
-                ("node.kubernetes.io/unreachable", "Exists", "NoExecute", None),
+                (
+                    "node.kubernetes.io/unreachable",
+                    "Exists",
+                    "NoExecute",
+                    None
+                ),
             ]
         );
     }

@@ -16,8 +16,8 @@ use crate::image::{ImageRef, PackageImageError, pull_reference, validate_package
 use crate::interrupt::config_key_matches;
 use crate::keys::{self, SKYHOOK};
 use crate::names;
-use crate::stage_timeout;
 use crate::selector::{Selector, validate_dns_label, validate_dns_subdomain, validate_label_value};
+use crate::stage_timeout;
 use crate::v1alpha1::{Package, PackageResources, SkyhookSpec, Stage};
 use crate::version::Version;
 
