@@ -162,6 +162,11 @@ fn default_values_render_the_whole_operator() -> anyhow::Result<()> {
     ensure!(env("LEADER_ELECTION") == Some("true"));
     ensure!(env("AGENT_IMAGE") == Some("ghcr.io/skyhook-rs/skyhook-agent:0.1.0"));
     ensure!(env("IMAGE_PULL_SECRET") == Some(""));
+    // Upstream's defaults for the stage Jobs.
+    ensure!(env("JOB_TTL_SUCCEEDED") == Some("1h"));
+    ensure!(env("JOB_TTL_FAILED") == Some("24h"));
+    ensure!(env("JOB_STAGE_TIMEOUT") == Some("1h"));
+    ensure!(env("JOB_BACKOFF_LIMIT") == Some("3"));
     // The chart's default is the controller's and the plugin's: one constant.
     ensure!(
         env("RUNTIME_REQUIRED_TAINT")
@@ -594,6 +599,18 @@ fn the_schema_refuses_values_of_the_wrong_type() -> anyhow::Result<()> {
             "controllerManager.manager.image.digest=\"latest\"",
             "/controllerManager/manager/image/digest",
         ),
+        (
+            "controllerManager.manager.env.jobTtlFailed=\"1 day\"",
+            "/controllerManager/manager/env/jobTtlFailed",
+        ),
+        (
+            "controllerManager.manager.env.jobStageTimeout=\"-5m\"",
+            "/controllerManager/manager/env/jobStageTimeout",
+        ),
+        (
+            "controllerManager.manager.env.jobBackoffLimit=-1",
+            "/controllerManager/manager/env/jobBackoffLimit",
+        ),
         ("limitRange=true", "/limitRange"),
         (
             "limitRange={\"default\":{\"cpu\":\"lots\"},\"defaultRequest\":{}}",
@@ -710,6 +727,14 @@ fn controller_rbac_is_what_the_controller_does() -> anyhow::Result<()> {
         (false, "", "pods", "delete", true),
         (false, "", "configmaps", "update", true),
         (false, "coordination.k8s.io", "leases", "update", true),
+        // Stage Jobs and the logs of their pods: namespaced only, as upstream.
+        (false, "batch", "jobs", "create", true),
+        (false, "batch", "jobs", "watch", true),
+        (false, "batch", "jobs", "patch", true),
+        (false, "batch", "jobs", "delete", true),
+        (true, "batch", "jobs", "create", false),
+        (false, "", "pods/log", "get", true),
+        (true, "", "pods/log", "get", false),
     ];
     for (cluster_wide, group, resource, verb, allowed) in cases {
         let rules = if cluster_wide { &cluster } else { &namespaced };

@@ -54,6 +54,7 @@ pub(super) fn config() -> Config {
         max_pods_per_node: 4,
         fleet_budget: None,
         uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
+        jobs: crate::config::JobSettings::default(),
     }
 }
 
