@@ -758,6 +758,51 @@ fn controller_rbac_is_what_the_controller_does() -> anyhow::Result<()> {
 }
 
 #[test]
+fn stage_job_settings_reach_the_controller() -> anyhow::Result<()> {
+    // The example values file, passed value by value.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/chart-values/stage-jobs.yaml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let values: Value = serde_yaml::from_str(&text)?;
+    let example = values["controllerManager"]["manager"]["env"]
+        .as_object()
+        .context("the example sets controllerManager.manager.env")?;
+    let set_json: Vec<String> = example
+        .iter()
+        .map(|(key, value)| format!("controllerManager.manager.env.{key}={value}"))
+        .collect();
+    let set_json: Vec<&str> = set_json.iter().map(String::as_str).collect();
+    let manager = controller_container(&helm::render(&[], &set_json)?)?;
+    let env =
+        |name: &str| env_of(&manager, name).and_then(|e| e["value"].as_str().map(str::to_owned));
+    for (variable, key) in [
+        ("JOB_STAGE_TIMEOUT", "jobStageTimeout"),
+        ("JOB_BACKOFF_LIMIT", "jobBackoffLimit"),
+        ("JOB_TTL_SUCCEEDED", "jobTtlSucceeded"),
+        ("JOB_TTL_FAILED", "jobTtlFailed"),
+    ] {
+        ensure!(
+            env(variable).as_deref() == example[key].as_str(),
+            "{variable}: {:?}",
+            env(variable)
+        );
+    }
+    // Zero is a value, not "unset": no timeout and a single attempt, also written as numbers.
+    let manager = controller_container(&helm::render(
+        &[],
+        &[
+            "controllerManager.manager.env.jobStageTimeout=0",
+            "controllerManager.manager.env.jobBackoffLimit=0",
+        ],
+    )?)?;
+    let env =
+        |name: &str| env_of(&manager, name).and_then(|e| e["value"].as_str().map(str::to_owned));
+    ensure!(env("JOB_STAGE_TIMEOUT").as_deref() == Some("0"));
+    ensure!(env("JOB_BACKOFF_LIMIT").as_deref() == Some("0"));
+    Ok(())
+}
+
+#[test]
 fn image_pull_secret_reaches_every_pod_and_the_package_pods() -> anyhow::Result<()> {
     let docs = helm::render(&["imagePullSecret=regcred"], &[])?;
     for workload in docs
