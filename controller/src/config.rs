@@ -1,7 +1,8 @@
 //! The controller's configuration: upstream's environment variables (spec §2.1) with upstream's
 //! names and defaults, each also a command-line flag (a flag wins over its variable), plus our
 //! additions `DRAIN_TIMEOUT`, `REBOOT_DEADLINE`, `MAX_PODS_PER_NODE` and `FLEET_BUDGET`. The
-//! `JOB_*` settings of upstream v0.18 (the Jobs that run stages) are [`JobSettings`].
+//! `JOB_*` settings of upstream v0.18 (the Jobs that run stages) are [`JobSettings`];
+//! `PACKAGE_PRIORITY_CLASS_NAME` is upstream's, unreleased after v0.20.
 //!
 //! Contract: [`Args`] holds the raw text exactly as given; [`Config::from_args`] checks every
 //! setting at once and either returns typed settings or a [`ConfigError`] listing *every*
@@ -157,6 +158,11 @@ pub struct Args {
     /// single attempt).
     #[arg(long, env = "JOB_BACKOFF_LIMIT", default_value = "3")]
     pub job_backoff_limit: String,
+
+    /// PriorityClass of package and interrupt pods; empty for none. Only system-node-critical
+    /// and system-cluster-critical change anything (the kubelet's critical-pod admission).
+    #[arg(long, env = "PACKAGE_PRIORITY_CLASS_NAME", default_value = "")]
+    pub package_priority_class_name: String,
 }
 
 /// Checked configuration.
@@ -240,6 +246,8 @@ pub struct PodSettings {
     pub pause_image: String,
     /// The runtime-required taint.
     pub runtime_required_taint: Taint,
+    /// `priorityClassName` of package and interrupt pods (`PACKAGE_PRIORITY_CLASS_NAME`).
+    pub priority_class_name: Option<String>,
 }
 
 /// Log line format.
@@ -520,6 +528,7 @@ impl Config {
         let fleet_budget = check.fleet_budget(&args.fleet_budget);
         let uninstall_mode = check.uninstall_mode(&args.uninstall_mode);
         let jobs = check.job_settings(args);
+        let priority_class_name = check.priority_class_name(&args.package_priority_class_name);
 
         match (check.errors.is_empty(), runtime_required_taint) {
             (true, Some(runtime_required_taint)) => Ok(Config {
@@ -532,6 +541,7 @@ impl Config {
                     agent_version,
                     pause_image: args.pause_image.clone(),
                     runtime_required_taint,
+                    priority_class_name,
                 },
                 default_interval,
                 reapply_on_reboot,
@@ -658,6 +668,24 @@ impl Checker {
                 format!("is {raw:?}, not a namespace name ({problem})"),
                 "use lowercase letters, digits and '-' (at most 63), e.g. skyhook",
             );
+        }
+    }
+
+    fn priority_class_name(&mut self, raw: &str) -> Option<String> {
+        if raw.is_empty() {
+            return None;
+        }
+        match validate_dns_subdomain(raw) {
+            Ok(()) => Some(raw.to_owned()),
+            Err(problem) => {
+                self.fail(
+                    "PACKAGE_PRIORITY_CLASS_NAME",
+                    "package-priority-class-name",
+                    format!("is {raw:?}, not a PriorityClass name ({problem})"),
+                    "use system-cluster-critical (recommended), system-node-critical, or leave it empty",
+                );
+                None
+            }
         }
     }
 
@@ -908,6 +936,7 @@ mod tests {
             ("job_ttl_failed", "JOB_TTL_FAILED"),
             ("job_stage_timeout", "JOB_STAGE_TIMEOUT"),
             ("job_backoff_limit", "JOB_BACKOFF_LIMIT"),
+            ("package_priority_class_name", "PACKAGE_PRIORITY_CLASS_NAME"),
         ];
         let command = Args::command();
         let got: Vec<(String, String)> = command
@@ -944,6 +973,7 @@ mod tests {
                         effect: "NoSchedule".into(),
                         time_added: None,
                     },
+                    priority_class_name: None,
                 },
                 default_interval: Duration::from_secs(600),
                 reapply_on_reboot: false,
@@ -996,6 +1026,7 @@ mod tests {
             "--job-ttl-failed=48h",
             "--job-stage-timeout=0",
             "--job-backoff-limit=0",
+            "--package-priority-class-name=system-cluster-critical",
         ]))
         .unwrap();
         assert_eq!(config.pods.namespace, "ops");
@@ -1026,6 +1057,10 @@ mod tests {
         assert_eq!(config.reboot_deadline, Duration::from_secs(3600));
         assert_eq!(config.max_pods_per_node, 12);
         assert_eq!(config.fleet_budget, Some(FleetBudget::Percent(25)));
+        assert_eq!(
+            config.pods.priority_class_name.as_deref(),
+            Some("system-cluster-critical")
+        );
         assert_eq!(
             config.jobs,
             JobSettings {
@@ -1179,6 +1214,11 @@ mod tests {
                 "--job-backoff-limit=3000000000",
                 "JOB_BACKOFF_LIMIT",
                 "not a whole number",
+            ),
+            (
+                "--package-priority-class-name=System_Critical",
+                "PACKAGE_PRIORITY_CLASS_NAME",
+                "not a PriorityClass name",
             ),
         ];
         for (flag, variable, fragment) in cases {

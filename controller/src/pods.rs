@@ -587,6 +587,7 @@ fn base_pod(
                 owner.image_pull_secrets,
             ),
             tolerations: Some(pod_tolerations(settings, owner)),
+            priority_class_name: settings.priority_class_name.clone(),
             volumes: Some(volumes),
             ..PodSpec::default()
         }),

@@ -33,6 +33,7 @@ pub(crate) fn settings() -> PodSettings {
             "skyhook.nvidia.com=runtime-required:NoSchedule",
         )
         .unwrap(),
+        priority_class_name: None,
     }
 }
 
@@ -907,4 +908,36 @@ fn package_pods_are_not_reboot_interrupts() {
     )
     .unwrap();
     assert!(!is_reboot_interrupt(&CachedPod::from(pod.clone())));
+}
+
+#[test]
+fn priority_class_reaches_package_and_interrupt_pods_when_set() {
+    let sky = skyhook("demo", vec![]);
+    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let dexter = package("dexter", "1.2.3", "busybox");
+    let node = PodNode::new("n", None);
+    let interrupt = Interrupt {
+        type_: InterruptType::Service,
+        services: vec!["cron".into()],
+    };
+    for (class, want) in [
+        (None, None),
+        (
+            Some("system-cluster-critical".to_owned()),
+            Some("system-cluster-critical"),
+        ),
+    ] {
+        let settings = PodSettings {
+            priority_class_name: class,
+            ..settings()
+        };
+        let pods = [
+            package_pod(&settings, &owner, &dexter, &node, Stage::Apply).unwrap(),
+            interrupt_pod(&settings, &owner, &dexter, &interrupt, &node),
+        ];
+        for pod in pods {
+            let spec = pod.spec.unwrap();
+            assert_eq!(spec.priority_class_name.as_deref(), want);
+        }
+    }
 }

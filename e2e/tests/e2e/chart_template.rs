@@ -780,6 +780,7 @@ fn stage_job_settings_reach_the_controller() -> anyhow::Result<()> {
         ("JOB_BACKOFF_LIMIT", "jobBackoffLimit"),
         ("JOB_TTL_SUCCEEDED", "jobTtlSucceeded"),
         ("JOB_TTL_FAILED", "jobTtlFailed"),
+        ("PACKAGE_PRIORITY_CLASS_NAME", "packagePriorityClassName"),
     ] {
         ensure!(
             env(variable).as_deref() == example[key].as_str(),
