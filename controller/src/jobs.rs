@@ -25,6 +25,7 @@ use k8s_openapi::api::batch::v1::{
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use kube::api::ObjectMeta;
 use skyhook_api::keys;
+use skyhook_api::stage_timeout::deadline_seconds;
 
 use crate::names::safe_name;
 
@@ -54,17 +55,6 @@ pub fn node_label_value(node: &str) -> String {
     } else {
         safe_name(MAX_LABEL_VALUE, &[node])
     }
-}
-
-/// `ceil(timeout)` in seconds, at most `i32::MAX`; `None` for no timeout or zero.
-pub fn deadline_seconds(timeout: Option<Duration>) -> Option<i64> {
-    let timeout = timeout.filter(|t| !t.is_zero())?;
-    let seconds = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
-    Some(
-        i64::try_from(seconds)
-            .unwrap_or(i64::MAX)
-            .min(i64::from(i32::MAX)),
-    )
 }
 
 /// The Job that runs `pod` (see the module documentation).

@@ -23,6 +23,7 @@ pub mod rollout;
 pub mod runtime_required;
 pub mod selector;
 pub mod stage;
+pub mod stage_timeout;
 pub mod status;
 pub mod string_map;
 #[cfg(test)]

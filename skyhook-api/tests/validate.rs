@@ -893,3 +893,41 @@ fn examples_pass_validation() {
     }
     assert!(skyhooks >= 2, "the seed examples are present");
 }
+
+#[test]
+fn stage_timeout_must_be_zero_or_more_in_upstream_words() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("30m", None),
+        ("1h30m", None),
+        ("0", None),
+        ("0s", None),
+        (
+            "-5m",
+            Some(
+                "spec.packages.dexter.stageTimeout: package \"dexter\": stageTimeout must be greater than or equal to 0",
+            ),
+        ),
+        (
+            "ten minutes",
+            Some(
+                "spec.packages.dexter.stageTimeout: package \"dexter\": stageTimeout \"ten minutes\" is not a duration",
+            ),
+        ),
+    ];
+    for (timeout, want) in cases {
+        let yaml = format!(
+            "packages: {{dexter: {{version: '1', image: busybox, stageTimeout: '{timeout}'}}}}"
+        );
+        let got = validate_skyhook(&spec(&yaml), &ValidationContext::default());
+        match (got, want) {
+            (Ok(()), None) => {}
+            (Err(violations), Some(want)) => {
+                assert!(
+                    violations.to_string().contains(want),
+                    "{timeout}: {violations}"
+                );
+            }
+            (got, want) => panic!("{timeout}: got {got:?}, want {want:?}"),
+        }
+    }
+}

@@ -157,24 +157,6 @@ fn a_reboot_is_never_given_a_restart_allowance() {
 }
 
 #[test]
-fn deadlines_round_up_to_whole_seconds_and_zero_means_none() {
-    let cases = [
-        (None, None),
-        (Some(Duration::ZERO), None),
-        (Some(Duration::from_millis(1)), Some(1)),
-        (Some(Duration::from_millis(1500)), Some(2)),
-        (Some(Duration::from_secs(3600)), Some(3600)),
-        (
-            Some(Duration::from_secs(u64::MAX)),
-            Some(i64::from(i32::MAX)),
-        ),
-    ];
-    for (timeout, want) in cases {
-        assert_eq!(deadline_seconds(timeout), want, "{timeout:?}");
-    }
-}
-
-#[test]
 fn a_node_name_longer_than_a_label_is_shortened_as_names_are() {
     assert_eq!(node_label_value("node-1"), "node-1");
     let long = "n".repeat(70);

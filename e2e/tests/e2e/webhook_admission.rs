@@ -142,6 +142,12 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             "uninstall.apply requires uninstall.enabled to be true",
         ),
         (
+            "stage-timeout-negative.yaml",
+            SKYHOOK_DENIED,
+            "spec.packages.tuning.stageTimeout",
+            "package \"tuning\": stageTimeout must be greater than or equal to 0",
+        ),
+        (
             "policy-window-bad-cron.yaml",
             POLICY_DENIED,
             "spec.maintenanceWindows[0].schedule",

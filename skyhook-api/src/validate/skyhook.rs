@@ -17,6 +17,7 @@ use crate::interrupt::config_key_matches;
 use crate::keys::{self, SKYHOOK};
 use crate::names;
 use crate::selector::{Selector, validate_dns_label, validate_dns_subdomain, validate_label_value};
+use crate::stage_timeout;
 use crate::v1alpha1::{Package, PackageResources, SkyhookSpec, Stage};
 use crate::version::Version;
 
@@ -234,6 +235,13 @@ fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
     }
     if let Some(resources) = &package.resources {
         check_resources(&field, resources, out);
+    }
+    if let Err(error) = stage_timeout::parse(key, package.stage_timeout.as_deref()) {
+        out.push(Violation::new(
+            format!("{field}.stageTimeout"),
+            error.to_string(),
+            "write a Go duration of zero or more, e.g. 30m or 1h30m; 0 removes the time bound",
+        ));
     }
     if package.uninstall.is_some_and(|u| u.apply && !u.enabled) {
         out.push(Violation::new(

@@ -22,7 +22,7 @@ use crate::cache::CachedPod;
 use crate::jobs::JobInputs;
 use crate::names::OwnerSkyhook;
 use crate::pod_match::ExpectedContainers;
-use crate::pods::is_reboot_interrupt;
+use crate::pods::{is_reboot_interrupt, job_pod};
 use crate::reconcile::snapshot::NodeView;
 
 /// The working state of one plan.
@@ -121,13 +121,22 @@ impl<'s> Workset<'s> {
             .and_then(|labels| labels.get(keys::SKYHOOK.interrupt_label))
             .is_some_and(|value| value == keys::INTERRUPT_LABEL_VALUE);
         let reboot = interrupt && is_reboot_interrupt(&CachedPod::from(pod.clone()));
+        let stage_timeout = match package.stage_timeout(settings.stage_timeout) {
+            Ok(timeout) => timeout,
+            Err(error) => {
+                let message = format!("{error}; no stage of it runs until it is fixed");
+                let target = EventTarget::Skyhook(owner.name.to_owned());
+                self.emit(target, event_kinds::POD_NOT_BUILT, message);
+                return None;
+            }
+        };
         let inputs = JobInputs {
             generation: owner.generation,
-            stage_timeout: stage_timeout(package, settings.stage_timeout),
+            stage_timeout,
             backoff_limit: settings.backoff_limit,
             reboot,
         };
-        match PlannedPod::new(pod, inputs) {
+        match PlannedPod::new(&job_pod(pod.clone(), package), inputs) {
             Ok(planned) => Some(planned),
             Err(error) => {
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -340,9 +349,4 @@ impl<'s> Workset<'s> {
             .filter_map(|work| work.holds_fleet_slot().then_some(()))
             .count()
     }
-}
-
-/// The stage timeout of `package`'s Jobs: its `stageTimeout`, else `default`.
-fn stage_timeout(_package: &Package, default: Duration) -> Option<Duration> {
-    Some(default)
 }
