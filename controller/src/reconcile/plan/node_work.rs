@@ -215,15 +215,25 @@ impl<'s> NodeWork<'s> {
         set_entry(&mut self.annotations, &key, &value);
     }
 
-    /// Forgets `skyhook` on this node: state, status annotation and label.
+    /// Forgets `skyhook` on this node after a reboot: its node state and every key of
+    /// [`keys::Keys::reboot_reset_node_keys`] (status annotation and label, version, drain
+    /// start); its cordon stays, for the re-run to release.
     pub(super) fn reset(&mut self, skyhook: &str) {
         let state = self.work_state(skyhook);
         state.now = NodeState::new();
         state.reset = true;
         self.malformed.remove(skyhook);
-        let key = keys::SKYHOOK.node_status_key(skyhook);
-        remove_entry(&mut self.annotations, &key);
-        remove_entry(&mut self.labels, &key);
+        // The node state's annotation follows the reset state (see `state_annotations`).
+        let state_key = keys::SKYHOOK.node_state_annotation(skyhook);
+        for key in keys::SKYHOOK.reboot_reset_node_keys(skyhook) {
+            if key.key == state_key {
+                continue;
+            }
+            remove_entry(&mut self.annotations, &key.key);
+            if key.kind == keys::NodeKeyKind::AnnotationAndLabel {
+                remove_entry(&mut self.labels, &key.key);
+            }
+        }
     }
 
     pub(super) fn set_annotation(&mut self, key: String, value: String) {
@@ -345,8 +355,20 @@ impl<'s> NodeWork<'s> {
         );
     }
 
+    /// Cordons the node when the runtime-required taint is removed from it, marked with the
+    /// runtime-required cordon annotation so that no Skyhook's release uncordons it.
+    pub(super) fn cordon_runtime_required(&mut self) {
+        set_entry(
+            &mut self.annotations,
+            keys::SKYHOOK.runtime_required_cordon_annotation,
+            "true",
+        );
+        self.unschedulable = true;
+    }
+
     /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook
-    /// holds one. Does nothing when `skyhook` holds none, so an administrator's cordon stays.
+    /// holds one (`cordon_*`) and no runtime-required cordon holds it. Does nothing when
+    /// `skyhook` holds none, so an administrator's cordon stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
         let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
         if !self.annotations.contains_key(&cordon) {
@@ -357,10 +379,10 @@ impl<'s> NodeWork<'s> {
             &mut self.annotations,
             &keys::SKYHOOK.cordoned_at_annotation(skyhook),
         );
-        let others = self
-            .annotations
-            .keys()
-            .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix));
+        let others = self.annotations.keys().any(|k| {
+            k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
+                || k == keys::SKYHOOK.runtime_required_cordon_annotation
+        });
         if !others {
             self.unschedulable = false;
         }
