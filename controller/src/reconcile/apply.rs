@@ -121,12 +121,7 @@ pub async fn apply(
     };
     events.extend(auto_taint_refusals(&auto_taints, &written.rejected));
     queue_events(events_out, snapshot, events);
-    // A deleted Skyhook keeps its finalizer until its last status is written: removing it
-    // first would lose what the deletion reported.
-    let removals = finalizers
-        .into_iter()
-        .filter(|(name, add)| *add || !unwritten.contains(name))
-        .collect();
+    let removals = finalizer_removals(finalizers, &unwritten);
     writer.set_finalizers(&removals, false, &mut failures).await;
     Applied {
         failures,
@@ -158,6 +153,20 @@ fn auto_taint_refusals(
                 ),
             })
         })
+        .collect()
+}
+
+/// The finalizer removals to make once the statuses were written: a deleted Skyhook keeps its
+/// finalizer while its last status (`unwritten`: refused, or held back behind a refused node
+/// patch) is not written, as upstream writes the status before removing the finalizer;
+/// removing it first would lose what the deletion reported.
+fn finalizer_removals(
+    finalizers: BTreeMap<String, bool>,
+    unwritten: &BTreeSet<String>,
+) -> BTreeMap<String, bool> {
+    finalizers
+        .into_iter()
+        .filter(|(name, add)| !*add && !unwritten.contains(name))
         .collect()
 }
 
@@ -990,6 +999,21 @@ fn node_merge_patch(patch: &NodePatch, resource_version: Option<&str>) -> Option
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_finalizer_stays_until_the_status_is_written() {
+        use std::collections::BTreeSet;
+        let finalizers = BTreeMap::from([
+            ("added".to_owned(), true),
+            ("written".to_owned(), false),
+            ("unwritten".to_owned(), false),
+        ]);
+        let unwritten = BTreeSet::from(["unwritten".to_owned()]);
+        assert_eq!(
+            super::finalizer_removals(finalizers, &unwritten),
+            BTreeMap::from([("written".to_owned(), false)])
+        );
+    }
+
     use std::collections::BTreeMap;
 
     use serde_json::json;

@@ -101,7 +101,9 @@ fn the_cordon_survives_a_later_interrupt_and_an_external_release_sticks() {
     later.spec.priority = 300;
     let mut sim = Sim::new(vec![worker], vec![later]);
     // The drain reads the node's workload pods: none.
-    sim.snapshot.workload_pods.insert("worker".into(), Vec::new());
+    sim.snapshot
+        .workload_pods
+        .insert("worker".into(), Vec::new());
     let mut cordoned_by_later = false;
     for _ in 0..30 {
         sim.step();
