@@ -3,9 +3,10 @@
 //!
 //! - removing the runtime-required taint cordons the node in the same write and marks it
 //!   `runtimeRequiredCordon`, with the Events' upstream reason and action;
-//! - a reboot resets the node's state in one patch that puts the taint back and keeps the
-//!   Skyhook's `cordon_` annotation; the re-run removes the taint again, releases its own cordon
-//!   and leaves the runtime-required one;
+//! - a reboot resets the node's state in one patch that puts the taint back while the node
+//!   stays cordoned; the re-run removes the taint again and leaves the runtime-required cordon
+//!   (that the reset keeps the Skyhook's own `cordon_` is a plan test: a complete node's own
+//!   cordon is released before a reboot could be timed against it);
 //! - a node uncordoned by someone who left the annotation loses the annotation.
 
 use std::collections::BTreeMap;
@@ -24,7 +25,6 @@ const NODE: &str = "node-1";
 const NAME: &str = "runtime-cordon";
 const RUNTIME_REQUIRED: &str = "skyhook.nvidia.com=runtime-required:NoSchedule";
 const RR_CORDON: &str = "skyhook.nvidia.com/runtimeRequiredCordon";
-const OWN_CORDON: &str = "skyhook.nvidia.com/cordon_runtime-cordon";
 
 const SKYHOOK: &str = r#"
 apiVersion: skyhook.nvidia.com/v1alpha1
@@ -110,11 +110,6 @@ async fn the_taint_removal_cordons_and_a_reboot_keeps_the_cordon() -> anyhow::Re
         );
     }
 
-    // A cordon of the Skyhook left on the node when it reboots: the reset keeps it.
-    let patch = json!({"metadata": {"annotations": {OWN_CORDON: "true"}}});
-    nodes
-        .patch(NODE, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
     let before = boot_id(&nodes.get(NODE).await?).context("no boot ID")?;
     let seen_before = history.seen().len();
     installed
@@ -137,12 +132,10 @@ async fn the_taint_removal_cordons_and_a_reboot_keeps_the_cordon() -> anyhow::Re
         .iter()
         .find(|n| after_reboot(n) && tainted(n))
         .context("seen above")?;
-    assert_eq!(
-        annotation(retainted, OWN_CORDON),
-        Some("true"),
-        "the reboot reset keeps the Skyhook's cordon"
+    assert!(
+        rr_cordoned(retainted),
+        "the reboot reset leaves the runtime-required cordon"
     );
-    assert!(is_cordoned(retainted));
 
     let done = wait_for_node(&client, NODE, "the re-run complete", |n| {
         after_reboot(n) && has_status(n, NAME, "complete") && !tainted(n)
@@ -150,11 +143,6 @@ async fn the_taint_removal_cordons_and_a_reboot_keeps_the_cordon() -> anyhow::Re
     .await
     .with_context(|| installed.controller_log_tail(40))?;
     assert!(rr_cordoned(&done), "the runtime-required cordon stays");
-    assert_eq!(
-        annotation(&done, OWN_CORDON),
-        None,
-        "the re-run released its own cordon"
-    );
     let events = Api::<Event>::all(client.clone())
         .list(&ListParams::default())
         .await?;
