@@ -154,8 +154,11 @@ pub struct Eviction {
     pub name: String,
     /// The node being drained.
     pub node: String,
-    /// `spec.drain.gracePeriodSeconds`; `None` leaves the pod's own.
+    /// The drain's grace period in seconds; `None` leaves the pod's own.
     pub grace_period_seconds: Option<i64>,
+    /// Delete the pod instead of evicting it (`drainConfig.disableEviction`): no
+    /// PodDisruptionBudget is consulted.
+    pub delete: bool,
 }
 
 /// What an Event is about.
@@ -174,7 +177,8 @@ pub struct PlannedEvent {
     pub target: EventTarget,
     /// `Normal` or `Warning`.
     pub warning: bool,
-    /// Upstream's reasons: `Apply`, `Interrupt`, `State`, `Reboot`; ours: `DrainBlocked`.
+    /// Upstream's reasons: `Apply`, `Interrupt`, `Drain`, `State`, `Reboot`; ours:
+    /// `DrainBlocked`, `DrainFailed`.
     pub reason: &'static str,
     /// A sentence.
     pub message: String,

@@ -479,6 +479,12 @@ fn run_batch<'s>(
         if run.fleet_waiting {
             fleet_waiting.push(node.clone());
         }
+        if !run.drain_blockers.is_empty() {
+            outcome.drain_blockers.insert(node.clone(), run.drain_blockers);
+        }
+        if run.non_interrupt_hold {
+            outcome.non_interrupt_holds.push(node.clone());
+        }
     }
     if let Some(budget) = context.config.fleet_budget
         && !fleet_waiting.is_empty()
