@@ -27,12 +27,12 @@ pub mod refusals;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use skyhook_api::drain::{DaemonSetPods, EffectiveDrain};
 use skyhook_api::keys;
 use skyhook_api::selector::{self, Selector, SelectorProblem};
-use k8s_openapi::api::core::v1::Taint;
-use skyhook_api::drain::{DaemonSetPods, EffectiveDrain};
 use skyhook_api::toleration::{UNSCHEDULABLE_TAINT_KEY, tolerates};
 
 /// Annotation the kubelet puts on the API mirror of a static pod.

@@ -223,7 +223,10 @@ pub fn drain_blocked_reason<'a>(
 /// draining (<sorted names>)`, then one `<ns>/<pod> on <node>: <detail>` part per blocked pod
 /// (the detail is the API server's refusal, or the reason), at most [`MAX_LISTED`] of them,
 /// all joined by `; `.
-pub fn drain_blocked_message(total_nodes: usize, blocked: &BTreeMap<String, Vec<BlockedPod>>) -> String {
+pub fn drain_blocked_message(
+    total_nodes: usize,
+    blocked: &BTreeMap<String, Vec<BlockedPod>>,
+) -> String {
     let nodes: Vec<&str> = blocked
         .iter()
         .filter(|(_, pods)| !pods.is_empty())
@@ -310,14 +313,33 @@ mod tests {
             ("unparsable durations count as unset", "drainConfig: {timeout: soon, gracePeriod: -1s}",
              DrainSource::DrainConfig, false, true, true, DaemonSetPods::Ignore, None, OnDrainTimeout::Erroring, None),
         ];
-        for (case, yaml, source, disable, empty_dir, force, daemon_sets, timeout, on_timeout, grace) in cases {
+        for (
+            case,
+            yaml,
+            source,
+            disable,
+            empty_dir,
+            force,
+            daemon_sets,
+            timeout,
+            on_timeout,
+            grace,
+        ) in cases
+        {
             let got = effective_drain(&config(yaml), FALLBACK);
             assert_eq!(got.source, *source, "{case}: source");
             assert_eq!(got.disable_eviction, *disable, "{case}: disableEviction");
-            assert_eq!(got.delete_empty_dir_data, *empty_dir, "{case}: deleteEmptyDirData");
+            assert_eq!(
+                got.delete_empty_dir_data, *empty_dir,
+                "{case}: deleteEmptyDirData"
+            );
             assert_eq!(got.force, *force, "{case}: force");
             assert_eq!(got.daemon_sets, *daemon_sets, "{case}: DaemonSets");
-            assert_eq!(got.timeout, timeout.map(Duration::from_secs), "{case}: timeout");
+            assert_eq!(
+                got.timeout,
+                timeout.map(Duration::from_secs),
+                "{case}: timeout"
+            );
             assert_eq!(got.on_timeout, *on_timeout, "{case}: on timeout");
             assert_eq!(got.grace_period_seconds, *grace, "{case}: grace period");
         }
@@ -360,7 +382,10 @@ mod tests {
             (&[UnmanagedPod, EmptyDirData], Some("MultipleCauses")),
         ];
         for (reasons, expected) in cases {
-            let pods: Vec<BlockedPod> = reasons.iter().map(|r| blocked("ns", "p", *r, None)).collect();
+            let pods: Vec<BlockedPod> = reasons
+                .iter()
+                .map(|r| blocked("ns", "p", *r, None))
+                .collect();
             assert_eq!(drain_blocked_reason(&pods), *expected, "{reasons:?}");
         }
     }
@@ -368,8 +393,24 @@ mod tests {
     #[test]
     fn the_message_counts_nodes_and_details_each_pod() {
         let blocked_nodes = BTreeMap::from([
-            ("node-b".to_owned(), vec![blocked("web", "api-0", BlockReason::PodDisruptionBudget, Some("Cannot evict pod as it would violate the pod's disruption budget."))]),
-            ("node-a".to_owned(), vec![blocked("default", "lonely", BlockReason::UnmanagedPod, None)]),
+            (
+                "node-b".to_owned(),
+                vec![blocked(
+                    "web",
+                    "api-0",
+                    BlockReason::PodDisruptionBudget,
+                    Some("Cannot evict pod as it would violate the pod's disruption budget."),
+                )],
+            ),
+            (
+                "node-a".to_owned(),
+                vec![blocked(
+                    "default",
+                    "lonely",
+                    BlockReason::UnmanagedPod,
+                    None,
+                )],
+            ),
             ("node-c".to_owned(), vec![]),
         ]);
         assert_eq!(
@@ -377,16 +418,36 @@ mod tests {
             "2/3 nodes blocked draining (node-a, node-b); default/lonely on node-a: UnmanagedPod; web/api-0 on node-b: Cannot evict pod as it would violate the pod's disruption budget."
         );
         let many: BTreeMap<String, Vec<BlockedPod>> = (0..12)
-            .map(|i| (format!("n{i:02}"), vec![blocked("ns", "p", BlockReason::EmptyDirData, None)]))
+            .map(|i| {
+                (
+                    format!("n{i:02}"),
+                    vec![blocked("ns", "p", BlockReason::EmptyDirData, None)],
+                )
+            })
             .collect();
         let message = drain_blocked_message(20, &many);
-        assert!(message.starts_with("12/20 nodes blocked draining (list truncated; see controller logs); "), "{message}");
-        assert!(message.ends_with("ns/p on n09: EmptyDirData; (additional detail truncated; see controller logs)"), "{message}");
+        assert!(
+            message.starts_with(
+                "12/20 nodes blocked draining (list truncated; see controller logs); "
+            ),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(
+                "ns/p on n09: EmptyDirData; (additional detail truncated; see controller logs)"
+            ),
+            "{message}"
+        );
     }
 
     #[test]
     fn the_annotation_is_upstreams_json() {
-        let pods = vec![blocked("nodewright", "drain-config-blocker", BlockReason::UnmanagedPod, None)];
+        let pods = vec![blocked(
+            "nodewright",
+            "drain-config-blocker",
+            BlockReason::UnmanagedPod,
+            None,
+        )];
         assert_eq!(
             serde_json::to_string(&pods).expect("serialisable"),
             r#"[{"namespace":"nodewright","name":"drain-config-blocker","reason":"UnmanagedPod"}]"#
@@ -395,7 +456,13 @@ mod tests {
 
     #[test]
     fn the_hold_message_is_upstreams() {
-        assert_eq!(non_interrupt_message(&["node-a"]), "1 node blocked by non-interrupt pods (node-a). Waiting.");
-        assert_eq!(non_interrupt_message(&["b", "a"]), "2 nodes blocked by non-interrupt pods (a, b). Waiting.");
+        assert_eq!(
+            non_interrupt_message(&["node-a"]),
+            "1 node blocked by non-interrupt pods (node-a). Waiting."
+        );
+        assert_eq!(
+            non_interrupt_message(&["b", "a"]),
+            "2 nodes blocked by non-interrupt pods (a, b). Waiting."
+        );
     }
 }

@@ -149,8 +149,14 @@ fn skyhook_rejection_table() {
         ),
         // drainConfig (upstream v0.18) and its two extensions.
         ("drainConfig: {timeout: -5m}", &["spec.drainConfig.timeout"]),
-        ("drainConfig: {timeout: soon}", &["spec.drainConfig.timeout"]),
-        ("drainConfig: {gracePeriod: -1s}", &["spec.drainConfig.gracePeriod"]),
+        (
+            "drainConfig: {timeout: soon}",
+            &["spec.drainConfig.timeout"],
+        ),
+        (
+            "drainConfig: {gracePeriod: -1s}",
+            &["spec.drainConfig.gracePeriod"],
+        ),
         (
             "drainConfig: {podSelector: {matchExpressions: [{key: app, operator: Near}]}}",
             &["spec.drainConfig.podSelector.matchExpressions[0].operator"],
@@ -314,17 +320,27 @@ fn drain_config_violations_carry_upstreams_messages() {
     )
     .unwrap_err()
     .to_string();
-    assert!(both.contains("spec.drain and spec.drainConfig are both set"), "{both}");
+    assert!(
+        both.contains("spec.drain and spec.drainConfig are both set"),
+        "{both}"
+    );
     assert!(both.contains("remove spec.drain"), "{both}");
-    let valid = spec("drainConfig: {disableEviction: true, deleteEmptyDirData: false, force: false, ignoreDaemonSets: false, timeout: 5m, gracePeriod: 30s, podSelector: {matchLabels: {keep: 'yes'}}, onTimeout: wait}");
-    assert_eq!(validate_skyhook(&valid, &ValidationContext::default()), Ok(()));
+    let valid = spec(
+        "drainConfig: {disableEviction: true, deleteEmptyDirData: false, force: false, ignoreDaemonSets: false, timeout: 5m, gracePeriod: 30s, podSelector: {matchLabels: {keep: 'yes'}}, onTimeout: wait}",
+    );
+    assert_eq!(
+        validate_skyhook(&valid, &ValidationContext::default()),
+        Ok(())
+    );
 }
 
 #[test]
 fn the_deprecated_drain_field_is_warned_about() {
     let warnings = admission_warnings(&spec("drain: {force: false}"));
     assert!(
-        warnings.iter().any(|w| w.contains("spec.drain is deprecated; use spec.drainConfig")),
+        warnings
+            .iter()
+            .any(|w| w.contains("spec.drain is deprecated; use spec.drainConfig")),
         "{warnings:?}"
     );
     assert!(admission_warnings(&spec("drainConfig: {force: false}")).is_empty());

@@ -118,7 +118,11 @@ mod tests {
         let mut refusals = EvictionRefusals::default();
         refusals.record(
             &[
-                outcome("a", "api-0", Some("Cannot evict pod as it would violate the pod's disruption budget.")),
+                outcome(
+                    "a",
+                    "api-0",
+                    Some("Cannot evict pod as it would violate the pod's disruption budget."),
+                ),
                 outcome("a", "api-1", None),
                 outcome("b", "api-2", None),
             ],

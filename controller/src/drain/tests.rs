@@ -210,7 +210,10 @@ fn who_must_leave() {
             PodDef {
                 name: "skyhook/pkg",
                 phase: "Running",
-                labels: &[("skyhook.nvidia.com/name", "demo"), ("skyhook.nvidia.com/package", "p-1")],
+                labels: &[
+                    ("skyhook.nvidia.com/name", "demo"),
+                    ("skyhook.nvidia.com/package", "p-1"),
+                ],
                 ..PodDef::default()
             },
             false,
@@ -453,8 +456,7 @@ fn blocker_message_is_bounded() {
 /// The rules of a spec given as YAML (`drain: {...}` or `drainConfig: {...}`).
 fn rules(yaml: &str) -> DrainRules {
     let spec: skyhook_api::v1alpha1::SkyhookSpec = serde_yaml::from_str(yaml).unwrap();
-    let effective =
-        skyhook_api::drain::effective_drain(&spec, std::time::Duration::from_secs(600));
+    let effective = skyhook_api::drain::effective_drain(&spec, std::time::Duration::from_secs(600));
     DrainRules::of(&effective, Some("skyhook")).unwrap()
 }
 
@@ -555,7 +557,6 @@ fn held_pods_block_the_drain_and_say_which_setting_frees_them() {
 fn a_pod_selector_that_does_not_parse_is_an_error() {
     let spec: skyhook_api::v1alpha1::SkyhookSpec =
         serde_yaml::from_str("drainConfig: {podSelector: {matchLabels: {'Bad Key': x}}}").unwrap();
-    let effective =
-        skyhook_api::drain::effective_drain(&spec, std::time::Duration::from_secs(600));
+    let effective = skyhook_api::drain::effective_drain(&spec, std::time::Duration::from_secs(600));
     assert!(DrainRules::of(&effective, None).is_err());
 }

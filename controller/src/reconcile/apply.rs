@@ -719,7 +719,10 @@ fn budget_refusal(error: &kube::Error) -> Option<String> {
         kube::Error::Api(status)
             if status.code == 429
                 && status.details.as_ref().is_some_and(|details| {
-                    details.causes.iter().any(|cause| cause.reason == "DisruptionBudget")
+                    details
+                        .causes
+                        .iter()
+                        .any(|cause| cause.reason == "DisruptionBudget")
                 }) =>
         {
             Some(status.message.clone())

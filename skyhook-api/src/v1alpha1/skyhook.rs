@@ -447,7 +447,13 @@ mod tests {
         assert!(!spec.uncordon_on_failure());
         assert!(spec.image_pull_secrets.is_empty());
         let written = serde_json::to_value(&spec).expect("serialisable");
-        for field in ["drain", "drainConfig", "onFailure", "rebootDeadline", "imagePullSecrets"] {
+        for field in [
+            "drain",
+            "drainConfig",
+            "onFailure",
+            "rebootDeadline",
+            "imagePullSecrets",
+        ] {
             assert!(
                 written.get(field).is_none(),
                 "{field} is not written when absent"

@@ -5,9 +5,11 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use skyhook_api::budget::fleet_admits;
+use skyhook_api::drain::{
+    BlockReason, BlockedPod, EffectiveDrain, OnDrainTimeout, effective_drain,
+};
 use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
-use skyhook_api::drain::{BlockReason, BlockedPod, EffectiveDrain, OnDrainTimeout, effective_drain};
 use skyhook_api::v1alpha1::{Package, Stage, State, Status};
 
 use super::context::Context;
@@ -15,7 +17,6 @@ use super::output::{DRAIN_POLL, EventTarget, Eviction};
 use super::pass::Pass;
 use super::wave::{NodeRun, NodeWave};
 use super::workset::Workset;
-use crate::drain::refusals::RETRY_REFUSED_AFTER;
 use crate::drain::{Drain, DrainRules, Held, blockers, drain, interrupt_blockers};
 use crate::names::package_label;
 use crate::pods::{PodNode, interrupt_pod, uninstall_interrupt_pod};
@@ -43,7 +44,7 @@ pub(super) type DrainFor<'p> = (&'p Package, Stage);
 ///   node not drained, and removed once it is; the timeout counts from it;
 /// * the pods that block it are recorded in `drainBlocked_<skyhook>` and reported in `run`
 ///   (the `DrainBlocked` condition); a PodDisruptionBudget refusal is one, and the node's
-///   evictions then wait [`RETRY_REFUSED_AFTER`] while other nodes go on;
+///   evictions then wait [`crate::drain::refusals::RETRY_REFUSED_AFTER`] while other nodes go on;
 /// * past the timeout the package turns `erroring` (see [`OnDrainTimeout`]).
 pub(super) fn ready_for_interrupt<'s>(
     context: &Context<'s>,
@@ -86,8 +87,7 @@ pub(super) fn ready_for_interrupt<'s>(
         return Readiness::Waiting;
     };
     let effective = effective_drain(&pass.skyhook.spec, context.config.drain_timeout);
-    let Some(rules) = drain_rules(workset, pass, &effective, &context.config.pods.namespace)
-    else {
+    let Some(rules) = drain_rules(workset, pass, &effective, &context.config.pods.namespace) else {
         return Readiness::Waiting;
     };
     if !interruptible(workset, pass, pods) {

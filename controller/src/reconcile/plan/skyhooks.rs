@@ -480,7 +480,9 @@ fn run_batch<'s>(
             fleet_waiting.push(node.clone());
         }
         if !run.drain_blockers.is_empty() {
-            outcome.drain_blockers.insert(node.clone(), run.drain_blockers);
+            outcome
+                .drain_blockers
+                .insert(node.clone(), run.drain_blockers);
         }
         if run.non_interrupt_hold {
             outcome.non_interrupt_holds.push(node.clone());

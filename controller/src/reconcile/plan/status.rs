@@ -342,7 +342,11 @@ fn drain_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome:
         return;
     }
     let held = (!outcome.non_interrupt_holds.is_empty()).then(|| {
-        let nodes: Vec<&str> = outcome.non_interrupt_holds.iter().map(String::as_str).collect();
+        let nodes: Vec<&str> = outcome
+            .non_interrupt_holds
+            .iter()
+            .map(String::as_str)
+            .collect();
         conditions.condition(
             keys::CONDITION_BLOCKED,
             true,

@@ -339,7 +339,7 @@ fn interrupt_cordons_waits_for_protected_pods_drains_then_interrupts_once() {
         drain
             .events
             .iter()
-            .any(|e| e.reason == "Interrupt" && e.target == EventTarget::Node("worker".into()))
+            .any(|e| e.reason == "Drain" && e.target == EventTarget::Node("worker".into()))
     );
     sim.step();
     assert_eq!(
@@ -877,6 +877,14 @@ fn a_drain_past_its_timeout_names_its_blockers_and_keeps_the_node_cordoned() {
         .workload_pods
         .insert("worker".into(), vec![workload("stuck", "worker", &[])]);
     sim.step();
+    // The first drain pass stamps the drain's start (drainStart_), from which the timeout
+    // counts.
+    sim.step();
+    assert!(
+        sim.node("worker")
+            .annotations
+            .contains_key(&keys::SKYHOOK.drain_start_annotation("drain"))
+    );
     // The eviction is refused (a PodDisruptionBudget): the sim keeps the pod.
     sim.snapshot
         .workload_pods
