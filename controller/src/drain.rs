@@ -15,8 +15,8 @@
 //! 4. its controller is a DaemonSet and `ignoreDaemonSets` (default): stays. With
 //!    `drainConfig.ignoreDaemonSets: false` it is removed like any pod; with the deprecated
 //!    `spec.drain.ignoreDaemonSets: false` it blocks the drain, as before;
-//! 5. namespace `kube-system`: stays; 6. a mirror (static) pod: stays;
-//! (ours) it matches `podSelector`: stays;
+//! 5. namespace `kube-system`: stays; 6. a mirror (static) pod: stays; (ours) it matches
+//!    `podSelector`: stays;
 //! 7. being deleted: the drain waits until it is gone;
 //! 8. no controller owns it and `force: false`: it blocks (`UnmanagedPod`);
 //! 9. it has an `emptyDir` volume and `deleteEmptyDirData: false`: it blocks (`EmptyDirData`);

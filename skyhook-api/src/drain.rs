@@ -281,6 +281,21 @@ mod tests {
 
     const FALLBACK: Duration = Duration::from_secs(600);
 
+    /// case, spec, source, disableEviction, deleteEmptyDirData, force, DaemonSets, timeout
+    /// (seconds), on timeout, grace period (seconds).
+    type Case = (
+        &'static str,
+        &'static str,
+        DrainSource,
+        bool,
+        bool,
+        bool,
+        DaemonSetPods,
+        Option<u64>,
+        OnDrainTimeout,
+        Option<i64>,
+    );
+
     fn config(yaml: &str) -> SkyhookSpec {
         serde_yaml::from_str(yaml).expect("a spec")
     }
@@ -288,7 +303,7 @@ mod tests {
     #[test]
     fn each_field_maps_to_its_effective_setting() {
         #[rustfmt::skip]
-        let cases: &[(&str, &str, DrainSource, bool, bool, bool, DaemonSetPods, Option<u64>, OnDrainTimeout, Option<i64>)] = &[
+        let cases: &[Case] = &[
             // case, spec, source, disableEviction, deleteEmptyDirData, force, DaemonSets, timeout s, on timeout, grace s
             ("neither: today's drain", "{}",
              DrainSource::Default, false, true, true, DaemonSetPods::Ignore, Some(600), OnDrainTimeout::KeepWaiting, None),

@@ -325,7 +325,8 @@ async fn interrupt_pods(client: &kube::Client, node: &str) -> anyhow::Result<Vec
 async fn checks_complete(client: &kube::Client, node: &str) -> anyhow::Result<()> {
     e2e::checks::wait_for_complete_node(client, node, SKYHOOK)
         .await
-        .with_context(|| format!("{node} completes"))
+        .with_context(|| format!("{node} completes"))?;
+    Ok(())
 }
 
 fn condition<'a>(skyhook: &'a kube::api::DynamicObject, type_: &str) -> Option<&'a Value> {

@@ -157,6 +157,8 @@ pub(super) fn next_status(
         ready_conditions(&mut status, &conditions, transition.as_deref(), &outcome);
     pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
     set_uninstall_conditions(skyhook, &mut status.conditions, &outcome.uninstall, now);
+    // After the uninstall conditions: a `Blocked` of theirs wins over the drain's.
+    drain_conditions(&mut status.conditions, &conditions, &outcome);
     long_lists.extend(outcome.uninstall.long_lists);
     bound_node_mirrors(&mut status);
     if skyhook.status.as_ref() == Some(&status) {
@@ -182,6 +184,14 @@ pub(super) fn set_uninstall_conditions(
         let holding = uninstall.holding.iter().find(|c| c.type_ == type_);
         let condition =
             holding.map(|c| conditions.condition(type_, true, c.reason, c.message.clone()));
+        // `Blocked` also says that pods matching `podNonInterruptLabels` hold nodes; that one
+        // is the drain's to set and remove ([`drain_conditions`]).
+        let drains = list
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == keys::NON_INTERRUPT_PODS_RUNNING_REASON);
+        if condition.is_none() && drains {
+            continue;
+        }
         set_or_remove(list, type_, condition);
     }
 }
@@ -307,7 +317,6 @@ fn pass_conditions(
             )
         }),
     );
-    drain_conditions(list, conditions, outcome);
     wait_conditions(list, conditions, outcome);
     let unconfirmed = &outcome.unconfirmed_reboots;
     set_or_remove(

@@ -319,3 +319,42 @@ fn a_foreign_cordon_is_drained_without_taking_it_and_left_in_place() {
             .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix))
     );
 }
+
+#[test]
+fn non_interrupt_pods_hold_the_node_with_a_blocked_condition_announced_once() {
+    let mut sky = with_drain_config("{}");
+    sky.spec.pod_non_interrupt_labels =
+        Some(serde_yaml::from_str("matchLabels: {critical: 'yes'}").expect("a selector"));
+    let mut sim = Sim::new(vec![node("worker", 0)], vec![sky]);
+    sim.snapshot.workload_pods.insert(
+        "worker".into(),
+        vec![workload("training", "worker", &[("critical", "yes")])],
+    );
+    sim.step();
+    let first = sim.step();
+    assert_eq!(
+        condition(&sim, keys::CONDITION_BLOCKED),
+        Some((
+            "True".into(),
+            "NonInterruptPodsRunning".into(),
+            "1 node blocked by non-interrupt pods (worker). Waiting.".into()
+        ))
+    );
+    let announced = |plan: &crate::reconcile::plan::Plan| {
+        plan.events
+            .iter()
+            .filter(|e| e.reason == keys::DRAIN_EVENT_REASON && e.warning)
+            .count()
+    };
+    assert_eq!(announced(&first), 1, "{:?}", first.events);
+    let again = sim.step();
+    assert_eq!(
+        announced(&again),
+        0,
+        "only on the transition: {:?}",
+        again.events
+    );
+    sim.snapshot.workload_pods.insert("worker".into(), vec![]);
+    sim.step();
+    assert_eq!(condition(&sim, keys::CONDITION_BLOCKED), None);
+}
