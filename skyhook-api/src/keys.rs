@@ -504,8 +504,6 @@ pub const DRAIN_BLOCKED_MULTIPLE_REASON: &str = "MultipleCauses";
 /// Reason of [`CONDITION_BLOCKED`] while pods matching `podNonInterruptLabels` hold nodes
 /// (upstream v0.20).
 pub const NON_INTERRUPT_PODS_RUNNING_REASON: &str = "NonInterruptPodsRunning";
-/// Reason of the drain Events (upstream).
-pub const DRAIN_EVENT_REASON: &str = "Drain";
 
 // ---- Explicit uninstall and deletion conditions (bare types only, upstream §2.9) ----------
 

@@ -502,12 +502,9 @@ fn queue_events(sender: &EventSender, snapshot: &Snapshot, events: Vec<PlannedEv
             target: _,
             warning,
             reason,
+            action,
             message,
         } = event;
-        // The recorder folds events with the same (reason, action, object) into one series
-        // showing only the first note; the note (shortened to the API's 128-character limit)
-        // as the action keeps distinct messages distinct and still folds true repeats.
-        let action: String = message.chars().take(128).collect();
         let type_ = if warning {
             EventType::Warning
         } else {
@@ -518,7 +515,7 @@ fn queue_events(sender: &EventSender, snapshot: &Snapshot, events: Vec<PlannedEv
                 type_,
                 reason: reason.to_owned(),
                 note: Some(message),
-                action,
+                action: action.to_owned(),
                 secondary: None,
             },
             regarding,

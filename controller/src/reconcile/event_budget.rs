@@ -92,6 +92,7 @@ mod tests {
             target,
             warning: false,
             reason: "Apply",
+            action: "ApplyPackage",
             message: message.to_owned(),
         }
     }

@@ -25,8 +25,12 @@ use crate::cache::answer::{self, Answer};
 /// How long a published Event can be continued as a series (kube's `CACHE_TTL`).
 pub const SERIES_TTL: SignedDuration = SignedDuration::from_mins(6);
 
-/// What makes two Events of one reporter the same series: type, action, reason and every field
-/// of the objects it regards and relates to (the note is not part of it). Kept as one string,
+/// What makes two Events of one reporter the same series: type, action, reason, note and every
+/// field of the objects it regards and relates to. kube's `Recorder` leaves the note out, so a
+/// series shows only its first note: with upstream's actions (one per kind of Event, such as
+/// `ApplyPackage`) every stage of every package on a node would fold into its first message.
+/// With the note in the key, distinct messages stay distinct Events and true repeats still
+/// fold. Kept as one string,
 /// each field written as `<length>:<text>`, or `-` when absent, so that two keys are equal
 /// exactly when their fields are: the cache holds thousands, and the fields as Kubernetes types
 /// took a kilobyte each. A repeat is sent with its own fields, which its key says are the same.
@@ -39,6 +43,7 @@ impl SeriesKey {
         for field in [type_name(event.type_), &event.action, &event.reason] {
             push_field(&mut key, Some(field));
         }
+        push_field(&mut key, event.note.as_deref());
         push_object(&mut key, Some(regarding));
         push_object(&mut key, event.secondary.as_ref());
         SeriesKey(key.into_boxed_str())

@@ -14,6 +14,7 @@ use skyhook_api::validate::{ValidationContext, validate_skyhook};
 
 use super::context::Context;
 use super::deletion::deletion;
+use super::event_kinds;
 use super::output::EventTarget;
 use super::pass::Pass;
 use super::status::invalid_status;
@@ -69,7 +70,7 @@ pub(super) fn admit<'s>(
         Ok(owner) => owner,
         Err(error) => {
             let target = EventTarget::Skyhook(name.to_owned());
-            workset.event(target, true, "Invalid", error.to_string());
+            workset.emit(target, event_kinds::INVALID, error.to_string());
             return None;
         }
     };
@@ -108,7 +109,7 @@ fn invalid<'s>(
 ) {
     if let Some(status) = invalid_status(skyhook, violations, context.now) {
         let target = EventTarget::Skyhook(name.to_owned());
-        workset.event(target, true, "SpecInvalid", violations.to_owned());
+        workset.emit(target, event_kinds::SPEC_INVALID, violations.to_owned());
         workset.plan.statuses.insert(name.to_owned(), status);
     }
 }

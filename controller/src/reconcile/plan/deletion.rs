@@ -10,6 +10,7 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{Skyhook, State};
 
 use super::context::Context;
+use super::event_kinds;
 use super::node_states::uninstall_conditions_of;
 use super::output::EventTarget;
 use super::status::set_uninstall_conditions;
@@ -102,8 +103,7 @@ pub(super) fn deletion_blocked_event<'s>(
         .map(|c| c.reason.as_str());
     if previous_reason != Some(reason) {
         let target = EventTarget::Skyhook(name.to_owned());
-        let event_reason = keys::CONDITION_DELETION_BLOCKED;
-        workset.event(target, true, event_reason, message.to_owned());
+        workset.emit(target, event_kinds::DELETION_BLOCKED, message.to_owned());
     }
 }
 

@@ -3,7 +3,8 @@
 //! turn the nodes' working copies into patches of exactly what changed.
 
 use super::context::Context;
-use super::output::{EventTarget, MalformedNodeState, NODE_STATE_MALFORMED_REASON, Plan};
+use super::event_kinds;
+use super::output::{EventTarget, MalformedNodeState, Plan};
 use super::workset::Workset;
 use crate::configmaps::{NodeFacts, node_metadata_configmap};
 use crate::names::OwnerSkyhook;
@@ -43,10 +44,9 @@ fn report_malformed_states(workset: &mut Workset<'_>) {
         })
         .collect();
     for m in &malformed {
-        workset.event(
+        workset.emit(
             EventTarget::Node(m.node.clone()),
-            true,
-            NODE_STATE_MALFORMED_REASON,
+            event_kinds::NODE_STATE_MALFORMED,
             format!(
                 "nodeState annotation {} cannot be parsed: {}; Skyhook [{}] skips this node until the annotation is repaired or deleted",
                 skyhook_api::keys::SKYHOOK.node_state_annotation(&m.skyhook),

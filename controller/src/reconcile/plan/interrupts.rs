@@ -13,6 +13,7 @@ use skyhook_api::stage::entry_for;
 use skyhook_api::v1alpha1::{Package, Stage, State, Status};
 
 use super::context::Context;
+use super::event_kinds;
 use super::output::{DRAIN_POLL, EventTarget, Eviction};
 use super::pass::Pass;
 use super::wave::{NodeRun, NodeWave};
@@ -133,7 +134,7 @@ pub(super) fn ready_for_interrupt<'s>(
             OnDrainTimeout::KeepWaiting => {
                 run.drain_blocked = Some(report.clone());
                 let target = EventTarget::Node(node.to_owned());
-                workset.event(target, true, "DrainBlocked", report);
+                workset.emit(target, event_kinds::DRAIN_BLOCKED, report);
             }
             OnDrainTimeout::Erroring => {
                 time_out_drain(workset, name, node, drain_for, timeout, &report);
@@ -213,16 +214,14 @@ fn time_out_drain<'s>(
         package.name,
         package.version
     );
-    workset.event(
+    workset.emit(
         EventTarget::Node(node.to_owned()),
-        true,
-        keys::DRAIN_EVENT_REASON,
+        event_kinds::DRAIN_TIMEOUT,
         message.clone(),
     );
-    workset.event(
+    workset.emit(
         EventTarget::Skyhook(skyhook.to_owned()),
-        true,
-        keys::DRAIN_EVENT_REASON,
+        event_kinds::DRAIN_TIMEOUT,
         message,
     );
 }
@@ -287,10 +286,9 @@ fn fail_drain<'s>(
         work.release_cordon(skyhook);
         work.mark_drain_failed(skyhook, &now);
     }
-    workset.event(
+    workset.emit(
         EventTarget::Node(node.to_owned()),
-        true,
-        "DrainFailed",
+        event_kinds::DRAIN_FAILED,
         format!("{report}; package [{}:{}] of Skyhook [{skyhook}] is erroring and the node was uncordoned (spec.drain.onTimeout: fail); it is tried again in a later batch", package.name, package.version),
     );
 }
@@ -306,10 +304,9 @@ fn drain_rules<'s>(
     match DrainRules::of(effective, Some(own_namespace)) {
         Ok(rules) => Some(rules),
         Err(problems) => {
-            workset.event(
+            workset.emit(
                 EventTarget::Skyhook(pass.name().to_owned()),
-                true,
-                "Interrupt",
+                event_kinds::INTERRUPT_SELECTOR_INVALID,
                 format!("the drain's podSelector is not a valid selector ({problems:?}); fix it, no node is drained until then"),
             );
             None
@@ -322,10 +319,9 @@ fn drain_rules<'s>(
 fn interruptible<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, pods: &[Pod]) -> bool {
     match interrupt_blockers(pass.skyhook.spec.pod_non_interrupt_labels.as_ref(), pods) {
         Err(problems) => {
-            workset.event(
+            workset.emit(
                 EventTarget::Skyhook(pass.name().to_owned()),
-                true,
-                "Interrupt",
+                event_kinds::INTERRUPT_SELECTOR_INVALID,
                 format!("podNonInterruptLabels is not a valid selector ({problems:?}); fix it, nothing is interrupted until then"),
             );
             false
@@ -358,10 +354,9 @@ fn evict<'s>(
         });
     }
     if !pods.is_empty() {
-        workset.event(
+        workset.emit(
             EventTarget::Node(node.to_owned()),
-            false,
-            keys::DRAIN_EVENT_REASON,
+            event_kinds::DRAIN_NODE,
             format!("draining node [{node}] for Skyhook [{skyhook}]"),
         );
     }
@@ -442,10 +437,9 @@ fn start_interrupt<'s>(
     workset.set_entry(skyhook, node, entry_for(package, stage, State::InProgress));
     workset.set_status(skyhook, node, Status::InProgress);
     run.applied = Some(message.clone());
-    workset.event(
+    workset.emit(
         EventTarget::Skyhook(skyhook.to_owned()),
-        false,
-        "Interrupt",
+        event_kinds::INTERRUPT_NODE,
         message,
     );
 }

@@ -44,6 +44,7 @@ mod admission;
 mod configs;
 mod context;
 mod deletion;
+pub mod event_kinds;
 mod finish;
 mod interrupts;
 mod node_states;
@@ -74,8 +75,8 @@ use admission::{admit, pass_order};
 use context::Context;
 use finish::finish;
 pub use output::{
-    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NODE_STATE_MALFORMED_REASON, NodePatch,
-    Plan, PlannedEvent, StageDuration, node_write_order,
+    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NodePatch, Plan, PlannedEvent,
+    StageDuration, node_write_order,
 };
 pub use planned_pod::PlannedPod;
 use pod_results::pod_results;

@@ -88,10 +88,6 @@ pub struct MalformedNodeState {
     pub error: String,
 }
 
-/// Reason of the Warning Event on a node whose node state did not parse; upstream's condition
-/// for the same defect is named `NodeStateMalformed` too.
-pub const NODE_STATE_MALFORMED_REASON: &str = "NodeStateMalformed";
-
 /// What changes on one node. `None` values remove the key.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodePatch {
@@ -177,9 +173,10 @@ pub struct PlannedEvent {
     pub target: EventTarget,
     /// `Normal` or `Warning`.
     pub warning: bool,
-    /// Upstream's reasons: `Apply`, `Interrupt`, `Drain`, `State`, `Reboot`; ours:
-    /// `DrainBlocked`, `DrainFailed`.
+    /// The reason, from the table of kinds (`event_kinds`).
     pub reason: &'static str,
+    /// The action, from the same table: upstream's where upstream has the Event.
+    pub action: &'static str,
     /// A sentence.
     pub message: String,
 }

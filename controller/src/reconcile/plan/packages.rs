@@ -12,6 +12,7 @@ use skyhook_api::stage::{NextStep, entry_for, next_step};
 use skyhook_api::v1alpha1::{Package, PackageStatus, Stage, State, Status};
 
 use super::context::Context;
+use super::event_kinds;
 use super::interrupts::{DrainFor, Readiness, interrupt, ready_for_interrupt, uninstall_interrupt};
 use super::output::EventTarget;
 use super::pass::Pass;
@@ -67,10 +68,9 @@ pub(super) fn run_node<'s>(
         Err(errors) => {
             let message =
                 format!("the package dependencies are invalid: {errors}; fix spec.packages");
-            workset.event(
+            workset.emit(
                 EventTarget::Skyhook(name.to_owned()),
-                true,
-                "Invalid",
+                event_kinds::INVALID,
                 message,
             );
             return run;
@@ -233,7 +233,7 @@ pub(super) fn launch<'s>(
         Ok(pod) => pod,
         Err(error) => {
             let target = EventTarget::Skyhook(owner.name.to_owned());
-            workset.event(target, true, "Apply", error.to_string());
+            workset.emit(target, event_kinds::POD_NOT_BUILT, error.to_string());
             return None;
         }
     };
@@ -263,9 +263,9 @@ pub(super) fn launch<'s>(
         package.name, package.version
     );
     let on_node = EventTarget::Node(node.to_owned());
-    workset.event(on_node, false, "Apply", message.clone());
+    workset.emit(on_node, event_kinds::APPLY_PACKAGE, message.clone());
     let on_skyhook = EventTarget::Skyhook(owner.name.to_owned());
-    workset.event(on_skyhook, false, "Apply", message);
+    workset.emit(on_skyhook, event_kinds::APPLY_PACKAGE, message);
     Some(skyhook_api::keys::apply_package_message(
         &package.name,
         &package.version,

@@ -32,6 +32,7 @@ use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succe
 use skyhook_api::v1alpha1::{Package, Skyhook, Status};
 
 use super::context::Context;
+use super::event_kinds;
 use super::output::EventTarget;
 use super::reboots::{UnconfirmedReboot, UnconfirmedReboots, reboot_not_confirmed_event};
 use super::spec_changes::invalid_reason;
@@ -153,10 +154,9 @@ fn succeeded_pod<'s>(
     apply_edits(state, &edits);
     workset.delete_pod(&pod.name, "succeeded");
     workset.succeeded.insert(pod.name.clone());
-    workset.event(
+    workset.emit(
         EventTarget::Node(pod.node.clone()),
-        false,
-        "Apply",
+        event_kinds::UPDATE_NODE_STATE,
         format!(
             "Package [{}:{}] state complete on [skyhook:{}] stage {}",
             annotation.name, annotation.version, annotation.skyhook, annotation.stage
@@ -238,10 +238,9 @@ fn record_failure<'s>(
             failure.reboot_requested,
         );
     } else if changed || !was_erroring {
-        workset.event(
+        workset.emit(
             EventTarget::Node(pod.node.clone()),
-            true,
-            "Apply",
+            event_kinds::PACKAGE_ERRORING,
             format!(
                 "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
                 annotation.name,
@@ -313,10 +312,9 @@ fn retry_rejected<'s>(
         state.upsert(entry);
     }
     workset.delete_pod(&pod.name, format!("rejected by its node: {reason}"));
-    workset.event(
+    workset.emit(
         EventTarget::Node(pod.node.clone()),
-        true,
-        "Apply",
+        event_kinds::POD_REJECTED,
         format!(
             "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
              creating its pod again (retry {} after {})",

@@ -16,6 +16,7 @@ use skyhook_api::keys;
 use skyhook_api::v1alpha1::{InterruptType, PackageStatus, State, Status};
 
 use super::context::Context;
+use super::event_kinds;
 use super::output::EventTarget;
 use super::pass::Pass;
 use super::workset::Workset;
@@ -78,10 +79,9 @@ pub(super) fn reboot_not_confirmed_event<'s>(
     let ago = requested.map_or_else(String::new, |at| {
         format!(" {} ago", elapsed(at, context.now))
     });
-    workset.event(
+    workset.emit(
         EventTarget::Node(node.to_owned()),
-        true,
-        "RebootNotConfirmed",
+        event_kinds::REBOOT_NOT_CONFIRMED,
         format!(
             "Node [{node}] was asked to reboot{ago} by package [{package}] of Skyhook [{skyhook}] and has not come back with a new boot ID within the reboot deadline ({}); it stays cordoned and keeps its budget slot",
             humantime(reboot_deadline_of(context, skyhook))
@@ -137,10 +137,9 @@ fn report_lost_interrupt<'s>(
     entry.state = State::Erroring;
     workset.set_entry(skyhook, node, entry);
     workset.set_status(skyhook, node, Status::Erroring);
-    workset.event(
+    workset.emit(
         EventTarget::Node(node.to_owned()),
-        true,
-        "Interrupt",
+        event_kinds::INTERRUPT_LOST,
         format!(
             "The interrupt pod of package [{package}] of Skyhook [{skyhook}] on node [{node}] is gone while the node is NotReady (evicted or deleted); it is created again when the node is back"
         ),

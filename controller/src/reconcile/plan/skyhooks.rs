@@ -33,6 +33,7 @@ use skyhook_api::window::{WindowState, window_state, window_wait_message};
 use super::configs::config_updates;
 use super::context::Context;
 use super::deletion::{deletion_blocked_event, deletion_input};
+use super::event_kinds;
 use super::node_states::report_node_states;
 use super::output::{EventTarget, StageDuration};
 use super::packages::run_node;
@@ -247,10 +248,9 @@ fn record_bookkeeping<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, status: &S
 fn write_status(workset: &mut Workset<'_>, skyhook: &Skyhook, name: &str, next: NextStatus) {
     if let Some(transition) = &next.transition {
         let message = format!("Skyhook transitioned {transition}");
-        workset.event(
+        workset.emit(
             EventTarget::Skyhook(name.to_owned()),
-            false,
-            "State",
+            event_kinds::TRANSITION,
             message,
         );
     }
@@ -513,10 +513,9 @@ fn announce_non_interrupt_hold<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, h
     });
     if !already {
         let nodes: Vec<&str> = holds.iter().map(String::as_str).collect();
-        workset.event(
+        workset.emit(
             EventTarget::Skyhook(pass.name().to_owned()),
-            true,
-            keys::DRAIN_EVENT_REASON,
+            event_kinds::NON_INTERRUPT_PODS_RUNNING,
             skyhook_api::drain::non_interrupt_message(&nodes),
         );
     }
@@ -600,10 +599,9 @@ fn record_nodes<'s>(
         let was = node.annotations.get(&keys::SKYHOOK.node_status_key(name));
         if node_status == Status::Complete && was != Some("complete") {
             let message = format!("Skyhook [{name}] complete.");
-            workset.event(
+            workset.emit(
                 EventTarget::Node(node.name.clone()),
-                false,
-                "State",
+                event_kinds::MARK_COMPLETE,
                 message,
             );
         }

@@ -9,6 +9,7 @@ use skyhook_api::uninstall::node_uninstalls;
 use skyhook_api::v1alpha1::{Package, SkyhookStatus, Status};
 
 use super::context::Context;
+use super::event_kinds;
 use super::output::EventTarget;
 use super::pass::Pass;
 use super::workset::Workset;
@@ -46,11 +47,10 @@ pub(super) fn track_reboots<'s>(
             node.name
         );
         let on_node = EventTarget::Node(node.name.clone());
-        workset.event(on_node, false, "Reboot", message.clone());
-        workset.event(
+        workset.emit(on_node, event_kinds::REBOOT_RESET, message.clone());
+        workset.emit(
             EventTarget::Skyhook(name.to_owned()),
-            false,
-            "Reboot",
+            event_kinds::REBOOT_RESET,
             message,
         );
     }

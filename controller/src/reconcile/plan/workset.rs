@@ -13,6 +13,7 @@ use skyhook_api::resources::CpuMemory;
 use skyhook_api::v1alpha1::{Package, PackageStatus, Status};
 
 use super::context::Context;
+use super::event_kinds::{self, EventKind};
 use super::node_work::NodeWork;
 use super::output::{EventTarget, Plan, PlannedEvent};
 use super::planned_pod::PlannedPod;
@@ -63,18 +64,13 @@ impl<'s> Workset<'s> {
         self.plan.requeue_after = Some(self.plan.requeue_after.map_or(after, |d| d.min(after)));
     }
 
-    /// Adds an Event unless this plan already emits the same one.
-    pub(super) fn event(
-        &mut self,
-        target: EventTarget,
-        warning: bool,
-        reason: &'static str,
-        message: String,
-    ) {
+    /// Adds an Event of `kind` about `target` unless this plan already emits the same one.
+    pub(super) fn emit(&mut self, target: EventTarget, kind: EventKind, message: String) {
         let event = PlannedEvent {
             target,
-            warning,
-            reason,
+            warning: kind.warning,
+            reason: kind.reason,
+            action: kind.action,
             message,
         };
         if self.events_planned.insert(event.clone()) {
@@ -90,10 +86,9 @@ impl<'s> Workset<'s> {
             Err(error) => {
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
                 let message = format!("pod {name} could not be serialized: {error}");
-                self.event(
+                self.emit(
                     EventTarget::Skyhook(skyhook.to_owned()),
-                    true,
-                    "Apply",
+                    event_kinds::POD_NOT_BUILT,
                     message,
                 );
                 None

@@ -166,7 +166,12 @@ fn reapply_on_reboot_resets_the_node_when_its_boot_id_changes() {
 
     Arc::make_mut(&mut sim.snapshot.nodes[0]).boot_id = Some("boot-2".into());
     let planned = sim.step();
-    assert!(planned.events.iter().any(|e| e.reason == "Reboot"));
+    assert!(
+        planned
+            .events
+            .iter()
+            .any(|e| (e.reason, e.action) == ("Reboot", "ResetNodeState"))
+    );
     assert_eq!(
         sim.pods(),
         vec![("reboot".into(), "one".into(), "1.0.0".into(), Stage::Apply)]

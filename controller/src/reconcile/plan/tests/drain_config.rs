@@ -129,7 +129,7 @@ fn disable_eviction_deletes_with_the_grace_period_rounded_up() {
         planned
             .events
             .iter()
-            .any(|e| e.reason == keys::DRAIN_EVENT_REASON && !e.warning)
+            .any(|e| (e.reason, e.action, e.warning) == ("Drain", "DrainNode", false))
     );
 }
 
@@ -232,7 +232,7 @@ fn a_timeout_turns_the_node_erroring_and_keeps_it_cordoned() {
     let timed_out: Vec<_> = planned
         .events
         .iter()
-        .filter(|e| e.reason == keys::DRAIN_EVENT_REASON && e.warning)
+        .filter(|e| (e.reason, e.action, e.warning) == ("Drain", "DrainTimeout", true))
         .collect();
     assert_eq!(
         timed_out.len(),
@@ -343,7 +343,9 @@ fn non_interrupt_pods_hold_the_node_with_a_blocked_condition_announced_once() {
     let announced = |plan: &crate::reconcile::plan::Plan| {
         plan.events
             .iter()
-            .filter(|e| e.reason == keys::DRAIN_EVENT_REASON && e.warning)
+            .filter(|e| {
+                (e.reason, e.action, e.warning) == ("Drain", "NonInterruptPodsRunning", true)
+            })
             .count()
     };
     assert_eq!(announced(&first), 1, "{:?}", first.events);

@@ -8,7 +8,8 @@ use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Stage, State};
 
 use super::sim::{Sim, node, package, skyhook};
-use crate::reconcile::plan::{EventTarget, NODE_STATE_MALFORMED_REASON};
+use crate::reconcile::plan::EventTarget;
+use crate::reconcile::plan::event_kinds::NODE_STATE_MALFORMED;
 
 fn condition(sim: &Sim, type_: &str) -> Option<(String, String, String)> {
     sim.skyhook("x")
@@ -118,7 +119,9 @@ fn a_malformed_node_is_skipped_and_reported_while_the_others_complete() {
     let warning = plans[0]
         .events
         .iter()
-        .find(|e| e.reason == NODE_STATE_MALFORMED_REASON)
+        .find(|e| {
+            (e.reason, e.action) == (NODE_STATE_MALFORMED.reason, NODE_STATE_MALFORMED.action)
+        })
         .expect("a Warning Event on the node");
     assert!(warning.warning);
     assert_eq!(warning.target, EventTarget::Node("c".into()));

@@ -339,7 +339,8 @@ fn interrupt_cordons_waits_for_protected_pods_drains_then_interrupts_once() {
         drain
             .events
             .iter()
-            .any(|e| e.reason == "Drain" && e.target == EventTarget::Node("worker".into()))
+            .any(|e| (e.reason, e.action) == ("Drain", "DrainNode")
+                && e.target == EventTarget::Node("worker".into()))
     );
     sim.step();
     assert_eq!(

@@ -311,7 +311,7 @@ fn deleting_a_paused_skyhook_with_pending_uninstalls_waits_and_says_why() {
     let warning = planned
         .events
         .iter()
-        .find(|e| e.reason == keys::CONDITION_DELETION_BLOCKED)
+        .find(|e| (e.reason, e.action) == (keys::CONDITION_DELETION_BLOCKED, "BlockDelete"))
         .expect("a DeletionBlocked Event");
     assert!(warning.warning, "{warning:?}");
     let condition = sim
