@@ -96,13 +96,13 @@ async fn drain_config_blocks_waits_and_times_out_as_upstream() -> anyhow::Result
         &client,
         &e2e::skyhook_manifest(
             SKYHOOK,
-            json!({
+            json!({"packages": {
                 "restarter": {
                     "version": "1.1.1",
                     "image": "ghcr.io/nvidia/skyhook-packages/shellscript",
                     "interrupt": {"type": "service", "services": ["cron"]}
                 }
-            }),
+            }}),
             json!({"drainConfig": {"force": false}}),
         ),
     )
