@@ -345,8 +345,9 @@ impl<'s> NodeWork<'s> {
         );
     }
 
-    /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook
-    /// holds one. Does nothing when `skyhook` holds none, so an administrator's cordon stays.
+    /// Releases `skyhook`'s cordon; the node becomes schedulable only when nothing else holds
+    /// a cordon on it ([`cordon_held`]). Does nothing when `skyhook` holds none, so a cordon
+    /// someone else set (an administrator's, found before ours) stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
         let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
         if !self.annotations.contains_key(&cordon) {
@@ -357,13 +358,47 @@ impl<'s> NodeWork<'s> {
             &mut self.annotations,
             &keys::SKYHOOK.cordoned_at_annotation(skyhook),
         );
-        let others = self
-            .annotations
-            .keys()
-            .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix));
-        if !others {
+        self.clear_drain(skyhook);
+        if !cordon_held(&self.annotations) {
             self.unschedulable = false;
         }
+    }
+
+    /// Whether the node is cordoned by someone other than the Skyhooks (upstream v0.20's
+    /// "foreign cordon"): unschedulable with no cordon any Skyhook holds. Such a node is
+    /// drained without taking the cordon over, and left cordoned afterwards.
+    pub(super) fn foreign_cordon(&self) -> bool {
+        self.unschedulable && !cordon_held(&self.annotations)
+    }
+
+    /// Records when `skyhook`'s drain of the node started, unless it already has.
+    pub(super) fn start_drain(&mut self, skyhook: &str, now: &str) {
+        let key = keys::SKYHOOK.drain_start_annotation(skyhook);
+        if !self.annotations.contains_key(&key) {
+            set_entry(&mut self.annotations, &key, now);
+        }
+    }
+
+    /// Records the pods that block `skyhook`'s drain of the node (JSON), or removes the record
+    /// when none does.
+    pub(super) fn set_drain_blocked(&mut self, skyhook: &str, blockers: Option<&str>) {
+        let key = keys::SKYHOOK.drain_blocked_annotation(skyhook);
+        match blockers {
+            Some(json) => set_entry(&mut self.annotations, &key, json),
+            None => remove_entry(&mut self.annotations, &key),
+        }
+    }
+
+    /// Forgets `skyhook`'s drain of the node: drained, or released.
+    pub(super) fn clear_drain(&mut self, skyhook: &str) {
+        remove_entry(
+            &mut self.annotations,
+            &keys::SKYHOOK.drain_start_annotation(skyhook),
+        );
+        remove_entry(
+            &mut self.annotations,
+            &keys::SKYHOOK.drain_blocked_annotation(skyhook),
+        );
     }
 
     pub(super) fn add_taint(&mut self, taint: &Taint) {
@@ -519,4 +554,13 @@ fn diff(old: &PackedMap, new: &PackedMap) -> BTreeMap<String, Option<String>> {
             .map(|k| (k.to_owned(), None)),
     );
     out
+}
+
+/// Whether some cordon other than a foreign one holds the node: a Skyhook's `cordon_*`
+/// annotation. The one place that says which annotations keep a node cordoned, so that a
+/// runtime-required cordon (upstream v0.19's node-scoped `runtimeRequiredCordon`) is added here.
+pub(super) fn cordon_held(annotations: &PackedMap) -> bool {
+    annotations
+        .keys()
+        .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix))
 }
