@@ -1,6 +1,8 @@
 //! The controller's configuration: upstream's environment variables (spec §2.1) with upstream's
 //! names and defaults, each also a command-line flag (a flag wins over its variable), plus our
-//! additions `DRAIN_TIMEOUT`, `REBOOT_DEADLINE`, `MAX_PODS_PER_NODE` and `FLEET_BUDGET`.
+//! additions `DRAIN_TIMEOUT`, `REBOOT_DEADLINE`, `MAX_PODS_PER_NODE` and `FLEET_BUDGET`. The
+//! `JOB_*` settings of upstream v0.18 (the Jobs that run stages) are [`JobSettings`];
+//! `PACKAGE_PRIORITY_CLASS_NAME` is upstream's, unreleased after v0.20.
 //!
 //! Contract: [`Args`] holds the raw text exactly as given; [`Config::from_args`] checks every
 //! setting at once and either returns typed settings or a [`ConfigError`] listing *every*
@@ -25,7 +27,7 @@ use skyhook_api::runtime_required::{parse_taint, runtime_required_taint_key_prob
 use skyhook_api::selector::{validate_dns_label, validate_dns_subdomain};
 use skyhook_api::uninstall::UninstallMode;
 
-use crate::duration;
+use crate::duration::{self, DurationError};
 
 /// The smallest `DEFAULT_INTERVAL` upstream accepts.
 pub const MIN_DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -137,6 +139,31 @@ pub struct Args {
     /// the Skyhook uninstalls.
     #[arg(long, env = "UNINSTALL_MODE", default_value = "legacy")]
     pub uninstall_mode: String,
+
+    /// How long a stage's Job is kept after it succeeded, once its outcome is recorded (a Go
+    /// duration, at least 1m).
+    #[arg(long, env = "JOB_TTL_SUCCEEDED", default_value = "1h")]
+    pub job_ttl_succeeded: String,
+
+    /// How long a stage's Job is kept after it failed, once its outcome is recorded (a Go
+    /// duration, at least 1m). The failed Job is what keeps the stage from re-running.
+    #[arg(long, env = "JOB_TTL_FAILED", default_value = "24h")]
+    pub job_ttl_failed: String,
+
+    /// How long one attempt of a package stage (or a whole interrupt) may run when the package
+    /// sets no stageTimeout (a Go duration; 0 for no bound).
+    #[arg(long, env = "JOB_STAGE_TIMEOUT", default_value = "1h")]
+    pub job_stage_timeout: String,
+
+    /// How many times a failed package stage is retried before the node reads erroring (0: a
+    /// single attempt).
+    #[arg(long, env = "JOB_BACKOFF_LIMIT", default_value = "3")]
+    pub job_backoff_limit: String,
+
+    /// PriorityClass of package and interrupt pods; empty for none. Only system-node-critical
+    /// and system-cluster-critical change anything (the kubelet's critical-pod admission).
+    #[arg(long, env = "PACKAGE_PRIORITY_CLASS_NAME", default_value = "")]
+    pub package_priority_class_name: String,
 }
 
 /// Checked configuration.
@@ -166,6 +193,39 @@ pub struct Config {
     pub fleet_budget: Option<FleetBudget>,
     /// What removing or downgrading a package does.
     pub uninstall_mode: UninstallMode,
+    /// The knobs of the Jobs that run package stages.
+    pub jobs: JobSettings,
+}
+
+/// The knobs of the `batch/v1` Jobs that run package and interrupt stages (upstream's
+/// `JobOperatorOptions`). Each is fixed when a Job is created: a new value applies to Jobs
+/// created after the controller restarts with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSettings {
+    /// `ttlSecondsAfterFinished` set on a succeeded Job once its outcome is recorded
+    /// (`JOB_TTL_SUCCEEDED`, at least 1m).
+    pub ttl_succeeded: Duration,
+    /// `ttlSecondsAfterFinished` set on a failed Job once its outcome is recorded
+    /// (`JOB_TTL_FAILED`, at least 1m).
+    pub ttl_failed: Duration,
+    /// The stage bound for packages without `stageTimeout` (`JOB_STAGE_TIMEOUT`); zero: none.
+    /// See [`skyhook_api::stage_timeout`].
+    pub stage_timeout: Duration,
+    /// `backoffLimit` of package Jobs, and the restart allowance of non-reboot interrupts
+    /// (`JOB_BACKOFF_LIMIT`, 0 or more).
+    pub backoff_limit: i32,
+}
+
+impl Default for JobSettings {
+    /// Upstream's defaults.
+    fn default() -> Self {
+        JobSettings {
+            ttl_succeeded: Duration::from_secs(3600),
+            ttl_failed: Duration::from_secs(24 * 3600),
+            stage_timeout: Duration::from_secs(3600),
+            backoff_limit: 3,
+        }
+    }
 }
 
 /// The settings that shape the pods and ConfigMaps the controller creates.
@@ -187,6 +247,8 @@ pub struct PodSettings {
     pub pause_image: String,
     /// The runtime-required taint.
     pub runtime_required_taint: Taint,
+    /// `priorityClassName` of package and interrupt pods (`PACKAGE_PRIORITY_CLASS_NAME`).
+    pub priority_class_name: Option<String>,
 }
 
 /// Log line format.
@@ -466,6 +528,8 @@ impl Config {
         );
         let fleet_budget = check.fleet_budget(&args.fleet_budget);
         let uninstall_mode = check.uninstall_mode(&args.uninstall_mode);
+        let jobs = check.job_settings(args);
+        let priority_class_name = check.priority_class_name(&args.package_priority_class_name);
 
         match (check.errors.is_empty(), runtime_required_taint) {
             (true, Some(runtime_required_taint)) => Ok(Config {
@@ -478,6 +542,7 @@ impl Config {
                     agent_version,
                     pause_image: args.pause_image.clone(),
                     runtime_required_taint,
+                    priority_class_name,
                 },
                 default_interval,
                 reapply_on_reboot,
@@ -490,6 +555,7 @@ impl Config {
                 max_pods_per_node,
                 fleet_budget,
                 uninstall_mode,
+                jobs,
             }),
             _ => Err(ConfigError(check.errors)),
         }
@@ -498,6 +564,103 @@ impl Config {
 
 /// The checks of single settings that have no general kind.
 impl Checker {
+    /// The `JOB_*` settings, with upstream's bounds and upstream's words for a value out of
+    /// them (`job ttl succeeded must be at least 1 minute`, ...).
+    fn job_settings(&mut self, args: &Args) -> JobSettings {
+        let defaults = JobSettings::default();
+        let ttl_succeeded = self.job_duration(
+            "JOB_TTL_SUCCEEDED",
+            "job-ttl-succeeded",
+            &args.job_ttl_succeeded,
+            JobBound::AtLeastOneMinute("job ttl succeeded must be at least 1 minute"),
+            "1h",
+        );
+        let ttl_failed = self.job_duration(
+            "JOB_TTL_FAILED",
+            "job-ttl-failed",
+            &args.job_ttl_failed,
+            JobBound::AtLeastOneMinute("job ttl failed must be at least 1 minute"),
+            "24h",
+        );
+        let stage_timeout = self.job_duration(
+            "JOB_STAGE_TIMEOUT",
+            "job-stage-timeout",
+            &args.job_stage_timeout,
+            JobBound::NotNegative("job stage timeout must be greater than or equal to 0"),
+            "1h (or 0 for no bound)",
+        );
+        let backoff_limit = self.job_backoff_limit(&args.job_backoff_limit);
+        JobSettings {
+            ttl_succeeded: ttl_succeeded.unwrap_or(defaults.ttl_succeeded),
+            ttl_failed: ttl_failed.unwrap_or(defaults.ttl_failed),
+            stage_timeout: stage_timeout.unwrap_or(defaults.stage_timeout),
+            backoff_limit: backoff_limit.unwrap_or(defaults.backoff_limit),
+        }
+    }
+
+    fn job_duration(
+        &mut self,
+        variable: &'static str,
+        flag: &'static str,
+        raw: &str,
+        bound: JobBound,
+        example: &str,
+    ) -> Option<Duration> {
+        let (minimum, upstream, fix) = match bound {
+            JobBound::AtLeastOneMinute(upstream) => (
+                Duration::from_secs(60),
+                upstream,
+                format!("set it to 1m or more, e.g. {example}"),
+            ),
+            JobBound::NotNegative(upstream) => {
+                (Duration::ZERO, upstream, format!("e.g. {example}"))
+            }
+        };
+        match duration::parse(raw.trim()) {
+            Ok(value) if value >= minimum => Some(value),
+            // Go parses a negative duration; upstream then refuses it by its bound.
+            Ok(_) | Err(DurationError::Negative { .. }) => {
+                self.fail(variable, flag, format!("is {raw:?}: {upstream}"), fix);
+                None
+            }
+            Err(error) => {
+                self.fail(
+                    variable,
+                    flag,
+                    format!("is invalid: {error}"),
+                    format!("e.g. {example}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn job_backoff_limit(&mut self, raw: &str) -> Option<i32> {
+        match raw.trim().parse::<i32>() {
+            Ok(value) if value >= 0 => Some(value),
+            Ok(_) => {
+                self.fail(
+                    "JOB_BACKOFF_LIMIT",
+                    "job-backoff-limit",
+                    format!(
+                        "is {raw:?}: job backoff limit must be greater than or equal to 0"
+                    ),
+                    "set the number of retries after a failed attempt, e.g. 3 (0: a single attempt)",
+                );
+                None
+            }
+            Err(_) => {
+                self.fail(
+                    "JOB_BACKOFF_LIMIT",
+                    "job-backoff-limit",
+                    format!("is {raw:?}, not a whole number"),
+                    "give a whole number of 0 or more, e.g. 3",
+                );
+                None
+            }
+        }
+    }
+
     fn namespace(&mut self, raw: &str) {
         if let Err(problem) = validate_dns_label(raw) {
             self.fail(
@@ -506,6 +669,24 @@ impl Checker {
                 format!("is {raw:?}, not a namespace name ({problem})"),
                 "use lowercase letters, digits and '-' (at most 63), e.g. skyhook",
             );
+        }
+    }
+
+    fn priority_class_name(&mut self, raw: &str) -> Option<String> {
+        if raw.is_empty() {
+            return None;
+        }
+        match validate_dns_subdomain(raw) {
+            Ok(()) => Some(raw.to_owned()),
+            Err(problem) => {
+                self.fail(
+                    "PACKAGE_PRIORITY_CLASS_NAME",
+                    "package-priority-class-name",
+                    format!("is {raw:?}, not a PriorityClass name ({problem})"),
+                    "use system-cluster-critical (recommended), system-node-critical, or leave it empty",
+                );
+                None
+            }
         }
     }
 
@@ -687,6 +868,15 @@ impl Checker {
     }
 }
 
+/// The lower bound of a `JOB_*` duration, with upstream's message for a value below it.
+#[derive(Debug, Clone, Copy)]
+enum JobBound {
+    /// At least one minute (the two TTLs).
+    AtLeastOneMinute(&'static str),
+    /// Zero or more (the stage timeout).
+    NotNegative(&'static str),
+}
+
 /// `:PORT`, `PORT`, `HOST:PORT` (IPv4, `[IPv6]` or `localhost`), or `0` for disabled.
 fn parse_bind_address(raw: &str) -> Result<Option<SocketAddr>, ()> {
     if raw == "0" {
@@ -759,6 +949,11 @@ mod tests {
             ("max_pods_per_node", "MAX_PODS_PER_NODE"),
             ("fleet_budget", "FLEET_BUDGET"),
             ("uninstall_mode", "UNINSTALL_MODE"),
+            ("job_ttl_succeeded", "JOB_TTL_SUCCEEDED"),
+            ("job_ttl_failed", "JOB_TTL_FAILED"),
+            ("job_stage_timeout", "JOB_STAGE_TIMEOUT"),
+            ("job_backoff_limit", "JOB_BACKOFF_LIMIT"),
+            ("package_priority_class_name", "PACKAGE_PRIORITY_CLASS_NAME"),
         ];
         let command = Args::command();
         let got: Vec<(String, String)> = command
@@ -795,6 +990,7 @@ mod tests {
                         effect: "NoSchedule".into(),
                         time_added: None,
                     },
+                    priority_class_name: None,
                 },
                 default_interval: Duration::from_secs(600),
                 reapply_on_reboot: false,
@@ -811,6 +1007,12 @@ mod tests {
                 max_pods_per_node: 4,
                 fleet_budget: None,
                 uninstall_mode: UninstallMode::Legacy,
+                jobs: JobSettings {
+                    ttl_succeeded: Duration::from_secs(3600),
+                    ttl_failed: Duration::from_secs(86_400),
+                    stage_timeout: Duration::from_secs(3600),
+                    backoff_limit: 3,
+                },
             }
         );
     }
@@ -837,6 +1039,11 @@ mod tests {
             "--reboot-deadline=1h",
             "--max-pods-per-node=12",
             "--fleet-budget=25%",
+            "--job-ttl-succeeded=1m",
+            "--job-ttl-failed=48h",
+            "--job-stage-timeout=0",
+            "--job-backoff-limit=0",
+            "--package-priority-class-name=system-cluster-critical",
         ]))
         .unwrap();
         assert_eq!(config.pods.namespace, "ops");
@@ -867,6 +1074,19 @@ mod tests {
         assert_eq!(config.reboot_deadline, Duration::from_secs(3600));
         assert_eq!(config.max_pods_per_node, 12);
         assert_eq!(config.fleet_budget, Some(FleetBudget::Percent(25)));
+        assert_eq!(
+            config.pods.priority_class_name.as_deref(),
+            Some("system-cluster-critical")
+        );
+        assert_eq!(
+            config.jobs,
+            JobSettings {
+                ttl_succeeded: Duration::from_secs(60),
+                ttl_failed: Duration::from_secs(48 * 3600),
+                stage_timeout: Duration::ZERO,
+                backoff_limit: 0,
+            }
+        );
     }
 
     #[test]
@@ -981,6 +1201,52 @@ mod tests {
             ("--fleet-budget=0", "FLEET_BUDGET", "allows no node"),
             ("--fleet-budget=150%", "FLEET_BUDGET", "from 1% to 100%"),
             ("--fleet-budget=one", "FLEET_BUDGET", "e.g. 3 or 25%"),
+            (
+                "--job-ttl-succeeded=59s",
+                "JOB_TTL_SUCCEEDED",
+                "job ttl succeeded must be at least 1 minute",
+            ),
+            (
+                "--job-ttl-succeeded=-1h",
+                "JOB_TTL_SUCCEEDED",
+                "job ttl succeeded must be at least 1 minute",
+            ),
+            (
+                "--job-ttl-failed=0",
+                "JOB_TTL_FAILED",
+                "job ttl failed must be at least 1 minute",
+            ),
+            ("--job-ttl-failed=1 day", "JOB_TTL_FAILED", "e.g. 24h"),
+            (
+                "--job-stage-timeout=-1m",
+                "JOB_STAGE_TIMEOUT",
+                "job stage timeout must be greater than or equal to 0",
+            ),
+            (
+                "--job-stage-timeout=60",
+                "JOB_STAGE_TIMEOUT",
+                "not a duration",
+            ),
+            (
+                "--job-backoff-limit=-1",
+                "JOB_BACKOFF_LIMIT",
+                "job backoff limit must be greater than or equal to 0",
+            ),
+            (
+                "--job-backoff-limit=three",
+                "JOB_BACKOFF_LIMIT",
+                "not a whole number",
+            ),
+            (
+                "--job-backoff-limit=3000000000",
+                "JOB_BACKOFF_LIMIT",
+                "not a whole number",
+            ),
+            (
+                "--package-priority-class-name=System_Critical",
+                "PACKAGE_PRIORITY_CLASS_NAME",
+                "not a PriorityClass name",
+            ),
         ];
         for (flag, variable, fragment) in cases {
             let error = Config::from_args(&args(&[flag])).unwrap_err();

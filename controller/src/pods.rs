@@ -5,12 +5,14 @@
 //! Contract: [`package_pod`] and [`interrupt_pod`] are pure. They return the complete object to
 //! create (name, namespace, labels, the `skyhook.nvidia.com/package` annotation, the controller
 //! owner reference, spec). They never decide *whether* a pod should exist; the plan does.
+//! [`job_pod`] turns either into the pod of a stage Job (upstream v0.18).
 //!
 //! Deliberate differences from upstream:
 //! * `imagePullSecrets` is set only when `IMAGE_PULL_SECRET` is configured (upstream always adds
 //!   an entry, possibly with an empty name, which makes kubelets log errors).
-//! * The interrupt pod does not declare upstream's unused node-metadata volume (whose ConfigMap
-//!   name was computed differently and may not exist).
+//! * The interrupt pod does not declare upstream's node-metadata volume: no container of it mounts
+//!   the volume (and before upstream v0.18 its ConfigMap name was computed differently and could
+//!   name a ConfigMap that does not exist, which keeps the pod from starting).
 //! * Interrupt pods carry the node's boot ID at creation in [`skyhook_api::keys::Keys::boot_id_annotation`], so that an
 //!   interrupt container killed by the reboot it caused is recognised as such and not reported as
 //!   a failure (see `pod_outcome`).
@@ -41,10 +43,16 @@ use crate::names::{
 
 /// Name of the main container of every pod the controller creates.
 pub const PAUSE_CONTAINER: &str = "pause";
+/// Name of the main container of the pod of a stage Job, which exits 0 at once (see [`job_pod`]).
+pub const DONE_CONTAINER: &str = "done";
 /// Name of the single init container of an interrupt pod.
 pub const INTERRUPT_CONTAINER: &str = "interrupt";
 
 const ROOT_VOLUME: &str = "root-mount";
+/// The taint of a node whose Ready condition is False.
+const NOT_READY_TAINT_KEY: &str = "node.kubernetes.io/not-ready";
+/// The taint of a node whose Ready condition is Unknown (its kubelet stopped reporting).
+const UNREACHABLE_TAINT_KEY: &str = "node.kubernetes.io/unreachable";
 const HOST_ROOT_MOUNT: &str = "/root";
 const NODE_METADATA_MOUNT: &str = "/skyhook-package/node-metadata";
 const CONFIGMAP_MOUNT: &str = "/skyhook-package/configmaps";
@@ -144,11 +152,17 @@ fn package_volumes(
             &package.name,
             &names::package_configmap_name(owner.name, &package.name, &package.version),
         ));
-        mounts.push(VolumeMount {
+        // One read-only subPath mount per key (upstream v0.18), in key order: files the image
+        // itself ships under the directory stay visible, which a mount of the whole directory
+        // would hide. subPath mounts never live-update, which a stage does not need: a changed
+        // configMap runs the config stage in a new pod.
+        mounts.extend(package.config_map.keys().map(|key| VolumeMount {
             name: package.name.clone(),
-            mount_path: CONFIGMAP_MOUNT.to_owned(),
+            mount_path: format!("{CONFIGMAP_MOUNT}/{key}"),
+            sub_path: Some(key.clone()),
+            read_only: Some(true),
             ..VolumeMount::default()
-        });
+        }));
     }
     (volumes, mounts)
 }
@@ -282,7 +296,8 @@ fn build_interrupt_pod(
     which: PodInterrupt,
 ) -> Pod {
     let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
-    let fixed = fixed_resources("500m", "64Mi");
+    // Upstream v0.18 raised the memory from 64Mi: the agent of an interrupt could be OOM-killed.
+    let fixed = fixed_resources("500m", "256Mi");
     let mut env = operator_env(settings, owner, &package.name, &package.version, node.order);
     for variable in &mut env {
         if variable.name == keys::ENV_SKYHOOK_RESOURCE_ID {
@@ -385,6 +400,50 @@ pub fn pod_tolerations(settings: &PodSettings, owner: &OwnerSkyhook<'_>) -> Vec<
         .into_iter()
         .chain(owner.additional_tolerations.iter().cloned())
         .collect()
+}
+
+/// The pod of a stage Job, made from the package or interrupt pod built above (upstream v0.18's
+/// `jobFromPod`, pod side only; the Job's own fields, restart policy and deadlines are the Job
+/// builder's):
+/// * the main container becomes [`DONE_CONTAINER`]: it runs the package image (already pulled by
+///   the copy container, and known to have a shell, unlike a minimal agent image) and exits 0
+///   at once, because a Job counts a pod as complete only once every container has terminated;
+/// * `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable` are tolerated with
+///   `NoExecute` and no `tolerationSeconds`: otherwise admission adds 300s tolerations and the
+///   taint manager evicts the node-bound pod when a reboot keeps the node NotReady longer, only
+///   for the Job to create the same pod again.
+pub fn job_pod(mut pod: Pod, package: &Package) -> Pod {
+    if let Some(spec) = pod.spec.as_mut() {
+        for container in &mut spec.containers {
+            if container.name == PAUSE_CONTAINER {
+                *container = Container {
+                    name: DONE_CONTAINER.to_owned(),
+                    image: Some(pull_reference(
+                        &package.image,
+                        &package.version,
+                        package.container_sha.as_deref(),
+                    )),
+                    command: Some(vec![
+                        "/bin/sh".to_owned(),
+                        "-c".to_owned(),
+                        "exit 0".to_owned(),
+                    ]),
+                    ..std::mem::take(container)
+                };
+            }
+        }
+        let lifecycle = |key: &str| Toleration {
+            key: Some(key.to_owned()),
+            operator: Some("Exists".to_owned()),
+            effect: Some("NoExecute".to_owned()),
+            ..Toleration::default()
+        };
+        spec.tolerations.get_or_insert_default().extend([
+            lifecycle(NOT_READY_TAINT_KEY),
+            lifecycle(UNREACHABLE_TAINT_KEY),
+        ]);
+    }
+    pod
 }
 
 /// The requests and limits a package's `resources` put on every init container.
@@ -528,6 +587,7 @@ fn base_pod(
                 owner.image_pull_secrets,
             ),
             tolerations: Some(pod_tolerations(settings, owner)),
+            priority_class_name: settings.priority_class_name.clone(),
             volumes: Some(volumes),
             ..PodSpec::default()
         }),

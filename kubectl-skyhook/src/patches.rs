@@ -286,9 +286,10 @@ fn batch_reset_patch(skyhook: &Skyhook) -> Option<(Patch, usize)> {
 /// The node merge patch of `reset`: removes every per-Skyhook annotation and label of
 /// [`keys::Keys::per_skyhook_node_keys`] (upstream's `nodeState_`, `status_`, `cordon_`, `version_`,
 /// and our `cordonedAt_`, whose stale drain start would otherwise make the next drain of the
-/// node report DrainBlocked at once, and `drainFail_`, the mark of a drain given up with
-/// `onTimeout: fail`). `cordon_` stays where `keep_cordon` (a node the Skyhook still selects:
-/// its re-run finds the node cordoned by it and releases the cordon when it completes, as
+/// node report DrainBlocked at once, `drainFail_`, the mark of a drain given up with
+/// `onTimeout: fail`, and upstream's `drainStart_` and `drainBlocked_`, so that the next drain
+/// starts afresh). `cordon_` stays where `keep_cordon` (a node the Skyhook still selects: its
+/// re-run finds the node cordoned by it and releases the cordon when it completes, as
 /// upstream's reset does since its v0.5.0 plugin). Removing `cordon_` does not uncordon, as
 /// upstream's reset.
 fn reset_node_patch(skyhook: &str, keep_cordon: bool) -> Value {

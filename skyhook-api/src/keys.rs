@@ -23,6 +23,8 @@ pub struct Keys {
     pub cordon_annotation_prefix: &'static str,
     /// Prefix of [`Keys::cordoned_at_annotation`], to find every Skyhook's drain start.
     pub cordoned_at_prefix: &'static str,
+    /// Prefix of [`Keys::drain_start_annotation`], to find every node being drained.
+    pub drain_start_prefix: &'static str,
     /// Node label `"true"` set by an administrator: the node is `blocked` for every Skyhook.
     pub ignore_label: &'static str,
     /// Label (and annotation) on package pods, interrupt pods and package ConfigMaps: the
@@ -77,7 +79,8 @@ pub struct Keys {
     /// batch because their DeploymentPolicy's health gate is closed; the message names, per
     /// compartment, the node that holds it. Removed once no compartment is held by the gate.
     pub condition_health_gate_held: &'static str,
-    /// Condition naming the pods and budgets that block a drain past its timeout.
+    /// Deprecated prefixed mirror of [`CONDITION_DRAIN_BLOCKED`], identical to it: ours before
+    /// upstream v0.20 named the condition.
     pub condition_drain_blocked: &'static str,
     /// Condition set while the spec breaks the validation rules (the webhook was bypassed or
     /// is older); nothing of that Skyhook runs until it is fixed.
@@ -105,6 +108,7 @@ macro_rules! group_keys {
             finalizer: concat!($group, "/skyhook"),
             cordon_annotation_prefix: concat!($group, "/cordon_"),
             cordoned_at_prefix: concat!($group, "/cordonedAt_"),
+            drain_start_prefix: concat!($group, "/drainStart_"),
             ignore_label: concat!($group, "/ignore"),
             name_label: concat!($group, "/name"),
             package_label: concat!($group, "/package"),
@@ -175,6 +179,20 @@ impl Keys {
     /// ([`crate::budget::slot_hold`]); the next cordon of the Skyhook removes it. Ours.
     pub fn drain_failed_annotation(&self, skyhook: &str) -> String {
         self.per_skyhook("drainFail", skyhook)
+    }
+
+    /// Node annotation (RFC 3339 with nanoseconds): when the drain of Skyhook `skyhook` on the
+    /// node started, the first pass that found the node not drained; `drainConfig.timeout` is
+    /// measured from it. Removed once the node is drained. Upstream v0.18.
+    pub fn drain_start_annotation(&self, skyhook: &str) -> String {
+        format!("{}{skyhook}", self.drain_start_prefix)
+    }
+
+    /// Node annotation (JSON array of `{namespace, name, reason, detail?}`, see
+    /// [`crate::drain::BlockedPod`]): the pods that keep Skyhook `skyhook`'s drain of the node
+    /// from progressing. Removed once none does. Upstream v0.20.
+    pub fn drain_blocked_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("drainBlocked", skyhook)
     }
 
     /// Node annotation (JSON, see [`crate::transition::TransitionTimes`]): when each entry of
@@ -254,7 +272,7 @@ impl Keys {
     /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length
     /// of a Skyhook name ([`Keys::max_skyhook_name_len`]). A new per-Skyhook key must be added
     /// here.
-    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 11] {
+    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 13] {
         let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
         [
             key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -273,6 +291,14 @@ impl Keys {
             ),
             key(
                 self.drain_failed_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_start_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_blocked_annotation(skyhook),
                 NodeKeyKind::Annotation,
             ),
             key(
@@ -300,11 +326,12 @@ impl Keys {
 
     /// The per-Skyhook node keys a reboot reset (`REAPPLY_ON_REBOOT`) removes, so that every
     /// package of Skyhook `skyhook` runs again on the rebooted node: its node state, status
-    /// (annotation and label), operator version, drain start and drain-failure mark, as
-    /// upstream's reset removes `nodeState_`, `status_`, `version_` and `drainStart_`. Every
+    /// (annotation and label), operator version, drain starts (upstream's `drainStart_` and our
+    /// `cordonedAt_`), drain blockers and drain-failure mark, as upstream's reset removes
+    /// `nodeState_`, `status_`, `version_` and `drainStart_`: the re-run drains afresh. Every
     /// key of [`Keys::per_skyhook_node_keys`] is either here or in
     /// [`Keys::reboot_reset_keeps`].
-    pub fn reboot_reset_node_keys(&self, skyhook: &str) -> [NodeKey; 5] {
+    pub fn reboot_reset_node_keys(&self, skyhook: &str) -> [NodeKey; 7] {
         let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
         [
             key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -322,6 +349,14 @@ impl Keys {
             ),
             key(
                 self.drain_failed_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_start_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_blocked_annotation(skyhook),
                 NodeKeyKind::Annotation,
             ),
         ]
@@ -531,6 +566,23 @@ pub const MAINTENANCE_WINDOW_CLOSED_REASON: &str = "MaintenanceWindowClosed";
 /// Reason of [`Keys::condition_health_gate_held`].
 pub const HEALTH_GATE_HELD_REASON: &str = "NodeNotSettled";
 
+/// Condition (upstream v0.20): True while some selected node's drain cannot progress; the
+/// reason is one of the `DRAIN_BLOCKED_*` reasons, the message
+/// [`crate::drain::drain_blocked_message`]. Removed once no drain is blocked.
+pub const CONDITION_DRAIN_BLOCKED: &str = "DrainBlocked";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: a PodDisruptionBudget refuses an eviction.
+pub const DRAIN_BLOCKED_PDB_REASON: &str = "PodDisruptionBudget";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: a pod no controller owns, with `drainConfig.force: false`.
+pub const DRAIN_BLOCKED_UNMANAGED_REASON: &str = "UnmanagedPod";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: a pod with `emptyDir` data, with
+/// `drainConfig.deleteEmptyDirData: false`.
+pub const DRAIN_BLOCKED_EMPTY_DIR_REASON: &str = "EmptyDirData";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: blockers of more than one kind.
+pub const DRAIN_BLOCKED_MULTIPLE_REASON: &str = "MultipleCauses";
+/// Reason of [`CONDITION_BLOCKED`] while pods matching `podNonInterruptLabels` hold nodes
+/// (upstream v0.20).
+pub const NON_INTERRUPT_PODS_RUNNING_REASON: &str = "NonInterruptPodsRunning";
+
 // ---- Explicit uninstall and deletion conditions (bare types only, upstream §2.9) ----------
 
 /// Condition: True while some node has a spec package in its uninstall cycle (`uninstall` or
@@ -715,11 +767,11 @@ mod tests {
         }
     }
 
-    /// `cordonedAt_` and `stageTimes_` (11 characters) are the longest name-part prefixes
-    /// today: 63 - 11 = 52.
+    /// `drainBlocked_` (13 characters) is the longest name-part prefix: 63 - 13 = 50, which
+    /// is upstream's limit since v0.20 for the same reason.
     #[test]
     fn the_name_limit_comes_from_the_longest_key() {
-        assert_eq!(SKYHOOK.max_skyhook_name_len(), 52);
+        assert_eq!(SKYHOOK.max_skyhook_name_len(), 50);
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod budget;
 pub mod conditions;
 pub mod crd;
 pub mod deletion;
+pub mod drain;
 pub mod duration;
 pub mod glob;
 pub mod graph;
@@ -23,6 +24,7 @@ pub mod rollout;
 pub mod runtime_required;
 pub mod selector;
 pub mod stage;
+pub mod stage_timeout;
 pub mod status;
 pub mod string_map;
 #[cfg(test)]

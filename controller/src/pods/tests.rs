@@ -33,6 +33,7 @@ pub(crate) fn settings() -> PodSettings {
             "skyhook.nvidia.com=runtime-required:NoSchedule",
         )
         .unwrap(),
+        priority_class_name: None,
     }
 }
 
@@ -467,7 +468,10 @@ fn volumes_and_mounts() {
     let owner = OwnerSkyhook::new(&sky).unwrap();
     let plain = package("plain", "1.0.0", "busybox");
     let with_config = Package {
-        config_map: BTreeMap::from([("a.sh".into(), "echo".into())]),
+        config_map: BTreeMap::from([
+            ("z.conf".into(), "x=1".into()),
+            ("a.sh".into(), "echo".into()),
+        ]),
         ..package("conf", "1.0.0", "busybox")
     };
 
@@ -523,12 +527,97 @@ fn volumes_and_mounts() {
             .flatten()
             .map(|m| m.mount_path.as_str())
             .collect();
+        // One read-only subPath mount per key, in key order, so files the image ships under
+        // configmaps/ stay visible.
         assert_eq!(
             paths,
             [
                 "/root",
                 "/skyhook-package/node-metadata",
-                "/skyhook-package/configmaps"
+                "/skyhook-package/configmaps/a.sh",
+                "/skyhook-package/configmaps/z.conf",
+            ]
+        );
+        for (mount, key) in container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .skip(2)
+            .zip(["a.sh", "z.conf"])
+        {
+            assert_eq!(mount.name, "conf");
+            assert_eq!(mount.sub_path.as_deref(), Some(key));
+            assert_eq!(mount.read_only, Some(true));
+        }
+    }
+}
+
+#[test]
+fn job_pods_exit_at_once_and_survive_a_not_ready_node() {
+    let extra = Toleration {
+        key: Some("gpu".into()),
+        operator: Some("Exists".into()),
+        ..Toleration::default()
+    };
+    let sky = skyhook("demo", vec![extra.clone()]);
+    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let pinned = Package {
+        container_sha: Some(format!("sha256:{}", "a".repeat(64))),
+        ..package("pinned", "2.0.0", "localhost:5000/pkgs/pinned")
+    };
+    let node = PodNode::new("n", Some("boot-1"));
+    let interrupt = Interrupt {
+        type_: InterruptType::Reboot,
+        services: vec![],
+    };
+    let package_pod = package_pod(&settings(), &owner, &pinned, &node, Stage::Apply).unwrap();
+    let interrupt_pod = interrupt_pod(&settings(), &owner, &pinned, &interrupt, &node);
+    for raw in [package_pod, interrupt_pod] {
+        let job = job_pod(raw.clone(), &pinned);
+        let spec = job.spec.as_ref().unwrap();
+        let raw_spec = raw.spec.as_ref().unwrap();
+        let [done] = spec.containers.as_slice() else {
+            panic!("one main container")
+        };
+        assert_eq!(done.name, "done");
+        assert_eq!(
+            done.image.as_deref(),
+            Some(format!("localhost:5000/pkgs/pinned@sha256:{}", "a".repeat(64)).as_str())
+        );
+        assert_eq!(
+            done.command.as_deref(),
+            Some(["/bin/sh".to_owned(), "-c".to_owned(), "exit 0".to_owned()].as_slice())
+        );
+        assert_eq!(done.resources, raw_spec.containers[0].resources);
+        // The init containers, the rest of the pod and the metadata are untouched.
+        assert_eq!(spec.init_containers, raw_spec.init_containers);
+        assert_eq!(spec.volumes, raw_spec.volumes);
+        assert_eq!(job.metadata, raw.metadata);
+        let tolerations = spec.tolerations.as_ref().unwrap();
+        let raw_tolerations = raw_spec.tolerations.as_ref().unwrap();
+        assert_eq!(tolerations[..raw_tolerations.len()], raw_tolerations[..]);
+        assert!(raw_tolerations.contains(&extra));
+        let added: Vec<_> = tolerations[raw_tolerations.len()..]
+            .iter()
+            .map(|t| {
+                (
+                    t.key.as_deref().unwrap(),
+                    t.operator.as_deref().unwrap(),
+                    t.effect.as_deref().unwrap(),
+                    t.toleration_seconds,
+                )
+            })
+            .collect();
+        assert_eq!(
+            added,
+            [
+                ("node.kubernetes.io/not-ready", "Exists", "NoExecute", None),
+                (
+                    "node.kubernetes.io/unreachable",
+                    "Exists",
+                    "NoExecute",
+                    None
+                ),
             ]
         );
     }
@@ -747,7 +836,7 @@ fn reboot_interrupt_pod() {
     let resources = container.resources.as_ref().unwrap();
     assert_eq!(
         resources.limits,
-        quantities(&[("cpu", "500m"), ("memory", "64Mi")])
+        quantities(&[("cpu", "500m"), ("memory", "256Mi")])
     );
     assert_eq!(resources.requests, resources.limits);
     assert_eq!(
@@ -819,4 +908,36 @@ fn package_pods_are_not_reboot_interrupts() {
     )
     .unwrap();
     assert!(!is_reboot_interrupt(&CachedPod::from(pod.clone())));
+}
+
+#[test]
+fn priority_class_reaches_package_and_interrupt_pods_when_set() {
+    let sky = skyhook("demo", vec![]);
+    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let dexter = package("dexter", "1.2.3", "busybox");
+    let node = PodNode::new("n", None);
+    let interrupt = Interrupt {
+        type_: InterruptType::Service,
+        services: vec!["cron".into()],
+    };
+    for (class, want) in [
+        (None, None),
+        (
+            Some("system-cluster-critical".to_owned()),
+            Some("system-cluster-critical"),
+        ),
+    ] {
+        let settings = PodSettings {
+            priority_class_name: class,
+            ..settings()
+        };
+        let pods = [
+            package_pod(&settings, &owner, &dexter, &node, Stage::Apply).unwrap(),
+            interrupt_pod(&settings, &owner, &dexter, &interrupt, &node),
+        ];
+        for pod in pods {
+            let spec = pod.spec.unwrap();
+            assert_eq!(spec.priority_class_name.as_deref(), want);
+        }
+    }
 }

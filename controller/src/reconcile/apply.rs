@@ -38,6 +38,7 @@ use super::snapshot::{NodeView, OwnedConfigMap, Snapshot};
 use crate::cache::CachedNode;
 use crate::cache::answer::{self, Answer};
 use crate::cache::own_writes::{CachedKind, Landed, OwnWrite, OwnWrites};
+use crate::drain::refusals::EvictionOutcome;
 use crate::metrics::Metrics;
 
 /// Field manager of every server-side apply the controller makes.
@@ -53,6 +54,9 @@ pub struct Applied {
     /// The plan's stage durations whose node patch landed, for the metrics (a refused patch
     /// is planned again, so each stage is counted once).
     pub stage_durations: Vec<StageDuration>,
+    /// What each eviction sent came to (deletions and failed requests are not listed), for the
+    /// per-node record of refusals.
+    pub evictions: Vec<EvictionOutcome>,
 }
 
 /// Applies `plan`.
@@ -104,7 +108,7 @@ pub async fn apply(
     writer
         .apply_configmaps(upsert_configmaps, &waiting, &mut failures)
         .await;
-    writer.evict(evictions, &waiting, &mut failures).await;
+    let eviction_outcomes = writer.evict(evictions, &waiting, &mut failures).await;
     writer.delete_pods(delete_pods, &mut failures).await;
     writer
         .create_pods(create_pods, &waiting, &mut failures)
@@ -127,6 +131,7 @@ pub async fn apply(
         failures,
         writes: writer.own_writes.into_inner(),
         stage_durations,
+        evictions: eviction_outcomes,
     }
 }
 
@@ -360,37 +365,78 @@ impl<'a> Writer<'a> {
         }
     }
 
-    async fn evict(&self, evictions: Vec<Eviction>, waiting: &Waiting, failures: &mut Failures) {
+    /// Sends the plan's evictions, or deletions with `disableEviction`. An eviction a
+    /// PodDisruptionBudget refuses (429 with a `DisruptionBudget` cause) is no failure: it is
+    /// reported, and that node waits before trying again (upstream v0.20).
+    async fn evict(
+        &self,
+        evictions: Vec<Eviction>,
+        waiting: &Waiting,
+        failures: &mut Failures,
+    ) -> Vec<EvictionOutcome> {
         let results = concurrently(
             evictions
                 .into_iter()
                 .filter(|eviction| !waiting.nodes.contains(&eviction.node)),
             |eviction| async move {
                 let api = Api::<Pod>::namespaced(self.client.clone(), &eviction.namespace);
-                let params = EvictParams {
-                    delete_options: eviction.grace_period_seconds.map(|seconds| DeleteParams {
-                        grace_period_seconds: u32::try_from(seconds).ok(),
-                        ..DeleteParams::default()
-                    }),
-                    ..EvictParams::default()
+                let delete_options = eviction.grace_period_seconds.map(|seconds| DeleteParams {
+                    grace_period_seconds: u32::try_from(seconds).ok(),
+                    ..DeleteParams::default()
+                });
+                let result = if eviction.delete {
+                    let params = delete_options.unwrap_or_default();
+                    api.delete(&eviction.name, &params).await.map(|_| ())
+                } else {
+                    let params = EvictParams {
+                        delete_options,
+                        ..EvictParams::default()
+                    };
+                    api.evict(&eviction.name, &params).await.map(|_| ())
                 };
-                let result = api.evict(&eviction.name, &params).await;
                 (eviction, result)
             },
         )
         .await;
+        let mut outcomes = Vec::new();
+        let (mut sent, mut refused) = (0_usize, 0_usize);
         for (eviction, result) in results {
+            let outcome = |refused| EvictionOutcome {
+                node: eviction.node.clone(),
+                namespace: eviction.namespace.clone(),
+                name: eviction.name.clone(),
+                refused,
+            };
             match result {
-                Ok(_) => debug!(pod = %eviction.name, node = %eviction.node, "evicted"),
-                // 429: a PodDisruptionBudget refuses it now; the drain polls again.
-                Err(error) if is_status(&error, 429) => {
-                    debug!(pod = %eviction.name, node = %eviction.node, "eviction refused by a disruption budget");
+                Ok(()) => {
+                    sent += 1;
+                    debug!(pod = %eviction.name, node = %eviction.node, delete = eviction.delete, "removed");
+                    if !eviction.delete {
+                        outcomes.push(outcome(None));
+                    }
+                }
+                // Already gone: nothing left to remove.
+                Err(error) if is_status(&error, 404) => {}
+                Err(error) if budget_refusal(&error).is_some() => {
+                    refused += 1;
+                    let message = budget_refusal(&error).unwrap_or_default();
+                    debug!(pod = %eviction.name, node = %eviction.node, %message, "eviction refused by a disruption budget");
+                    outcomes.push(outcome(Some(message)));
                 }
                 Err(error) => {
-                    failures.record(Operation::EvictPod, &eviction.name, Err(error));
+                    let operation = if eviction.delete {
+                        Operation::DeletePod
+                    } else {
+                        Operation::EvictPod
+                    };
+                    failures.record(operation, &eviction.name, Err(error));
                 }
             }
         }
+        if sent + refused > 0 {
+            debug!(sent, refused, "evictions");
+        }
+        outcomes
     }
 
     async fn delete_pods(&mut self, pods: BTreeMap<String, String>, failures: &mut Failures) {
@@ -713,6 +759,26 @@ impl Failures {
 
 fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// The API server's message when `error` is an eviction a PodDisruptionBudget refused: 429
+/// with a `DisruptionBudget` cause (a 429 without it is API priority and fairness throttling,
+/// an ordinary failure).
+fn budget_refusal(error: &kube::Error) -> Option<String> {
+    match error {
+        kube::Error::Api(status)
+            if status.code == 429
+                && status.details.as_ref().is_some_and(|details| {
+                    details
+                        .causes
+                        .iter()
+                        .any(|cause| cause.reason == "DisruptionBudget")
+                }) =>
+        {
+            Some(status.message.clone())
+        }
+        _ => None,
+    }
 }
 
 fn is_status_result(result: &Result<(), kube::Error>, code: u16) -> bool {

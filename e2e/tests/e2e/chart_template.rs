@@ -162,6 +162,11 @@ fn default_values_render_the_whole_operator() -> anyhow::Result<()> {
     ensure!(env("LEADER_ELECTION") == Some("true"));
     ensure!(env("AGENT_IMAGE") == Some("ghcr.io/skyhook-rs/skyhook-agent:0.1.0"));
     ensure!(env("IMAGE_PULL_SECRET") == Some(""));
+    // Upstream's defaults for the stage Jobs.
+    ensure!(env("JOB_TTL_SUCCEEDED") == Some("1h"));
+    ensure!(env("JOB_TTL_FAILED") == Some("24h"));
+    ensure!(env("JOB_STAGE_TIMEOUT") == Some("1h"));
+    ensure!(env("JOB_BACKOFF_LIMIT") == Some("3"));
     // The chart's default is the controller's and the plugin's: one constant.
     ensure!(
         env("RUNTIME_REQUIRED_TAINT")
@@ -594,6 +599,18 @@ fn the_schema_refuses_values_of_the_wrong_type() -> anyhow::Result<()> {
             "controllerManager.manager.image.digest=\"latest\"",
             "/controllerManager/manager/image/digest",
         ),
+        (
+            "controllerManager.manager.env.jobTtlFailed=\"1 day\"",
+            "/controllerManager/manager/env/jobTtlFailed",
+        ),
+        (
+            "controllerManager.manager.env.jobStageTimeout=\"-5m\"",
+            "/controllerManager/manager/env/jobStageTimeout",
+        ),
+        (
+            "controllerManager.manager.env.jobBackoffLimit=-1",
+            "/controllerManager/manager/env/jobBackoffLimit",
+        ),
         ("limitRange=true", "/limitRange"),
         (
             "limitRange={\"default\":{\"cpu\":\"lots\"},\"defaultRequest\":{}}",
@@ -710,6 +727,14 @@ fn controller_rbac_is_what_the_controller_does() -> anyhow::Result<()> {
         (false, "", "pods", "delete", true),
         (false, "", "configmaps", "update", true),
         (false, "coordination.k8s.io", "leases", "update", true),
+        // Stage Jobs and the logs of their pods: namespaced only, as upstream.
+        (false, "batch", "jobs", "create", true),
+        (false, "batch", "jobs", "watch", true),
+        (false, "batch", "jobs", "patch", true),
+        (false, "batch", "jobs", "delete", true),
+        (true, "batch", "jobs", "create", false),
+        (false, "", "pods/log", "get", true),
+        (true, "", "pods/log", "get", false),
     ];
     for (cluster_wide, group, resource, verb, allowed) in cases {
         let rules = if cluster_wide { &cluster } else { &namespaced };
@@ -729,6 +754,52 @@ fn controller_rbac_is_what_the_controller_does() -> anyhow::Result<()> {
         webhook_cluster_role["rules"][1]["resourceNames"]
             == json!(["skyhook-operator-validating-webhook"])
     );
+    Ok(())
+}
+
+#[test]
+fn stage_job_settings_reach_the_controller() -> anyhow::Result<()> {
+    // The example values file, passed value by value.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/chart-values/stage-jobs.yaml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let values: Value = serde_yaml::from_str(&text)?;
+    let example = values["controllerManager"]["manager"]["env"]
+        .as_object()
+        .context("the example sets controllerManager.manager.env")?;
+    let set_json: Vec<String> = example
+        .iter()
+        .map(|(key, value)| format!("controllerManager.manager.env.{key}={value}"))
+        .collect();
+    let set_json: Vec<&str> = set_json.iter().map(String::as_str).collect();
+    let manager = controller_container(&helm::render(&[], &set_json)?)?;
+    let env =
+        |name: &str| env_of(&manager, name).and_then(|e| e["value"].as_str().map(str::to_owned));
+    for (variable, key) in [
+        ("JOB_STAGE_TIMEOUT", "jobStageTimeout"),
+        ("JOB_BACKOFF_LIMIT", "jobBackoffLimit"),
+        ("JOB_TTL_SUCCEEDED", "jobTtlSucceeded"),
+        ("JOB_TTL_FAILED", "jobTtlFailed"),
+        ("PACKAGE_PRIORITY_CLASS_NAME", "packagePriorityClassName"),
+    ] {
+        ensure!(
+            env(variable).as_deref() == example[key].as_str(),
+            "{variable}: {:?}",
+            env(variable)
+        );
+    }
+    // Zero is a value, not "unset": no timeout and a single attempt, also written as numbers.
+    let manager = controller_container(&helm::render(
+        &[],
+        &[
+            "controllerManager.manager.env.jobStageTimeout=0",
+            "controllerManager.manager.env.jobBackoffLimit=0",
+        ],
+    )?)?;
+    let env =
+        |name: &str| env_of(&manager, name).and_then(|e| e["value"].as_str().map(str::to_owned));
+    ensure!(env("JOB_STAGE_TIMEOUT").as_deref() == Some("0"));
+    ensure!(env("JOB_BACKOFF_LIMIT").as_deref() == Some("0"));
     Ok(())
 }
 

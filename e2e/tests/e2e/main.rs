@@ -31,6 +31,7 @@ mod devcluster_install;
 mod devcluster_webhook;
 mod dockerfiles;
 mod drain_budget;
+mod drain_config;
 mod examples;
 mod faults;
 mod fleet_budget;

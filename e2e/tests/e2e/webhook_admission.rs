@@ -142,6 +142,12 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             "uninstall.apply requires uninstall.enabled to be true",
         ),
         (
+            "stage-timeout-negative.yaml",
+            SKYHOOK_DENIED,
+            "spec.packages.tuning.stageTimeout",
+            "package \"tuning\": stageTimeout must be greater than or equal to 0",
+        ),
+        (
             "policy-window-bad-cron.yaml",
             POLICY_DENIED,
             "spec.maintenanceWindows[0].schedule",
@@ -164,6 +170,18 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             SKYHOOK_DENIED,
             "spec.drain.timeout",
             "\"-5m\" is negative",
+        ),
+        (
+            "drain-config-negative-grace-period.yaml",
+            SKYHOOK_DENIED,
+            "spec.drainConfig.gracePeriod",
+            "drain config: drainConfig.gracePeriod must be greater than or equal to 0",
+        ),
+        (
+            "drain-and-drain-config.yaml",
+            SKYHOOK_DENIED,
+            "spec.drain",
+            "spec.drain and spec.drainConfig are both set",
         ),
     ];
     let invalid_dir = e2e::workspace().join("examples/invalid");
@@ -195,6 +213,7 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
     // lists its policy first), the rollout gates' too.
     let examples = e2e::workspace().join("examples");
     let mut valid: Vec<PathBuf> = std::fs::read_dir(&examples)?
+        .chain(std::fs::read_dir(examples.join("drain"))?)
         .chain(std::fs::read_dir(examples.join("rollout-gates"))?)
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))

@@ -84,6 +84,15 @@ pub struct Package {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graceful_shutdown: Option<String>,
 
+    /// How long one stage of the package may run, as a Go duration (`30m`, `1h30m`). For the
+    /// package's own stages (apply, config, upgrade, uninstall, post-interrupt) it bounds each
+    /// attempt: an attempt past it is killed and counts as a failure, so the whole stage may
+    /// take about `stageTimeout` × (`JOB_BACKOFF_LIMIT` + 1). For an interrupt it bounds the
+    /// whole interrupt. Unset: the controller's `JOB_STAGE_TIMEOUT` (default 1h). `0` removes
+    /// the bound. Must be zero or more. Fixed when a stage's Job is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_timeout: Option<String>,
+
     /// Explicit uninstall: whether the package supports it (`enabled`) and whether it is
     /// requested now (`apply`). An uninstall runs the package's `uninstall` stage with its full
     /// configuration, then its `interrupt` if it has one; deleting the Skyhook uninstalls every

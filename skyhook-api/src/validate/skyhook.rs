@@ -17,6 +17,7 @@ use crate::interrupt::config_key_matches;
 use crate::keys::{self, SKYHOOK};
 use crate::names;
 use crate::selector::{Selector, validate_dns_label, validate_dns_subdomain, validate_label_value};
+use crate::stage_timeout;
 use crate::v1alpha1::{Package, PackageResources, SkyhookSpec, Stage};
 use crate::version::Version;
 
@@ -74,7 +75,7 @@ fn check_skyhook_name(name: &str, out: &mut Vec<Violation>) {
         out.push(Violation::new(
             "metadata.name",
             format!("name {name:?} has {} characters, more than {max}", name.len()),
-            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::SKYHOOK.cordoned_at_annotation("<name>")),
+            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::SKYHOOK.drain_blocked_annotation("<name>")),
         ));
     }
 }
@@ -130,8 +131,25 @@ fn check_budget_and_policy(
     }
 }
 
-/// `spec.drain`, `spec.rebootDeadline` and `spec.imagePullSecrets` (issue #17).
+/// `spec.drainConfig` (upstream's messages), `spec.drain`, `spec.rebootDeadline` and
+/// `spec.imagePullSecrets`.
 fn check_rollout_safety(spec: &SkyhookSpec, out: &mut Vec<Violation>) {
+    if let Some(config) = &spec.drain_config {
+        if spec.drain.is_some() {
+            out.push(Violation::new(
+                "spec.drain",
+                "spec.drain and spec.drainConfig are both set; spec.drain is the deprecated spelling of spec.drainConfig",
+                "move the settings into spec.drainConfig (timeout, gracePeriod as a duration, deleteEmptyDirData, force, ignoreDaemonSets, podSelector, onTimeout) and remove spec.drain",
+            ));
+        }
+        check_drain_duration(config.timeout.as_deref(), "timeout", out);
+        check_drain_duration(config.grace_period.as_deref(), "gracePeriod", out);
+        check_selector(
+            config.pod_selector.as_ref(),
+            "spec.drainConfig.podSelector",
+            out,
+        );
+    }
     if let Some(drain) = &spec.drain {
         check_duration(drain.timeout.as_deref(), "spec.drain.timeout", out);
         if let Some(seconds) = drain.grace_period_seconds.filter(|s| *s < 0) {
@@ -152,6 +170,25 @@ fn check_rollout_safety(spec: &SkyhookSpec, out: &mut Vec<Violation>) {
                 "name a Secret of type kubernetes.io/dockerconfigjson in the controller's namespace",
             ));
         }
+    }
+}
+
+/// A `drainConfig` duration: upstream refuses a negative one with `drain config:
+/// drainConfig.<field> must be greater than or equal to 0`; one that is not a duration at all
+/// is refused as for any other duration field.
+fn check_drain_duration(text: Option<&str>, field: &str, out: &mut Vec<Violation>) {
+    match text.map(duration::parse) {
+        Some(Err(duration::DurationError::Negative { .. })) => out.push(Violation::new(
+            format!("spec.drainConfig.{field}"),
+            format!("drain config: drainConfig.{field} must be greater than or equal to 0"),
+            "use a duration of zero or more, e.g. 90s or 15m, or leave it out",
+        )),
+        Some(Err(problem)) => out.push(Violation::new(
+            format!("spec.drainConfig.{field}"),
+            problem.to_string(),
+            "write a Go duration of zero or more, e.g. 90s, 15m or 1h30m",
+        )),
+        _ => {}
     }
 }
 
@@ -234,6 +271,13 @@ fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
     }
     if let Some(resources) = &package.resources {
         check_resources(&field, resources, out);
+    }
+    if let Err(error) = stage_timeout::parse(key, package.stage_timeout.as_deref()) {
+        out.push(Violation::new(
+            format!("{field}.stageTimeout"),
+            error.to_string(),
+            "write a Go duration of zero or more, e.g. 30m or 1h30m; 0 removes the time bound",
+        ));
     }
     if package.uninstall.is_some_and(|u| u.apply && !u.enabled) {
         out.push(Violation::new(
@@ -505,6 +549,11 @@ pub fn admission_warnings(spec: &SkyhookSpec) -> Vec<String> {
             "spec.pause is deprecated and ignored; pause with the annotation {}: \"true\"",
             SKYHOOK.pause_annotation
         ));
+    }
+    if spec.drain.is_some() {
+        warnings.push(
+            "spec.drain is deprecated; use spec.drainConfig (upstream's field: timeout, gracePeriod, deleteEmptyDirData, force, ignoreDaemonSets, disableEviction, plus podSelector and onTimeout). Note that spec.drainConfig has no timeout unless set, and a drain past it turns the node erroring".to_owned(),
+        );
     }
     if spec.auto_taint_new_nodes && !spec.runtime_required {
         warnings.push(

@@ -35,9 +35,11 @@
 //! The types a plan returns are in `output`. Steps import only the modules below them, never
 //! this one, which holds nothing but the sequence.
 //!
-//! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
-//! ([`skyhook_api::keys::Keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
-//! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
+//! Deliberate choices: a drain's start is recorded in the node annotation `drainStart_<skyhook>`
+//! ([`skyhook_api::keys::Keys::drain_start_annotation`], upstream's) so that the drain timeout
+//! survives restarts, while the evictions a PodDisruptionBudget refused are only remembered in
+//! memory ([`crate::drain::refusals`], as upstream's retry timer); an invalidated pod is deleted
+//! at once rather than first annotated `invalid`.
 
 mod admission;
 mod configs;

@@ -366,9 +366,9 @@ impl<'s> NodeWork<'s> {
         self.unschedulable = true;
     }
 
-    /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook
-    /// holds one (`cordon_*`) and no runtime-required cordon holds it. Does nothing when
-    /// `skyhook` holds none, so an administrator's cordon stays.
+    /// Releases `skyhook`'s cordon; the node becomes schedulable only when nothing else holds
+    /// a cordon on it ([`cordon_held`]). Does nothing when `skyhook` holds none, so a cordon
+    /// someone else set (an administrator's, found before ours) stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
         let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
         if !self.annotations.contains_key(&cordon) {
@@ -379,13 +379,47 @@ impl<'s> NodeWork<'s> {
             &mut self.annotations,
             &keys::SKYHOOK.cordoned_at_annotation(skyhook),
         );
-        let others = self.annotations.keys().any(|k| {
-            k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
-                || k == keys::SKYHOOK.runtime_required_cordon_annotation
-        });
-        if !others {
+        self.clear_drain(skyhook);
+        if !cordon_held(&self.annotations) {
             self.unschedulable = false;
         }
+    }
+
+    /// Whether the node is cordoned by someone other than the Skyhooks (upstream v0.20's
+    /// "foreign cordon"): unschedulable with no cordon any Skyhook holds. Such a node is
+    /// drained without taking the cordon over, and left cordoned afterwards.
+    pub(super) fn foreign_cordon(&self) -> bool {
+        self.unschedulable && !cordon_held(&self.annotations)
+    }
+
+    /// Records when `skyhook`'s drain of the node started, unless it already has.
+    pub(super) fn start_drain(&mut self, skyhook: &str, now: &str) {
+        let key = keys::SKYHOOK.drain_start_annotation(skyhook);
+        if !self.annotations.contains_key(&key) {
+            set_entry(&mut self.annotations, &key, now);
+        }
+    }
+
+    /// Records the pods that block `skyhook`'s drain of the node (JSON), or removes the record
+    /// when none does.
+    pub(super) fn set_drain_blocked(&mut self, skyhook: &str, blockers: Option<&str>) {
+        let key = keys::SKYHOOK.drain_blocked_annotation(skyhook);
+        match blockers {
+            Some(json) => set_entry(&mut self.annotations, &key, json),
+            None => remove_entry(&mut self.annotations, &key),
+        }
+    }
+
+    /// Forgets `skyhook`'s drain of the node: drained, or released.
+    pub(super) fn clear_drain(&mut self, skyhook: &str) {
+        remove_entry(
+            &mut self.annotations,
+            &keys::SKYHOOK.drain_start_annotation(skyhook),
+        );
+        remove_entry(
+            &mut self.annotations,
+            &keys::SKYHOOK.drain_blocked_annotation(skyhook),
+        );
     }
 
     pub(super) fn add_taint(&mut self, taint: &Taint) {
@@ -541,4 +575,17 @@ fn diff(old: &PackedMap, new: &PackedMap) -> BTreeMap<String, Option<String>> {
             .map(|k| (k.to_owned(), None)),
     );
     out
+}
+
+/// Whether some cordon other than a foreign one holds the node: a Skyhook's `cordon_*`
+/// annotation, or the runtime-required cordon (upstream v0.19's node-scoped
+/// `runtimeRequiredCordon`, set when the runtime-required taint was removed for a Skyhook with
+/// `runtimeRequiredCordonAfter`). The one place that says which annotations keep a node
+/// cordoned: a release uncordons only when none is left, and a cordoned node with none of them
+/// is someone else's.
+pub(super) fn cordon_held(annotations: &PackedMap) -> bool {
+    annotations.keys().any(|k| {
+        k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
+            || k == keys::SKYHOOK.runtime_required_cordon_annotation
+    })
 }

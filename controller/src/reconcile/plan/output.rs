@@ -158,8 +158,11 @@ pub struct Eviction {
     pub name: String,
     /// The node being drained.
     pub node: String,
-    /// `spec.drain.gracePeriodSeconds`; `None` leaves the pod's own.
+    /// The drain's grace period in seconds; `None` leaves the pod's own.
     pub grace_period_seconds: Option<i64>,
+    /// Delete the pod instead of evicting it (`drainConfig.disableEviction`): no
+    /// PodDisruptionBudget is consulted.
+    pub delete: bool,
 }
 
 /// What an Event is about.

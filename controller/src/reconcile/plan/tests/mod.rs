@@ -6,6 +6,7 @@ mod abandoned_pods;
 mod budget;
 mod changes;
 mod conditions;
+mod drain_config;
 mod drain_options;
 mod fleet;
 mod health_gate;

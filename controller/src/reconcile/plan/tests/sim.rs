@@ -38,6 +38,7 @@ pub(super) fn config() -> Config {
             agent_version: "6.2.0".into(),
             pause_image: "registry.k8s.io/pause:3.10".into(),
             runtime_required_taint: runtime_taint(),
+            priority_class_name: None,
         },
         default_interval: Duration::from_secs(600),
         reapply_on_reboot: false,
@@ -54,6 +55,7 @@ pub(super) fn config() -> Config {
         max_pods_per_node: 4,
         fleet_budget: None,
         uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
+        jobs: crate::config::JobSettings::default(),
     }
 }
 
