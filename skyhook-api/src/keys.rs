@@ -85,6 +85,12 @@ pub struct Keys {
     /// Condition set while the spec breaks the validation rules (the webhook was bypassed or
     /// is older); nothing of that Skyhook runs until it is fixed.
     pub condition_spec_invalid: &'static str,
+    /// Node annotation `"true"` (node-scoped, no `_<skyhook>`): the node was cordoned when the
+    /// runtime-required taint was removed, for a Skyhook setting `runtimeRequiredCordonAfter`.
+    /// While it is there no Skyhook's release uncordons the node; an external actor releases
+    /// it by removing the annotation and setting `unschedulable: false` in one patch, and the
+    /// controller removes it from a node found schedulable.
+    pub runtime_required_cordon_annotation: &'static str,
     /// The runtime-required taint the operator applies and removes unless configured otherwise
     /// (`RUNTIME_REQUIRED_TAINT`, chart value `runtimeRequiredTaint`), as `key=value:Effect`.
     pub default_runtime_required_taint: &'static str,
@@ -125,6 +131,7 @@ macro_rules! group_keys {
             condition_health_gate_held: concat!($group, "/HealthGateHeld"),
             condition_drain_blocked: concat!($group, "/DrainBlocked"),
             condition_spec_invalid: concat!($group, "/SpecInvalid"),
+            runtime_required_cordon_annotation: concat!($group, "/runtimeRequiredCordon"),
             default_runtime_required_taint: concat!($group, "=runtime-required:NoSchedule"),
         }
     };
@@ -294,6 +301,77 @@ impl Keys {
                 self.drain_blocked_annotation(skyhook),
                 NodeKeyKind::Annotation,
             ),
+            key(
+                self.node_boot_id_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_picked_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.stage_times_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_not_ready_condition(skyhook),
+                NodeKeyKind::ConditionType,
+            ),
+            key(
+                self.node_erroring_condition(skyhook),
+                NodeKeyKind::ConditionType,
+            ),
+        ]
+    }
+
+    /// The per-Skyhook node keys a reboot reset (`REAPPLY_ON_REBOOT`) removes, so that every
+    /// package of Skyhook `skyhook` runs again on the rebooted node: its node state, status
+    /// (annotation and label), operator version, drain starts (upstream's `drainStart_` and our
+    /// `cordonedAt_`), drain blockers and drain-failure mark, as upstream's reset removes
+    /// `nodeState_`, `status_`, `version_` and `drainStart_`: the re-run drains afresh. Every
+    /// key of [`Keys::per_skyhook_node_keys`] is either here or in
+    /// [`Keys::reboot_reset_keeps`].
+    pub fn reboot_reset_node_keys(&self, skyhook: &str) -> [NodeKey; 7] {
+        let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
+        [
+            key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
+            key(
+                self.node_status_key(skyhook),
+                NodeKeyKind::AnnotationAndLabel,
+            ),
+            key(
+                self.node_version_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.cordoned_at_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_failed_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_start_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_blocked_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+        ]
+    }
+
+    /// The per-Skyhook node keys a reboot reset keeps: the cordon (upstream v0.20 keeps
+    /// `cordon_<skyhook>` so that the re-run, which finds the node already cordoned by it,
+    /// releases the cordon when it completes); the boot ID just seen (a reboot is detected
+    /// against it); when the node was picked (it keeps its batch slot, as upstream's
+    /// `nodePriority` survives the reset); the stage times (rewritten from the reset node state
+    /// in the same pass); and the node conditions (recomputed in the same pass).
+    pub fn reboot_reset_keeps(&self, skyhook: &str) -> [NodeKey; 6] {
+        let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
+        [
+            key(self.cordon_annotation(skyhook), NodeKeyKind::Annotation),
             key(
                 self.node_boot_id_annotation(skyhook),
                 NodeKeyKind::Annotation,
@@ -550,6 +628,30 @@ pub const LEGACY_POLICY_NAME: &str = "legacy";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every per-Skyhook node key is classified for the reboot reset, exactly once: a new key
+    /// must say whether a reboot removes it.
+    #[test]
+    fn reboot_reset_classifies_every_node_key() {
+        let all: Vec<NodeKey> = SKYHOOK.per_skyhook_node_keys("demo").to_vec();
+        let removed = SKYHOOK.reboot_reset_node_keys("demo");
+        let kept = SKYHOOK.reboot_reset_keeps("demo");
+        let classified: Vec<&NodeKey> = removed.iter().chain(kept.iter()).collect();
+        assert_eq!(
+            classified.len(),
+            all.len(),
+            "no key classified that is not a node key"
+        );
+        for key in &all {
+            let times = classified.iter().filter(|c| **c == key).count();
+            assert_eq!(times, 1, "{key:?} is classified {times} times");
+        }
+        assert!(
+            kept.iter()
+                .any(|k| k.key == "skyhook.nvidia.com/cordon_demo")
+        );
+        assert!(removed.iter().all(|k| k.kind != NodeKeyKind::ConditionType));
+    }
 
     #[test]
     fn node_keys_of_a_skyhook() {

@@ -718,6 +718,15 @@ fn warnings() {
         1
     );
     assert!(admission_warnings(&spec("autoTaintNewNodes: true\nruntimeRequired: true")).is_empty());
+    let w = admission_warnings(&spec("runtimeRequiredCordonAfter: true"));
+    assert_eq!(w.len(), 1);
+    assert!(w[0].contains("spec.runtimeRequiredCordonAfter"), "{w:?}");
+    assert!(
+        admission_warnings(&spec(
+            "runtimeRequiredCordonAfter: true\nruntimeRequired: true"
+        ))
+        .is_empty()
+    );
 }
 
 const POLICY: &str = r#"

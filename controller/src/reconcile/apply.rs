@@ -31,7 +31,7 @@ use tracing::{debug, info, warn};
 
 use super::event_sender::{EventSender, Outgoing};
 use super::plan::{
-    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration,
+    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration, event_kinds,
     node_write_order,
 };
 use super::snapshot::{NodeView, OwnedConfigMap, Snapshot};
@@ -78,11 +78,13 @@ pub async fn apply(
         statuses,
         finalizers,
         skyhook_annotations,
-        events,
+        mut events,
         requeue_after: _,
         malformed_states: _,
         long_node_lists: _,
         stage_durations,
+        auto_taints,
+        reboot_resets: _,
     } = plan;
     let mut writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();
@@ -116,19 +118,61 @@ pub async fn apply(
         .await;
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
     // written only when every node patch landed, else the next plan computes them again.
-    if written.waiting.is_empty() {
-        writer.apply_statuses(statuses, &mut failures).await;
-    }
+    let unwritten = if written.waiting.is_empty() {
+        writer.apply_statuses(statuses, &mut failures).await
+    } else {
+        statuses.into_keys().collect()
+    };
+    events.extend(auto_taint_refusals(&auto_taints, &written.rejected));
     queue_events(events_out, snapshot, events);
-    writer
-        .set_finalizers(&finalizers, false, &mut failures)
-        .await;
+    let removals = finalizer_removals(finalizers, &unwritten);
+    writer.set_finalizers(&removals, false, &mut failures).await;
     Applied {
         failures,
         writes: writer.own_writes.into_inner(),
         stage_durations,
         evictions: eviction_outcomes,
     }
+}
+
+/// The Warning Events `AutoTaint` of the nodes whose patch adding the runtime-required taint
+/// was refused (`rejected`: node → error; a 409 only means the node changed under the plan and
+/// is not one): the node joins no Skyhook until the taint lands, and the taint is tried again
+/// at every reconcile.
+fn auto_taint_refusals(
+    auto_taints: &BTreeMap<String, String>,
+    rejected: &BTreeMap<String, String>,
+) -> Vec<PlannedEvent> {
+    auto_taints
+        .iter()
+        .filter_map(|(node, taint)| {
+            let error = rejected.get(node)?;
+            let kind = event_kinds::AUTO_TAINT;
+            Some(PlannedEvent {
+                target: EventTarget::Node(node.clone()),
+                warning: kind.warning,
+                reason: kind.reason,
+                action: kind.action,
+                message: format!(
+                    "adding the runtime-required taint {taint} to node [{node}] failed: {error}; no Skyhook works on the node until it is tainted, and it is tried again at every reconcile"
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The finalizer removals to make once the statuses were written: a deleted Skyhook keeps its
+/// finalizer while its last status (`unwritten`: refused, or held back behind a refused node
+/// patch) is not written, as upstream writes the status before removing the finalizer;
+/// removing it first would lose what the deletion reported.
+fn finalizer_removals(
+    finalizers: BTreeMap<String, bool>,
+    unwritten: &BTreeSet<String>,
+) -> BTreeMap<String, bool> {
+    finalizers
+        .into_iter()
+        .filter(|(name, add)| !*add && !unwritten.contains(name))
+        .collect()
 }
 
 /// The stage durations whose node patch was written: a refused patch is planned again.
@@ -190,6 +234,8 @@ struct NodesWritten {
     waiting: BTreeSet<String>,
     /// Some patch was refused because its node changed since the plan read it (409).
     changed_under_plan: bool,
+    /// The nodes whose patch failed for another reason than a conflict, with the error.
+    rejected: BTreeMap<String, String>,
 }
 
 impl<'a> Writer<'a> {
@@ -264,6 +310,7 @@ impl<'a> Writer<'a> {
         let (others, takes) = node_write_order(nodes);
         let mut outcome = NodePatchOutcome {
             refused: BTreeSet::new(),
+            rejected: BTreeMap::new(),
             failures,
             own_writes: &mut self.own_writes,
         };
@@ -276,10 +323,10 @@ impl<'a> Writer<'a> {
             debug!(nodes = ?takes, "a node patch failed; the nodes this plan takes wait for the next plan");
             outcome.refused.extend(takes.into_iter().map(str::to_owned));
         }
-        let refused = outcome.refused;
         NodesWritten {
-            waiting: refused,
+            waiting: outcome.refused,
             changed_under_plan,
+            rejected: outcome.rejected,
         }
     }
 
@@ -450,11 +497,13 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Writes `statuses`; returns the Skyhooks whose status write failed.
     async fn apply_statuses(
         &mut self,
         statuses: BTreeMap<String, SkyhookStatus>,
         failures: &mut Failures,
-    ) {
+    ) -> BTreeSet<String> {
+        let mut unwritten = BTreeSet::new();
         for (name, status) in statuses {
             let body = StatusApply {
                 api_version: Skyhook::api_version(&()),
@@ -467,8 +516,12 @@ impl<'a> Writer<'a> {
                 .await
                 .map(|skyhook| Landed::written(&skyhook));
             let result = self.own_writes.landed(CachedKind::Skyhook, &name, result);
+            if result.is_err() {
+                unwritten.insert(name.clone());
+            }
             failures.record(Operation::ApplySkyhookStatus, &name, result);
         }
+        unwritten
     }
 }
 
@@ -769,6 +822,8 @@ async fn set_finalizer(
 struct NodePatchOutcome<'a> {
     /// The nodes whose patch failed.
     refused: BTreeSet<String>,
+    /// The nodes whose patch failed for another reason than a conflict (409), with the error.
+    rejected: BTreeMap<String, String>,
     failures: &'a mut Failures,
     own_writes: &'a mut OwnWrites,
 }
@@ -802,7 +857,14 @@ async fn patch_nodes(
             Ok(None) => Ok(()),
             Err(error) => Err(error),
         };
-        changed_under_plan |= is_status_result(&result, 409);
+        let conflict = is_status_result(&result, 409);
+        changed_under_plan |= conflict;
+        if let Err(error) = &result
+            && !conflict
+            && !is_status(error, 404)
+        {
+            outcome.rejected.insert(name.to_owned(), error.to_string());
+        }
         if outcome.failures.record(Operation::PatchNode, name, result) {
             outcome.refused.insert(name.to_owned());
         }
@@ -1003,6 +1065,21 @@ fn node_merge_patch(patch: &NodePatch, resource_version: Option<&str>) -> Option
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_finalizer_stays_until_the_status_is_written() {
+        use std::collections::BTreeSet;
+        let finalizers = BTreeMap::from([
+            ("added".to_owned(), true),
+            ("written".to_owned(), false),
+            ("unwritten".to_owned(), false),
+        ]);
+        let unwritten = BTreeSet::from(["unwritten".to_owned()]);
+        assert_eq!(
+            super::finalizer_removals(finalizers, &unwritten),
+            BTreeMap::from([("written".to_owned(), false)])
+        );
+    }
+
     use std::collections::BTreeMap;
 
     use serde_json::json;

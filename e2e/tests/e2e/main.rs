@@ -44,6 +44,7 @@ mod observability;
 mod operator_agent;
 mod pod_slots;
 mod rollout_safety;
+mod runtime_required_cordon;
 mod seed_quick_start;
 mod services;
 mod skyhook_reads;

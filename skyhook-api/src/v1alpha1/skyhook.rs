@@ -126,6 +126,14 @@ pub struct SkyhookSpec {
     #[serde(default)]
     pub runtime_required: bool,
 
+    /// With `runtimeRequired`, cordon each node when the runtime-required taint is removed from
+    /// it (in the same write), and mark it with the node annotation
+    /// `skyhook.nvidia.com/runtimeRequiredCordon`. The cordon outlives later interrupts and
+    /// resets; release it by removing the annotation and setting `unschedulable: false` in one
+    /// patch. Only nodes that carried the taint are cordoned. Default false.
+    #[serde(default)]
+    pub runtime_required_cordon_after: bool,
+
     /// With `runtimeRequired`, add the runtime-required taint to new matching nodes that carry no
     /// `skyhook.nvidia.com/*` annotation yet. Default false.
     #[serde(default)]
@@ -191,6 +199,7 @@ impl Default for SkyhookSpec {
             packages: BTreeMap::new(),
             additional_tolerations: Vec::new(),
             runtime_required: false,
+            runtime_required_cordon_after: false,
             auto_taint_new_nodes: false,
             priority: DEFAULT_PRIORITY,
             sequencing: Sequencing::default(),

@@ -560,5 +560,11 @@ pub fn admission_warnings(spec: &SkyhookSpec) -> Vec<String> {
             "spec.autoTaintNewNodes has no effect without spec.runtimeRequired: true".to_owned(),
         );
     }
+    if spec.runtime_required_cordon_after && !spec.runtime_required {
+        warnings.push(
+            "spec.runtimeRequiredCordonAfter has no effect without spec.runtimeRequired: true"
+                .to_owned(),
+        );
+    }
     warnings
 }

@@ -13,7 +13,7 @@
 //! copies in `node_work`, the plan being built, the pods this plan creates or deletes); what a
 //! step leaves for a later one beyond the work set is its typed return value:
 //!
-//! 1. [`auto_taint`] taints new nodes (`taints`);
+//! 1. [`auto_taint`] taints new nodes (`taints`), which join no pass until the taint landed;
 //! 2. [`pod_results`] turns pod outcomes into node-state edits, deletions and Events, and
 //!    returns the reboots found not confirmed ([`PodResults`](pod_results::PodResults));
 //! 3. per Skyhook in (priority, name) order ([`pass_order`]): [`admit`] (`admission`:
@@ -27,7 +27,8 @@
 //!    interrupt (`interrupts`), node conditions (`node_states`), and the pure next status
 //!    (`status`);
 //! 4. [`runtime_required`] removes the runtime-required taint per node by the passes'
-//!    [`Completion`] (`taints`);
+//!    [`Completion`], cordoning the node in the same patch for `runtimeRequiredCordonAfter`
+//!    (`taints`);
 //! 5. [`finish`] writes the node-metadata ConfigMaps of the pods this plan starts and turns
 //!    the nodes' working copies into patches.
 //!

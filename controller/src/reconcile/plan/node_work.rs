@@ -215,15 +215,25 @@ impl<'s> NodeWork<'s> {
         set_entry(&mut self.annotations, &key, &value);
     }
 
-    /// Forgets `skyhook` on this node: state, status annotation and label.
+    /// Forgets `skyhook` on this node after a reboot: its node state and every key of
+    /// [`keys::Keys::reboot_reset_node_keys`] (status annotation and label, version, drain
+    /// start); its cordon stays, for the re-run to release.
     pub(super) fn reset(&mut self, skyhook: &str) {
         let state = self.work_state(skyhook);
         state.now = NodeState::new();
         state.reset = true;
         self.malformed.remove(skyhook);
-        let key = keys::SKYHOOK.node_status_key(skyhook);
-        remove_entry(&mut self.annotations, &key);
-        remove_entry(&mut self.labels, &key);
+        // The node state's annotation follows the reset state (see `state_annotations`).
+        let state_key = keys::SKYHOOK.node_state_annotation(skyhook);
+        for key in keys::SKYHOOK.reboot_reset_node_keys(skyhook) {
+            if key.key == state_key {
+                continue;
+            }
+            remove_entry(&mut self.annotations, &key.key);
+            if key.kind == keys::NodeKeyKind::AnnotationAndLabel {
+                remove_entry(&mut self.labels, &key.key);
+            }
+        }
     }
 
     pub(super) fn set_annotation(&mut self, key: String, value: String) {
@@ -343,6 +353,17 @@ impl<'s> NodeWork<'s> {
             &keys::SKYHOOK.drain_failed_annotation(skyhook),
             now,
         );
+    }
+
+    /// Cordons the node when the runtime-required taint is removed from it, marked with the
+    /// runtime-required cordon annotation so that no Skyhook's release uncordons it.
+    pub(super) fn cordon_runtime_required(&mut self) {
+        set_entry(
+            &mut self.annotations,
+            keys::SKYHOOK.runtime_required_cordon_annotation,
+            "true",
+        );
+        self.unschedulable = true;
     }
 
     /// Releases `skyhook`'s cordon; the node becomes schedulable only when nothing else holds
@@ -557,10 +578,14 @@ fn diff(old: &PackedMap, new: &PackedMap) -> BTreeMap<String, Option<String>> {
 }
 
 /// Whether some cordon other than a foreign one holds the node: a Skyhook's `cordon_*`
-/// annotation. The one place that says which annotations keep a node cordoned, so that a
-/// runtime-required cordon (upstream v0.19's node-scoped `runtimeRequiredCordon`) is added here.
+/// annotation, or the runtime-required cordon (upstream v0.19's node-scoped
+/// `runtimeRequiredCordon`, set when the runtime-required taint was removed for a Skyhook with
+/// `runtimeRequiredCordonAfter`). The one place that says which annotations keep a node
+/// cordoned: a release uncordons only when none is left, and a cordoned node with none of them
+/// is someone else's.
 pub(super) fn cordon_held(annotations: &PackedMap) -> bool {
-    annotations
-        .keys()
-        .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix))
+    annotations.keys().any(|k| {
+        k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
+            || k == keys::SKYHOOK.runtime_required_cordon_annotation
+    })
 }

@@ -271,7 +271,7 @@ fn spec_changes<'s>(
     outcome: &mut Outcome,
 ) {
     let skyhook = pass.skyhook;
-    track_reboots(context, workset, pass.name(), &pass.matched, status);
+    track_reboots(context, workset, pass, status);
     // A removed package's queued config keys mean nothing any more.
     let packages = &skyhook.spec.packages;
     status

@@ -41,6 +41,8 @@ pub(super) struct Workset<'s> {
     pub(super) draining: BTreeSet<(String, String)>,
     /// The init containers each package's pods must run, for validating pods.
     pub(super) expected_containers: ExpectedContainers,
+    /// Nodes this plan auto-taints: no Skyhook works on them until the taint landed.
+    pub(super) awaiting_taint: BTreeSet<String>,
 }
 
 impl<'s> Workset<'s> {
@@ -57,6 +59,7 @@ impl<'s> Workset<'s> {
             metadata_due: BTreeSet::new(),
             draining: BTreeSet::new(),
             expected_containers: ExpectedContainers::default(),
+            awaiting_taint: BTreeSet::new(),
         }
     }
 

@@ -18,6 +18,7 @@ mod node_state_conditions;
 mod pod_slots;
 mod policy;
 mod reboots;
+mod runtime_required;
 mod scenarios;
 mod sim;
 mod stage_durations;
