@@ -137,6 +137,8 @@ pub(super) fn ready_for_interrupt<'s>(
                 workset.emit(target, event_kinds::DRAIN_BLOCKED, report);
             }
             OnDrainTimeout::Erroring => {
+                // Also our condition (and `skyhook_drain_blocked`): a drain past its timeout.
+                run.drain_blocked = Some(report.clone());
                 time_out_drain(workset, name, node, drain_for, timeout, &report);
                 return Readiness::Failed;
             }

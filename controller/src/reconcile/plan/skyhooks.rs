@@ -489,6 +489,14 @@ fn run_batch<'s>(
         }
     }
     announce_non_interrupt_hold(workset, pass, &outcome.non_interrupt_holds);
+    // A node skipped for its unreadable node state keeps its last blockers (upstream v0.20).
+    let blocked_key = keys::SKYHOOK.drain_blocked_annotation(pass.name());
+    for node in &pass.malformed {
+        let last = node.annotations.get(&blocked_key);
+        if let Some(pods) = last.and_then(|json| serde_json::from_str(json).ok()) {
+            outcome.drain_blockers.insert(node.name.clone(), pods);
+        }
+    }
     if let Some(budget) = context.config.fleet_budget
         && !fleet_waiting.is_empty()
     {

@@ -247,6 +247,11 @@ fn a_timeout_turns_the_node_erroring_and_keeps_it_cordoned() {
         timed_out[0].message
     );
     assert!(planned.evictions.is_empty());
+    assert_eq!(
+        condition(&sim, keys::SKYHOOK.condition_drain_blocked).map(|c| c.0),
+        Some("True".to_owned()),
+        "our timeout report (and its metric) covers drainConfig's timeout too"
+    );
 }
 
 #[test]
@@ -359,4 +364,25 @@ fn non_interrupt_pods_hold_the_node_with_a_blocked_condition_announced_once() {
     sim.snapshot.workload_pods.insert("worker".into(), vec![]);
     sim.step();
     assert_eq!(condition(&sim, keys::CONDITION_BLOCKED), None);
+}
+
+#[test]
+fn a_node_with_malformed_node_state_keeps_its_last_blockers() {
+    let mut broken = node("worker", 0);
+    broken
+        .annotations
+        .insert(keys::SKYHOOK.node_state_annotation(SKYHOOK), "{not json");
+    broken.annotations.insert(
+        keys::SKYHOOK.drain_blocked_annotation(SKYHOOK),
+        r#"[{"namespace":"default","name":"lonely","reason":"UnmanagedPod"}]"#,
+    );
+    let mut sim = Sim::new(vec![broken], vec![with_drain_config("{force: false}")]);
+    sim.step();
+    let (status, reason, message) =
+        condition(&sim, keys::CONDITION_DRAIN_BLOCKED).expect("DrainBlocked kept");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "UnmanagedPod"));
+    assert!(
+        message.contains("default/lonely on worker: UnmanagedPod"),
+        "{message}"
+    );
 }
