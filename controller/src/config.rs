@@ -22,7 +22,8 @@ use clap::Parser;
 use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::budget::{FleetBudget, FleetBudgetError};
 use skyhook_api::image::ImageRef;
-use skyhook_api::runtime_required::parse_taint;
+use skyhook_api::keys;
+use skyhook_api::runtime_required::{parse_taint, runtime_required_taint_key_problem};
 use skyhook_api::selector::{validate_dns_label, validate_dns_subdomain};
 use skyhook_api::uninstall::UninstallMode;
 
@@ -707,9 +708,25 @@ impl Checker {
         }
     }
 
+    /// The runtime-required taint; refused, as upstream refuses to start, when its key cannot
+    /// name the node annotation `autoTaint_<key>`.
     fn runtime_required_taint(&mut self, raw: &str) -> Option<Taint> {
         match parse_taint(raw) {
-            Ok(taint) => Some(taint),
+            Ok(taint) => match runtime_required_taint_key_problem(&taint.key) {
+                None => Some(taint),
+                Some(problem) => {
+                    self.fail(
+                        "RUNTIME_REQUIRED_TAINT",
+                        "runtime-required-taint",
+                        format!("is {raw:?}: {problem}"),
+                        format!(
+                            "or unset it for the default {}",
+                            keys::SKYHOOK.default_runtime_required_taint
+                        ),
+                    );
+                    None
+                }
+            },
             Err(error) => {
                 self.fail(
                     "RUNTIME_REQUIRED_TAINT",
@@ -1008,7 +1025,7 @@ mod tests {
             "--image-pull-secret=node-init-secret",
             "--copy-dir-root=/opt/skyhook/",
             "--reapply-on-reboot",
-            "--runtime-required-taint=example.com/ready:NoExecute",
+            "--runtime-required-taint=ready:NoExecute",
             "--pause-image=localhost:5000/pause:3.9",
             "--agent-image=ghcr.io/nvidia/skyhook/agent:6.4.1",
             "--agent-log-root=/var/log/sky",
@@ -1040,7 +1057,7 @@ mod tests {
         assert_eq!(
             config.pods.runtime_required_taint,
             Taint {
-                key: "example.com/ready".into(),
+                key: "ready".into(),
                 value: None,
                 effect: "NoExecute".into(),
                 time_added: None,
@@ -1116,6 +1133,16 @@ mod tests {
                 "--runtime-required-taint=a=b",
                 "RUNTIME_REQUIRED_TAINT",
                 "Effect' part is missing",
+            ),
+            (
+                "--runtime-required-taint=example.com/gpu=x:NoSchedule",
+                "RUNTIME_REQUIRED_TAINT",
+                "DNS prefix",
+            ),
+            (
+                "--runtime-required-taint=kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk=x:NoSchedule",
+                "RUNTIME_REQUIRED_TAINT",
+                "more than 53",
             ),
             (
                 "--pause-image=registry.k8s.io/pause",

@@ -1,77 +1,83 @@
-//! Draining a node before an interrupt (spec §2.7 "Drain rules"), the `podNonInterruptLabels`
-//! gate, and the report of what blocks a drain that outlives its timeout.
+//! Draining a node before an interrupt (upstream v0.20's drain, §2.6), the
+//! `podNonInterruptLabels` gate, and the report of what blocks a drain.
 //!
 //! Contract: all functions are pure over the pods on one node (and the cluster's
-//! PodDisruptionBudgets for the report). Evictions go through the Eviction API, so budgets are
-//! honoured by the API server; these functions only decide which pods must leave and explain why
-//! a drain is stuck.
+//! PodDisruptionBudgets for the report). The settings come from
+//! [`skyhook_api::drain::effective_drain`]; these functions only decide which pods must leave,
+//! how, and explain why a drain is stuck.
 //!
-//! A pod must leave ([`disposition`]) when it is Running or Pending and none of these hold:
-//! * it tolerates the cordon (`node.kubernetes.io/unschedulable`, or a key-less `Exists`
-//!   toleration), so it would come straight back;
-//! * a DaemonSet owns it and `spec.drain.ignoreDaemonSets` is not false. Upstream exempted
-//!   DaemonSet pods only when they had more than one owner (a slip); any DaemonSet owner
-//!   exempts here, as in `kubectl drain`, since the DaemonSet controller would recreate the pod
-//!   on the node anyway;
-//! * it is in `kube-system`;
-//! * it is a mirror pod (a static pod; the Eviction API cannot remove it);
-//! * it is one of Skyhook's own pods (label `skyhook.nvidia.com/name`);
-//! * it matches `spec.drain.podSelector`.
-//!
-//! A pod that must leave is evicted unless `spec.drain` forbids it ([`Held`]): a DaemonSet pod
-//! with `ignoreDaemonSets: false`, a pod no controller owns with `force: false`, a pod with an
-//! `emptyDir` volume with `deleteEmptyDirData: false`. Such a pod blocks the drain, as
-//! `kubectl drain` refuses without the matching flag. A pod being deleted still counts until it
-//! is gone, but is not evicted again.
+//! [`disposition`] follows upstream's order, first match wins:
+//! 1. phase not Running or Pending: stays;
+//! 2. one of Skyhook's own pods (labels `name` and `package`, in the controller's namespace
+//!    when known): stays;
+//! 3. it tolerates the cordon (`node.kubernetes.io/unschedulable:NoSchedule`, by the
+//!    Kubernetes toleration rules): stays, it would come straight back;
+//! 4. its controller is a DaemonSet and `ignoreDaemonSets` (default): stays. With
+//!    `drainConfig.ignoreDaemonSets: false` it is removed like any pod; with the deprecated
+//!    `spec.drain.ignoreDaemonSets: false` it blocks the drain, as before;
+//! 5. namespace `kube-system`: stays; 6. a mirror (static) pod: stays; (ours) it matches
+//!    `podSelector`: stays;
+//! 7. being deleted: the drain waits until it is gone;
+//! 8. no controller owns it and `force: false`: it blocks (`UnmanagedPod`);
+//! 9. it has an `emptyDir` volume and `deleteEmptyDirData: false`: it blocks (`EmptyDirData`);
+//! 10. it is deleted (`disableEviction`) or evicted.
+
+pub mod refusals;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use skyhook_api::drain::{DaemonSetPods, EffectiveDrain};
 use skyhook_api::keys;
 use skyhook_api::selector::{self, Selector, SelectorProblem};
-use skyhook_api::toleration::UNSCHEDULABLE_TAINT_KEY;
-use skyhook_api::v1alpha1::DrainSpec;
+use skyhook_api::toleration::{UNSCHEDULABLE_TAINT_KEY, tolerates};
 
 /// Annotation the kubelet puts on the API mirror of a static pod.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// How many blocking pods a report names before summarising the rest.
 pub const MAX_REPORTED_PODS: usize = 10;
 
-/// How one Skyhook's `spec.drain` sorts the pods on a node. The default is upstream's drain.
+/// How one Skyhook's effective drain settings sort the pods on a node. The default is
+/// upstream's drain.
 #[derive(Debug, Clone)]
 pub struct DrainRules {
-    /// DaemonSet pods stay and do not block (`ignoreDaemonSets`, default true).
-    pub ignore_daemon_sets: bool,
-    /// Pods no controller owns are evicted (`force`; absent: true, as upstream).
+    /// What happens to DaemonSet pods.
+    pub daemon_sets: DaemonSetPods,
+    /// Pods no controller owns are removed (`force`).
     pub evict_unowned: bool,
-    /// Pods with `emptyDir` volumes are evicted (`deleteEmptyDirData`; absent: true).
+    /// Pods with `emptyDir` volumes are removed (`deleteEmptyDirData`).
     pub evict_empty_dir: bool,
     /// Pods matching this stay and do not block (`podSelector`).
     pub skip: Option<Selector>,
+    /// The controller's namespace: Skyhook's own pods are recognised there only. `None`: in
+    /// any namespace.
+    pub own_namespace: Option<String>,
 }
 
 impl Default for DrainRules {
     fn default() -> Self {
         DrainRules {
-            ignore_daemon_sets: true,
+            daemon_sets: DaemonSetPods::Ignore,
             evict_unowned: true,
             evict_empty_dir: true,
             skip: None,
+            own_namespace: None,
         }
     }
 }
 
 impl DrainRules {
-    /// The rules of `spec.drain`. An absent or empty `podSelector` skips no pod; one that does
-    /// not parse is an error rather than "nothing", so that a typo never evicts a pod the
-    /// selector meant to keep.
-    pub fn of(spec: Option<&DrainSpec>) -> Result<DrainRules, Vec<SelectorProblem>> {
-        let Some(spec) = spec else {
-            return Ok(DrainRules::default());
-        };
-        let skip = match spec
+    /// The rules of the effective drain settings. An absent or empty `podSelector` skips no
+    /// pod; one that does not parse is an error rather than "nothing", so that a typo never
+    /// evicts a pod the selector meant to keep.
+    pub fn of(
+        effective: &EffectiveDrain,
+        own_namespace: Option<&str>,
+    ) -> Result<DrainRules, Vec<SelectorProblem>> {
+        let skip = match effective
             .pod_selector
             .as_ref()
             .filter(|s| !selector::is_empty(s))
@@ -80,10 +86,11 @@ impl DrainRules {
             None => None,
         };
         Ok(DrainRules {
-            ignore_daemon_sets: spec.ignore_daemon_sets.unwrap_or(true),
-            evict_unowned: spec.force.unwrap_or(true),
-            evict_empty_dir: spec.delete_empty_dir_data.unwrap_or(true),
+            daemon_sets: effective.daemon_sets,
+            evict_unowned: effective.force,
+            evict_empty_dir: effective.delete_empty_dir_data,
             skip,
+            own_namespace: own_namespace.map(str::to_owned),
         })
     }
 }
@@ -105,13 +112,13 @@ impl Held {
     pub fn explain(self) -> &'static str {
         match self {
             Held::DaemonSet => {
-                "owned by a DaemonSet; set spec.drain.ignoreDaemonSets: true to leave it in place"
+                "owned by a DaemonSet; set ignoreDaemonSets: true to leave it in place"
             }
             Held::Unowned => {
-                "owned by no controller; set spec.drain.force: true to evict it or delete it yourself"
+                "owned by no controller; set drainConfig.force: true to evict it or delete it yourself"
             }
             Held::EmptyDir => {
-                "uses emptyDir data; set spec.drain.deleteEmptyDirData: true to evict it"
+                "uses emptyDir data; set drainConfig.deleteEmptyDirData: true to evict it"
             }
         }
     }
@@ -162,52 +169,63 @@ pub fn drain<'a>(pods_on_node: &'a [Pod], rules: &DrainRules) -> Drain<'a> {
     drain
 }
 
-/// What a drain under `rules` does with `pod`. See the module documentation.
+/// What a drain under `rules` does with `pod`. See the module documentation for the order.
 pub fn disposition(pod: &Pod, rules: &DrainRules) -> Disposition {
-    let active = matches!(phase(pod), Some("Running" | "Pending"));
-    let system = pod.metadata.namespace.as_deref() == Some("kube-system");
-    let mirror = has_annotation(pod, MIRROR_POD_ANNOTATION);
+    if !matches!(phase(pod), Some("Running" | "Pending")) {
+        return Disposition::Stays;
+    }
     let empty = BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-    let ours = labels.contains_key(keys::SKYHOOK.name_label);
-    let skipped = rules.skip.as_ref().is_some_and(|s| s.matches(labels));
-    if !active || system || mirror || ours || skipped {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let ours = labels.contains_key(keys::SKYHOOK.name_label)
+        && labels.contains_key(keys::SKYHOOK.package_label)
+        && rules
+            .own_namespace
+            .as_deref()
+            .is_none_or(|own| own == namespace);
+    if ours || tolerates_cordon(pod) {
         return Disposition::Stays;
     }
     let owners = pod.metadata.owner_references.as_deref().unwrap_or_default();
-    let daemon_set = owners.iter().any(|owner| owner.kind == "DaemonSet");
-    let held = if daemon_set {
-        if rules.ignore_daemon_sets {
-            return Disposition::Stays;
+    let controller = owners.iter().find(|owner| owner.controller == Some(true));
+    let daemon_set = controller.is_some_and(|owner| owner.kind == "DaemonSet");
+    let mut held = None;
+    if daemon_set {
+        match rules.daemon_sets {
+            DaemonSetPods::Ignore => return Disposition::Stays,
+            DaemonSetPods::Block => held = Some(Held::DaemonSet),
+            DaemonSetPods::Remove => {}
         }
-        Some(Held::DaemonSet)
-    } else if tolerates_cordon(pod) {
-        return Disposition::Stays;
-    } else if !rules.evict_unowned && !owners.iter().any(|o| o.controller == Some(true)) {
-        Some(Held::Unowned)
-    } else if !rules.evict_empty_dir && has_empty_dir(pod) {
-        Some(Held::EmptyDir)
-    } else {
-        None
-    };
-    match (pod.metadata.deletion_timestamp.is_some(), held) {
-        (true, _) => Disposition::Leaving,
-        (false, Some(why)) => Disposition::Held(why),
-        (false, None) => Disposition::Evict,
     }
+    let mirror = has_annotation(pod, MIRROR_POD_ANNOTATION);
+    let skipped = rules.skip.as_ref().is_some_and(|s| s.matches(labels));
+    if namespace == "kube-system" || mirror || skipped {
+        return Disposition::Stays;
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Disposition::Leaving;
+    }
+    if held.is_none() && !rules.evict_unowned && controller.is_none() {
+        held = Some(Held::Unowned);
+    }
+    if held.is_none() && !rules.evict_empty_dir && has_empty_dir(pod) {
+        held = Some(Held::EmptyDir);
+    }
+    held.map_or(Disposition::Evict, Disposition::Held)
 }
 
+/// Whether the pod tolerates the cordon's `node.kubernetes.io/unschedulable:NoSchedule` taint
+/// by the Kubernetes rules.
 fn tolerates_cordon(pod: &Pod) -> bool {
+    let taint = Taint {
+        key: UNSCHEDULABLE_TAINT_KEY.to_owned(),
+        effect: "NoSchedule".to_owned(),
+        ..Taint::default()
+    };
     pod.spec
         .as_ref()
         .and_then(|spec| spec.tolerations.as_ref())
-        .is_some_and(|tolerations| {
-            tolerations.iter().any(|toleration| {
-                let key = toleration.key.as_deref().unwrap_or_default();
-                key == UNSCHEDULABLE_TAINT_KEY
-                    || (key.is_empty() && toleration.operator.as_deref() == Some("Exists"))
-            })
-        })
+        .is_some_and(|tolerations| tolerations.iter().any(|t| tolerates(t, &taint)))
 }
 
 fn has_empty_dir(pod: &Pod) -> bool {

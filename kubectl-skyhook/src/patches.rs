@@ -286,12 +286,20 @@ fn batch_reset_patch(skyhook: &Skyhook) -> Option<(Patch, usize)> {
 /// The node merge patch of `reset`: removes every per-Skyhook annotation and label of
 /// [`keys::Keys::per_skyhook_node_keys`] (upstream's `nodeState_`, `status_`, `cordon_`, `version_`,
 /// and our `cordonedAt_`, whose stale drain start would otherwise make the next drain of the
-/// node report DrainBlocked at once, and `drainFail_`, the mark of a drain given up with
-/// `onTimeout: fail`). Removing `cordon_` does not uncordon, as upstream's reset.
-fn reset_node_patch(skyhook: &str) -> Value {
+/// node report DrainBlocked at once, `drainFail_`, the mark of a drain given up with
+/// `onTimeout: fail`, and upstream's `drainStart_` and `drainBlocked_`, so that the next drain
+/// starts afresh). `cordon_` stays where `keep_cordon` (a node the Skyhook still selects: its
+/// re-run finds the node cordoned by it and releases the cordon when it completes, as
+/// upstream's reset does since its v0.5.0 plugin). Removing `cordon_` does not uncordon, as
+/// upstream's reset.
+fn reset_node_patch(skyhook: &str, keep_cordon: bool) -> Value {
     let mut annotations = Map::new();
     let mut labels = Map::new();
+    let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
     for key in keys::SKYHOOK.per_skyhook_node_keys(skyhook) {
+        if keep_cordon && key.key == cordon {
+            continue;
+        }
         match key.kind {
             keys::NodeKeyKind::Annotation => {
                 annotations.insert(key.key, Value::Null);
@@ -337,12 +345,20 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
         })
         .collect();
     nodes.sort_unstable();
+    // The nodes the Skyhook still selects keep its cordon: its re-run releases it.
+    let selector = skyhook.spec.target_selector();
+    let selected = |node: &str| {
+        (cluster.nodes.iter())
+            .find(|n| name_of(&n.metadata) == node)
+            .is_some_and(|n| selector.matches(cluster::labels(n)))
+    };
     // Removing cordon_<skyhook> does not uncordon: say so, or the node looks forgotten.
     let mut still_cordoned: Vec<&str> = cluster
         .nodes
         .iter()
         .filter(|node| cluster::annotations(node).contains_key(&state_key))
         .filter(|node| cluster::unschedulable(node))
+        .filter(|node| !selector.matches(cluster::labels(node)))
         .filter(|node| {
             cluster::annotations(node)
                 .get(&keys::SKYHOOK.cordon_annotation(name))
@@ -367,7 +383,7 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
             .push(format!("  - {node} ({packages} packages)"));
         change.patches.push(Patch {
             target: Target::Node((*node).to_owned()),
-            body: reset_node_patch(name),
+            body: reset_node_patch(name, selected(node)),
             description: format!("remove the node state of Skyhook {name:?} from node {node:?}"),
         });
     }
@@ -376,6 +392,15 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
             .done
             .push(format!("Skyhook {name:?} reset on {} node(s)", nodes.len()));
     }
+    let cordon_key = keys::SKYHOOK.cordon_annotation(name);
+    let kept_cordons = (cluster.nodes.iter())
+        .filter(|node| nodes.iter().any(|(n, _)| *n == name_of(&node.metadata)))
+        .filter(|node| selector.matches(cluster::labels(node)))
+        .filter(|node| cluster::annotations(node).contains_key(&cordon_key))
+        .map(|node| name_of(&node.metadata));
+    change.done.extend(kept_cordons.map(|node| {
+        format!("Node {node:?} keeps the cordon of Skyhook {name:?}: its next run releases it")
+    }));
     change.done.extend(still_cordoned.iter().map(|node| {
         format!(
             "Node {node:?} stays cordoned: `kubectl uncordon {node}` makes it schedulable again"

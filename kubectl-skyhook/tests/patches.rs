@@ -167,10 +167,11 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
             "annotations": {
                 "skyhook.nvidia.com/nodeState_demo": null,
                 "skyhook.nvidia.com/status_demo": null,
-                "skyhook.nvidia.com/cordon_demo": null,
                 "skyhook.nvidia.com/version_demo": null,
                 "skyhook.nvidia.com/cordonedAt_demo": null,
                 "skyhook.nvidia.com/drainFail_demo": null,
+                "skyhook.nvidia.com/drainStart_demo": null,
+                "skyhook.nvidia.com/drainBlocked_demo": null,
                 "skyhook.nvidia.com/bootId_demo": null,
                 "skyhook.nvidia.com/pickedAt_demo": null,
                 "skyhook.nvidia.com/stageTimes_demo": null,
@@ -201,9 +202,24 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
         change.done,
         [
             "Skyhook \"demo\" reset on 4 node(s)",
-            "Node \"node-b\" stays cordoned: `kubectl uncordon node-b` makes it schedulable again",
+            "Node \"node-b\" keeps the cordon of Skyhook \"demo\": its next run releases it",
             "Batch state of Skyhook \"demo\" reset"
         ]
+    );
+
+    // node-f is no longer selected: no re-run will release a cordon there.
+    assert_eq!(
+        change.patches[3].body["metadata"]["annotations"]["skyhook.nvidia.com/cordon_demo"],
+        Value::Null
+    );
+    assert!(
+        (change.patches[3].body["metadata"]["annotations"].as_object())
+            .is_some_and(|a| a.contains_key("skyhook.nvidia.com/cordon_demo"))
+    );
+    assert!(
+        !(change.patches[1].body["metadata"]["annotations"].as_object())
+            .is_some_and(|a| a.contains_key("skyhook.nvidia.com/cordon_demo")),
+        "node-b, still selected, keeps its cordon"
     );
 
     let skip = patches::reset(&cluster, demo, true);
@@ -217,11 +233,13 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
 
 /// Which node keys `reset` removes: upstream's (spec §4) plus our `cordonedAt_`, so that the
 /// next drain does not start from a stale time; node conditions are not metadata and stay.
+/// On node-f, which the Skyhook no longer selects, its cordon annotation goes too.
 #[test]
 fn reset_removes_upstreams_node_keys_and_the_drain_start() {
     let cluster = common::cluster();
     let change = patches::reset(&cluster, cluster.skyhook("demo").unwrap(), true);
-    let body = &change.patches[0].body["metadata"];
+    assert_eq!(change.patches[3].target, Target::Node("node-f".into()));
+    let body = &change.patches[3].body["metadata"];
     let removed = |section: &str, key: &str| body[section].get(key) == Some(&Value::Null);
     for (key, annotation, label) in [
         ("skyhook.nvidia.com/nodeState_demo", true, false),
@@ -230,6 +248,8 @@ fn reset_removes_upstreams_node_keys_and_the_drain_start() {
         ("skyhook.nvidia.com/version_demo", true, false),
         ("skyhook.nvidia.com/autoTaint_demo", true, false),
         ("skyhook.nvidia.com/cordonedAt_demo", true, false),
+        ("skyhook.nvidia.com/drainStart_demo", true, false),
+        ("skyhook.nvidia.com/drainBlocked_demo", true, false),
         ("skyhook.nvidia.com/demo/NotReady", false, false),
         ("skyhook.nvidia.com/demo/Erroring", false, false),
         ("skyhook.nvidia.com/nodeState_other", false, false),

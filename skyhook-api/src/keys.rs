@@ -23,6 +23,8 @@ pub struct Keys {
     pub cordon_annotation_prefix: &'static str,
     /// Prefix of [`Keys::cordoned_at_annotation`], to find every Skyhook's drain start.
     pub cordoned_at_prefix: &'static str,
+    /// Prefix of [`Keys::drain_start_annotation`], to find every node being drained.
+    pub drain_start_prefix: &'static str,
     /// Node label `"true"` set by an administrator: the node is `blocked` for every Skyhook.
     pub ignore_label: &'static str,
     /// Label (and annotation) on package pods, interrupt pods and package ConfigMaps: the
@@ -77,11 +79,18 @@ pub struct Keys {
     /// batch because their DeploymentPolicy's health gate is closed; the message names, per
     /// compartment, the node that holds it. Removed once no compartment is held by the gate.
     pub condition_health_gate_held: &'static str,
-    /// Condition naming the pods and budgets that block a drain past its timeout.
+    /// Deprecated prefixed mirror of [`CONDITION_DRAIN_BLOCKED`], identical to it: ours before
+    /// upstream v0.20 named the condition.
     pub condition_drain_blocked: &'static str,
     /// Condition set while the spec breaks the validation rules (the webhook was bypassed or
     /// is older); nothing of that Skyhook runs until it is fixed.
     pub condition_spec_invalid: &'static str,
+    /// Node annotation `"true"` (node-scoped, no `_<skyhook>`): the node was cordoned when the
+    /// runtime-required taint was removed, for a Skyhook setting `runtimeRequiredCordonAfter`.
+    /// While it is there no Skyhook's release uncordons the node; an external actor releases
+    /// it by removing the annotation and setting `unschedulable: false` in one patch, and the
+    /// controller removes it from a node found schedulable.
+    pub runtime_required_cordon_annotation: &'static str,
     /// The runtime-required taint the operator applies and removes unless configured otherwise
     /// (`RUNTIME_REQUIRED_TAINT`, chart value `runtimeRequiredTaint`), as `key=value:Effect`.
     pub default_runtime_required_taint: &'static str,
@@ -117,6 +126,7 @@ macro_rules! group_keys {
             finalizer: concat!($group, "/skyhook"),
             cordon_annotation_prefix: concat!($group, "/cordon_"),
             cordoned_at_prefix: concat!($group, "/cordonedAt_"),
+            drain_start_prefix: concat!($group, "/drainStart_"),
             ignore_label: concat!($group, "/ignore"),
             name_label: concat!($group, "/name"),
             package_label: concat!($group, "/package"),
@@ -139,6 +149,7 @@ macro_rules! group_keys {
             condition_health_gate_held: concat!($group, "/HealthGateHeld"),
             condition_drain_blocked: concat!($group, "/DrainBlocked"),
             condition_spec_invalid: concat!($group, "/SpecInvalid"),
+            runtime_required_cordon_annotation: concat!($group, "/runtimeRequiredCordon"),
             default_runtime_required_taint: concat!($group, "=runtime-required:NoSchedule"),
             stage_label: concat!($group, "/stage"),
             node_label: concat!($group, "/node"),
@@ -194,6 +205,20 @@ impl Keys {
     /// ([`crate::budget::slot_hold`]); the next cordon of the Skyhook removes it. Ours.
     pub fn drain_failed_annotation(&self, skyhook: &str) -> String {
         self.per_skyhook("drainFail", skyhook)
+    }
+
+    /// Node annotation (RFC 3339 with nanoseconds): when the drain of Skyhook `skyhook` on the
+    /// node started, the first pass that found the node not drained; `drainConfig.timeout` is
+    /// measured from it. Removed once the node is drained. Upstream v0.18.
+    pub fn drain_start_annotation(&self, skyhook: &str) -> String {
+        format!("{}{skyhook}", self.drain_start_prefix)
+    }
+
+    /// Node annotation (JSON array of `{namespace, name, reason, detail?}`, see
+    /// [`crate::drain::BlockedPod`]): the pods that keep Skyhook `skyhook`'s drain of the node
+    /// from progressing. Removed once none does. Upstream v0.20.
+    pub fn drain_blocked_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("drainBlocked", skyhook)
     }
 
     /// Node annotation (JSON, see [`crate::transition::TransitionTimes`]): when each entry of
@@ -273,7 +298,7 @@ impl Keys {
     /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length
     /// of a Skyhook name ([`Keys::max_skyhook_name_len`]). A new per-Skyhook key must be added
     /// here.
-    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 11] {
+    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 13] {
         let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
         [
             key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -294,6 +319,85 @@ impl Keys {
                 self.drain_failed_annotation(skyhook),
                 NodeKeyKind::Annotation,
             ),
+            key(
+                self.drain_start_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_blocked_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_boot_id_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_picked_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.stage_times_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.node_not_ready_condition(skyhook),
+                NodeKeyKind::ConditionType,
+            ),
+            key(
+                self.node_erroring_condition(skyhook),
+                NodeKeyKind::ConditionType,
+            ),
+        ]
+    }
+
+    /// The per-Skyhook node keys a reboot reset (`REAPPLY_ON_REBOOT`) removes, so that every
+    /// package of Skyhook `skyhook` runs again on the rebooted node: its node state, status
+    /// (annotation and label), operator version, drain starts (upstream's `drainStart_` and our
+    /// `cordonedAt_`), drain blockers and drain-failure mark, as upstream's reset removes
+    /// `nodeState_`, `status_`, `version_` and `drainStart_`: the re-run drains afresh. Every
+    /// key of [`Keys::per_skyhook_node_keys`] is either here or in
+    /// [`Keys::reboot_reset_keeps`].
+    pub fn reboot_reset_node_keys(&self, skyhook: &str) -> [NodeKey; 7] {
+        let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
+        [
+            key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
+            key(
+                self.node_status_key(skyhook),
+                NodeKeyKind::AnnotationAndLabel,
+            ),
+            key(
+                self.node_version_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.cordoned_at_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_failed_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_start_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+            key(
+                self.drain_blocked_annotation(skyhook),
+                NodeKeyKind::Annotation,
+            ),
+        ]
+    }
+
+    /// The per-Skyhook node keys a reboot reset keeps: the cordon (upstream v0.20 keeps
+    /// `cordon_<skyhook>` so that the re-run, which finds the node already cordoned by it,
+    /// releases the cordon when it completes); the boot ID just seen (a reboot is detected
+    /// against it); when the node was picked (it keeps its batch slot, as upstream's
+    /// `nodePriority` survives the reset); the stage times (rewritten from the reset node state
+    /// in the same pass); and the node conditions (recomputed in the same pass).
+    pub fn reboot_reset_keeps(&self, skyhook: &str) -> [NodeKey; 6] {
+        let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
+        [
+            key(self.cordon_annotation(skyhook), NodeKeyKind::Annotation),
             key(
                 self.node_boot_id_annotation(skyhook),
                 NodeKeyKind::Annotation,
@@ -488,6 +592,23 @@ pub const MAINTENANCE_WINDOW_CLOSED_REASON: &str = "MaintenanceWindowClosed";
 /// Reason of [`Keys::condition_health_gate_held`].
 pub const HEALTH_GATE_HELD_REASON: &str = "NodeNotSettled";
 
+/// Condition (upstream v0.20): True while some selected node's drain cannot progress; the
+/// reason is one of the `DRAIN_BLOCKED_*` reasons, the message
+/// [`crate::drain::drain_blocked_message`]. Removed once no drain is blocked.
+pub const CONDITION_DRAIN_BLOCKED: &str = "DrainBlocked";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: a PodDisruptionBudget refuses an eviction.
+pub const DRAIN_BLOCKED_PDB_REASON: &str = "PodDisruptionBudget";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: a pod no controller owns, with `drainConfig.force: false`.
+pub const DRAIN_BLOCKED_UNMANAGED_REASON: &str = "UnmanagedPod";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: a pod with `emptyDir` data, with
+/// `drainConfig.deleteEmptyDirData: false`.
+pub const DRAIN_BLOCKED_EMPTY_DIR_REASON: &str = "EmptyDirData";
+/// [`CONDITION_DRAIN_BLOCKED`] reason: blockers of more than one kind.
+pub const DRAIN_BLOCKED_MULTIPLE_REASON: &str = "MultipleCauses";
+/// Reason of [`CONDITION_BLOCKED`] while pods matching `podNonInterruptLabels` hold nodes
+/// (upstream v0.20).
+pub const NON_INTERRUPT_PODS_RUNNING_REASON: &str = "NonInterruptPodsRunning";
+
 // ---- Explicit uninstall and deletion conditions (bare types only, upstream §2.9) ----------
 
 /// Condition: True while some node has a spec package in its uninstall cycle (`uninstall` or
@@ -533,6 +654,30 @@ pub const LEGACY_POLICY_NAME: &str = "legacy";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every per-Skyhook node key is classified for the reboot reset, exactly once: a new key
+    /// must say whether a reboot removes it.
+    #[test]
+    fn reboot_reset_classifies_every_node_key() {
+        let all: Vec<NodeKey> = SKYHOOK.per_skyhook_node_keys("demo").to_vec();
+        let removed = SKYHOOK.reboot_reset_node_keys("demo");
+        let kept = SKYHOOK.reboot_reset_keeps("demo");
+        let classified: Vec<&NodeKey> = removed.iter().chain(kept.iter()).collect();
+        assert_eq!(
+            classified.len(),
+            all.len(),
+            "no key classified that is not a node key"
+        );
+        for key in &all {
+            let times = classified.iter().filter(|c| **c == key).count();
+            assert_eq!(times, 1, "{key:?} is classified {times} times");
+        }
+        assert!(
+            kept.iter()
+                .any(|k| k.key == "skyhook.nvidia.com/cordon_demo")
+        );
+        assert!(removed.iter().all(|k| k.kind != NodeKeyKind::ConditionType));
+    }
 
     #[test]
     fn node_keys_of_a_skyhook() {
@@ -648,11 +793,11 @@ mod tests {
         }
     }
 
-    /// `cordonedAt_` and `stageTimes_` (11 characters) are the longest name-part prefixes
-    /// today: 63 - 11 = 52.
+    /// `drainBlocked_` (13 characters) is the longest name-part prefix: 63 - 13 = 50, which
+    /// is upstream's limit since v0.20 for the same reason.
     #[test]
     fn the_name_limit_comes_from_the_longest_key() {
-        assert_eq!(SKYHOOK.max_skyhook_name_len(), 52);
+        assert_eq!(SKYHOOK.max_skyhook_name_len(), 50);
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod budget;
 pub mod conditions;
 pub mod crd;
 pub mod deletion;
+pub mod drain;
 pub mod duration;
 pub mod glob;
 pub mod graph;

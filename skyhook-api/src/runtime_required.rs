@@ -56,6 +56,14 @@ pub fn parse_taint(input: &str) -> Result<Taint, TaintParseError> {
     })
 }
 
+/// `taint` as `kubectl taint` writes it: `key=value:Effect`, or `key:Effect` without a value.
+pub fn taint_text(taint: &Taint) -> String {
+    match taint.value.as_deref().filter(|v| !v.is_empty()) {
+        Some(value) => format!("{}={value}:{}", taint.key, taint.effect),
+        None => format!("{}:{}", taint.key, taint.effect),
+    }
+}
+
 /// Whether `taints` holds `taint` (same key, value and effect).
 pub fn has_taint(taints: &[Taint], taint: &Taint) -> bool {
     taints.iter().any(|t| {
@@ -84,6 +92,8 @@ pub fn auto_taint_eligible(annotations: &dyn StringMap, taints: &[Taint], taint:
 pub struct RuntimeRequiredSkyhook<'a> {
     /// Neither disabled nor paused. A disabled or paused Skyhook counts as incomplete.
     pub active: bool,
+    /// `spec.runtimeRequiredCordonAfter`: removing the taint from its nodes cordons them.
+    pub cordon_after: bool,
     /// Every node it targets → whether it is complete there.
     pub nodes: BTreeMap<&'a str, bool>,
 }
@@ -97,6 +107,49 @@ pub fn runtime_taint_removable(node: &str, skyhooks: &[RuntimeRequiredSkyhook<'_
         .filter_map(|s| s.nodes.get(node).map(|complete| s.active && *complete))
         .peekable();
     targeting.peek().is_some() && targeting.all(|done| done)
+}
+
+/// Whether removing the runtime-required taint from `node` also cordons it (with the
+/// [`crate::keys::Keys::runtime_required_cordon_annotation`]), in the same patch: some
+/// runtime-required Skyhook targeting the node sets `runtimeRequiredCordonAfter`. Only asked for
+/// a node that carries the taint being removed: no taint, no cordon.
+pub fn cordon_after_removal(node: &str, skyhooks: &[RuntimeRequiredSkyhook<'_>]) -> bool {
+    skyhooks
+        .iter()
+        .any(|s| s.cordon_after && s.nodes.contains_key(node))
+}
+
+/// Whether a node's runtime-required cordon annotation is stale: the node carries it yet is
+/// schedulable (someone uncordoned it without removing the annotation), so it no longer holds
+/// anything and is removed.
+pub fn runtime_required_cordon_stale(annotations: &dyn StringMap, unschedulable: bool) -> bool {
+    !unschedulable && annotations.has(SKYHOOK.runtime_required_cordon_annotation)
+}
+
+/// The longest runtime-required taint key: the key names the node annotation
+/// `autoTaint_<key>`, whose name part may be 63 characters, and `autoTaint_` takes 10.
+pub const MAX_RUNTIME_REQUIRED_TAINT_KEY_LEN: usize = 53;
+
+/// Why the runtime-required taint key cannot be used, if it cannot: it names the node
+/// annotation [`crate::keys::Keys::auto_taint_annotation`], so it must not have a DNS prefix
+/// (`/`) and must be at most [`MAX_RUNTIME_REQUIRED_TAINT_KEY_LEN`] characters. The controller
+/// refuses to start with such a key.
+pub fn runtime_required_taint_key_problem(key: &str) -> Option<String> {
+    if key.contains('/') {
+        return Some(format!(
+            "the taint key {key:?} has a DNS prefix ('/'); it names the node annotation {}, which cannot hold a second '/': use a key without a prefix, e.g. {}",
+            SKYHOOK.auto_taint_annotation(key),
+            SKYHOOK.group
+        ));
+    }
+    if key.len() > MAX_RUNTIME_REQUIRED_TAINT_KEY_LEN {
+        return Some(format!(
+            "the taint key {key:?} is {} characters long, more than {MAX_RUNTIME_REQUIRED_TAINT_KEY_LEN}; it names the node annotation {}, whose name part may be at most 63: use a shorter key",
+            key.len(),
+            SKYHOOK.auto_taint_annotation(key),
+        ));
+    }
+    None
 }
 
 #[cfg(test)]
@@ -150,6 +203,16 @@ mod tests {
     }
 
     #[test]
+    fn taint_text_round_trips() {
+        for text in [
+            "skyhook.nvidia.com=runtime-required:NoSchedule",
+            "dedicated:NoExecute",
+        ] {
+            assert_eq!(taint_text(&parse_taint(text).unwrap()), text);
+        }
+    }
+
+    #[test]
     fn auto_taint_only_untouched_nodes() {
         let runtime = taint("skyhook.nvidia.com", Some("runtime-required"), "NoSchedule");
         let fresh = BTreeMap::new();
@@ -176,10 +239,12 @@ mod tests {
     fn removal_is_per_node() {
         let a = RuntimeRequiredSkyhook {
             active: true,
+            cordon_after: false,
             nodes: BTreeMap::from([("w1", true), ("w2", false)]),
         };
         let b = RuntimeRequiredSkyhook {
             active: true,
+            cordon_after: false,
             nodes: BTreeMap::from([("w1", true)]),
         };
         assert!(runtime_taint_removable("w1", &[a.clone(), b.clone()]));
@@ -193,6 +258,7 @@ mod tests {
         );
         let paused = RuntimeRequiredSkyhook {
             active: false,
+            cordon_after: false,
             nodes: BTreeMap::from([("w1", true)]),
         };
         assert!(
@@ -200,5 +266,88 @@ mod tests {
             "a paused Skyhook counts as incomplete"
         );
         assert!(!runtime_taint_removable("w1", &[]));
+    }
+
+    #[test]
+    fn cordon_after_removal_table() {
+        let rr = |cordon_after: bool, nodes: &[&'static str]| RuntimeRequiredSkyhook {
+            active: true,
+            cordon_after,
+            nodes: nodes.iter().map(|n| (*n, true)).collect(),
+        };
+        // (case, Skyhooks, node, cordoned)
+        let cases = [
+            (
+                "no Skyhook asks for it",
+                vec![rr(false, &["w1"])],
+                "w1",
+                false,
+            ),
+            (
+                "one targeting Skyhook asks",
+                vec![rr(false, &["w1"]), rr(true, &["w1"])],
+                "w1",
+                true,
+            ),
+            (
+                "the one asking targets another node",
+                vec![rr(false, &["w1"]), rr(true, &["w2"])],
+                "w1",
+                false,
+            ),
+            ("no Skyhook at all", vec![], "w1", false),
+        ];
+        for (case, skyhooks, node, cordoned) in cases {
+            assert_eq!(cordon_after_removal(node, &skyhooks), cordoned, "{case}");
+        }
+    }
+
+    #[test]
+    fn stale_runtime_required_cordon() {
+        let key = SKYHOOK.runtime_required_cordon_annotation;
+        let marked = BTreeMap::from([(key.to_owned(), "true".to_owned())]);
+        let unmarked = BTreeMap::new();
+        // (annotations, unschedulable, stale)
+        let cases = [
+            (&marked, true, false),
+            (&marked, false, true),
+            (&unmarked, false, false),
+            (&unmarked, true, false),
+        ];
+        for (annotations, unschedulable, stale) in cases {
+            assert_eq!(
+                runtime_required_cordon_stale(annotations, unschedulable),
+                stale,
+                "{annotations:?} unschedulable={unschedulable}"
+            );
+        }
+    }
+
+    #[test]
+    fn taint_key_problems() {
+        let long = "k".repeat(54);
+        let just = "k".repeat(53);
+        // (key, problem mentions)
+        let cases: [(&str, Option<&str>); 5] = [
+            ("skyhook.nvidia.com", None),
+            ("dedicated", None),
+            (&just, None),
+            ("example.com/gpu", Some("DNS prefix")),
+            (&long, Some("more than 53")),
+        ];
+        for (key, problem) in cases {
+            let found = runtime_required_taint_key_problem(key);
+            match problem {
+                None => assert_eq!(found, None, "{key}"),
+                Some(text) => assert!(
+                    found.as_deref().is_some_and(|f| f.contains(text)),
+                    "{key}: {found:?}"
+                ),
+            }
+        }
+        // The longest accepted key still names a valid annotation.
+        let annotation = SKYHOOK.auto_taint_annotation(&just);
+        let name_part = annotation.rsplit_once('/').map_or("", |(_, n)| n);
+        assert_eq!(name_part.len(), crate::keys::MAX_QUALIFIED_NAME_PART);
     }
 }

@@ -16,11 +16,15 @@ fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
-/// Every YAML document directly under `examples/` and `examples/rollout-gates/` (whose
-/// Skyhooks wait for windows and gates, so the devcluster examples test leaves them out), with
-/// its file name.
+/// Every YAML document directly under `examples/`, `examples/drain/` and
+/// `examples/rollout-gates/` (whose Skyhooks wait for windows and gates, so the devcluster
+/// examples test leaves them out), with its file name.
 fn example_documents() -> Vec<(String, Value)> {
-    let dirs = [examples_dir(), examples_dir().join("rollout-gates")];
+    let dirs = [
+        examples_dir(),
+        examples_dir().join("drain"),
+        examples_dir().join("rollout-gates"),
+    ];
     let mut paths: Vec<PathBuf> = dirs
         .iter()
         .flat_map(|dir| std::fs::read_dir(dir).unwrap())

@@ -147,6 +147,21 @@ fn skyhook_rejection_table() {
             "drain: {podSelector: {matchExpressions: [{key: app, operator: Near}]}}",
             &["spec.drain.podSelector.matchExpressions[0].operator"],
         ),
+        // drainConfig (upstream v0.18) and its two extensions.
+        ("drainConfig: {timeout: -5m}", &["spec.drainConfig.timeout"]),
+        (
+            "drainConfig: {timeout: soon}",
+            &["spec.drainConfig.timeout"],
+        ),
+        (
+            "drainConfig: {gracePeriod: -1s}",
+            &["spec.drainConfig.gracePeriod"],
+        ),
+        (
+            "drainConfig: {podSelector: {matchExpressions: [{key: app, operator: Near}]}}",
+            &["spec.drainConfig.podSelector.matchExpressions[0].operator"],
+        ),
+        ("{drainConfig: {}, drain: {}}", &["spec.drain"]),
         ("rebootDeadline: -1h", &["spec.rebootDeadline"]),
         ("rebootDeadline: 30", &["spec.rebootDeadline"]),
         (
@@ -282,6 +297,53 @@ fn skyhook_rejection_table() {
             "{yaml}"
         );
     }
+}
+
+/// Upstream's webhook messages for a negative `drainConfig` duration, which tests grep.
+#[test]
+fn drain_config_violations_carry_upstreams_messages() {
+    let text = validate_skyhook(
+        &spec("drainConfig: {timeout: -1m, gracePeriod: -1s}"),
+        &ValidationContext::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    for expected in [
+        "drain config: drainConfig.timeout must be greater than or equal to 0",
+        "drain config: drainConfig.gracePeriod must be greater than or equal to 0",
+    ] {
+        assert!(text.contains(expected), "{text}");
+    }
+    let both = validate_skyhook(
+        &spec("{drainConfig: {force: false}, drain: {force: false}}"),
+        &ValidationContext::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        both.contains("spec.drain and spec.drainConfig are both set"),
+        "{both}"
+    );
+    assert!(both.contains("remove spec.drain"), "{both}");
+    let valid = spec(
+        "drainConfig: {disableEviction: true, deleteEmptyDirData: false, force: false, ignoreDaemonSets: false, timeout: 5m, gracePeriod: 30s, podSelector: {matchLabels: {keep: 'yes'}}, onTimeout: wait}",
+    );
+    assert_eq!(
+        validate_skyhook(&valid, &ValidationContext::default()),
+        Ok(())
+    );
+}
+
+#[test]
+fn the_deprecated_drain_field_is_warned_about() {
+    let warnings = admission_warnings(&spec("drain: {force: false}"));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("spec.drain is deprecated; use spec.drainConfig")),
+        "{warnings:?}"
+    );
+    assert!(admission_warnings(&spec("drainConfig: {force: false}")).is_empty());
 }
 
 #[test]
@@ -656,6 +718,15 @@ fn warnings() {
         1
     );
     assert!(admission_warnings(&spec("autoTaintNewNodes: true\nruntimeRequired: true")).is_empty());
+    let w = admission_warnings(&spec("runtimeRequiredCordonAfter: true"));
+    assert_eq!(w.len(), 1);
+    assert!(w[0].contains("spec.runtimeRequiredCordonAfter"), "{w:?}");
+    assert!(
+        admission_warnings(&spec(
+            "runtimeRequiredCordonAfter: true\nruntimeRequired: true"
+        ))
+        .is_empty()
+    );
 }
 
 const POLICY: &str = r#"

@@ -90,8 +90,8 @@ const CASES: &[Case] = &[
     },
     Case {
         message: &[
-            "has 53 characters, more than 52",
-            "shorten it to at most 52",
+            "has 51 characters, more than 50",
+            "shorten it to at most 50",
         ],
         fields: &["metadata.name"],
         ..case("deny/name-too-long", ValidateSkyhook, Denied)

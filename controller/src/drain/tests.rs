@@ -157,24 +157,24 @@ fn who_must_leave() {
             false,
         ),
         (
-            "single DaemonSet owner (upstream evicted it)",
+            "a DaemonSet controls it",
             PodDef {
                 name: "monitoring/agent",
                 phase: "Running",
-                owners: &["DaemonSet"],
+                controllers: &["DaemonSet"],
                 ..PodDef::default()
             },
             false,
         ),
         (
-            "DaemonSet among owners",
+            "a DaemonSet owns it but is not its controller (upstream v0.18: the controller counts)",
             PodDef {
                 name: "monitoring/agent",
                 phase: "Running",
                 owners: &["Node", "DaemonSet"],
                 ..PodDef::default()
             },
-            false,
+            true,
         ),
         (
             "ReplicaSet owner",
@@ -210,10 +210,23 @@ fn who_must_leave() {
             PodDef {
                 name: "skyhook/pkg",
                 phase: "Running",
-                labels: &[("skyhook.nvidia.com/name", "demo")],
+                labels: &[
+                    ("skyhook.nvidia.com/name", "demo"),
+                    ("skyhook.nvidia.com/package", "p-1"),
+                ],
                 ..PodDef::default()
             },
             false,
+        ),
+        (
+            "only the name label: not a package pod (upstream v0.18)",
+            PodDef {
+                name: "skyhook/pkg",
+                phase: "Running",
+                labels: &[("skyhook.nvidia.com/name", "demo")],
+                ..PodDef::default()
+            },
+            true,
         ),
         (
             "being deleted",
@@ -440,8 +453,11 @@ fn blocker_message_is_bounded() {
     assert!(message.ends_with("default/p09, and 15 more"), "{message}");
 }
 
-fn drain_spec(json: &str) -> DrainSpec {
-    serde_json::from_str(json).unwrap()
+/// The rules of a spec given as YAML (`drain: {...}` or `drainConfig: {...}`).
+fn rules(yaml: &str) -> DrainRules {
+    let spec: skyhook_api::v1alpha1::SkyhookSpec = serde_yaml::from_str(yaml).unwrap();
+    let effective = skyhook_api::drain::effective_drain(&spec, std::time::Duration::from_secs(600));
+    DrainRules::of(&effective, Some("skyhook")).unwrap()
 }
 
 #[test]
@@ -458,6 +474,12 @@ fn drain_options_decide_what_stays_what_is_evicted_and_what_blocks() {
         controllers: &["DaemonSet"],
         toleration_key: Some(UNSCHEDULABLE_TAINT_KEY),
         ..PodDef::default()
+    };
+    // A DaemonSet pod without the cordon toleration (the DaemonSet controller adds it, so
+    // only a hand-written pod lacks it): what ignoreDaemonSets decides.
+    let bare_daemon = PodDef {
+        toleration_key: None,
+        ..daemon
     };
     let bare = PodDef {
         name: "default/bare",
@@ -486,25 +508,31 @@ fn drain_options_decide_what_stays_what_is_evicted_and_what_blocks() {
     #[rustfmt::skip]
     let cases: Vec<(&str, &str, PodDef<'_>, Disposition)> = vec![
         ("absent spec: upstream", "{}", replica("default/web"), Evict),
-        ("absent spec: DaemonSet ignored", "{}", daemon, Stays),
+        ("absent spec: DaemonSet ignored", "{}", bare_daemon, Stays),
         ("absent spec: unowned evicted", "{}", bare, Evict),
         ("absent spec: emptyDir evicted", "{}", scratch, Evict),
-        ("ignoreDaemonSets false holds", r#"{"ignoreDaemonSets": false}"#, daemon, Held(super::Held::DaemonSet)),
-        ("ignoreDaemonSets true", r#"{"ignoreDaemonSets": true}"#, daemon, Stays),
-        ("force false holds the unowned", r#"{"force": false}"#, bare, Held(super::Held::Unowned)),
-        ("force false: an owner that is no controller", r#"{"force": false}"#, bare_owned_not_controlled, Held(super::Held::Unowned)),
-        ("force false: controlled pods go", r#"{"force": false}"#, replica("default/web"), Evict),
-        ("force true evicts", r#"{"force": true}"#, bare, Evict),
-        ("deleteEmptyDirData false holds", r#"{"deleteEmptyDirData": false}"#, scratch, Held(super::Held::EmptyDir)),
-        ("deleteEmptyDirData true", r#"{"deleteEmptyDirData": true}"#, scratch, Evict),
-        ("podSelector leaves the match", r#"{"podSelector": {"matchLabels": {"keep": "yes"}}}"#, pinned, Stays),
-        ("podSelector: others still go", r#"{"podSelector": {"matchLabels": {"keep": "yes"}}}"#, replica("default/web"), Evict),
-        ("empty podSelector keeps nothing", r#"{"podSelector": {}}"#, pinned, Evict),
-        ("held pod already leaving", r#"{"force": false}"#, leaving_bare, Leaving),
+        ("tolerating the cordon wins over ignoreDaemonSets", "drainConfig: {ignoreDaemonSets: false}", daemon, Stays),
+        ("drainConfig ignoreDaemonSets false removes it", "drainConfig: {ignoreDaemonSets: false}", bare_daemon, Evict),
+        ("deprecated drain ignoreDaemonSets false holds", "drain: {ignoreDaemonSets: false}", bare_daemon, Held(super::Held::DaemonSet)),
+        ("ignoreDaemonSets true", "drainConfig: {ignoreDaemonSets: true}", bare_daemon, Stays),
+        ("force false holds the unowned", "drainConfig: {force: false}", bare, Held(super::Held::Unowned)),
+        ("force false: an owner that is no controller", "drainConfig: {force: false}", bare_owned_not_controlled, Held(super::Held::Unowned)),
+        ("force false: controlled pods go", "drainConfig: {force: false}", replica("default/web"), Evict),
+        ("force false, deprecated field", "drain: {force: false}", bare, Held(super::Held::Unowned)),
+        ("force true evicts", "drainConfig: {force: true}", bare, Evict),
+        ("deleteEmptyDirData false holds", "drainConfig: {deleteEmptyDirData: false}", scratch, Held(super::Held::EmptyDir)),
+        ("deleteEmptyDirData true", "drainConfig: {deleteEmptyDirData: true}", scratch, Evict),
+        ("unmanaged is checked before emptyDir", "drainConfig: {force: false, deleteEmptyDirData: false}", PodDef { empty_dir: true, ..bare }, Held(super::Held::Unowned)),
+        ("podSelector leaves the match", "drainConfig: {podSelector: {matchLabels: {keep: 'yes'}}}", pinned, Stays),
+        ("podSelector, deprecated field", "drain: {podSelector: {matchLabels: {keep: 'yes'}}}", pinned, Stays),
+        ("podSelector: others still go", "drainConfig: {podSelector: {matchLabels: {keep: 'yes'}}}", replica("default/web"), Evict),
+        ("empty podSelector keeps nothing", "drainConfig: {podSelector: {}}", pinned, Evict),
+        ("a pod being deleted is waited for, even a held one", "drainConfig: {force: false}", leaving_bare, Leaving),
+        ("a package pod in another namespace is drained", "{}", PodDef { name: "default/imposter", labels: &[("skyhook.nvidia.com/name", "x"), ("skyhook.nvidia.com/package", "p-1")], ..replica("default/imposter") }, Evict),
+        ("a package pod in the controller's namespace stays", "{}", PodDef { name: "skyhook/p", labels: &[("skyhook.nvidia.com/name", "x"), ("skyhook.nvidia.com/package", "p-1")], ..replica("skyhook/p") }, Stays),
     ];
     for (case, spec, def, want) in cases {
-        let rules = DrainRules::of(Some(&drain_spec(spec))).unwrap();
-        assert_eq!(disposition(&pod(def), &rules), want, "{case}");
+        assert_eq!(disposition(&pod(def), &rules(spec)), want, "{case}");
     }
 }
 
@@ -515,19 +543,20 @@ fn held_pods_block_the_drain_and_say_which_setting_frees_them() {
         phase: "Running",
         ..PodDef::default()
     })];
-    let rules = DrainRules::of(Some(&drain_spec(r#"{"force": false}"#))).unwrap();
-    let pending = drain(&pods, &rules);
+    let pending = drain(&pods, &rules("drainConfig: {force: false}"));
     assert!(pending.evict.is_empty());
     assert!(!pending.is_complete());
     let message = blockers(&pending, &[]).message("n");
     assert!(
-        message.contains("default/bare (owned by no controller; set spec.drain.force: true"),
+        message.contains("default/bare (owned by no controller; set drainConfig.force: true"),
         "{message}"
     );
 }
 
 #[test]
 fn a_pod_selector_that_does_not_parse_is_an_error() {
-    let spec = drain_spec(r#"{"podSelector": {"matchLabels": {"Bad Key": "x"}}}"#);
-    assert!(DrainRules::of(Some(&spec)).is_err());
+    let spec: skyhook_api::v1alpha1::SkyhookSpec =
+        serde_yaml::from_str("drainConfig: {podSelector: {matchLabels: {'Bad Key': x}}}").unwrap();
+    let effective = skyhook_api::drain::effective_drain(&spec, std::time::Duration::from_secs(600));
+    assert!(DrainRules::of(&effective, None).is_err());
 }

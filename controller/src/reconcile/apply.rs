@@ -32,13 +32,14 @@ use tracing::{debug, info, warn};
 
 use super::event_sender::{EventSender, Outgoing};
 use super::plan::{
-    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration,
+    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration, event_kinds,
     node_write_order,
 };
 use super::snapshot::{NodeView, OwnedConfigMap, Snapshot};
 use crate::cache::CachedNode;
 use crate::cache::answer::{self, Answer};
 use crate::cache::own_writes::{CachedKind, Landed, OwnWrite, OwnWrites};
+use crate::drain::refusals::EvictionOutcome;
 use crate::metrics::Metrics;
 
 /// Field manager of every server-side apply the controller makes.
@@ -54,6 +55,9 @@ pub struct Applied {
     /// The plan's stage durations whose node patch landed, for the metrics (a refused patch
     /// is planned again, so each stage is counted once).
     pub stage_durations: Vec<StageDuration>,
+    /// What each eviction sent came to (deletions and failed requests are not listed), for the
+    /// per-node record of refusals.
+    pub evictions: Vec<EvictionOutcome>,
 }
 
 /// Applies `plan`.
@@ -79,11 +83,13 @@ pub async fn apply(
         statuses,
         finalizers,
         skyhook_annotations,
-        events,
+        mut events,
         requeue_after: _,
         malformed_states: _,
         long_node_lists: _,
         stage_durations,
+        auto_taints,
+        reboot_resets: _,
     } = plan;
     let mut writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();
@@ -107,7 +113,7 @@ pub async fn apply(
     writer
         .apply_configmaps(upsert_configmaps, &waiting, &mut failures)
         .await;
-    writer.evict(evictions, &waiting, &mut failures).await;
+    let eviction_outcomes = writer.evict(evictions, &waiting, &mut failures).await;
     writer.delete_pods(delete_pods, &mut failures).await;
     writer.delete_jobs(delete_jobs, &mut failures).await;
     // Recorded after the node patches: a completion is marked on its Job only once the node
@@ -127,18 +133,61 @@ pub async fn apply(
         .await;
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
     // written only when every node patch landed, else the next plan computes them again.
-    if written.waiting.is_empty() {
-        writer.apply_statuses(statuses, &mut failures).await;
-    }
+    let unwritten = if written.waiting.is_empty() {
+        writer.apply_statuses(statuses, &mut failures).await
+    } else {
+        statuses.into_keys().collect()
+    };
+    events.extend(auto_taint_refusals(&auto_taints, &written.rejected));
     queue_events(events_out, snapshot, events);
-    writer
-        .set_finalizers(&finalizers, false, &mut failures)
-        .await;
+    let removals = finalizer_removals(finalizers, &unwritten);
+    writer.set_finalizers(&removals, false, &mut failures).await;
     Applied {
         failures,
         writes: writer.own_writes.into_inner(),
         stage_durations,
+        evictions: eviction_outcomes,
     }
+}
+
+/// The Warning Events `AutoTaint` of the nodes whose patch adding the runtime-required taint
+/// was refused (`rejected`: node → error; a 409 only means the node changed under the plan and
+/// is not one): the node joins no Skyhook until the taint lands, and the taint is tried again
+/// at every reconcile.
+fn auto_taint_refusals(
+    auto_taints: &BTreeMap<String, String>,
+    rejected: &BTreeMap<String, String>,
+) -> Vec<PlannedEvent> {
+    auto_taints
+        .iter()
+        .filter_map(|(node, taint)| {
+            let error = rejected.get(node)?;
+            let kind = event_kinds::AUTO_TAINT;
+            Some(PlannedEvent {
+                target: EventTarget::Node(node.clone()),
+                warning: kind.warning,
+                reason: kind.reason,
+                action: kind.action,
+                message: format!(
+                    "adding the runtime-required taint {taint} to node [{node}] failed: {error}; no Skyhook works on the node until it is tainted, and it is tried again at every reconcile"
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The finalizer removals to make once the statuses were written: a deleted Skyhook keeps its
+/// finalizer while its last status (`unwritten`: refused, or held back behind a refused node
+/// patch) is not written, as upstream writes the status before removing the finalizer;
+/// removing it first would lose what the deletion reported.
+fn finalizer_removals(
+    finalizers: BTreeMap<String, bool>,
+    unwritten: &BTreeSet<String>,
+) -> BTreeMap<String, bool> {
+    finalizers
+        .into_iter()
+        .filter(|(name, add)| !*add && !unwritten.contains(name))
+        .collect()
 }
 
 /// The stage durations whose node patch was written: a refused patch is planned again.
@@ -208,6 +257,8 @@ struct NodesWritten {
     waiting: BTreeSet<String>,
     /// Some patch was refused because its node changed since the plan read it (409).
     changed_under_plan: bool,
+    /// The nodes whose patch failed for another reason than a conflict, with the error.
+    rejected: BTreeMap<String, String>,
 }
 
 impl<'a> Writer<'a> {
@@ -283,6 +334,7 @@ impl<'a> Writer<'a> {
         let (others, takes) = node_write_order(nodes);
         let mut outcome = NodePatchOutcome {
             refused: BTreeSet::new(),
+            rejected: BTreeMap::new(),
             failures,
             own_writes: &mut self.own_writes,
         };
@@ -295,10 +347,10 @@ impl<'a> Writer<'a> {
             debug!(nodes = ?takes, "a node patch failed; the nodes this plan takes wait for the next plan");
             outcome.refused.extend(takes.into_iter().map(str::to_owned));
         }
-        let refused = outcome.refused;
         NodesWritten {
-            waiting: refused,
+            waiting: outcome.refused,
             changed_under_plan,
+            rejected: outcome.rejected,
         }
     }
 
@@ -337,37 +389,78 @@ impl<'a> Writer<'a> {
         }
     }
 
-    async fn evict(&self, evictions: Vec<Eviction>, waiting: &Waiting, failures: &mut Failures) {
+    /// Sends the plan's evictions, or deletions with `disableEviction`. An eviction a
+    /// PodDisruptionBudget refuses (429 with a `DisruptionBudget` cause) is no failure: it is
+    /// reported, and that node waits before trying again (upstream v0.20).
+    async fn evict(
+        &self,
+        evictions: Vec<Eviction>,
+        waiting: &Waiting,
+        failures: &mut Failures,
+    ) -> Vec<EvictionOutcome> {
         let results = concurrently(
             evictions
                 .into_iter()
                 .filter(|eviction| !waiting.nodes.contains(&eviction.node)),
             |eviction| async move {
                 let api = Api::<Pod>::namespaced(self.client.clone(), &eviction.namespace);
-                let params = EvictParams {
-                    delete_options: eviction.grace_period_seconds.map(|seconds| DeleteParams {
-                        grace_period_seconds: u32::try_from(seconds).ok(),
-                        ..DeleteParams::default()
-                    }),
-                    ..EvictParams::default()
+                let delete_options = eviction.grace_period_seconds.map(|seconds| DeleteParams {
+                    grace_period_seconds: u32::try_from(seconds).ok(),
+                    ..DeleteParams::default()
+                });
+                let result = if eviction.delete {
+                    let params = delete_options.unwrap_or_default();
+                    api.delete(&eviction.name, &params).await.map(|_| ())
+                } else {
+                    let params = EvictParams {
+                        delete_options,
+                        ..EvictParams::default()
+                    };
+                    api.evict(&eviction.name, &params).await.map(|_| ())
                 };
-                let result = api.evict(&eviction.name, &params).await;
                 (eviction, result)
             },
         )
         .await;
+        let mut outcomes = Vec::new();
+        let (mut sent, mut refused) = (0_usize, 0_usize);
         for (eviction, result) in results {
+            let outcome = |refused| EvictionOutcome {
+                node: eviction.node.clone(),
+                namespace: eviction.namespace.clone(),
+                name: eviction.name.clone(),
+                refused,
+            };
             match result {
-                Ok(_) => debug!(pod = %eviction.name, node = %eviction.node, "evicted"),
-                // 429: a PodDisruptionBudget refuses it now; the drain polls again.
-                Err(error) if is_status(&error, 429) => {
-                    debug!(pod = %eviction.name, node = %eviction.node, "eviction refused by a disruption budget");
+                Ok(()) => {
+                    sent += 1;
+                    debug!(pod = %eviction.name, node = %eviction.node, delete = eviction.delete, "removed");
+                    if !eviction.delete {
+                        outcomes.push(outcome(None));
+                    }
+                }
+                // Already gone: nothing left to remove.
+                Err(error) if is_status(&error, 404) => {}
+                Err(error) if budget_refusal(&error).is_some() => {
+                    refused += 1;
+                    let message = budget_refusal(&error).unwrap_or_default();
+                    debug!(pod = %eviction.name, node = %eviction.node, %message, "eviction refused by a disruption budget");
+                    outcomes.push(outcome(Some(message)));
                 }
                 Err(error) => {
-                    failures.record(Operation::EvictPod, &eviction.name, Err(error));
+                    let operation = if eviction.delete {
+                        Operation::DeletePod
+                    } else {
+                        Operation::EvictPod
+                    };
+                    failures.record(operation, &eviction.name, Err(error));
                 }
             }
         }
+        if sent + refused > 0 {
+            debug!(sent, refused, "evictions");
+        }
+        outcomes
     }
 
     async fn delete_pods(&mut self, pods: BTreeMap<String, String>, failures: &mut Failures) {
@@ -506,11 +599,13 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Writes `statuses`; returns the Skyhooks whose status write failed.
     async fn apply_statuses(
         &mut self,
         statuses: BTreeMap<String, SkyhookStatus>,
         failures: &mut Failures,
-    ) {
+    ) -> BTreeSet<String> {
+        let mut unwritten = BTreeSet::new();
         for (name, status) in statuses {
             let body = StatusApply {
                 api_version: Skyhook::api_version(&()),
@@ -523,8 +618,12 @@ impl<'a> Writer<'a> {
                 .await
                 .map(|skyhook| Landed::written(&skyhook));
             let result = self.own_writes.landed(CachedKind::Skyhook, &name, result);
+            if result.is_err() {
+                unwritten.insert(name.clone());
+            }
             failures.record(Operation::ApplySkyhookStatus, &name, result);
         }
+        unwritten
     }
 }
 
@@ -771,6 +870,26 @@ fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
 }
 
+/// The API server's message when `error` is an eviction a PodDisruptionBudget refused: 429
+/// with a `DisruptionBudget` cause (a 429 without it is API priority and fairness throttling,
+/// an ordinary failure).
+fn budget_refusal(error: &kube::Error) -> Option<String> {
+    match error {
+        kube::Error::Api(status)
+            if status.code == 429
+                && status.details.as_ref().is_some_and(|details| {
+                    details
+                        .causes
+                        .iter()
+                        .any(|cause| cause.reason == "DisruptionBudget")
+                }) =>
+        {
+            Some(status.message.clone())
+        }
+        _ => None,
+    }
+}
+
 fn is_status_result(result: &Result<(), kube::Error>, code: u16) -> bool {
     result.as_ref().is_err_and(|error| is_status(error, code))
 }
@@ -812,6 +931,8 @@ async fn set_finalizer(
 struct NodePatchOutcome<'a> {
     /// The nodes whose patch failed.
     refused: BTreeSet<String>,
+    /// The nodes whose patch failed for another reason than a conflict (409), with the error.
+    rejected: BTreeMap<String, String>,
     failures: &'a mut Failures,
     own_writes: &'a mut OwnWrites,
 }
@@ -845,7 +966,14 @@ async fn patch_nodes(
             Ok(None) => Ok(()),
             Err(error) => Err(error),
         };
-        changed_under_plan |= is_status_result(&result, 409);
+        let conflict = is_status_result(&result, 409);
+        changed_under_plan |= conflict;
+        if let Err(error) = &result
+            && !conflict
+            && !is_status(error, 404)
+        {
+            outcome.rejected.insert(name.to_owned(), error.to_string());
+        }
         if outcome.failures.record(Operation::PatchNode, name, result) {
             outcome.refused.insert(name.to_owned());
         }
@@ -1046,6 +1174,21 @@ fn node_merge_patch(patch: &NodePatch, resource_version: Option<&str>) -> Option
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_finalizer_stays_until_the_status_is_written() {
+        use std::collections::BTreeSet;
+        let finalizers = BTreeMap::from([
+            ("added".to_owned(), true),
+            ("written".to_owned(), false),
+            ("unwritten".to_owned(), false),
+        ]);
+        let unwritten = BTreeSet::from(["unwritten".to_owned()]);
+        assert_eq!(
+            super::finalizer_removals(finalizers, &unwritten),
+            BTreeMap::from([("written".to_owned(), false)])
+        );
+    }
+
     use std::collections::BTreeMap;
 
     use serde_json::json;

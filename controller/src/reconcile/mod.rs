@@ -45,6 +45,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 use crate::cache::CachedObjects;
 use crate::cache::own_writes::OwnWrite;
 use crate::config::Config;
+use crate::drain::refusals::EvictionRefusals;
 use crate::metrics::Metrics;
 use event_budget::EventBudget;
 use event_sender::EventSender;
@@ -87,6 +88,9 @@ pub struct Reconciler {
     metrics: Arc<Metrics>,
     event_budget: EventBudget,
     reporter: MetricsReporter,
+    /// Evictions PodDisruptionBudgets refused, per node: held between reconciles (in memory,
+    /// as upstream's retry timer) so that a refused node waits while others go on.
+    refusals: EvictionRefusals,
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -108,6 +112,7 @@ impl Reconciler {
             reporter: MetricsReporter::new(metrics.clone()),
             metrics,
             event_budget: EventBudget::default(),
+            refusals: EvictionRefusals::default(),
         }
     }
 
@@ -131,13 +136,17 @@ impl Reconciler {
             mut failures,
         } = observe::observe(&self.client, cached).await;
         let observed = Instant::now();
-        let snapshot = Snapshot::build(
+        let mut snapshot = Snapshot::build(
             cached,
             workload_pods,
             pdbs,
             now,
             self.config.reboot_deadline,
         );
+        // A node no longer listed is no longer being drained: its refusals are forgotten.
+        self.refusals
+            .retain(|node| snapshot.workload_pods.contains_key(node));
+        snapshot.refusals = self.refusals.clone();
         let built = Instant::now();
         let mut planned = plan::plan(&snapshot, &self.config, now);
         debug!(plan = ?planned, "planned");
@@ -163,6 +172,7 @@ impl Reconciler {
             plan: planned_at - built,
             apply: planned_at.elapsed(),
         };
+        self.refusals.record(&applied.evictions, now);
         failures.merge(applied.failures);
         for landed in &applied.stage_durations {
             let finished = &landed.finished;

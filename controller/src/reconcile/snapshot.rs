@@ -20,6 +20,7 @@ use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 
 use crate::cache;
 use crate::cache::node_metadata::CachedNodeMetadata;
+use crate::drain::refusals::EvictionRefusals;
 use crate::job_outcome;
 pub use crate::node_view::{NodeConditionView, NodeView, node_view};
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
@@ -50,6 +51,9 @@ pub struct Snapshot {
     pub workload_pods: BTreeMap<String, Vec<Pod>>,
     /// Every PodDisruptionBudget, to explain a stuck drain.
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// The evictions PodDisruptionBudgets refused, per node (kept by the reconcile loop
+    /// between reconciles).
+    pub refusals: EvictionRefusals,
 }
 
 /// One of the controller's pods, read once.
@@ -262,18 +266,21 @@ impl Snapshot {
             }),
             workload_pods,
             pdbs,
+            refusals: EvictionRefusals::default(),
         }
     }
 
-    /// The nodes whose pods the I/O layer must list before planning: those a Skyhook cordoned,
+    /// The nodes whose pods the I/O layer must list before planning: those a Skyhook cordoned
+    /// or is draining (a node someone else cordoned is drained without a Skyhook cordon),
     /// which are the only ones a plan may drain or hold for `podNonInterruptLabels`.
     pub fn nodes_to_list(nodes: &[std::sync::Arc<cache::CachedNode>]) -> Vec<String> {
         nodes
             .iter()
             .filter(|node| {
-                node.annotations
-                    .keys()
-                    .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix))
+                node.annotations.keys().any(|k| {
+                    k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
+                        || k.starts_with(keys::SKYHOOK.drain_start_prefix)
+                })
             })
             .map(|node| node.name.clone())
             .collect()

@@ -78,6 +78,35 @@ async fn a_budget_blocks_the_drain_until_it_is_removed() -> anyhow::Result<()> {
         message.contains(GUARDED_POD) && message.contains(BUDGET),
         "the condition names the blocking pod and budget: {message}"
     );
+    // Upstream v0.20's condition, beside ours: the refusal is a wait, reported at once.
+    let upstream = e2e::wait_for_skyhook(
+        &client,
+        SKYHOOK,
+        "the upstream DrainBlocked condition",
+        |s| {
+            s.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|conditions| {
+                    conditions.iter().any(|c| {
+                        c["type"] == "DrainBlocked"
+                            && c["status"] == "True"
+                            && c["reason"] == "PodDisruptionBudget"
+                    })
+                })
+        },
+    )
+    .await?;
+    let upstream_message = upstream.data["status"]["conditions"]
+        .as_array()
+        .and_then(|conditions| conditions.iter().find(|c| c["type"] == "DrainBlocked"))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        upstream_message
+            .starts_with("1/1 nodes blocked draining (node-1); default/protected on node-1: "),
+        "{upstream_message}"
+    );
     assert!(
         pods.get_opt(GUARDED_POD).await?.is_some(),
         "the budget protects the pod"

@@ -68,7 +68,8 @@ struct Example {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_example_rolls_out_to_the_nodes_it_selects() -> anyhow::Result<()> {
-    let examples = read_examples(&e2e::workspace().join("examples"))?;
+    let mut examples = read_examples(&e2e::workspace().join("examples"))?;
+    examples.extend(read_examples(&e2e::workspace().join("examples/drain"))?);
     let map_dir = tempfile::tempdir()?;
     let image_map = write_image_map(&examples, map_dir.path())?;
     let installed = e2e::install_with(Setup {

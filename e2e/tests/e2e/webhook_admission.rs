@@ -171,6 +171,18 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
             "spec.drain.timeout",
             "\"-5m\" is negative",
         ),
+        (
+            "drain-config-negative-grace-period.yaml",
+            SKYHOOK_DENIED,
+            "spec.drainConfig.gracePeriod",
+            "drain config: drainConfig.gracePeriod must be greater than or equal to 0",
+        ),
+        (
+            "drain-and-drain-config.yaml",
+            SKYHOOK_DENIED,
+            "spec.drain",
+            "spec.drain and spec.drainConfig are both set",
+        ),
     ];
     let invalid_dir = e2e::workspace().join("examples/invalid");
     let mut on_disk: Vec<String> = std::fs::read_dir(&invalid_dir)?
@@ -201,6 +213,7 @@ async fn kubectl_apply_is_refused_for_each_invalid_example_and_valid_ones_pass()
     // lists its policy first), the rollout gates' too.
     let examples = e2e::workspace().join("examples");
     let mut valid: Vec<PathBuf> = std::fs::read_dir(&examples)?
+        .chain(std::fs::read_dir(examples.join("drain"))?)
         .chain(std::fs::read_dir(examples.join("rollout-gates"))?)
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))

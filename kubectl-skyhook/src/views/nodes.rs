@@ -67,6 +67,11 @@ pub struct NodeStatusEntry {
     pub packages_total: usize,
     /// Every entry.
     pub packages: Vec<NodePackageRow>,
+    /// The node is cordoned (`spec.unschedulable`).
+    pub cordoned: bool,
+    /// The node carries the runtime-required cordon annotation: it stays cordoned until
+    /// someone releases it (see `runtimeRequiredCordonAfter`).
+    pub runtime_required_cordon: bool,
 }
 
 /// One node-state entry.
@@ -152,6 +157,9 @@ pub fn node_status(
         if !matches_any(patterns, name) {
             continue;
         }
+        let cordoned = cluster::unschedulable(node);
+        let runtime_required_cordon = cluster::annotations(node)
+            .contains_key(keys::SKYHOOK.runtime_required_cordon_annotation);
         for (key, value) in cluster::annotations(node) {
             let Some(owner) = key.strip_prefix(&prefix) else {
                 continue;
@@ -179,6 +187,8 @@ pub fn node_status(
                         image: e.image.clone(),
                     })
                     .collect(),
+                cordoned,
+                runtime_required_cordon,
             });
         }
     }
@@ -269,7 +279,16 @@ impl View for NodeStatusView {
         }
         let table = if wide {
             let mut table = Table::new(&[
-                "NODE", "SKYHOOK", "PACKAGE", "VERSION", "STAGE", "STATE", "RESTARTS", "IMAGE",
+                "NODE",
+                "SKYHOOK",
+                "PACKAGE",
+                "VERSION",
+                "STAGE",
+                "STATE",
+                "RESTARTS",
+                "IMAGE",
+                "CORDONED",
+                "RUNTIME-REQUIRED-CORDON",
             ]);
             for node in &self.nodes {
                 for p in &node.packages {
@@ -282,12 +301,21 @@ impl View for NodeStatusView {
                         Cell::status(&p.state),
                         Cell::plain(p.restarts.to_string()),
                         Cell::plain(&p.image),
+                        Cell::plain(node.cordoned.to_string()),
+                        Cell::plain(node.runtime_required_cordon.to_string()),
                     ]);
                 }
             }
             table
         } else {
-            let mut table = Table::new(&["NODE", "SKYHOOK", "STATUS", "PACKAGES"]);
+            let mut table = Table::new(&[
+                "NODE",
+                "SKYHOOK",
+                "STATUS",
+                "PACKAGES",
+                "CORDONED",
+                "RUNTIME-REQUIRED-CORDON",
+            ]);
             for node in &self.nodes {
                 table.push(vec![
                     Cell::plain(&node.node_name),
@@ -297,6 +325,8 @@ impl View for NodeStatusView {
                         "{}/{}",
                         node.packages_complete, node.packages_total
                     )),
+                    Cell::plain(node.cordoned.to_string()),
+                    Cell::plain(node.runtime_required_cordon.to_string()),
                 ]);
             }
             table

@@ -20,7 +20,7 @@ pub use policy::{
     MaintenanceWindow, PolicyBudget, PolicyDefault, StrategyKind,
 };
 pub use skyhook::{
-    DEFAULT_PRIORITY, DeploymentPolicyOptions, DrainSpec, DrainTimeoutAction, InterruptionBudget,
-    OnFailure, Sequencing, Skyhook, SkyhookSpec,
+    DEFAULT_PRIORITY, DeploymentPolicyOptions, DrainConfig, DrainSpec, DrainTimeoutAction,
+    InterruptionBudget, OnFailure, Sequencing, Skyhook, SkyhookSpec,
 };
 pub use status::{BatchState, CompartmentStatus, SkyhookStatus};

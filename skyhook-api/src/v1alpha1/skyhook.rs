@@ -126,6 +126,14 @@ pub struct SkyhookSpec {
     #[serde(default)]
     pub runtime_required: bool,
 
+    /// With `runtimeRequired`, cordon each node when the runtime-required taint is removed from
+    /// it (in the same write), and mark it with the node annotation
+    /// `skyhook.nvidia.com/runtimeRequiredCordon`. The cordon outlives later interrupts and
+    /// resets; release it by removing the annotation and setting `unschedulable: false` in one
+    /// patch. Only nodes that carried the taint are cordoned. Default false.
+    #[serde(default)]
+    pub runtime_required_cordon_after: bool,
+
     /// With `runtimeRequired`, add the runtime-required taint to new matching nodes that carry no
     /// `skyhook.nvidia.com/*` annotation yet. Default false.
     #[serde(default)]
@@ -144,8 +152,15 @@ pub struct SkyhookSpec {
     #[serde(default)]
     pub sequencing: Sequencing,
 
-    /// How nodes are drained before an interrupt. Absent: as upstream, with the controller's
-    /// `DRAIN_TIMEOUT`.
+    /// How nodes are drained before an interrupt (upstream v0.18's `drainConfig`, plus our
+    /// `podSelector` and `onTimeout`). Absent: upstream's defaults. Cannot be combined with the
+    /// deprecated `drain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_config: Option<DrainConfig>,
+
+    /// Deprecated: use `drainConfig`. How nodes are drained before an interrupt; kept working
+    /// with its own rules (the controller's `DRAIN_TIMEOUT`, keep waiting past it). Cannot be
+    /// combined with `drainConfig`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainSpec>,
 
@@ -184,9 +199,11 @@ impl Default for SkyhookSpec {
             packages: BTreeMap::new(),
             additional_tolerations: Vec::new(),
             runtime_required: false,
+            runtime_required_cordon_after: false,
             auto_taint_new_nodes: false,
             priority: DEFAULT_PRIORITY,
             sequencing: Sequencing::default(),
+            drain_config: None,
             drain: None,
             on_failure: None,
             reboot_deadline: None,
@@ -213,27 +230,10 @@ impl SkyhookSpec {
         self.deployment_policy.as_deref().filter(|p| !p.is_empty())
     }
 
-    /// How long a drain may take: `spec.drain.timeout`, else the controller's `fallback`. A
-    /// value that does not parse (the webhook rejects it) falls back too.
-    pub fn drain_timeout(&self, fallback: Duration) -> Duration {
-        override_or(
-            self.drain.as_ref().and_then(|d| d.timeout.as_deref()),
-            fallback,
-        )
-    }
-
     /// How long a reboot may take: `spec.rebootDeadline`, else the controller's `fallback`. A
     /// value that does not parse (the webhook rejects it) falls back too.
     pub fn reboot_deadline(&self, fallback: Duration) -> Duration {
         override_or(self.reboot_deadline.as_deref(), fallback)
-    }
-
-    /// What a drain past its timeout does.
-    pub fn drain_on_timeout(&self) -> DrainTimeoutAction {
-        self.drain
-            .as_ref()
-            .and_then(|d| d.on_timeout)
-            .unwrap_or_default()
     }
 
     /// Whether a node whose package is `erroring` is uncordoned (`spec.onFailure.uncordon`).
@@ -270,7 +270,7 @@ pub(crate) fn default_true() -> bool {
     true
 }
 
-/// How a Skyhook drains a node before interrupting it. Every field is optional; absent fields
+/// Deprecated (use [`DrainConfig`]): how a Skyhook drains a node before interrupting it. Every field is optional; absent fields
 /// keep upstream's behaviour. Evictions always go through the Eviction API, so every
 /// PodDisruptionBudget is honoured whatever these say.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -302,6 +302,52 @@ pub struct DrainSpec {
     /// What a drain past its timeout does: `wait` (default) keeps waiting and reports the
     /// blockers; `fail` marks the node's package `erroring` with the blocker report and
     /// uncordons the node, giving back its budget slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<DrainTimeoutAction>,
+}
+
+/// How a Skyhook drains a node before interrupting it: upstream's `drainConfig` (v0.18), whose
+/// six fields and defaults are upstream's, plus two of ours (`podSelector`, `onTimeout`). The
+/// defaults reproduce the drain upstream hard-coded before the field existed. The effective
+/// settings come from [`crate::drain::effective_drain`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainConfig {
+    /// Delete pods directly instead of evicting them. This bypasses PodDisruptionBudgets.
+    /// Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = false))]
+    pub disable_eviction: Option<bool>,
+    /// Whether pods with `emptyDir` volumes (whose data is lost) are removed. Default true;
+    /// `false`: they block the drain (reason `EmptyDirData`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = true))]
+    pub delete_empty_dir_data: Option<bool>,
+    /// Whether pods no controller owns (which nothing recreates) are removed. Default true;
+    /// `false`: they block the drain (reason `UnmanagedPod`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = true))]
+    pub force: Option<bool>,
+    /// Whether pods a DaemonSet controls are left alone. Default true; `false`: they are
+    /// removed like any other pod (and the DaemonSet recreates them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = true))]
+    pub ignore_daemon_sets: Option<bool>,
+    /// How long the whole drain may take, as a Go duration (`15m`), measured from the first
+    /// pass that found the node not drained. Unset or `0`: no timeout. Past it the node turns
+    /// `erroring` and stays cordoned (see `onTimeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Grace period for each evicted or deleted pod, as a Go duration, rounded up to whole
+    /// seconds. Unset: each pod's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period: Option<String>,
+    /// Ours: pods matching this selector are left on the node and do not block the drain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+    /// Ours: what a drain past `timeout` does. Absent: as upstream, the node turns `erroring`
+    /// and stays cordoned. `wait`: keep draining and report the blockers. `fail`: the node
+    /// turns `erroring` and is uncordoned, giving back its budget slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_timeout: Option<DrainTimeoutAction>,
 }
@@ -393,18 +439,9 @@ mod tests {
         ];
         for (case, text, expected) in cases {
             let spec = SkyhookSpec {
-                drain: Some(DrainSpec {
-                    timeout: text.map(str::to_owned),
-                    ..DrainSpec::default()
-                }),
                 reboot_deadline: text.map(str::to_owned),
                 ..SkyhookSpec::default()
             };
-            assert_eq!(
-                spec.drain_timeout(fallback),
-                expected,
-                "drain timeout, {case}"
-            );
             assert_eq!(
                 spec.reboot_deadline(fallback),
                 expected,
@@ -416,11 +453,16 @@ mod tests {
     #[test]
     fn an_upstream_manifest_keeps_upstreams_drain_and_failure_policy() {
         let spec: SkyhookSpec = serde_json::from_str("{}").expect("an empty spec");
-        assert_eq!(spec.drain_on_timeout(), DrainTimeoutAction::Wait);
         assert!(!spec.uncordon_on_failure());
         assert!(spec.image_pull_secrets.is_empty());
         let written = serde_json::to_value(&spec).expect("serialisable");
-        for field in ["drain", "onFailure", "rebootDeadline", "imagePullSecrets"] {
+        for field in [
+            "drain",
+            "drainConfig",
+            "onFailure",
+            "rebootDeadline",
+            "imagePullSecrets",
+        ] {
             assert!(
                 written.get(field).is_none(),
                 "{field} is not written when absent"

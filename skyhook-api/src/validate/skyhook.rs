@@ -75,7 +75,7 @@ fn check_skyhook_name(name: &str, out: &mut Vec<Violation>) {
         out.push(Violation::new(
             "metadata.name",
             format!("name {name:?} has {} characters, more than {max}", name.len()),
-            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::SKYHOOK.cordoned_at_annotation("<name>")),
+            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::SKYHOOK.drain_blocked_annotation("<name>")),
         ));
     }
 }
@@ -131,8 +131,25 @@ fn check_budget_and_policy(
     }
 }
 
-/// `spec.drain`, `spec.rebootDeadline` and `spec.imagePullSecrets` (issue #17).
+/// `spec.drainConfig` (upstream's messages), `spec.drain`, `spec.rebootDeadline` and
+/// `spec.imagePullSecrets`.
 fn check_rollout_safety(spec: &SkyhookSpec, out: &mut Vec<Violation>) {
+    if let Some(config) = &spec.drain_config {
+        if spec.drain.is_some() {
+            out.push(Violation::new(
+                "spec.drain",
+                "spec.drain and spec.drainConfig are both set; spec.drain is the deprecated spelling of spec.drainConfig",
+                "move the settings into spec.drainConfig (timeout, gracePeriod as a duration, deleteEmptyDirData, force, ignoreDaemonSets, podSelector, onTimeout) and remove spec.drain",
+            ));
+        }
+        check_drain_duration(config.timeout.as_deref(), "timeout", out);
+        check_drain_duration(config.grace_period.as_deref(), "gracePeriod", out);
+        check_selector(
+            config.pod_selector.as_ref(),
+            "spec.drainConfig.podSelector",
+            out,
+        );
+    }
     if let Some(drain) = &spec.drain {
         check_duration(drain.timeout.as_deref(), "spec.drain.timeout", out);
         if let Some(seconds) = drain.grace_period_seconds.filter(|s| *s < 0) {
@@ -153,6 +170,25 @@ fn check_rollout_safety(spec: &SkyhookSpec, out: &mut Vec<Violation>) {
                 "name a Secret of type kubernetes.io/dockerconfigjson in the controller's namespace",
             ));
         }
+    }
+}
+
+/// A `drainConfig` duration: upstream refuses a negative one with `drain config:
+/// drainConfig.<field> must be greater than or equal to 0`; one that is not a duration at all
+/// is refused as for any other duration field.
+fn check_drain_duration(text: Option<&str>, field: &str, out: &mut Vec<Violation>) {
+    match text.map(duration::parse) {
+        Some(Err(duration::DurationError::Negative { .. })) => out.push(Violation::new(
+            format!("spec.drainConfig.{field}"),
+            format!("drain config: drainConfig.{field} must be greater than or equal to 0"),
+            "use a duration of zero or more, e.g. 90s or 15m, or leave it out",
+        )),
+        Some(Err(problem)) => out.push(Violation::new(
+            format!("spec.drainConfig.{field}"),
+            problem.to_string(),
+            "write a Go duration of zero or more, e.g. 90s, 15m or 1h30m",
+        )),
+        _ => {}
     }
 }
 
@@ -514,9 +550,20 @@ pub fn admission_warnings(spec: &SkyhookSpec) -> Vec<String> {
             SKYHOOK.pause_annotation
         ));
     }
+    if spec.drain.is_some() {
+        warnings.push(
+            "spec.drain is deprecated; use spec.drainConfig (upstream's field: timeout, gracePeriod, deleteEmptyDirData, force, ignoreDaemonSets, disableEviction, plus podSelector and onTimeout). Note that spec.drainConfig has no timeout unless set, and a drain past it turns the node erroring".to_owned(),
+        );
+    }
     if spec.auto_taint_new_nodes && !spec.runtime_required {
         warnings.push(
             "spec.autoTaintNewNodes has no effect without spec.runtimeRequired: true".to_owned(),
+        );
+    }
+    if spec.runtime_required_cordon_after && !spec.runtime_required {
+        warnings.push(
+            "spec.runtimeRequiredCordonAfter has no effect without spec.runtimeRequired: true"
+                .to_owned(),
         );
     }
     warnings

@@ -85,7 +85,11 @@ pub(super) fn admit<'s>(
             .skyhook_annotations
             .insert(name.to_owned(), annotations);
     }
-    let matched = matched_nodes(skyhook, &context.snapshot.nodes);
+    // A node being auto-tainted joins no Skyhook until its taint landed.
+    let matched = matched_nodes(skyhook, &context.snapshot.nodes)
+        .into_iter()
+        .filter(|node| !workset.awaiting_taint.contains(&node.name))
+        .collect();
     let (matched, malformed) = workset.split_malformed(name, matched);
     Some(Pass {
         skyhook,

@@ -5,9 +5,12 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use skyhook_api::budget::fleet_admits;
+use skyhook_api::drain::{
+    BlockReason, BlockedPod, EffectiveDrain, OnDrainTimeout, effective_drain,
+};
 use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
-use skyhook_api::v1alpha1::{DrainTimeoutAction, Package, Stage, State, Status};
+use skyhook_api::v1alpha1::{Package, Stage, State, Status};
 
 use super::context::Context;
 use super::event_kinds;
@@ -15,7 +18,7 @@ use super::output::{DRAIN_POLL, EventTarget, Eviction};
 use super::pass::Pass;
 use super::wave::{NodeRun, NodeWave};
 use super::workset::Workset;
-use crate::drain::{DrainRules, blockers, drain, interrupt_blockers};
+use crate::drain::{Drain, DrainRules, Held, blockers, drain, interrupt_blockers};
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, interrupt_pod, uninstall_interrupt_pod};
 
@@ -26,8 +29,8 @@ pub(super) enum Readiness {
     Ready,
     /// Still cordoning or draining; looked at again soon.
     Waiting,
-    /// The drain timed out with `onTimeout: fail`: the package was marked `erroring` and the
-    /// node released.
+    /// The drain timed out and the package was marked `erroring` (the node stays cordoned,
+    /// upstream's rule, or is released with `onTimeout: fail`).
     Failed,
 }
 
@@ -35,8 +38,15 @@ pub(super) enum Readiness {
 pub(super) type DrainFor<'p> = (&'p Package, Stage);
 
 /// Cordons `node` for the pass's Skyhook, waits for protected pods, and drains it by the
-/// Skyhook's `spec.drain`. A drain past its timeout is reported in `run`, and with
-/// `onTimeout: fail` gives up on the node (see [`fail_drain`]).
+/// Skyhook's effective drain settings ([`effective_drain`]), as upstream v0.20 does:
+/// * a node someone else cordoned (no Skyhook's `cordon_*`) is drained without taking the
+///   cordon over, and stays cordoned afterwards;
+/// * the drain's start is stamped in `drainStart_<skyhook>` on the first pass that finds the
+///   node not drained, and removed once it is; the timeout counts from it;
+/// * the pods that block it are recorded in `drainBlocked_<skyhook>` and reported in `run`
+///   (the `DrainBlocked` condition); a PodDisruptionBudget refusal is one, and the node's
+///   evictions then wait [`crate::drain::refusals::RETRY_REFUSED_AFTER`] while other nodes go on;
+/// * past the timeout the package turns `erroring` (see [`OnDrainTimeout`]).
 pub(super) fn ready_for_interrupt<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
@@ -54,56 +64,179 @@ pub(super) fn ready_for_interrupt<'s>(
     let Some(work) = workset.nodes.get_mut(node) else {
         return Readiness::Waiting;
     };
-    let was_cordoned = work.view.unschedulable
-        && work
-            .view
-            .annotations
-            .contains_key(&keys::SKYHOOK.cordon_annotation(name));
-    work.cordon(name, &now.to_string());
     workset.draining.insert((name.to_owned(), node.to_owned()));
-    if !was_cordoned {
-        return Readiness::Waiting;
+    if !work.foreign_cordon() {
+        let was_cordoned = work.view.unschedulable
+            && work
+                .view
+                .annotations
+                .contains_key(&keys::SKYHOOK.cordon_annotation(name));
+        work.cordon(name, &now.to_string());
+        if !was_cordoned {
+            // The cordon must reach the API server before pods are removed, or they could
+            // be scheduled straight back.
+            return Readiness::Waiting;
+        }
     }
-    let cordoned_at = work
-        .annotations()
-        .get(&keys::SKYHOOK.cordoned_at_annotation(name))
-        .and_then(|text| text.parse::<Timestamp>().ok());
     let snapshot = context.snapshot;
     let Some(pods) = snapshot.workload_pods.get(node) else {
+        if work.foreign_cordon() {
+            // Without a cordon of ours, the stamp is what has the node's pods listed.
+            work.start_drain(name, &now.to_string());
+        }
         workset.requeue(DRAIN_POLL);
         return Readiness::Waiting;
     };
-    let Some(rules) = drain_rules(workset, pass) else {
+    let effective = effective_drain(&pass.skyhook.spec, context.config.drain_timeout);
+    let Some(rules) = drain_rules(workset, pass, &effective, &context.config.pods.namespace) else {
         return Readiness::Waiting;
     };
     if !interruptible(workset, pass, pods) {
+        run.non_interrupt_hold = true;
         return Readiness::Waiting;
     }
     let pending = drain(pods, &rules);
+    let Some(work) = workset.nodes.get_mut(node) else {
+        return Readiness::Waiting;
+    };
     if pending.is_complete() {
+        work.clear_drain(name);
         return Readiness::Ready;
     }
-    evict(workset, pass, node, &pending.evict);
-    let timeout = pass
-        .skyhook
-        .spec
-        .drain_timeout(context.config.drain_timeout);
-    let timed_out = cordoned_at.is_some_and(|at| {
-        std::time::Duration::try_from(now.duration_since(at))
+    let blocked = blocked_pods(&pending, snapshot.refusals.refused(node));
+    let json = (!blocked.is_empty())
+        .then(|| serde_json::to_string(&blocked).ok())
+        .flatten();
+    work.set_drain_blocked(name, json.as_deref());
+    run.drain_blockers = blocked;
+    let started = match work
+        .annotations()
+        .get(&keys::SKYHOOK.drain_start_annotation(name))
+        .and_then(|text| text.parse::<Timestamp>().ok())
+    {
+        Some(started) => started,
+        None => {
+            // The first pass that finds the node not drained: the drain starts now (and
+            // its pods are removed in this same pass).
+            work.start_drain(name, &now.to_string());
+            workset.set_status(name, node, Status::InProgress);
+            now
+        }
+    };
+    let timed_out = effective.timeout.is_some_and(|timeout| {
+        std::time::Duration::try_from(now.duration_since(started))
             .is_ok_and(|elapsed| elapsed >= timeout)
     });
     if timed_out {
-        let message = blockers(&pending, &snapshot.pdbs).message(node);
-        run.drain_blocked = Some(message.clone());
-        if pass.skyhook.spec.drain_on_timeout() == DrainTimeoutAction::Fail {
-            fail_drain(context, workset, name, node, drain_for, message);
-            return Readiness::Failed;
+        let timeout = effective.timeout.unwrap_or_default();
+        let report = blockers(&pending, &snapshot.pdbs).message(node);
+        match effective.on_timeout {
+            OnDrainTimeout::KeepWaiting => {
+                run.drain_blocked = Some(report.clone());
+                let target = EventTarget::Node(node.to_owned());
+                workset.emit(target, event_kinds::DRAIN_BLOCKED, report);
+            }
+            OnDrainTimeout::Erroring => {
+                // Also our condition (and `skyhook_drain_blocked`): a drain past its timeout.
+                run.drain_blocked = Some(report.clone());
+                time_out_drain(workset, name, node, drain_for, timeout, &report);
+                return Readiness::Failed;
+            }
+            OnDrainTimeout::ErroringAndUncordon => {
+                run.drain_blocked = Some(report.clone());
+                time_out_drain(workset, name, node, drain_for, timeout, &report);
+                fail_drain(context, workset, name, node, drain_for, report);
+                return Readiness::Failed;
+            }
         }
-        let target = EventTarget::Node(node.to_owned());
-        workset.emit(target, event_kinds::DRAIN_BLOCKED, message);
+    }
+    match snapshot.refusals.wait(node, now) {
+        // A budget refused this node's last evictions: try again once the wait is over.
+        Some(left) if !effective.disable_eviction => workset.requeue(left.min(DRAIN_POLL * 6)),
+        _ => evict(workset, pass, node, &pending.evict, &effective),
     }
     workset.requeue(DRAIN_POLL);
     Readiness::Waiting
+}
+
+/// The pods that keep a drain from progressing, with upstream's reasons: those the settings
+/// keep from being removed, and those whose eviction a PodDisruptionBudget refused (with the
+/// API server's message). A DaemonSet pod held by the deprecated `spec.drain` has no upstream
+/// reason and is reported by the timeout report only.
+fn blocked_pods(pending: &Drain<'_>, refused: &[BlockedPod]) -> Vec<BlockedPod> {
+    let mut blocked: Vec<BlockedPod> = pending
+        .held
+        .iter()
+        .filter_map(|(pod, held)| {
+            let reason = match held {
+                Held::Unowned => BlockReason::UnmanagedPod,
+                Held::EmptyDir => BlockReason::EmptyDirData,
+                Held::DaemonSet => return None,
+            };
+            Some(BlockedPod {
+                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                reason,
+                detail: None,
+            })
+        })
+        .collect();
+    // A refused pod still to evict blocks; one gone or already leaving no longer does.
+    blocked.extend(
+        refused
+            .iter()
+            .filter(|r| {
+                pending.evict.iter().any(|pod| {
+                    pod.metadata.namespace.as_deref() == Some(r.namespace.as_str())
+                        && pod.metadata.name.as_deref() == Some(r.name.as_str())
+                })
+            })
+            .cloned(),
+    );
+    blocked.sort();
+    blocked
+}
+
+/// Upstream's drain timeout: the package waiting for the drain turns `erroring`, the node
+/// `erroring`, a Warning Event `Drain` goes to the node and the Skyhook, and nothing more is
+/// removed from the node. It stays cordoned; a reset after the blocker is gone tries again.
+fn time_out_drain<'s>(
+    workset: &mut Workset<'s>,
+    skyhook: &str,
+    node: &str,
+    (package, stage): DrainFor<'_>,
+    timeout: std::time::Duration,
+    report: &str,
+) {
+    workset.set_entry(skyhook, node, entry_for(package, stage, State::Erroring));
+    workset.set_status(skyhook, node, Status::Erroring);
+    let message = format!(
+        "drain timed out after [{}] for node [{node}] package [{}:{}]: {report}",
+        go_duration(timeout),
+        package.name,
+        package.version
+    );
+    workset.emit(
+        EventTarget::Node(node.to_owned()),
+        event_kinds::DRAIN_TIMEOUT,
+        message.clone(),
+    );
+    workset.emit(
+        EventTarget::Skyhook(skyhook.to_owned()),
+        event_kinds::DRAIN_TIMEOUT,
+        message,
+    );
+}
+
+/// A duration as Go prints it (`5m0s`, `1h30m0s`, `45s`), as upstream's message does.
+fn go_duration(d: std::time::Duration) -> String {
+    let total = d.as_secs();
+    let (hours, minutes, seconds) = (total / 3600, total / 60 % 60, total % 60);
+    match (hours, minutes) {
+        (0, 0) => format!("{seconds}s"),
+        (0, _) => format!("{minutes}m{seconds}s"),
+        _ => format!("{hours}h{minutes}m{seconds}s"),
+    }
 }
 
 /// Whether `skyhook` may cordon `node` under the fleet budget: always when no budget is
@@ -162,16 +295,21 @@ fn fail_drain<'s>(
     );
 }
 
-/// The pass's `spec.drain` rules, or `None` (with a Warning Event, draining nothing) while
-/// its `podSelector` does not parse.
-fn drain_rules<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>) -> Option<DrainRules> {
-    match DrainRules::of(pass.skyhook.spec.drain.as_ref()) {
+/// The pass's drain rules, or `None` (with a Warning Event, draining nothing) while its
+/// `podSelector` does not parse.
+fn drain_rules<'s>(
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+    effective: &EffectiveDrain,
+    own_namespace: &str,
+) -> Option<DrainRules> {
+    match DrainRules::of(effective, Some(own_namespace)) {
         Ok(rules) => Some(rules),
         Err(problems) => {
             workset.emit(
                 EventTarget::Skyhook(pass.name().to_owned()),
                 event_kinds::INTERRUPT_SELECTOR_INVALID,
-                format!("spec.drain.podSelector is not a valid selector ({problems:?}); fix it, no node is drained until then"),
+                format!("the drain's podSelector is not a valid selector ({problems:?}); fix it, no node is drained until then"),
             );
             None
         }
@@ -198,17 +336,23 @@ fn interruptible<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, pods: &[Pod]) -
     }
 }
 
-/// Requests the evictions that drain `node`, with the Skyhook's grace period.
-fn evict<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, node: &str, pods: &[&Pod]) {
+/// Requests the evictions (or, with `disableEviction`, the deletions) that drain `node`,
+/// with the Skyhook's grace period.
+fn evict<'s>(
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+    node: &str,
+    pods: &[&Pod],
+    effective: &EffectiveDrain,
+) {
     let skyhook = pass.name();
-    let drain = pass.skyhook.spec.drain.as_ref();
-    let grace_period_seconds = drain.and_then(|d| d.grace_period_seconds);
     for pod in pods {
         workset.plan.evictions.push(Eviction {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name: pod.metadata.name.clone().unwrap_or_default(),
             node: node.to_owned(),
-            grace_period_seconds,
+            grace_period_seconds: effective.grace_period_seconds,
+            delete: effective.disable_eviction,
         });
     }
     if !pods.is_empty() {

@@ -8,6 +8,8 @@
 //!   dropped to 0, so the Job controller fails it, with a Warning Event on the node and the
 //!   Skyhook; a reboot is never counted;
 //! * of a Job's genuinely failed attempts only the first and the newest stay, for `kubectl logs`;
+//! * a node reset after its reboot (`REAPPLY_ON_REBOOT`) loses every Job of the Skyhook that
+//!   reset it, unfinished or kept, as upstream's reboot-reset sweep;
 //! * a Job kept after its recorded completion is deleted when its node is gone or when its node
 //!   state no longer records its stage as done (the entry is gone, or back at that stage and
 //!   not complete), or once the package's uninstall starts (upstream clears the package's
@@ -25,7 +27,16 @@ use crate::reconcile::snapshot::OwnedPod;
 
 /// Suspends, resumes, prunes and sweeps (see the module documentation).
 pub(super) fn job_lifecycle<'s>(context: &Context<'s>, workset: &mut Workset<'s>) {
+    let resets = workset.plan.reboot_resets.clone();
+    let reset = |skyhook: &str, node: &str| resets.contains(&(skyhook.to_owned(), node.to_owned()));
     for pod in &context.snapshot.pods {
+        if pod.job.is_some() && reset(&pod.skyhook, &pod.node) {
+            workset.delete_pod(
+                &pod.name,
+                "its node rebooted and its Skyhook starts over there",
+            );
+            continue;
+        }
         let Some(job) = &pod.job else {
             continue;
         };
@@ -60,6 +71,13 @@ pub(super) fn job_lifecycle<'s>(context: &Context<'s>, workset: &mut Workset<'s>
         let Some(annotation) = &retained.annotation else {
             continue;
         };
+        if reset(&annotation.skyhook, &retained.node) {
+            workset.delete_pod(
+                &retained.name,
+                "its node rebooted and its Skyhook starts over there",
+            );
+            continue;
+        }
         if workset.view_of(&retained.node).is_none() {
             workset.delete_pod(&retained.name, "its node is gone");
             continue;

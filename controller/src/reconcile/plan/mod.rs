@@ -13,7 +13,7 @@
 //! copies in `node_work`, the plan being built, the pods this plan creates or deletes); what a
 //! step leaves for a later one beyond the work set is its typed return value:
 //!
-//! 1. [`auto_taint`] taints new nodes (`taints`);
+//! 1. [`auto_taint`] taints new nodes (`taints`), which join no pass until the taint landed;
 //! 2. [`pod_results`] turns pod outcomes into node-state edits, deletions and Events, and
 //!    returns the reboots found not confirmed ([`PodResults`](pod_results::PodResults));
 //! 3. per Skyhook in (priority, name) order ([`pass_order`]): [`admit`] (`admission`:
@@ -27,16 +27,19 @@
 //!    interrupt (`interrupts`), node conditions (`node_states`), and the pure next status
 //!    (`status`);
 //! 4. [`runtime_required`] removes the runtime-required taint per node by the passes'
-//!    [`Completion`] (`taints`);
+//!    [`Completion`], cordoning the node in the same patch for `runtimeRequiredCordonAfter`
+//!    (`taints`);
 //! 5. [`finish`] writes the node-metadata ConfigMaps of the pods this plan starts and turns
 //!    the nodes' working copies into patches.
 //!
 //! The types a plan returns are in `output`. Steps import only the modules below them, never
 //! this one, which holds nothing but the sequence.
 //!
-//! Deliberate choices: a drain's start is recorded in the node annotation `cordonedAt_<skyhook>`
-//! ([`skyhook_api::keys::Keys::cordoned_at_annotation`], RFC 3339) so that the drain timeout survives
-//! restarts; an invalidated pod is deleted at once rather than first annotated `invalid`.
+//! Deliberate choices: a drain's start is recorded in the node annotation `drainStart_<skyhook>`
+//! ([`skyhook_api::keys::Keys::drain_start_annotation`], upstream's) so that the drain timeout
+//! survives restarts, while the evictions a PodDisruptionBudget refused are only remembered in
+//! memory ([`crate::drain::refusals`], as upstream's retry timer); an invalidated pod is deleted
+//! at once rather than first annotated `invalid`.
 
 mod admission;
 mod configs;

@@ -215,15 +215,25 @@ impl<'s> NodeWork<'s> {
         set_entry(&mut self.annotations, &key, &value);
     }
 
-    /// Forgets `skyhook` on this node: state, status annotation and label.
+    /// Forgets `skyhook` on this node after a reboot: its node state and every key of
+    /// [`keys::Keys::reboot_reset_node_keys`] (status annotation and label, version, drain
+    /// start); its cordon stays, for the re-run to release.
     pub(super) fn reset(&mut self, skyhook: &str) {
         let state = self.work_state(skyhook);
         state.now = NodeState::new();
         state.reset = true;
         self.malformed.remove(skyhook);
-        let key = keys::SKYHOOK.node_status_key(skyhook);
-        remove_entry(&mut self.annotations, &key);
-        remove_entry(&mut self.labels, &key);
+        // The node state's annotation follows the reset state (see `state_annotations`).
+        let state_key = keys::SKYHOOK.node_state_annotation(skyhook);
+        for key in keys::SKYHOOK.reboot_reset_node_keys(skyhook) {
+            if key.key == state_key {
+                continue;
+            }
+            remove_entry(&mut self.annotations, &key.key);
+            if key.kind == keys::NodeKeyKind::AnnotationAndLabel {
+                remove_entry(&mut self.labels, &key.key);
+            }
+        }
     }
 
     pub(super) fn set_annotation(&mut self, key: String, value: String) {
@@ -345,8 +355,20 @@ impl<'s> NodeWork<'s> {
         );
     }
 
-    /// Releases `skyhook`'s cordon; the node becomes schedulable only when no other Skyhook
-    /// holds one. Does nothing when `skyhook` holds none, so an administrator's cordon stays.
+    /// Cordons the node when the runtime-required taint is removed from it, marked with the
+    /// runtime-required cordon annotation so that no Skyhook's release uncordons it.
+    pub(super) fn cordon_runtime_required(&mut self) {
+        set_entry(
+            &mut self.annotations,
+            keys::SKYHOOK.runtime_required_cordon_annotation,
+            "true",
+        );
+        self.unschedulable = true;
+    }
+
+    /// Releases `skyhook`'s cordon; the node becomes schedulable only when nothing else holds
+    /// a cordon on it ([`cordon_held`]). Does nothing when `skyhook` holds none, so a cordon
+    /// someone else set (an administrator's, found before ours) stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
         let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
         if !self.annotations.contains_key(&cordon) {
@@ -357,13 +379,47 @@ impl<'s> NodeWork<'s> {
             &mut self.annotations,
             &keys::SKYHOOK.cordoned_at_annotation(skyhook),
         );
-        let others = self
-            .annotations
-            .keys()
-            .any(|k| k.starts_with(keys::SKYHOOK.cordon_annotation_prefix));
-        if !others {
+        self.clear_drain(skyhook);
+        if !cordon_held(&self.annotations) {
             self.unschedulable = false;
         }
+    }
+
+    /// Whether the node is cordoned by someone other than the Skyhooks (upstream v0.20's
+    /// "foreign cordon"): unschedulable with no cordon any Skyhook holds. Such a node is
+    /// drained without taking the cordon over, and left cordoned afterwards.
+    pub(super) fn foreign_cordon(&self) -> bool {
+        self.unschedulable && !cordon_held(&self.annotations)
+    }
+
+    /// Records when `skyhook`'s drain of the node started, unless it already has.
+    pub(super) fn start_drain(&mut self, skyhook: &str, now: &str) {
+        let key = keys::SKYHOOK.drain_start_annotation(skyhook);
+        if !self.annotations.contains_key(&key) {
+            set_entry(&mut self.annotations, &key, now);
+        }
+    }
+
+    /// Records the pods that block `skyhook`'s drain of the node (JSON), or removes the record
+    /// when none does.
+    pub(super) fn set_drain_blocked(&mut self, skyhook: &str, blockers: Option<&str>) {
+        let key = keys::SKYHOOK.drain_blocked_annotation(skyhook);
+        match blockers {
+            Some(json) => set_entry(&mut self.annotations, &key, json),
+            None => remove_entry(&mut self.annotations, &key),
+        }
+    }
+
+    /// Forgets `skyhook`'s drain of the node: drained, or released.
+    pub(super) fn clear_drain(&mut self, skyhook: &str) {
+        remove_entry(
+            &mut self.annotations,
+            &keys::SKYHOOK.drain_start_annotation(skyhook),
+        );
+        remove_entry(
+            &mut self.annotations,
+            &keys::SKYHOOK.drain_blocked_annotation(skyhook),
+        );
     }
 
     pub(super) fn add_taint(&mut self, taint: &Taint) {
@@ -519,4 +575,17 @@ fn diff(old: &PackedMap, new: &PackedMap) -> BTreeMap<String, Option<String>> {
             .map(|k| (k.to_owned(), None)),
     );
     out
+}
+
+/// Whether some cordon other than a foreign one holds the node: a Skyhook's `cordon_*`
+/// annotation, or the runtime-required cordon (upstream v0.19's node-scoped
+/// `runtimeRequiredCordon`, set when the runtime-required taint was removed for a Skyhook with
+/// `runtimeRequiredCordonAfter`). The one place that says which annotations keep a node
+/// cordoned: a release uncordons only when none is left, and a cordoned node with none of them
+/// is someone else's.
+pub(super) fn cordon_held(annotations: &PackedMap) -> bool {
+    annotations.keys().any(|k| {
+        k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
+            || k == keys::SKYHOOK.runtime_required_cordon_annotation
+    })
 }

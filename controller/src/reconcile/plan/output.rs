@@ -59,6 +59,14 @@ pub struct Plan {
     /// Node lists too long for the condition messages of the Skyhook named first, for the log;
     /// only when that Skyhook's status changes.
     pub long_node_lists: Vec<(String, LongList)>,
+    /// Nodes this plan adds the runtime-required taint to (a new node, or a node reset by a
+    /// reboot), with the taint as `key=value:Effect`: a refused node patch is reported on the
+    /// node with a Warning Event `AutoTaint`.
+    pub auto_taints: BTreeMap<String, String>,
+    /// (Skyhook, node) pairs whose node state this plan reset after a reboot
+    /// (`REAPPLY_ON_REBOOT`): the Skyhook's work on the node starts over, so whatever still runs
+    /// there for it (its Jobs) must go.
+    pub reboot_resets: BTreeSet<(String, String)>,
     /// Stage attempts this plan finished, for `skyhook_package_stage_duration_seconds`: the
     /// apply step records those whose node patch landed, so a refused patch, planned again,
     /// is counted once.
@@ -159,8 +167,11 @@ pub struct Eviction {
     pub name: String,
     /// The node being drained.
     pub node: String,
-    /// `spec.drain.gracePeriodSeconds`; `None` leaves the pod's own.
+    /// The drain's grace period in seconds; `None` leaves the pod's own.
     pub grace_period_seconds: Option<i64>,
+    /// Delete the pod instead of evicting it (`drainConfig.disableEviction`): no
+    /// PodDisruptionBudget is consulted.
+    pub delete: bool,
 }
 
 /// What an Event is about.

@@ -271,7 +271,7 @@ fn spec_changes<'s>(
     outcome: &mut Outcome,
 ) {
     let skyhook = pass.skyhook;
-    track_reboots(context, workset, pass.name(), &pass.matched, status);
+    track_reboots(context, workset, pass, status);
     // A removed package's queued config keys mean nothing any more.
     let packages = &skyhook.spec.packages;
     status
@@ -479,6 +479,23 @@ fn run_batch<'s>(
         if run.fleet_waiting {
             fleet_waiting.push(node.clone());
         }
+        if !run.drain_blockers.is_empty() {
+            outcome
+                .drain_blockers
+                .insert(node.clone(), run.drain_blockers);
+        }
+        if run.non_interrupt_hold {
+            outcome.non_interrupt_holds.push(node.clone());
+        }
+    }
+    announce_non_interrupt_hold(workset, pass, &outcome.non_interrupt_holds);
+    // A node skipped for its unreadable node state keeps its last blockers (upstream v0.20).
+    let blocked_key = keys::SKYHOOK.drain_blocked_annotation(pass.name());
+    for node in &pass.malformed {
+        let last = node.annotations.get(&blocked_key);
+        if let Some(pods) = last.and_then(|json| serde_json::from_str(json).ok()) {
+            outcome.drain_blockers.insert(node.name.clone(), pods);
+        }
     }
     if let Some(budget) = context.config.fleet_budget
         && !fleet_waiting.is_empty()
@@ -486,6 +503,29 @@ fn run_batch<'s>(
         let ceiling = budget.ceiling(workset.nodes.len());
         let held = workset.fleet_held();
         outcome.fleet_wait = Some(fleet_wait_message(budget, ceiling, held, &fleet_waiting));
+    }
+}
+
+/// Upstream v0.20: a Warning Event `Drain` on the Skyhook when pods matching
+/// `podNonInterruptLabels` start holding nodes, that is when its `Blocked` condition is not
+/// already `NonInterruptPodsRunning`; not on every pass while they keep holding.
+fn announce_non_interrupt_hold<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, holds: &[String]) {
+    if holds.is_empty() {
+        return;
+    }
+    let already = pass.skyhook.status.as_ref().is_some_and(|status| {
+        status.conditions.iter().any(|c| {
+            c.type_ == keys::CONDITION_BLOCKED
+                && c.reason == keys::NON_INTERRUPT_PODS_RUNNING_REASON
+        })
+    });
+    if !already {
+        let nodes: Vec<&str> = holds.iter().map(String::as_str).collect();
+        workset.emit(
+            EventTarget::Skyhook(pass.name().to_owned()),
+            event_kinds::NON_INTERRUPT_PODS_RUNNING,
+            skyhook_api::drain::non_interrupt_message(&nodes),
+        );
     }
 }
 

@@ -8,6 +8,8 @@ use skyhook_api::stage::{apply_edits, version_changes};
 use skyhook_api::uninstall::node_uninstalls;
 use skyhook_api::v1alpha1::{Package, SkyhookStatus, Status};
 
+use skyhook_api::runtime_required::{has_taint, taint_text};
+
 use super::context::Context;
 use super::event_kinds;
 use super::output::EventTarget;
@@ -15,18 +17,25 @@ use super::pass::Pass;
 use super::workset::Workset;
 use crate::names::OwnerSkyhook;
 use crate::pod_match::{InvalidReason, Verdict, validate_pod};
-use crate::reconcile::snapshot::{NodeView, OwnedPod};
+use crate::reconcile::snapshot::OwnedPod;
 
 /// Records each node's boot ID; with `REAPPLY_ON_REBOOT`, a changed boot ID resets the node
-/// for this Skyhook so every package runs again (spec §2.11).
+/// for this Skyhook so every package runs again (spec §2.11), keeping its cordon for the re-run
+/// to release. A runtime-required Skyhook that auto-taints new nodes treats the rebooted node as
+/// new: the runtime-required taint goes back on in the same node patch as the reset, so no
+/// workload lands on the node before the re-run completes (and with
+/// `runtimeRequiredCordonAfter`, its removal cordons the node again).
 pub(super) fn track_reboots<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
-    name: &str,
-    matched: &[&NodeView],
+    pass: &Pass<'_>,
     status: &mut SkyhookStatus,
 ) {
-    for node in matched {
+    let name = pass.name();
+    let spec = &pass.skyhook.spec;
+    let retaint = spec.runtime_required && spec.auto_taint_new_nodes;
+    let taint = &context.config.pods.runtime_required_taint;
+    for node in &pass.matched {
         let Some(boot_id) = node.boot_id.as_deref() else {
             continue;
         };
@@ -39,7 +48,18 @@ pub(super) fn track_reboots<'s>(
         }
         if let Some(work) = workset.nodes.get_mut(node.name.as_str()) {
             work.reset(name);
+            if retaint && !has_taint(&work.taints, taint) {
+                work.add_taint(taint);
+                workset
+                    .plan
+                    .auto_taints
+                    .insert(node.name.clone(), taint_text(taint));
+            }
         }
+        workset
+            .plan
+            .reboot_resets
+            .insert((name.to_owned(), node.name.clone()));
         status.node_state.remove(&node.name);
         status.node_status.remove(&node.name);
         let message = format!(

@@ -10,6 +10,9 @@ use skyhook_api::conditions::{
     LongList, ReadyNode, UNINSTALL_CONDITION_TYPES, UninstallConditions, ignored_message,
     intolerable_message, ready_summary, set_condition, set_or_remove, transition_text,
 };
+use skyhook_api::drain::{
+    BlockedPod, drain_blocked_message, drain_blocked_reason, non_interrupt_message,
+};
 use skyhook_api::keys;
 use skyhook_api::node_mirror::bound_node_mirrors;
 use skyhook_api::status::{SkyhookOverrides, counters, skyhook_status};
@@ -28,6 +31,10 @@ pub(super) struct Outcome {
     pub(super) applied: Option<String>,
     /// Drains past their timeout, one message per node.
     pub(super) drain_blocked: Vec<String>,
+    /// Per node, the pods that keep its drain from progressing (`DrainBlocked`).
+    pub(super) drain_blockers: BTreeMap<String, Vec<BlockedPod>>,
+    /// The nodes pods matching `podNonInterruptLabels` hold (`Blocked`).
+    pub(super) non_interrupt_holds: Vec<String>,
     /// Why nodes wait for the fleet budget before their cordon, when some do.
     pub(super) fleet_wait: Option<String>,
     /// Which compartments hold their next batch until a maintenance window opens, and when.
@@ -150,6 +157,8 @@ pub(super) fn next_status(
         ready_conditions(&mut status, &conditions, transition.as_deref(), &outcome);
     pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
     set_uninstall_conditions(skyhook, &mut status.conditions, &outcome.uninstall, now);
+    // After the uninstall conditions: a `Blocked` of theirs wins over the drain's.
+    drain_conditions(&mut status.conditions, &conditions, &outcome);
     long_lists.extend(outcome.uninstall.long_lists);
     bound_node_mirrors(&mut status);
     if skyhook.status.as_ref() == Some(&status) {
@@ -175,6 +184,14 @@ pub(super) fn set_uninstall_conditions(
         let holding = uninstall.holding.iter().find(|c| c.type_ == type_);
         let condition =
             holding.map(|c| conditions.condition(type_, true, c.reason, c.message.clone()));
+        // `Blocked` also says that pods matching `podNonInterruptLabels` hold nodes; that one
+        // is the drain's to set and remove ([`drain_conditions`]).
+        let drains = list
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == keys::NON_INTERRUPT_PODS_RUNNING_REASON);
+        if condition.is_none() && drains {
+            continue;
+        }
         set_or_remove(list, type_, condition);
     }
 }
@@ -314,6 +331,39 @@ fn pass_conditions(
             )
         }),
     );
+}
+
+/// Upstream v0.20's drain conditions: `DrainBlocked` while some node's drain cannot progress,
+/// and `Blocked`/`NonInterruptPodsRunning` while pods matching `podNonInterruptLabels` hold
+/// nodes. The latter is left alone while `Blocked` carries another reason (that one wins), and
+/// removed without touching another reason's.
+fn drain_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: &Outcome) {
+    let blocked = drain_blocked_reason(outcome.drain_blockers.values().flatten()).map(|reason| {
+        let total = outcome.complete.len().max(outcome.drain_blockers.len());
+        let message = drain_blocked_message(total, &outcome.drain_blockers);
+        conditions.condition(keys::CONDITION_DRAIN_BLOCKED, true, reason, message)
+    });
+    set_or_remove(list, keys::CONDITION_DRAIN_BLOCKED, blocked);
+    let other_reason = list.iter().any(|c| {
+        c.type_ == keys::CONDITION_BLOCKED && c.reason != keys::NON_INTERRUPT_PODS_RUNNING_REASON
+    });
+    if other_reason {
+        return;
+    }
+    let held = (!outcome.non_interrupt_holds.is_empty()).then(|| {
+        let nodes: Vec<&str> = outcome
+            .non_interrupt_holds
+            .iter()
+            .map(String::as_str)
+            .collect();
+        conditions.condition(
+            keys::CONDITION_BLOCKED,
+            true,
+            keys::NON_INTERRUPT_PODS_RUNNING_REASON,
+            non_interrupt_message(&nodes),
+        )
+    });
+    set_or_remove(list, keys::CONDITION_BLOCKED, held);
 }
 
 /// The conditions of new work that waits for a gate: the fleet budget, a maintenance window,

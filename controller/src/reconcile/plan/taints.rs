@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::runtime_required::{
-    RuntimeRequiredSkyhook, auto_taint_eligible, has_taint, runtime_taint_removable,
+    RuntimeRequiredSkyhook, auto_taint_eligible, cordon_after_removal, has_taint,
+    runtime_required_cordon_stale, runtime_taint_removable, taint_text,
 };
 use skyhook_api::v1alpha1::Skyhook;
 
@@ -19,7 +20,10 @@ use crate::reconcile::snapshot::{NodeView, Snapshot};
 /// there after this plan's edits.
 pub(super) type Completion = BTreeMap<(String, String), bool>;
 
-/// Taints the nodes no Skyhook has touched yet, for Skyhooks asking for it.
+/// Taints the nodes no Skyhook has touched yet, for Skyhooks asking for it, and records them
+/// in [`Workset::awaiting_taint`]: no Skyhook works on them until the taint landed (the next reconcile finds them
+/// tainted and marked), so a node whose taint is refused (an admission policy, say) is left out
+/// of every Skyhook, uncounted, and tried again at every reconcile, as upstream does.
 pub(super) fn auto_taint(context: &Context<'_>, workset: &mut Workset<'_>) {
     let taint = &context.config.pods.runtime_required_taint;
     let marker = skyhook_api::keys::SKYHOOK.auto_taint_annotation(&taint.key);
@@ -27,23 +31,43 @@ pub(super) fn auto_taint(context: &Context<'_>, workset: &mut Workset<'_>) {
         if let Some(work) = workset.nodes.get_mut(node) {
             work.add_taint(taint);
             work.set_annotation(marker.clone(), "true".to_owned());
+            workset.awaiting_taint.insert(node.to_owned());
+            workset
+                .plan
+                .auto_taints
+                .insert(node.to_owned(), taint_text(taint));
         }
     }
 }
 
 /// Removes the runtime-required taint from each node on which every runtime-required
-/// Skyhook targeting it is complete.
+/// Skyhook targeting it is complete; where one of them sets `runtimeRequiredCordonAfter`, the
+/// same node patch cordons the node and marks it with the runtime-required cordon annotation
+/// (only a node that carried the taint: no taint, no cordon). Then removes the annotation from
+/// every node found schedulable (someone uncordoned it and left the annotation).
 pub(super) fn runtime_required(
     context: &Context<'_>,
     workset: &mut Workset<'_>,
     completion: &Completion,
 ) {
     let taint = &context.config.pods.runtime_required_taint;
-    for node in runtime_taint_removable_nodes(context.snapshot, completion) {
-        if let Some(work) = workset.nodes.get_mut(node)
-            && has_taint(&work.taints, taint)
-        {
+    let skyhooks = runtime_required_skyhooks(context.snapshot, completion);
+    for node in &context.snapshot.nodes {
+        let name = node.name.as_str();
+        let Some(work) = workset.nodes.get_mut(name) else {
+            continue;
+        };
+        if runtime_taint_removable(name, &skyhooks) && has_taint(&work.taints, taint) {
             work.remove_taint(taint);
+            if cordon_after_removal(name, &skyhooks) {
+                work.cordon_runtime_required();
+            }
+        }
+        if runtime_required_cordon_stale(work.annotations(), work.unschedulable()) {
+            work.set_or_remove_annotation(
+                skyhook_api::keys::SKYHOOK.runtime_required_cordon_annotation,
+                None,
+            );
         }
     }
 }
@@ -79,14 +103,14 @@ fn nodes_to_auto_taint<'s>(snapshot: &'s Snapshot, taint: &Taint) -> BTreeSet<&'
         .collect()
 }
 
-/// The nodes whose runtime-required taint may go: every runtime-required Skyhook targeting
-/// them is active and complete there, by `completion` (per (Skyhook, node), after this plan's
+/// The runtime-required Skyhooks (not being deleted), each with the nodes it targets and
+/// whether it is complete on each, by `completion` (per (Skyhook, node), after this plan's
 /// edits).
-fn runtime_taint_removable_nodes<'s>(
+fn runtime_required_skyhooks<'s>(
     snapshot: &'s Snapshot,
     completion: &Completion,
-) -> BTreeSet<&'s str> {
-    let skyhooks: Vec<RuntimeRequiredSkyhook<'_>> = snapshot
+) -> Vec<RuntimeRequiredSkyhook<'s>> {
+    snapshot
         .skyhooks
         .iter()
         .filter(|s| s.spec.runtime_required && s.metadata.deletion_timestamp.is_none())
@@ -100,17 +124,12 @@ fn runtime_taint_removable_nodes<'s>(
             };
             RuntimeRequiredSkyhook {
                 active: !s.is_disabled() && !s.is_paused(),
+                cordon_after: s.spec.runtime_required_cordon_after,
                 nodes: matched_nodes(s, &snapshot.nodes)
                     .into_iter()
                     .map(|n| (n.name.as_str(), complete(&n.name)))
                     .collect(),
             }
         })
-        .collect();
-    snapshot
-        .nodes
-        .iter()
-        .map(|node| node.name.as_str())
-        .filter(|node| runtime_taint_removable(node, &skyhooks))
         .collect()
 }

@@ -103,6 +103,10 @@ pub(super) struct NodeRun {
     pub(super) applied: Option<String>,
     /// The drain of the node is past its timeout: why.
     pub(super) drain_blocked: Option<String>,
+    /// The pods that keep the node's drain from progressing (`DrainBlocked`).
+    pub(super) drain_blockers: Vec<skyhook_api::drain::BlockedPod>,
+    /// Pods matching `podNonInterruptLabels` hold the node.
+    pub(super) non_interrupt_hold: bool,
     /// The node waits for the fleet budget before its cordon.
     pub(super) fleet_waiting: bool,
 }

@@ -52,6 +52,8 @@ pub(super) struct Workset<'s> {
     /// The names of the Jobs whose completion is recorded: a run created again under the same
     /// name waits until such a Job is gone.
     retained: HashSet<&'s str>,
+    /// Nodes this plan auto-taints: no Skyhook works on them until the taint landed.
+    pub(super) awaiting_taint: BTreeSet<String>,
 }
 
 impl<'s> Workset<'s> {
@@ -82,6 +84,7 @@ impl<'s> Workset<'s> {
             retained: (context.snapshot.retained_jobs.iter())
                 .map(|job| job.name.as_str())
                 .collect(),
+            awaiting_taint: BTreeSet::new(),
         }
     }
 

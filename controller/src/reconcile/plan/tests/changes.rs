@@ -242,6 +242,44 @@ fn serial_runs_one_package_at_a_time() {
     );
 }
 
+/// Upstream v0.20's `serial`: one package per node per pass, and the nodes of a batch progress
+/// together (before, a serial pass ended after the first package anywhere).
+#[test]
+fn serial_nodes_progress_together() {
+    let mut s = skyhook(
+        "serial",
+        vec![package("aa", "1.0.0"), package("bb", "1.0.0")],
+    );
+    s.spec.serial = true;
+    let mut sim = Sim::new(vec![node("worker", 0), node("worker2", 1)], vec![s]);
+    let first = sim.step();
+    let mut started: Vec<(String, String)> = (first.created_pods().iter())
+        .map(|pod| {
+            let spec = pod.spec.clone().unwrap_or_default();
+            let label = (pod.metadata.labels.clone().unwrap_or_default())
+                .get(keys::SKYHOOK.package_label)
+                .cloned()
+                .unwrap_or_default();
+            (spec.node_name.unwrap_or_default(), label)
+        })
+        .collect();
+    started.sort();
+    assert_eq!(
+        started,
+        vec![
+            ("worker".to_owned(), "aa-1.0.0".to_owned()),
+            ("worker2".to_owned(), "aa-1.0.0".to_owned()),
+        ],
+        "one package on each node, both nodes at once"
+    );
+    assert!(
+        ["worker", "worker2"]
+            .iter()
+            .all(|n| sim.node_status("serial", n).as_deref() == Some("in_progress")),
+        "the pass saved its node changes"
+    );
+}
+
 #[test]
 fn an_invalid_spec_runs_nothing_and_says_why() {
     let mut s = skyhook("invalid", vec![package("one", "1.0.0")]);

@@ -83,6 +83,7 @@ fn a_drain_leaves_selected_and_daemon_set_pods_and_evicts_with_the_grace_period(
             name: "web".into(),
             node: "worker".into(),
             grace_period_seconds: Some(5),
+            delete: false,
         }]
     );
     let planned = sim.step();

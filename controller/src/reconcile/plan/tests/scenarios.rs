@@ -878,6 +878,14 @@ fn a_drain_past_its_timeout_names_its_blockers_and_keeps_the_node_cordoned() {
         .workload_pods
         .insert("worker".into(), vec![workload("stuck", "worker", &[])]);
     sim.step();
+    // The first drain pass stamps the drain's start (drainStart_), from which the timeout
+    // counts.
+    sim.step();
+    assert!(
+        sim.node("worker")
+            .annotations
+            .contains_key(&keys::SKYHOOK.drain_start_annotation("drain"))
+    );
     // The eviction is refused (a PodDisruptionBudget): the sim keeps the pod.
     sim.snapshot
         .workload_pods
