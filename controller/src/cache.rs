@@ -91,6 +91,7 @@ macro_rules! resource_of {
 }
 
 pub mod answer;
+pub mod job;
 pub mod node_metadata;
 pub mod own_writes;
 pub mod pod;
@@ -98,6 +99,7 @@ pub mod skyhook;
 pub mod slim;
 pub mod trigger;
 
+use job::CachedJob;
 use node_metadata::CachedNodeMetadata;
 use own_writes::{CachedKind, OwnWrite, shows};
 pub use pod::CachedPod;
@@ -115,6 +117,7 @@ pub struct Caches {
     policies: Store<DeploymentPolicy>,
     nodes: Store<CachedNode>,
     pods: Store<CachedPod>,
+    jobs: Store<CachedJob>,
     package_configmaps: Store<ConfigMap>,
     metadata_configmaps: Store<CachedNodeMetadata>,
     /// The namespace of the controller's pods and ConfigMaps.
@@ -136,8 +139,11 @@ pub struct CachedObjects {
     pub policies: Vec<Arc<DeploymentPolicy>>,
     /// Every Node.
     pub nodes: Vec<Arc<CachedNode>>,
-    /// The controller's package and interrupt pods.
+    /// The controller's package and interrupt pods: bare ones (made by an earlier release)
+    /// and the attempts of its stage Jobs.
     pub pods: Vec<Arc<CachedPod>>,
+    /// The controller's stage Jobs.
+    pub jobs: Vec<Arc<CachedJob>>,
     /// The controller's package ConfigMaps.
     pub package_configmaps: Vec<Arc<ConfigMap>>,
     /// The controller's node-metadata ConfigMaps.
@@ -184,6 +190,13 @@ impl Caches {
             |_| {},
             version_changed,
         );
+        let (jobs, jobs_watch) = reflect(
+            Api::<CachedJob>::namespaced(client.clone(), namespace),
+            owned.clone(),
+            changed.clone(),
+            |_| {},
+            version_changed,
+        );
         let (package_configmaps, package_configmaps_watch) = reflect(
             Api::<ConfigMap>::namespaced(client.clone(), namespace),
             owned,
@@ -208,6 +221,7 @@ impl Caches {
                 policies_watch,
                 nodes_watch,
                 pods_watch,
+                jobs_watch,
                 package_configmaps_watch,
                 metadata_configmaps_watch,
             );
@@ -218,6 +232,7 @@ impl Caches {
                 policies,
                 nodes,
                 pods,
+                jobs,
                 package_configmaps,
                 metadata_configmaps,
                 namespace: namespace.to_owned(),
@@ -232,6 +247,7 @@ impl Caches {
         self.policies.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.pods.wait_until_ready().await?;
+        self.jobs.wait_until_ready().await?;
         self.package_configmaps.wait_until_ready().await?;
         self.metadata_configmaps.wait_until_ready().await
     }
@@ -265,6 +281,9 @@ impl Caches {
             CachedKind::Pod => {
                 version(self.pods.get(&ObjectRef::new(name).within(&self.namespace)))
             }
+            CachedKind::Job => {
+                version(self.jobs.get(&ObjectRef::new(name).within(&self.namespace)))
+            }
             CachedKind::ConfigMap => version(
                 self.package_configmaps
                     .get(&ObjectRef::new(name).within(&self.namespace)),
@@ -285,6 +304,7 @@ impl Caches {
             policies: self.policies.state(),
             nodes: self.nodes.state(),
             pods: self.pods.state(),
+            jobs: self.jobs.state(),
             package_configmaps: self.package_configmaps.state(),
             metadata_configmaps: self.metadata_configmaps.state(),
         }

@@ -25,6 +25,8 @@ pub mod cache;
 pub mod config;
 pub mod configmaps;
 pub mod drain;
+pub mod job_outcome;
+pub mod jobs;
 pub use skyhook_api::duration;
 pub mod leader;
 pub mod metrics;

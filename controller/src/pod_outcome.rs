@@ -104,8 +104,15 @@ pub enum PodOutcome {
         /// Its restart count.
         restarts: i32,
     },
-    /// The pod failed; it is left for the kubelet to retry.
+    /// The pod failed; it is left for the kubelet to retry. For a stage Job: the Job failed for
+    /// good (its retries are spent, its deadline passed).
     Failed(PodFailure),
+    /// A stage Job's attempt failed and the Job controller runs another: the package reads
+    /// `erroring`, the node stays `in_progress` until the Job ends.
+    Retrying(PodFailure),
+    /// A stage Job failed for good without a genuine failure of its own (only attempts its node
+    /// refused): it is deleted and the stage runs again.
+    FailedWithoutCause,
     /// The kubelet refused the pod at admission, before any container ran; it never retries it.
     Rejected {
         /// `OutOfcpu`, `OutOfmemory`, `OutOfpods`, another `OutOf<resource>`, or

@@ -57,6 +57,14 @@ pub fn owned_by_skyhook(metadata: &ObjectMeta, skyhook: &str) -> bool {
     })
 }
 
+/// The object (a stage's pod) is controlled by a `batch/v1` Job: upstream v0.18's stage Jobs,
+/// themselves owned by their Skyhook.
+pub fn owned_by_job(metadata: &ObjectMeta) -> bool {
+    metadata.owner_references.iter().flatten().any(|owner| {
+        owner.kind == "Job" && owner.api_version == "batch/v1" && owner.controller == Some(true)
+    })
+}
+
 /// `(cpu limit, memory limit, cpu request, memory request)` of a container, `""` where unset.
 pub fn resources(container: &Container) -> (&str, &str, &str, &str) {
     fn get<'a>(map: Option<&'a BTreeMap<String, Quantity>>, key: &str) -> &'a str {

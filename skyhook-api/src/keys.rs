@@ -94,6 +94,24 @@ pub struct Keys {
     /// The runtime-required taint the operator applies and removes unless configured otherwise
     /// (`RUNTIME_REQUIRED_TAINT`, chart value `runtimeRequiredTaint`), as `key=value:Effect`.
     pub default_runtime_required_taint: &'static str,
+    /// Stage Job and pod-template label: the stage the Job runs (`apply`, `interrupt`, …).
+    pub stage_label: &'static str,
+    /// Stage Job and pod-template label: the node the Job runs on (longer names shortened as
+    /// Job names are).
+    pub node_label: &'static str,
+    /// Stage Job and pod-template label: the Skyhook's `metadata.generation` at creation.
+    pub generation_label: &'static str,
+    /// Stage Job annotation: the full id of the run (Skyhook, package, version, stage, node),
+    /// too long for a label.
+    pub resource_id_annotation: &'static str,
+    /// Stage Job annotation `"true"`: its end is written to the node state; never again.
+    pub state_recorded_annotation: &'static str,
+    /// Stage Job annotation: the stuck container's last log lines or waiting reason.
+    pub last_logs_annotation: &'static str,
+    /// Non-reboot interrupt Job annotation: how many restarts of its container are allowed.
+    pub restart_allowance_annotation: &'static str,
+    /// Non-reboot interrupt Job annotation: the restart count that spent the allowance.
+    pub restart_limit_exceeded_annotation: &'static str,
 }
 
 /// The [`Keys`] of API group `$group`, every constant key spelled with `concat!` so that it
@@ -133,6 +151,14 @@ macro_rules! group_keys {
             condition_spec_invalid: concat!($group, "/SpecInvalid"),
             runtime_required_cordon_annotation: concat!($group, "/runtimeRequiredCordon"),
             default_runtime_required_taint: concat!($group, "=runtime-required:NoSchedule"),
+            stage_label: concat!($group, "/stage"),
+            node_label: concat!($group, "/node"),
+            generation_label: concat!($group, "/generation"),
+            resource_id_annotation: concat!($group, "/resource-id"),
+            state_recorded_annotation: concat!($group, "/state-recorded"),
+            last_logs_annotation: concat!($group, "/last-logs"),
+            restart_allowance_annotation: concat!($group, "/restart-allowance"),
+            restart_limit_exceeded_annotation: concat!($group, "/restart-limit-exceeded"),
         }
     };
 }

@@ -21,6 +21,8 @@ pub enum CachedKind {
     Node,
     /// The controller's pods, in its namespace.
     Pod,
+    /// The controller's stage Jobs, in its namespace.
+    Job,
     /// The controller's ConfigMaps (package or node metadata), in its namespace.
     ConfigMap,
 }

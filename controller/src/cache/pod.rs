@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hasher};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, EnvVar, Pod, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStatus, EnvVar, Pod, PodCondition, PodSpec, PodStatus,
     ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -35,6 +35,10 @@ use skyhook_api::keys;
 use skyhook_api::resources::{CpuMemory, pod_requests};
 
 use super::slim::WireMeta;
+
+/// The pod condition the API server, the scheduler and the taint manager set on a pod they are
+/// about to stop.
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 
 /// A package or interrupt pod as the cache holds it (see the module documentation). Built from
 /// a [`Pod`] with `From`, or decoded from the API server's JSON; both give the same value.
@@ -170,6 +174,10 @@ pub struct CachedPodStatus {
     pub message: Option<String>,
     /// The init containers' statuses.
     pub init_container_statuses: Option<Vec<CachedContainerStatus>>,
+    /// Condition `DisruptionTarget` is true: the pod is being stopped by an eviction, a
+    /// preemption or the taint manager, not by its own failure (a Job's attempt that ends so is
+    /// not counted as a package failure).
+    pub disruption_target: bool,
 }
 
 /// What the pod rules read of an init container's status.
@@ -238,7 +246,12 @@ impl From<ResourceRequirements> for CachedResources {
 
 impl From<PodStatus> for CachedPodStatus {
     fn from(status: PodStatus) -> Self {
+        let disruption_target =
+            status.conditions.iter().flatten().any(|condition| {
+                condition.type_ == DISRUPTION_TARGET && condition.status == "True"
+            });
         CachedPodStatus {
+            disruption_target,
             phase: status.phase,
             reason: status.reason,
             message: status.message,
@@ -308,6 +321,14 @@ struct WirePodStatus {
     reason: Option<String>,
     message: Option<String>,
     init_container_statuses: Option<Vec<WireContainerStatus>>,
+    conditions: Option<Vec<WirePodCondition>>,
+}
+
+#[derive(Deserialize)]
+struct WirePodCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
 }
 
 #[derive(Deserialize)]
@@ -343,6 +364,17 @@ impl WirePod {
                 init_container_statuses: status
                     .init_container_statuses
                     .map(|statuses| statuses.into_iter().map(ContainerStatus::from).collect()),
+                conditions: status.conditions.map(|conditions| {
+                    conditions
+                        .into_iter()
+                        .filter(|condition| condition.type_ == DISRUPTION_TARGET)
+                        .map(|condition| PodCondition {
+                            type_: condition.type_,
+                            status: condition.status,
+                            ..PodCondition::default()
+                        })
+                        .collect()
+                }),
                 ..PodStatus::default()
             }),
         }

@@ -17,6 +17,7 @@ use std::future::Future;
 
 use futures::{StreamExt, stream};
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
@@ -72,6 +73,10 @@ pub async fn apply(
         nodes,
         create_pods,
         delete_pods,
+        delete_jobs,
+        record_jobs,
+        suspend_jobs,
+        restart_limits,
         evictions,
         upsert_configmaps,
         delete_configmaps,
@@ -110,6 +115,16 @@ pub async fn apply(
         .await;
     let eviction_outcomes = writer.evict(evictions, &waiting, &mut failures).await;
     writer.delete_pods(delete_pods, &mut failures).await;
+    writer.delete_jobs(delete_jobs, &mut failures).await;
+    // Recorded after the node patches: a completion is marked on its Job only once the node
+    // state holds it; were the node patch refused, the unmarked Job is read again next time.
+    writer
+        .patch_jobs(
+            (record_jobs, suspend_jobs, restart_limits),
+            &written.waiting,
+            &mut failures,
+        )
+        .await;
     writer
         .create_pods(create_pods, &waiting, &mut failures)
         .await;
@@ -189,6 +204,10 @@ fn log_size(plan: &Plan) {
     let writes = plan.nodes.len()
         + plan.create_pods.len()
         + plan.delete_pods.len()
+        + plan.delete_jobs.len()
+        + plan.record_jobs.len()
+        + plan.suspend_jobs.len()
+        + plan.restart_limits.len()
         + plan.evictions.len()
         + plan.upsert_configmaps.len()
         + plan.delete_configmaps.len()
@@ -200,6 +219,9 @@ fn log_size(plan: &Plan) {
             nodes = plan.nodes.len(),
             create_pods = plan.create_pods.len(),
             delete_pods = plan.delete_pods.len(),
+            delete_jobs = plan.delete_jobs.len(),
+            record_jobs = plan.record_jobs.len(),
+            suspend_jobs = plan.suspend_jobs.len(),
             evictions = plan.evictions.len(),
             upsert_configmaps = plan.upsert_configmaps.len(),
             delete_configmaps = plan.delete_configmaps.len(),
@@ -219,6 +241,7 @@ struct Writer<'a> {
     /// answers are the whole objects, a Skyhook's several MiB decoded at 1,000 nodes.
     skyhooks: Api<Answer<Skyhook>>,
     pods: Api<Answer<Pod>>,
+    jobs: Api<Answer<Job>>,
     configmaps: Api<Answer<ConfigMap>>,
     /// Decodes what a node patch returns as the cache does: a realistic Node is 10-40 KB of
     /// JSON, and a phase's answers are all held until its last patch lands.
@@ -245,6 +268,7 @@ impl<'a> Writer<'a> {
             snapshot,
             skyhooks: Api::all(client.clone()),
             pods: Api::namespaced(client.clone(), namespace),
+            jobs: Api::namespaced(client.clone(), namespace),
             configmaps: Api::namespaced(client.clone(), namespace),
             nodes: Api::all(client.clone()),
             ssa: PatchParams::apply(FIELD_MANAGER).force(),
@@ -456,6 +480,84 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Deletes stage Jobs in the foreground: a Job is gone only once its pods are, so a run
+    /// created again under its name never meets the old attempt on the node.
+    async fn delete_jobs(&mut self, jobs: BTreeMap<String, String>, failures: &mut Failures) {
+        let api = &self.jobs;
+        let params = DeleteParams::foreground();
+        let results = concurrently(jobs, |(name, why)| {
+            let params = params.clone();
+            async move {
+                debug!(job = %name, reason = %why, "deleting job");
+                let result = api
+                    .delete(&name, &params)
+                    .await
+                    .map(|answer| Landed::deleted(&answer));
+                (name, result)
+            }
+        })
+        .await;
+        for (name, result) in results {
+            let result = self.own_writes.landed(CachedKind::Job, &name, result);
+            failures.record(Operation::DeleteJob, &name, result);
+        }
+    }
+
+    /// Marks Jobs recorded (with their TTL) and suspends or resumes Jobs, one merge patch per
+    /// Job; a record on a node whose patch did not land waits for the next plan.
+    async fn patch_jobs(
+        &mut self,
+        (records, suspends, restart_limits): (
+            BTreeMap<String, i32>,
+            BTreeMap<String, bool>,
+            BTreeMap<String, i32>,
+        ),
+        waiting: &BTreeSet<String>,
+        failures: &mut Failures,
+    ) {
+        let node_of = |name: &str| {
+            (self.snapshot.pods.iter())
+                .find(|pod| pod.name == name)
+                .map(|pod| pod.node.clone())
+        };
+        let mut patches: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+        for (name, ttl) in records {
+            if node_of(&name).is_some_and(|node| waiting.contains(&node)) {
+                continue;
+            }
+            patches.insert(
+                name,
+                serde_json::json!({
+                    "metadata": {"annotations": {keys::SKYHOOK.state_recorded_annotation: "true"}},
+                    "spec": {"ttlSecondsAfterFinished": ttl},
+                }),
+            );
+        }
+        for (name, suspend) in suspends {
+            let patch = patches.entry(name).or_insert_with(|| serde_json::json!({}));
+            patch["spec"]["suspend"] = serde_json::Value::Bool(suspend);
+        }
+        for (name, restarts) in restart_limits {
+            let patch = patches.entry(name).or_insert_with(|| serde_json::json!({}));
+            patch["metadata"]["annotations"][keys::SKYHOOK.restart_limit_exceeded_annotation] =
+                serde_json::Value::String(restarts.to_string());
+            patch["spec"]["backoffLimit"] = serde_json::Value::from(0);
+        }
+        let api = &self.jobs;
+        let results = concurrently(patches, |(name, patch)| async move {
+            let result = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|answer| Landed::written(&answer));
+            (name, result)
+        })
+        .await;
+        for (name, result) in results {
+            let result = self.own_writes.landed(CachedKind::Job, &name, result);
+            failures.record(Operation::PatchJob, &name, result);
+        }
+    }
+
     async fn create_pods(
         &mut self,
         pods: Vec<PlannedPod>,
@@ -467,7 +569,7 @@ impl<'a> Writer<'a> {
             pods.into_iter().filter(|pod| waiting.creates_pod(pod)),
             |pod| async move {
                 let name = pod.name().to_owned();
-                let result = answer::create_json::<Pod>(client, namespace, pod.into_json())
+                let result = answer::create_json::<Job>(client, namespace, pod.into_json())
                     .await
                     .map(|created| Landed::written(&created));
                 (name, result)
@@ -479,9 +581,9 @@ impl<'a> Writer<'a> {
                 // A pod with this deterministic name exists already (created by a previous
                 // leader whose writes this cache had not shown yet): it is the one wanted.
                 Err(error) if is_status(&error, 409) => Ok(()),
-                other => self.own_writes.landed(CachedKind::Pod, &name, other),
+                other => self.own_writes.landed(CachedKind::Job, &name, other),
             };
-            failures.record(Operation::CreatePod, &name, result);
+            failures.record(Operation::CreateJob, &name, result);
         }
     }
 
@@ -661,8 +763,12 @@ pub enum Operation {
     EvictPod,
     /// Deleting a package or interrupt pod.
     DeletePod,
-    /// Creating a package or interrupt pod.
-    CreatePod,
+    /// Creating a stage Job.
+    CreateJob,
+    /// Deleting a stage Job.
+    DeleteJob,
+    /// Patching a stage Job (recorded, suspended).
+    PatchJob,
     /// Deleting a ConfigMap.
     DeleteConfigMap,
     /// Applying a Skyhook's status.
@@ -683,7 +789,9 @@ impl Operation {
             Operation::ApplyConfigMap => "apply-configmap",
             Operation::EvictPod => "evict-pod",
             Operation::DeletePod => "delete-pod",
-            Operation::CreatePod => "create-pod",
+            Operation::CreateJob => "create-job",
+            Operation::DeleteJob => "delete-job",
+            Operation::PatchJob => "patch-job",
             Operation::DeleteConfigMap => "delete-configmap",
             Operation::ApplySkyhookStatus => "apply-skyhook-status",
             Operation::RemoveFinalizer => "remove-finalizer",
@@ -700,7 +808,8 @@ impl Operation {
             | Operation::ApplySkyhookStatus
             | Operation::RemoveFinalizer => "Skyhook",
             Operation::ApplyConfigMap | Operation::DeleteConfigMap => "ConfigMap",
-            Operation::EvictPod | Operation::DeletePod | Operation::CreatePod => "Pod",
+            Operation::EvictPod | Operation::DeletePod => "Pod",
+            Operation::CreateJob | Operation::DeleteJob | Operation::PatchJob => "Job",
         }
     }
 }
@@ -1109,7 +1218,7 @@ mod tests {
         let cases = [
             (Operation::PatchNode, "node-1", api_error(409), true),
             (Operation::PatchNode, "node-2", api_error(500), true),
-            (Operation::CreatePod, "pod-1", api_error(403), true),
+            (Operation::CreateJob, "job-1", api_error(403), true),
             (Operation::DeletePod, "pod-2", api_error(404), false),
             (Operation::ApplySkyhookStatus, "demo", Ok(()), false),
         ];
@@ -1127,7 +1236,7 @@ mod tests {
         let text = metrics.encode().unwrap();
         for line in [
             "skyhook_controller_reconcile_failures_total{category=\"patch-node\"} 4",
-            "skyhook_controller_reconcile_failures_total{category=\"create-pod\"} 2",
+            "skyhook_controller_reconcile_failures_total{category=\"create-job\"} 2",
             "skyhook_controller_reconcile_failures_total{category=\"list-node-pods\"} 2",
         ] {
             assert!(text.contains(line), "{line} in\n{text}");
@@ -1205,7 +1314,18 @@ mod tests {
             let waiting = Waiting::after_node_patches(nodes, conflict, &upserts, &existing);
             let got = (
                 waiting.writes_configmap(&configmap(written)),
-                waiting.creates_pod(&PlannedPod::new(&pod(node, mounts)).unwrap()),
+                waiting.creates_pod(
+                    &PlannedPod::new(
+                        &pod(node, mounts),
+                        crate::jobs::JobInputs {
+                            generation: 1,
+                            stage_timeout: None,
+                            backoff_limit: 3,
+                            reboot: false,
+                        },
+                    )
+                    .unwrap(),
+                ),
             );
             assert_eq!(
                 got, expected,

@@ -21,6 +21,7 @@ use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 use crate::cache;
 use crate::cache::node_metadata::CachedNodeMetadata;
 use crate::drain::refusals::EvictionRefusals;
+use crate::job_outcome;
 pub use crate::node_view::{NodeConditionView, NodeView, node_view};
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
 
@@ -34,8 +35,13 @@ pub struct Snapshot {
     pub policies: BTreeMap<String, DeploymentPolicySpec>,
     /// Every node, shared with the cache.
     pub nodes: Vec<Arc<NodeView>>,
-    /// The controller's package and interrupt pods.
+    /// The controller's runs of package stages and interrupts: each stage Job not yet recorded
+    /// as complete (read through its pod template and its newest attempt), and each bare pod
+    /// an earlier release made.
     pub pods: Vec<OwnedPod>,
+    /// The stage Jobs whose completion is recorded, kept for their logs until their TTL or
+    /// until their stage is due again.
+    pub retained_jobs: Vec<RetainedJob>,
     /// The package ConfigMaps, by name.
     pub package_configmaps: BTreeMap<String, OwnedConfigMap>,
     /// The node-metadata ConfigMaps, by name.
@@ -72,6 +78,39 @@ pub struct OwnedPod {
     pub deleting: bool,
     /// What its status means.
     pub outcome: PodOutcome,
+    /// For a stage Job's run, the Job's own state; `None` for a bare pod.
+    pub job: Option<JobRun>,
+}
+
+/// The state of the stage Job behind an [`OwnedPod`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobRun {
+    /// `spec.suspend` is set.
+    pub suspended: bool,
+    /// It completed or failed for good.
+    pub finished: bool,
+    /// Its end is written to the node state (annotation `state-recorded`).
+    pub recorded: bool,
+    /// Its failed attempts to delete, keeping the first and the newest for `kubectl logs`.
+    pub prune: Vec<String>,
+    /// For an interrupt other than a reboot: the restarts of its container allowed
+    /// (annotation `restart-allowance`, stamped at creation).
+    pub restart_allowance: Option<i32>,
+    /// The allowance is spent (annotation `restart-limit-exceeded`).
+    pub restart_limit_exceeded: bool,
+}
+
+/// A stage Job whose completion is recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetainedJob {
+    /// Job name.
+    pub name: String,
+    /// The node it ran on.
+    pub node: String,
+    /// Its package annotation.
+    pub annotation: Option<PodPackageAnnotation>,
+    /// It is being deleted.
+    pub deleting: bool,
 }
 
 /// A ConfigMap the controller owns: its owner and node, and the cached object itself (a
@@ -134,25 +173,84 @@ impl Snapshot {
             .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
             .collect();
         let deadlines = reboot_deadlines(&cached.skyhooks, reboot_deadline);
-        let pods = cached
+        let context_of = |labels: Option<&BTreeMap<String, String>>, node: &str| OutcomeContext {
+            node_boot_id: boot_ids.get(node).copied().flatten(),
+            now,
+            reboot_deadline: labels
+                .and_then(|l| l.get(keys::SKYHOOK.name_label))
+                .and_then(|name| deadlines.get(name.as_str()).copied())
+                .unwrap_or(reboot_deadline),
+        };
+        let mut attempts: BTreeMap<&str, Vec<&cache::CachedPod>> = BTreeMap::new();
+        for pod in &cached.pods {
+            if let Some(job) = job_of(pod) {
+                attempts.entry(job).or_default().push(pod);
+            }
+        }
+        let mut retained_jobs = Vec::new();
+        let mut pods: Vec<OwnedPod> = Vec::new();
+        for job in &cached.jobs {
+            let Some(name) = job.metadata.name.as_deref() else {
+                continue;
+            };
+            let run = &job.template;
+            let node = run
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.node_name.as_deref())
+                .unwrap_or_default();
+            let recorded = job
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(keys::SKYHOOK.state_recorded_annotation))
+                .is_some_and(|value| value == "true");
+            if recorded && job.complete() {
+                retained_jobs.push(RetainedJob {
+                    name: name.to_owned(),
+                    node: node.to_owned(),
+                    annotation: package_annotation_of(run),
+                    deleting: job.metadata.deletion_timestamp.is_some(),
+                });
+                continue;
+            }
+            let tried = attempts.get(name).map(Vec::as_slice).unwrap_or_default();
+            let context = context_of(run.metadata.labels.as_ref(), node);
+            let outcome = job_outcome::outcome(job, tried, context);
+            let prune = job_outcome::attempts_to_prune(tried)
+                .iter()
+                .filter_map(|pod| pod.metadata.name.clone())
+                .collect();
+            if let Some(mut owned) = OwnedPod::new(std::sync::Arc::clone(run), outcome) {
+                let annotations = job.metadata.annotations.as_ref();
+                owned.job = Some(JobRun {
+                    suspended: job.suspend,
+                    finished: job.finished(),
+                    recorded,
+                    prune,
+                    restart_allowance: annotations
+                        .and_then(|a| a.get(keys::SKYHOOK.restart_allowance_annotation))
+                        .and_then(|value| value.parse().ok()),
+                    restart_limit_exceeded: annotations.is_some_and(|a| {
+                        a.contains_key(keys::SKYHOOK.restart_limit_exceeded_annotation)
+                    }),
+                });
+                pods.push(owned);
+            }
+        }
+        let bare = cached
             .pods
             .iter()
+            .filter(|pod| job_of(pod).is_none())
             .filter_map(|pod| {
                 let node = pod.spec.as_ref()?.node_name.as_deref()?;
-                let labels = pod.metadata.labels.as_ref();
-                let skyhook = labels.and_then(|l| l.get(keys::SKYHOOK.name_label));
-                let context = OutcomeContext {
-                    node_boot_id: boot_ids.get(node).copied().flatten(),
-                    now,
-                    reboot_deadline: skyhook
-                        .and_then(|name| deadlines.get(name.as_str()).copied())
-                        .unwrap_or(reboot_deadline),
-                };
+                let context = context_of(pod.metadata.labels.as_ref(), node);
                 let outcome = pod_outcome::outcome(pod, context);
                 OwnedPod::new(std::sync::Arc::clone(pod), outcome)
-            })
-            .collect();
+            });
+        pods.extend(bare);
         Snapshot {
+            retained_jobs,
             skyhooks: cached.skyhooks.clone(),
             policies: cached
                 .policies
@@ -235,8 +333,32 @@ impl OwnedPod {
             outcome,
             annotation,
             pod,
+            job: None,
         })
     }
+}
+
+/// The Job a pod is an attempt of (label `batch.kubernetes.io/job-name`, or `job-name` as
+/// older Job controllers set it); `None` for a bare pod.
+fn job_of(pod: &cache::CachedPod) -> Option<&str> {
+    let labels = pod.metadata.labels.as_ref()?;
+    labels
+        .get(JOB_NAME_LABEL)
+        .or_else(|| labels.get(LEGACY_JOB_NAME_LABEL))
+        .map(String::as_str)
+}
+
+/// The label the Job controller puts on each pod it creates, naming the Job.
+pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+const LEGACY_JOB_NAME_LABEL: &str = "job-name";
+
+/// A run's parsed package annotation.
+fn package_annotation_of(pod: &cache::CachedPod) -> Option<PodPackageAnnotation> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
+        .and_then(|text| PodPackageAnnotation::parse(text).ok())
 }
 
 /// The package ConfigMaps by name, with the Skyhook their label `skyhook.nvidia.com/name` names.

@@ -250,7 +250,7 @@ async fn interrupt() -> anyhow::Result<()> {
         "dexter's reboot wins over john's service restart"
     );
     assert!(
-        checks::owned_by_skyhook(&interrupt.metadata, "interrupt"),
+        checks::owned_by_job(&interrupt.metadata),
         "{:?}",
         interrupt.metadata.owner_references
     );

@@ -147,7 +147,7 @@ async fn simple_skyhook() -> anyhow::Result<()> {
         ["spencer-init", "spencer-apply", "spencer-applycheck"]
     );
     assert!(
-        checks::owned_by_skyhook(&spencer.metadata, "simple-skyhook"),
+        checks::owned_by_job(&spencer.metadata),
         "{:?}",
         spencer.metadata.owner_references
     );

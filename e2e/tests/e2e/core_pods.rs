@@ -390,12 +390,25 @@ async fn cleanup_pods_after_a_node_reset() -> anyhow::Result<()> {
         );
     }
 
+    // Stage Jobs keep their finished attempts until their TTL (succeeded ones, and the first and
+    // last failed ones of a failing stage): what must be left is the two failing bb stages.
     let expected_left = owned(&[(NODE, "bb", "apply"), (OTHER_NODE, "bb", "config")]);
     wait_for_live_pods(
         &client,
         NAME,
-        "only the two failing bb pods to be left",
-        |live| placements(live) == expected_left,
+        "only the two failing bb stages to be left",
+        |live| {
+            let unfinished: Vec<Pod> = live
+                .iter()
+                .filter(|pod| {
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Succeeded")
+                })
+                .cloned()
+                .collect();
+            let mut left = placements(&unfinished);
+            left.dedup();
+            left == expected_left
+        },
     )
     .await
     .with_context(|| installed.controller_log_tail(40))?;

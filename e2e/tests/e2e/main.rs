@@ -36,6 +36,7 @@ mod examples;
 mod faults;
 mod fleet_budget;
 mod health_gate;
+mod jobs;
 mod kubelet_api;
 mod leader_election;
 mod maintenance_window;

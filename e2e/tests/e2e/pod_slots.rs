@@ -47,7 +47,7 @@ fn many_packages(name: &str, count: usize, sleep: &str) -> String {
 }
 
 /// The most controller pods seen on each node at any moment, counted after every watch event
-/// (pods being deleted included: they still hold their share of the node).
+/// (pods being deleted included: they still hold their share of the node; finished ones not).
 struct PodCounter {
     peak: Arc<Mutex<BTreeMap<String, usize>>>,
     task: tokio::task::JoinHandle<()>,
@@ -74,7 +74,14 @@ impl PodCounter {
                 match event {
                     Ok(watcher::Event::Init) => live.clear(),
                     Ok(watcher::Event::InitApply(pod) | watcher::Event::Apply(pod)) => {
-                        live.insert(pod.metadata.name.clone().unwrap_or_default(), node_of(&pod));
+                        // A finished attempt a Job keeps for its logs holds nothing of the node.
+                        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                        let name = pod.metadata.name.clone().unwrap_or_default();
+                        if matches!(phase, Some("Succeeded" | "Failed")) {
+                            live.remove(&name);
+                        } else {
+                            live.insert(name, node_of(&pod));
+                        }
                     }
                     Ok(watcher::Event::Delete(pod)) => {
                         live.remove(pod.metadata.name.as_deref().unwrap_or_default());

@@ -31,6 +31,9 @@ pub(super) struct Context<'s> {
 #[derive(Debug, Default)]
 struct PodsOnNode<'s> {
     pods: Vec<&'s OwnedPod>,
+    /// How many of them run or will: all but the stage Jobs that have finished (a failed one is
+    /// kept as the mark of its stage's failure, and runs nothing).
+    running: usize,
     requests: CpuMemory,
 }
 
@@ -53,11 +56,10 @@ impl<'s> Context<'s> {
             .flat_map(|on_node| on_node.pods.iter().copied())
     }
 
-    /// How many of the controller's pods the snapshot holds on `node`, being deleted or not.
+    /// How many of the controller's pods the snapshot holds on `node`, being deleted or not,
+    /// finished stage Jobs left out.
     pub(super) fn snapshot_pod_count(&self, node: &str) -> usize {
-        self.pods_on
-            .get(node)
-            .map_or(0, |on_node| on_node.pods.len())
+        self.pods_on.get(node).map_or(0, |on_node| on_node.running)
     }
 
     /// What the controller's pods the snapshot holds on `node` request, all together.
@@ -91,15 +93,17 @@ impl<'s> Context<'s> {
 fn pods_per_node(snapshot: &Snapshot) -> HashMap<&str, PodsOnNode<'_>> {
     let mut per_node: HashMap<&str, PodsOnNode<'_>> = HashMap::new();
     for pod in &snapshot.pods {
+        let finished = pod.job.as_ref().is_some_and(|job| job.finished);
         let requests = pod
             .pod
             .spec
             .as_ref()
-            .filter(|_| !matches!(pod.outcome, PodOutcome::Rejected { .. }))
+            .filter(|_| !matches!(pod.outcome, PodOutcome::Rejected { .. }) && !finished)
             .and_then(|spec| spec.requests)
             .unwrap_or_default();
         let on_node = per_node.entry(pod.node.as_str()).or_default();
         on_node.pods.push(pod);
+        on_node.running += usize::from(!finished);
         on_node.requests = on_node.requests.plus(requests);
     }
     per_node

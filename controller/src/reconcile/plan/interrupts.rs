@@ -19,7 +19,7 @@ use super::pass::Pass;
 use super::wave::{NodeRun, NodeWave};
 use super::workset::Workset;
 use crate::drain::{Drain, DrainRules, Held, blockers, drain, interrupt_blockers};
-use crate::names::package_label;
+use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, interrupt_pod, uninstall_interrupt_pod};
 
 /// Where a node stands before something interrupting runs on it.
@@ -418,20 +418,22 @@ pub(super) fn interrupt<'s>(
         merged.interrupt.type_, package.name, package.version
     );
     let launch = (node, package, Stage::Interrupt);
-    start_interrupt(workset, name, launch, pod, message, run);
+    start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
 }
 
 /// Creates the interrupt `pod` running `stage` of `package` on `node`, records its entry
 /// `in_progress`, and reports the launch.
 fn start_interrupt<'s>(
     workset: &mut Workset<'s>,
-    skyhook: &str,
+    context: &Context<'s>,
+    owner: &OwnerSkyhook<'_>,
     (node, package, stage): (&str, &Package, Stage),
     pod: Pod,
     message: String,
     run: &mut NodeRun,
 ) {
-    let Some(pod) = workset.planned_pod(skyhook, &pod) else {
+    let skyhook = owner.name;
+    let Some(pod) = workset.planned_pod(context, owner, package, &pod) else {
         return;
     };
     let label = package_label(&package.name, &package.version);
@@ -489,5 +491,5 @@ pub(super) fn uninstall_interrupt<'s>(
         interrupt.type_, package.name, package.version
     );
     let launch = (node, package, Stage::UninstallInterrupt);
-    start_interrupt(workset, name, launch, pod, message, run);
+    start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
 }

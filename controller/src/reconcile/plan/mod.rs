@@ -48,6 +48,7 @@ mod deletion;
 pub mod event_kinds;
 mod finish;
 mod interrupts;
+mod job_lifecycle;
 mod node_states;
 mod node_work;
 mod output;
@@ -75,6 +76,7 @@ use super::snapshot::Snapshot;
 use admission::{admit, pass_order};
 use context::Context;
 use finish::finish;
+use job_lifecycle::job_lifecycle;
 pub use output::{
     DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NodePatch, Plan, PlannedEvent,
     StageDuration, node_write_order,
@@ -103,5 +105,6 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
         earlier.push(outcome.progress);
     }
     runtime_required(&context, &mut workset, &completion);
+    job_lifecycle(&context, &mut workset);
     finish(&context, workset)
 }

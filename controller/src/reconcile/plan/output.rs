@@ -26,8 +26,17 @@ pub struct Plan {
     pub nodes: BTreeMap<String, NodePatch>,
     /// Pods to create, after the ConfigMaps.
     pub create_pods: Vec<PlannedPod>,
-    /// Pods to delete, by name in the controller's namespace, with why.
+    /// Pods to delete (bare pods of an earlier release, a Job's attempts), by name in the
+    /// controller's namespace, with why.
     pub delete_pods: BTreeMap<String, String>,
+    /// Stage Jobs to delete with their pods, by name in the controller's namespace, with why.
+    pub delete_jobs: BTreeMap<String, String>,
+    /// Stage Jobs whose end this plan records, with the TTL to set (seconds).
+    pub record_jobs: BTreeMap<String, i32>,
+    /// Stage Jobs to suspend (`true`) or resume (`false`).
+    pub suspend_jobs: BTreeMap<String, bool>,
+    /// Interrupt Jobs whose restart allowance is spent, with the restart count that spent it.
+    pub restart_limits: BTreeMap<String, i32>,
     /// Evictions to request.
     pub evictions: Vec<Eviction>,
     /// ConfigMaps to create or replace.

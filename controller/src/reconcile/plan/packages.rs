@@ -245,7 +245,7 @@ pub(super) fn launch<'s>(
     if !workset.has_pod_slot(context, node, requests) {
         return None;
     }
-    let pod = workset.planned_pod(owner.name, &pod)?;
+    let pod = workset.planned_pod(context, owner, package, &pod)?;
     record_pod(workset, (owner.name, node), package, pod, requests);
     let mut entry = entry_for(package, stage, State::InProgress);
     // A stage created again after its pod was refused by the node keeps its count of

@@ -1,4 +1,5 @@
-//! A pod the plan creates, held as the JSON it is sent as.
+//! A stage run the plan creates: the pod the builders make, wrapped in its stage Job
+//! ([`crate::jobs::job_for`]), held as the Job's JSON as it is sent.
 //!
 //! A plan that starts every node of a rollout holds one pod per node until the apply has sent
 //! them all. As a k8s-openapi `Pod` a package pod is about 11 KB of small allocations (three
@@ -8,9 +9,12 @@
 
 use std::fmt;
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
-/// A pod to create (see the module documentation).
+use crate::jobs::{JobInputs, job_for};
+
+/// A stage Job to create (see the module documentation).
 #[derive(Clone, PartialEq, Eq)]
 pub struct PlannedPod {
     name: String,
@@ -21,8 +25,8 @@ pub struct PlannedPod {
 }
 
 impl PlannedPod {
-    /// `pod`, serialized.
-    pub fn new(pod: &Pod) -> Result<Self, serde_json::Error> {
+    /// The Job running `pod`, serialized.
+    pub fn new(pod: &Pod, inputs: JobInputs) -> Result<Self, serde_json::Error> {
         let spec = pod.spec.as_ref();
         let configmaps = spec
             .and_then(|spec| spec.volumes.as_ref())
@@ -37,11 +41,11 @@ impl PlannedPod {
                 .and_then(|spec| spec.node_name.clone())
                 .unwrap_or_default(),
             configmaps,
-            json: serde_json::to_vec(pod)?.into_boxed_slice(),
+            json: serde_json::to_vec(&job_for(pod.clone(), inputs))?.into_boxed_slice(),
         })
     }
 
-    /// The pod's name.
+    /// The Job's name (the pod's, as earlier releases named their bare pods).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -61,9 +65,25 @@ impl PlannedPod {
         self.json.into_vec()
     }
 
-    /// The pod, decoded again: for tests and logs, which read its fields.
-    pub fn pod(&self) -> Result<Pod, serde_json::Error> {
+    /// The Job, decoded again.
+    pub fn job(&self) -> Result<Job, serde_json::Error> {
         serde_json::from_slice(&self.json)
+    }
+
+    /// The pod the Job runs, decoded again, named and owned as the Job: for tests and logs,
+    /// which read its fields.
+    pub fn pod(&self) -> Result<Pod, serde_json::Error> {
+        let job = self.job()?;
+        let template = job.spec.map(|spec| spec.template).unwrap_or_default();
+        let mut metadata = template.metadata.unwrap_or_default();
+        metadata.name = job.metadata.name;
+        metadata.namespace = job.metadata.namespace;
+        metadata.owner_references = job.metadata.owner_references;
+        Ok(Pod {
+            metadata,
+            spec: template.spec,
+            status: None,
+        })
     }
 }
 
@@ -83,6 +103,15 @@ mod tests {
     use kube::api::ObjectMeta;
 
     use super::*;
+
+    fn inputs() -> JobInputs {
+        JobInputs {
+            generation: 1,
+            stage_timeout: None,
+            backoff_limit: 3,
+            reboot: false,
+        }
+    }
 
     #[test]
     fn a_planned_pod_reads_back_as_the_pod_with_its_node_and_mounts() {
@@ -114,21 +143,28 @@ mod tests {
             }),
             status: None,
         };
-        let planned = PlannedPod::new(&pod).unwrap();
+        let planned = PlannedPod::new(&pod, inputs()).unwrap();
         assert_eq!(planned.name(), "gpu-driver-apply-node-1");
         assert_eq!(planned.node(), "node-1");
         assert_eq!(
             planned.configmaps(),
             ["gpu-node-1-metadata", "gpu-driver-1.0.0"]
         );
-        assert_eq!(planned.pod().unwrap(), pod);
-        let sent: Pod = serde_json::from_slice(&planned.clone().into_json()).unwrap();
-        assert_eq!(sent, pod);
+        let decoded = planned.pod().unwrap();
+        assert_eq!(decoded.metadata.name, pod.metadata.name);
+        assert_eq!(decoded.metadata.namespace, pod.metadata.namespace);
+        assert_eq!(decoded.spec.unwrap().volumes, pod.spec.unwrap().volumes);
+        let sent: Job = serde_json::from_slice(&planned.clone().into_json()).unwrap();
+        assert_eq!(sent, planned.job().unwrap());
+        assert_eq!(
+            sent.metadata.name.as_deref(),
+            Some("gpu-driver-apply-node-1")
+        );
     }
 
     #[test]
     fn a_pod_without_spec_has_no_node_and_no_mounts() {
-        let planned = PlannedPod::new(&Pod::default()).unwrap();
+        let planned = PlannedPod::new(&Pod::default(), inputs()).unwrap();
         assert_eq!((planned.name(), planned.node()), ("", ""));
         assert!(planned.configmaps().is_empty());
     }

@@ -11,7 +11,9 @@
 //! crash-looping pod of a deleted Skyhook otherwise rewrote the node state its deletion had
 //! just cleaned, at every restart, and the deletion never ended.
 //!
-//! A pod the kubelet refused at admission ([`PodOutcome::Rejected`]) because the node was full
+//! A stage Job's attempt the kubelet refused at admission is reported with a Warning Event and
+//! left to the Job controller, which runs the next attempt after its backoff. A bare pod (made by
+//! an earlier release) the kubelet refused at admission ([`PodOutcome::Rejected`]) because the node was full
 //! is not a package failure and the kubelet never retries it, so the controller does: the refused
 //! pod stays
 //! until its backoff ([`rejection_backoff`], 10 s doubling up to 5 min with the entry's
@@ -107,7 +109,21 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                 workset.delete_pod(&pod.name, "the node rebooted under it");
             }
             PodOutcome::Succeeded { restarts, .. } => {
-                succeeded_pod(workset, pod, annotation, *restarts, packages);
+                succeeded_pod(context, workset, pod, annotation, *restarts, packages);
+            }
+            PodOutcome::FailedWithoutCause => workset.delete_pod(
+                &pod.name,
+                "its node refused every attempt; the stage runs again",
+            ),
+            PodOutcome::Retrying(failure) => {
+                if let Some(reason) =
+                    skyhook.and_then(|skyhook| stray(context, workset, pod, skyhook))
+                {
+                    workset.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
+                    continue;
+                }
+                let failed = (pod, annotation);
+                record_failure(context, workset, &mut results, failed, failure, false);
             }
             PodOutcome::Rejected { reason, message } => {
                 let refusal = (reason.as_str(), message.as_deref());
@@ -127,15 +143,36 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                     workset.delete_pod(&pod.name, format!("invalidated: {reason:?}"));
                     continue;
                 }
-                record_failure(context, workset, &mut results, (pod, annotation), failure);
+                record_failure(
+                    context,
+                    workset,
+                    &mut results,
+                    (pod, annotation),
+                    failure,
+                    true,
+                );
+                if pod
+                    .job
+                    .as_ref()
+                    .is_some_and(|job| job.finished && !job.recorded)
+                {
+                    workset.record_job(&pod.name, context.config.jobs.ttl_failed);
+                    workset.emit(
+                        EventTarget::Node(pod.node.clone()),
+                        event_kinds::JOB_FAILED,
+                        format!("Job [{}] failed: {}", pod.name, failure.reason),
+                    );
+                }
             }
         }
     }
     results
 }
 
-/// A succeeded pod advances its node's state and is deleted.
+/// A succeeded pod advances its node's state and is deleted; a completed stage Job is marked
+/// recorded instead and kept until its TTL, for its logs.
 fn succeeded_pod<'s>(
+    context: &Context<'s>,
     workset: &mut Workset<'s>,
     pod: &OwnedPod,
     annotation: &PodPackageAnnotation,
@@ -152,7 +189,16 @@ fn succeeded_pod<'s>(
     let state = work.state(&annotation.skyhook);
     let edits = on_pod_succeeded(state, annotation, restarts, packages);
     apply_edits(state, &edits);
-    workset.delete_pod(&pod.name, "succeeded");
+    if pod.job.is_some() {
+        workset.record_job(&pod.name, context.config.jobs.ttl_succeeded);
+        workset.emit(
+            EventTarget::Node(pod.node.clone()),
+            event_kinds::JOB_COMPLETE,
+            format!("Job [{}] complete", pod.name),
+        );
+    } else {
+        workset.delete_pod(&pod.name, "succeeded");
+    }
     workset.succeeded.insert(pod.name.clone());
     workset.emit(
         EventTarget::Node(pod.node.clone()),
@@ -181,6 +227,11 @@ fn rejected_pod<'s>(
         workset.delete_pod(&pod.name, format!("invalidated: {invalid:?}"));
         return;
     }
+    if pod.job.is_some() && !never_fits(workset, pod) {
+        // The Job controller runs the next attempt after its own backoff.
+        refused_attempt_event(workset, pod, annotation, reason, message);
+        return;
+    }
     if never_fits(workset, pod) {
         let failure = PodFailure {
             container: None,
@@ -190,20 +241,23 @@ fn rejected_pod<'s>(
             restarts: 0,
             reboot_requested: None,
         };
-        record_failure(context, workset, results, (pod, annotation), &failure);
+        record_failure(context, workset, results, (pod, annotation), &failure, true);
         return;
     }
     retry_rejected(context, workset, pod, annotation, reason, message);
 }
 
 /// Marks the package of a failed pod `erroring` with the reason, with a Warning Event when
-/// that changes something; the pod is left for the kubelet to retry.
+/// that changes something; the pod is left for the kubelet to retry. The node reads `erroring`
+/// too when the failure `ends_stage` (a bare pod's, or a stage Job's final one); while a Job
+/// retries, the node stays `in_progress` (upstream v0.20).
 fn record_failure<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
     results: &mut PodResults,
     (pod, annotation): (&OwnedPod, &PodPackageAnnotation),
     failure: &PodFailure,
+    ends_stage: bool,
 ) {
     let Some(work) = workset.nodes.get_mut(pod.node.as_str()) else {
         return;
@@ -218,7 +272,9 @@ fn record_failure<'s>(
     };
     apply_edits(state, std::slice::from_ref(&edit));
     let was_erroring = work.status(&annotation.skyhook) == Status::Erroring;
-    work.set_status(&annotation.skyhook, Status::Erroring);
+    if ends_stage {
+        work.set_status(&annotation.skyhook, Status::Erroring);
+    }
     if failure.reason == REBOOT_NOT_CONFIRMED {
         let package = format!("{}:{}", annotation.name, annotation.version);
         if changed || !was_erroring {
@@ -256,6 +312,30 @@ fn record_failure<'s>(
             ),
         );
     }
+}
+
+/// Reports an attempt of a stage Job that its node refused.
+fn refused_attempt_event(
+    workset: &mut Workset<'_>,
+    pod: &OwnedPod,
+    annotation: &PodPackageAnnotation,
+    reason: &str,
+    message: Option<&str>,
+) {
+    workset.emit(
+        EventTarget::Node(pod.node.clone()),
+        event_kinds::POD_REJECTED,
+        format!(
+            "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
+             its job runs it again",
+            annotation.name,
+            annotation.version,
+            annotation.skyhook,
+            annotation.stage,
+            pod.node,
+            message.map(|m| format!(" ({m})")).unwrap_or_default(),
+        ),
+    );
 }
 
 /// Whether `pod` requests more CPU or memory than its node can give even with nothing else

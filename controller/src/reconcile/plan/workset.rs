@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use skyhook_api::keys;
 use skyhook_api::resources::CpuMemory;
 use skyhook_api::v1alpha1::{Package, PackageStatus, Status};
 
@@ -17,7 +18,11 @@ use super::event_kinds::{self, EventKind};
 use super::node_work::NodeWork;
 use super::output::{EventTarget, Plan, PlannedEvent};
 use super::planned_pod::PlannedPod;
+use crate::cache::CachedPod;
+use crate::jobs::JobInputs;
+use crate::names::OwnerSkyhook;
 use crate::pod_match::ExpectedContainers;
+use crate::pods::{is_reboot_interrupt, job_pod};
 use crate::reconcile::snapshot::NodeView;
 
 /// The working state of one plan.
@@ -41,6 +46,12 @@ pub(super) struct Workset<'s> {
     pub(super) draining: BTreeSet<(String, String)>,
     /// The init containers each package's pods must run, for validating pods.
     pub(super) expected_containers: ExpectedContainers,
+    /// The names of the runs that are stage Jobs (not bare pods), recorded or not: deleting one
+    /// deletes the Job.
+    jobs: HashSet<&'s str>,
+    /// The names of the Jobs whose completion is recorded: a run created again under the same
+    /// name waits until such a Job is gone.
+    retained: HashSet<&'s str>,
     /// Nodes this plan auto-taints: no Skyhook works on them until the taint landed.
     pub(super) awaiting_taint: BTreeSet<String>,
 }
@@ -59,6 +70,20 @@ impl<'s> Workset<'s> {
             metadata_due: BTreeSet::new(),
             draining: BTreeSet::new(),
             expected_containers: ExpectedContainers::default(),
+            jobs: (context.snapshot.pods.iter())
+                .filter(|pod| pod.job.is_some())
+                .map(|pod| pod.name.as_str())
+                .chain(
+                    context
+                        .snapshot
+                        .retained_jobs
+                        .iter()
+                        .map(|job| job.name.as_str()),
+                )
+                .collect(),
+            retained: (context.snapshot.retained_jobs.iter())
+                .map(|job| job.name.as_str())
+                .collect(),
             awaiting_taint: BTreeSet::new(),
         }
     }
@@ -81,16 +106,46 @@ impl<'s> Workset<'s> {
         }
     }
 
-    /// `pod` as the plan holds it until the apply sends it; `None`, with a Warning Event on
-    /// Skyhook `skyhook`, if it does not serialize (no pod the builders make fails to).
-    pub(super) fn planned_pod(&mut self, skyhook: &str, pod: &Pod) -> Option<PlannedPod> {
-        match PlannedPod::new(pod) {
+    /// `pod` of `package`, wrapped in its stage Job, as the plan holds it until the apply sends
+    /// it; `None`, with a Warning Event on the Skyhook, if it does not serialize (no pod the
+    /// builders make fails to).
+    pub(super) fn planned_pod(
+        &mut self,
+        context: &Context<'_>,
+        owner: &OwnerSkyhook<'_>,
+        package: &Package,
+        pod: &Pod,
+    ) -> Option<PlannedPod> {
+        let settings = &context.config.jobs;
+        let interrupt = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(keys::SKYHOOK.interrupt_label))
+            .is_some_and(|value| value == keys::INTERRUPT_LABEL_VALUE);
+        let reboot = interrupt && is_reboot_interrupt(&CachedPod::from(pod.clone()));
+        let stage_timeout = match package.stage_timeout(settings.stage_timeout) {
+            Ok(timeout) => timeout,
+            Err(error) => {
+                let message = format!("{error}; no stage of it runs until it is fixed");
+                let target = EventTarget::Skyhook(owner.name.to_owned());
+                self.emit(target, event_kinds::POD_NOT_BUILT, message);
+                return None;
+            }
+        };
+        let inputs = JobInputs {
+            generation: owner.generation,
+            stage_timeout,
+            backoff_limit: settings.backoff_limit,
+            reboot,
+        };
+        match PlannedPod::new(&job_pod(pod.clone(), package), inputs) {
             Ok(planned) => Some(planned),
             Err(error) => {
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
-                let message = format!("pod {name} could not be serialized: {error}");
+                let message = format!("job {name} could not be serialized: {error}");
                 self.emit(
-                    EventTarget::Skyhook(skyhook.to_owned()),
+                    EventTarget::Skyhook(owner.name.to_owned()),
                     event_kinds::POD_NOT_BUILT,
                     message,
                 );
@@ -99,11 +154,32 @@ impl<'s> Workset<'s> {
         }
     }
 
+    /// Deletes the run `name`: its stage Job (with its attempts) or its bare pod.
     pub(super) fn delete_pod(&mut self, name: &str, why: impl Into<String>) {
-        self.plan
-            .delete_pods
+        let deletes = if self.jobs.contains(name) {
+            &mut self.plan.delete_jobs
+        } else {
+            &mut self.plan.delete_pods
+        };
+        deletes.entry(name.to_owned()).or_insert_with(|| why.into());
+    }
+
+    /// Deletes the pod `name` itself (a Job's attempt).
+    pub(super) fn delete_attempt(&mut self, name: &str, why: impl Into<String>) {
+        (self.plan.delete_pods)
             .entry(name.to_owned())
             .or_insert_with(|| why.into());
+    }
+
+    /// Writes on Job `name` that its end is recorded, to be collected `ttl` after it finished.
+    pub(super) fn record_job(&mut self, name: &str, ttl: Duration) {
+        let seconds = i32::try_from(ttl.as_secs()).unwrap_or(i32::MAX);
+        self.plan.record_jobs.insert(name.to_owned(), seconds);
+    }
+
+    /// Suspends (`true`) or resumes (`false`) Job `name`.
+    pub(super) fn suspend_job(&mut self, name: &str, suspend: bool) {
+        self.plan.suspend_jobs.insert(name.to_owned(), suspend);
     }
 
     /// Creates `pod` of `skyhook`, labelled `package_label`, on `node`, counting it among the
@@ -114,7 +190,13 @@ impl<'s> Workset<'s> {
         pod: PlannedPod,
         requests: Option<CpuMemory>,
     ) {
-        self.plan.create_pods.push(pod);
+        if self.retained.contains(pod.name()) {
+            // The stage runs again under the name of a Job kept for its logs: that Job goes
+            // first, and the run is created once it is gone.
+            self.delete_pod(pod.name(), "its stage runs again");
+        } else {
+            self.plan.create_pods.push(pod);
+        }
         if let Some(requests) = requests {
             let created = self.created_requests.entry(node.to_owned()).or_default();
             *created = created.plus(requests);
@@ -160,11 +242,13 @@ impl<'s> Workset<'s> {
     /// those this plan deletes (they are still running until they are gone), one a deletion
     /// waits for, or one this plan creates. The pods of a Skyhook that is gone, or of one
     /// being deleted that the deletion does not wait for, hold nothing: nobody wants them, and
-    /// they are removed.
+    /// they are removed. A stage Job that has finished (kept as the mark of its stage's failure)
+    /// runs nothing and holds nothing, as upstream's in-flight gate.
     pub(super) fn pods_hold_interrupts(&self, context: &Context<'_>, node: &str) -> bool {
         skyhook_api::pod_owner::pods_hold_interrupts(
             context
                 .snapshot_pods_on(node)
+                .filter(|pod| !pod.job.as_ref().is_some_and(|job| job.finished))
                 .map(|pod| context.fate_of(pod)),
         ) || self.created_on.get(node).is_some_and(|c| !c.is_empty())
     }

@@ -1,0 +1,243 @@
+//! The controller's stage Jobs as the cache holds them: the metadata, what the Job rules read of
+//! the spec (`suspend`, `backoffLimit`, the pod template) and of the status (the true
+//! conditions, the counts of active, failed and succeeded pods).
+//!
+//! The template is kept as a [`CachedPod`] without status: the planner reads a Job's run through
+//! it (its node, package annotation and init containers), exactly as it reads a bare pod. The
+//! template, not an attempt's pod, is what pod validation compares with the spec: admission adds
+//! LimitRange defaults to attempts, never to the template the controller wrote.
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::{Deserialize, Deserializer};
+
+use super::pod::CachedPod;
+use super::slim::WireMeta;
+
+/// A stage Job as the cache holds it (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CachedJob {
+    /// The metadata, without `managedFields`.
+    pub metadata: ObjectMeta,
+    /// `spec.suspend`.
+    pub suspend: bool,
+    /// `spec.backoffLimit`.
+    pub backoff_limit: Option<i32>,
+    /// `spec.ttlSecondsAfterFinished`.
+    pub ttl_seconds_after_finished: Option<i32>,
+    /// The pod template as a pod without status, named, owned and timed as the Job: the run the
+    /// planner reads in place of a bare pod.
+    pub template: std::sync::Arc<CachedPod>,
+    /// The conditions whose status is `True`.
+    pub conditions: Vec<JobCondition>,
+    /// `status.active`.
+    pub active: i32,
+    /// `status.failed`: the failed attempts so far.
+    pub failed: i32,
+    /// `status.succeeded`.
+    pub succeeded: i32,
+}
+
+/// A true condition of a Job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobCondition {
+    /// `Complete`, `Failed`, `FailureTarget`, `SuccessCriteriaMet`, `Suspended`.
+    pub type_: String,
+    /// E.g. `BackoffLimitExceeded`, `DeadlineExceeded`.
+    pub reason: Option<String>,
+    /// The Job controller's explanation.
+    pub message: Option<String>,
+    /// When it became true.
+    pub since: Option<Timestamp>,
+}
+
+impl CachedJob {
+    /// The true condition of type `type_`.
+    pub fn condition(&self, type_: &str) -> Option<&JobCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// It completed.
+    pub fn complete(&self) -> bool {
+        self.condition("Complete").is_some()
+    }
+
+    /// It failed for good.
+    pub fn failed_for_good(&self) -> bool {
+        self.condition("Failed").is_some()
+    }
+
+    /// It completed or failed for good.
+    pub fn finished(&self) -> bool {
+        self.complete() || self.failed_for_good()
+    }
+}
+
+resource_of!(CachedJob, Job);
+
+impl<'de> Deserialize<'de> for CachedJob {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WireJob::deserialize(deserializer)?;
+        Ok(wire.into_cached())
+    }
+}
+
+impl From<Job> for CachedJob {
+    fn from(job: Job) -> Self {
+        // One decoding for a Job built in memory and one from the API server: through its JSON.
+        serde_json::to_value(job)
+            .ok()
+            .and_then(|json| serde_json::from_value(json).ok())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Deserialize)]
+struct WireJob {
+    #[serde(default)]
+    metadata: WireMeta,
+    spec: Option<WireJobSpec>,
+    status: Option<WireJobStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireJobSpec {
+    suspend: Option<bool>,
+    backoff_limit: Option<i32>,
+    ttl_seconds_after_finished: Option<i32>,
+    template: Option<CachedPod>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireJobStatus {
+    conditions: Option<Vec<WireJobCondition>>,
+    active: Option<i32>,
+    failed: Option<i32>,
+    succeeded: Option<i32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireJobCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    reason: Option<String>,
+    message: Option<String>,
+    last_transition_time: Option<Time>,
+}
+
+impl WireJob {
+    fn into_cached(self) -> CachedJob {
+        let spec = self.spec;
+        let status = self.status;
+        let metadata = self.metadata.into_meta();
+        let mut template = spec
+            .as_ref()
+            .and_then(|s| s.template.clone())
+            .unwrap_or_default();
+        template.metadata.name.clone_from(&metadata.name);
+        template.metadata.namespace.clone_from(&metadata.namespace);
+        template.metadata.uid.clone_from(&metadata.uid);
+        template
+            .metadata
+            .resource_version
+            .clone_from(&metadata.resource_version);
+        template
+            .metadata
+            .owner_references
+            .clone_from(&metadata.owner_references);
+        template
+            .metadata
+            .creation_timestamp
+            .clone_from(&metadata.creation_timestamp);
+        template
+            .metadata
+            .deletion_timestamp
+            .clone_from(&metadata.deletion_timestamp);
+        CachedJob {
+            metadata,
+            suspend: spec.as_ref().and_then(|s| s.suspend).unwrap_or(false),
+            backoff_limit: spec.as_ref().and_then(|s| s.backoff_limit),
+            ttl_seconds_after_finished: spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+            template: std::sync::Arc::new(template),
+            conditions: status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|c| c.status == "True")
+                .map(|c| JobCondition {
+                    type_: c.type_.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    since: c.last_transition_time.as_ref().map(|t| t.0),
+                })
+                .collect(),
+            active: status.as_ref().and_then(|s| s.active).unwrap_or(0),
+            failed: status.as_ref().and_then(|s| s.failed).unwrap_or(0),
+            succeeded: status.as_ref().and_then(|s| s.succeeded).unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_job_keeps_its_template_true_conditions_and_counts() {
+        let json = serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "gpu-driver-1.0.0-apply-node-1", "namespace": "skyhook",
+                "managedFields": [{"manager": "kube-controller-manager"}],
+                "labels": {"skyhook.nvidia.com/name": "gpu"}},
+            "spec": {"suspend": true, "backoffLimit": 3, "parallelism": 1,
+                "template": {"metadata": {"labels": {"skyhook.nvidia.com/name": "gpu"}},
+                    "spec": {"nodeName": "node-1", "restartPolicy": "Never",
+                        "initContainers": [{"name": "gpu-driver-apply", "image": "x:1"}],
+                        "containers": [{"name": "done", "image": "x:1"}]}}},
+            "status": {"failed": 2, "active": 1, "conditions": [
+                {"type": "FailureTarget", "status": "False"},
+                {"type": "Suspended", "status": "True", "reason": "JobSuspended",
+                 "lastTransitionTime": "2026-11-28T10:00:00Z"}]}
+        });
+        let job: CachedJob = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some("gpu-driver-1.0.0-apply-node-1")
+        );
+        assert!(job.metadata.managed_fields.is_none());
+        assert!(job.suspend);
+        assert_eq!(job.backoff_limit, Some(3));
+        assert_eq!((job.active, job.failed, job.succeeded), (1, 2, 0));
+        assert_eq!(job.conditions.len(), 1);
+        assert_eq!(job.conditions[0].type_, "Suspended");
+        assert!(!job.finished());
+        let spec = job.template.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("node-1"));
+        assert_eq!(
+            spec.init_containers.as_ref().unwrap()[0].name,
+            "gpu-driver-apply"
+        );
+    }
+
+    #[test]
+    fn complete_and_failed_read_from_true_conditions_only() {
+        let with = |type_: &str, status: &str| -> CachedJob {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "j"},
+                "status": {"conditions": [{"type": type_, "status": status}]}
+            }))
+            .unwrap()
+        };
+        assert!(with("Complete", "True").complete());
+        assert!(!with("Complete", "False").complete());
+        assert!(with("Failed", "True").failed_for_good());
+        assert!(with("Failed", "True").finished());
+        assert!(!with("FailureTarget", "True").finished());
+    }
+}
