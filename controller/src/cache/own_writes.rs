@@ -98,7 +98,9 @@ impl Landed {
 pub struct OwnWrites(Vec<OwnWrite>);
 
 impl OwnWrites {
-    /// Notes where a successful write left its object and passes the outcome on.
+    /// Notes where a successful write left its object and passes the outcome on. A later write
+    /// of the same object replaces the earlier one: what the cache must show is where the last
+    /// write left it (a Job deleted and created again under its name is there, not gone).
     pub fn landed(
         &mut self,
         kind: CachedKind,
@@ -106,6 +108,8 @@ impl OwnWrites {
         result: Result<Landed, kube::Error>,
     ) -> Result<(), kube::Error> {
         if let Landed(Some(shown)) = result? {
+            self.0
+                .retain(|write| !(write.kind == kind && write.name == name));
             self.0.push(OwnWrite {
                 kind,
                 name: name.to_owned(),

@@ -480,13 +480,25 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Deletes stage Jobs in the foreground: a Job is gone only once its pods are, so a run
-    /// created again under its name never meets the old attempt on the node.
+    /// Deletes stage Jobs. An unfinished one in the foreground: it is gone only once its pods
+    /// are, so a run created again under its name never meets the old attempt on the node.
+    /// A finished Job (kept for its logs, or as the mark of its stage's failure) runs nothing: it
+    /// is deleted at once and its pods after it, so that a run of the same stage can be created
+    /// under its name in the same apply.
     async fn delete_jobs(&mut self, jobs: BTreeMap<String, String>, failures: &mut Failures) {
         let api = &self.jobs;
-        let params = DeleteParams::foreground();
+        let snapshot = self.snapshot;
+        let finished = |name: &str| {
+            snapshot.retained_jobs.iter().any(|job| job.name == name)
+                || (snapshot.pods.iter())
+                    .any(|pod| pod.name == name && pod.job.as_ref().is_some_and(|j| j.finished))
+        };
         let results = concurrently(jobs, |(name, why)| {
-            let params = params.clone();
+            let params = if finished(&name) {
+                DeleteParams::background()
+            } else {
+                DeleteParams::foreground()
+            };
             async move {
                 debug!(job = %name, reason = %why, "deleting job");
                 let result = api

@@ -6,6 +6,7 @@
 //! - a failing stage is retried `JOB_BACKOFF_LIMIT` times, the node stays `in_progress` while it
 //!   retries and reads `erroring` once the Job has failed, with the first and the last failed
 //!   attempts kept (and `kubectl logs` working on them) and the Job kept with `JOB_TTL_FAILED`;
+//! - `stageTimeout` kills an attempt still running at its deadline (`DeadlineExceeded`);
 //! - pause suspends the running Job (its attempt stops, no retry is spent) and resume runs the
 //!   stage to completion.
 
@@ -501,5 +502,53 @@ async fn a_rollout_started_with_bare_pods_finishes_under_jobs() -> anyhow::Resul
         assert_eq!(entry(&state)["state"], "complete");
         assert_eq!(restarts(&entry(&state)), 0);
     }
+    Ok(())
+}
+
+/// `packages.*.stageTimeout` bounds each attempt of a package stage: an attempt still running
+/// at the deadline is killed (`DeadlineExceeded`), counts as a genuine failure, and with
+/// `JOB_BACKOFF_LIMIT=0` (one attempt) the Job fails and the node reads `erroring`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_past_its_stage_timeout_is_killed_and_fails() -> anyhow::Result<()> {
+    let mut setup = Setup::agentless(1);
+    setup
+        .controller_env
+        .insert("JOB_BACKOFF_LIMIT".into(), "0".into());
+    let installed = e2e::install_with(setup).await?;
+    let client = installed.cluster.client()?;
+    let yaml = skyhook("jobs-timeout", r#"[{name: SLEEP_LEN, value: "600"}]"#)
+        .replace("      env:", "      stageTimeout: 5s\n      env:");
+    e2e::apply_yaml(&client, &yaml).await?;
+
+    let job = wait_for_jobs(&client, "jobs-timeout", "the apply Job failed", |jobs| {
+        jobs.iter()
+            .find(|job| {
+                condition(job, "Failed").is_some()
+                    && annotation(job, "skyhook.nvidia.com/state-recorded") == Some("true")
+            })
+            .cloned()
+    })
+    .await
+    .with_context(|| installed.controller_log_tail(40))?;
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let spec = job.spec.as_ref().context("spec")?;
+    assert_eq!(spec.backoff_limit, Some(0));
+    let template = spec.template.spec.as_ref().context("template")?;
+    assert_eq!(template.active_deadline_seconds, Some(5));
+    let attempts = attempts_of(&client, &name).await?;
+    let reasons: Vec<Option<&str>> = attempts
+        .iter()
+        .map(|pod| pod.status.as_ref().and_then(|s| s.reason.as_deref()))
+        .collect();
+    assert_eq!(reasons, [Some("DeadlineExceeded")], "{name}");
+
+    nodes::wait_for_node(&client, NODE, "the node erroring", |node| {
+        let state = nodes::node_state(node, "jobs-timeout").unwrap_or_default();
+        nodes::has_status(node, "jobs-timeout", "erroring")
+            && entry(&state)["state"] == "erroring"
+            && entry(&state)["stage"] == "apply"
+    })
+    .await
+    .with_context(|| installed.controller_log_tail(40))?;
     Ok(())
 }

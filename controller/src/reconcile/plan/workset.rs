@@ -191,12 +191,11 @@ impl<'s> Workset<'s> {
         requests: Option<CpuMemory>,
     ) {
         if self.retained.contains(pod.name()) {
-            // The stage runs again under the name of a Job kept for its logs: that Job goes
-            // first, and the run is created once it is gone.
+            // The stage runs again under the name of a Job kept for its logs: that Job, finished,
+            // is deleted at once (its pods after it) and the new one created in its place.
             self.delete_pod(pod.name(), "its stage runs again");
-        } else {
-            self.plan.create_pods.push(pod);
         }
+        self.plan.create_pods.push(pod);
         if let Some(requests) = requests {
             let created = self.created_requests.entry(node.to_owned()).or_default();
             *created = created.plus(requests);
