@@ -83,16 +83,6 @@ impl<'de> Deserialize<'de> for CachedJob {
     }
 }
 
-impl From<Job> for CachedJob {
-    fn from(job: Job) -> Self {
-        // One decoding for a Job built in memory and one from the API server: through its JSON.
-        serde_json::to_value(job)
-            .ok()
-            .and_then(|json| serde_json::from_value(json).ok())
-            .unwrap_or_default()
-    }
-}
-
 #[derive(Deserialize)]
 struct WireJob {
     #[serde(default)]
@@ -132,13 +122,18 @@ struct WireJobCondition {
 
 impl WireJob {
     fn into_cached(self) -> CachedJob {
-        let spec = self.spec;
+        let (suspend, backoff_limit, ttl_seconds_after_finished, template) = match self.spec {
+            Some(spec) => (
+                spec.suspend.unwrap_or(false),
+                spec.backoff_limit,
+                spec.ttl_seconds_after_finished,
+                spec.template.unwrap_or_default(),
+            ),
+            None => (false, None, None, CachedPod::default()),
+        };
         let status = self.status;
         let metadata = self.metadata.into_meta();
-        let mut template = spec
-            .as_ref()
-            .and_then(|s| s.template.clone())
-            .unwrap_or_default();
+        let mut template = template;
         template.metadata.name.clone_from(&metadata.name);
         template.metadata.namespace.clone_from(&metadata.namespace);
         template.metadata.uid.clone_from(&metadata.uid);
@@ -160,9 +155,9 @@ impl WireJob {
             .clone_from(&metadata.deletion_timestamp);
         CachedJob {
             metadata,
-            suspend: spec.as_ref().and_then(|s| s.suspend).unwrap_or(false),
-            backoff_limit: spec.as_ref().and_then(|s| s.backoff_limit),
-            ttl_seconds_after_finished: spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+            suspend,
+            backoff_limit,
+            ttl_seconds_after_finished,
             template: std::sync::Arc::new(template),
             conditions: status
                 .as_ref()
