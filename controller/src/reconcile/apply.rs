@@ -12,7 +12,7 @@
 //! write, a bounded metric label); the next reconcile plans again from what the caches then show. `Plan` is destructured exhaustively so a new field cannot be ignored.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 
 use futures::{StreamExt, stream};
@@ -488,13 +488,17 @@ impl<'a> Writer<'a> {
     async fn delete_jobs(&mut self, jobs: BTreeMap<String, String>, failures: &mut Failures) {
         let api = &self.jobs;
         let snapshot = self.snapshot;
-        let finished = |name: &str| {
-            snapshot.retained_jobs.iter().any(|job| job.name == name)
-                || (snapshot.pods.iter())
-                    .any(|pod| pod.name == name && pod.job.as_ref().is_some_and(|j| j.finished))
-        };
+        // Read once: a plan can delete a Job on every node.
+        let finished: HashSet<&str> = (snapshot.retained_jobs.iter())
+            .map(|job| job.name.as_str())
+            .chain(
+                (snapshot.pods.iter())
+                    .filter(|pod| pod.job.as_ref().is_some_and(|job| job.finished))
+                    .map(|pod| pod.name.as_str()),
+            )
+            .collect();
         let results = concurrently(jobs, |(name, why)| {
-            let params = if finished(&name) {
+            let params = if finished.contains(name.as_str()) {
                 DeleteParams::background()
             } else {
                 DeleteParams::foreground()
@@ -527,14 +531,14 @@ impl<'a> Writer<'a> {
         waiting: &BTreeSet<String>,
         failures: &mut Failures,
     ) {
-        let node_of = |name: &str| {
-            (self.snapshot.pods.iter())
-                .find(|pod| pod.name == name)
-                .map(|pod| pod.node.clone())
-        };
+        // Read once: a plan can record a Job on every node.
+        let nodes: HashMap<&str, &str> = (self.snapshot.pods.iter())
+            .map(|pod| (pod.name.as_str(), pod.node.as_str()))
+            .collect();
+        let node_of = |name: &str| nodes.get(name).copied();
         let mut patches: BTreeMap<String, serde_json::Value> = BTreeMap::new();
         for (name, ttl) in records {
-            if node_of(&name).is_some_and(|node| waiting.contains(&node)) {
+            if node_of(&name).is_some_and(|node| waiting.contains(node)) {
                 continue;
             }
             patches.insert(
