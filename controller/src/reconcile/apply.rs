@@ -123,7 +123,12 @@ pub async fn apply(
     // state holds it; were the node patch refused, the unmarked Job is read again next time.
     writer
         .patch_jobs(
-            (record_jobs, suspend_jobs, restart_limits, last_logs),
+            JobPatches {
+                records: record_jobs,
+                suspends: suspend_jobs,
+                restart_limits,
+                last_logs,
+            },
             &written.waiting,
             &mut failures,
         )
@@ -253,6 +258,18 @@ struct Writer<'a> {
     nodes: Api<CachedNode>,
     ssa: PatchParams,
     own_writes: OwnWrites,
+}
+
+/// What a plan changes on its stage Jobs, by Job name: one merge patch per Job.
+struct JobPatches {
+    /// Recorded, with the TTL to set (seconds).
+    records: BTreeMap<String, i32>,
+    /// Suspended (`true`) or resumed.
+    suspends: BTreeMap<String, bool>,
+    /// Restart allowance spent, with the restart count that spent it.
+    restart_limits: BTreeMap<String, i32>,
+    /// The `last-logs` text.
+    last_logs: BTreeMap<String, String>,
 }
 
 /// How the node patches went.
@@ -529,12 +546,12 @@ impl<'a> Writer<'a> {
     /// did not land waits for the next plan.
     async fn patch_jobs(
         &mut self,
-        (records, suspends, restart_limits, last_logs): (
-            BTreeMap<String, i32>,
-            BTreeMap<String, bool>,
-            BTreeMap<String, i32>,
-            BTreeMap<String, String>,
-        ),
+        JobPatches {
+            records,
+            suspends,
+            restart_limits,
+            last_logs,
+        }: JobPatches,
         waiting: &BTreeSet<String>,
         failures: &mut Failures,
     ) {
