@@ -34,6 +34,16 @@ fn stuck_at_failure_target(waited: SignedDuration) -> (Sim, String) {
     (sim, name)
 }
 
+/// The state of `driver`'s apply entry (it must be the only one) and the node's status.
+fn reads(sim: &Sim) -> (State, Option<String>) {
+    let state = sim.state("stuck", "node-a");
+    let [(key, Stage::Apply, state)] = state.as_slice() else {
+        panic!("one apply entry: {state:?}");
+    };
+    assert_eq!(key, "driver|1.0.0");
+    (*state, sim.node_status("stuck", "node-a"))
+}
+
 #[test]
 fn a_job_stuck_at_failure_target_gets_its_last_logs_and_a_look_when_its_grace_ends() {
     let (mut sim, job) = stuck_at_failure_target(SignedDuration::from_secs(4 * 60 + 59));
@@ -51,14 +61,7 @@ fn a_job_stuck_at_failure_target_gets_its_last_logs_and_a_look_when_its_grace_en
         .expect("a look at the end of the grace");
     assert!(wait <= std::time::Duration::from_secs(2), "{wait:?}");
     // Nothing is recorded yet: the node and the package stay in progress.
-    assert_eq!(
-        sim.state("stuck", "node-a"),
-        [("driver|1.0.0".to_owned(), Stage::Apply, State::InProgress)]
-    );
-    assert_eq!(
-        sim.node_status("stuck", "node-a").as_deref(),
-        Some("in_progress")
-    );
+    assert_eq!(reads(&sim), (State::InProgress, Some("in_progress".into())));
 }
 
 #[test]
@@ -82,12 +85,5 @@ fn a_job_stuck_at_failure_target_past_its_grace_reads_as_failed_but_is_not_marke
     assert!(planned.last_logs.is_empty());
     assert!(planned.record_jobs.is_empty(), "{:?}", planned.record_jobs);
     assert!(!planned.delete_jobs.contains_key(&job));
-    assert_eq!(
-        sim.state("stuck", "node-a"),
-        [("driver|1.0.0".to_owned(), Stage::Apply, State::Erroring)]
-    );
-    assert_eq!(
-        sim.node_status("stuck", "node-a").as_deref(),
-        Some("erroring")
-    );
+    assert_eq!(reads(&sim), (State::Erroring, Some("erroring".into())));
 }
