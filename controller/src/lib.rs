@@ -9,6 +9,8 @@
 //! * [`configmaps`]: package ConfigMaps and node-metadata ConfigMaps.
 //! * [`pod_match`]: whether a running pod still belongs to the spec and the node state.
 //! * [`pod_outcome`]: what a pod's status means (success, failure, reboot in flight).
+//! * [`job_outcome`]: what a stage Job and its attempts mean; [`last_logs`]: what a Job stuck
+//!   at `FailureTarget` keeps of its stuck container's log.
 //! * [`drain`]: which pods leave a node before an interrupt, which block it, what blocks a drain.
 //! * [`metrics`]: upstream's Prometheus gauges computed from a Skyhook's status, and reconcile metrics.
 //! * [`duration`]: Go duration strings (`DEFAULT_INTERVAL`, `gracefulShutdown`).
@@ -28,6 +30,7 @@ pub mod drain;
 pub mod job_outcome;
 pub mod jobs;
 pub use skyhook_api::duration;
+pub mod last_logs;
 pub mod leader;
 pub mod metrics;
 pub mod names;

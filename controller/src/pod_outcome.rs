@@ -50,10 +50,13 @@ use crate::pods::is_reboot_interrupt;
 /// back with a new boot ID within the reboot deadline.
 pub const REBOOT_NOT_CONFIRMED: &str = "RebootNotConfirmed";
 
+/// The kubelet's waiting reason for a container held between failed runs by its restart backoff.
+pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
+
 /// Waiting reasons that mean the container cannot start until someone fixes the package, its
 /// image or its references.
 const START_FAILURES: [&str; 7] = [
-    "CrashLoopBackOff",
+    CRASH_LOOP_BACK_OFF,
     "ImagePullBackOff",
     "ErrImagePull",
     "InvalidImageName",
@@ -372,7 +375,7 @@ fn classify(status: &CachedContainerStatus) -> ContainerProgress<'_> {
         let reason = waiting.reason.as_deref().unwrap_or_default();
         if START_FAILURES.contains(&reason) {
             let last = last_termination(status);
-            if reason == "CrashLoopBackOff"
+            if reason == CRASH_LOOP_BACK_OFF
                 && let Some(last) = last
                 && is_killed(last)
             {

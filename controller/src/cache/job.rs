@@ -1,6 +1,9 @@
 //! The controller's stage Jobs as the cache holds them: the metadata, what the Job rules read of
 //! the spec (`suspend`, `backoffLimit`, the pod template) and of the status (the true
-//! conditions, the counts of active, failed and succeeded pods).
+//! conditions with their times, the counts of active, failed and succeeded pods).
+//!
+//! The `last-logs` annotation (up to 16 KiB of a stuck stage's log, on every Job that sat at
+//! `FailureTarget`) is not kept: the rules only ask whether it is there ([`CachedJob::last_logs`]).
 //!
 //! The template is kept as a [`CachedPod`] without status: the planner reads a Job's run through
 //! it (its node, package annotation and init containers), exactly as it reads a bare pod. The
@@ -11,6 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer};
+use skyhook_api::keys;
 
 use super::pod::CachedPod;
 use super::slim::WireMeta;
@@ -18,8 +22,10 @@ use super::slim::WireMeta;
 /// A stage Job as the cache holds it (see the module documentation).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CachedJob {
-    /// The metadata, without `managedFields`.
+    /// The metadata, without `managedFields` and without the `last-logs` annotation.
     pub metadata: ObjectMeta,
+    /// The Job carries the `last-logs` annotation.
+    pub last_logs: bool,
     /// `spec.suspend`.
     pub suspend: bool,
     /// `spec.backoffLimit`.
@@ -132,7 +138,9 @@ impl WireJob {
             None => (false, None, None, CachedPod::default()),
         };
         let status = self.status;
-        let metadata = self.metadata.into_meta();
+        let mut metadata = self.metadata.into_meta();
+        let last_logs = (metadata.annotations.as_mut())
+            .is_some_and(|a| a.remove(keys::SKYHOOK.last_logs_annotation).is_some());
         let mut template = template;
         template.metadata.name.clone_from(&metadata.name);
         template.metadata.namespace.clone_from(&metadata.namespace);
@@ -155,6 +163,7 @@ impl WireJob {
             .clone_from(&metadata.deletion_timestamp);
         CachedJob {
             metadata,
+            last_logs,
             suspend,
             backoff_limit,
             ttl_seconds_after_finished,
@@ -218,6 +227,29 @@ mod tests {
             spec.init_containers.as_ref().unwrap()[0].name,
             "gpu-driver-apply"
         );
+    }
+
+    #[test]
+    fn the_last_logs_annotation_is_kept_as_a_flag_and_failure_target_with_its_time() {
+        let json = serde_json::json!({
+            "metadata": {"name": "j", "annotations": {
+                "skyhook.nvidia.com/last-logs": "interrupt:\nlots of log",
+                "skyhook.nvidia.com/state-recorded": "false"}},
+            "status": {"conditions": [{"type": "FailureTarget", "status": "True",
+                "reason": "DeadlineExceeded", "lastTransitionTime": "2026-11-28T10:00:00Z"}]}
+        });
+        let job: CachedJob = serde_json::from_value(json).unwrap();
+        assert!(job.last_logs);
+        let annotations = job.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["skyhook.nvidia.com/state-recorded"]
+        );
+        let target = job.condition("FailureTarget").unwrap();
+        assert_eq!(target.since, Some("2026-11-28T10:00:00Z".parse().unwrap()));
+        let without: CachedJob =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "j"}})).unwrap();
+        assert!(!without.last_logs);
     }
 
     #[test]

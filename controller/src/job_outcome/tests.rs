@@ -215,3 +215,88 @@ fn only_the_first_and_newest_genuine_failures_are_kept() {
     assert_eq!(pruned, ["b", "c"]);
     assert!(attempts_to_prune(&refs[..2]).is_empty());
 }
+
+#[test]
+fn failure_target_is_stale_strictly_after_five_minutes() {
+    let since = "2026-11-28T11:55:00Z".parse::<Timestamp>().unwrap();
+    let at = |offset: &str| -> Timestamp {
+        since
+            .checked_add(offset.parse::<jiff::SignedDuration>().unwrap())
+            .unwrap()
+    };
+    // (now, stale, time left before it is)
+    let cases = [
+        ("0s", false, Some(301)),
+        ("4m59s", false, Some(2)),
+        ("5m", false, Some(1)),
+        ("5m1s", true, Some(0)),
+        ("2h", true, Some(0)),
+        // A clock behind the condition's time: it has waited nothing yet.
+        ("-1m", false, Some(301)),
+    ];
+    for (offset, stale, left) in cases {
+        let now = at(offset);
+        assert_eq!(failure_target_stale(Some(since), now), stale, "{offset}");
+        assert_eq!(
+            failure_target_remaining(Some(since), now).map(|d| d.as_secs()),
+            left,
+            "{offset}"
+        );
+    }
+    assert!(!failure_target_stale(None, at("1h")));
+    assert_eq!(failure_target_remaining(None, at("1h")), None);
+}
+
+#[test]
+fn a_job_at_failure_target_for_more_than_five_minutes_has_failed() {
+    let stuck = |since: &str| {
+        job(
+            json!({"active": 1, "failed": 0, "conditions": [{"type": "FailureTarget",
+                "status": "True", "reason": "DeadlineExceeded",
+                "message": "Job was active longer than specified deadline",
+                "lastTransitionTime": since}]}),
+            false,
+            json!({}),
+        )
+    };
+    // The pod the Job controller deleted never terminates: its node is unreachable.
+    let terminating: CachedPod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "creationTimestamp": "2026-11-28T11:00:00Z",
+            "deletionTimestamp": "2026-11-28T11:54:00Z",
+            "annotations": {"skyhook.nvidia.com/package": ANNOTATION}},
+        "spec": {"nodeName": "node-1"},
+        "status": {"phase": "Running", "initContainerStatuses": [
+            {"name": "driver-init", "restartCount": 0, "state": {"terminated": {"exitCode": 0}}},
+            {"name": "driver-apply", "restartCount": 2, "state": {"running": {}}}]}
+    }))
+    .unwrap();
+    // context() is at 12:00:00.
+    let cases = [
+        ("2026-11-28T11:55:01Z", None),
+        ("2026-11-28T11:54:59Z", Some(2)),
+    ];
+    for (since, restarts) in cases {
+        let got = outcome(&stuck(since), &[&terminating], context());
+        match restarts {
+            None => assert_eq!(got, PodOutcome::Running, "{since}"),
+            Some(restarts) => assert_eq!(
+                got,
+                PodOutcome::Failed(PodFailure {
+                    container: Some("driver-apply".into()),
+                    exit_code: None,
+                    reason: DEADLINE_EXCEEDED.into(),
+                    message: Some("Job was active longer than specified deadline".into()),
+                    restarts,
+                    reboot_requested: None,
+                }),
+                "{since}"
+            ),
+        }
+    }
+    // Failed, once it comes, is read as ever.
+    let failed = job(condition("Failed", DEADLINE_EXCEEDED), false, json!({}));
+    assert!(matches!(
+        outcome(&failed, &[], context()),
+        PodOutcome::Failed(_)
+    ));
+}

@@ -31,6 +31,7 @@ use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
 use tracing::{debug, info, warn};
 
 use super::event_sender::{EventSender, Outgoing};
+use super::job_logs;
 use super::plan::{
     EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration, event_kinds,
     node_write_order,
@@ -77,6 +78,7 @@ pub async fn apply(
         record_jobs,
         suspend_jobs,
         restart_limits,
+        last_logs,
         evictions,
         upsert_configmaps,
         delete_configmaps,
@@ -116,11 +118,17 @@ pub async fn apply(
     let eviction_outcomes = writer.evict(evictions, &waiting, &mut failures).await;
     writer.delete_pods(delete_pods, &mut failures).await;
     writer.delete_jobs(delete_jobs, &mut failures).await;
+    let last_logs = job_logs::snapshot(client, namespace, last_logs).await;
     // Recorded after the node patches: a completion is marked on its Job only once the node
     // state holds it; were the node patch refused, the unmarked Job is read again next time.
     writer
         .patch_jobs(
-            (record_jobs, suspend_jobs, restart_limits),
+            JobPatches {
+                records: record_jobs,
+                suspends: suspend_jobs,
+                restart_limits,
+                last_logs,
+            },
             &written.waiting,
             &mut failures,
         )
@@ -208,6 +216,7 @@ fn log_size(plan: &Plan) {
         + plan.record_jobs.len()
         + plan.suspend_jobs.len()
         + plan.restart_limits.len()
+        + plan.last_logs.len()
         + plan.evictions.len()
         + plan.upsert_configmaps.len()
         + plan.delete_configmaps.len()
@@ -222,6 +231,7 @@ fn log_size(plan: &Plan) {
             delete_jobs = plan.delete_jobs.len(),
             record_jobs = plan.record_jobs.len(),
             suspend_jobs = plan.suspend_jobs.len(),
+            last_logs = plan.last_logs.len(),
             evictions = plan.evictions.len(),
             upsert_configmaps = plan.upsert_configmaps.len(),
             delete_configmaps = plan.delete_configmaps.len(),
@@ -248,6 +258,18 @@ struct Writer<'a> {
     nodes: Api<CachedNode>,
     ssa: PatchParams,
     own_writes: OwnWrites,
+}
+
+/// What a plan changes on its stage Jobs, by Job name: one merge patch per Job.
+struct JobPatches {
+    /// Recorded, with the TTL to set (seconds).
+    records: BTreeMap<String, i32>,
+    /// Suspended (`true`) or resumed.
+    suspends: BTreeMap<String, bool>,
+    /// Restart allowance spent, with the restart count that spent it.
+    restart_limits: BTreeMap<String, i32>,
+    /// The `last-logs` text.
+    last_logs: BTreeMap<String, String>,
 }
 
 /// How the node patches went.
@@ -519,15 +541,17 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Marks Jobs recorded (with their TTL) and suspends or resumes Jobs, one merge patch per
-    /// Job; a record on a node whose patch did not land waits for the next plan.
+    /// Marks Jobs recorded (with their TTL), suspends or resumes Jobs, spends restart
+    /// allowances and writes `last-logs`, one merge patch per Job; a record on a node whose patch
+    /// did not land waits for the next plan.
     async fn patch_jobs(
         &mut self,
-        (records, suspends, restart_limits): (
-            BTreeMap<String, i32>,
-            BTreeMap<String, bool>,
-            BTreeMap<String, i32>,
-        ),
+        JobPatches {
+            records,
+            suspends,
+            restart_limits,
+            last_logs,
+        }: JobPatches,
         waiting: &BTreeSet<String>,
         failures: &mut Failures,
     ) {
@@ -558,6 +582,11 @@ impl<'a> Writer<'a> {
             patch["metadata"]["annotations"][keys::SKYHOOK.restart_limit_exceeded_annotation] =
                 serde_json::Value::String(restarts.to_string());
             patch["spec"]["backoffLimit"] = serde_json::Value::from(0);
+        }
+        for (name, text) in last_logs {
+            let patch = patches.entry(name).or_insert_with(|| serde_json::json!({}));
+            patch["metadata"]["annotations"][keys::SKYHOOK.last_logs_annotation] =
+                serde_json::Value::String(text);
         }
         let api = &self.jobs;
         let results = concurrently(patches, |(name, patch)| async move {
@@ -783,7 +812,7 @@ pub enum Operation {
     CreateJob,
     /// Deleting a stage Job.
     DeleteJob,
-    /// Patching a stage Job (recorded, suspended).
+    /// Patching a stage Job (recorded, suspended, its restart allowance spent, `last-logs`).
     PatchJob,
     /// Deleting a ConfigMap.
     DeleteConfigMap,

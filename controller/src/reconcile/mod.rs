@@ -7,7 +7,8 @@
 //! 3. [`plan`]: decide, purely, every write of the reconcile; [`event_budget`] then thins its
 //!    Events as client-go's recorder would;
 //! 4. [`apply`]: carry the plan out in a safe order, recording the writes that failed, and queue
-//!    its Events for [`event_sender`], which publishes them in the background;
+//!    its Events for [`event_sender`], which publishes them in the background; [`job_logs`]
+//!    reads the logs the plan copies onto stuck stage Jobs;
 //! 5. [`report`]: publish each Skyhook's metrics and count the failed requests.
 //!
 //! [`Reconciler::reconcile`] runs the five steps in a `reconcile` tracing span and returns how
@@ -27,6 +28,9 @@ pub mod event_budget;
 
 /// 4. The writes, carried out.
 pub mod apply;
+
+/// 4a. The logs a stuck stage Job keeps (read while applying).
+pub mod job_logs;
 
 /// 4b. Events, published off the reconcile's path.
 pub mod event_sender;

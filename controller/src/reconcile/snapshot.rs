@@ -22,6 +22,7 @@ use crate::cache;
 use crate::cache::node_metadata::CachedNodeMetadata;
 use crate::drain::refusals::EvictionRefusals;
 use crate::job_outcome;
+use crate::last_logs::{self, LastLogs};
 pub use crate::node_view::{NodeConditionView, NodeView, node_view};
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
 
@@ -98,6 +99,13 @@ pub struct JobRun {
     pub restart_allowance: Option<i32>,
     /// The allowance is spent (annotation `restart-limit-exceeded`).
     pub restart_limit_exceeded: bool,
+    /// Since when the Job controller has decided that the Job fails (condition
+    /// `FailureTarget`), while the Job is unfinished: its failure is recorded once that is
+    /// [`job_outcome::FAILURE_TARGET_GRACE`] old.
+    pub failure_target_since: Option<Timestamp>,
+    /// What its `last-logs` annotation must hold, when it needs one now
+    /// ([`crate::last_logs::needed`]).
+    pub last_logs: Option<LastLogs>,
 }
 
 /// A stage Job whose completion is recorded.
@@ -234,6 +242,10 @@ impl Snapshot {
                     restart_limit_exceeded: annotations.is_some_and(|a| {
                         a.contains_key(keys::SKYHOOK.restart_limit_exceeded_annotation)
                     }),
+                    failure_target_since: (job.condition(job_outcome::FAILURE_TARGET))
+                        .filter(|_| !job.finished())
+                        .and_then(|target| target.since),
+                    last_logs: last_logs::needed(job, tried),
                 });
                 pods.push(owned);
             }

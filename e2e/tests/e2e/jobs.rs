@@ -8,7 +8,11 @@
 //!   attempts kept (and `kubectl logs` working on them) and the Job kept with `JOB_TTL_FAILED`;
 //! - `stageTimeout` kills an attempt still running at its deadline (`DeadlineExceeded`);
 //! - pause suspends the running Job (its attempt stops, no retry is spent) and resume runs the
-//!   stage to completion.
+//!   stage to completion;
+//! - an interrupt stuck at `FailureTarget` (its pod ignores SIGTERM) gets the stuck container's
+//!   log as its `last-logs` annotation. The five-minute rule for a Job that never leaves
+//!   `FailureTarget` is too long for a test here: `job_outcome`'s and the planner's tables cover
+//!   it.
 
 use std::time::Duration;
 
@@ -550,5 +554,81 @@ async fn a_stage_past_its_stage_timeout_is_killed_and_fails() -> anyhow::Result<
     })
     .await
     .with_context(|| installed.controller_log_tail(40))?;
+    Ok(())
+}
+
+/// The agent stand-in of [`an_interrupt_stuck_at_failure_target_keeps_its_last_logs`]: every
+/// package step succeeds; the interrupt says what it does, ignores SIGTERM (as a process that
+/// traps it, or a shell as PID 1, does) and hangs.
+const STUCK_AGENT: &str = r#"if [ "$1" = interrupt ]; then
+  trap '' TERM
+  echo "restarting rsyslog"
+  echo "rsyslog does not answer"
+  sleep 600
+fi"#;
+
+/// An interrupt past its `stageTimeout` (the Job's own `activeDeadlineSeconds`): the Job
+/// controller sets `FailureTarget` and deletes the pod, which stays terminating for its grace
+/// period because its container ignores SIGTERM. While the Job sits there, with no failed
+/// attempt kept for `kubectl logs`, the controller copies the stuck container's log onto the
+/// Job (`last-logs`); the node stays `in_progress` (the Job has not failed yet, and has not sat
+/// there for five minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_stuck_at_failure_target_keeps_its_last_logs() -> anyhow::Result<()> {
+    const NAME: &str = "jobs-stuck";
+    let map_dir = tempfile::tempdir()?;
+    let image_map = map_dir.path().join("images.yaml");
+    let stand_in = json!({"images": [{
+        "name": "e2e.local/stuck-agent",
+        "runtime": "container",
+        "entrypoint": ["/bin/sh", "-c", STUCK_AGENT, "stuck-agent"],
+    }]});
+    std::fs::write(&image_map, stand_in.to_string())?;
+    // A full node: the stand-in runs as a process and its kubelet serves its log.
+    let installed = e2e::install_with(Setup {
+        light: false,
+        image_map: Some(image_map),
+        ..Setup::agentless(1)
+    })
+    .await?;
+    let client = installed.cluster.client()?;
+    let yaml = skyhook(NAME, r#"[{name: SLEEP_LEN, value: "0"}]"#).replace(
+        "      env:",
+        "      agentImageOverride: e2e.local/stuck-agent:1\n      \
+         interrupt: {type: service, services: [rsyslog]}\n      \
+         stageTimeout: 4s\n      env:",
+    );
+    e2e::apply_yaml(&client, &yaml).await?;
+
+    let name = controller::names::interrupt_pod_name(NAME, "service", NODE);
+    let api: Api<Job> = Api::namespaced(client.clone(), NAMESPACE);
+    let job = e2e::wait_for(&api, &name, "the interrupt Job's last-logs", |job| {
+        annotation(job, "skyhook.nvidia.com/last-logs").is_some()
+    })
+    .await
+    .with_context(|| installed.controller_log_tail(60))?;
+    let spec = job.spec.as_ref().context("spec")?;
+    assert_eq!(spec.active_deadline_seconds, Some(4), "{name}");
+    assert_eq!(
+        condition(&job, "FailureTarget").as_deref(),
+        Some("DeadlineExceeded"),
+        "{:#}",
+        summary(&job)
+    );
+    // Written while the attempt was still terminating: the Job had not failed yet.
+    assert_eq!(condition(&job, "Failed"), None, "{:#}", summary(&job));
+    let logs = annotation(&job, "skyhook.nvidia.com/last-logs").unwrap_or_default();
+    assert_eq!(
+        logs,
+        "interrupt:\nrestarting rsyslog\nrsyslog does not answer\n"
+    );
+
+    let node = nodes::wait_for_node(&client, NODE, "the node still in progress", |node| {
+        nodes::node_state(node, NAME).is_ok_and(|state| entry(&state)["stage"] == "interrupt")
+    })
+    .await?;
+    assert!(nodes::has_status(&node, NAME, "in_progress"));
+    let state = nodes::node_state(&node, NAME)?;
+    assert_eq!(entry(&state)["state"], "in_progress", "{state:?}");
     Ok(())
 }

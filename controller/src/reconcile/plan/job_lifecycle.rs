@@ -8,6 +8,11 @@
 //!   dropped to 0, so the Job controller fails it, with a Warning Event on the node and the
 //!   Skyhook; a reboot is never counted;
 //! * of a Job's genuinely failed attempts only the first and the newest stay, for `kubectl logs`;
+//! * a Job stuck at `FailureTarget` gets its `last-logs` annotation ([`crate::last_logs`]), and
+//!   the plan looks again when it has waited
+//!   [`FAILURE_TARGET_GRACE`](crate::job_outcome::FAILURE_TARGET_GRACE) for its pods: no event
+//!   marks that moment on an unreachable node, and its failure is then recorded
+//!   ([`crate::job_outcome`]);
 //! * a node reset after its reboot (`REAPPLY_ON_REBOOT`) loses every Job of the Skyhook that
 //!   reset it, unfinished or kept, as upstream's reboot-reset sweep;
 //! * a Job kept after its recorded completion is deleted when its node is gone or when its node
@@ -22,6 +27,7 @@ use super::context::Context;
 use super::event_kinds;
 use super::output::EventTarget;
 use super::workset::Workset;
+use crate::job_outcome::failure_target_remaining;
 use crate::pod_outcome::PodOutcome;
 use crate::reconcile::snapshot::OwnedPod;
 
@@ -53,6 +59,14 @@ pub(super) fn job_lifecycle<'s>(context: &Context<'s>, workset: &mut Workset<'s>
         }
         if job.finished || pod.deleting || workset.plan.delete_jobs.contains_key(&pod.name) {
             continue;
+        }
+        if let Some(last_logs) = &job.last_logs {
+            (workset.plan.last_logs).insert(pod.name.clone(), last_logs.clone());
+        }
+        if let Some(wait) = failure_target_remaining(job.failure_target_since, context.now)
+            && !wait.is_zero()
+        {
+            workset.requeue(wait);
         }
         let Some(skyhook) = context.skyhook(&pod.skyhook) else {
             continue;

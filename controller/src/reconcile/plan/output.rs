@@ -13,6 +13,7 @@ use skyhook_api::transition::FinishedStage;
 use skyhook_api::v1alpha1::SkyhookStatus;
 
 use super::planned_pod::PlannedPod;
+use crate::last_logs::LastLogs;
 use crate::reconcile::snapshot::NodeConditionView;
 
 /// How often a reconcile looks again at a node that is being drained or held by protected
@@ -37,6 +38,9 @@ pub struct Plan {
     pub suspend_jobs: BTreeMap<String, bool>,
     /// Interrupt Jobs whose restart allowance is spent, with the restart count that spent it.
     pub restart_limits: BTreeMap<String, i32>,
+    /// Stage Jobs stuck at `FailureTarget` whose `last-logs` annotation the apply step writes,
+    /// with what it holds (the logs to read, or the text).
+    pub last_logs: BTreeMap<String, LastLogs>,
     /// Evictions to request.
     pub evictions: Vec<Eviction>,
     /// ConfigMaps to create or replace.

@@ -22,6 +22,7 @@ mod runtime_required;
 mod scenarios;
 mod sim;
 mod stage_durations;
+mod stuck_jobs;
 mod targeting;
 mod uninstall;
 mod windows;
