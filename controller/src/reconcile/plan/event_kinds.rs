@@ -36,7 +36,8 @@ const fn warning(reason: &'static str, action: &'static str) -> EventKind {
 
 /// A package stage starts on a node: on the Node and the Skyhook.
 pub const APPLY_PACKAGE: EventKind = normal("Apply", "ApplyPackage");
-/// A package pod's outcome recorded in the node state (a stage complete).
+/// A bare package pod's (the release before Jobs) stage complete, recorded in the node state; a
+/// Job's is [`JOB_COMPLETE`].
 pub const UPDATE_NODE_STATE: EventKind = normal("Apply", "UpdateNodeState");
 /// A package pod's failure recorded in the node state (upstream's pod watch, as a Warning
 /// here: an erroring package needs someone's attention).
@@ -45,9 +46,11 @@ pub const PACKAGE_ERRORING: EventKind = warning("Apply", "UpdateNodeState");
 pub const MARK_COMPLETE: EventKind = normal("State", "MarkComplete");
 /// The Skyhook's status changed: `Skyhook transitioned [<a>] -> [<b>]`.
 pub const TRANSITION: EventKind = normal("State", "Transition");
-/// A stage's Job completed (on the Node).
+/// A stage's Job completed and its stage is recorded complete (on the Node):
+/// `Package [<p>:<v>] state complete on [skyhook:<name>]`.
 pub const JOB_COMPLETE: EventKind = normal("State", "JobComplete");
-/// A stage's Job failed for good (on the Node; upstream sends it as Normal).
+/// A stage's Job failed for good (on the Node; upstream sends it as Normal):
+/// `Package [<p>:<v>] stage <s> failed on [skyhook:<name>]: <reason>`.
 pub const JOB_FAILED: EventKind = normal("State", "JobFailed");
 /// An interrupt starts on a node (on the Skyhook).
 pub const INTERRUPT_NODE: EventKind = normal("Interrupt", "InterruptNode");

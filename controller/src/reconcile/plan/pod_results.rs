@@ -160,7 +160,14 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                     workset.emit(
                         EventTarget::Node(pod.node.clone()),
                         event_kinds::JOB_FAILED,
-                        format!("Job [{}] failed: {}", pod.name, failure.reason),
+                        format!(
+                            "Package [{}:{}] stage {} failed on [skyhook:{}]: {}",
+                            annotation.name,
+                            annotation.version,
+                            annotation.stage,
+                            annotation.skyhook,
+                            failure.reason
+                        ),
                     );
                 }
             }
@@ -189,25 +196,30 @@ fn succeeded_pod<'s>(
     let state = work.state(&annotation.skyhook);
     let edits = on_pod_succeeded(state, annotation, restarts, packages);
     apply_edits(state, &edits);
+    // One Event per recorded stage, as upstream: its Job reconciler reports a Job's completion
+    // (`JobComplete`) and no longer the pod watch's `UpdateNodeState` beside it.
     if pod.job.is_some() {
         workset.record_job(&pod.name, context.config.jobs.ttl_succeeded);
         workset.emit(
             EventTarget::Node(pod.node.clone()),
             event_kinds::JOB_COMPLETE,
-            format!("Job [{}] complete", pod.name),
+            format!(
+                "Package [{}:{}] state complete on [skyhook:{}]",
+                annotation.name, annotation.version, annotation.skyhook
+            ),
         );
     } else {
         workset.delete_pod(&pod.name, "succeeded");
+        workset.emit(
+            EventTarget::Node(pod.node.clone()),
+            event_kinds::UPDATE_NODE_STATE,
+            format!(
+                "Package [{}:{}] state complete on [skyhook:{}] stage {}",
+                annotation.name, annotation.version, annotation.skyhook, annotation.stage
+            ),
+        );
     }
     workset.succeeded.insert(pod.name.clone());
-    workset.emit(
-        EventTarget::Node(pod.node.clone()),
-        event_kinds::UPDATE_NODE_STATE,
-        format!(
-            "Package [{}:{}] state complete on [skyhook:{}] stage {}",
-            annotation.name, annotation.version, annotation.skyhook, annotation.stage
-        ),
-    );
 }
 
 /// A pod its node refused: deleted when stray, a failure when it can never fit, retried

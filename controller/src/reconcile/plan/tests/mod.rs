@@ -11,6 +11,7 @@ mod drain_options;
 mod fleet;
 mod health_gate;
 mod interrupting_changes;
+mod job_events;
 mod node_metadata;
 mod node_order;
 mod node_records;
