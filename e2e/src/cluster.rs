@@ -125,6 +125,15 @@ impl Setup {
             image_map: None,
         }
     }
+
+    /// One attempt per package stage (`JOB_BACKOFF_LIMIT=0`): for a test of what a failed
+    /// stage does to its node and rollout, not of the retries before it, which the Job
+    /// controller spaces 10, 20 and 40 s apart. The retries have tests of their own.
+    pub fn single_attempt(mut self) -> Self {
+        self.controller_env
+            .insert("JOB_BACKOFF_LIMIT".to_owned(), "0".to_owned());
+        self
+    }
 }
 
 /// The label upstream's e2e Skyhooks select their nodes by, and its value.

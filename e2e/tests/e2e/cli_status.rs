@@ -24,7 +24,7 @@ const FAILING_NODE: &str = "node-3";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_and_status_through_kubectl() -> anyhow::Result<()> {
-    let installed = e2e::install_with(e2e::Setup::agentless(3)).await?;
+    let installed = e2e::install_with(e2e::Setup::agentless(3).single_attempt()).await?;
     let client = installed.cluster.client()?;
     let kubectl = Kubectl::with_plugin(&installed)?;
 

@@ -609,7 +609,7 @@ async fn batch_state_reset() -> anyhow::Result<()> {
 async fn a_failed_batch_stops_the_rollout() -> anyhow::Result<()> {
     const NAME: &str = "failure-stop";
     const POLICY: &str = "failure-policy";
-    let installed = cluster(4).await?;
+    let installed = e2e::install_with(e2e::Setup::agentless(4).single_attempt()).await?;
     let client = installed.cluster.client()?;
     e2e::apply_yaml(
         &client,

@@ -514,11 +514,7 @@ async fn a_rollout_started_with_bare_pods_finishes_under_jobs() -> anyhow::Resul
 /// `JOB_BACKOFF_LIMIT=0` (one attempt) the Job fails and the node reads `erroring`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_past_its_stage_timeout_is_killed_and_fails() -> anyhow::Result<()> {
-    let mut setup = Setup::agentless(1);
-    setup
-        .controller_env
-        .insert("JOB_BACKOFF_LIMIT".into(), "0".into());
-    let installed = e2e::install_with(setup).await?;
+    let installed = e2e::install_with(Setup::agentless(1).single_attempt()).await?;
     let client = installed.cluster.client()?;
     let yaml = skyhook("jobs-timeout", r#"[{name: SLEEP_LEN, value: "600"}]"#)
         .replace("      env:", "      stageTimeout: 5s\n      env:");

@@ -176,7 +176,7 @@ async fn a_drain_leaves_selected_and_daemon_set_pods_and_fails_into_erroring() -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_erroring_node_is_uncordoned_with_on_failure_uncordon() -> anyhow::Result<()> {
     const SKYHOOK: &str = "release-on-failure";
-    let installed = e2e::install_with(Setup::agentless(1)).await?;
+    let installed = e2e::install_with(Setup::agentless(1).single_attempt()).await?;
     let client = installed.cluster.client()?;
     e2e::apply_yaml(
         &client,
