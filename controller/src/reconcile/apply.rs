@@ -90,6 +90,7 @@ pub async fn apply(
         stage_durations,
         auto_taints,
         reboot_resets: _,
+        non_interrupt_holds: _,
     } = plan;
     let mut writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();

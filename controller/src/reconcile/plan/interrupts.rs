@@ -91,9 +91,19 @@ pub(super) fn ready_for_interrupt<'s>(
     let Some(rules) = drain_rules(workset, pass, &effective, &context.config.pods.namespace) else {
         return Readiness::Waiting;
     };
-    if !interruptible(workset, pass, pods) {
-        run.non_interrupt_hold = true;
-        return Readiness::Waiting;
+    match non_interrupt_gate(workset, pass, pods) {
+        NonInterruptGate::Open => {}
+        NonInterruptGate::InvalidSelector => {
+            run.non_interrupt_hold = true;
+            return Readiness::Waiting;
+        }
+        NonInterruptGate::Held(protected) => {
+            run.non_interrupt_hold = true;
+            let (package, _) = drain_for;
+            let label = format!("{}:{}", package.name, package.version);
+            run.non_interrupt_pods = Some((label, protected));
+            return Readiness::Waiting;
+        }
     }
     let pending = drain(pods, &rules);
     let Some(work) = workset.nodes.get_mut(node) else {
@@ -316,9 +326,21 @@ fn drain_rules<'s>(
     }
 }
 
-/// The `podNonInterruptLabels` gate: false (looking again soon) while a protected pod is
-/// on the node, or for good while the selector does not parse (with a Warning Event).
-fn interruptible<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, pods: &[Pod]) -> bool {
+/// Where the `podNonInterruptLabels` gate stands on a node.
+enum NonInterruptGate {
+    Open,
+    /// Closed for good while the selector does not parse (with a Warning Event).
+    InvalidSelector,
+    /// Closed while these protected pods (`<namespace>/<name>`, sorted) are on the node;
+    /// looked at again soon.
+    Held(Vec<String>),
+}
+
+fn non_interrupt_gate<'s>(
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+    pods: &[Pod],
+) -> NonInterruptGate {
     match interrupt_blockers(pass.skyhook.spec.pod_non_interrupt_labels.as_ref(), pods) {
         Err(problems) => {
             workset.emit(
@@ -326,13 +348,22 @@ fn interruptible<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, pods: &[Pod]) -
                 event_kinds::INTERRUPT_SELECTOR_INVALID,
                 format!("podNonInterruptLabels is not a valid selector ({problems:?}); fix it, nothing is interrupted until then"),
             );
-            false
+            NonInterruptGate::InvalidSelector
         }
         Ok(protected) if !protected.is_empty() => {
             workset.requeue(DRAIN_POLL);
-            false
+            let mut names: Vec<String> = protected
+                .iter()
+                .map(|pod| {
+                    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                    let name = pod.metadata.name.as_deref().unwrap_or_default();
+                    format!("{namespace}/{name}")
+                })
+                .collect();
+            names.sort_unstable();
+            NonInterruptGate::Held(names)
         }
-        Ok(_) => true,
+        Ok(_) => NonInterruptGate::Open,
     }
 }
 

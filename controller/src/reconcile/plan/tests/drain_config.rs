@@ -10,6 +10,7 @@ use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Skyhook, Stage, S
 
 use super::sim::{Sim, node, package, skyhook, workload};
 use crate::drain::refusals::{EvictionOutcome, EvictionRefusals};
+use crate::reconcile::plan::EventTarget;
 
 const SKYHOOK: &str = "dc";
 
@@ -350,6 +351,7 @@ fn non_interrupt_pods_hold_the_node_with_a_blocked_condition_announced_once() {
             .iter()
             .filter(|e| {
                 (e.reason, e.action, e.warning) == ("Drain", "NonInterruptPodsRunning", true)
+                    && e.target == EventTarget::Skyhook(SKYHOOK.to_owned())
             })
             .count()
     };

@@ -221,6 +221,8 @@ impl Sim {
     fn apply(&mut self, planned: &Plan) {
         let now = self.now;
         let snapshot = &mut self.snapshot;
+        // What the reconcile loop keeps for the next plan.
+        snapshot.non_interrupt_held = Some(planned.non_interrupt_holds.keys().cloned().collect());
         for (name, patch) in &planned.nodes {
             let node = snapshot
                 .nodes
