@@ -1335,10 +1335,12 @@ mod tests {
                     &PlannedPod::new(
                         &pod(node, mounts),
                         crate::jobs::JobInputs {
+                            stage: skyhook_api::v1alpha1::Stage::Apply,
+                            kind: crate::jobs::JobKind::PackageStage,
+                            resource_id: "s-uid-1_p_1.0.0".to_owned(),
                             generation: 1,
                             stage_timeout: None,
                             backoff_limit: 3,
-                            reboot: false,
                         },
                     )
                     .unwrap(),

@@ -10,7 +10,7 @@ use skyhook_api::drain::{
 };
 use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
-use skyhook_api::v1alpha1::{Package, Stage, State, Status};
+use skyhook_api::v1alpha1::{InterruptType, Package, Stage, State, Status};
 
 use super::context::Context;
 use super::event_kinds;
@@ -19,6 +19,7 @@ use super::pass::Pass;
 use super::wave::{NodeRun, NodeWave};
 use super::workset::Workset;
 use crate::drain::{Drain, DrainRules, Held, blockers, drain, interrupt_blockers};
+use crate::jobs::JobKind;
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, interrupt_pod, uninstall_interrupt_pod};
 
@@ -449,7 +450,18 @@ pub(super) fn interrupt<'s>(
         merged.interrupt.type_, package.name, package.version
     );
     let launch = (node, package, Stage::Interrupt);
-    start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
+    let kind = JobKind::Interrupt {
+        reboot: merged.interrupt.type_ == InterruptType::Reboot,
+    };
+    start_interrupt(
+        workset,
+        context,
+        &pass.owner,
+        (launch, kind),
+        pod,
+        message,
+        run,
+    );
 }
 
 /// Creates the interrupt `pod` running `stage` of `package` on `node`, records its entry
@@ -458,13 +470,13 @@ fn start_interrupt<'s>(
     workset: &mut Workset<'s>,
     context: &Context<'s>,
     owner: &OwnerSkyhook<'_>,
-    (node, package, stage): (&str, &Package, Stage),
+    ((node, package, stage), kind): ((&str, &Package, Stage), JobKind),
     pod: Pod,
     message: String,
     run: &mut NodeRun,
 ) {
     let skyhook = owner.name;
-    let Some(pod) = workset.planned_pod(context, owner, package, &pod) else {
+    let Some(pod) = workset.planned_pod(context, owner, (package, stage, kind), &pod) else {
         return;
     };
     let label = package_label(&package.name, &package.version);
@@ -522,5 +534,16 @@ pub(super) fn uninstall_interrupt<'s>(
         interrupt.type_, package.name, package.version
     );
     let launch = (node, package, Stage::UninstallInterrupt);
-    start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
+    let kind = JobKind::Interrupt {
+        reboot: interrupt.type_ == InterruptType::Reboot,
+    };
+    start_interrupt(
+        workset,
+        context,
+        &pass.owner,
+        (launch, kind),
+        pod,
+        message,
+        run,
+    );
 }
