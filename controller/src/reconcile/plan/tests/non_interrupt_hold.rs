@@ -186,7 +186,7 @@ fn complete_on_worker(sim: &mut Sim) {
         .expect("the worker node");
     worker
         .annotations
-        .insert(&keys::SKYHOOK.node_state_annotation(SKYHOOK), state);
+        .insert(keys::SKYHOOK.node_state_annotation(SKYHOOK), state);
 }
 
 #[test]
