@@ -3,6 +3,7 @@
 //! the same rows: against the rendered Roles ([`allowed_by`], no cluster) and against the API
 //! server's authorizer after `helm install` ([`check_with_api_server`], SubjectAccessReviews).
 
+use Scope::{Cluster, Namespace, Release};
 use anyhow::{Context, ensure};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -10,7 +11,6 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::Value;
-use Scope::{Cluster, Namespace, Release};
 
 use crate::metrics::Sample;
 
@@ -73,60 +73,225 @@ const LEASE: &str = "3c22c1ae.nvidia.com";
 /// Every request the controller sends (grep `Api::` in controller/src: cache.rs, run.rs,
 /// leader.rs, reconcile/observe.rs, reconcile/apply.rs, reconcile/event_series.rs).
 pub const CONTROLLER_SENDS: &[Request] = &[
-    request("list", SKYHOOK_GROUP, "skyhooks", Cluster, "cache; CRD check at start"),
+    request(
+        "list",
+        SKYHOOK_GROUP,
+        "skyhooks",
+        Cluster,
+        "cache; CRD check at start",
+    ),
     request("watch", SKYHOOK_GROUP, "skyhooks", Cluster, "cache"),
-    request("patch", SKYHOOK_GROUP, "skyhooks", Cluster, "finalizer, annotations"),
-    request("patch", SKYHOOK_GROUP, "skyhooks/status", Cluster, "status apply"),
-    request("update", SKYHOOK_GROUP, "skyhooks/finalizers", Cluster, "blockOwnerDeletion on owned Jobs and ConfigMaps"),
-    request("list", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "cache"),
-    request("watch", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "cache"),
+    request(
+        "patch",
+        SKYHOOK_GROUP,
+        "skyhooks",
+        Cluster,
+        "finalizer, annotations",
+    ),
+    request(
+        "patch",
+        SKYHOOK_GROUP,
+        "skyhooks/status",
+        Cluster,
+        "status apply",
+    ),
+    request(
+        "update",
+        SKYHOOK_GROUP,
+        "skyhooks/finalizers",
+        Cluster,
+        "blockOwnerDeletion on owned Jobs and ConfigMaps",
+    ),
+    request(
+        "list",
+        SKYHOOK_GROUP,
+        "deploymentpolicies",
+        Cluster,
+        "cache",
+    ),
+    request(
+        "watch",
+        SKYHOOK_GROUP,
+        "deploymentpolicies",
+        Cluster,
+        "cache",
+    ),
     request("list", "", "nodes", Cluster, "cache"),
     request("watch", "", "nodes", Cluster, "cache"),
     request("patch", "", "nodes", Cluster, "node state, cordon, taints"),
     request("patch", "", "nodes/status", Cluster, "node conditions"),
-    request("list", "", "pods", Cluster, "pods on a node to drain, in any namespace"),
+    request(
+        "list",
+        "",
+        "pods",
+        Cluster,
+        "pods on a node to drain, in any namespace",
+    ),
     request("create", "", "pods/eviction", Namespace(WORKLOADS), "drain"),
-    request("delete", "", "pods", Namespace(WORKLOADS), "drain with disableEviction"),
-    request("list", "policy", "poddisruptionbudgets", Cluster, "drain report"),
+    request(
+        "delete",
+        "",
+        "pods",
+        Namespace(WORKLOADS),
+        "drain with disableEviction",
+    ),
+    request(
+        "list",
+        "policy",
+        "poddisruptionbudgets",
+        Cluster,
+        "drain report",
+    ),
     request("watch", "", "pods", Release, "cache of stage pods"),
     request("list", "", "pods", Release, "cache of stage pods"),
-    request("delete", "", "pods", Release, "failed attempts, bare pods of an earlier release"),
+    request(
+        "delete",
+        "",
+        "pods",
+        Release,
+        "failed attempts, bare pods of an earlier release",
+    ),
     request("list", "batch", "jobs", Release, "cache"),
     request("watch", "batch", "jobs", Release, "cache"),
     request("create", "batch", "jobs", Release, "stage runs"),
-    request("patch", "batch", "jobs", Release, "record, suspend, restart limit"),
+    request(
+        "patch",
+        "batch",
+        "jobs",
+        Release,
+        "record, suspend, restart limit",
+    ),
     request("delete", "batch", "jobs", Release, "stale or replaced runs"),
     request("list", "", "configmaps", Release, "cache"),
     request("watch", "", "configmaps", Release, "cache"),
-    request("create", "", "configmaps", Release, "a server-side apply that creates"),
+    request(
+        "create",
+        "",
+        "configmaps",
+        Release,
+        "a server-side apply that creates",
+    ),
     request("patch", "", "configmaps", Release, "server-side apply"),
     request("delete", "", "configmaps", Release, "package removed"),
-    request("create", "coordination.k8s.io", "leases", Release, "first leader"),
-    named(request("get", "coordination.k8s.io", "leases", Release, "leader election"), LEASE),
-    named(request("update", "coordination.k8s.io", "leases", Release, "renew, take over, release"), LEASE),
-    request("create", "events.k8s.io", "events", Namespace(EVENTS_NAMESPACE), "Events"),
-    request("patch", "events.k8s.io", "events", Namespace(EVENTS_NAMESPACE), "a repeat of a series"),
+    request(
+        "create",
+        "coordination.k8s.io",
+        "leases",
+        Release,
+        "first leader",
+    ),
+    named(
+        request(
+            "get",
+            "coordination.k8s.io",
+            "leases",
+            Release,
+            "leader election",
+        ),
+        LEASE,
+    ),
+    named(
+        request(
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            Release,
+            "renew, take over, release",
+        ),
+        LEASE,
+    ),
+    request(
+        "create",
+        "events.k8s.io",
+        "events",
+        Namespace(EVENTS_NAMESPACE),
+        "Events",
+    ),
+    request(
+        "patch",
+        "events.k8s.io",
+        "events",
+        Namespace(EVENTS_NAMESPACE),
+        "a repeat of a series",
+    ),
 ];
 
 /// Requests the controller never sends, which the chart once granted or might be expected to.
 pub const CONTROLLER_MUST_NOT: &[Request] = &[
-    request("create", "", "pods", Release, "stages run as Jobs, no bare pods"),
+    request(
+        "create",
+        "",
+        "pods",
+        Release,
+        "stages run as Jobs, no bare pods",
+    ),
     request("update", "", "pods", Release, "never written"),
     request("patch", "", "pods", Release, "never written"),
     request("deletecollection", "", "pods", Release, "deletes by name"),
     request("get", "", "pods/log", Release, "logs are not read"),
     request("get", "", "pods/status", Release, "read through the watch"),
-    request("watch", "", "pods", Namespace(WORKLOADS), "watches its own namespace only"),
-    request("create", "batch", "jobs", Namespace(WORKLOADS), "Jobs only in its namespace"),
-    request("create", SKYHOOK_GROUP, "skyhooks", Cluster, "users create them"),
-    request("delete", SKYHOOK_GROUP, "skyhooks", Cluster, "users delete them"),
-    request("update", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "read only"),
+    request(
+        "watch",
+        "",
+        "pods",
+        Namespace(WORKLOADS),
+        "watches its own namespace only",
+    ),
+    request(
+        "create",
+        "batch",
+        "jobs",
+        Namespace(WORKLOADS),
+        "Jobs only in its namespace",
+    ),
+    request(
+        "create",
+        SKYHOOK_GROUP,
+        "skyhooks",
+        Cluster,
+        "users create them",
+    ),
+    request(
+        "delete",
+        SKYHOOK_GROUP,
+        "skyhooks",
+        Cluster,
+        "users delete them",
+    ),
+    request(
+        "update",
+        SKYHOOK_GROUP,
+        "deploymentpolicies",
+        Cluster,
+        "read only",
+    ),
     request("update", "", "nodes", Cluster, "writes are patches"),
     request("delete", "", "nodes", Cluster, "never"),
-    request("create", "", "events", Namespace(EVENTS_NAMESPACE), "Events go through events.k8s.io"),
-    named(request("update", "coordination.k8s.io", "leases", Release, "only its own Lease"), "another-lease"),
+    request(
+        "create",
+        "",
+        "events",
+        Namespace(EVENTS_NAMESPACE),
+        "Events go through events.k8s.io",
+    ),
+    named(
+        request(
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            Release,
+            "only its own Lease",
+        ),
+        "another-lease",
+    ),
     request("get", "", "secrets", Release, "the webhook's"),
-    request("list", "admissionregistration.k8s.io", "validatingwebhookconfigurations", Cluster, "the webhook's"),
+    request(
+        "list",
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        Cluster,
+        "the webhook's",
+    ),
 ];
 
 /// Every request the webhook sends with self-managed certificates (webhook/src: cache.rs,
@@ -134,25 +299,112 @@ pub const CONTROLLER_MUST_NOT: &[Request] = &[
 pub const WEBHOOK_SENDS: &[Request] = &[
     request("list", SKYHOOK_GROUP, "skyhooks", Cluster, "cache"),
     request("watch", SKYHOOK_GROUP, "skyhooks", Cluster, "cache"),
-    request("list", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "cache"),
-    request("watch", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "cache"),
-    request("get", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "a policy not cached yet"),
+    request(
+        "list",
+        SKYHOOK_GROUP,
+        "deploymentpolicies",
+        Cluster,
+        "cache",
+    ),
+    request(
+        "watch",
+        SKYHOOK_GROUP,
+        "deploymentpolicies",
+        Cluster,
+        "cache",
+    ),
+    request(
+        "get",
+        SKYHOOK_GROUP,
+        "deploymentpolicies",
+        Cluster,
+        "a policy not cached yet",
+    ),
     request("create", "", "secrets", Release, "first certificate"),
-    named(request("get", "", "secrets", Release, "certificate"), "webhook-cert"),
-    named(request("update", "", "secrets", Release, "renewed certificate"), "webhook-cert"),
-    named(request("patch", "", "secrets", Release, "owner reference"), "webhook-cert"),
-    named(request("get", "admissionregistration.k8s.io", "validatingwebhookconfigurations", Cluster, "caBundle"), "skyhook-operator-validating-webhook"),
-    named(request("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", Cluster, "caBundle"), "skyhook-operator-validating-webhook"),
-    named(request("get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", Cluster, "caBundle"), "skyhook-operator-mutating-webhook"),
-    named(request("patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", Cluster, "caBundle"), "skyhook-operator-mutating-webhook"),
+    named(
+        request("get", "", "secrets", Release, "certificate"),
+        "webhook-cert",
+    ),
+    named(
+        request("update", "", "secrets", Release, "renewed certificate"),
+        "webhook-cert",
+    ),
+    named(
+        request("patch", "", "secrets", Release, "owner reference"),
+        "webhook-cert",
+    ),
+    named(
+        request(
+            "get",
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            Cluster,
+            "caBundle",
+        ),
+        "skyhook-operator-validating-webhook",
+    ),
+    named(
+        request(
+            "patch",
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            Cluster,
+            "caBundle",
+        ),
+        "skyhook-operator-validating-webhook",
+    ),
+    named(
+        request(
+            "get",
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            Cluster,
+            "caBundle",
+        ),
+        "skyhook-operator-mutating-webhook",
+    ),
+    named(
+        request(
+            "patch",
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            Cluster,
+            "caBundle",
+        ),
+        "skyhook-operator-mutating-webhook",
+    ),
 ];
 
 /// Requests the webhook never sends.
 pub const WEBHOOK_MUST_NOT: &[Request] = &[
-    request("patch", SKYHOOK_GROUP, "skyhooks", Cluster, "admission only reads"),
-    request("get", SKYHOOK_GROUP, "skyhooks", Cluster, "read through the watch"),
-    named(request("get", "", "secrets", Release, "only its own Secret"), "another-secret"),
-    named(request("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", Cluster, "only its own"), "someone-elses"),
+    request(
+        "patch",
+        SKYHOOK_GROUP,
+        "skyhooks",
+        Cluster,
+        "admission only reads",
+    ),
+    request(
+        "get",
+        SKYHOOK_GROUP,
+        "skyhooks",
+        Cluster,
+        "read through the watch",
+    ),
+    named(
+        request("get", "", "secrets", Release, "only its own Secret"),
+        "another-secret",
+    ),
+    named(
+        request(
+            "patch",
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            Cluster,
+            "only its own",
+        ),
+        "someone-elses",
+    ),
     request("list", "", "pods", Cluster, "never"),
 ];
 
@@ -243,7 +495,9 @@ fn access_review(namespace: &str, service_account: &str, request: &Request) -> S
     };
     SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{namespace}:{service_account}")),
+            user: Some(format!(
+                "system:serviceaccount:{namespace}:{service_account}"
+            )),
             groups: Some(vec![
                 "system:serviceaccounts".to_owned(),
                 format!("system:serviceaccounts:{namespace}"),

@@ -154,10 +154,7 @@ fn helm_with(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 async fn expect_available(client: &kube::Client, replicas: i32) -> anyhow::Result<()> {
     let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
-    for name in [
-        CONTROLLER,
-        WEBHOOK,
-    ] {
+    for name in [CONTROLLER, WEBHOOK] {
         let deployment = deployments.get(name).await?;
         let available = deployment
             .status
@@ -281,7 +278,11 @@ async fn expect_one_leader(client: &kube::Client, kubectl: &Kubectl) -> anyhow::
 /// namespace, say), and the requests it never sends are refused.
 async fn expect_permissions(client: &kube::Client) -> anyhow::Result<()> {
     for (account, sends, must_not) in [
-        (CONTROLLER, rbac::CONTROLLER_SENDS, rbac::CONTROLLER_MUST_NOT),
+        (
+            CONTROLLER,
+            rbac::CONTROLLER_SENDS,
+            rbac::CONTROLLER_MUST_NOT,
+        ),
         (WEBHOOK, rbac::WEBHOOK_SENDS, rbac::WEBHOOK_MUST_NOT),
     ] {
         rbac::check_with_api_server(client, NAMESPACE, account, sends, true).await?;

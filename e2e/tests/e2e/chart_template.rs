@@ -659,7 +659,11 @@ fn viewer_and_editor_roles_are_opt_in() -> anyhow::Result<()> {
 fn chart_rbac_is_what_the_components_do() -> anyhow::Result<()> {
     let docs = helm::render(&[], &[])?;
     for (account, sends, must_not) in [
-        (CONTROLLER, rbac::CONTROLLER_SENDS, rbac::CONTROLLER_MUST_NOT),
+        (
+            CONTROLLER,
+            rbac::CONTROLLER_SENDS,
+            rbac::CONTROLLER_MUST_NOT,
+        ),
         (WEBHOOK, rbac::WEBHOOK_SENDS, rbac::WEBHOOK_MUST_NOT),
     ] {
         let cluster_rules = &one(&docs, "ClusterRole", account)?["rules"];
