@@ -449,33 +449,25 @@ pub(super) fn interrupt<'s>(
         "Interrupting node [{node}] with {} for package [{}:{}]",
         merged.interrupt.type_, package.name, package.version
     );
-    let launch = (node, package, Stage::Interrupt);
-    let kind = JobKind::Interrupt {
-        reboot: merged.interrupt.type_ == InterruptType::Reboot,
-    };
-    start_interrupt(
-        workset,
-        context,
-        &pass.owner,
-        (launch, kind),
-        pod,
-        message,
-        run,
-    );
+    let launch = (node, package, Stage::Interrupt, merged.interrupt.type_);
+    start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
 }
 
-/// Creates the interrupt `pod` running `stage` of `package` on `node`, records its entry
-/// `in_progress`, and reports the launch.
+/// Creates the interrupt `pod` (of type `interrupt`) running `stage` of `package` on `node`,
+/// records its entry `in_progress`, and reports the launch.
 fn start_interrupt<'s>(
     workset: &mut Workset<'s>,
     context: &Context<'s>,
     owner: &OwnerSkyhook<'_>,
-    ((node, package, stage), kind): ((&str, &Package, Stage), JobKind),
+    (node, package, stage, interrupt): (&str, &Package, Stage, InterruptType),
     pod: Pod,
     message: String,
     run: &mut NodeRun,
 ) {
     let skyhook = owner.name;
+    let kind = JobKind::Interrupt {
+        reboot: interrupt == InterruptType::Reboot,
+    };
     let Some(pod) = workset.planned_pod(context, owner, (package, stage, kind), &pod) else {
         return;
     };
@@ -533,17 +525,6 @@ pub(super) fn uninstall_interrupt<'s>(
         "Interrupting node [{node}] with {} after uninstalling package [{}:{}]",
         interrupt.type_, package.name, package.version
     );
-    let launch = (node, package, Stage::UninstallInterrupt);
-    let kind = JobKind::Interrupt {
-        reboot: interrupt.type_ == InterruptType::Reboot,
-    };
-    start_interrupt(
-        workset,
-        context,
-        &pass.owner,
-        (launch, kind),
-        pod,
-        message,
-        run,
-    );
+    let launch = (node, package, Stage::UninstallInterrupt, interrupt.type_);
+    start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
 }

@@ -7,21 +7,12 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Skyhook, Uninstall};
+use skyhook_api::v1alpha1::{Package, Skyhook, Uninstall};
 
-use super::sim::{Sim, depends, node, package, skyhook, start, workload};
+use super::sim::{Sim, depends, node, rebooting, skyhook, start, workload};
 use crate::reconcile::plan::{Plan, PlannedEvent};
 
 const SKYHOOK: &str = "hold";
-
-fn rebooting() -> Package {
-    let mut reboot = package("dexter", "1.2.3");
-    reboot.interrupt = Some(Interrupt {
-        type_: InterruptType::Reboot,
-        services: Vec::new(),
-    });
-    reboot
-}
 
 fn protecting(packages: Vec<Package>) -> Skyhook {
     let mut sky = skyhook(SKYHOOK, packages);
