@@ -27,7 +27,13 @@ step "running the tests (cargo test --workspace)"
 log=$(mktemp "${TMPDIR:-/tmp}/skyhook-test.XXXXXX")
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
+# Each test's line carries the seconds since the tests started, so a slow test shows in any log:
+# a test's own time is its end minus the moment libtest says it "has been running for over 60
+# seconds", plus 60.
+started=$(date +%s)
+cargo test --workspace --locked --no-fail-fast 2>&1 \
+  | awk -v started="$started" '/^test .*( \.\.\. |has been running)/ { printf "[+%ds] ", systime() - started } { print; fflush() }' \
+  | tee "$log" || status=$?
 
 # One closing line over every test binary (cargo's own last line is often a crate's empty
 # doc-test run, which reads as "no test ran").

@@ -65,6 +65,10 @@ pub async fn rollout(
         writes_per_node_package_by_resource: interval
             .requests
             .writes_by_resource_per(node_packages),
+        all_clients_writes_per_node_package: interval.all_requests.writes() as f64 / node_packages,
+        all_clients_writes_per_node_package_by_resource: interval
+            .all_requests
+            .writes_by_resource_per(node_packages),
         requests: interval.requests,
         steps: step_latencies.len(),
         step_latency_p50_seconds: quantile(&step_latencies, 0.5),

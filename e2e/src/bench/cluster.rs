@@ -59,6 +59,8 @@ pub struct Mark {
     /// The machine's (busy, total) CPU seconds.
     machine_cpu: (f64, f64),
     requests: Counts,
+    /// The API server's counts, every client's.
+    all_requests: Counts,
     reconciles: ReconcileTotals,
     peak_reset: bool,
     sampled_peak_kib: Arc<AtomicU64>,
@@ -75,6 +77,8 @@ pub struct Interval {
     /// Share of the whole machine's CPU time that was busy (every process, every core).
     pub machine_busy_percent: f64,
     pub requests: Requests,
+    /// Every client's requests, from the API server's counter.
+    pub all_requests: Requests,
     pub reconciles: ReconcileTotals,
 }
 
@@ -142,6 +146,19 @@ impl BenchCluster {
         Ok((requests::counts(&samples), ReconcileTotals::of(&samples)))
     }
 
+    /// The API server's request counters (`GET /metrics` as the cluster's administrator).
+    async fn scrape_apiserver(&self) -> anyhow::Result<Counts> {
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .context("building GET /metrics")?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .context("scraping the API server's /metrics")?;
+        Ok(requests::apiserver_counts(&crate::metrics::parse(&text)))
+    }
+
     /// Starts a measured interval.
     pub async fn mark(&self) -> anyhow::Result<Mark> {
         let peak_reset = self.controller.reset_peak_rss();
@@ -159,8 +176,10 @@ impl BenchCluster {
             })
         };
         let (requests, reconciles) = self.scrape().await?;
+        let all_requests = self.scrape_apiserver().await?;
         Ok(Mark {
             requests,
+            all_requests,
             reconciles,
             controller_cpu: self.controller.cpu_seconds()?,
             apiserver_cpu: self.apiserver.cpu_seconds()?,
@@ -179,6 +198,7 @@ impl BenchCluster {
         let apiserver_cpu = self.apiserver.cpu_seconds()?;
         let (busy, total) = process::machine_cpu()?;
         let (after, reconciles) = self.scrape().await?;
+        let all_after = self.scrape_apiserver().await?;
         mark.sampler.abort();
         let sampled = mark.sampled_peak_kib.load(Ordering::Relaxed) as f64 / 1024.0;
         let kernel_peak = if mark.peak_reset {
@@ -194,6 +214,7 @@ impl BenchCluster {
             machine_busy_percent: 100.0 * (busy - mark.machine_cpu.0)
                 / (total - mark.machine_cpu.1).max(f64::MIN_POSITIVE),
             requests: requests::between(&mark.requests, &after),
+            all_requests: requests::between(&mark.all_requests, &all_after),
             reconciles: reconciles.since(mark.reconciles),
         })
     }

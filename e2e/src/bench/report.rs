@@ -6,8 +6,15 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-/// The verbs that change state.
-const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+/// The verbs that change state (`apply`: the API server's name for a server-side apply).
+const WRITE_VERBS: [&str; 6] = [
+    "create",
+    "update",
+    "patch",
+    "apply",
+    "delete",
+    "deletecollection",
+];
 
 /// The controller's API requests over a case: by verb, and by `verb resource`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -17,7 +24,7 @@ pub struct Requests {
 }
 
 impl Requests {
-    /// Requests that change state (`create`, `update`, `patch`, `delete`, `deletecollection`).
+    /// Requests that change state (see `WRITE_VERBS`).
     pub fn writes(&self) -> u64 {
         WRITE_VERBS
             .iter()
@@ -67,6 +74,11 @@ pub struct RolloutReport {
     /// `writes_per_node_package` split by `verb resource` (Events are `create events` and
     /// `patch events`, a series' repeat).
     pub writes_per_node_package_by_resource: BTreeMap<String, f64>,
+    /// Every client's writes per node and package, from the API server's counter: the
+    /// controller's, the simulated kubelets', kube-controller-manager's (the Job controller's
+    /// pods and Job status) and the benchmark's own few.
+    pub all_clients_writes_per_node_package: f64,
+    pub all_clients_writes_per_node_package_by_resource: BTreeMap<String, f64>,
     /// Pod completions followed by a next step on their node (see `steps`).
     pub steps: usize,
     /// From a package pod's completion to its node's next step (next pod or complete).
@@ -169,6 +181,15 @@ pub fn markdown_tables(reports: &[CaseReport]) -> String {
     );
     push_table(
         &mut out,
+        "| all clients' writes per node and package (API server) | nodes | budget | total | by verb and resource |\n\
+         |---|---:|---:|---:|---|\n",
+        reports.iter().filter_map(|r| match r {
+            CaseReport::Rollout(r) => Some(all_clients_writes_row(r)),
+            _ => None,
+        }),
+    );
+    push_table(
+        &mut out,
         "| idle | nodes | Skyhooks | controller CPU/min | RSS | requests/min | API server CPU/min |\n\
          |---|---:|---:|---:|---:|---|---:|\n",
         reports.iter().filter_map(|r| match r {
@@ -240,17 +261,37 @@ fn seconds(value: Option<f64>) -> String {
 
 /// `patch nodes 4.00, create pods 2.00` ordered by count, largest first.
 fn writes_row(r: &RolloutReport) -> String {
-    let mut writes: Vec<(&String, &f64)> = r.writes_per_node_package_by_resource.iter().collect();
+    format!(
+        "| {} ({} pkg) | {} | {}% | {} |",
+        r.case,
+        r.packages,
+        r.nodes,
+        r.budget_percent,
+        per_resource_summary(&r.writes_per_node_package_by_resource)
+    )
+}
+
+fn all_clients_writes_row(r: &RolloutReport) -> String {
+    format!(
+        "| {} ({} pkg) | {} | {}% | {:.2} | {} |",
+        r.case,
+        r.packages,
+        r.nodes,
+        r.budget_percent,
+        r.all_clients_writes_per_node_package,
+        per_resource_summary(&r.all_clients_writes_per_node_package_by_resource)
+    )
+}
+
+/// `verb resource per` pairs, most first.
+fn per_resource_summary(writes: &BTreeMap<String, f64>) -> String {
+    let mut writes: Vec<(&String, &f64)> = writes.iter().collect();
     writes.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
-    let summary = writes
+    writes
         .iter()
         .map(|(key, per)| format!("{key} {per:.2}"))
         .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "| {} ({} pkg) | {} | {}% | {summary} |",
-        r.case, r.packages, r.nodes, r.budget_percent
-    )
+        .join(", ")
 }
 
 fn idle_row(r: &IdleReport) -> String {
@@ -378,6 +419,12 @@ mod tests {
                     ("create pods".to_owned(), 2.0),
                     ("patch nodes".to_owned(), 4.0),
                 ]),
+                all_clients_writes_per_node_package: 14.5,
+                all_clients_writes_per_node_package_by_resource: BTreeMap::from([
+                    ("create jobs".to_owned(), 2.0),
+                    ("patch pods/status".to_owned(), 8.5),
+                    ("patch nodes".to_owned(), 4.0),
+                ]),
                 steps: 200,
                 step_latency_p50_seconds: Some(0.5),
                 step_latency_p99_seconds: None,
@@ -400,6 +447,10 @@ mod tests {
 | writes per node and package | nodes | budget | by verb and resource |
 |---|---:|---:|---|
 | rollout (1 pkg) | 100 | 10% | patch nodes 4.00, create pods 2.00 |
+
+| all clients' writes per node and package (API server) | nodes | budget | total | by verb and resource |
+|---|---:|---:|---:|---|
+| rollout (1 pkg) | 100 | 10% | 14.50 | patch pods/status 8.50, patch nodes 4.00, create jobs 2.00 |
 
 | `kubectl skyhook status` | nodes | Skyhooks | runs | median | min |
 |---|---:|---:|---:|---:|---:|

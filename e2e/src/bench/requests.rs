@@ -1,6 +1,8 @@
 //! The controller's API requests over an interval, from two scrapes of its own counter
 //! `skyhook_api_requests_total{verb,resource}`, and its reconciles, from the histogram
-//! `skyhook_controller_reconcile_duration_seconds`.
+//! `skyhook_controller_reconcile_duration_seconds`; every client's requests (the kubelets', the
+//! Job controller's and the controller's together), from the API server's own counter
+//! `apiserver_request_total`.
 
 use std::collections::BTreeMap;
 
@@ -61,6 +63,31 @@ pub fn counts(samples: &[Sample]) -> Counts {
         .collect()
 }
 
+/// The API server's request counter, over every client.
+const APISERVER_COUNTER: &str = "apiserver_request_total";
+
+/// The API server's request counters of a scrape, by (verb, resource): the verb lowercased as
+/// the controller's counter spells it (`APPLY` is a server-side apply, kept apart from `PATCH`),
+/// a subresource after a slash (`pods/status`), every other label (code, scope, group, version)
+/// summed.
+pub fn apiserver_counts(samples: &[Sample]) -> Counts {
+    let mut counts = Counts::new();
+    for sample in samples.iter().filter(|s| s.name == APISERVER_COUNTER) {
+        let (Some(verb), Some(resource)) =
+            (sample.labels.get("verb"), sample.labels.get("resource"))
+        else {
+            continue;
+        };
+        let resource = match sample.labels.get("subresource").filter(|s| !s.is_empty()) {
+            Some(subresource) => format!("{resource}/{subresource}"),
+            None => resource.clone(),
+        };
+        *counts.entry((verb.to_lowercase(), resource)).or_default() +=
+            sample.value.max(0.0).round() as u64;
+    }
+    counts
+}
+
 /// The watches the controller starts, by resource and how many (the package and node-metadata
 /// ConfigMaps are two), each once its first listing is complete.
 const WATCHES: [(&str, u64); 5] = [
@@ -117,6 +144,36 @@ mod tests {
             ]),
             value,
         }
+    }
+
+    #[test]
+    fn the_api_servers_counter_sums_codes_and_keeps_subresources() {
+        let labelled =
+            |verb: &str, resource: &str, subresource: &str, code: &str, value: f64| Sample {
+                name: APISERVER_COUNTER.to_owned(),
+                labels: BTreeMap::from([
+                    ("verb".to_owned(), verb.to_owned()),
+                    ("resource".to_owned(), resource.to_owned()),
+                    ("subresource".to_owned(), subresource.to_owned()),
+                    ("code".to_owned(), code.to_owned()),
+                ]),
+                value,
+            };
+        let samples = [
+            labelled("PATCH", "pods", "status", "200", 7.0),
+            labelled("PATCH", "pods", "status", "409", 2.0),
+            labelled("CREATE", "jobs", "", "201", 3.0),
+            labelled("APPLY", "configmaps", "", "200", 4.0),
+            sample("skyhook_api_requests_total", "create", "jobs", 99.0),
+        ];
+        assert_eq!(
+            apiserver_counts(&samples),
+            Counts::from([
+                (("apply".to_owned(), "configmaps".to_owned()), 4),
+                (("create".to_owned(), "jobs".to_owned()), 3),
+                (("patch".to_owned(), "pods/status".to_owned()), 9),
+            ])
+        );
     }
 
     #[test]
