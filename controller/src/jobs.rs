@@ -1,7 +1,8 @@
 //! The `batch/v1` Job that runs one package stage or interrupt on one node (upstream v0.18's
 //! execution model): the pod the controller used to create, wrapped.
 //!
-//! Contract: [`job_for`] is pure. From the pod [`crate::pods`] builds it makes the complete Job:
+//! Contract: [`job_for`] is pure. From the pod [`crate::pods`] builds, and what its caller knows
+//! of it ([`JobInputs`]: stage, kind, resource ID), it makes the complete Job:
 //! the pod's name and owner, its labels plus `stage`, `node` and `generation` on the Job and the
 //! template, the package annotation on both, `resource-id` on the Job, and the retry and deadline
 //! settings of its kind:
@@ -26,15 +27,26 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use kube::api::ObjectMeta;
 use skyhook_api::keys;
 use skyhook_api::stage_timeout::deadline_seconds;
+use skyhook_api::v1alpha1::Stage;
 
 use crate::names::safe_name;
 
 /// The longest label value.
 const MAX_LABEL_VALUE: usize = 63;
 
-/// What a stage's Job needs besides its pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a stage's Job needs besides its pod: what the caller knows when it builds the pod, so
+/// that the Job is not read back out of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInputs {
+    /// The stage the Job runs (its `stage` label).
+    pub stage: Stage,
+    /// A package stage or an interrupt, which decides the retry and deadline settings.
+    pub kind: JobKind,
+    /// The run's `SKYHOOK_RESOURCE_ID` ([`OwnerSkyhook::stage_resource_id`]), for the
+    /// `resource-id` annotation.
+    ///
+    /// [`OwnerSkyhook::stage_resource_id`]: crate::names::OwnerSkyhook::stage_resource_id
+    pub resource_id: String,
     /// The Skyhook's `metadata.generation`.
     pub generation: i64,
     /// The stage timeout (`packages.*.stageTimeout`, else `JOB_STAGE_TIMEOUT`); `None` or zero:
@@ -43,8 +55,15 @@ pub struct JobInputs {
     /// `JOB_BACKOFF_LIMIT`: failed attempts retried (package stages), restarts allowed
     /// (non-reboot interrupts).
     pub backoff_limit: i32,
-    /// The interrupt is a reboot (never counted against an allowance).
-    pub reboot: bool,
+}
+
+/// What a Job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// A package stage (apply, config, upgrade, uninstall, post-interrupt and their checks).
+    PackageStage,
+    /// An interrupt; a reboot is never counted against a restart allowance.
+    Interrupt { reboot: bool },
 }
 
 /// The value of the `node` label for `node`: the name, or when it is longer than a label may
@@ -66,18 +85,13 @@ pub fn job_for(pod: Pod, inputs: JobInputs) -> Job {
     } = pod;
     let mut spec = spec.unwrap_or_default();
     let labels = pod_metadata.labels.clone().unwrap_or_default();
-    let interrupt = labels
-        .get(keys::SKYHOOK.interrupt_label)
-        .is_some_and(|value| value == keys::INTERRUPT_LABEL_VALUE);
     let annotations = pod_metadata.annotations.clone().unwrap_or_default();
-    let stage = annotations
-        .get(keys::SKYHOOK.package_annotation)
-        .and_then(|text| skyhook_api::pod_annotation::PodPackageAnnotation::parse(text).ok())
-        .map(|annotation| annotation.stage.to_string())
-        .unwrap_or_default();
     let node = spec.node_name.clone().unwrap_or_default();
     let mut job_labels = labels;
-    job_labels.insert(keys::SKYHOOK.stage_label.to_owned(), stage);
+    job_labels.insert(
+        keys::SKYHOOK.stage_label.to_owned(),
+        inputs.stage.to_string(),
+    );
     job_labels.insert(keys::SKYHOOK.node_label.to_owned(), node_label_value(&node));
     job_labels.insert(
         keys::SKYHOOK.generation_label.to_owned(),
@@ -89,10 +103,11 @@ pub fn job_for(pod: Pod, inputs: JobInputs) -> Job {
         .filter(|(key, _)| key.as_str() == keys::SKYHOOK.package_annotation)
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    if let Some(id) = resource_id(&spec) {
-        job_annotations.insert(keys::SKYHOOK.resource_id_annotation.to_owned(), id);
-    }
-    if interrupt && !inputs.reboot {
+    job_annotations.insert(
+        keys::SKYHOOK.resource_id_annotation.to_owned(),
+        inputs.resource_id,
+    );
+    if inputs.kind == (JobKind::Interrupt { reboot: false }) {
         job_annotations.insert(
             keys::SKYHOOK.restart_allowance_annotation.to_owned(),
             inputs.backoff_limit.to_string(),
@@ -100,13 +115,16 @@ pub fn job_for(pod: Pod, inputs: JobInputs) -> Job {
     }
 
     let deadline = deadline_seconds(inputs.stage_timeout);
-    let (backoff_limit, pod_failure_policy, job_deadline) = if interrupt {
-        spec.restart_policy = Some("OnFailure".to_owned());
-        (i32::MAX, None, deadline)
-    } else {
-        spec.restart_policy = Some("Never".to_owned());
-        spec.active_deadline_seconds = deadline;
-        (inputs.backoff_limit, Some(ignore_disruptions()), None)
+    let (backoff_limit, pod_failure_policy, job_deadline) = match inputs.kind {
+        JobKind::Interrupt { .. } => {
+            spec.restart_policy = Some("OnFailure".to_owned());
+            (i32::MAX, None, deadline)
+        }
+        JobKind::PackageStage => {
+            spec.restart_policy = Some("Never".to_owned());
+            spec.active_deadline_seconds = deadline;
+            (inputs.backoff_limit, Some(ignore_disruptions()), None)
+        }
     };
 
     Job {
@@ -151,16 +169,6 @@ fn ignore_disruptions() -> PodFailurePolicy {
             on_exit_codes: None,
         }],
     }
-}
-
-/// The run's `SKYHOOK_RESOURCE_ID`, from its first init container that sets it.
-fn resource_id(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<String> {
-    spec.init_containers
-        .iter()
-        .flatten()
-        .flat_map(|container| container.env.iter().flatten())
-        .find(|var| var.name == keys::ENV_SKYHOOK_RESOURCE_ID)
-        .and_then(|var| var.value.clone())
 }
 
 #[cfg(test)]

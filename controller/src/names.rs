@@ -169,6 +169,15 @@ impl<'a> OwnerSkyhook<'a> {
         format!("{}_{package}_{version}", self.resource_id())
     }
 
+    /// `SKYHOOK_RESOURCE_ID` of a run of `stage`: the uninstall interrupt's own
+    /// ([`Self::uninstall_resource_id`]), otherwise the package's.
+    pub fn stage_resource_id(&self, stage: Stage, package: &str, version: &str) -> String {
+        match stage {
+            Stage::UninstallInterrupt => self.uninstall_resource_id(package, version),
+            _ => self.package_resource_id(package, version),
+        }
+    }
+
     /// `SKYHOOK_RESOURCE_ID` of the interrupt after an explicit uninstall:
     /// `<skyhook>-<uid>-<generation>-uninstall_<package>_<version>`, distinct from the
     /// install's, so the agent does not skip it as already done in this generation.

@@ -255,7 +255,7 @@ pub fn interrupt_pod(
     let pod = PodInterrupt {
         name,
         stage: Stage::Interrupt,
-        resource_id: owner.package_resource_id(&package.name, &package.version),
+        resource_id: owner.stage_resource_id(Stage::Interrupt, &package.name, &package.version),
     };
     build_interrupt_pod(settings, owner, package, interrupt, node, pod)
 }
@@ -275,7 +275,11 @@ pub fn uninstall_interrupt_pod(
     let pod = PodInterrupt {
         name,
         stage: Stage::UninstallInterrupt,
-        resource_id: owner.uninstall_resource_id(&package.name, &package.version),
+        resource_id: owner.stage_resource_id(
+            Stage::UninstallInterrupt,
+            &package.name,
+            &package.version,
+        ),
     };
     build_interrupt_pod(settings, owner, package, interrupt, node, pod)
 }

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod pods;
 pub mod promql;
+pub mod rbac;
 mod recorder;
 mod wait;
 

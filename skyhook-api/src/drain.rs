@@ -265,6 +265,27 @@ pub fn non_interrupt_message(nodes: &[&str]) -> String {
     )
 }
 
+/// The Warning Event on a node that pods matching `podNonInterruptLabels` hold (upstream v0.20
+/// sends one "listing the blocking pods and the package"; its wording is not recorded):
+/// `package [<name>:<version>] waits on node [<node>] for non-interrupt pods (<ns>/<pod>, ...)`,
+/// the pods sorted, at most [`MAX_LISTED`] of them and then a pointer to the controller's logs.
+pub fn non_interrupt_node_message(node: &str, package: &str, pods: &[String]) -> String {
+    let mut sorted: Vec<&str> = pods.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let mut listed = sorted
+        .iter()
+        .take(MAX_LISTED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if sorted.len() > MAX_LISTED {
+        listed.push_str(" (list truncated; see controller logs)");
+    }
+    format!(
+        "package [{package}] waits on node [{node}] for non-interrupt pods ({listed}). Waiting."
+    )
+}
+
 /// Sorted names joined by `, `; above [`MAX_LISTED`] the list is replaced, as upstream does.
 fn name_list(names: &[&str]) -> String {
     if names.len() > MAX_LISTED {
@@ -467,6 +488,38 @@ mod tests {
             serde_json::to_string(&pods).expect("serialisable"),
             r#"[{"namespace":"nodewright","name":"drain-config-blocker","reason":"UnmanagedPod"}]"#
         );
+    }
+
+    #[test]
+    fn the_node_hold_message_names_the_package_and_the_sorted_pods() {
+        let pods = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let eleven: Vec<String> = (0..11).map(|i| format!("ml/train-{i:02}")).collect();
+        let cases = [
+            (
+                "one pod",
+                pods(&["ml/train"]),
+                "package [dexter:1.2.3] waits on node [worker] for non-interrupt pods (ml/train). Waiting.",
+            ),
+            (
+                "sorted",
+                pods(&["ml/b", "db/a", "ml/a"]),
+                "package [dexter:1.2.3] waits on node [worker] for non-interrupt pods (db/a, ml/a, ml/b). Waiting.",
+            ),
+            (
+                "ten listed, then the logs",
+                eleven,
+                "package [dexter:1.2.3] waits on node [worker] for non-interrupt pods (ml/train-00, ml/train-01, \
+                 ml/train-02, ml/train-03, ml/train-04, ml/train-05, ml/train-06, ml/train-07, ml/train-08, \
+                 ml/train-09 (list truncated; see controller logs)). Waiting.",
+            ),
+        ];
+        for (case, pods, expected) in cases {
+            assert_eq!(
+                non_interrupt_node_message("worker", "dexter:1.2.3", &pods),
+                expected,
+                "{case}"
+            );
+        }
     }
 
     #[test]

@@ -35,13 +35,32 @@ fn interrupt(type_: InterruptType) -> Pod {
     )
 }
 
-fn inputs(timeout: Option<u64>, reboot: bool) -> JobInputs {
+/// What the planner passes for `pod`, as it knows it when it builds the pod.
+fn inputs_for(timeout: Option<u64>, kind: JobKind) -> JobInputs {
+    let sky = skyhook("gpu", vec![]);
+    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let stage = match kind {
+        JobKind::PackageStage => Stage::Apply,
+        JobKind::Interrupt { .. } => Stage::Interrupt,
+    };
     JobInputs {
+        stage,
+        kind,
+        resource_id: owner.stage_resource_id(stage, "driver", "1.0.0"),
         generation: 2,
         stage_timeout: timeout.map(Duration::from_secs),
         backoff_limit: 3,
-        reboot,
     }
+}
+
+fn package_job(pod: Pod, timeout: Option<u64>) -> Job {
+    let inputs = inputs_for(timeout, JobKind::PackageStage);
+    job_for(pod, inputs)
+}
+
+fn interrupt_job(pod: Pod, timeout: Option<u64>, reboot: bool) -> Job {
+    let inputs = inputs_for(timeout, JobKind::Interrupt { reboot });
+    job_for(pod, inputs)
 }
 
 fn label<'j>(job: &'j Job, key: &str) -> Option<&'j str> {
@@ -60,7 +79,7 @@ fn annotation<'j>(job: &'j Job, key: &str) -> Option<&'j str> {
 fn a_package_job_carries_upstreams_labels_annotations_and_retry_settings() {
     let pod = apply_pod("node-1");
     let pod_name = pod.metadata.name.clone();
-    let job = job_for(pod, inputs(Some(90), false));
+    let job = package_job(pod, Some(90));
     assert_eq!(job.metadata.name, pod_name);
     assert_eq!(label(&job, keys::SKYHOOK.name_label), Some("gpu"));
     assert_eq!(
@@ -115,7 +134,7 @@ fn a_package_job_carries_upstreams_labels_annotations_and_retry_settings() {
 
 #[test]
 fn an_interrupt_job_retries_without_bound_inside_one_stage_deadline() {
-    let job = job_for(interrupt(InterruptType::Service), inputs(Some(600), false));
+    let job = interrupt_job(interrupt(InterruptType::Service), Some(600), false);
     assert_eq!(label(&job, keys::SKYHOOK.interrupt_label), Some("True"));
     assert_eq!(label(&job, keys::SKYHOOK.stage_label), Some("interrupt"));
     assert_eq!(
@@ -148,7 +167,7 @@ fn an_interrupt_job_retries_without_bound_inside_one_stage_deadline() {
 
 #[test]
 fn a_reboot_is_never_given_a_restart_allowance() {
-    let job = job_for(interrupt(InterruptType::Reboot), inputs(None, true));
+    let job = interrupt_job(interrupt(InterruptType::Reboot), None, true);
     assert_eq!(
         annotation(&job, keys::SKYHOOK.restart_allowance_annotation),
         None
@@ -163,6 +182,6 @@ fn a_node_name_longer_than_a_label_is_shortened_as_names_are() {
     let value = node_label_value(&long);
     assert_eq!(value.len(), 63);
     assert_eq!(value, safe_name(63, &[long.as_str()]));
-    let job = job_for(apply_pod(&long), inputs(None, false));
+    let job = package_job(apply_pod(&long), None);
     assert_eq!(label(&job, keys::SKYHOOK.node_label), Some(value.as_str()));
 }

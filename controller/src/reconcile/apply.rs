@@ -92,6 +92,7 @@ pub async fn apply(
         stage_durations,
         auto_taints,
         reboot_resets: _,
+        non_interrupt_holds: _,
     } = plan;
     let mut writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();
@@ -1363,10 +1364,12 @@ mod tests {
                     &PlannedPod::new(
                         &pod(node, mounts),
                         crate::jobs::JobInputs {
+                            stage: skyhook_api::v1alpha1::Stage::Apply,
+                            kind: crate::jobs::JobKind::PackageStage,
+                            resource_id: "s-uid-1_p_1.0.0".to_owned(),
                             generation: 1,
                             stage_timeout: None,
                             backoff_limit: 3,
-                            reboot: false,
                         },
                     )
                     .unwrap(),

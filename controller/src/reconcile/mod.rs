@@ -39,6 +39,7 @@ pub mod event_series;
 /// 5. Metrics.
 pub mod report;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,6 +96,10 @@ pub struct Reconciler {
     /// Evictions PodDisruptionBudgets refused, per node: held between reconciles (in memory,
     /// as upstream's retry timer) so that a refused node waits while others go on.
     refusals: EvictionRefusals,
+    /// The (Skyhook, node) pairs protected pods held in the last plan, so that the next one
+    /// announces only new holds; `None` until the first plan (see
+    /// [`Snapshot::non_interrupt_held`]).
+    non_interrupt_held: Option<BTreeSet<(String, String)>>,
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -117,6 +122,7 @@ impl Reconciler {
             metrics,
             event_budget: EventBudget::default(),
             refusals: EvictionRefusals::default(),
+            non_interrupt_held: None,
         }
     }
 
@@ -151,11 +157,14 @@ impl Reconciler {
         self.refusals
             .retain(|node| snapshot.workload_pods.contains_key(node));
         snapshot.refusals = self.refusals.clone();
+        snapshot.non_interrupt_held = self.non_interrupt_held.take();
         let built = Instant::now();
         let mut planned = plan::plan(&snapshot, &self.config, now);
         debug!(plan = ?planned, "planned");
         log_malformed_states(&planned.malformed_states);
         log_long_node_lists(&planned.long_node_lists);
+        log_new_non_interrupt_holds(&planned.non_interrupt_holds);
+        self.non_interrupt_held = Some(planned.non_interrupt_holds.keys().cloned().collect());
         let dropped = self.event_budget.admit(&mut planned.events, now);
         if dropped > 0 {
             debug!(
@@ -207,6 +216,21 @@ fn log_malformed_states(malformed: &[plan::MalformedNodeState]) {
             skyhook = %malformed.skyhook,
             error = %malformed.error,
             "node state annotation cannot be parsed; the Skyhook skips the node until the annotation is repaired or deleted"
+        );
+    }
+}
+
+/// Every pod of each hold this plan announces: the node's Event lists at most ten ("list
+/// truncated; see controller logs").
+fn log_new_non_interrupt_holds(holds: &BTreeMap<(String, String), plan::NonInterruptHold>) {
+    for ((skyhook, node), hold) in holds.iter().filter(|(_, hold)| hold.announced) {
+        info!(
+            %skyhook,
+            %node,
+            package = %hold.package,
+            count = hold.pods.len(),
+            pods = %hold.pods.join(", "),
+            "pods matching podNonInterruptLabels hold the node"
         );
     }
 }

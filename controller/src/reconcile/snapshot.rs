@@ -7,7 +7,7 @@
 //! [`Snapshot::nodes_to_list`]) and classifies each owned pod with [`pod_outcome::outcome`] at the
 //! given time, so that the plan never reads a clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +55,10 @@ pub struct Snapshot {
     /// The evictions PodDisruptionBudgets refused, per node (kept by the reconcile loop
     /// between reconciles).
     pub refusals: EvictionRefusals,
+    /// The (Skyhook, node) pairs pods matching `podNonInterruptLabels` held in the previous
+    /// plan (kept by the reconcile loop, in memory); `None` before this process's first plan,
+    /// when the Skyhook's `Blocked` condition stands in for it.
+    pub non_interrupt_held: Option<BTreeSet<(String, String)>>,
 }
 
 /// One of the controller's pods, read once.
@@ -279,6 +283,7 @@ impl Snapshot {
             workload_pods,
             pdbs,
             refusals: EvictionRefusals::default(),
+            non_interrupt_held: None,
         }
     }
 

@@ -6,9 +6,11 @@
 //! the previous one's state:
 //!
 //! 1. install: both Deployments available, the configurations point at the Service;
-//! 2. leader election: one controller pod holds the Lease and reconciles, the other waits;
+//! 2. leader election: one controller pod holds the Lease and reconciles, the other waits; the
+//!    API server allows each service account exactly the requests of e2e::rbac's table;
 //! 3. a Skyhook with a dependency cycle (which the CRD schema accepts) is refused at apply time
-//!    with the webhook's message, and the seed Quick Start rolls out to completion;
+//!    with the webhook's message, and the seed Quick Start rolls out to completion, with no
+//!    request the table leaves out;
 //! 4. the webhook replica that served is deleted, and admission keeps working through the other;
 //! 5. `helm upgrade` with a changed value rolls both Deployments, and admission still works;
 //! 6. `helm uninstall`: the pre-delete cleanup deletes the Skyhooks while the controller still
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use devcluster::{DevCluster, DevClusterOptions};
-use e2e::{Kubectl, helm};
+use e2e::{Kubectl, helm, rbac};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -37,6 +39,9 @@ const NAMESPACE: &str = "skyhook";
 const LEASE: &str = "3c22c1ae.nvidia.com";
 const WEBHOOK_SERVICE: &str = "skyhook-operator-webhook-service";
 const WEBHOOK_ADMIN_PORT: u16 = 8081;
+const CONTROLLER_METRICS_PORT: u16 = 8080;
+const CONTROLLER: &str = "skyhook-operator-controller-manager";
+const WEBHOOK: &str = "skyhook-operator-webhook";
 const CONTROLLER_PODS: &str = "app.kubernetes.io/component=controller";
 const WEBHOOK_PODS: &str = "app.kubernetes.io/component=webhook";
 const RELEASE_OBJECTS: &str = "app.kubernetes.io/instance=skyhook-operator";
@@ -86,11 +91,13 @@ async fn helm_install_upgrade_and_uninstall_of_the_whole_chart() -> anyhow::Resu
     )?;
     expect_available(&client, 2).await?;
     expect_configurations_call_the_service(&client).await?;
-    expect_one_leader(&client, &kubectl).await?;
+    let leader = expect_one_leader(&client, &kubectl).await?;
+    expect_permissions(&client).await?;
 
     expect_cycle_denied(&kubectl).await?;
     e2e::apply_manifest(&client, &e2e::workspace().join("examples/demo.yaml")).await?;
     e2e::wait_for_skyhook_status(&client, "demo", "complete", ROLLOUT_TIMEOUT).await?;
+    expect_only_listed_requests(&leader).await?;
 
     admission_survives_the_serving_replica(&client, &kubectl).await?;
 
@@ -147,10 +154,7 @@ fn helm_with(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 async fn expect_available(client: &kube::Client, replicas: i32) -> anyhow::Result<()> {
     let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
-    for name in [
-        "skyhook-operator-controller-manager",
-        "skyhook-operator-webhook",
-    ] {
+    for name in [CONTROLLER, WEBHOOK] {
         let deployment = deployments.get(name).await?;
         let available = deployment
             .status
@@ -219,8 +223,8 @@ fn pod_ip(pod: &Pod) -> anyhow::Result<IpAddr> {
 }
 
 /// One controller pod holds the Lease and has synced its caches (it reconciles); the other
-/// waits for the Lease and never started its caches.
-async fn expect_one_leader(client: &kube::Client, kubectl: &Kubectl) -> anyhow::Result<()> {
+/// waits for the Lease and never started its caches. Returns the leader.
+async fn expect_one_leader(client: &kube::Client, kubectl: &Kubectl) -> anyhow::Result<Pod> {
     let lease = e2e::wait_for(
         &Api::<Lease>::namespaced(client.clone(), NAMESPACE),
         LEASE,
@@ -265,6 +269,38 @@ async fn expect_one_leader(client: &kube::Client, kubectl: &Kubectl) -> anyhow::
         !standby_log.contains("caches synced") && !standby_log.contains("became leader"),
         "the standby {} reconciles too:\n{standby_log}",
         pod_name(standby)
+    );
+    Ok((*leader).clone())
+}
+
+/// The API server's authorizer, asked as each chart service account: every request the
+/// component sends is allowed, in the namespaces it sends it to (a drain's delete in a workload
+/// namespace, say), and the requests it never sends are refused.
+async fn expect_permissions(client: &kube::Client) -> anyhow::Result<()> {
+    for (account, sends, must_not) in [
+        (
+            CONTROLLER,
+            rbac::CONTROLLER_SENDS,
+            rbac::CONTROLLER_MUST_NOT,
+        ),
+        (WEBHOOK, rbac::WEBHOOK_SENDS, rbac::WEBHOOK_MUST_NOT),
+    ] {
+        rbac::check_with_api_server(client, NAMESPACE, account, sends, true).await?;
+        rbac::check_with_api_server(client, NAMESPACE, account, must_not, false).await?;
+    }
+    Ok(())
+}
+
+/// After a rollout, the leader sent no kind of request the permission table leaves out (its
+/// own count by verb and resource), so the table the chart is checked against is complete for
+/// what ran.
+async fn expect_only_listed_requests(leader: &Pod) -> anyhow::Result<()> {
+    let samples =
+        e2e::metrics::scrape_at(SocketAddr::new(pod_ip(leader)?, CONTROLLER_METRICS_PORT)).await?;
+    let unlisted = rbac::unlisted_controller_requests(&samples);
+    ensure!(
+        unlisted.is_empty(),
+        "the controller sent requests e2e::rbac::CONTROLLER_SENDS does not list: {unlisted:?}"
     );
     Ok(())
 }

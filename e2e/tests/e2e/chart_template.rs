@@ -4,7 +4,7 @@
 //! flags and variables the chart passes being ones the binaries read.
 
 use anyhow::{Context, ensure};
-use e2e::helm;
+use e2e::{helm, rbac};
 use serde_json::{Value, json};
 
 fn kind_of(doc: &Value) -> &str {
@@ -656,104 +656,32 @@ fn viewer_and_editor_roles_are_opt_in() -> anyhow::Result<()> {
 }
 
 #[test]
-fn controller_rbac_is_what_the_controller_does() -> anyhow::Result<()> {
+fn chart_rbac_is_what_the_components_do() -> anyhow::Result<()> {
     let docs = helm::render(&[], &[])?;
-    let rules = |kind: &str, name: &str| -> anyhow::Result<Vec<(String, String, Vec<String>)>> {
-        let role = one(&docs, kind, name)?;
-        let mut out = Vec::new();
-        for rule in role["rules"].as_array().into_iter().flatten() {
-            for group in rule["apiGroups"].as_array().into_iter().flatten() {
-                for resource in rule["resources"].as_array().into_iter().flatten() {
-                    let verbs = rule["verbs"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|verb| verb.as_str().map(str::to_owned))
-                        .collect();
-                    out.push((
-                        group.as_str().unwrap_or_default().to_owned(),
-                        resource.as_str().unwrap_or_default().to_owned(),
-                        verbs,
-                    ));
-                }
-            }
-        }
-        Ok(out)
-    };
-    let cluster = rules("ClusterRole", CONTROLLER)?;
-    let namespaced = rules("Role", CONTROLLER)?;
-    let allows =
-        |rules: &[(String, String, Vec<String>)], group: &str, resource: &str, verb: &str| {
-            rules
-                .iter()
-                .any(|(g, r, verbs)| g == group && r == resource && verbs.iter().any(|v| v == verb))
+    for (account, sends, must_not) in [
+        (
+            CONTROLLER,
+            rbac::CONTROLLER_SENDS,
+            rbac::CONTROLLER_MUST_NOT,
+        ),
+        (WEBHOOK, rbac::WEBHOOK_SENDS, rbac::WEBHOOK_MUST_NOT),
+    ] {
+        let cluster_rules = &one(&docs, "ClusterRole", account)?["rules"];
+        let namespaced_rules = &one(&docs, "Role", account)?["rules"];
+        let allowed = |request: &rbac::Request| {
+            rbac::allowed_by(cluster_rules, false, request)
+                || rbac::allowed_by(namespaced_rules, true, request)
         };
-    // (cluster-wide?, group, resource, verb, allowed)
-    let cases = [
-        (true, "skyhook.nvidia.com", "skyhooks", "patch", true),
-        (true, "skyhook.nvidia.com", "skyhooks/status", "patch", true),
-        (
-            true,
-            "skyhook.nvidia.com",
-            "skyhooks/finalizers",
-            "update",
-            true,
-        ),
-        (
-            true,
-            "skyhook.nvidia.com",
-            "deploymentpolicies",
-            "watch",
-            true,
-        ),
-        (
-            true,
-            "skyhook.nvidia.com",
-            "deploymentpolicies",
-            "update",
-            false,
-        ),
-        (true, "", "nodes", "patch", true),
-        (true, "", "nodes", "delete", false),
-        (true, "", "pods", "list", true),
-        (true, "", "pods", "delete", false),
-        (true, "", "pods/eviction", "create", true),
-        (true, "policy", "poddisruptionbudgets", "list", true),
-        (true, "", "events", "create", true),
-        (true, "events.k8s.io", "events", "patch", true),
-        (true, "", "secrets", "get", false),
-        (false, "", "secrets", "get", false),
-        (false, "", "pods", "create", true),
-        (false, "", "pods", "delete", true),
-        (false, "", "configmaps", "update", true),
-        (false, "coordination.k8s.io", "leases", "update", true),
-        // Stage Jobs and the logs of their pods: namespaced only, as upstream.
-        (false, "batch", "jobs", "create", true),
-        (false, "batch", "jobs", "watch", true),
-        (false, "batch", "jobs", "patch", true),
-        (false, "batch", "jobs", "delete", true),
-        (true, "batch", "jobs", "create", false),
-        (false, "", "pods/log", "get", true),
-        (true, "", "pods/log", "get", false),
-    ];
-    for (cluster_wide, group, resource, verb, allowed) in cases {
-        let rules = if cluster_wide { &cluster } else { &namespaced };
-        ensure!(
-            allows(rules, group, resource, verb) == allowed,
-            "{verb} {group}/{resource} (cluster-wide: {cluster_wide}) should be allowed: {allowed}"
-        );
+        for (requests, expected) in [(sends, true), (must_not, false)] {
+            let wrong: Vec<&rbac::Request> =
+                requests.iter().filter(|r| allowed(r) != expected).collect();
+            ensure!(
+                wrong.is_empty(),
+                "{account} should {}be allowed: {wrong:#?}",
+                if expected { "" } else { "not " }
+            );
+        }
     }
-    // The webhook's Secret and configuration rights are limited to its own objects.
-    let webhook_role = one(&docs, "Role", WEBHOOK)?;
-    ensure!(
-        webhook_role["rules"][1]["resourceNames"] == json!(["webhook-cert"]),
-        "{webhook_role}"
-    );
-    let webhook_cluster_role = one(&docs, "ClusterRole", WEBHOOK)?;
-    ensure!(
-        webhook_cluster_role["rules"][1]["resourceNames"]
-            == json!(["skyhook-operator-validating-webhook"])
-    );
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use super::context::Context;
 use super::event_kinds;
 use super::node_states::uninstall_conditions_of;
 use super::output::EventTarget;
-use super::status::set_uninstall_conditions;
+use super::status::{end_non_interrupt_hold, set_uninstall_conditions};
 use super::taints::matched_nodes;
 use super::workset::Workset;
 
@@ -36,6 +36,14 @@ pub(super) fn deletion<'s>(
             // them: a refused patch (409) would leave the Skyhook's keys on a node for good.
             if !forgotten {
                 workset.plan.finalizers.insert(name.to_owned(), false);
+            }
+            // Nothing is drained for it any more (the status is written before the
+            // finalizer goes, so this lands even in the plan that lets the Skyhook go).
+            let old = skyhook.status.clone().unwrap_or_default();
+            let mut status = old.clone();
+            end_non_interrupt_hold(&mut status.conditions);
+            if status != old {
+                workset.plan.statuses.insert(name.to_owned(), status);
             }
             false
         }
@@ -127,6 +135,8 @@ fn deletion_blocked<'s>(
     let uninstall =
         uninstall_conditions_of(workset, skyhook, (&parsed, &malformed), config_updates);
     set_uninstall_conditions(skyhook, &mut status.conditions, &uninstall, context.now);
+    // A blocked deletion runs no pass, so no node waits for protected pods.
+    end_non_interrupt_hold(&mut status.conditions);
     let blocked = Condition {
         type_: keys::CONDITION_DELETION_BLOCKED.to_owned(),
         status: "True".to_owned(),

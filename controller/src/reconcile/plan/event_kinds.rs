@@ -60,8 +60,9 @@ pub const RESTART_LIMIT_EXCEEDED: EventKind = warning("Interrupt", "RestartLimit
 pub const DRAIN_NODE: EventKind = normal("Drain", "DrainNode");
 /// `drainConfig.timeout` elapsed: the node is erroring and stays cordoned.
 pub const DRAIN_TIMEOUT: EventKind = warning("Drain", "DrainTimeout");
-/// Pods matching `podNonInterruptLabels` hold a drain (on the transition into blocked).
-/// Upstream's action for it is not recorded; this names what the controller does.
+/// Pods matching `podNonInterruptLabels` hold a drain: on the Skyhook on the transition into
+/// blocked, and on each Node newly held, naming the package and the pods. Upstream's action
+/// for it, and its reason on the Node, are not recorded; the Node's is the Skyhook's.
 pub const NON_INTERRUPT_PODS_RUNNING: EventKind = warning("Drain", "NonInterruptPodsRunning");
 /// A reboot reset a node's state for a Skyhook (`REAPPLY_ON_REBOOT`): on the Node and the
 /// Skyhook.

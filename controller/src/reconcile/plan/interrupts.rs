@@ -10,7 +10,7 @@ use skyhook_api::drain::{
 };
 use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
-use skyhook_api::v1alpha1::{Package, Stage, State, Status};
+use skyhook_api::v1alpha1::{InterruptType, Package, Stage, State, Status};
 
 use super::context::Context;
 use super::event_kinds;
@@ -19,6 +19,7 @@ use super::pass::Pass;
 use super::wave::{NodeRun, NodeWave};
 use super::workset::Workset;
 use crate::drain::{Drain, DrainRules, Held, blockers, drain, interrupt_blockers};
+use crate::jobs::JobKind;
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, interrupt_pod, uninstall_interrupt_pod};
 
@@ -91,9 +92,19 @@ pub(super) fn ready_for_interrupt<'s>(
     let Some(rules) = drain_rules(workset, pass, &effective, &context.config.pods.namespace) else {
         return Readiness::Waiting;
     };
-    if !interruptible(workset, pass, pods) {
-        run.non_interrupt_hold = true;
-        return Readiness::Waiting;
+    match non_interrupt_gate(workset, pass, pods) {
+        NonInterruptGate::Open => {}
+        NonInterruptGate::InvalidSelector => {
+            run.non_interrupt_hold = true;
+            return Readiness::Waiting;
+        }
+        NonInterruptGate::Held(protected) => {
+            run.non_interrupt_hold = true;
+            let (package, _) = drain_for;
+            let label = format!("{}:{}", package.name, package.version);
+            run.non_interrupt_pods = Some((label, protected));
+            return Readiness::Waiting;
+        }
     }
     let pending = drain(pods, &rules);
     let Some(work) = workset.nodes.get_mut(node) else {
@@ -316,9 +327,21 @@ fn drain_rules<'s>(
     }
 }
 
-/// The `podNonInterruptLabels` gate: false (looking again soon) while a protected pod is
-/// on the node, or for good while the selector does not parse (with a Warning Event).
-fn interruptible<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, pods: &[Pod]) -> bool {
+/// Where the `podNonInterruptLabels` gate stands on a node.
+enum NonInterruptGate {
+    Open,
+    /// Closed for good while the selector does not parse (with a Warning Event).
+    InvalidSelector,
+    /// Closed while these protected pods (`<namespace>/<name>`, sorted) are on the node;
+    /// looked at again soon.
+    Held(Vec<String>),
+}
+
+fn non_interrupt_gate<'s>(
+    workset: &mut Workset<'s>,
+    pass: &Pass<'_>,
+    pods: &[Pod],
+) -> NonInterruptGate {
     match interrupt_blockers(pass.skyhook.spec.pod_non_interrupt_labels.as_ref(), pods) {
         Err(problems) => {
             workset.emit(
@@ -326,13 +349,22 @@ fn interruptible<'s>(workset: &mut Workset<'s>, pass: &Pass<'_>, pods: &[Pod]) -
                 event_kinds::INTERRUPT_SELECTOR_INVALID,
                 format!("podNonInterruptLabels is not a valid selector ({problems:?}); fix it, nothing is interrupted until then"),
             );
-            false
+            NonInterruptGate::InvalidSelector
         }
         Ok(protected) if !protected.is_empty() => {
             workset.requeue(DRAIN_POLL);
-            false
+            let mut names: Vec<String> = protected
+                .iter()
+                .map(|pod| {
+                    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                    let name = pod.metadata.name.as_deref().unwrap_or_default();
+                    format!("{namespace}/{name}")
+                })
+                .collect();
+            names.sort_unstable();
+            NonInterruptGate::Held(names)
         }
-        Ok(_) => true,
+        Ok(_) => NonInterruptGate::Open,
     }
 }
 
@@ -417,23 +449,26 @@ pub(super) fn interrupt<'s>(
         "Interrupting node [{node}] with {} for package [{}:{}]",
         merged.interrupt.type_, package.name, package.version
     );
-    let launch = (node, package, Stage::Interrupt);
+    let launch = (node, package, Stage::Interrupt, merged.interrupt.type_);
     start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
 }
 
-/// Creates the interrupt `pod` running `stage` of `package` on `node`, records its entry
-/// `in_progress`, and reports the launch.
+/// Creates the interrupt `pod` (of type `interrupt`) running `stage` of `package` on `node`,
+/// records its entry `in_progress`, and reports the launch.
 fn start_interrupt<'s>(
     workset: &mut Workset<'s>,
     context: &Context<'s>,
     owner: &OwnerSkyhook<'_>,
-    (node, package, stage): (&str, &Package, Stage),
+    (node, package, stage, interrupt): (&str, &Package, Stage, InterruptType),
     pod: Pod,
     message: String,
     run: &mut NodeRun,
 ) {
     let skyhook = owner.name;
-    let Some(pod) = workset.planned_pod(context, owner, package, &pod) else {
+    let kind = JobKind::Interrupt {
+        reboot: interrupt == InterruptType::Reboot,
+    };
+    let Some(pod) = workset.planned_pod(context, owner, (package, stage, kind), &pod) else {
         return;
     };
     let label = package_label(&package.name, &package.version);
@@ -490,6 +525,6 @@ pub(super) fn uninstall_interrupt<'s>(
         "Interrupting node [{node}] with {} after uninstalling package [{}:{}]",
         interrupt.type_, package.name, package.version
     );
-    let launch = (node, package, Stage::UninstallInterrupt);
+    let launch = (node, package, Stage::UninstallInterrupt, interrupt.type_);
     start_interrupt(workset, context, &pass.owner, launch, pod, message, run);
 }

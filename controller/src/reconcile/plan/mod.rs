@@ -78,8 +78,8 @@ use context::Context;
 use finish::finish;
 use job_lifecycle::job_lifecycle;
 pub use output::{
-    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NodePatch, Plan, PlannedEvent,
-    StageDuration, node_write_order,
+    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NodePatch, NonInterruptHold, Plan,
+    PlannedEvent, StageDuration, node_write_order,
 };
 pub use planned_pod::PlannedPod;
 use pod_results::pod_results;

@@ -75,6 +75,21 @@ pub struct Plan {
     /// apply step records those whose node patch landed, so a refused patch, planned again,
     /// is counted once.
     pub stage_durations: Vec<StageDuration>,
+    /// The (Skyhook, node) pairs that pods matching `podNonInterruptLabels` hold in this plan.
+    /// The reconcile loop hands their keys to the next plan, which announces only the nodes
+    /// newly held, and logs the pods of those announced here.
+    pub non_interrupt_holds: BTreeMap<(String, String), NonInterruptHold>,
+}
+
+/// Pods matching `podNonInterruptLabels` hold a node: what waits, and for which pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonInterruptHold {
+    /// The package waiting, `<name>:<version>`.
+    pub package: String,
+    /// The protected pods, `<namespace>/<name>`, sorted.
+    pub pods: Vec<String>,
+    /// This plan announces the hold (a Warning Event on the node): it is new.
+    pub announced: bool,
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use super::pass::Pass;
 use super::planned_pod::PlannedPod;
 use super::wave::{NodeRun, NodeWave, Wave};
 use super::workset::Workset;
+use crate::jobs::JobKind;
 use crate::names::{OwnerSkyhook, package_label};
 use crate::pods::{PodNode, package_pod};
 
@@ -245,7 +246,8 @@ pub(super) fn launch<'s>(
     if !workset.has_pod_slot(context, node, requests) {
         return None;
     }
-    let pod = workset.planned_pod(context, owner, package, &pod)?;
+    let job = (package, stage, JobKind::PackageStage);
+    let pod = workset.planned_pod(context, owner, job, &pod)?;
     record_pod(workset, (owner.name, node), package, pod, requests);
     let mut entry = entry_for(package, stage, State::InProgress);
     // A stage created again after its pod was refused by the node keeps its count of

@@ -106,10 +106,12 @@ mod tests {
 
     fn inputs() -> JobInputs {
         JobInputs {
+            stage: skyhook_api::v1alpha1::Stage::Apply,
+            kind: crate::jobs::JobKind::PackageStage,
+            resource_id: "s-uid-1_p_1.0.0".to_owned(),
             generation: 1,
             stage_timeout: None,
             backoff_limit: 3,
-            reboot: false,
         }
     }
 

@@ -35,7 +35,7 @@ use super::context::Context;
 use super::deletion::{deletion_blocked_event, deletion_input};
 use super::event_kinds;
 use super::node_states::report_node_states;
-use super::output::{EventTarget, StageDuration};
+use super::output::{EventTarget, NonInterruptHold, StageDuration};
 use super::packages::run_node;
 use super::pass::Pass;
 use super::pod_results::PodResults;
@@ -460,6 +460,7 @@ fn run_batch<'s>(
     status.compartment_statuses = compartment_statuses;
     outcome.blocking = blocking;
     let mut fleet_waiting = Vec::new();
+    let mut held_by_pods = Vec::new();
     let orders = node_orders(&status.node_priority, status.node_order_offset.into());
     for node in &picks {
         let order = orders.get(node.as_str()).copied().unwrap_or(0);
@@ -487,8 +488,12 @@ fn run_batch<'s>(
         if run.non_interrupt_hold {
             outcome.non_interrupt_holds.push(node.clone());
         }
+        if let Some((package, pods)) = run.non_interrupt_pods {
+            held_by_pods.push((node.as_str(), package, pods));
+        }
     }
     announce_non_interrupt_hold(workset, pass, &outcome.non_interrupt_holds);
+    announce_node_holds(context, workset, pass, held_by_pods);
     // A node skipped for its unreadable node state keeps its last blockers (upstream v0.20).
     let blocked_key = keys::SKYHOOK.drain_blocked_annotation(pass.name());
     for node in &pass.malformed {
@@ -513,19 +518,57 @@ fn announce_non_interrupt_hold<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, h
     if holds.is_empty() {
         return;
     }
-    let already = pass.skyhook.status.as_ref().is_some_and(|status| {
-        status.conditions.iter().any(|c| {
-            c.type_ == keys::CONDITION_BLOCKED
-                && c.reason == keys::NON_INTERRUPT_PODS_RUNNING_REASON
-        })
-    });
-    if !already {
+    if !announced_hold(pass.skyhook) {
         let nodes: Vec<&str> = holds.iter().map(String::as_str).collect();
         workset.emit(
             EventTarget::Skyhook(pass.name().to_owned()),
             event_kinds::NON_INTERRUPT_PODS_RUNNING,
             skyhook_api::drain::non_interrupt_message(&nodes),
         );
+    }
+}
+
+/// Whether the Skyhook's `Blocked` condition already says that protected pods hold nodes.
+fn announced_hold(skyhook: &Skyhook) -> bool {
+    skyhook.status.as_ref().is_some_and(|status| {
+        status.conditions.iter().any(|c| {
+            c.type_ == keys::CONDITION_BLOCKED
+                && c.reason == keys::NON_INTERRUPT_PODS_RUNNING_REASON
+        })
+    })
+}
+
+/// Upstream v0.20: a Warning Event on each node that protected pods start holding, naming the
+/// package and the pods (with the Skyhook's Event's reason and action), and the holds for the
+/// next plan. A node is new when the previous plan did not hold it; before this process's first
+/// plan, when the Skyhook's condition does not already report holds (a restart or a new leader
+/// does not announce again what its predecessor did).
+fn announce_node_holds<'s>(
+    context: &Context<'s>,
+    workset: &mut Workset<'s>,
+    pass: &Pass<'s>,
+    held: Vec<(&str, String, Vec<String>)>,
+) {
+    let name = pass.name();
+    for (node, package, pods) in held {
+        let key = (name.to_owned(), node.to_owned());
+        let held_before = match &context.snapshot.non_interrupt_held {
+            Some(previous) => previous.contains(&key),
+            None => announced_hold(pass.skyhook),
+        };
+        if !held_before {
+            workset.emit(
+                EventTarget::Node(node.to_owned()),
+                event_kinds::NON_INTERRUPT_PODS_RUNNING,
+                skyhook_api::drain::non_interrupt_node_message(node, &package, &pods),
+            );
+        }
+        let hold = NonInterruptHold {
+            package,
+            pods,
+            announced: !held_before,
+        };
+        workset.plan.non_interrupt_holds.insert(key, hold);
     }
 }
 

@@ -101,6 +101,8 @@ pub(super) fn invalid_status(
 ) -> Option<SkyhookStatus> {
     let old = skyhook.status.clone().unwrap_or_default();
     let mut status = old.clone();
+    // Nothing is drained until the spec is fixed, so no protected pod holds a node.
+    end_non_interrupt_hold(&mut status.conditions);
     let conditions = Conditions::of(skyhook, now);
     set_condition(
         &mut status.conditions,
@@ -331,6 +333,14 @@ fn pass_conditions(
             )
         }),
     );
+}
+
+/// Removes `Blocked` when it says that protected pods hold nodes, for a Skyhook whose pass
+/// drains nothing (an invalid spec, a blocked deletion); another reason's `Blocked` stays.
+pub(super) fn end_non_interrupt_hold(list: &mut Vec<Condition>) {
+    list.retain(|c| {
+        !(c.type_ == keys::CONDITION_BLOCKED && c.reason == keys::NON_INTERRUPT_PODS_RUNNING_REASON)
+    });
 }
 
 /// Upstream v0.20's drain conditions: `DrainBlocked` while some node's drain cannot progress,

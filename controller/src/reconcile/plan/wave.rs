@@ -105,8 +105,11 @@ pub(super) struct NodeRun {
     pub(super) drain_blocked: Option<String>,
     /// The pods that keep the node's drain from progressing (`DrainBlocked`).
     pub(super) drain_blockers: Vec<skyhook_api::drain::BlockedPod>,
-    /// Pods matching `podNonInterruptLabels` hold the node.
+    /// Pods matching `podNonInterruptLabels` hold the node (or their selector does not parse).
     pub(super) non_interrupt_hold: bool,
+    /// The package the protected pods hold, `<name>:<version>`, and the pods
+    /// (`<namespace>/<name>`, sorted); none for a selector that does not parse.
+    pub(super) non_interrupt_pods: Option<(String, Vec<String>)>,
     /// The node waits for the fleet budget before its cordon.
     pub(super) fleet_waiting: bool,
 }

@@ -9,20 +9,18 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use skyhook_api::keys;
 use skyhook_api::resources::CpuMemory;
-use skyhook_api::v1alpha1::{Package, PackageStatus, Status};
+use skyhook_api::v1alpha1::{Package, PackageStatus, Stage, Status};
 
 use super::context::Context;
 use super::event_kinds::{self, EventKind};
 use super::node_work::NodeWork;
 use super::output::{EventTarget, Plan, PlannedEvent};
 use super::planned_pod::PlannedPod;
-use crate::cache::CachedPod;
-use crate::jobs::JobInputs;
+use crate::jobs::{JobInputs, JobKind};
 use crate::names::OwnerSkyhook;
 use crate::pod_match::ExpectedContainers;
-use crate::pods::{is_reboot_interrupt, job_pod};
+use crate::pods::job_pod;
 use crate::reconcile::snapshot::NodeView;
 
 /// The working state of one plan.
@@ -106,24 +104,17 @@ impl<'s> Workset<'s> {
         }
     }
 
-    /// `pod` of `package`, wrapped in its stage Job, as the plan holds it until the apply sends
-    /// it; `None`, with a Warning Event on the Skyhook, if it does not serialize (no pod the
-    /// builders make fails to).
+    /// `pod` of `package`, running `stage` as `kind`, wrapped in its stage Job, as the plan
+    /// holds it until the apply sends it; `None`, with a Warning Event on the Skyhook, if it
+    /// does not serialize (no pod the builders make fails to).
     pub(super) fn planned_pod(
         &mut self,
         context: &Context<'_>,
         owner: &OwnerSkyhook<'_>,
-        package: &Package,
+        (package, stage, kind): (&Package, Stage, JobKind),
         pod: &Pod,
     ) -> Option<PlannedPod> {
         let settings = &context.config.jobs;
-        let interrupt = pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|labels| labels.get(keys::SKYHOOK.interrupt_label))
-            .is_some_and(|value| value == keys::INTERRUPT_LABEL_VALUE);
-        let reboot = interrupt && is_reboot_interrupt(&CachedPod::from(pod.clone()));
         let stage_timeout = match package.stage_timeout(settings.stage_timeout) {
             Ok(timeout) => timeout,
             Err(error) => {
@@ -134,10 +125,12 @@ impl<'s> Workset<'s> {
             }
         };
         let inputs = JobInputs {
+            stage,
+            kind,
+            resource_id: owner.stage_resource_id(stage, &package.name, &package.version),
             generation: owner.generation,
             stage_timeout,
             backoff_limit: settings.backoff_limit,
-            reboot,
         };
         match PlannedPod::new(&job_pod(pod.clone(), package), inputs) {
             Ok(planned) => Some(planned),

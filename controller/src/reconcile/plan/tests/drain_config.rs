@@ -6,21 +6,13 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use skyhook_api::drain::{BlockReason, BlockedPod};
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Skyhook, Stage, State};
+use skyhook_api::v1alpha1::{Skyhook, Stage, State};
 
-use super::sim::{Sim, node, package, skyhook, workload};
+use super::sim::{Sim, node, rebooting, skyhook, workload};
 use crate::drain::refusals::{EvictionOutcome, EvictionRefusals};
+use crate::reconcile::plan::EventTarget;
 
 const SKYHOOK: &str = "dc";
-
-fn rebooting() -> Package {
-    let mut reboot = package("dexter", "1.2.3");
-    reboot.interrupt = Some(Interrupt {
-        type_: InterruptType::Reboot,
-        services: Vec::new(),
-    });
-    reboot
-}
 
 fn with_drain_config(yaml: &str) -> Skyhook {
     let mut sky = skyhook(SKYHOOK, vec![rebooting()]);
@@ -350,6 +342,7 @@ fn non_interrupt_pods_hold_the_node_with_a_blocked_condition_announced_once() {
             .iter()
             .filter(|e| {
                 (e.reason, e.action, e.warning) == ("Drain", "NonInterruptPodsRunning", true)
+                    && e.target == EventTarget::Skyhook(SKYHOOK.to_owned())
             })
             .count()
     };

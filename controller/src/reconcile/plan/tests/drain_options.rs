@@ -5,24 +5,14 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{
-    DrainSpec, DrainTimeoutAction, Interrupt, InterruptType, InterruptionBudget, OnFailure,
-    Package, Skyhook, Stage, State,
+    DrainSpec, DrainTimeoutAction, InterruptionBudget, OnFailure, Skyhook, Stage, State,
 };
 
-use super::sim::{Sim, node, package, skyhook, workload};
+use super::sim::{Sim, node, rebooting, skyhook, workload};
 use crate::pod_outcome::PodOutcome;
 use crate::reconcile::plan::Eviction;
 
 const TWO_MINUTES: jiff::SignedDuration = jiff::SignedDuration::from_secs(120);
-
-fn rebooting() -> Package {
-    let mut reboot = package("dexter", "1.2.3");
-    reboot.interrupt = Some(Interrupt {
-        type_: InterruptType::Reboot,
-        services: Vec::new(),
-    });
-    reboot
-}
 
 fn with_drain(drain: DrainSpec) -> Skyhook {
     let mut sky = skyhook("safe", vec![rebooting()]);

@@ -16,6 +16,7 @@ mod node_metadata;
 mod node_order;
 mod node_records;
 mod node_state_conditions;
+mod non_interrupt_hold;
 mod pod_slots;
 mod policy;
 mod reboots;

@@ -14,8 +14,9 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{
-    DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, HealthGate, MaintenanceWindow,
-    Package, PolicyBudget, PolicyDefault, Skyhook, SkyhookSpec, Stage, State, Status,
+    DeploymentPolicySpec, DeploymentStrategy, FixedStrategy, HealthGate, Interrupt, InterruptType,
+    MaintenanceWindow, Package, PolicyBudget, PolicyDefault, Skyhook, SkyhookSpec, Stage, State,
+    Status,
 };
 
 use crate::cache::node_metadata::CachedNodeMetadata;
@@ -97,6 +98,16 @@ pub(super) fn package(name: &str, version: &str) -> Package {
         image: IMAGE.into(),
         ..Package::default()
     }
+}
+
+/// The package `dexter` 1.2.3 with a reboot interrupt: what the drain tests drain for.
+pub(super) fn rebooting() -> Package {
+    let mut reboot = package("dexter", "1.2.3");
+    reboot.interrupt = Some(Interrupt {
+        type_: InterruptType::Reboot,
+        services: Vec::new(),
+    });
+    reboot
 }
 
 pub(super) fn depends(mut package: Package, on: &[(&str, &str)]) -> Package {
@@ -221,6 +232,8 @@ impl Sim {
     fn apply(&mut self, planned: &Plan) {
         let now = self.now;
         let snapshot = &mut self.snapshot;
+        // What the reconcile loop keeps for the next plan.
+        snapshot.non_interrupt_held = Some(planned.non_interrupt_holds.keys().cloned().collect());
         for (name, patch) in &planned.nodes {
             let node = snapshot
                 .nodes
