@@ -66,10 +66,10 @@ pub fn counts(samples: &[Sample]) -> Counts {
 /// The API server's request counter, over every client.
 const APISERVER_COUNTER: &str = "apiserver_request_total";
 
-/// The API server's request counters of a scrape, by (verb, resource): the verb lowercased as
-/// the controller's counter spells it (`APPLY` is a server-side apply, kept apart from `PATCH`),
-/// a subresource after a slash (`pods/status`), every other label (code, scope, group, version)
-/// summed.
+/// The API server's request counters of a scrape, by (verb, resource): the verb as the
+/// controller's counter spells it (the API server counts a create as `POST` and an update as
+/// `PUT`; `APPLY` is a server-side apply, kept apart from `PATCH`), a subresource after a slash
+/// (`pods/status`), every other label (code, scope, group, version) summed.
 pub fn apiserver_counts(samples: &[Sample]) -> Counts {
     let mut counts = Counts::new();
     for sample in samples.iter().filter(|s| s.name == APISERVER_COUNTER) {
@@ -82,8 +82,12 @@ pub fn apiserver_counts(samples: &[Sample]) -> Counts {
             Some(subresource) => format!("{resource}/{subresource}"),
             None => resource.clone(),
         };
-        *counts.entry((verb.to_lowercase(), resource)).or_default() +=
-            sample.value.max(0.0).round() as u64;
+        let verb = match verb.to_lowercase().as_str() {
+            "post" => "create".to_owned(),
+            "put" => "update".to_owned(),
+            other => other.to_owned(),
+        };
+        *counts.entry((verb, resource)).or_default() += sample.value.max(0.0).round() as u64;
     }
     counts
 }
@@ -162,7 +166,8 @@ mod tests {
         let samples = [
             labelled("PATCH", "pods", "status", "200", 7.0),
             labelled("PATCH", "pods", "status", "409", 2.0),
-            labelled("CREATE", "jobs", "", "201", 3.0),
+            labelled("POST", "jobs", "", "201", 3.0),
+            labelled("PUT", "leases", "", "200", 5.0),
             labelled("APPLY", "configmaps", "", "200", 4.0),
             sample("skyhook_api_requests_total", "create", "jobs", 99.0),
         ];
@@ -172,6 +177,7 @@ mod tests {
                 (("apply".to_owned(), "configmaps".to_owned()), 4),
                 (("create".to_owned(), "jobs".to_owned()), 3),
                 (("patch".to_owned(), "pods/status".to_owned()), 9),
+                (("update".to_owned(), "leases".to_owned()), 5),
             ])
         );
     }
