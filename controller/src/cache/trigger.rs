@@ -5,12 +5,18 @@
 //! unchanged view of the cluster plans nothing new, so such events only refresh the cache: a
 //! Node wakes the loop when what the plan reads of it ([`NodeView`]) changes; the controller's
 //! own objects and the Skyhooks when their `resourceVersion` does (every change of theirs
-//! matters to the plan). A relist after a lost watch wakes the loop only when it found a change.
+//! matters to the plan), except a stage Job, which wakes it when what the plan reads of it
+//! changes ([`job_changed`]): the Job controller rewrites its status for each pod it counts. A relist after a lost watch wakes the loop only when it found a change.
 
 use kube::Resource;
 use kube::runtime::watcher::Event;
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+
 use super::CachedNode;
+use super::job::{CachedJob, JobCondition};
 use crate::node_view::NodeView;
 
 /// Whether a Node changed in what the plan reads: labels, annotations, taints, unschedulable,
@@ -64,6 +70,39 @@ fn same_plan_input(old: &NodeView, new: &NodeView) -> bool {
             &new.conditions,
             &new.allocatable,
         )
+}
+
+/// Whether a stage Job changed in what the plan reads: its identity, labels, annotations,
+/// owners and deletion, `last-logs`, suspension, backoff limit, TTL, true conditions and failed
+/// attempts. Not the Job controller's bookkeeping between them (`active`, `ready`,
+/// `terminating`, `uncountedTerminatedPods`, `startTime`), which is most of its status writes:
+/// about three per stage. The template is immutable, and a Job made again under its name has
+/// another UID.
+pub fn job_changed(old: &CachedJob, new: &CachedJob) -> bool {
+    old.metadata.resource_version.is_none() || job_plan_input(old) != job_plan_input(new)
+}
+
+/// What [`job_changed`] compares.
+#[allow(clippy::type_complexity)]
+fn job_plan_input(
+    job: &CachedJob,
+) -> (
+    (
+        &Option<String>,
+        &Option<BTreeMap<String, String>>,
+        &Option<BTreeMap<String, String>>,
+    ),
+    (&Option<Vec<OwnerReference>>, &Option<Time>),
+    (bool, bool, Option<i32>),
+    (Option<i32>, &Vec<JobCondition>, i32),
+) {
+    let meta = &job.metadata;
+    (
+        (&meta.uid, &meta.labels, &meta.annotations),
+        (&meta.owner_references, &meta.deletion_timestamp),
+        (job.last_logs, job.suspend, job.backoff_limit),
+        (job.ttl_seconds_after_finished, &job.conditions, job.failed),
+    )
 }
 
 /// Whether an object the plan reads whole changed: its `resourceVersion` moved (or is unknown).
@@ -369,6 +408,81 @@ mod tests {
         for (case, event, cached, expected) in cases {
             assert_eq!(step(&mut trigger, event, cached), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn a_job_wakes_the_loop_on_what_the_plan_reads_only() {
+        let job = || CachedJob {
+            metadata: ObjectMeta {
+                name: Some("gpu-driver-1.0.0-apply-node-1".into()),
+                uid: Some("u1".into()),
+                resource_version: Some("7".into()),
+                ..ObjectMeta::default()
+            },
+            ..CachedJob::default()
+        };
+        let edited = |edit: fn(&mut CachedJob)| {
+            let mut new = job();
+            new.metadata.resource_version = Some("8".into());
+            edit(&mut new);
+            new
+        };
+        let cases: [(&str, CachedJob, bool); 10] = [
+            (
+                "a status write of counts only",
+                edited(|job| job.active = 1),
+                false,
+            ),
+            ("succeeded counted", edited(|job| job.succeeded = 1), false),
+            ("a failed attempt", edited(|job| job.failed = 1), true),
+            (
+                "a condition",
+                edited(|job| {
+                    job.conditions.push(JobCondition {
+                        type_: "Complete".into(),
+                        ..JobCondition::default()
+                    });
+                }),
+                true,
+            ),
+            ("suspended", edited(|job| job.suspend = true), true),
+            (
+                "annotated recorded",
+                edited(|job| {
+                    job.metadata.annotations =
+                        Some([("state-recorded".into(), "true".into())].into());
+                }),
+                true,
+            ),
+            (
+                "a TTL",
+                edited(|job| job.ttl_seconds_after_finished = Some(3600)),
+                true,
+            ),
+            (
+                "its backoff limit",
+                edited(|job| job.backoff_limit = Some(0)),
+                true,
+            ),
+            (
+                "made again",
+                edited(|job| job.metadata.uid = Some("u2".into())),
+                true,
+            ),
+            (
+                "being deleted",
+                edited(|job| {
+                    job.metadata.deletion_timestamp = Some(time(5));
+                }),
+                true,
+            ),
+        ];
+        for (what, new, wakes) in cases {
+            assert_eq!(job_changed(&job(), &new), wakes, "{what}");
+        }
+        let mut unknown = job();
+        unknown.metadata.resource_version = None;
+        assert!(job_changed(&unknown, &job()), "an unknown version");
     }
 
     #[test]
