@@ -29,11 +29,19 @@ trap 'rm -f "$log"' EXIT
 status=0
 # Each test's line carries the seconds since the tests started, so a slow test shows in any log:
 # a test's own time is its end minus the moment libtest says it "has been running for over 60
-# seconds", plus 60.
-started=$(date +%s)
-cargo test --workspace --locked --no-fail-fast 2>&1 \
-  | awk -v started="$started" '/^test .*( \.\.\. |has been running)/ { printf "[+%ds] ", systime() - started } { print; fflush() }' \
-  | tee "$log" || status=$?
+# seconds", plus 60. Read line by line by the shell itself: mawk, Debian's awk, reads a pipe in
+# blocks and would stamp a whole block with the time it arrived.
+stamp_test_lines() {
+  local started=$SECONDS line
+  while IFS= read -r line || [ -n "$line" ]; do
+    case "$line" in
+      "test "*" ... "* | "test "*" has been running for over "*)
+        printf '[+%ds] %s\n' "$((SECONDS - started))" "$line" ;;
+      *) printf '%s\n' "$line" ;;
+    esac
+  done
+}
+cargo test --workspace --locked --no-fail-fast 2>&1 | stamp_test_lines | tee "$log" || status=$?
 
 # One closing line over every test binary (cargo's own last line is often a crate's empty
 # doc-test run, which reads as "no test ran").
