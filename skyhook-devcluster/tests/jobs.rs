@@ -283,6 +283,26 @@ impl PodRecorder {
         Ok(Self { seen, task })
     }
 
+    /// Every version of the pod with this UID, in order, once the recorder's own watch has
+    /// delivered its deletion: the pod being gone from the API server says nothing of whether
+    /// this watch has caught up.
+    async fn versions_until_deleted(&self, uid: &str) -> Result<Vec<(bool, Pod)>> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let versions = self.versions(uid);
+            if versions.iter().any(|(deleted, _)| *deleted) {
+                return Ok(versions);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "the recorder never saw pod {uid} deleted: {} versions",
+                    versions.len()
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Every version of the pod with this UID seen so far, in order.
     fn versions(&self, uid: &str) -> Vec<(bool, Pod)> {
         self.seen
@@ -439,7 +459,7 @@ async fn a_suspended_job_terminates_its_pod_gracefully_and_resumes() -> Result<(
     )
     .await?;
     wait_pod_removed(&pods, &running).await?;
-    let versions = recorder.versions(&uid(&running));
+    let versions = recorder.versions_until_deleted(&uid(&running)).await?;
     let (deleted, last) = versions.last().context("the pod's versions")?;
     assert!(deleted, "the last version is the deletion");
     assert_eq!(
@@ -517,7 +537,7 @@ async fn an_evicted_pod_ignored_by_the_pod_failure_policy_does_not_count() -> Re
     pods.evict(&name, &EvictParams::default()).await?;
     wait_pod_removed(&pods, &running).await?;
 
-    let versions = recorder.versions(&uid(&running));
+    let versions = recorder.versions_until_deleted(&uid(&running)).await?;
     let (_, last) = versions.last().context("the evicted pod's versions")?;
     assert_eq!(phase(last), "Failed");
     assert!(

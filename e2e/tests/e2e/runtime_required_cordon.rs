@@ -97,17 +97,29 @@ async fn the_taint_removal_cordons_and_a_reboot_keeps_the_cordon() -> anyhow::Re
         rr_cordoned(first_untainted),
         "the taint went without the cordon: the same write must do both"
     );
-    let events = Api::<Event>::all(client.clone())
-        .list(&ListParams::default())
-        .await?;
-    let pairs: Vec<(Option<&str>, Option<&str>)> = (events.items.iter())
-        .map(|e| (e.reason.as_deref(), e.action.as_deref()))
-        .collect();
-    for expected in [("Apply", "ApplyPackage"), ("State", "MarkComplete")] {
+    // Events are published off the reconcile's path: wait for them, do not race them.
+    let expected = [("Apply", "ApplyPackage"), ("State", "MarkComplete")];
+    let deadline = tokio::time::Instant::now() + e2e::WAIT;
+    loop {
+        let events = Api::<Event>::all(client.clone())
+            .list(&ListParams::default())
+            .await?;
+        let pairs: Vec<(Option<String>, Option<String>)> = (events.items.iter())
+            .map(|e| (e.reason.clone(), e.action.clone()))
+            .collect();
+        let missing: Vec<_> = (expected.iter())
+            .filter(|(reason, action)| {
+                !pairs.contains(&(Some((*reason).to_owned()), Some((*action).to_owned())))
+            })
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
         assert!(
-            pairs.contains(&(Some(expected.0), Some(expected.1))),
-            "no Event {expected:?} in {pairs:?}"
+            tokio::time::Instant::now() < deadline,
+            "no Event {missing:?} in {pairs:?}"
         );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
 
     let before = boot_id(&nodes.get(NODE).await?).context("no boot ID")?;
