@@ -37,12 +37,8 @@ pub struct CachedJob {
     pub template: std::sync::Arc<CachedPod>,
     /// The conditions whose status is `True`.
     pub conditions: Vec<JobCondition>,
-    /// `status.active`.
-    pub active: i32,
     /// `status.failed`: the failed attempts so far.
     pub failed: i32,
-    /// `status.succeeded`.
-    pub succeeded: i32,
 }
 
 /// A true condition of a Job.
@@ -110,9 +106,7 @@ struct WireJobSpec {
 #[serde(rename_all = "camelCase")]
 struct WireJobStatus {
     conditions: Option<Vec<WireJobCondition>>,
-    active: Option<i32>,
     failed: Option<i32>,
-    succeeded: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -181,9 +175,7 @@ impl WireJob {
                     since: c.last_transition_time.as_ref().map(|t| t.0),
                 })
                 .collect(),
-            active: status.as_ref().and_then(|s| s.active).unwrap_or(0),
             failed: status.as_ref().and_then(|s| s.failed).unwrap_or(0),
-            succeeded: status.as_ref().and_then(|s| s.succeeded).unwrap_or(0),
         }
     }
 }
@@ -217,7 +209,7 @@ mod tests {
         assert!(job.metadata.managed_fields.is_none());
         assert!(job.suspend);
         assert_eq!(job.backoff_limit, Some(3));
-        assert_eq!((job.active, job.failed, job.succeeded), (1, 2, 0));
+        assert_eq!(job.failed, 2);
         assert_eq!(job.conditions.len(), 1);
         assert_eq!(job.conditions[0].type_, "Suspended");
         assert!(!job.finished());

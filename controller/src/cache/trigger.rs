@@ -427,13 +427,10 @@ mod tests {
             edit(&mut new);
             new
         };
-        let cases: [(&str, CachedJob, bool); 10] = [
-            (
-                "a status write of counts only",
-                edited(|job| job.active = 1),
-                false,
-            ),
-            ("succeeded counted", edited(|job| job.succeeded = 1), false),
+        let cases: [(&str, CachedJob, bool); 9] = [
+            // The Job controller's bookkeeping (active, ready, uncounted pods) is not cached:
+            // such a write moves the resource version only.
+            ("a status write of counts only", edited(|_| {}), false),
             ("a failed attempt", edited(|job| job.failed = 1), true),
             (
                 "a condition",
