@@ -10,6 +10,11 @@
 pub struct Keys {
     /// The API group, also the prefix of every key.
     pub group: &'static str,
+    /// The kind of the group's workload objects: `Skyhook`, `NodeWright`.
+    pub kind: &'static str,
+    /// The kind in lower case, as Event messages and the plugin spell it (`[skyhook:<name>]`,
+    /// `[nodewright:<name>]`).
+    pub word: &'static str,
     /// Skyhook annotation: `"true"` pauses the Skyhook. It does no work and still blocks later
     /// Skyhooks on the nodes where it is incomplete.
     pub pause_annotation: &'static str,
@@ -114,16 +119,19 @@ pub struct Keys {
     pub restart_limit_exceeded_annotation: &'static str,
 }
 
-/// The [`Keys`] of API group `$group`, every constant key spelled with `concat!` so that it
+/// The [`Keys`] of API group `$group`, whose workload kind is `$kind` (`$word` in lower case,
+/// also the name part of its finalizer), every constant key spelled with `concat!` so that it
 /// stays a `&'static str` usable in constants.
 macro_rules! group_keys {
-    ($group:literal) => {
+    ($group:literal, $kind:literal, $word:literal) => {
         Keys {
             group: $group,
+            kind: $kind,
+            word: $word,
             pause_annotation: concat!($group, "/pause"),
             disable_annotation: concat!($group, "/disable"),
             version_annotation: concat!($group, "/version"),
-            finalizer: concat!($group, "/skyhook"),
+            finalizer: concat!($group, "/", $word),
             cordon_annotation_prefix: concat!($group, "/cordon_"),
             cordoned_at_prefix: concat!($group, "/cordonedAt_"),
             drain_start_prefix: concat!($group, "/drainStart_"),
@@ -165,7 +173,11 @@ macro_rules! group_keys {
 
 /// The keys of `skyhook.nvidia.com`, the API group of the Skyhooks and DeploymentPolicies in
 /// our seeds.
-pub const SKYHOOK: Keys = group_keys!("skyhook.nvidia.com");
+pub const SKYHOOK: Keys = group_keys!("skyhook.nvidia.com", "Skyhook", "skyhook");
+
+/// The keys of `nodewright.nvidia.com`, upstream's API group since v0.18: the NodeWrights and
+/// their DeploymentPolicies.
+pub const NODEWRIGHT: Keys = group_keys!("nodewright.nvidia.com", "NodeWright", "nodewright");
 
 impl Keys {
     /// A per-Skyhook key: `<group>/<kind>_<skyhook>`.
@@ -244,6 +256,13 @@ impl Keys {
         self.per_skyhook("pickedAt", skyhook)
     }
 
+    /// Node annotation: the UID of the object of this group that adopted the node state
+    /// another group's object of the same name left on the node (a migration between the two
+    /// API groups). Present once the copy is done, so it is never done twice. Ours.
+    pub fn adopted_by_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("adoptedBy", skyhook)
+    }
+
     /// Node annotation `"true"`: the operator added the taint with key `taint_key` to a new
     /// node. The suffix is the taint key, not a Skyhook name.
     pub fn auto_taint_annotation(&self, taint_key: &str) -> String {
@@ -294,11 +313,35 @@ impl Keys {
         format!("{}Erroring", self.node_condition_prefix(skyhook))
     }
 
+    /// Message of the node `NotReady` condition of object `name`: upstream's `Skyhook <name>
+    /// Ready` (`NodeWright <name> Ready` for its NodeWrights) once it is complete on the node,
+    /// and the counterpart `… Not Ready` while it is not (upstream's text for that case is not
+    /// recorded; see docs/compatibility.md).
+    pub fn node_not_ready_message(&self, name: &str, complete: bool) -> String {
+        if complete {
+            format!("{} {name} Ready", self.kind)
+        } else {
+            format!("{} {name} Not Ready", self.kind)
+        }
+    }
+
+    /// Message of the node `Erroring` condition of object `name`: upstream's `Package Erroring
+    /// or Unknown for <name>` (the same for both groups) while a package is erroring or unknown
+    /// on the node, and the counterpart `No Package Erroring or Unknown for <name>` otherwise
+    /// (upstream's text for that case is not recorded; see docs/compatibility.md).
+    pub fn node_erroring_message(&self, name: &str, erroring: bool) -> String {
+        if erroring {
+            format!("Package Erroring or Unknown for {name}")
+        } else {
+            format!("No Package Erroring or Unknown for {name}")
+        }
+    }
+
     /// Every node annotation, label and condition type the controller writes for Skyhook
     /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length
     /// of a Skyhook name ([`Keys::max_skyhook_name_len`]). A new per-Skyhook key must be added
     /// here.
-    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 13] {
+    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 14] {
         let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
         [
             key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -339,6 +382,7 @@ impl Keys {
                 self.stage_times_annotation(skyhook),
                 NodeKeyKind::Annotation,
             ),
+            key(self.adopted_by_annotation(skyhook), NodeKeyKind::Annotation),
             key(
                 self.node_not_ready_condition(skyhook),
                 NodeKeyKind::ConditionType,
@@ -393,11 +437,13 @@ impl Keys {
     /// releases the cordon when it completes); the boot ID just seen (a reboot is detected
     /// against it); when the node was picked (it keeps its batch slot, as upstream's
     /// `nodePriority` survives the reset); the stage times (rewritten from the reset node state
-    /// in the same pass); and the node conditions (recomputed in the same pass).
-    pub fn reboot_reset_keeps(&self, skyhook: &str) -> [NodeKey; 6] {
+    /// in the same pass); the adoption mark (the node's state is still this object's after a
+    /// reset); and the node conditions (recomputed in the same pass).
+    pub fn reboot_reset_keeps(&self, skyhook: &str) -> [NodeKey; 7] {
         let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
         [
             key(self.cordon_annotation(skyhook), NodeKeyKind::Annotation),
+            key(self.adopted_by_annotation(skyhook), NodeKeyKind::Annotation),
             key(
                 self.node_boot_id_annotation(skyhook),
                 NodeKeyKind::Annotation,
@@ -494,30 +540,6 @@ pub const NODE_NOT_READY_REASON_COMPLETE: &str = "Complete";
 pub const NODE_ERRORING_REASON: &str = "Package(s) Erroring or Unknown";
 /// Reason of the node `Erroring` condition while False.
 pub const NODE_NOT_ERRORING_REASON: &str = "Not Erroring";
-
-/// Message of the node `NotReady` condition of Skyhook `skyhook`: upstream's `Skyhook <name>
-/// Ready` once it is complete on the node, and the counterpart `Skyhook <name> Not Ready`
-/// while it is not (upstream's text for that case is not recorded; see
-/// docs/compatibility.md).
-pub fn node_not_ready_message(skyhook: &str, complete: bool) -> String {
-    if complete {
-        format!("Skyhook {skyhook} Ready")
-    } else {
-        format!("Skyhook {skyhook} Not Ready")
-    }
-}
-
-/// Message of the node `Erroring` condition of Skyhook `skyhook`: upstream's `Package
-/// Erroring or Unknown for <name>` while a package is erroring or unknown on the node, and the
-/// counterpart `No Package Erroring or Unknown for <name>` otherwise (upstream's text for that
-/// case is not recorded; see docs/compatibility.md).
-pub fn node_erroring_message(skyhook: &str, erroring: bool) -> String {
-    if erroring {
-        format!("Package Erroring or Unknown for {skyhook}")
-    } else {
-        format!("No Package Erroring or Unknown for {skyhook}")
-    }
-}
 
 // ---- Pods and ConfigMaps the operator creates ----------------------------------------------
 
@@ -790,6 +812,124 @@ mod tests {
                     .iter()
                     .any(|o| o.key == key.key)
             );
+        }
+    }
+
+    /// Upstream v0.20's spelling of the nodewright group's keys (delta §1.1, §1.7), which a
+    /// takeover of a v0.20 cluster reads from its nodes, Jobs and ConfigMaps.
+    #[test]
+    fn nodewright_keys_match_upstream_v0_20() {
+        let keys = NODEWRIGHT;
+        let cases: [(String, &str); 12] = [
+            (
+                keys.node_state_annotation("n"),
+                "nodewright.nvidia.com/nodeState_n",
+            ),
+            (keys.node_status_key("n"), "nodewright.nvidia.com/status_n"),
+            (
+                keys.node_version_annotation("n"),
+                "nodewright.nvidia.com/version_n",
+            ),
+            (
+                keys.cordon_annotation("n"),
+                "nodewright.nvidia.com/cordon_n",
+            ),
+            (
+                keys.drain_start_annotation("n"),
+                "nodewright.nvidia.com/drainStart_n",
+            ),
+            (
+                keys.drain_blocked_annotation("n"),
+                "nodewright.nvidia.com/drainBlocked_n",
+            ),
+            (
+                keys.auto_taint_annotation("nodewright.nvidia.com"),
+                "nodewright.nvidia.com/autoTaint_nodewright.nvidia.com",
+            ),
+            (
+                keys.node_not_ready_condition("n"),
+                "nodewright.nvidia.com/n/NotReady",
+            ),
+            (
+                keys.node_erroring_condition("n"),
+                "nodewright.nvidia.com/n/Erroring",
+            ),
+            (keys.node_not_ready_message("n", true), "NodeWright n Ready"),
+            (
+                keys.node_erroring_message("n", true),
+                "Package Erroring or Unknown for n",
+            ),
+            (SKYHOOK.node_not_ready_message("n", true), "Skyhook n Ready"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+        let constants = [
+            (keys.finalizer, "nodewright.nvidia.com/nodewright"),
+            (keys.pause_annotation, "nodewright.nvidia.com/pause"),
+            (keys.disable_annotation, "nodewright.nvidia.com/disable"),
+            (keys.version_annotation, "nodewright.nvidia.com/version"),
+            (keys.ignore_label, "nodewright.nvidia.com/ignore"),
+            (
+                keys.runtime_required_cordon_annotation,
+                "nodewright.nvidia.com/runtimeRequiredCordon",
+            ),
+            (keys.name_label, "nodewright.nvidia.com/name"),
+            (keys.package_label, "nodewright.nvidia.com/package"),
+            (keys.stage_label, "nodewright.nvidia.com/stage"),
+            (keys.node_label, "nodewright.nvidia.com/node"),
+            (keys.generation_label, "nodewright.nvidia.com/generation"),
+            (keys.interrupt_label, "nodewright.nvidia.com/interrupt"),
+            (
+                keys.resource_id_annotation,
+                "nodewright.nvidia.com/resource-id",
+            ),
+            (
+                keys.state_recorded_annotation,
+                "nodewright.nvidia.com/state-recorded",
+            ),
+            (keys.last_logs_annotation, "nodewright.nvidia.com/last-logs"),
+            (
+                keys.restart_allowance_annotation,
+                "nodewright.nvidia.com/restart-allowance",
+            ),
+            (
+                keys.restart_limit_exceeded_annotation,
+                "nodewright.nvidia.com/restart-limit-exceeded",
+            ),
+            (
+                keys.node_meta_label,
+                "nodewright.nvidia.com/skyhook-node-meta",
+            ),
+            (
+                keys.package_name_annotation,
+                "nodewright.nvidia.com/Package.Name",
+            ),
+            (
+                keys.package_version_annotation,
+                "nodewright.nvidia.com/Package.Version",
+            ),
+            (keys.node_name_annotation, "nodewright.nvidia.com/Node.name"),
+            (
+                keys.condition_apply_package,
+                "nodewright.nvidia.com/ApplyPackage",
+            ),
+            (
+                keys.condition_transition,
+                "nodewright.nvidia.com/Transition",
+            ),
+        ];
+        for (got, want) in constants {
+            assert_eq!(got, want);
+        }
+        assert_eq!(NODEWRIGHT.max_skyhook_name_len(), 50);
+        for key in NODEWRIGHT.per_skyhook_node_keys("n") {
+            assert!(
+                NODEWRIGHT.is_skyhook_node_key(&key.key, "n")
+                    || key.kind == NodeKeyKind::ConditionType,
+                "{key:?}"
+            );
+            assert!(!SKYHOOK.is_skyhook_node_key(&key.key, "n"), "{key:?}");
         }
     }
 

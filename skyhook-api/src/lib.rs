@@ -1,4 +1,4 @@
-//! Skyhook API: the `skyhook.nvidia.com/v1alpha1` types and every pure rule shared by the
+//! Skyhook API: the `skyhook.nvidia.com/v1alpha1` and `nodewright.nvidia.com/v1alpha1` types and every pure rule shared by the
 //! controller, the webhook, the agent and the kubectl plugin. Nothing in this crate performs I/O.
 pub mod budget;
 pub mod conditions;
@@ -6,6 +6,7 @@ pub mod crd;
 pub mod deletion;
 pub mod drain;
 pub mod duration;
+pub mod generation;
 pub mod glob;
 pub mod graph;
 pub mod health;
@@ -16,6 +17,7 @@ pub mod keys;
 pub mod names;
 pub mod node_mirror;
 pub mod node_state;
+pub mod nodewright_v1alpha1;
 pub mod ordering;
 pub mod pod_annotation;
 pub mod pod_owner;

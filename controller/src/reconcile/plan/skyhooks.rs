@@ -688,7 +688,7 @@ fn record_node<'s>(
         keys::SKYHOOK.node_not_ready_condition(name),
         not_ready,
         reason,
-        keys::node_not_ready_message(name, done),
+        keys::SKYHOOK.node_not_ready_message(name, done),
     );
     let erroring = node_erroring(work.state(name));
     let reason = if erroring {
@@ -700,7 +700,7 @@ fn record_node<'s>(
         keys::SKYHOOK.node_erroring_condition(name),
         if erroring { "True" } else { "False" },
         reason,
-        keys::node_erroring_message(name, erroring),
+        keys::SKYHOOK.node_erroring_message(name, erroring),
     );
     let finished = work.stamp_transitions(name, context.now);
     if work.state(name).is_empty() {
