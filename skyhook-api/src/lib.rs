@@ -14,6 +14,7 @@ pub mod image;
 pub mod interrupt;
 pub mod interrupt_payload;
 pub mod keys;
+pub mod migration;
 pub mod names;
 pub mod node_mirror;
 pub mod node_state;
