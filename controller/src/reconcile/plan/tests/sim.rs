@@ -229,6 +229,18 @@ impl Sim {
         planned
     }
 
+    /// Plans once and applies the plan but its patches of the nodes `lost`, as when they are
+    /// refused with a conflict (the node changed since the cache read it).
+    pub(super) fn step_losing_node_writes(&mut self, lost: &[&str]) -> Plan {
+        let mut planned = plan(&self.snapshot, &self.config, self.now);
+        planned
+            .nodes
+            .retain(|name, _| !lost.contains(&name.as_str()));
+        self.apply(&planned);
+        self.now += jiff::SignedDuration::from_secs(1);
+        planned
+    }
+
     fn apply(&mut self, planned: &Plan) {
         let now = self.now;
         let snapshot = &mut self.snapshot;
