@@ -59,6 +59,9 @@ pub struct Applied {
     /// What each eviction sent came to (deletions and failed requests are not listed), for the
     /// per-node record of refusals.
     pub evictions: Vec<EvictionOutcome>,
+    /// The plan's picks whose node patch was refused while its statuses went unwritten (see
+    /// [`super::snapshot::lost_picks`]).
+    pub lost_picks: super::snapshot::LostPicks,
 }
 
 /// Applies `plan`.
@@ -142,9 +145,11 @@ pub async fn apply(
         .await;
     // The statuses mirror the node state and record boot IDs that must follow a node reset:
     // written only when every node patch landed, else the next plan computes them again.
+    let mut lost_picks = super::snapshot::LostPicks::new();
     let unwritten = if written.waiting.is_empty() {
         writer.apply_statuses(statuses, &mut failures).await
     } else {
+        lost_picks = super::snapshot::lost_picks(&statuses, &written.waiting);
         statuses.into_keys().collect()
     };
     events.extend(auto_taint_refusals(&auto_taints, &written.rejected));
@@ -156,6 +161,7 @@ pub async fn apply(
         writes: writer.own_writes.into_inner(),
         stage_durations,
         evictions: eviction_outcomes,
+        lost_picks,
     }
 }
 

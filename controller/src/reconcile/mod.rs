@@ -100,6 +100,8 @@ pub struct Reconciler {
     /// announces only new holds; `None` until the first plan (see
     /// [`Snapshot::non_interrupt_held`]).
     non_interrupt_held: Option<BTreeSet<(String, String)>>,
+    /// The last plan's picks that reached neither node nor status ([`Snapshot::lost_picks`]).
+    lost_picks: snapshot::LostPicks,
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -123,6 +125,7 @@ impl Reconciler {
             event_budget: EventBudget::default(),
             refusals: EvictionRefusals::default(),
             non_interrupt_held: None,
+            lost_picks: snapshot::LostPicks::new(),
         }
     }
 
@@ -158,6 +161,7 @@ impl Reconciler {
             .retain(|node| snapshot.workload_pods.contains_key(node));
         snapshot.refusals = self.refusals.clone();
         snapshot.non_interrupt_held = self.non_interrupt_held.take();
+        snapshot.lost_picks = std::mem::take(&mut self.lost_picks);
         let built = Instant::now();
         let mut planned = plan::plan(&snapshot, &self.config, now);
         debug!(plan = ?planned, "planned");
@@ -186,6 +190,7 @@ impl Reconciler {
             apply: planned_at.elapsed(),
         };
         self.refusals.record(&applied.evictions, now);
+        self.lost_picks = applied.lost_picks;
         failures.merge(applied.failures);
         for landed in &applied.stage_durations {
             let finished = &landed.finished;

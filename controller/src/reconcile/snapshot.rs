@@ -59,6 +59,37 @@ pub struct Snapshot {
     /// plan (kept by the reconcile loop, in memory); `None` before this process's first plan,
     /// when the Skyhook's `Blocked` condition stands in for it.
     pub non_interrupt_held: Option<BTreeSet<(String, String)>>,
+    /// The picks of the previous plan that reached neither the node nor the status (kept by
+    /// the reconcile loop, in memory; see [`lost_picks`]), by Skyhook and node.
+    pub lost_picks: LostPicks,
+}
+
+/// Picks by Skyhook, then node: when the node was picked for the current batch.
+pub type LostPicks =
+    BTreeMap<String, BTreeMap<String, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>>;
+
+/// The batch picks of a plan whose node patch was refused (`refused`): a pick lives on its
+/// node (`pickedAt_<skyhook>`) and in the status mirror, and a plan with a refused node patch
+/// writes no status, so without this the next plan forgets that the node is in the current
+/// batch. It then waits for a later batch, which never starts while the batch's other nodes
+/// are held (a blocked drain): a node picked together with nodes whose patches landed would be
+/// left out of its own batch. The next plan counts these nodes as picked.
+pub fn lost_picks(
+    statuses: &BTreeMap<String, skyhook_api::v1alpha1::SkyhookStatus>,
+    refused: &BTreeSet<String>,
+) -> LostPicks {
+    statuses
+        .iter()
+        .filter_map(|(skyhook, status)| {
+            let picks: BTreeMap<_, _> = status
+                .node_priority
+                .iter()
+                .filter(|(node, _)| refused.contains(node.as_str()))
+                .map(|(node, at)| (node.clone(), at.clone()))
+                .collect();
+            (!picks.is_empty()).then(|| (skyhook.clone(), picks))
+        })
+        .collect()
 }
 
 /// One of the controller's pods, read once.
@@ -284,6 +315,7 @@ impl Snapshot {
             pdbs,
             refusals: EvictionRefusals::default(),
             non_interrupt_held: None,
+            lost_picks: LostPicks::new(),
         }
     }
 

@@ -73,11 +73,13 @@ impl NodeProgress<'_> {
 }
 
 /// `old` reduced to the nodes the Skyhook targets now, each node's boot ID and pick read from
-/// the node (falling back on `old` for a node not yet migrated, see [`skyhook_api::node_mirror`]),
-/// and a skipped node's status read from its annotation when the mirror no longer holds it.
+/// the node (falling back on `old` for a node not yet migrated, see [`skyhook_api::node_mirror`],
+/// then on the previous plan's picks that reached neither, `lost`), and a skipped node's status
+/// read from its annotation when the mirror no longer holds it.
 fn targeted_status(
     name: &str,
     old: Option<&SkyhookStatus>,
+    lost: Option<&BTreeMap<String, Time>>,
     targeted: &[&NodeView],
 ) -> SkyhookStatus {
     let mut status = old.cloned().unwrap_or_default();
@@ -96,10 +98,10 @@ fn targeted_status(
     status.node_priority = targeted
         .iter()
         .filter_map(|n| {
-            Some((
-                n.name.clone(),
-                records.picked_at(&n.annotations, old, &n.name)?,
-            ))
+            let picked = records
+                .picked_at(&n.annotations, old, &n.name)
+                .or_else(|| lost?.get(&n.name).cloned())?;
+            Some((n.name.clone(), picked))
         })
         .collect();
     let status_key = keys::SKYHOOK.node_status_key(name);
@@ -134,7 +136,8 @@ pub(super) fn run_pass<'s>(
 ) -> PassOutcome<'s> {
     let skyhook = pass.skyhook;
     let name = pass.owner.name;
-    let mut status = targeted_status(name, skyhook.status.as_ref(), &pass.targeted());
+    let lost = context.snapshot.lost_picks.get(name);
+    let mut status = targeted_status(name, skyhook.status.as_ref(), lost, &pass.targeted());
     let picked_before = picked_before(context, name, skyhook.status.as_ref());
     let mut outcome = Outcome {
         unconfirmed_reboots: pod_results.unconfirmed_reboots_of(name),

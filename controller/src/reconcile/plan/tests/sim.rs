@@ -225,18 +225,25 @@ impl Sim {
     pub(super) fn step(&mut self) -> Plan {
         let planned = plan(&self.snapshot, &self.config, self.now);
         self.apply(&planned);
+        self.snapshot.lost_picks.clear();
         self.now += jiff::SignedDuration::from_secs(1);
         planned
     }
 
     /// Plans once and applies the plan but its patches of the nodes `lost`, as when they are
-    /// refused with a conflict (the node changed since the cache read it).
+    /// refused with a conflict (the node changed since the cache read it). As the apply
+    /// layer, it then writes no status and keeps the lost nodes' picks for the next plan.
     pub(super) fn step_losing_node_writes(&mut self, lost: &[&str]) -> Plan {
         let mut planned = plan(&self.snapshot, &self.config, self.now);
         planned
             .nodes
             .retain(|name, _| !lost.contains(&name.as_str()));
+        let refused: std::collections::BTreeSet<String> =
+            lost.iter().map(|name| (*name).to_owned()).collect();
+        let lost_picks = crate::reconcile::snapshot::lost_picks(&planned.statuses, &refused);
+        planned.statuses.clear();
         self.apply(&planned);
+        self.snapshot.lost_picks = lost_picks;
         self.now += jiff::SignedDuration::from_secs(1);
         planned
     }
