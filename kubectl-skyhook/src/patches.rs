@@ -291,13 +291,16 @@ fn batch_reset_patch(skyhook: &Skyhook) -> Option<(Patch, usize)> {
 /// starts afresh). `cordon_` stays where `keep_cordon` (a node the Skyhook still selects: its
 /// re-run finds the node cordoned by it and releases the cordon when it completes, as
 /// upstream's reset does since its v0.5.0 plugin). Removing `cordon_` does not uncordon, as
-/// upstream's reset.
+/// upstream's reset. `adoptedBy_` stays, as through a reboot reset: it says that a migration
+/// already copied the other API group's keys of this name, and without it a migrated node's
+/// kept copies would be adopted again, undoing the reset.
 fn reset_node_patch(skyhook: &str, keep_cordon: bool) -> Value {
     let mut annotations = Map::new();
     let mut labels = Map::new();
     let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
+    let adopted = keys::SKYHOOK.adopted_by_annotation(skyhook);
     for key in keys::SKYHOOK.per_skyhook_node_keys(skyhook) {
-        if keep_cordon && key.key == cordon {
+        if (keep_cordon && key.key == cordon) || key.key == adopted {
             continue;
         }
         match key.kind {

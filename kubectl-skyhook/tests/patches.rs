@@ -257,10 +257,17 @@ fn reset_removes_upstreams_node_keys_and_the_drain_start() {
         assert_eq!(removed("annotations", key), annotation, "annotation {key}");
         assert_eq!(removed("labels", key), label, "label {key}");
     }
-    // A per-Skyhook metadata key added later is removed by reset without another edit.
+    // A per-Skyhook metadata key added later is removed by reset without another edit, but for
+    // the migration's adoption mark, which keeps a migrated node from adopting its old keys
+    // again.
+    let adopted = skyhook_api::keys::SKYHOOK.adopted_by_annotation("demo");
     for key in skyhook_api::keys::SKYHOOK.per_skyhook_node_keys("demo") {
         if key.kind != skyhook_api::keys::NodeKeyKind::ConditionType {
-            assert!(removed("annotations", &key.key), "{key:?}");
+            assert_eq!(
+                removed("annotations", &key.key),
+                key.key != adopted,
+                "{key:?}"
+            );
         }
     }
 }
