@@ -243,12 +243,7 @@ impl Owners {
 mod tests {
     use super::*;
 
-    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::test_support::labels as annotations;
 
     #[test]
     fn groups_spell_their_keys_and_kinds() {

@@ -597,12 +597,7 @@ mod tests {
     const OTHER_SHA: &str =
         "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::test_support::labels as map;
 
     fn set(keys: &[&str]) -> BTreeSet<String> {
         keys.iter().map(|k| (*k).to_owned()).collect()
