@@ -105,7 +105,7 @@ use own_writes::{CachedKind, OwnWrite, shows};
 pub use pod::CachedPod;
 pub use skyhook::CachedSkyhook;
 pub use slim::CachedNode;
-use trigger::{Trigger, job_changed, node_changed, version_changed};
+use trigger::{Trigger, job_changed, node_changed, pod_changed, version_changed};
 
 /// How often the caches are checked while the last reconcile's writes are not all shown.
 const OWN_WRITES_POLL: Duration = Duration::from_millis(10);
@@ -188,7 +188,7 @@ impl Caches {
             owned.clone(),
             changed.clone(),
             |_| {},
-            version_changed,
+            pod_changed,
         );
         let (jobs, jobs_watch) = reflect(
             Api::<CachedJob>::namespaced(client.clone(), namespace),

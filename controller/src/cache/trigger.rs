@@ -6,17 +6,18 @@
 //! Node wakes the loop when what the plan reads of it ([`NodeView`]) changes; the controller's
 //! own objects and the Skyhooks when their `resourceVersion` does (every change of theirs
 //! matters to the plan), except a stage Job, which wakes it when what the plan reads of it
-//! changes ([`job_changed`]): the Job controller rewrites its status for each pod it counts. A relist after a lost watch wakes the loop only when it found a change.
+//! changes ([`job_changed`]): the Job controller rewrites its status for each pod it counts; and a
+//! pod, which wakes it when what the pod rules read of it changes ([`pod_changed`]). A relist after a lost watch wakes the loop only when it found a change.
 
 use kube::Resource;
 use kube::runtime::watcher::Event;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
-use super::CachedNode;
 use super::job::{CachedJob, JobCondition};
+use super::{CachedNode, CachedPod};
 use crate::node_view::NodeView;
 
 /// Whether a Node changed in what the plan reads: labels, annotations, taints, unschedulable,
@@ -103,6 +104,66 @@ fn job_plan_input(
         (job.last_logs, job.suspend, job.backoff_limit),
         (job.ttl_seconds_after_finished, &job.conditions, job.failed),
     )
+}
+
+/// Whether one of the controller's pods changed in what the plan reads. [`CachedPod`] already
+/// holds only what the pod rules read, so this is every cached field but the resource version,
+/// the finalizers and the generation: the Job controller removes its tracking finalizer from
+/// every attempt once it counted it (a write per attempt no rule reads), and the kubelet's status
+/// reports change the pod's conditions, IP and main container, which are not cached.
+pub fn pod_changed(old: &CachedPod, new: &CachedPod) -> bool {
+    old.metadata.resource_version.is_none() || !same_pod_plan_input(old, new)
+}
+
+/// Every field of the pods but the bookkeeping [`pod_changed`] leaves out; destructured, so that
+/// a field added to [`ObjectMeta`] or [`CachedPod`] cannot be left out unnoticed.
+fn same_pod_plan_input(old: &CachedPod, new: &CachedPod) -> bool {
+    let CachedPod {
+        metadata,
+        spec,
+        status,
+    } = old;
+    let ObjectMeta {
+        annotations,
+        creation_timestamp,
+        deletion_grace_period_seconds,
+        deletion_timestamp,
+        finalizers: _,
+        generate_name,
+        generation: _,
+        labels,
+        managed_fields: _,
+        name,
+        namespace,
+        owner_references,
+        resource_version: _,
+        self_link: _,
+        uid,
+    } = metadata;
+    let theirs = &new.metadata;
+    (spec, status) == (&new.spec, &new.status)
+        && (name, namespace, uid, generate_name)
+            == (
+                &theirs.name,
+                &theirs.namespace,
+                &theirs.uid,
+                &theirs.generate_name,
+            )
+        && (labels, annotations, owner_references)
+            == (
+                &theirs.labels,
+                &theirs.annotations,
+                &theirs.owner_references,
+            )
+        && (
+            creation_timestamp,
+            deletion_timestamp,
+            deletion_grace_period_seconds,
+        ) == (
+            &theirs.creation_timestamp,
+            &theirs.deletion_timestamp,
+            &theirs.deletion_grace_period_seconds,
+        )
 }
 
 /// Whether an object the plan reads whole changed: its `resourceVersion` moved (or is unknown).
@@ -480,6 +541,116 @@ mod tests {
         let mut unknown = job();
         unknown.metadata.resource_version = None;
         assert!(job_changed(&unknown, &job()), "an unknown version");
+    }
+
+    #[test]
+    fn a_pod_wakes_the_loop_on_what_the_pod_rules_read_only() {
+        use k8s_openapi::api::core::v1::{
+            ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodCondition, PodSpec,
+            PodStatus,
+        };
+        let pod = || Pod {
+            metadata: ObjectMeta {
+                name: Some("gpu-driver-1.0.0-apply-node-1-x7k2p".into()),
+                uid: Some("u1".into()),
+                resource_version: Some("7".into()),
+                finalizers: Some(vec!["batch.kubernetes.io/job-tracking".into()]),
+                labels: Some([("skyhook.nvidia.com/name".into(), "gpu".into())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("node-1".into()),
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                ..PodStatus::default()
+            }),
+        };
+        let edited = |edit: fn(&mut Pod)| {
+            let mut new = pod();
+            new.metadata.resource_version = Some("8".into());
+            edit(&mut new);
+            CachedPod::from(new)
+        };
+        let cases: [(&str, CachedPod, bool); 8] = [
+            ("resource version only", edited(|_| {}), false),
+            (
+                "the Job controller removed its tracking finalizer",
+                edited(|pod| pod.metadata.finalizers = None),
+                false,
+            ),
+            (
+                "the kubelet reported readiness",
+                edited(|pod| {
+                    pod.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        ..PodCondition::default()
+                    }])
+                }),
+                false,
+            ),
+            (
+                "the kubelet reported the pod's IP",
+                edited(|pod| pod.status.as_mut().unwrap().pod_ip = Some("10.0.0.7".into())),
+                false,
+            ),
+            (
+                "an init container ended",
+                edited(|pod| {
+                    pod.status.as_mut().unwrap().init_container_statuses =
+                        Some(vec![ContainerStatus {
+                            name: "gpu-driver-apply".into(),
+                            state: Some(ContainerState {
+                                terminated: Some(ContainerStateTerminated {
+                                    exit_code: 1,
+                                    ..ContainerStateTerminated::default()
+                                }),
+                                ..ContainerState::default()
+                            }),
+                            ..ContainerStatus::default()
+                        }])
+                }),
+                true,
+            ),
+            (
+                "its phase",
+                edited(|pod| pod.status.as_mut().unwrap().phase = Some("Failed".into())),
+                true,
+            ),
+            (
+                "a DisruptionTarget",
+                edited(|pod| {
+                    pod.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
+                        type_: "DisruptionTarget".into(),
+                        status: "True".into(),
+                        ..PodCondition::default()
+                    }])
+                }),
+                true,
+            ),
+            (
+                "being deleted",
+                edited(|pod| pod.metadata.deletion_timestamp = Some(time(5))),
+                true,
+            ),
+        ];
+        let old = CachedPod::from(pod());
+        for (what, new, wakes) in cases {
+            assert_eq!(pod_changed(&old, &new), wakes, "{what}");
+        }
+        let mut relabelled = pod();
+        relabelled
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("x".into(), "y".into());
+        assert!(pod_changed(&old, &CachedPod::from(relabelled)), "a label");
+        let mut unknown = old.clone();
+        unknown.metadata.resource_version = None;
+        assert!(pod_changed(&unknown, &old), "an unknown version");
     }
 
     #[test]
