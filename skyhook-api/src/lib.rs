@@ -16,6 +16,7 @@ pub mod interrupt_payload;
 pub mod keys;
 pub mod migration;
 pub mod names;
+pub mod node_keys;
 pub mod node_mirror;
 pub mod node_state;
 pub mod nodewright_v1alpha1;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint;
 
 use crate::keys::SKYHOOK;
+use crate::node_keys::{has_operator_annotations, runtime_required_cordoned};
 use crate::string_map::StringMap;
 
 /// Why a taint specification did not parse.
@@ -73,18 +74,13 @@ pub fn has_taint(taints: &[Taint], taint: &Taint) -> bool {
     })
 }
 
-/// Whether a node carries any `skyhook.nvidia.com/*` annotation, i.e. some Skyhook has already
-/// processed it.
-pub fn has_skyhook_annotations(annotations: &dyn StringMap) -> bool {
-    let prefix = format!("{}/", SKYHOOK.group);
-    annotations.any_key(&mut |key| key.starts_with(&prefix))
-}
-
 /// Whether a node matched by a `runtimeRequired` + `autoTaintNewNodes` Skyhook should get the
-/// runtime-required taint: it does not carry it yet and no Skyhook has processed it (no
-/// `skyhook.nvidia.com/*` annotation), so nodes already worked on are never re-tainted.
+/// runtime-required taint: it does not carry it yet and no operator of either generation has
+/// processed it (no annotation under either group's prefix,
+/// [`crate::node_keys::has_operator_annotations`]), so nodes already worked on are never
+/// re-tainted.
 pub fn auto_taint_eligible(annotations: &dyn StringMap, taints: &[Taint], taint: &Taint) -> bool {
-    !has_taint(taints, taint) && !has_skyhook_annotations(annotations)
+    !has_taint(taints, taint) && !has_operator_annotations(annotations)
 }
 
 /// A runtime-required Skyhook, for deciding taint removal.
@@ -123,7 +119,7 @@ pub fn cordon_after_removal(node: &str, skyhooks: &[RuntimeRequiredSkyhook<'_>])
 /// schedulable (someone uncordoned it without removing the annotation), so it no longer holds
 /// anything and is removed.
 pub fn runtime_required_cordon_stale(annotations: &dyn StringMap, unschedulable: bool) -> bool {
-    !unschedulable && annotations.has(SKYHOOK.runtime_required_cordon_annotation)
+    !unschedulable && runtime_required_cordoned(annotations)
 }
 
 /// The longest runtime-required taint key: the key names the node annotation
@@ -231,8 +227,14 @@ mod tests {
         ));
         let other_value = taint("skyhook.nvidia.com", Some("other"), "NoSchedule");
         assert!(auto_taint_eligible(&fresh, &[other_value], &runtime));
-        assert!(has_skyhook_annotations(&touched));
-        assert!(!has_skyhook_annotations(&foreign));
+        let touched_by_nodewright = BTreeMap::from([(
+            "nodewright.nvidia.com/nodeState_demo".to_owned(),
+            "{}".to_owned(),
+        )]);
+        assert!(
+            !auto_taint_eligible(&touched_by_nodewright, &[], &runtime),
+            "a node an upstream v0.20 operator processed is not new"
+        );
     }
 
     #[test]
@@ -306,11 +308,19 @@ mod tests {
     fn stale_runtime_required_cordon() {
         let key = SKYHOOK.runtime_required_cordon_annotation;
         let marked = BTreeMap::from([(key.to_owned(), "true".to_owned())]);
+        let marked_by_nodewright = BTreeMap::from([(
+            crate::keys::NODEWRIGHT
+                .runtime_required_cordon_annotation
+                .to_owned(),
+            "true".to_owned(),
+        )]);
         let unmarked = BTreeMap::new();
         // (annotations, unschedulable, stale)
         let cases = [
             (&marked, true, false),
             (&marked, false, true),
+            (&marked_by_nodewright, true, false),
+            (&marked_by_nodewright, false, true),
             (&unmarked, false, false),
             (&unmarked, true, false),
         ];

@@ -14,6 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use skyhook_api::generation::Owners;
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
@@ -32,6 +33,9 @@ pub struct Snapshot {
     /// Every Skyhook, shared with the cache: a Skyhook's status mirrors its nodes (about 2 MiB
     /// at 1,000 nodes), too much to copy into every snapshot.
     pub skyhooks: Vec<std::sync::Arc<Skyhook>>,
+    /// Which group's object is live for each name: the keys of the other group are a
+    /// migration's shadows, which hold no cordon and no slot.
+    pub owners: Owners,
     /// Every DeploymentPolicy spec, by name.
     pub policies: BTreeMap<String, DeploymentPolicySpec>,
     /// Every node, shared with the cache.
@@ -298,6 +302,9 @@ impl Snapshot {
         pods.extend(bare);
         Snapshot {
             retained_jobs,
+            owners: Owners::skyhooks_only(
+                (cached.skyhooks.iter()).filter_map(|skyhook| skyhook.metadata.name.as_deref()),
+            ),
             skyhooks: cached.skyhooks.clone(),
             policies: cached
                 .policies

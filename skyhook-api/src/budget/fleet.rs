@@ -17,7 +17,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::keys;
+use crate::generation::Owners;
+use crate::node_keys::any_live_cordon;
 use crate::node_state::NodeState;
 use crate::string_map::StringMap;
 use crate::v1alpha1::Status;
@@ -87,16 +88,17 @@ impl FleetBudget {
     }
 }
 
-/// Whether a node holds a fleet slot: some Skyhook cordoned it (`cordon_<skyhook>` on an
-/// unschedulable node), or an interrupt of some Skyhook is requested there and not confirmed.
-/// `states` are the node states of every Skyhook that has one on the node.
+/// Whether a node holds a fleet slot: some workload of either group cordoned it (a live
+/// `cordon_<name>` on an unschedulable node, see [`crate::node_keys::any_live_cordon`]), or an
+/// interrupt of some Skyhook is requested there and not confirmed. `states` are the node states
+/// of every Skyhook that has one on the node.
 pub fn holds_fleet_slot<'a>(
     annotations: &dyn StringMap,
+    owners: &Owners,
     unschedulable: bool,
     states: impl IntoIterator<Item = (&'a str, &'a NodeState)>,
 ) -> bool {
-    let cordoned = unschedulable
-        && annotations.any_key(&mut |key| key.starts_with(keys::SKYHOOK.cordon_annotation_prefix));
+    let cordoned = unschedulable && any_live_cordon(annotations, owners);
     cordoned
         || states.into_iter().any(|(skyhook, state)| {
             let activity = NodeActivity {
@@ -144,6 +146,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::keys;
     use crate::v1alpha1::{PackageStatus, Stage, State};
 
     #[test]
@@ -238,11 +241,31 @@ mod tests {
         ];
         for (case, annotations, unschedulable, states, want) in cases {
             assert_eq!(
-                holds_fleet_slot(annotations, unschedulable, states),
+                holds_fleet_slot(annotations, &Owners::default(), unschedulable, states),
                 want,
                 "{case}"
             );
         }
+    }
+
+    #[test]
+    fn a_cordon_of_either_group_holds_a_fleet_slot_and_a_shadow_does_not() {
+        use crate::generation::Candidate;
+        let none = BTreeMap::new();
+        let candidate = Some(Candidate {
+            status: None,
+            annotations: &none,
+        });
+        // `a` is live as a NodeWright: its skyhook-group cordon is a migration's shadow.
+        let owners = Owners::new([("a", candidate, candidate)]);
+        let nodewright = BTreeMap::from([(keys::NODEWRIGHT.cordon_annotation("a"), "true".into())]);
+        let shadow = BTreeMap::from([(keys::SKYHOOK.cordon_annotation("a"), "true".to_owned())]);
+        assert!(holds_fleet_slot(&nodewright, &owners, true, []));
+        assert!(!holds_fleet_slot(&shadow, &owners, true, []));
+        assert!(
+            holds_fleet_slot(&shadow, &Owners::default(), true, []),
+            "the skyhook group's cordon of a Skyhook holds it"
+        );
     }
 
     #[test]

@@ -15,7 +15,6 @@
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::keys::SKYHOOK;
 use crate::string_map::StringMap;
 use crate::toleration::intolerable_taints;
 use crate::v1alpha1::{BatchState, DeploymentStrategy, Status};
@@ -91,7 +90,7 @@ pub fn block_reason(
     taints: &[Taint],
     tolerations: &[Toleration],
 ) -> Option<BlockReason> {
-    if labels.value(SKYHOOK.ignore_label) == Some("true") {
+    if crate::node_keys::ignored(labels) {
         return Some(BlockReason::Ignored);
     }
     let mut intolerable: Vec<String> = intolerable_taints(tolerations, taints)
@@ -354,6 +353,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::keys::{NODEWRIGHT, SKYHOOK};
     use crate::test_support::fixed;
     use crate::toleration::node_selection_tolerations;
 
@@ -710,6 +710,13 @@ mod tests {
         );
         let not_ignored = BTreeMap::from([(SKYHOOK.ignore_label.to_owned(), "false".to_owned())]);
         assert_eq!(block_reason(&not_ignored, &[], &tolerations), None);
+        let ignored_by_nodewright =
+            BTreeMap::from([(NODEWRIGHT.ignore_label.to_owned(), "true".to_owned())]);
+        assert_eq!(
+            block_reason(&ignored_by_nodewright, &[], &tolerations),
+            Some(BlockReason::Ignored),
+            "the label is the admin's, whichever plugin set it"
+        );
     }
 
     #[test]

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::budget::holds_fleet_slot;
+use skyhook_api::generation::Owners;
 use skyhook_api::keys;
+use skyhook_api::node_keys::cordon_held;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::string_map::PackedMap;
@@ -28,6 +30,8 @@ use crate::reconcile::snapshot::{NodeConditionView, NodeView};
 #[derive(Debug, Clone)]
 pub(super) struct NodeWork<'s> {
     pub(super) view: &'s NodeView,
+    /// Which group's keys of each name are in force (the others are a migration's shadows).
+    owners: &'s Owners,
     /// The annotations as this plan leaves them so far (node states apart, see `states`).
     annotations: Cow<'s, PackedMap>,
     labels: Cow<'s, PackedMap>,
@@ -62,9 +66,10 @@ struct WorkState {
 }
 
 impl<'s> NodeWork<'s> {
-    pub(super) fn new(view: &'s NodeView) -> Self {
+    pub(super) fn new(view: &'s NodeView, owners: &'s Owners) -> Self {
         NodeWork {
             view,
+            owners,
             annotations: Cow::Borrowed(&view.annotations),
             labels: Cow::Borrowed(&view.labels),
             taints: view.taints.clone(),
@@ -186,7 +191,12 @@ impl<'s> NodeWork<'s> {
             .states
             .iter()
             .map(|(s, state)| (s.as_str(), &state.now));
-        holds_fleet_slot(self.annotations.as_ref(), self.unschedulable, states)
+        holds_fleet_slot(
+            self.annotations.as_ref(),
+            self.owners,
+            self.unschedulable,
+            states,
+        )
     }
 
     /// Whether the node-state annotation of `skyhook` does not parse.
@@ -367,7 +377,7 @@ impl<'s> NodeWork<'s> {
     }
 
     /// Releases `skyhook`'s cordon; the node becomes schedulable only when nothing else holds
-    /// a cordon on it ([`cordon_held`]). Does nothing when `skyhook` holds none, so a cordon
+    /// a cordon on it (`skyhook_api::node_keys::cordon_held`). Does nothing when `skyhook` holds none, so a cordon
     /// someone else set (an administrator's, found before ours) stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
         let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
@@ -380,7 +390,7 @@ impl<'s> NodeWork<'s> {
             &keys::SKYHOOK.cordoned_at_annotation(skyhook),
         );
         self.clear_drain(skyhook);
-        if !cordon_held(&self.annotations) {
+        if !cordon_held(self.annotations.as_ref(), self.owners) {
             self.unschedulable = false;
         }
     }
@@ -389,7 +399,7 @@ impl<'s> NodeWork<'s> {
     /// "foreign cordon"): unschedulable with no cordon any Skyhook holds. Such a node is
     /// drained without taking the cordon over, and left cordoned afterwards.
     pub(super) fn foreign_cordon(&self) -> bool {
-        self.unschedulable && !cordon_held(&self.annotations)
+        self.unschedulable && !cordon_held(self.annotations.as_ref(), self.owners)
     }
 
     /// Records when `skyhook`'s drain of the node started, unless it already has.
@@ -575,17 +585,4 @@ fn diff(old: &PackedMap, new: &PackedMap) -> BTreeMap<String, Option<String>> {
             .map(|k| (k.to_owned(), None)),
     );
     out
-}
-
-/// Whether some cordon other than a foreign one holds the node: a Skyhook's `cordon_*`
-/// annotation, or the runtime-required cordon (upstream v0.19's node-scoped
-/// `runtimeRequiredCordon`, set when the runtime-required taint was removed for a Skyhook with
-/// `runtimeRequiredCordonAfter`). The one place that says which annotations keep a node
-/// cordoned: a release uncordons only when none is left, and a cordoned node with none of them
-/// is someone else's.
-pub(super) fn cordon_held(annotations: &PackedMap) -> bool {
-    annotations.keys().any(|k| {
-        k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
-            || k == keys::SKYHOOK.runtime_required_cordon_annotation
-    })
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Taint;
+use skyhook_api::generation::Group;
 use skyhook_api::runtime_required::{
     RuntimeRequiredSkyhook, auto_taint_eligible, cordon_after_removal, has_taint,
     runtime_required_cordon_stale, runtime_taint_removable, taint_text,
@@ -64,10 +65,12 @@ pub(super) fn runtime_required(
             }
         }
         if runtime_required_cordon_stale(work.annotations(), work.unschedulable()) {
-            work.set_or_remove_annotation(
-                skyhook_api::keys::SKYHOOK.runtime_required_cordon_annotation,
-                None,
-            );
+            for group in Group::ALL {
+                work.set_or_remove_annotation(
+                    group.keys().runtime_required_cordon_annotation,
+                    None,
+                );
+            }
         }
     }
 }

@@ -58,7 +58,7 @@ impl<'s> Workset<'s> {
     pub(super) fn new(context: &Context<'s>) -> Self {
         Workset {
             nodes: (context.snapshot.nodes.iter())
-                .map(|n| (n.name.as_str(), NodeWork::new(n)))
+                .map(|n| (n.name.as_str(), NodeWork::new(n, &context.snapshot.owners)))
                 .collect(),
             plan: Plan::default(),
             events_planned: HashSet::new(),
