@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cluster;
 pub mod eta;
 pub mod logs;
+pub mod namespace;
 pub mod operator_version;
 pub mod output;
 pub mod patches;

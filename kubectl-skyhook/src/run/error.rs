@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use kube::config::KubeconfigError;
+use skyhook_api::generation::Group;
 
 use crate::output::OutputError;
 use crate::patches::PlanError;
@@ -43,11 +44,19 @@ pub enum RunError {
         #[source]
         source: kube::Error,
     },
-    /// A Skyhook that does not exist.
-    #[error("Skyhook {name:?} not found")]
+    /// A Skyhook (or NodeWright) that does not exist.
+    #[error("{} {name:?} not found", group.kind())]
     SkyhookNotFound {
         /// Its name.
         name: String,
+        /// Its API group.
+        group: Group,
+    },
+    /// The cluster does not serve the binary's API group.
+    #[error("{message}")]
+    Preflight {
+        /// What the cluster serves and what to do.
+        message: String,
     },
     /// A patch failed.
     #[error("failed to {description}")]
@@ -110,7 +119,17 @@ impl RunError {
             RunError::Log { .. } => {
                 "the API server fetches logs from the node's kubelet, as for `kubectl logs`: check that it can reach the node and that the pod still exists"
             }
-            RunError::SkyhookNotFound { .. } => "`kubectl skyhook status` lists the Skyhooks",
+            RunError::SkyhookNotFound {
+                group: Group::Skyhook,
+                ..
+            } => "`kubectl skyhook status` lists the Skyhooks",
+            RunError::SkyhookNotFound {
+                group: Group::NodeWright,
+                ..
+            } => "`kubectl nodewright status` lists the NodeWrights",
+            RunError::Preflight { .. } => {
+                "`kubectl get crds | grep nvidia.com` shows which API groups are installed"
+            }
             RunError::Patch { .. } => {
                 "check that you may patch the object; `--dry-run` shows the intended change"
             }
