@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod entry;
 pub mod eta;
 pub mod logs;
 pub mod namespace;

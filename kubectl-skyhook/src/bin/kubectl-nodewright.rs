@@ -5,5 +5,5 @@ use std::process::ExitCode;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    kubectl_skyhook::run::main(std::env::args_os().collect()).await
+    kubectl_skyhook::entry::main(std::env::args_os().collect()).await
 }

@@ -2,7 +2,6 @@
 //! call the pure views and planners, and send their merge patches.
 
 mod console;
-mod entry;
 mod error;
 mod kube_io;
 
@@ -17,7 +16,6 @@ use skyhook_api::nodewright_v1alpha1::NodeWright;
 use skyhook_api::v1alpha1::Skyhook;
 
 pub use console::Console;
-pub use entry::main;
 pub use error::{RunError, error_chain};
 pub use kube_io::client;
 use kube_io::{

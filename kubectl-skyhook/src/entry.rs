@@ -9,7 +9,7 @@ use skyhook_api::generation::Group;
 
 use crate::cli::{Cli, group_of_program};
 
-use super::{Console, error_chain, run};
+use crate::run::{Console, error_chain, run};
 
 /// Runs the command line `args` (`argv[0]` first) and says how the process exits.
 pub async fn main(args: Vec<OsString>) -> ExitCode {
