@@ -411,88 +411,14 @@ fn reset_node_patch(keys: &Keys, skyhook: &str, keep_cordon: bool) -> Value {
 /// `reset <skyhook>`: clears the Skyhook's keys from every node carrying its node state, then
 /// (unless `skip_batch_reset`) resets the batch state of every compartment.
 pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Change {
-    let keys = cluster.group.keys();
-    let kind = keys.kind;
     let name = name_of(&skyhook.metadata);
+    let kind = cluster.group.kind();
     let words = ResetWords::of(cluster.group, name);
-    let state_key = keys.node_state_annotation(name);
-    // A node picked before any package ran carries no node state; reset frees its pick too,
-    // as upstream's clears `status.nodePriority`.
-    let picked_key = keys.node_picked_annotation(name);
-    let mut change = Change {
-        confirm: true,
-        ..Change::default()
-    };
-    let mut nodes: Vec<(&str, usize)> = cluster
-        .nodes
-        .iter()
-        .filter_map(|node| {
-            let annotations = cluster::annotations(node);
-            let packages = match annotations.get(&state_key) {
-                Some(value) => NodeState::parse(value).map_or(0, |s| s.len()),
-                None if annotations.contains_key(&picked_key) => 0,
-                None => return None,
-            };
-            Some((name_of(&node.metadata), packages))
-        })
-        .collect();
-    nodes.sort_unstable();
     // The nodes the Skyhook still selects keep its cordon: its re-run releases it.
     let selector = skyhook.spec.target_selector();
-    let selected = |node: &str| {
-        (cluster.nodes.iter())
-            .find(|n| name_of(&n.metadata) == node)
-            .is_some_and(|n| selector.matches(cluster::labels(n)))
-    };
-    // Removing cordon_<skyhook> does not uncordon: say so, or the node looks forgotten.
-    let mut still_cordoned: Vec<&str> = cluster
-        .nodes
-        .iter()
-        .filter(|node| cluster::annotations(node).contains_key(&state_key))
-        .filter(|node| cluster::unschedulable(node))
-        .filter(|node| !selector.matches(cluster::labels(node)))
-        .filter(|node| {
-            cluster::annotations(node)
-                .get(&keys.cordon_annotation(name))
-                .is_some_and(|v| v == "true")
-        })
-        .map(|node| name_of(&node.metadata))
-        .collect();
-    still_cordoned.sort_unstable();
-    if nodes.is_empty() {
-        change
-            .notes
-            .push(format!("No node has node state for {kind} {name:?}"));
-    } else {
-        change.summary.extend(words.summary(nodes.len()));
-    }
-    for (node, packages) in &nodes {
-        change
-            .summary
-            .push(format!("  - {node} ({packages} packages)"));
-        change.patches.push(Patch {
-            target: Target::Node((*node).to_owned()),
-            body: reset_node_patch(keys, name, selected(node)),
-            description: format!("remove the node state of {kind} {name:?} from node {node:?}"),
-        });
-    }
-    if !nodes.is_empty() {
-        change.done.push(words.done(nodes.len()));
-    }
-    let cordon_key = keys.cordon_annotation(name);
-    let kept_cordons = (cluster.nodes.iter())
-        .filter(|node| nodes.iter().any(|(n, _)| *n == name_of(&node.metadata)))
-        .filter(|node| selector.matches(cluster::labels(node)))
-        .filter(|node| cluster::annotations(node).contains_key(&cordon_key))
-        .map(|node| name_of(&node.metadata));
-    change.done.extend(kept_cordons.map(|node| {
-        format!("Node {node:?} keeps the cordon of {kind} {name:?}: its next run releases it")
-    }));
-    change.done.extend(still_cordoned.iter().map(|node| {
-        format!(
-            "Node {node:?} stays cordoned: `kubectl uncordon {node}` makes it schedulable again"
-        )
-    }));
+    let mut change = reset_nodes(cluster, name, &|node| {
+        selector.matches(cluster::labels(node))
+    });
     if let Some((patch, count)) = batch_reset_patch(kind, skyhook).filter(|_| !skip_batch_reset) {
         change.summary.push(format!(
             "Batch state of {count} compartment(s) goes back to batch 1."
@@ -503,6 +429,115 @@ pub fn reset(cluster: &Cluster, skyhook: &Skyhook, skip_batch_reset: bool) -> Ch
     if let Some(patch) = node_order_reset_patch(kind, skyhook).filter(|_| !skip_batch_reset) {
         change.patches.push(patch);
     }
+    change
+}
+
+/// `reset <name>` when the object is gone: the node keys of the name are cleared as by
+/// [`reset`], `cordon_` included (no run will come to release it), and there is no batch state
+/// to reset. `None` when no node has node state of the name either: that is the "not found" of
+/// a mistyped name, not leftovers to clear.
+pub fn reset_gone(cluster: &Cluster, name: &str) -> Option<Change> {
+    let mut change = reset_nodes(cluster, name, &|_| false);
+    if change.patches.is_empty() {
+        return None;
+    }
+    change.summary.insert(
+        0,
+        format!(
+            "{} {name:?} does not exist: only its node keys are reset.",
+            cluster.group.kind()
+        ),
+    );
+    Some(change)
+}
+
+/// `reset <name>` when reading the object failed (`reason`): the node keys of the name are
+/// cleared as by [`reset`], but whether a run will come is unknown, so every `cordon_` stays,
+/// with a warning, and the batch state (on the object) is not reset.
+pub fn reset_unreadable(cluster: &Cluster, name: &str, reason: &str) -> Change {
+    let mut change = reset_nodes(cluster, name, &|_| true);
+    change.notes.insert(
+        0,
+        format!(
+            "Warning: could not read {} {name:?} ({reason}); its cordons are kept and its batch state is not reset",
+            cluster.group.kind()
+        ),
+    );
+    change
+}
+
+/// The node part of `reset`: every node with node state (or a pick) of `name` loses the keys
+/// of [`reset_node_patch`], keeping `cordon_<name>` where `keep_cordon` says a run will come.
+fn reset_nodes(cluster: &Cluster, name: &str, keep_cordon: &dyn Fn(&Node) -> bool) -> Change {
+    let keys = cluster.group.keys();
+    let kind = keys.kind;
+    let words = ResetWords::of(cluster.group, name);
+    let state_key = keys.node_state_annotation(name);
+    let cordon_key = keys.cordon_annotation(name);
+    // A node picked before any package ran carries no node state; reset frees its pick too,
+    // as upstream's clears `status.nodePriority`.
+    let picked_key = keys.node_picked_annotation(name);
+    let mut change = Change {
+        confirm: true,
+        ..Change::default()
+    };
+    let mut nodes: Vec<(&Node, usize)> = cluster
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let annotations = cluster::annotations(node);
+            let packages = match annotations.get(&state_key) {
+                Some(value) => NodeState::parse(value).map_or(0, |s| s.len()),
+                None if annotations.contains_key(&picked_key) => 0,
+                None => return None,
+            };
+            Some((node, packages))
+        })
+        .collect();
+    nodes.sort_unstable_by_key(|(node, _)| name_of(&node.metadata));
+    if nodes.is_empty() {
+        change
+            .notes
+            .push(format!("No node has node state for {kind} {name:?}"));
+        return change;
+    }
+    change.summary.extend(words.summary(nodes.len()));
+    for (node, packages) in &nodes {
+        let node_name = name_of(&node.metadata);
+        change
+            .summary
+            .push(format!("  - {node_name} ({packages} packages)"));
+        change.patches.push(Patch {
+            target: Target::Node(node_name.to_owned()),
+            body: reset_node_patch(keys, name, keep_cordon(node)),
+            description: format!(
+                "remove the node state of {kind} {name:?} from node {node_name:?}"
+            ),
+        });
+    }
+    change.done.push(words.done(nodes.len()));
+    let has_cordon = |node: &Node| cluster::annotations(node).contains_key(&cordon_key);
+    let kept_cordons = (nodes.iter())
+        .filter(|(node, _)| keep_cordon(node) && has_cordon(node))
+        .map(|(node, _)| name_of(&node.metadata));
+    change.done.extend(kept_cordons.map(|node| {
+        format!("Node {node:?} keeps the cordon of {kind} {name:?}: its next run releases it")
+    }));
+    // Removing cordon_<name> does not uncordon: say so, or the node looks forgotten.
+    let still_cordoned = (nodes.iter())
+        .filter(|(node, _)| cluster::annotations(node).contains_key(&state_key))
+        .filter(|(node, _)| cluster::unschedulable(node) && !keep_cordon(node))
+        .filter(|(node, _)| {
+            cluster::annotations(node)
+                .get(&cordon_key)
+                .is_some_and(|v| v == "true")
+        })
+        .map(|(node, _)| name_of(&node.metadata));
+    change.done.extend(still_cordoned.map(|node| {
+        format!(
+            "Node {node:?} stays cordoned: `kubectl uncordon {node}` makes it schedulable again"
+        )
+    }));
     change
 }
 

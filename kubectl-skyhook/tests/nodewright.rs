@@ -479,3 +479,57 @@ fn node_views_read_the_nodewright_keys() {
     assert!(list_text.starts_with("NodeWright: demo\n"), "{list_text}");
     assert_eq!(list.nodes.len(), 2);
 }
+
+#[test]
+fn reset_of_a_gone_object_clears_its_leftovers_cordons_included() {
+    let cluster = cluster();
+    let change = patches::reset_gone(&cluster, "demo").unwrap();
+    assert_eq!(
+        change.summary[0],
+        "NodeWright \"demo\" does not exist: only its node keys are reset."
+    );
+    assert_eq!(
+        node_targets(&change),
+        ["n1", "n2"],
+        "no status patch: there is no object"
+    );
+    for patch in &change.patches {
+        let annotations = patch.body["metadata"]["annotations"].as_object().unwrap();
+        assert!(
+            annotations.contains_key(&NODEWRIGHT.cordon_annotation("demo")),
+            "{annotations:?}"
+        );
+    }
+    assert_eq!(
+        patches::reset_gone(&cluster, "typo"),
+        None,
+        "nothing left: not found"
+    );
+}
+
+#[test]
+fn reset_of_an_unreadable_object_keeps_every_cordon_and_warns() {
+    let cluster = cluster();
+    let change = patches::reset_unreadable(&cluster, "demo", "the API server answered 403");
+    assert!(
+        change.notes[0].starts_with("Warning: could not read NodeWright \"demo\""),
+        "{:?}",
+        change.notes
+    );
+    assert_eq!(node_targets(&change), ["n1", "n2"]);
+    for patch in &change.patches {
+        let annotations = patch.body["metadata"]["annotations"].as_object().unwrap();
+        assert!(
+            !annotations.contains_key(&NODEWRIGHT.cordon_annotation("demo")),
+            "{annotations:?}"
+        );
+    }
+    assert!(
+        change.done.contains(
+            &"Node \"n1\" keeps the cordon of NodeWright \"demo\": its next run releases it"
+                .to_owned()
+        ),
+        "{:?}",
+        change.done
+    );
+}

@@ -131,25 +131,31 @@ pub(super) async fn get_skyhook(
     group: Group,
     name: &str,
 ) -> Result<Skyhook, RunError> {
-    let failed = |source| RunError::Read {
-        action: format!("get {} {name:?}", group.kind()),
-        source,
-    };
-    let found = match group {
-        Group::Skyhook => Api::<Skyhook>::all(client.clone())
-            .get_opt(name)
-            .await
-            .map_err(failed)?,
-        Group::NodeWright => Api::<NodeWright>::all(client.clone())
-            .get_opt(name)
-            .await
-            .map_err(failed)?
-            .map(Skyhook::from),
-    };
+    let found = get_skyhook_opt(client, group, name)
+        .await
+        .map_err(|source| RunError::Read {
+            action: format!("get {} {name:?}", group.kind()),
+            source,
+        })?;
     found.ok_or_else(|| RunError::SkyhookNotFound {
         name: name.to_owned(),
         group,
     })
+}
+
+/// The workload object `name` of `group`, `None` when it does not exist.
+pub(super) async fn get_skyhook_opt(
+    client: &Client,
+    group: Group,
+    name: &str,
+) -> Result<Option<Skyhook>, kube::Error> {
+    match group {
+        Group::Skyhook => Api::<Skyhook>::all(client.clone()).get_opt(name).await,
+        Group::NodeWright => Ok(Api::<NodeWright>::all(client.clone())
+            .get_opt(name)
+            .await?
+            .map(Skyhook::from)),
+    }
 }
 
 /// Every workload object of `group`, as Skyhooks.

@@ -19,8 +19,8 @@ pub use console::Console;
 pub use error::{RunError, error_chain};
 pub use kube_io::client;
 use kube_io::{
-    discover_namespace, get_skyhook, list, operator_version, preflight, print_log, read_cluster,
-    send,
+    discover_namespace, get_skyhook, get_skyhook_opt, list, operator_version, preflight, print_log,
+    read_cluster, send,
 };
 
 use crate::cli::{
@@ -113,20 +113,35 @@ async fn reset(
     args: ResetArgs,
 ) -> Result<(), RunError> {
     let client = client(global).await?;
-    let cluster = read_cluster(&client, global, false).await?;
-    let object = find(&cluster, &args.target.skyhook)?;
-    let change = match &args.package {
-        None => patches::reset(&cluster, object, args.skip_batch_reset),
-        Some(filter) => {
-            let operator = operator_of(global, object).await;
+    let name = &args.target.skyhook;
+    // Only the nodes and the object itself: a reset must also clear what a deleted (or
+    // unreadable) object left on the nodes.
+    let cluster = Cluster {
+        group: global.group,
+        nodes: list(Api::<Node>::all(client.clone()), "list nodes").await?,
+        read_at: Timestamp::now(),
+        ..Cluster::default()
+    };
+    let object = get_skyhook_opt(&client, global.group, name)
+        .await
+        .map_err(|error| error_chain(&error));
+    let change = match (&args.package, &object) {
+        (Some(filter), _) => {
+            let operator = match &object {
+                Ok(Some(object)) => operator_of(global, object).await,
+                _ => deployment_operator_version(global).await,
+            };
             patches::require_node_state_edits("reset --package", operator.as_deref())?;
-            patches::reset_package(
-                &cluster,
-                &args.target.skyhook,
-                &filter.name,
-                filter.version.as_deref(),
-            )
+            patches::reset_package(&cluster, name, &filter.name, filter.version.as_deref())
         }
+        (None, Ok(Some(object))) => patches::reset(&cluster, object, args.skip_batch_reset),
+        (None, Ok(None)) => {
+            patches::reset_gone(&cluster, name).ok_or_else(|| RunError::SkyhookNotFound {
+                name: name.clone(),
+                group: global.group,
+            })?
+        }
+        (None, Err(reason)) => patches::reset_unreadable(&cluster, name, reason),
     };
     apply(&client, global, console, &change, args.target.confirm).await
 }
@@ -181,9 +196,14 @@ async fn update_state(
 /// The operator version that gates a verb on `object`: its version annotation, else the
 /// operator Deployment's (waited for at most [`OPERATOR_LOOKUP_TIMEOUT`]).
 async fn operator_of(global: &GlobalArgs, object: &Skyhook) -> Option<String> {
-    if let Some(version) = patches::operator_version_in(global.group, object, None) {
-        return Some(version.to_owned());
+    match patches::operator_version_in(global.group, object, None) {
+        Some(version) => Some(version.to_owned()),
+        None => deployment_operator_version(global).await,
     }
+}
+
+/// The operator Deployment's version, `None` when unknown within [`OPERATOR_LOOKUP_TIMEOUT`].
+async fn deployment_operator_version(global: &GlobalArgs) -> Option<String> {
     tokio::time::timeout(OPERATOR_LOOKUP_TIMEOUT, operator_version(global))
         .await
         .ok()
