@@ -71,7 +71,7 @@ pub async fn main(args: Vec<OsString>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("Error: {}", error_chain(&error));
-            eprintln!("Hint: {}", error.hint());
+            eprintln!("Hint: {}", error.hint_for(group));
             ExitCode::FAILURE
         }
     }

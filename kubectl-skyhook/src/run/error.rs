@@ -107,6 +107,16 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// What to try next, in the words of the binary of `group`: the hints are written for
+    /// `kubectl skyhook` and hold no user input, so the nodewright binary's are the same text
+    /// with the group's words swapped.
+    pub fn hint_for(&self, group: Group) -> String {
+        match group {
+            Group::Skyhook => self.hint().to_owned(),
+            Group::NodeWright => crate::cli::nodewright_text(self.hint()),
+        }
+    }
+
     /// What to try next.
     pub fn hint(&self) -> &'static str {
         match self {
@@ -119,14 +129,7 @@ impl RunError {
             RunError::Log { .. } => {
                 "the API server fetches logs from the node's kubelet, as for `kubectl logs`: check that it can reach the node and that the pod still exists"
             }
-            RunError::SkyhookNotFound {
-                group: Group::Skyhook,
-                ..
-            } => "`kubectl skyhook status` lists the Skyhooks",
-            RunError::SkyhookNotFound {
-                group: Group::NodeWright,
-                ..
-            } => "`kubectl nodewright status` lists the NodeWrights",
+            RunError::SkyhookNotFound { .. } => "`kubectl skyhook status` lists the Skyhooks",
             RunError::Preflight { .. } => {
                 "`kubectl get crds | grep nvidia.com` shows which API groups are installed"
             }
@@ -244,5 +247,29 @@ mod tests {
         for (error, expected) in cases {
             assert_eq!(error_chain(error), expected, "{error:?}");
         }
+    }
+
+    #[test]
+    fn hints_speak_the_binarys_words() {
+        let missing = RunError::SkyhookNotFound {
+            name: "x".to_owned(),
+            group: Group::NodeWright,
+        };
+        assert_eq!(
+            missing.hint_for(Group::NodeWright),
+            "`kubectl nodewright status` lists the NodeWrights"
+        );
+        assert_eq!(
+            missing.hint_for(Group::Skyhook),
+            "`kubectl skyhook status` lists the Skyhooks"
+        );
+        let preflight = RunError::Preflight {
+            message: String::new(),
+        };
+        assert_eq!(
+            preflight.hint_for(Group::NodeWright),
+            preflight.hint(),
+            "a hint without group words is the same"
+        );
     }
 }
