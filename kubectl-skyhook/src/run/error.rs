@@ -76,11 +76,13 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    /// The manifest for `plan` is not a Skyhook.
-    #[error("failed to parse {path} as a Skyhook")]
+    /// The manifest for `plan` is not a Skyhook (or NodeWright).
+    #[error("failed to parse {path} as a {}", group.kind())]
     ParseManifest {
         /// Its path.
         path: PathBuf,
+        /// The API group the manifest should be of.
+        group: Group,
         /// Why.
         #[source]
         source: serde_yaml::Error,

@@ -534,5 +534,9 @@ fn read_manifest(group: Group, path: PathBuf) -> Result<Skyhook, RunError> {
         Group::Skyhook => serde_yaml::from_str(&text),
         Group::NodeWright => serde_yaml::from_str::<NodeWright>(&text).map(Skyhook::from),
     };
-    parsed.map_err(|source| RunError::ParseManifest { path, source })
+    parsed.map_err(|source| RunError::ParseManifest {
+        path,
+        group,
+        source,
+    })
 }

@@ -539,7 +539,10 @@ fn blocked_nodes(
                 })
                 .collect();
             let detail = if remaining.is_empty() {
-                "cordoned by this Skyhook; no pods left to evict".to_owned()
+                format!(
+                    "cordoned by this {}; no pods left to evict",
+                    rollout.group.kind()
+                )
             } else {
                 format!("cordoned; waiting for pods to leave: {}", list(&remaining))
             };
@@ -663,7 +666,7 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
         let waiting = incomplete.iter().filter(|n| !n.ready).count();
         if waiting > 0 {
             steps.push(format!(
-                "{label}: {waiting} node(s) wait for higher-priority Skyhooks to complete"
+                "{label}: {waiting} node(s) wait for higher-priority {kind}s to complete"
             ));
         }
         let blocked = compartment.selection.blocked.len();

@@ -210,7 +210,10 @@ fn node_blocked(rollout: &Rollout<'_>, facts: &NodeFacts<'_>) -> Option<String> 
             }
         })
     } else if !facts.ready {
-        Some("waits for higher-priority Skyhooks to complete".to_owned())
+        Some(format!(
+            "waits for higher-priority {}s to complete",
+            rollout.group.kind()
+        ))
     } else {
         None
     }
