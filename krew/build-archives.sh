@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the release archives of kubectl-skyhook for krew and renders the krew manifest with their
-# checksums.
+# Builds the release archives of kubectl-skyhook for krew and renders the krew manifests with their
+# checksums: krew/skyhook.yaml (`kubectl skyhook`) and krew/nodewright.yaml (`kubectl nodewright`),
+# two krew plugins of the same archives, since krew links one command per plugin.
 #
 #   krew/build-archives.sh [--out DIR] [--binary PATH] [--require-all]
 #
@@ -8,16 +9,17 @@
 # `cargo build --release -p kubectl-skyhook --target <triple>` when this machine can: the host
 # target always; another target only when its Rust standard library is installed and a linker
 # for it is configured (CARGO_TARGET_<TRIPLE>_LINKER, or aarch64-linux-gnu-gcc for linux/arm64).
-# Each archive, kubectl-skyhook_v<version>_<os>_<arch>.tar.gz, holds `kubectl-skyhook` and
-# `LICENSE`, and is byte-for-byte reproducible from the same binary. The rendered manifest,
-# <out>/skyhook.yaml, lists the platforms built, with their sha256.
+# Each archive, kubectl-skyhook_v<version>_<os>_<arch>.tar.gz, holds `kubectl-skyhook`, the same
+# binary as `kubectl-nodewright` (it serves NodeWrights under that name), and `LICENSE`, and is
+# byte-for-byte reproducible from the same binary. The rendered manifests, <out>/skyhook.yaml and
+# <out>/nodewright.yaml, list the platforms built, with their sha256.
 #
 #   --out DIR      where archives and the manifest go (default $CARGO_TARGET_DIR/krew)
 #   --binary PATH  package this already built kubectl-skyhook as the host platform and build
 #                  nothing (the tests package their debug build this way)
 #   --require-all  fail unless every platform of the manifest was built (for a release)
 #
-# Prints the rendered manifest's path on stdout.
+# Prints the rendered manifests' paths on stdout, nodewright.yaml first and skyhook.yaml last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-template=krew/skyhook.yaml
+templates=(krew/nodewright.yaml krew/skyhook.yaml)
 # os/arch (krew's names) and the Rust target that builds it.
 platforms=(
   "linux amd64 x86_64-unknown-linux-gnu"
@@ -87,10 +89,12 @@ package() {
   local bin=$1 archive=$2 stage
   stage=$(mktemp -d "${TMPDIR:-/tmp}/kubectl-skyhook-archive.XXXXXX")
   install -m 0755 "$bin" "$stage/kubectl-skyhook"
+  # A copy rather than a link: krew's installer copies regular files only.
+  install -m 0755 "$bin" "$stage/kubectl-nodewright"
   install -m 0644 LICENSE "$stage/LICENSE"
   # Fixed order, owners and times, and no gzip timestamp: the same binary gives the same bytes.
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$stage" -cf - \
-    kubectl-skyhook LICENSE | gzip -9 -n >"$out/$archive"
+    kubectl-nodewright kubectl-skyhook LICENSE | gzip -9 -n >"$out/$archive"
   rm -rf -- "$stage"
   sha256sum "$out/$archive" | cut -d' ' -f1
 }
@@ -128,7 +132,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   printf 'not built: %s\n' "${missing[@]}" >&2
   if $require_all; then
-    echo "error: --require-all: every platform of $template must be built" >&2
+    echo "error: --require-all: every platform of ${templates[*]} must be built" >&2
     exit 1
   fi
 fi
@@ -137,43 +141,50 @@ if [ ${#checksums[@]} -eq 0 ]; then
   exit 1
 fi
 
-# Render the template: every {{VERSION}}, and each platform entry with its checksum; an entry
+# Render each template: every {{VERSION}}, and each platform entry with its checksum; an entry
 # whose archive was not built is dropped.
-manifest="$out/skyhook.yaml"
-awk -v version="$version" -v checksums="${checksums[*]}" '
-  BEGIN {
-    n = split(checksums, pairs, " ")
-    for (i = 1; i <= n; i++) { split(pairs[i], kv, "="); sha[kv[1]] = kv[2] }
-  }
-  function flush(   key, text) {
-    if (block == "") return
-    text = block; block = ""
-    if (match(text, /\{\{SHA256_[a-z0-9]+_[a-z0-9]+\}\}/)) {
-      key = substr(text, RSTART + 9, RLENGTH - 11)
-      if (!(key in sha)) return
-      gsub("\\{\\{SHA256_" key "\\}\\}", sha[key], text)
+render() {
+  local template=$1 manifest
+  manifest="$out/$(basename "$template")"
+  awk -v version="$version" -v checksums="${checksums[*]}" '
+    BEGIN {
+      n = split(checksums, pairs, " ")
+      for (i = 1; i <= n; i++) { split(pairs[i], kv, "="); sha[kv[1]] = kv[2] }
     }
-    printf "%s", text
-  }
-  { gsub(/\{\{VERSION\}\}/, version) }
-  /^#/ && !started { next }
-  { started = 1 }
-  /^  platforms:/ { in_platforms = 1; print; next }
-  in_platforms && /^    - / { flush() }
-  in_platforms && /^  [^ ]/ { flush(); in_platforms = 0 }
-  in_platforms { block = block $0 "\n"; next }
-  { print }
-  END { flush() }
-' "$template" >"$manifest.tmp"
-if grep -n '{{' "$manifest.tmp" >&2; then
-  echo "error: placeholders left in the rendered $manifest (above); fix $template" >&2
-  exit 1
-fi
-{
-  echo "# kubectl-skyhook v$version for krew, rendered from $template by krew/build-archives.sh."
-  echo "# Install from a local archive: kubectl krew install --manifest=skyhook.yaml --archive=<archive>"
-  cat "$manifest.tmp"
-} >"$manifest"
-rm -f "$manifest.tmp"
-echo "rendered $manifest" >&2
-echo "$manifest"
+    function flush(   key, text) {
+      if (block == "") return
+      text = block; block = ""
+      if (match(text, /\{\{SHA256_[a-z0-9]+_[a-z0-9]+\}\}/)) {
+        key = substr(text, RSTART + 9, RLENGTH - 11)
+        if (!(key in sha)) return
+        gsub("\\{\\{SHA256_" key "\\}\\}", sha[key], text)
+      }
+      printf "%s", text
+    }
+    { gsub(/\{\{VERSION\}\}/, version) }
+    /^#/ && !started { next }
+    { started = 1 }
+    /^  platforms:/ { in_platforms = 1; print; next }
+    in_platforms && /^    - / { flush() }
+    in_platforms && /^  [^ ]/ { flush(); in_platforms = 0 }
+    in_platforms { block = block $0 "\n"; next }
+    { print }
+    END { flush() }
+  ' "$template" >"$manifest.tmp"
+  if grep -n '{{' "$manifest.tmp" >&2; then
+    echo "error: placeholders left in the rendered $manifest (above); fix $template" >&2
+    exit 1
+  fi
+  {
+    echo "# kubectl-skyhook v$version for krew (plugin $(basename "$template" .yaml)), rendered from $template by krew/build-archives.sh."
+    echo "# Install from a local archive: kubectl krew install --manifest=$(basename "$template") --archive=<archive>"
+    cat "$manifest.tmp"
+  } >"$manifest"
+  rm -f "$manifest.tmp"
+  echo "rendered $manifest" >&2
+  echo "$manifest"
+}
+
+for template in "${templates[@]}"; do
+  render "$template"
+done

@@ -3,9 +3,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use skyhook_api::generation::Group;
 use skyhook_api::uninstall::{UninstallMode, UnknownUninstallMode};
-use skyhook_api::v1alpha1::Stage;
+use skyhook_api::v1alpha1::{Stage, State};
 
 use crate::output::OutputFormat;
 
@@ -32,6 +36,231 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The binary name the plugin serves NodeWrights under; any other name serves Skyhooks.
+pub const NODEWRIGHT_BINARY: &str = "kubectl-nodewright";
+
+/// The API group a plugin binary serves, from the file name it was started as (`argv[0]`):
+/// `kubectl-nodewright` (with or without `.exe`) serves NodeWrights, anything else Skyhooks.
+pub fn group_of_program(argv0: &std::ffi::OsStr) -> Group {
+    let file = std::path::Path::new(argv0)
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = file.strip_suffix(".exe").unwrap_or(&file);
+    if stem == NODEWRIGHT_BINARY {
+        Group::NodeWright
+    } else {
+        Group::Skyhook
+    }
+}
+
+/// The plugin's binary name for `group`: `kubectl-skyhook` or `kubectl-nodewright`.
+pub const fn binary_name(group: Group) -> &'static str {
+    match group {
+        Group::Skyhook => "kubectl-skyhook",
+        Group::NodeWright => NODEWRIGHT_BINARY,
+    }
+}
+
+/// A help text written for the skyhook group, as the nodewright binary says it: the help is
+/// written once, and the two binaries differ only in the group's words.
+pub fn nodewright_text(text: &str) -> String {
+    text.replace("Skyhook", "NodeWright")
+        .replace("skyhook", "nodewright")
+        .replace("SKYHOOK", "NODEWRIGHT")
+}
+
+/// The `-n` help: where the operator is looked for when it is not given.
+fn namespace_help(group: Group) -> String {
+    let (first, second) = (group.keys().word, group.other().keys().word);
+    format!(
+        "Namespace of the operator (its pods and deployment). Without -n, the plugin looks for the operator in {first}, then {second}, then in every namespace it may list, and uses {first} when it finds none"
+    )
+}
+
+/// The command-line flags that name a workload object, as given on a command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NameFlags {
+    /// `--skyhook` was given.
+    pub skyhook: bool,
+    /// `--nodewright` was given.
+    pub nodewright: bool,
+}
+
+/// Which of `--skyhook` and `--nodewright` a command line uses (before any `--`). Both spell
+/// the same argument, so clap cannot tell them apart once parsed.
+pub fn name_flags(args: &[OsString]) -> NameFlags {
+    let mut flags = NameFlags::default();
+    for arg in args.iter().skip(1) {
+        let arg = arg.to_string_lossy();
+        if arg == "--" {
+            break;
+        }
+        let flag = arg.split_once('=').map_or(arg.as_ref(), |(flag, _)| flag);
+        match flag {
+            "--skyhook" => flags.skyhook = true,
+            "--nodewright" => flags.nodewright = true,
+            _ => {}
+        }
+    }
+    flags
+}
+
+/// Why a command line that clap accepted is still refused, or what to warn about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameFlagVerdict {
+    /// Nothing to say.
+    Fine,
+    /// The deprecated spelling was used: the note to print on stderr.
+    Deprecated(String),
+    /// Both spellings: the error message.
+    Conflict(String),
+}
+
+/// The rule for the two spellings of the object flag: under the nodewright binary
+/// `--nodewright` is the flag and `--skyhook` a deprecated alias, as upstream's; under the
+/// skyhook binary `--skyhook` stays the flag and `--nodewright` is accepted silently. Giving
+/// both is refused: they are one argument, and which one should win is a guess.
+pub fn name_flag_verdict(group: Group, flags: NameFlags) -> NameFlagVerdict {
+    let own = format!("--{}", group.keys().word);
+    match (group, flags) {
+        (
+            _,
+            NameFlags {
+                skyhook: true,
+                nodewright: true,
+            },
+        ) => NameFlagVerdict::Conflict(format!(
+            "--nodewright and --skyhook cannot be used together: they name the same object; give it once, with {own}"
+        )),
+        (Group::NodeWright, NameFlags { skyhook: true, .. }) => NameFlagVerdict::Deprecated(
+            "Flag --skyhook has been deprecated, use --nodewright instead".to_owned(),
+        ),
+        _ => NameFlagVerdict::Fine,
+    }
+}
+
+/// A parsed command line and the notes to print on stderr before running it.
+#[derive(Debug)]
+pub struct Parsed {
+    /// The command line.
+    pub cli: Cli,
+    /// Notes for stderr (a deprecated flag).
+    pub notes: Vec<String>,
+}
+
+impl Cli {
+    /// The command definition as the binary of `group` presents it: its name, help texts in the
+    /// group's words, `--<group word>` as the object flag with the other spelling as an alias,
+    /// and the `-n` default.
+    pub fn command_for(group: Group) -> clap::Command {
+        let command = Cli::command().mut_arg("namespace", |arg| {
+            arg.help(namespace_help(group))
+                .default_value(group.keys().word)
+        });
+        match group {
+            Group::Skyhook => with_name_flags(command, group),
+            Group::NodeWright => with_name_flags(
+                reword(command)
+                    .name(NODEWRIGHT_BINARY)
+                    .bin_name("kubectl nodewright")
+                    .display_name("NodeWright plugin:"),
+                group,
+            ),
+        }
+    }
+
+    /// Parses `args` (`argv[0]` first) for the binary of `group`.
+    pub fn parse_for(group: Group, args: Vec<OsString>) -> Result<Parsed, clap::Error> {
+        let mut command = Cli::command_for(group);
+        let mut notes = Vec::new();
+        match name_flag_verdict(group, name_flags(&args)) {
+            NameFlagVerdict::Fine => {}
+            NameFlagVerdict::Deprecated(note) => notes.push(note),
+            NameFlagVerdict::Conflict(message) => {
+                return Err(command.error(clap::error::ErrorKind::ArgumentConflict, message));
+            }
+        }
+        let matches = command.try_get_matches_from_mut(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        cli.global.group = group;
+        cli.global.namespace_given = namespace_given(&matches);
+        Ok(Parsed { cli, notes })
+    }
+}
+
+/// Whether `-n` was on the command line, at whichever level it was given (it is global).
+fn namespace_given(matches: &ArgMatches) -> bool {
+    let mut level = Some(matches);
+    while let Some(current) = level {
+        if current.value_source("namespace") == Some(ValueSource::CommandLine) {
+            return true;
+        }
+        level = current.subcommand().map(|(_, sub)| sub);
+    }
+    false
+}
+
+/// Every about, after-help and argument help of `command` and its subcommands in the nodewright
+/// group's words.
+fn reword(command: clap::Command) -> clap::Command {
+    let reworded =
+        |text: Option<&clap::builder::StyledStr>| text.map(|t| nodewright_text(&t.to_string()));
+    let about = reworded(command.get_about());
+    let long_about = reworded(command.get_long_about());
+    let after = reworded(command.get_after_help());
+    let mut command = command
+        .mut_args(|arg| {
+            let help = reworded(arg.get_help());
+            let long = reworded(arg.get_long_help());
+            let names_the_object = arg
+                .get_value_names()
+                .is_some_and(|names| names.iter().any(|n| n.as_str() == "SKYHOOK"));
+            let mut arg = arg;
+            if let Some(help) = help {
+                arg = arg.help(help);
+            }
+            if let Some(long) = long {
+                arg = arg.long_help(long);
+            }
+            if names_the_object {
+                arg = arg.value_name("NODEWRIGHT");
+            }
+            arg
+        })
+        .mut_subcommands(reword);
+    if let Some(about) = about {
+        command = command.about(about);
+    }
+    if let Some(long_about) = long_about {
+        command = command.long_about(long_about);
+    }
+    if let Some(after) = after {
+        command = command.after_help(after);
+    }
+    command
+}
+
+/// The object flag of every subcommand spelled for `group`: `--skyhook` stays the argument's
+/// id (the parsed field), its long name becomes the group's word and the other word an alias.
+fn with_name_flags(command: clap::Command, group: Group) -> clap::Command {
+    let other = group.other().keys().word;
+    command
+        .mut_args(|arg| {
+            if arg.get_long() == Some("skyhook") {
+                arg.long(group.keys().word)
+                    .alias(other)
+                    .value_name(match group {
+                        Group::Skyhook => "SKYHOOK",
+                        Group::NodeWright => "NODEWRIGHT",
+                    })
+            } else {
+                arg
+            }
+        })
+        .mut_subcommands(|sub| with_name_flags(sub, group))
+}
+
 /// kubectl's connection flags plus output and dry-run.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
@@ -48,7 +277,7 @@ pub struct GlobalArgs {
     /// The kubeconfig user to use.
     #[arg(long, global = true)]
     pub user: Option<String>,
-    /// Namespace of the Skyhook operator (its pods and deployment).
+    /// Namespace of the operator (its pods and deployment); see `namespace_help`.
     #[arg(short = 'n', long, global = true, default_value = "skyhook")]
     pub namespace: String,
     /// Output format.
@@ -60,6 +289,12 @@ pub struct GlobalArgs {
     /// Print what would change without changing anything.
     #[arg(long, global = true)]
     pub dry_run: bool,
+    /// The API group the plugin serves, from the name it was started under; not a flag.
+    #[arg(skip = Group::Skyhook)]
+    pub group: Group,
+    /// Whether `-n` was given: without it the namespace is discovered.
+    #[arg(skip)]
+    pub namespace_given: bool,
 }
 
 /// The commands.
@@ -94,11 +329,18 @@ pub enum Command {
     /// Enable a disabled Skyhook (does not ask; `--confirm` is accepted and changes nothing).
     #[command(after_help = "Examples:\n  kubectl skyhook enable demo")]
     Enable(SkyhookTarget),
-    /// Forget a Skyhook's progress on every node and reset its batch state.
+    /// Forget a Skyhook's progress on every node and reset its batch state; with --package,
+    /// forget only that package's entries (the batch state stays).
     #[command(
-        after_help = "Examples:\n  kubectl skyhook reset demo\n  kubectl skyhook reset demo --skip-batch-reset -y"
+        after_help = "Examples:\n  kubectl skyhook reset demo\n  kubectl skyhook reset demo --skip-batch-reset -y\n  kubectl skyhook reset demo --package tuning\n  kubectl skyhook reset demo --package tuning:1.2.0 --dry-run"
     )]
     Reset(ResetArgs),
+    /// Set a package's stage and state in the node state of a Skyhook (pause the Skyhook first:
+    /// the operator may overwrite it).
+    #[command(
+        after_help = "Examples:\n  kubectl skyhook update-state demo tuning 1.2.0 config complete --node worker-1\n  kubectl skyhook update-state demo tuning 1.2.0 apply erroring -l pool=gpu -y\n  kubectl skyhook update-state demo tuning 1.2.0 config complete --node worker-9 --add --dry-run"
+    )]
+    UpdateState(UpdateStateArgs),
     /// DeploymentPolicy batch state of a Skyhook.
     #[command(
         visible_alias = "dp",
@@ -212,6 +454,73 @@ pub struct ResetArgs {
     /// Keep the compartments' batch state.
     #[arg(long)]
     pub skip_batch_reset: bool,
+    /// Only this package's entries (any version, or only `<version>`); never the batch state.
+    #[arg(long, value_name = "NAME[:VERSION]", value_parser = parse_package_filter)]
+    pub package: Option<PackageFilter>,
+}
+
+/// `reset --package`: a package name and, optionally, one version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageFilter {
+    /// The package name.
+    pub name: String,
+    /// Only this version; every version when absent.
+    pub version: Option<String>,
+}
+
+impl std::fmt::Display for PackageFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.version {
+            Some(version) => write!(f, "{}:{version}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// `<name>` or `<name>:<version>`, neither part empty.
+pub fn parse_package_filter(value: &str) -> Result<PackageFilter, String> {
+    let (name, version) = match value.split_once(':') {
+        Some((name, version)) => (name, Some(version)),
+        None => (value, None),
+    };
+    if name.is_empty() || version.is_some_and(str::is_empty) {
+        return Err(format!(
+            "{value:?} is not a package: use <name> or <name>:<version>"
+        ));
+    }
+    Ok(PackageFilter {
+        name: name.to_owned(),
+        version: version.map(str::to_owned),
+    })
+}
+
+/// `update-state` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct UpdateStateArgs {
+    /// The Skyhook.
+    pub skyhook: String,
+    /// The package (it must be in the Skyhook's spec).
+    pub package: String,
+    /// The package version (the spec's).
+    pub version: String,
+    /// The stage to record (apply, config, interrupt, post-interrupt, uninstall, upgrade).
+    #[arg(value_parser = parse_stage)]
+    pub stage: Stage,
+    /// The state to record (complete, in_progress, erroring, skipped, unknown).
+    #[arg(value_parser = parse_state)]
+    pub state: State,
+    /// Only these nodes (names or anchored regexes); repeatable.
+    #[arg(long = "node")]
+    pub nodes: Vec<String>,
+    /// Only nodes matching this label selector (as kubectl's -l).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Create the entry on target nodes that do not have it (needs --node or --selector).
+    #[arg(long)]
+    pub add: bool,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub confirm: bool,
 }
 
 /// `deployment-policy` actions.
@@ -362,6 +671,11 @@ pub enum PackageCommand {
 /// Any stage.
 fn parse_stage(value: &str) -> Result<Stage, String> {
     value.parse::<Stage>().map_err(|error| error.to_string())
+}
+
+/// Any package state.
+fn parse_state(value: &str) -> Result<State, String> {
+    value.parse::<State>().map_err(|error| error.to_string())
 }
 
 /// The stages `package rerun --stage` accepts.
@@ -688,5 +1002,279 @@ mod tests {
             }
         }
         check(&cli, "kubectl skyhook");
+    }
+
+    fn parse_as(group: Group, args: &[&str]) -> Result<Parsed, clap::Error> {
+        let argv: Vec<OsString> = std::iter::once(binary_name(group))
+            .chain(args.iter().copied())
+            .map(OsString::from)
+            .collect();
+        Cli::parse_for(group, argv)
+    }
+
+    #[test]
+    fn the_binary_name_picks_the_group() {
+        for (argv0, group) in [
+            ("kubectl-nodewright", Group::NodeWright),
+            ("/usr/local/bin/kubectl-nodewright", Group::NodeWright),
+            ("kubectl-nodewright.exe", Group::NodeWright),
+            ("kubectl-skyhook", Group::Skyhook),
+            ("/home/u/.krew/bin/kubectl-skyhook", Group::Skyhook),
+            ("kubectl-nodewright-dev", Group::Skyhook),
+            ("", Group::Skyhook),
+        ] {
+            assert_eq!(group_of_program(argv0.as_ref()), group, "{argv0}");
+        }
+    }
+
+    #[test]
+    fn both_command_definitions_are_consistent() {
+        for group in Group::ALL {
+            Cli::command_for(group).debug_assert();
+        }
+    }
+
+    #[test]
+    fn the_object_flag_rule() {
+        let flags = |skyhook, nodewright| NameFlags {
+            skyhook,
+            nodewright,
+        };
+        let deprecated = NameFlagVerdict::Deprecated(
+            "Flag --skyhook has been deprecated, use --nodewright instead".to_owned(),
+        );
+        for (group, given, expected) in [
+            (Group::NodeWright, flags(false, true), NameFlagVerdict::Fine),
+            (Group::NodeWright, flags(true, false), deprecated),
+            (
+                Group::NodeWright,
+                flags(false, false),
+                NameFlagVerdict::Fine,
+            ),
+            (Group::Skyhook, flags(true, false), NameFlagVerdict::Fine),
+            (Group::Skyhook, flags(false, true), NameFlagVerdict::Fine),
+        ] {
+            assert_eq!(
+                name_flag_verdict(group, given),
+                expected,
+                "{group:?} {given:?}"
+            );
+        }
+        for group in Group::ALL {
+            assert!(matches!(
+                name_flag_verdict(group, flags(true, true)),
+                NameFlagVerdict::Conflict(_)
+            ));
+        }
+        let args = |list: &[&str]| -> Vec<OsString> { list.iter().map(OsString::from).collect() };
+        assert_eq!(
+            name_flags(&args(&["k", "node", "list", "--skyhook=demo"])),
+            flags(true, false)
+        );
+        assert_eq!(
+            name_flags(&args(&["k", "--nodewright", "x", "--", "--skyhook"])),
+            flags(false, true)
+        );
+    }
+
+    #[test]
+    fn the_nodewright_binary_takes_nodewright_and_the_deprecated_skyhook_flag() {
+        let parsed =
+            parse_as(Group::NodeWright, &["node", "list", "--nodewright", "demo"]).unwrap();
+        assert!(parsed.notes.is_empty());
+        assert_eq!(parsed.cli.global.group, Group::NodeWright);
+        match parsed.cli.command {
+            Command::Node {
+                action: NodeCommand::List { skyhook },
+            } => assert_eq!(skyhook, "demo"),
+            other => panic!("parsed as {other:?}"),
+        }
+        let old = parse_as(
+            Group::NodeWright,
+            &["package", "status", "p", "--skyhook", "demo"],
+        )
+        .unwrap();
+        assert_eq!(
+            old.notes,
+            ["Flag --skyhook has been deprecated, use --nodewright instead"]
+        );
+        let both = parse_as(
+            Group::NodeWright,
+            &["node", "list", "--nodewright", "a", "--skyhook", "b"],
+        )
+        .unwrap_err();
+        assert_eq!(both.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let missing = parse_as(Group::NodeWright, &["node", "list"]).unwrap_err();
+        assert_eq!(
+            missing.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+        assert!(
+            missing.to_string().contains("--nodewright <NODEWRIGHT>"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn the_skyhook_binary_accepts_nodewright_silently() {
+        let parsed = parse_as(Group::Skyhook, &["node", "list", "--nodewright", "demo"]).unwrap();
+        assert!(parsed.notes.is_empty());
+        assert_eq!(parsed.cli.global.group, Group::Skyhook);
+        let both = parse_as(
+            Group::Skyhook,
+            &["node", "list", "--skyhook", "a", "--nodewright", "b"],
+        );
+        assert!(both.is_err());
+    }
+
+    #[test]
+    fn the_namespace_default_is_the_groups_and_an_explicit_one_is_marked() {
+        for (group, args, namespace, given) in [
+            (Group::NodeWright, vec!["status"], "nodewright", false),
+            (Group::Skyhook, vec!["status"], "skyhook", false),
+            (Group::NodeWright, vec!["-n", "ops", "status"], "ops", true),
+            (
+                Group::Skyhook,
+                vec!["status", "-n", "skyhook"],
+                "skyhook",
+                true,
+            ),
+            (
+                Group::Skyhook,
+                vec!["node", "status", "--namespace=x"],
+                "x",
+                true,
+            ),
+        ] {
+            let global = parse_as(group, &args).unwrap().cli.global;
+            assert_eq!(
+                (global.namespace.as_str(), global.namespace_given),
+                (namespace, given),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_nodewright_help_speaks_of_nodewrights() {
+        let mut command = Cli::command_for(Group::NodeWright);
+        let help = command.render_help().to_string();
+        assert!(help.contains("kubectl nodewright status"), "{help}");
+        assert!(
+            !help.contains("kubectl skyhook") && !help.contains("Skyhook"),
+            "{help}"
+        );
+        let version = command.render_version();
+        assert!(version.starts_with("NodeWright plugin: "), "{version}");
+        let mut skyhook = Cli::command_for(Group::Skyhook);
+        assert_eq!(
+            skyhook.render_help().to_string(),
+            Cli::command()
+                .mut_arg("namespace", |a| a.help(namespace_help(Group::Skyhook)))
+                .render_help()
+                .to_string(),
+            "the skyhook binary's help only gains the discovery note"
+        );
+        assert!(skyhook.render_version().starts_with("Skyhook plugin: "));
+    }
+
+    #[test]
+    fn nodewright_words() {
+        for (text, expected) in [
+            ("Pause a Skyhook", "Pause a NodeWright"),
+            (
+                "kubectl skyhook node list --skyhook demo",
+                "kubectl nodewright node list --nodewright demo",
+            ),
+            (
+                "label skyhook.nvidia.com/ignore=true",
+                "label nodewright.nvidia.com/ignore=true",
+            ),
+            ("Every Skyhooks' SKYHOOK", "Every NodeWrights' NODEWRIGHT"),
+        ] {
+            assert_eq!(nodewright_text(text), expected);
+        }
+    }
+
+    #[test]
+    fn package_filters() {
+        let filter = |name: &str, version: Option<&str>| PackageFilter {
+            name: name.to_owned(),
+            version: version.map(str::to_owned),
+        };
+        for (input, expected) in [
+            ("tuning", Ok(filter("tuning", None))),
+            ("tuning:1.2.0", Ok(filter("tuning", Some("1.2.0")))),
+            ("", Err(())),
+            (":1.0", Err(())),
+            ("tuning:", Err(())),
+        ] {
+            assert_eq!(
+                parse_package_filter(input).map_err(|_| ()),
+                expected,
+                "{input}"
+            );
+        }
+        assert_eq!(filter("a", Some("1")).to_string(), "a:1");
+        match parse(&["reset", "demo", "--package", "tuning:1.1.0"])
+            .unwrap()
+            .command
+        {
+            Command::Reset(args) => assert_eq!(args.package, Some(filter("tuning", Some("1.1.0")))),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn update_state_takes_five_positionals_and_its_flags() {
+        match parse(&[
+            "update-state",
+            "demo",
+            "tuning",
+            "1.1.0",
+            "config",
+            "complete",
+            "--node",
+            "a",
+            "--node",
+            "b",
+            "-l",
+            "pool=gpu",
+            "--add",
+            "-y",
+            "--dry-run",
+        ])
+        .unwrap()
+        .command
+        {
+            Command::UpdateState(args) => {
+                assert_eq!(
+                    (
+                        args.skyhook.as_str(),
+                        args.package.as_str(),
+                        args.version.as_str()
+                    ),
+                    ("demo", "tuning", "1.1.0")
+                );
+                assert_eq!((args.stage, args.state), (Stage::Config, State::Complete));
+                assert_eq!(args.nodes, ["a", "b"]);
+                assert_eq!(args.selector.as_deref(), Some("pool=gpu"));
+                assert!(args.add && args.confirm);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        assert!(parse(&["update-state", "demo", "tuning", "1.1.0", "config", "done"]).is_err());
+        assert!(
+            parse(&[
+                "update-state",
+                "demo",
+                "tuning",
+                "1.1.0",
+                "cleanup",
+                "complete"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["update-state", "demo", "tuning", "1.1.0"]).is_err());
     }
 }

@@ -5,12 +5,17 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
+use skyhook_api::generation::Group;
+use skyhook_api::transition::TransitionTimes;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 
 /// What the plugin read from the cluster. Views are pure functions of this.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Cluster {
-    /// Every Skyhook.
+    /// The API group read: its objects are in `skyhooks` and `policies` (a NodeWright as the
+    /// Skyhook of the same fields), and its keys are the ones read on nodes and pods.
+    pub group: Group,
+    /// Every Skyhook (every NodeWright, for the nodewright group).
     pub skyhooks: Vec<Skyhook>,
     /// Every node.
     pub nodes: Vec<Node>,
@@ -24,7 +29,37 @@ pub struct Cluster {
     pub read_at: Timestamp,
 }
 
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            group: Group::Skyhook,
+            skyhooks: Vec::new(),
+            nodes: Vec::new(),
+            pods: Vec::new(),
+            policies: Vec::new(),
+            pdbs: Vec::new(),
+            read_at: Timestamp::default(),
+        }
+    }
+}
+
 static NO_STRINGS: BTreeMap<String, String> = BTreeMap::new();
+
+/// [`skyhook_api::transition::recorded_times`] under `keys`: the same rule, for a node state of
+/// either group.
+pub fn recorded_times(
+    keys: &skyhook_api::keys::Keys,
+    annotations: &BTreeMap<String, String>,
+    name: &str,
+) -> TransitionTimes {
+    (annotations.get(&keys.stage_times_annotation(name)))
+        .and_then(|text| TransitionTimes::parse(text).ok())
+        .or_else(|| {
+            let node_state = annotations.get(&keys.node_state_annotation(name))?;
+            TransitionTimes::from_legacy_node_state(node_state)
+        })
+        .unwrap_or_default()
+}
 
 /// An object's name, empty when unset.
 pub fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
@@ -85,6 +120,21 @@ pub fn pod_label<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
 }
 
 impl Cluster {
+    /// The keys of the group read.
+    pub fn keys(&self) -> &'static skyhook_api::keys::Keys {
+        self.group.keys()
+    }
+
+    /// Whether `object` carries its group's pause annotation (`"true"`).
+    pub fn paused(&self, object: &Skyhook) -> bool {
+        annotation_is_true(object, self.keys().pause_annotation)
+    }
+
+    /// Whether `object` carries its group's disable annotation (`"true"`).
+    pub fn disabled(&self, object: &Skyhook) -> bool {
+        annotation_is_true(object, self.keys().disable_annotation)
+    }
+
     /// The Skyhook called `name`.
     pub fn skyhook(&self, name: &str) -> Option<&Skyhook> {
         self.skyhooks
@@ -98,4 +148,10 @@ impl Cluster {
             .iter()
             .find(|policy| name_of(&policy.metadata) == name)
     }
+}
+
+fn annotation_is_true(object: &Skyhook, key: &str) -> bool {
+    (object.metadata.annotations.as_ref())
+        .and_then(|annotations| annotations.get(key))
+        .is_some_and(|value| value == "true")
 }

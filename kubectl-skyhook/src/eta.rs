@@ -12,7 +12,7 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use skyhook_api::node_state::NodeState;
-use skyhook_api::transition::{TransitionTimes, recorded_times};
+use skyhook_api::transition::TransitionTimes;
 use skyhook_api::v1alpha1::Skyhook;
 
 use crate::cluster::{self, name_of};
@@ -101,10 +101,16 @@ pub fn rollout_estimate(rollout: &Rollout<'_>, now: Timestamp) -> Estimate {
 /// What [`estimate_end`] needs from a rollout.
 pub fn rollout_times(rollout: &Rollout<'_>) -> RolloutTimes {
     let skyhook = rollout.skyhook;
-    let halted = if skyhook.is_disabled() {
-        Some("the Skyhook is disabled".to_owned())
-    } else if skyhook.is_paused() {
-        Some("the Skyhook is paused".to_owned())
+    let keys = rollout.group.keys();
+    let halted_by = |key: &str| {
+        (skyhook.metadata.annotations.as_ref())
+            .and_then(|a| a.get(key))
+            .is_some_and(|v| v == "true")
+    };
+    let halted = if halted_by(keys.disable_annotation) {
+        Some(format!("the {} is disabled", keys.kind))
+    } else if halted_by(keys.pause_annotation) {
+        Some(format!("the {} is paused", keys.kind))
     } else {
         (rollout.compartments.iter())
             .find(|c| c.batch_state.should_stop)
@@ -115,8 +121,11 @@ pub fn rollout_times(rollout: &Rollout<'_>) -> RolloutTimes {
         started: rollout_started(skyhook),
         completed: complete()
             .map(|n| {
-                let times =
-                    recorded_times(cluster::annotations(n.node), name_of(&skyhook.metadata));
+                let times = cluster::recorded_times(
+                    keys,
+                    cluster::annotations(n.node),
+                    name_of(&skyhook.metadata),
+                );
                 completed_at(&n.state, &times)
             })
             .collect(),

@@ -7,8 +7,10 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod entry;
 pub mod eta;
 pub mod logs;
+pub mod namespace;
 pub mod operator_version;
 pub mod output;
 pub mod patches;

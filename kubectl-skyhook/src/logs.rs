@@ -1,7 +1,7 @@
 //! `package logs`: which containers of which package pods to print (pure), newest pod first.
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use skyhook_api::keys;
+use skyhook_api::keys::{self, Keys};
 use skyhook_api::v1alpha1::Stage;
 
 use crate::cluster::{name_of, pod_label, pod_node};
@@ -43,13 +43,23 @@ pub fn log_targets(
     nodes: &[NodePattern],
     stage: Option<Stage>,
 ) -> Vec<LogTarget> {
+    log_targets_in(&keys::SKYHOOK, pods, skyhook, package, nodes, stage)
+}
+
+/// [`log_targets`] for the pods of a workload object whose keys are `keys`.
+pub fn log_targets_in(
+    keys: &Keys,
+    pods: &[Pod],
+    skyhook: &str,
+    package: &str,
+    nodes: &[NodePattern],
+    stage: Option<Stage>,
+) -> Vec<LogTarget> {
     let prefix = format!("{package}-");
     let mut matching: Vec<&Pod> = pods
         .iter()
-        .filter(|pod| pod_label(pod, keys::SKYHOOK.name_label) == Some(skyhook))
-        .filter(|pod| {
-            pod_label(pod, keys::SKYHOOK.package_label).is_some_and(|p| p.starts_with(&prefix))
-        })
+        .filter(|pod| pod_label(pod, keys.name_label) == Some(skyhook))
+        .filter(|pod| pod_label(pod, keys.package_label).is_some_and(|p| p.starts_with(&prefix)))
         .filter(|pod| matches_any(nodes, pod_node(pod).unwrap_or_default()))
         .collect();
     matching.sort_by(|a, b| {

@@ -23,15 +23,7 @@ pub fn operator_version(deployments: &[Deployment]) -> Result<String, String> {
     };
     let deployment = deployments
         .iter()
-        .find(|d| {
-            let labelled = d
-                .metadata
-                .labels
-                .iter()
-                .flatten()
-                .any(|(k, v)| k.contains("skyhook") || v.contains("skyhook"));
-            labelled || images(d).iter().any(|i| i.contains("skyhook"))
-        })
+        .find(|d| is_operator(d))
         .ok_or_else(|| "no skyhook operator deployment in the namespace".to_owned())?;
     if let Some(version) = deployment
         .metadata
@@ -44,7 +36,7 @@ pub fn operator_version(deployments: &[Deployment]) -> Result<String, String> {
     }
     images(deployment)
         .iter()
-        .filter(|image| image.contains("skyhook"))
+        .filter(|image| OPERATOR_WORDS.iter().any(|word| image.contains(word)))
         .find_map(|image| image_tag(image))
         .ok_or_else(|| {
             format!(
@@ -52,6 +44,24 @@ pub fn operator_version(deployments: &[Deployment]) -> Result<String, String> {
                 deployment.metadata.name.as_deref().unwrap_or_default()
             )
         })
+}
+
+/// The words an operator Deployment's labels or images mention: ours and upstream's before the
+/// rename say `skyhook`, upstream's since say `nodewright`.
+const OPERATOR_WORDS: [&str; 2] = ["skyhook", "nodewright"];
+
+/// Whether `deployment` is an operator's: a label key or value, or a container image, mentions
+/// [`OPERATOR_WORDS`].
+pub fn is_operator(deployment: &Deployment) -> bool {
+    let mentions = |text: &str| OPERATOR_WORDS.iter().any(|word| text.contains(word));
+    let labelled =
+        (deployment.metadata.labels.iter().flatten()).any(|(k, v)| mentions(k) || mentions(v));
+    labelled
+        || (deployment.spec.as_ref())
+            .and_then(|s| s.template.spec.as_ref())
+            .is_some_and(|s| {
+                (s.containers.iter()).any(|c| c.image.as_deref().is_some_and(mentions))
+            })
 }
 
 /// The tag of an image reference, without a digest; `None` for no tag or `latest`.
@@ -98,6 +108,11 @@ mod tests {
             (vec![], "ghcr.io/nvidia/skyhook/operator:latest", Err(())),
             (vec![], "localhost:5000/skyhook/operator", Err(())),
             (vec![("app", "nginx")], "nginx:1.27", Err(())),
+            (
+                vec![],
+                "ghcr.io/nvidia/nodewright/operator:v0.20.0",
+                Ok("v0.20.0"),
+            ),
         ] {
             let found = operator_version(&[deployment(&labels, image)]);
             assert_eq!(

@@ -53,6 +53,22 @@ impl NodePattern {
     }
 }
 
+impl std::fmt::Display for NodePattern {
+    /// The argument as the user wrote it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodePattern::Exact(exact) => f.write_str(exact),
+            NodePattern::Regex(regex) => {
+                let text = regex.as_str();
+                let inner = (text.strip_prefix("^(?:"))
+                    .and_then(|t| t.strip_suffix(")$"))
+                    .unwrap_or(text);
+                f.write_str(inner)
+            }
+        }
+    }
+}
+
 /// Parses every argument.
 pub fn parse_all(patterns: &[String]) -> Result<Vec<NodePattern>, PatternError> {
     patterns.iter().map(|p| NodePattern::parse(p)).collect()

@@ -9,8 +9,9 @@ use k8s_openapi::jiff::Timestamp;
 use skyhook_api::budget::{
     BlockReason, CandidateNode, CompartmentSpec, NodeActivity, skyhook_compartments, slot_hold,
 };
+use skyhook_api::generation::Group;
 use skyhook_api::interrupt::{changed_keys, has_interrupt};
-use skyhook_api::keys;
+use skyhook_api::keys::Keys;
 use skyhook_api::node_mirror::NodeRecordKeys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
@@ -68,6 +69,8 @@ pub struct Rollout<'c> {
     pub compartments: Vec<CompartmentView<'c>>,
     /// The named DeploymentPolicy does not exist.
     pub policy_missing: bool,
+    /// The API group of the object, whose keys its node state is read under.
+    pub group: Group,
 }
 
 impl<'c> Rollout<'c> {
@@ -79,7 +82,7 @@ impl<'c> Rollout<'c> {
         let name = name_of(&skyhook.metadata);
         let nodes = node_facts(skyhook, cluster);
         let (specs, policy_missing) = compartment_specs(skyhook, cluster, nodes.len());
-        let tolerations = tolerations(skyhook);
+        let tolerations = tolerations(cluster.keys(), skyhook);
         let selection_nodes = rollout_nodes(name, &nodes);
         let no_statuses = BTreeMap::new();
         let recorded = (skyhook.status.as_ref()).map_or(&no_statuses, |s| &s.compartment_statuses);
@@ -93,6 +96,7 @@ impl<'c> Rollout<'c> {
             now: Timestamp::now(),
         });
         Rollout {
+            group: cluster.group,
             skyhook,
             name,
             nodes,
@@ -135,21 +139,21 @@ fn node_facts<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Vec<NodeFacts<'
     let mut nodes: Vec<NodeFacts<'c>> = selected_nodes(skyhook, cluster)
         .map(|node| {
             let node_name = name_of(&node.metadata);
-            let (state, state_error) = read_state(node, name);
+            let (state, state_error) = read_state(cluster.keys(), node, name);
             NodeFacts {
                 node,
                 name: node_name,
                 complete: is_complete(skyhook, &state),
                 state,
                 state_error,
-                status: node_status(node, name),
+                status: node_status(cluster.keys(), node, name),
                 ready: node_ready(&progress, &target, node_name),
                 picked: records
                     .picked_at(cluster::annotations(node), status, node_name)
                     .is_some(),
                 pod_on_node: cluster.pods.iter().any(|pod| {
                     cluster::pod_node(pod) == Some(node_name)
-                        && cluster::pod_label(pod, keys::SKYHOOK.name_label) == Some(name)
+                        && cluster::pod_label(pod, cluster.keys().name_label) == Some(name)
                 }),
             }
         })
@@ -186,11 +190,11 @@ fn rollout_nodes<'c>(skyhook: &str, nodes: &[NodeFacts<'c>]) -> Vec<RolloutNode<
 }
 
 /// The tolerations node selection uses for `skyhook`.
-fn tolerations(skyhook: &Skyhook) -> Vec<Toleration> {
+fn tolerations(keys: &Keys, skyhook: &Skyhook) -> Vec<Toleration> {
     let runtime_taint: Option<Taint> = skyhook
         .spec
         .runtime_required
-        .then(|| parse_taint(keys::SKYHOOK.default_runtime_required_taint).ok())
+        .then(|| parse_taint(keys.default_runtime_required_taint).ok())
         .flatten();
     node_selection_tolerations(&skyhook.spec.additional_tolerations, runtime_taint.as_ref())
 }
@@ -231,8 +235,8 @@ pub fn selected_nodes<'c>(
 }
 
 /// The node's `nodeState_<skyhook>`, or an empty state and why it could not be read.
-pub fn read_state(node: &Node, skyhook: &str) -> (NodeState, Option<String>) {
-    match cluster::annotations(node).get(&keys::SKYHOOK.node_state_annotation(skyhook)) {
+pub fn read_state(keys: &Keys, node: &Node, skyhook: &str) -> (NodeState, Option<String>) {
+    match cluster::annotations(node).get(&keys.node_state_annotation(skyhook)) {
         None => (NodeState::new(), None),
         Some(value) => match NodeState::parse(value) {
             Ok(state) => (state, None),
@@ -242,9 +246,9 @@ pub fn read_state(node: &Node, skyhook: &str) -> (NodeState, Option<String>) {
 }
 
 /// The node's `status_<skyhook>` annotation; `unknown` when absent or not a status.
-pub fn node_status(node: &Node, skyhook: &str) -> Status {
+pub fn node_status(keys: &Keys, node: &Node, skyhook: &str) -> Status {
     cluster::annotations(node)
-        .get(&keys::SKYHOOK.node_status_key(skyhook))
+        .get(&keys.node_status_key(skyhook))
         .and_then(|value| value.parse().ok())
         .unwrap_or(Status::Unknown)
 }
@@ -274,11 +278,11 @@ fn progress_of<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> SkyhookProgres
     SkyhookProgress {
         name,
         priority: skyhook.spec.priority,
-        disabled: skyhook.is_disabled(),
+        disabled: cluster.disabled(skyhook),
         sequencing: skyhook.spec.sequencing,
         nodes: selected_nodes(skyhook, cluster)
             .map(|node| {
-                let (state, _) = read_state(node, name);
+                let (state, _) = read_state(cluster.keys(), node, name);
                 (name_of(&node.metadata), is_complete(skyhook, &state))
             })
             .collect(),

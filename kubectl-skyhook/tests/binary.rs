@@ -79,3 +79,59 @@ fn help_shows_examples() {
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("kubectl skyhook node list --skyhook demo"));
 }
+
+#[allow(clippy::unwrap_used)] // A binary that cannot start must fail the test.
+fn run_nodewright(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-nodewright"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", "/nonexistent-home-for-kubectl-skyhook-tests")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_nodewright_binary_speaks_of_nodewrights() {
+    let version = env!("CARGO_PKG_VERSION");
+    let flag = run_nodewright(&["--version"]);
+    assert_eq!(
+        text(&flag.stdout),
+        format!("NodeWright plugin: {version}\n")
+    );
+    let help = run_nodewright(&["node", "list", "--help"]);
+    assert!(help.status.success());
+    assert!(text(&help.stdout).contains("kubectl nodewright node list --nodewright demo"));
+
+    // The deprecated flag still works, with upstream's note, before the command runs.
+    let old = run_nodewright(&[
+        "node",
+        "list",
+        "--skyhook",
+        "demo",
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+    ]);
+    assert_eq!(old.status.code(), Some(1));
+    let stderr = text(&old.stderr);
+    assert!(
+        stderr.starts_with("Flag --skyhook has been deprecated, use --nodewright instead\n"),
+        "{stderr}"
+    );
+    let both = run_nodewright(&["node", "list", "--skyhook", "a", "--nodewright", "b"]);
+    assert_eq!(both.status.code(), Some(1));
+    assert!(text(&both.stderr).contains("cannot be used together"));
+
+    let script = text(&run_nodewright(&["completion", "zsh"]).stdout);
+    assert!(script.contains("#compdef kubectl-nodewright"), "{script}");
+}
+
+#[test]
+fn a_copy_named_kubectl_nodewright_is_the_nodewright_plugin() {
+    let dir = std::env::temp_dir().join(format!("kubectl-nodewright-copy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("kubectl-nodewright");
+    std::fs::copy(env!("CARGO_BIN_EXE_kubectl-skyhook"), &copy).unwrap();
+    let out = Command::new(&copy).arg("--version").output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(text(&out.stdout).starts_with("NodeWright plugin: "));
+}

@@ -467,7 +467,8 @@ fn rerun_refuses_unknown_packages() {
         error,
         PlanError::UnknownPackage {
             package: "nope".into(),
-            skyhook: "demo".into()
+            skyhook: "demo".into(),
+            kind: "Skyhook",
         }
     );
 }

@@ -1,6 +1,7 @@
 //! kubectl-skyhook installed the way users install it: with krew (built by
-//! `scripts/setup.d/30-krew.sh`), from the manifest and archive that `krew/build-archives.sh`
-//! renders and builds, then run as `kubectl skyhook` by the real kubectl.
+//! `scripts/setup.d/30-krew.sh`), from the manifests and archive that `krew/build-archives.sh`
+//! renders and builds, then run as `kubectl skyhook` and `kubectl nodewright` by the real kubectl
+//! (two krew plugins of one archive: krew links one command per plugin).
 //!
 //! krew needs no network for this: `install --manifest` skips its plugin index, `--archive` skips
 //! the download (the archive's sha256 is still checked against the manifest), and
@@ -60,14 +61,22 @@ fn read_yaml(path: &Path) -> anyhow::Result<Value> {
 }
 
 #[test]
-fn the_template_covers_linux_and_darwin_on_amd64_and_arm64() -> anyhow::Result<()> {
-    let template = read_yaml(&e2e::workspace().join("krew/skyhook.yaml"))?;
+fn the_templates_cover_linux_and_darwin_on_amd64_and_arm64() -> anyhow::Result<()> {
+    for plugin in ["skyhook", "nodewright"] {
+        the_template_covers_every_platform(plugin)?;
+    }
+    Ok(())
+}
+
+/// The template of krew plugin `plugin`: every platform, the shared archives, and its own binary.
+fn the_template_covers_every_platform(plugin: &str) -> anyhow::Result<()> {
+    let template = read_yaml(&e2e::workspace().join(format!("krew/{plugin}.yaml")))?;
     assert_eq!(
         template["apiVersion"],
         "krew.googlecontainertools.github.com/v1alpha2"
     );
     assert_eq!(template["kind"], "Plugin");
-    assert_eq!(template["metadata"]["name"], "skyhook");
+    assert_eq!(template["metadata"]["name"], plugin);
     let expected: BTreeSet<(String, String)> = [
         ("darwin", "amd64"),
         ("darwin", "arm64"),
@@ -102,7 +111,9 @@ fn the_template_covers_linux_and_darwin_on_amd64_and_arm64() -> anyhow::Result<(
             format!("{{{{SHA256_{os}_{arch}}}}}"),
             "{platform}"
         );
-        assert_eq!(platform["bin"], "kubectl-skyhook", "{platform}");
+        let binary = format!("kubectl-{plugin}");
+        assert_eq!(platform["bin"], binary.as_str(), "{platform}");
+        assert_eq!(platform["files"][0]["from"], binary.as_str(), "{platform}");
     }
     Ok(())
 }
@@ -134,6 +145,13 @@ fn krew_installs_the_plugin_and_kubectl_runs_it() -> anyhow::Result<()> {
     }
     let rendered = read_yaml(&manifests[0])?;
     assert_eq!(rendered, read_yaml(&manifests[1])?, "the archives differ");
+    // The nodewright manifest sits beside it and names the same archive, checksum and all.
+    let nodewright_manifest = manifests[0].with_file_name("nodewright.yaml");
+    let nodewright = read_yaml(&nodewright_manifest)?;
+    assert_eq!(
+        nodewright["spec"]["platforms"][0]["sha256"],
+        rendered["spec"]["platforms"][0]["sha256"]
+    );
     let version = format!("v{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(rendered["spec"]["version"], version.as_str());
     // This machine builds the host platform only (no other Rust target is installed).
@@ -147,12 +165,14 @@ fn krew_installs_the_plugin_and_kubectl_runs_it() -> anyhow::Result<()> {
     ensure!(archive.is_file(), "{} was not built", archive.display());
 
     // krew's own validator: structure, checksum format, platform selectors.
-    succeed(
-        Command::new(krew.join("validate-krew-manifest"))
-            .arg("-manifest")
-            .arg(manifest)
-            .arg("-skip-install"),
-    )?;
+    for manifest in [manifest, &nodewright_manifest] {
+        succeed(
+            Command::new(krew.join("validate-krew-manifest"))
+                .arg("-manifest")
+                .arg(manifest)
+                .arg("-skip-install"),
+        )?;
+    }
 
     // A fresh krew root, krew and then its bin directory on PATH, and not the cargo target
     // directory: the plugin kubectl runs is krew's.
@@ -207,6 +227,26 @@ fn krew_installs_the_plugin_and_kubectl_runs_it() -> anyhow::Result<()> {
         format!("Skyhook plugin:\t{}\n", env!("CARGO_PKG_VERSION"))
     );
 
+    // The second plugin of the same archive: the same binary under its NodeWright name.
+    let nodewright_flag = format!("--manifest={}", nodewright_manifest.display());
+    succeed(&mut kubectl(&[
+        "krew",
+        "install",
+        &nodewright_flag,
+        &archive_flag,
+    ]))?;
+    let nodewright_installed = krew_root.join("bin/kubectl-nodewright");
+    ensure!(
+        nodewright_installed.exists(),
+        "krew did not link {}",
+        nodewright_installed.display()
+    );
+    let printed = succeed(&mut kubectl(&["nodewright", "version", "--client-only"]))?;
+    assert_eq!(
+        printed,
+        format!("NodeWright plugin:\t{}\n", env!("CARGO_PKG_VERSION"))
+    );
+
     // list and uninstall read the index; an empty local one will do.
     succeed(
         Command::new("git")
@@ -214,11 +254,20 @@ fn krew_installs_the_plugin_and_kubectl_runs_it() -> anyhow::Result<()> {
             .arg(krew_root.join("index/default")),
     )?;
     let listed = succeed(&mut kubectl(&["krew", "list"]))?;
-    ensure!(
-        listed.lines().any(|line| line == "detached/skyhook"),
-        "{listed}"
-    );
-    succeed(&mut kubectl(&["krew", "uninstall", "skyhook"]))?;
+    for plugin in ["detached/skyhook", "detached/nodewright"] {
+        ensure!(listed.lines().any(|line| line == plugin), "{listed}");
+    }
+    succeed(&mut kubectl(&[
+        "krew",
+        "uninstall",
+        "skyhook",
+        "nodewright",
+    ]))?;
     ensure!(!installed.exists(), "krew left {}", installed.display());
+    ensure!(
+        !nodewright_installed.exists(),
+        "krew left {}",
+        nodewright_installed.display()
+    );
     Ok(())
 }

@@ -17,6 +17,7 @@ mod chart_template;
 mod cli_krew;
 mod cli_lifecycle;
 mod cli_nodes;
+mod cli_nodewright;
 mod cli_status;
 mod cli_support;
 mod cli_uninstall;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use kube::config::KubeconfigError;
+use skyhook_api::generation::Group;
 
 use crate::output::OutputError;
 use crate::patches::PlanError;
@@ -43,11 +44,19 @@ pub enum RunError {
         #[source]
         source: kube::Error,
     },
-    /// A Skyhook that does not exist.
-    #[error("Skyhook {name:?} not found")]
+    /// A Skyhook (or NodeWright) that does not exist.
+    #[error("{} {name:?} not found", group.kind())]
     SkyhookNotFound {
         /// Its name.
         name: String,
+        /// Its API group.
+        group: Group,
+    },
+    /// The cluster does not serve the binary's API group.
+    #[error("{message}")]
+    Preflight {
+        /// What the cluster serves and what to do.
+        message: String,
     },
     /// A patch failed.
     #[error("failed to {description}")]
@@ -67,11 +76,13 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    /// The manifest for `plan` is not a Skyhook.
-    #[error("failed to parse {path} as a Skyhook")]
+    /// The manifest for `plan` is not a Skyhook (or NodeWright).
+    #[error("failed to parse {path} as a {}", group.kind())]
     ParseManifest {
         /// Its path.
         path: PathBuf,
+        /// The API group the manifest should be of.
+        group: Group,
         /// Why.
         #[source]
         source: serde_yaml::Error,
@@ -98,6 +109,16 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// What to try next, in the words of the binary of `group`: the hints are written for
+    /// `kubectl skyhook` and hold no user input, so the nodewright binary's are the same text
+    /// with the group's words swapped.
+    pub fn hint_for(&self, group: Group) -> String {
+        match group {
+            Group::Skyhook => self.hint().to_owned(),
+            Group::NodeWright => crate::cli::nodewright_text(self.hint()),
+        }
+    }
+
     /// What to try next.
     pub fn hint(&self) -> &'static str {
         match self {
@@ -111,6 +132,9 @@ impl RunError {
                 "the API server fetches logs from the node's kubelet, as for `kubectl logs`: check that it can reach the node and that the pod still exists"
             }
             RunError::SkyhookNotFound { .. } => "`kubectl skyhook status` lists the Skyhooks",
+            RunError::Preflight { .. } => {
+                "`kubectl get crds | grep nvidia.com` shows which API groups are installed"
+            }
             RunError::Patch { .. } => {
                 "check that you may patch the object; `--dry-run` shows the intended change"
             }
@@ -225,5 +249,29 @@ mod tests {
         for (error, expected) in cases {
             assert_eq!(error_chain(error), expected, "{error:?}");
         }
+    }
+
+    #[test]
+    fn hints_speak_the_binarys_words() {
+        let missing = RunError::SkyhookNotFound {
+            name: "x".to_owned(),
+            group: Group::NodeWright,
+        };
+        assert_eq!(
+            missing.hint_for(Group::NodeWright),
+            "`kubectl nodewright status` lists the NodeWrights"
+        );
+        assert_eq!(
+            missing.hint_for(Group::Skyhook),
+            "`kubectl skyhook status` lists the Skyhooks"
+        );
+        let preflight = RunError::Preflight {
+            message: String::new(),
+        };
+        assert_eq!(
+            preflight.hint_for(Group::NodeWright),
+            preflight.hint(),
+            "a hint without group words is the same"
+        );
     }
 }

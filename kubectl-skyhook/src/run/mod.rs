@@ -11,17 +11,21 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use skyhook_api::keys;
+use skyhook_api::generation::Group;
+use skyhook_api::nodewright_v1alpha1::NodeWright;
 use skyhook_api::v1alpha1::Skyhook;
 
 pub use console::Console;
 pub use error::{RunError, error_chain};
 pub use kube_io::client;
-use kube_io::{get_skyhook, list, operator_version, print_log, read_cluster, send};
+use kube_io::{
+    discover_namespace, get_skyhook, get_skyhook_opt, list, operator_version, preflight, print_log,
+    read_cluster, send,
+};
 
 use crate::cli::{
     Cli, Command, CompletionShell, GlobalArgs, NodeCommand, PackageCommand, PolicyCommand,
-    StatusArgs, VERSION, VersionArgs,
+    ResetArgs, StatusArgs, UpdateStateArgs, VERSION, VersionArgs, binary_name,
 };
 use crate::cluster::Cluster;
 use crate::output::render;
@@ -37,17 +41,33 @@ pub async fn run(cli: Cli, console: &mut Console<'_>) -> Result<(), RunError> {
     let global = cli.global;
     match cli.command {
         Command::Completion { shell } => {
-            completion(shell, console);
+            completion(global.group, shell, console);
             Ok(())
         }
+        // `version` reports an unreachable or foreign cluster as an unknown operator version.
         Command::Version(args) => version(&global, console, args).await,
+        command => {
+            preflight(&client(&global).await?, global.group).await?;
+            cluster_command(global, command, console).await
+        }
+    }
+}
+
+/// A command that reads or changes the cluster.
+async fn cluster_command(
+    global: GlobalArgs,
+    command: Command,
+    console: &mut Console<'_>,
+) -> Result<(), RunError> {
+    match command {
+        Command::Completion { .. } | Command::Version(_) => Ok(()),
         Command::Status(args) => status(&global, console, args).await,
         Command::Plan(args) => {
             let client = client(&global).await?;
             let cluster = read_cluster(&client, &global, false).await?;
             // clap's argument group guarantees a file or a name.
             let planned = match args.file {
-                Some(path) => read_manifest(path)?,
+                Some(path) => read_manifest(global.group, path)?,
                 None => find(&cluster, args.skyhook.as_deref().unwrap_or_default())?.clone(),
             };
             console.show(
@@ -59,19 +79,14 @@ pub async fn run(cli: Cli, console: &mut Console<'_>) -> Result<(), RunError> {
         Command::Resume(target) => lifecycle(&global, console, target, Lifecycle::Resume).await,
         Command::Disable(target) => lifecycle(&global, console, target, Lifecycle::Disable).await,
         Command::Enable(target) => lifecycle(&global, console, target, Lifecycle::Enable).await,
-        Command::Reset(args) => {
-            let client = client(&global).await?;
-            let cluster = read_cluster(&client, &global, false).await?;
-            let skyhook = find(&cluster, &args.target.skyhook)?;
-            let change = patches::reset(&cluster, skyhook, args.skip_batch_reset);
-            apply(&client, &global, console, &change, args.target.confirm).await
-        }
+        Command::Reset(args) => reset(&global, console, args).await,
+        Command::UpdateState(args) => update_state(&global, console, args).await,
         Command::DeploymentPolicy {
             action: PolicyCommand::Reset(target),
         } => {
             let client = client(&global).await?;
-            let skyhook = get_skyhook(&client, &target.skyhook).await?;
-            let change = patches::deployment_policy_reset(&skyhook);
+            let skyhook = get_skyhook(&client, global.group, &target.skyhook).await?;
+            let change = patches::deployment_policy_reset_in(global.group, &skyhook);
             apply(&client, &global, console, &change, target.confirm).await
         }
         Command::Node { action } => node(&global, console, action).await,
@@ -79,15 +94,120 @@ pub async fn run(cli: Cli, console: &mut Console<'_>) -> Result<(), RunError> {
     }
 }
 
-/// `completion`: the shell completion script.
-fn completion(shell: CompletionShell, console: &mut Console<'_>) {
+/// `completion`: the shell completion script, for the binary's own name and flags.
+fn completion(group: Group, shell: CompletionShell, console: &mut Console<'_>) {
     let shell = match shell {
         CompletionShell::Bash => clap_complete::Shell::Bash,
         CompletionShell::Zsh => clap_complete::Shell::Zsh,
         CompletionShell::Fish => clap_complete::Shell::Fish,
     };
-    let mut command = <Cli as clap::CommandFactory>::command();
-    clap_complete::generate(shell, &mut command, "kubectl-skyhook", console.out);
+    let mut command = Cli::command_for(group);
+    clap_complete::generate(shell, &mut command, binary_name(group), console.out);
+}
+
+/// `reset`: the whole node state and batch state, or with `--package` only that package's
+/// node-state entries.
+async fn reset(
+    global: &GlobalArgs,
+    console: &mut Console<'_>,
+    args: ResetArgs,
+) -> Result<(), RunError> {
+    let client = client(global).await?;
+    let name = &args.target.skyhook;
+    // Only the nodes and the object itself: a reset must also clear what a deleted (or
+    // unreadable) object left on the nodes.
+    let cluster = Cluster {
+        group: global.group,
+        nodes: list(Api::<Node>::all(client.clone()), "list nodes").await?,
+        read_at: Timestamp::now(),
+        ..Cluster::default()
+    };
+    let object = get_skyhook_opt(&client, global.group, name)
+        .await
+        .map_err(|error| error_chain(&error));
+    let change = match (&args.package, &object) {
+        (Some(filter), _) => {
+            let operator = match &object {
+                Ok(Some(object)) => operator_of(global, object).await,
+                _ => deployment_operator_version(global).await,
+            };
+            patches::require_node_state_edits("reset --package", operator.as_deref())?;
+            patches::reset_package(&cluster, name, &filter.name, filter.version.as_deref())
+        }
+        (None, Ok(Some(object))) => patches::reset(&cluster, object, args.skip_batch_reset),
+        (None, Ok(None)) => {
+            patches::reset_gone(&cluster, name).ok_or_else(|| RunError::SkyhookNotFound {
+                name: name.clone(),
+                group: global.group,
+            })?
+        }
+        (None, Err(reason)) => patches::reset_unreadable(&cluster, name, reason),
+    };
+    apply(&client, global, console, &change, args.target.confirm).await
+}
+
+/// `update-state`: one package entry's stage and state on the target nodes.
+async fn update_state(
+    global: &GlobalArgs,
+    console: &mut Console<'_>,
+    args: UpdateStateArgs,
+) -> Result<(), RunError> {
+    let client = client(global).await?;
+    let object = get_skyhook(&client, global.group, &args.skyhook).await?;
+    let operator = operator_of(global, &object).await;
+    patches::require_node_state_edits("update-state", operator.as_deref())?;
+    let cluster = Cluster {
+        group: global.group,
+        nodes: list(Api::<Node>::all(client.clone()), "list nodes").await?,
+        read_at: Timestamp::now(),
+        ..Cluster::default()
+    };
+    // The API server evaluates the selector, exactly as for `kubectl get nodes -l`.
+    let selected = match &args.selector {
+        None => None,
+        Some(selector) => Some(
+            Api::<Node>::all(client.clone())
+                .list(&ListParams::default().labels(selector))
+                .await
+                .map_err(|source| RunError::Read {
+                    action: format!("list nodes matching {selector:?}"),
+                    source,
+                })?
+                .items
+                .iter()
+                .map(|node| crate::cluster::name_of(&node.metadata).to_owned())
+                .collect::<Vec<String>>(),
+        ),
+    };
+    let patterns = pattern::parse_all(&args.nodes)?;
+    let update = patches::StateUpdate {
+        package: &args.package,
+        version: &args.version,
+        stage: args.stage,
+        state: args.state,
+        nodes: &patterns,
+        selected: selected.as_deref(),
+        add: args.add,
+    };
+    let change = patches::update_state(&cluster, &object, &update)?;
+    apply(&client, global, console, &change, args.confirm).await
+}
+
+/// The operator version that gates a verb on `object`: its version annotation, else the
+/// operator Deployment's (waited for at most [`OPERATOR_LOOKUP_TIMEOUT`]).
+async fn operator_of(global: &GlobalArgs, object: &Skyhook) -> Option<String> {
+    match patches::operator_version_in(global.group, object, None) {
+        Some(version) => Some(version.to_owned()),
+        None => deployment_operator_version(global).await,
+    }
+}
+
+/// The operator Deployment's version, `None` when unknown within [`OPERATOR_LOOKUP_TIMEOUT`].
+async fn deployment_operator_version(global: &GlobalArgs) -> Option<String> {
+    tokio::time::timeout(OPERATOR_LOOKUP_TIMEOUT, operator_version(global))
+        .await
+        .ok()
+        .and_then(Result::ok)
 }
 
 /// `version`: the plugin's version and, unless `--client-only`, the operator's.
@@ -96,7 +216,8 @@ async fn version(
     console: &mut Console<'_>,
     args: VersionArgs,
 ) -> Result<(), RunError> {
-    console.line(&format!("Skyhook plugin:\t{VERSION}"))?;
+    let kind = global.group.kind();
+    console.line(&format!("{kind} plugin:\t{VERSION}"))?;
     if args.client_only {
         return Ok(());
     }
@@ -105,7 +226,7 @@ async fn version(
         Ok(Err(reason)) => format!("unknown ({reason})"),
         Err(_) => format!("unknown (no answer within {:?})", args.timeout),
     };
-    console.line(&format!("Skyhook operator:\t{operator}"))
+    console.line(&format!("{kind} operator:\t{operator}"))
 }
 
 /// `status`: the overview or one Skyhook's detail; with `--watch`, redrawn whenever it changes
@@ -116,6 +237,12 @@ async fn status(
     args: StatusArgs,
 ) -> Result<(), RunError> {
     let client = client(global).await?;
+    // Only the detail view reads the operator's pods.
+    let global = &if args.skyhook.is_some() {
+        with_namespace(&client, global).await
+    } else {
+        global.clone()
+    };
     let mut shown = String::new();
     loop {
         let cluster = read_cluster(&client, global, args.skyhook.is_some()).await?;
@@ -157,6 +284,7 @@ fn render_status(
             let view =
                 views::skyhook_detail(cluster, name).ok_or_else(|| RunError::SkyhookNotFound {
                     name: name.to_owned(),
+                    group: cluster.group,
                 })?;
             Ok((render(&view, global.output, colour)?, view.complete()))
         }
@@ -170,17 +298,10 @@ async fn lifecycle(
     verb: Lifecycle,
 ) -> Result<(), RunError> {
     let client = client(global).await?;
-    let skyhook = get_skyhook(&client, &target.skyhook).await?;
+    let skyhook = get_skyhook(&client, global.group, &target.skyhook).await?;
     // The Deployment is only consulted when the operator has not annotated the Skyhook.
-    let deployment = match patches::operator_version_of(&skyhook, None) {
-        Some(_) => None,
-        None => tokio::time::timeout(OPERATOR_LOOKUP_TIMEOUT, operator_version(global))
-            .await
-            .ok()
-            .and_then(Result::ok),
-    };
-    let operator = patches::operator_version_of(&skyhook, deployment.as_deref());
-    let change = patches::lifecycle(&skyhook, verb, operator)?;
+    let operator = operator_of(global, &skyhook).await;
+    let change = patches::lifecycle_in(global.group, &skyhook, verb, operator.as_deref())?;
     apply(&client, global, console, &change, target.confirm).await
 }
 
@@ -191,6 +312,7 @@ async fn node(
 ) -> Result<(), RunError> {
     let client = client(global).await?;
     let cluster = Cluster {
+        group: global.group,
         nodes: list(Api::<Node>::all(client.clone()), "list nodes").await?,
         read_at: Timestamp::now(),
         ..Cluster::default()
@@ -236,6 +358,7 @@ async fn package(
     let client = client(global).await?;
     let nodes = list(Api::<Node>::all(client.clone()), "list nodes").await?;
     let cluster = Cluster {
+        group: global.group,
         nodes,
         read_at: Timestamp::now(),
         ..Cluster::default()
@@ -266,7 +389,8 @@ async fn package(
                 nodes,
                 stage,
             };
-            package_logs(global, console, &client, selection, (follow, tail)).await
+            let global = with_namespace(&client, global).await;
+            package_logs(&global, console, &client, selection, (follow, tail)).await
         }
         PackageCommand::Rerun {
             package,
@@ -276,7 +400,7 @@ async fn package(
             confirm,
         } => {
             let patterns = pattern::parse_all(&nodes)?;
-            let skyhook = get_skyhook(&client, &skyhook).await?;
+            let skyhook = get_skyhook(&client, global.group, &skyhook).await?;
             let change = patches::package_rerun(&cluster, &skyhook, &package, &patterns, stage)?;
             apply(&client, global, console, &change, confirm).await
         }
@@ -286,8 +410,8 @@ async fn package(
             cancel,
             confirm,
         } => {
-            let skyhook = get_skyhook(&client, &skyhook).await?;
-            let change = patches::package_uninstall(&skyhook, &package, cancel)?;
+            let skyhook = get_skyhook(&client, global.group, &skyhook).await?;
+            let change = patches::package_uninstall_in(global.group, &skyhook, &package, cancel)?;
             apply(&client, global, console, &change, confirm).await
         }
     }
@@ -316,23 +440,26 @@ async fn package_logs(
         stage,
     } = selection;
 
+    let keys = global.group.keys();
     let patterns = pattern::parse_all(&nodes)?;
     let pods = Api::<Pod>::namespaced(client.clone(), &global.namespace);
     let listed = pods
-        .list(&ListParams::default().labels(&format!("{}={skyhook}", keys::SKYHOOK.name_label)))
+        .list(&ListParams::default().labels(&format!("{}={skyhook}", keys.name_label)))
         .await
         .map_err(|source| RunError::Read {
             action: format!("list package pods in namespace {:?}", global.namespace),
             source,
         })?;
-    let targets = crate::logs::log_targets(&listed.items, &skyhook, &package, &patterns, stage);
+    let targets =
+        crate::logs::log_targets_in(keys, &listed.items, &skyhook, &package, &patterns, stage);
     if targets.is_empty() {
         let container = stage.map_or_else(
             || "a started container".to_owned(),
             |stage| format!("a container {package}-{stage}"),
         );
         return console.line(&format!(
-                    "No log to show: no pod of package {package:?} of Skyhook {skyhook:?} in namespace {:?} has {container} (pods that succeeded are deleted quickly)",
+                    "No log to show: no pod of package {package:?} of {} {skyhook:?} in namespace {:?} has {container} (pods that succeeded are deleted quickly)",
+                    keys.kind,
                     global.namespace
                 ));
     }
@@ -371,7 +498,7 @@ async fn apply(
         return Err(RunError::Aborted);
     }
     for patch in &change.patches {
-        send(client, patch).await?;
+        send(client, global.group, patch).await?;
         tracing::debug!(description = %patch.description, body = %patch.body, "patched");
     }
     for line in &change.done {
@@ -385,13 +512,31 @@ fn find<'c>(cluster: &'c Cluster, name: &str) -> Result<&'c Skyhook, RunError> {
         .skyhook(name)
         .ok_or_else(|| RunError::SkyhookNotFound {
             name: name.to_owned(),
+            group: cluster.group,
         })
 }
 
-fn read_manifest(path: PathBuf) -> Result<Skyhook, RunError> {
+/// `global` with the operator namespace discovered when `-n` was not given.
+async fn with_namespace(client: &Client, global: &GlobalArgs) -> GlobalArgs {
+    GlobalArgs {
+        namespace: discover_namespace(client, global).await,
+        ..global.clone()
+    }
+}
+
+/// The manifest `plan -f` plans: a Skyhook, or a NodeWright under `kubectl nodewright`.
+fn read_manifest(group: Group, path: PathBuf) -> Result<Skyhook, RunError> {
     let text = std::fs::read_to_string(&path).map_err(|source| RunError::ReadManifest {
         path: path.clone(),
         source,
     })?;
-    serde_yaml::from_str(&text).map_err(|source| RunError::ParseManifest { path, source })
+    let parsed = match group {
+        Group::Skyhook => serde_yaml::from_str(&text),
+        Group::NodeWright => serde_yaml::from_str::<NodeWright>(&text).map(Skyhook::from),
+    };
+    parsed.map_err(|source| RunError::ParseManifest {
+        path,
+        group,
+        source,
+    })
 }

@@ -9,8 +9,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Serialize;
 use skyhook_api::budget::BlockReason;
+use skyhook_api::generation::Group;
 use skyhook_api::interrupt::{changed_keys, has_interrupt};
-use skyhook_api::keys;
+use skyhook_api::keys::{self, Keys};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::selector::Selector;
 use skyhook_api::stage::package_complete;
@@ -29,6 +30,9 @@ const NAMES_INLINE: usize = 5;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SkyhookDetail {
+    /// The API group of the object, for the text (not serialised).
+    #[serde(skip)]
+    pub group: Group,
     /// Skyhook name.
     pub name: String,
     /// Status as the operator last recorded it.
@@ -183,7 +187,7 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
     let erroring = rollout
         .nodes
         .iter()
-        .flat_map(|facts| erroring_packages(facts, name, &cluster.pods))
+        .flat_map(|facts| erroring_packages(cluster.keys(), facts, name, &cluster.pods))
         .collect();
     let blocked = blocked_nodes(&rollout, &cluster.pods, &cluster.pdbs);
     let warnings = warnings(&rollout);
@@ -197,12 +201,13 @@ pub fn skyhook_detail(cluster: &Cluster, name: &str) -> Option<SkyhookDetail> {
         cluster.read_at,
     );
     Some(SkyhookDetail {
+        group: cluster.group,
         name: name.to_owned(),
         status: reported_status(skyhook),
         priority: skyhook.spec.priority,
         policy: skyhook.spec.policy_name().map(str::to_owned),
-        paused: skyhook.is_paused(),
-        disabled: skyhook.is_disabled(),
+        paused: cluster.paused(skyhook),
+        disabled: cluster.disabled(skyhook),
         packages: skyhook
             .spec
             .packages
@@ -240,24 +245,18 @@ fn compartment_row(c: &CompartmentView<'_>) -> CompartmentRow {
 }
 
 /// How `status` introduces each True Skyhook condition that needs someone's attention.
-fn condition_warning(type_: &str) -> Option<&'static str> {
+fn condition_warning(keys: &Keys, type_: &str) -> Option<&'static str> {
     let warnings = [
+        (keys.condition_reboot_not_confirmed, "reboot not confirmed"),
         (
-            keys::SKYHOOK.condition_reboot_not_confirmed,
-            "reboot not confirmed",
-        ),
-        (
-            keys::SKYHOOK.condition_fleet_budget_wait,
+            keys.condition_fleet_budget_wait,
             "waiting for the fleet budget",
         ),
         (
-            keys::SKYHOOK.condition_outside_maintenance_window,
+            keys.condition_outside_maintenance_window,
             "waiting for a maintenance window",
         ),
-        (
-            keys::SKYHOOK.condition_health_gate_held,
-            "held by the health gate",
-        ),
+        (keys.condition_health_gate_held, "held by the health gate"),
         (
             keys::CONDITION_NODE_STATE_MALFORMED,
             "node state unreadable",
@@ -277,19 +276,19 @@ fn condition_warning(type_: &str) -> Option<&'static str> {
 
 /// What holds new batches back now, from the True gate conditions the operator wrote: the
 /// selection `status` computes does not see the fleet budget, windows or the health gate.
-fn gate_holds(skyhook: &Skyhook) -> Vec<String> {
-    const GATES: [&str; 3] = [
-        keys::SKYHOOK.condition_fleet_budget_wait,
-        keys::SKYHOOK.condition_outside_maintenance_window,
-        keys::SKYHOOK.condition_health_gate_held,
+fn gate_holds(keys: &Keys, skyhook: &Skyhook) -> Vec<String> {
+    let gates: [&str; 3] = [
+        keys.condition_fleet_budget_wait,
+        keys.condition_outside_maintenance_window,
+        keys.condition_health_gate_held,
     ];
     skyhook
         .status
         .iter()
         .flat_map(|s| &s.conditions)
-        .filter(|c| c.status == "True" && GATES.contains(&c.type_.as_str()))
+        .filter(|c| c.status == "True" && gates.contains(&c.type_.as_str()))
         .filter_map(|c| {
-            condition_warning(&c.type_).map(|what| format!("held, {what}: {}", c.message))
+            condition_warning(keys, &c.type_).map(|what| format!("held, {what}: {}", c.message))
         })
         .collect()
 }
@@ -301,7 +300,7 @@ fn warnings(rollout: &Rollout<'_>) -> Vec<String> {
             format!(
                 "node {}: annotation {} is unreadable ({error}); the node is shown as not started",
                 n.name,
-                keys::SKYHOOK.node_state_annotation(rollout.name)
+                rollout.group.keys().node_state_annotation(rollout.name)
             )
         })
     });
@@ -311,7 +310,10 @@ fn warnings(rollout: &Rollout<'_>) -> Vec<String> {
         .iter()
         .flat_map(|s| &s.conditions)
         .filter(|c| c.status == "True")
-        .filter_map(|c| condition_warning(&c.type_).map(|what| format!("{what}: {}", c.message)));
+        .filter_map(|c| {
+            condition_warning(rollout.group.keys(), &c.type_)
+                .map(|what| format!("{what}: {}", c.message))
+        });
     unreadable.chain(conditions).collect()
 }
 
@@ -387,17 +389,22 @@ fn current_package(
         })
 }
 
-fn erroring_packages(facts: &NodeFacts<'_>, skyhook: &str, pods: &[Pod]) -> Vec<ErroringPackage> {
+fn erroring_packages(
+    keys: &Keys,
+    facts: &NodeFacts<'_>,
+    skyhook: &str,
+    pods: &[Pod],
+) -> Vec<ErroringPackage> {
     facts
         .state
         .iter()
         .map(|(_, entry)| entry)
         .filter(|entry| entry.state == State::Erroring)
         .map(|entry| {
-            let failure = package_pods(pods, skyhook, facts.name, entry)
+            let failure = package_pods(keys, pods, skyhook, facts.name, entry)
                 .flat_map(container_statuses)
                 .find_map(failure_of);
-            let pod_restarts = package_pods(pods, skyhook, facts.name, entry)
+            let pod_restarts = package_pods(keys, pods, skyhook, facts.name, entry)
                 .flat_map(container_statuses)
                 .map(|s| s.restart_count)
                 .max()
@@ -418,6 +425,7 @@ fn erroring_packages(facts: &NodeFacts<'_>, skyhook: &str, pods: &[Pod]) -> Vec<
 
 /// The pods of one package entry on one node.
 fn package_pods<'p>(
+    keys: &'p Keys,
     pods: &'p [Pod],
     skyhook: &'p str,
     node: &'p str,
@@ -426,8 +434,8 @@ fn package_pods<'p>(
     let package_label = format!("{}-{}", entry.name, entry.version);
     pods.iter().filter(move |pod| {
         pod_node(pod) == Some(node)
-            && pod_label(pod, keys::SKYHOOK.name_label) == Some(skyhook)
-            && pod_label(pod, keys::SKYHOOK.package_label) == Some(package_label.as_str())
+            && pod_label(pod, keys.name_label) == Some(skyhook)
+            && pod_label(pod, keys.package_label) == Some(package_label.as_str())
     })
 }
 
@@ -492,7 +500,7 @@ fn blocked_nodes(
             Some(BlockReason::Ignored) => rows.push(BlockedNodeRow {
                 node: facts.name.to_owned(),
                 reason: "ignored".into(),
-                detail: format!("label {}=true", keys::SKYHOOK.ignore_label),
+                detail: format!("label {}=true", rollout.group.keys().ignore_label),
             }),
             Some(BlockReason::IntolerableTaints(taints)) => rows.push(BlockedNodeRow {
                 node: facts.name.to_owned(),
@@ -502,13 +510,13 @@ fn blocked_nodes(
             None => {}
         }
         let cordoned_here = cluster::annotations(facts.node)
-            .get(&keys::SKYHOOK.cordon_annotation(rollout.name))
+            .get(&rollout.group.keys().cordon_annotation(rollout.name))
             .is_some_and(|v| v == "true");
         if !facts.complete && cordoned_here && cluster::unschedulable(facts.node) {
             let remaining: Vec<String> = pods
                 .iter()
                 .filter(|pod| pod_node(pod) == Some(facts.name))
-                .filter(|pod| pod_label(pod, keys::SKYHOOK.name_label).is_none())
+                .filter(|pod| pod_label(pod, rollout.group.keys().name_label).is_none())
                 .filter(|pod| !owned_by_daemon_set(pod))
                 .filter(|pod| {
                     !matches!(
@@ -531,7 +539,10 @@ fn blocked_nodes(
                 })
                 .collect();
             let detail = if remaining.is_empty() {
-                "cordoned by this Skyhook; no pods left to evict".to_owned()
+                format!(
+                    "cordoned by this {}; no pods left to evict",
+                    rollout.group.kind()
+                )
             } else {
                 format!("cordoned; waiting for pods to leave: {}", list(&remaining))
             };
@@ -597,20 +608,27 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
             skyhook.spec.policy_name().unwrap_or_default()
         )];
     }
-    if skyhook.is_disabled() {
+    let keys = rollout.group.keys();
+    let (kind, word) = (keys.kind, keys.word);
+    let halted = |key: &str| {
+        (skyhook.metadata.annotations.as_ref())
+            .and_then(|a| a.get(key))
+            .is_some_and(|v| v == "true")
+    };
+    if halted(keys.disable_annotation) {
         return vec![format!(
-            "nothing: the Skyhook is disabled; `kubectl skyhook enable {name}` lets it work again"
+            "nothing: the {kind} is disabled; `kubectl {word} enable {name}` lets it work again"
         )];
     }
-    if skyhook.is_paused() {
+    if halted(keys.pause_annotation) {
         return vec![format!(
-            "nothing: the Skyhook is paused; `kubectl skyhook resume {name}` lets it work again"
+            "nothing: the {kind} is paused; `kubectl {word} resume {name}` lets it work again"
         )];
     }
     if rollout.nodes.iter().all(|n| n.complete) {
         return vec!["nothing: every selected node is complete".to_owned()];
     }
-    let holds = gate_holds(skyhook);
+    let holds = gate_holds(keys, skyhook);
     let mut steps = Vec::new();
     for compartment in &rollout.compartments {
         let label = format!("compartment {}", compartment.spec.name);
@@ -648,7 +666,7 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
         let waiting = incomplete.iter().filter(|n| !n.ready).count();
         if waiting > 0 {
             steps.push(format!(
-                "{label}: {waiting} node(s) wait for higher-priority Skyhooks to complete"
+                "{label}: {waiting} node(s) wait for higher-priority {kind}s to complete"
             ));
         }
         let blocked = compartment.selection.blocked.len();
@@ -700,7 +718,8 @@ impl SkyhookDetail {
     fn summary(&self) -> Vec<Block> {
         let mut blocks = vec![
             Block::Heading(format!(
-                "Skyhook: {}   Status: {}   Priority: {}   Policy: {}{}{}",
+                "{}: {}   Status: {}   Priority: {}   Policy: {}{}{}",
+                self.group.kind(),
                 self.name,
                 self.status,
                 self.priority,

@@ -2,7 +2,7 @@
 //! the node-state annotations.
 
 use serde::Serialize;
-use skyhook_api::keys;
+use skyhook_api::generation::Group;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::State;
 
@@ -22,6 +22,9 @@ pub struct NodeList {
     /// Annotations that could not be read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The API group of the object, for the text (not serialised).
+    #[serde(skip)]
+    pub group: Group,
 }
 
 /// One node of `node list`.
@@ -49,6 +52,9 @@ pub struct NodeStatusView {
     /// Annotations that could not be read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The API group of the object, for the text (not serialised).
+    #[serde(skip)]
+    pub group: Group,
 }
 
 /// One (node, Skyhook).
@@ -116,7 +122,7 @@ fn completed(state: &NodeState) -> usize {
 
 /// Every node carrying `nodeState_<skyhook>`, by name.
 pub fn node_list(cluster: &Cluster, skyhook: &str) -> NodeList {
-    let annotation = keys::SKYHOOK.node_state_annotation(skyhook);
+    let annotation = cluster.keys().node_state_annotation(skyhook);
     let mut warnings = Vec::new();
     let mut nodes: Vec<NodeListEntry> = cluster
         .nodes
@@ -139,6 +145,7 @@ pub fn node_list(cluster: &Cluster, skyhook: &str) -> NodeList {
         skyhook_name: skyhook.to_owned(),
         nodes,
         warnings,
+        group: cluster.group,
     }
 }
 
@@ -149,7 +156,8 @@ pub fn node_status(
     patterns: &[NodePattern],
     skyhook: Option<&str>,
 ) -> NodeStatusView {
-    let prefix = keys::SKYHOOK.node_state_annotation("");
+    let keys = cluster.keys();
+    let prefix = keys.node_state_annotation("");
     let mut warnings = Vec::new();
     let mut nodes = Vec::new();
     for node in &cluster.nodes {
@@ -158,8 +166,8 @@ pub fn node_status(
             continue;
         }
         let cordoned = cluster::unschedulable(node);
-        let runtime_required_cordon = cluster::annotations(node)
-            .contains_key(keys::SKYHOOK.runtime_required_cordon_annotation);
+        let runtime_required_cordon =
+            cluster::annotations(node).contains_key(keys.runtime_required_cordon_annotation);
         for (key, value) in cluster::annotations(node) {
             let Some(owner) = key.strip_prefix(&prefix) else {
                 continue;
@@ -193,7 +201,11 @@ pub fn node_status(
         }
     }
     nodes.sort_by(|a, b| (&a.node_name, &a.skyhook).cmp(&(&b.node_name, &b.skyhook)));
-    NodeStatusView { nodes, warnings }
+    NodeStatusView {
+        nodes,
+        warnings,
+        group: cluster.group,
+    }
 }
 
 fn parse_or_warn(
@@ -213,6 +225,14 @@ fn parse_or_warn(
     }
 }
 
+/// The column naming the object: `SKYHOOK` or `NODEWRIGHT`.
+const fn object_header(group: Group) -> &'static str {
+    match group {
+        Group::Skyhook => "SKYHOOK",
+        Group::NodeWright => "NODEWRIGHT",
+    }
+}
+
 fn warning_blocks(warnings: &[String]) -> impl Iterator<Item = Block> + '_ {
     warnings
         .iter()
@@ -223,7 +243,7 @@ impl View for NodeList {
     fn blocks(&self, wide: bool) -> Vec<Block> {
         let count = |status: &str| self.nodes.iter().filter(|n| n.status == status).count();
         let mut blocks = vec![
-            Block::Line(format!("Skyhook: {}", self.skyhook_name)),
+            Block::Line(format!("{}: {}", self.group.kind(), self.skyhook_name)),
             Block::Line(format!(
                 "Summary: {} nodes ({} complete, {} erroring, {} in progress)",
                 self.nodes.len(),
@@ -235,7 +255,8 @@ impl View for NodeList {
         blocks.extend(warning_blocks(&self.warnings));
         if self.nodes.is_empty() {
             blocks.push(Block::Line(format!(
-                "No nodes have node state for Skyhook {:?}.",
+                "No nodes have node state for {} {:?}.",
+                self.group.kind(),
                 self.skyhook_name
             )));
             return blocks;
@@ -274,13 +295,16 @@ impl View for NodeStatusView {
     fn blocks(&self, wide: bool) -> Vec<Block> {
         let mut blocks: Vec<Block> = warning_blocks(&self.warnings).collect();
         if self.nodes.is_empty() {
-            blocks.push(Block::Line("No node has Skyhook node state.".into()));
+            blocks.push(Block::Line(format!(
+                "No node has {} node state.",
+                self.group.kind()
+            )));
             return blocks;
         }
         let table = if wide {
             let mut table = Table::new(&[
                 "NODE",
-                "SKYHOOK",
+                object_header(self.group),
                 "PACKAGE",
                 "VERSION",
                 "STAGE",
@@ -310,7 +334,7 @@ impl View for NodeStatusView {
         } else {
             let mut table = Table::new(&[
                 "NODE",
-                "SKYHOOK",
+                object_header(self.group),
                 "STATUS",
                 "PACKAGES",
                 "CORDONED",

@@ -13,6 +13,9 @@ use crate::rollout::Rollout;
 pub struct SkyhookOverview {
     /// One entry per Skyhook.
     pub skyhooks: Vec<SkyhookRow>,
+    /// The API group of the objects, for the text (not serialised).
+    #[serde(skip)]
+    pub group: skyhook_api::generation::Group,
 }
 
 /// One Skyhook at a glance.
@@ -69,8 +72,8 @@ pub fn overview(cluster: &Cluster) -> SkyhookOverview {
                 total_nodes: rollout.nodes.len(),
                 in_progress: count(skyhook_api::v1alpha1::Status::InProgress),
                 erroring: count(skyhook_api::v1alpha1::Status::Erroring),
-                paused: skyhook.is_paused(),
-                disabled: skyhook.is_disabled(),
+                paused: cluster.paused(skyhook),
+                disabled: cluster.disabled(skyhook),
                 estimated_end: describe(
                     &rollout_estimate(&rollout, cluster.read_at),
                     cluster.read_at,
@@ -81,13 +84,16 @@ pub fn overview(cluster: &Cluster) -> SkyhookOverview {
         })
         .collect();
     skyhooks.sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
-    SkyhookOverview { skyhooks }
+    SkyhookOverview {
+        skyhooks,
+        group: cluster.group,
+    }
 }
 
 impl View for SkyhookOverview {
     fn blocks(&self, _wide: bool) -> Vec<Block> {
         if self.skyhooks.is_empty() {
-            return vec![Block::Line("No Skyhooks found.".into())];
+            return vec![Block::Line(format!("No {}s found.", self.group.kind()))];
         }
         let headers = [
             "NAME",

@@ -1,7 +1,7 @@
 //! `package status <pkg> --skyhook X [--node P...]`: one package on every node.
 
 use serde::Serialize;
-use skyhook_api::keys;
+use skyhook_api::generation::Group;
 use skyhook_api::node_state::NodeState;
 
 use crate::cluster::{self, Cluster, name_of};
@@ -18,6 +18,9 @@ pub struct PackageStatusView {
     pub package: String,
     /// One row per node and version of the package.
     pub nodes: Vec<PackageRow>,
+    /// The API group of the object, for the text (not serialised).
+    #[serde(skip)]
+    pub group: Group,
 }
 
 /// One node's entry for the package.
@@ -46,7 +49,7 @@ pub fn package_status(
     package: &str,
     patterns: &[NodePattern],
 ) -> PackageStatusView {
-    let annotation = keys::SKYHOOK.node_state_annotation(skyhook);
+    let annotation = cluster.keys().node_state_annotation(skyhook);
     let mut nodes: Vec<PackageRow> = cluster
         .nodes
         .iter()
@@ -76,6 +79,7 @@ pub fn package_status(
         skyhook_name: skyhook.to_owned(),
         package: package.to_owned(),
         nodes,
+        group: cluster.group,
     }
 }
 
@@ -83,8 +87,10 @@ impl View for PackageStatusView {
     fn blocks(&self, wide: bool) -> Vec<Block> {
         if self.nodes.is_empty() {
             return vec![Block::Line(format!(
-                "Package {:?} of Skyhook {:?} has not started on any matching node.",
-                self.package, self.skyhook_name
+                "Package {:?} of {} {:?} has not started on any matching node.",
+                self.package,
+                self.group.kind(),
+                self.skyhook_name
             ))];
         }
         let mut headers = vec!["NODE", "PACKAGE", "VERSION", "STAGE", "STATE"];

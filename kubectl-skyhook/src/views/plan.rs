@@ -8,8 +8,8 @@ use std::iter::successors;
 
 use serde::Serialize;
 use skyhook_api::budget::BlockReason;
+use skyhook_api::generation::Group;
 use skyhook_api::interrupt::{changed_keys, effective_interrupts, has_interrupt, merge_interrupts};
-use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::rollout::{RolloutNode, batch_numbers};
 use skyhook_api::stage::{
@@ -39,6 +39,9 @@ pub struct PlanView {
     /// Remarks that apply to the whole plan.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The API group of the object, for the text (not serialised).
+    #[serde(skip)]
+    pub group: Group,
 }
 
 /// What would happen on one node.
@@ -88,7 +91,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook, mode: UninstallMode) -> PlanVi
     let effective = with_existing_status(planned, existing);
     let rollout = Rollout::new(&effective, cluster);
     let batches = predicted_batches(&rollout);
-    let held = held_note(&effective, rollout.policy_missing);
+    let held = held_note(cluster, &effective, rollout.policy_missing);
     let mut notes: Vec<String> = held.iter().cloned().collect();
     if rollout.nodes.is_empty() {
         notes.push("no node matches spec.nodeSelectors".into());
@@ -128,6 +131,7 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook, mode: UninstallMode) -> PlanVi
         policy: planned.spec.policy_name().map(str::to_owned),
         nodes,
         notes,
+        group: cluster.group,
     }
 }
 
@@ -173,25 +177,19 @@ fn predicted_batches<'c>(rollout: &Rollout<'c>) -> BTreeMap<&'c str, i32> {
 }
 
 /// Why no node of the Skyhook would be worked on at all, if none would.
-fn held_note(skyhook: &Skyhook, policy_missing: bool) -> Option<String> {
+fn held_note(cluster: &Cluster, skyhook: &Skyhook, policy_missing: bool) -> Option<String> {
+    let kind = cluster.group.kind();
+    let (disabled, paused) = (cluster.disabled(skyhook), cluster.paused(skyhook));
     if policy_missing {
         Some(format!(
             "DeploymentPolicy {:?} does not exist: no node would be worked on",
             skyhook.spec.policy_name().unwrap_or_default()
         ))
-    } else if skyhook.is_disabled() || skyhook.is_paused() {
+    } else if disabled || paused {
         Some(format!(
-            "the Skyhook is {}: no node would be worked on until it is {}",
-            if skyhook.is_disabled() {
-                "disabled"
-            } else {
-                "paused"
-            },
-            if skyhook.is_disabled() {
-                "enabled"
-            } else {
-                "resumed"
-            },
+            "the {kind} is {}: no node would be worked on until it is {}",
+            if disabled { "disabled" } else { "paused" },
+            if disabled { "enabled" } else { "resumed" },
         ))
     } else {
         None
@@ -204,13 +202,18 @@ fn node_blocked(rollout: &Rollout<'_>, facts: &NodeFacts<'_>) -> Option<String> 
         None
     } else if let Some(reason) = rollout.block_reason(facts.name) {
         Some(match reason {
-            BlockReason::Ignored => format!("ignored (label {}=true)", keys::SKYHOOK.ignore_label),
+            BlockReason::Ignored => {
+                format!("ignored (label {}=true)", rollout.group.keys().ignore_label)
+            }
             BlockReason::IntolerableTaints(taints) => {
                 format!("does not tolerate {}", taints.join(", "))
             }
         })
     } else if !facts.ready {
-        Some("waits for higher-priority Skyhooks to complete".to_owned())
+        Some(format!(
+            "waits for higher-priority {}s to complete",
+            rollout.group.kind()
+        ))
     } else {
         None
     }
@@ -331,7 +334,8 @@ fn node_interrupt(
 impl View for PlanView {
     fn blocks(&self, _wide: bool) -> Vec<Block> {
         let mut blocks = vec![Block::Heading(format!(
-            "Plan for Skyhook {} ({}), policy {}: {} matching node(s). Nothing is changed.",
+            "Plan for {} {} ({}), policy {}: {} matching node(s). Nothing is changed.",
+            self.group.kind(),
             self.skyhook_name,
             if self.exists { "exists" } else { "new" },
             self.policy.as_deref().unwrap_or("legacy"),
@@ -433,7 +437,12 @@ mod tests {
         ];
         for (annotations, policy_missing, expected) in cases {
             assert_eq!(
-                held_note(&skyhook(annotations.clone()), policy_missing).as_deref(),
+                held_note(
+                    &Cluster::default(),
+                    &skyhook(annotations.clone()),
+                    policy_missing
+                )
+                .as_deref(),
                 expected,
                 "{annotations} policy_missing={policy_missing}"
             );

@@ -166,6 +166,7 @@ pub fn cluster() -> Cluster {
         r#"{"tuning|1.1.0":{"stage":"config","state":"complete","since":"2026-01-01T11:10:00Z"}}"#
     );
     Cluster {
+        group: skyhook_api::generation::Group::Skyhook,
         read_at: "2026-01-01T11:20:00Z".parse().unwrap(),
         pdbs: vec![pdb("web-pdb", "web", 0), pdb("batch-pdb", "batch", 1)],
         skyhooks: vec![demo, gpu],
