@@ -6,7 +6,6 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use skyhook_api::generation::Group;
-use skyhook_api::transition::TransitionTimes;
 use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook};
 
 /// What the plugin read from the cluster. Views are pure functions of this.
@@ -44,22 +43,6 @@ impl Default for Cluster {
 }
 
 static NO_STRINGS: BTreeMap<String, String> = BTreeMap::new();
-
-/// [`skyhook_api::transition::recorded_times`] under `keys`: the same rule, for a node state of
-/// either group.
-pub fn recorded_times(
-    keys: &skyhook_api::keys::Keys,
-    annotations: &BTreeMap<String, String>,
-    name: &str,
-) -> TransitionTimes {
-    (annotations.get(&keys.stage_times_annotation(name)))
-        .and_then(|text| TransitionTimes::parse(text).ok())
-        .or_else(|| {
-            let node_state = annotations.get(&keys.node_state_annotation(name))?;
-            TransitionTimes::from_legacy_node_state(node_state)
-        })
-        .unwrap_or_default()
-}
 
 /// An object's name, empty when unset.
 pub fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {

@@ -12,7 +12,7 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use skyhook_api::node_state::NodeState;
-use skyhook_api::transition::TransitionTimes;
+use skyhook_api::transition::{TransitionTimes, recorded_times};
 use skyhook_api::v1alpha1::Skyhook;
 
 use crate::cluster::{self, name_of};
@@ -121,9 +121,9 @@ pub fn rollout_times(rollout: &Rollout<'_>) -> RolloutTimes {
         started: rollout_started(skyhook),
         completed: complete()
             .map(|n| {
-                let times = cluster::recorded_times(
-                    keys,
+                let times = recorded_times(
                     cluster::annotations(n.node),
+                    keys,
                     name_of(&skyhook.metadata),
                 );
                 completed_at(&n.state, &times)

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use skyhook_api::generation::Group;
 use skyhook_api::keys::{self, Keys};
 use skyhook_api::node_state::NodeState;
-use skyhook_api::transition::{TransitionTimes, stamp_transitions};
+use skyhook_api::transition::{TransitionTimes, recorded_times, stamp_transitions};
 
 use skyhook_api::v1alpha1::{Skyhook, Stage, State};
 use skyhook_api::version::compare_precedence;
@@ -1224,7 +1224,7 @@ fn state_annotations(
     now: Timestamp,
 ) -> Value {
     let annotations = cluster::annotations(node);
-    let times = cluster::recorded_times(keys, annotations, skyhook);
+    let times = recorded_times(annotations, keys, skyhook);
     let (times, _) = stamp_transitions(written, &times, state, now);
     let state_value = if state.is_empty() {
         Value::Null

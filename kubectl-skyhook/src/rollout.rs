@@ -83,7 +83,7 @@ impl<'c> Rollout<'c> {
         let nodes = node_facts(skyhook, cluster);
         let (specs, policy_missing) = compartment_specs(skyhook, cluster, nodes.len());
         let tolerations = tolerations(cluster.keys(), skyhook);
-        let selection_nodes = rollout_nodes(name, &nodes);
+        let selection_nodes = rollout_nodes(cluster.keys(), name, &nodes);
         let no_statuses = BTreeMap::new();
         let recorded = (skyhook.status.as_ref()).map_or(&no_statuses, |s| &s.compartment_statuses);
         let compartments = rollout(&RolloutInput {
@@ -135,7 +135,7 @@ fn node_facts<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Vec<NodeFacts<'
         .cloned()
         .unwrap_or_else(|| progress_of(skyhook, cluster));
     let status = skyhook.status.as_ref();
-    let records = NodeRecordKeys::of(name);
+    let records = NodeRecordKeys::of(cluster.keys(), name);
     let mut nodes: Vec<NodeFacts<'c>> = selected_nodes(skyhook, cluster)
         .map(|node| {
             let node_name = name_of(&node.metadata);
@@ -179,11 +179,11 @@ fn compartment_specs(
 }
 
 /// The nodes as the rules see them, for `skyhook`.
-fn rollout_nodes<'c>(skyhook: &str, nodes: &[NodeFacts<'c>]) -> Vec<RolloutNode<'c>> {
+fn rollout_nodes<'c>(keys: &Keys, skyhook: &str, nodes: &[NodeFacts<'c>]) -> Vec<RolloutNode<'c>> {
     nodes
         .iter()
         .map(|facts| RolloutNode {
-            candidate: candidate(skyhook, facts),
+            candidate: candidate(keys, skyhook, facts),
             gate: None,
         })
         .collect()
@@ -200,8 +200,9 @@ fn tolerations(keys: &Keys, skyhook: &Skyhook) -> Vec<Toleration> {
 }
 
 /// A node as selection sees it, for `skyhook`.
-fn candidate<'c>(skyhook: &str, facts: &NodeFacts<'c>) -> CandidateNode<'c> {
+fn candidate<'c>(keys: &Keys, skyhook: &str, facts: &NodeFacts<'c>) -> CandidateNode<'c> {
     let hold = slot_hold(NodeActivity {
+        keys,
         skyhook,
         annotations: cluster::annotations(facts.node),
         unschedulable: cluster::unschedulable(facts.node),

@@ -125,6 +125,9 @@ mod tests {
         ])
     }
 
+    /// A node's string map as a table row writes it.
+    type Entries<'a> = &'a [(&'a str, &'a str)];
+
     fn id(group: Group, name: &str) -> WorkloadId {
         WorkloadId {
             group,
@@ -135,7 +138,7 @@ mod tests {
     #[test]
     fn cordons_of_both_groups_hold_the_node_and_shadows_do_not() {
         use Group::{NodeWright, Skyhook};
-        let cases: [(&str, &[(&str, &str)], Vec<WorkloadId>, bool); 8] = [
+        let cases: [(&str, Entries<'_>, Vec<WorkloadId>, bool); 8] = [
             (
                 "no cordon",
                 &[("other.io/cordon_gpu", "true")],
@@ -234,7 +237,7 @@ mod tests {
 
     #[test]
     fn node_scoped_keys_of_either_group() {
-        let cases: [(&str, &[(&str, &str)], bool); 5] = [
+        let cases: [(&str, Entries<'_>, bool); 5] = [
             ("none", &[("kubernetes.io/hostname", "n1")], false),
             ("skyhook", &[("skyhook.nvidia.com/ignore", "true")], true),
             (
@@ -256,7 +259,7 @@ mod tests {
         for (case, node_labels, expected) in cases {
             assert_eq!(ignored(&labels(node_labels)), expected, "ignored: {case}");
         }
-        let processed: [(&str, &[(&str, &str)], bool); 4] = [
+        let processed: [(&str, Entries<'_>, bool); 4] = [
             ("new", &[("kubernetes.io/hostname", "n1")], false),
             (
                 "by a Skyhook",

@@ -6,7 +6,7 @@
 //! repeats every map key in `managedFields`: past a few thousand nodes the status exceeds
 //! etcd's 1.5 MiB request limit, the status write fails, and the Skyhook never reports
 //! progress again. Here the boot ID and the pick time live on the node
-//! ([`keys::Keys::node_boot_id_annotation`], [`keys::Keys::node_picked_annotation`]) and all four maps are
+//! ([`Keys::node_boot_id_annotation`], [`Keys::node_picked_annotation`]) and all four maps are
 //! mirrors: kept while small, so a small cluster's status reads exactly as upstream's, and
 //! dropped whole past a byte budget ([`bound_node_mirrors`]).
 //!
@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::keys;
+use crate::keys::Keys;
 use crate::string_map::StringMap;
 use crate::v1alpha1::SkyhookStatus;
 
@@ -40,10 +40,10 @@ pub struct NodeRecordKeys {
 }
 
 impl NodeRecordKeys {
-    pub fn of(skyhook: &str) -> Self {
+    pub fn of(keys: &Keys, skyhook: &str) -> Self {
         NodeRecordKeys {
-            boot_id: keys::SKYHOOK.node_boot_id_annotation(skyhook),
-            picked: keys::SKYHOOK.node_picked_annotation(skyhook),
+            boot_id: keys.node_boot_id_annotation(skyhook),
+            picked: keys.node_picked_annotation(skyhook),
         }
     }
 

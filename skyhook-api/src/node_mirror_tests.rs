@@ -4,6 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::keys;
 use crate::node_state::NodeState;
 use crate::v1alpha1::{SkyhookStatus, Status};
 
@@ -28,7 +29,7 @@ fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[test]
 fn the_boot_id_comes_from_the_node_then_from_a_status_not_yet_migrated() {
-    let keys = NodeRecordKeys::of("demo");
+    let keys = NodeRecordKeys::of(&keys::SKYHOOK, "demo");
     let mut status = SkyhookStatus::default();
     status.node_boot_ids.insert("n1".into(), "old".into());
     let on_node = [("skyhook.nvidia.com/bootId_demo", "new")];
@@ -53,7 +54,7 @@ fn the_boot_id_comes_from_the_node_then_from_a_status_not_yet_migrated() {
 
 #[test]
 fn the_pick_comes_from_the_node_then_from_a_status_not_yet_migrated() {
-    let keys = NodeRecordKeys::of("demo");
+    let keys = NodeRecordKeys::of(&keys::SKYHOOK, "demo");
     let mut status = SkyhookStatus::default();
     status.node_priority.insert("n1".into(), at(100));
     let on_node = [("skyhook.nvidia.com/pickedAt_demo", "1970-01-01T00:03:20Z")];
@@ -78,7 +79,7 @@ fn the_pick_comes_from_the_node_then_from_a_status_not_yet_migrated() {
 
 #[test]
 fn a_pick_time_reads_back_as_written() {
-    let keys = NodeRecordKeys::of("demo");
+    let keys = NodeRecordKeys::of(&keys::SKYHOOK, "demo");
     let picked = Time(Timestamp::from_second(1_700_000_000).unwrap());
     let text = pick_time_text(&picked);
     assert_eq!(text, "2023-11-14T22:13:20Z");

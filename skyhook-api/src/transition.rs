@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::keys;
+use crate::keys::Keys;
 use crate::node_state::{NodeState, PackageKey, go_json};
 use crate::stage::stage_after;
 use crate::string_map::StringMap;
@@ -121,15 +121,16 @@ impl TransitionTimes {
 }
 
 /// The times recorded on a node, whose annotations are `annotations`, for the node state of
-/// Skyhook `skyhook`: its `stageTimes_<skyhook>` annotation, else (a node our earlier releases
-/// wrote) the times inside its node state; empty when neither says anything readable.
-pub fn recorded_times(annotations: &dyn StringMap, skyhook: &str) -> TransitionTimes {
+/// workload `skyhook` of the group whose keys are `keys`: its `stageTimes_<skyhook>` annotation,
+/// else (a node our earlier releases wrote) the times inside its node state; empty when neither
+/// says anything readable.
+pub fn recorded_times(annotations: &dyn StringMap, keys: &Keys, skyhook: &str) -> TransitionTimes {
     let written = annotations
-        .value(&keys::SKYHOOK.stage_times_annotation(skyhook))
+        .value(&keys.stage_times_annotation(skyhook))
         .and_then(|text| TransitionTimes::parse(text).ok());
     written
         .or_else(|| {
-            let node_state = annotations.value(&keys::SKYHOOK.node_state_annotation(skyhook))?;
+            let node_state = annotations.value(&keys.node_state_annotation(skyhook))?;
             TransitionTimes::from_legacy_node_state(node_state)
         })
         .unwrap_or_default()
@@ -222,6 +223,7 @@ fn finishes(previous: &PackageStatus, next: &PackageStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys;
     use Stage::*;
     use State::*;
 
@@ -453,16 +455,19 @@ mod tests {
         )]);
         let config = entry(Config, InProgress);
         assert_eq!(
-            recorded_times(&annotations, "demo").of(&config),
+            recorded_times(&annotations, &keys::SKYHOOK, "demo").of(&config),
             Some(at(0))
         );
-        assert!(recorded_times(&annotations, "other").is_empty());
+        assert!(recorded_times(&annotations, &keys::SKYHOOK, "other").is_empty());
         let written = times_of(&[(&config, Config, InProgress, 60)]);
         annotations.insert(
             keys::SKYHOOK.stage_times_annotation("demo"),
             written.to_annotation(),
         );
-        assert_eq!(recorded_times(&annotations, "demo"), written);
+        assert_eq!(
+            recorded_times(&annotations, &keys::SKYHOOK, "demo"),
+            written
+        );
     }
 
     #[test]

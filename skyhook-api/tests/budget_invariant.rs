@@ -224,6 +224,7 @@ fn reconcile(nodes: &mut [SimNode], state: &mut BatchState, ceiling: usize) {
             ready: true,
             picked: n.picked,
             hold: slot_hold(NodeActivity {
+                keys: &skyhook_api::keys::SKYHOOK,
                 skyhook: SKYHOOK,
                 annotations: &annotations[i],
                 unschedulable: n.cordoned,

@@ -18,6 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::generation::Owners;
+use crate::keys;
 use crate::node_keys::any_live_cordon;
 use crate::node_state::NodeState;
 use crate::string_map::StringMap;
@@ -102,6 +103,7 @@ pub fn holds_fleet_slot<'a>(
     cordoned
         || states.into_iter().any(|(skyhook, state)| {
             let activity = NodeActivity {
+                keys: &keys::SKYHOOK,
                 skyhook,
                 annotations,
                 unschedulable: false,
@@ -146,7 +148,6 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::keys;
     use crate::v1alpha1::{PackageStatus, Stage, State};
 
     #[test]

@@ -31,7 +31,7 @@
 //! [`slot_hold`] states the rule for one node; [`super::CompartmentNodes::select`] enforces
 //! the invariant when it picks nodes.
 
-use crate::keys;
+use crate::keys::Keys;
 use crate::node_state::NodeState;
 use crate::string_map::StringMap;
 use crate::v1alpha1::{State, Status};
@@ -50,6 +50,8 @@ pub enum SlotHold {
 /// What [`slot_hold`] reads of one node, for one Skyhook.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeActivity<'a> {
+    /// The keys of the Skyhook's API group.
+    pub keys: &'a Keys,
     /// The Skyhook's name.
     pub skyhook: &'a str,
     /// The node's annotations.
@@ -69,13 +71,13 @@ pub fn slot_hold(node: NodeActivity<'_>) -> Option<SlotHold> {
     let cordoned = node.unschedulable
         && node
             .annotations
-            .has(&keys::SKYHOOK.cordon_annotation(node.skyhook));
+            .has(&node.keys.cordon_annotation(node.skyhook));
     if cordoned {
         return Some(SlotHold::Cordoned);
     }
     let drain_failed = node
         .annotations
-        .has(&keys::SKYHOOK.drain_failed_annotation(node.skyhook));
+        .has(&node.keys.drain_failed_annotation(node.skyhook));
     let interrupting = node.state.iter().any(|(_, entry)| {
         entry.stage.interrupts_node()
             && matches!(
@@ -103,6 +105,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::keys;
     use crate::v1alpha1::{PackageStatus, Stage};
 
     fn entry(stage: Stage, state: State) -> NodeState {
@@ -193,6 +196,7 @@ mod tests {
         ];
         for (case, annotations, unschedulable, state, status, pod_on_node, expected) in cases {
             let activity = NodeActivity {
+                keys: &keys::SKYHOOK,
                 skyhook: "s",
                 annotations,
                 unschedulable,

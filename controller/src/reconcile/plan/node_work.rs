@@ -138,7 +138,7 @@ impl<'s> NodeWork<'s> {
             now,
             reset: false,
             legacy_times: read_text.is_some_and(carries_legacy_times),
-            times: recorded_times(&self.view.annotations, skyhook),
+            times: recorded_times(&self.view.annotations, &keys::SKYHOOK, skyhook),
         }
     }
 

@@ -87,7 +87,7 @@ fn targeted_status(
     let keep = |node: &String| names.contains(node.as_str());
     status.node_state.retain(|n, _| keep(n));
     status.node_status.retain(|n, _| keep(n));
-    let records = NodeRecordKeys::of(name);
+    let records = NodeRecordKeys::of(&keys::SKYHOOK, name);
     status.node_boot_ids = targeted
         .iter()
         .filter_map(|n| {
@@ -217,7 +217,7 @@ fn picked_before<'s>(
     name: &str,
     old: Option<&SkyhookStatus>,
 ) -> BTreeMap<String, Time> {
-    let records = NodeRecordKeys::of(name);
+    let records = NodeRecordKeys::of(&keys::SKYHOOK, name);
     let mut picked = old.map(|s| s.node_priority.clone()).unwrap_or_default();
     for node in &context.snapshot.nodes {
         if let Some(at) = records.picked_at(&node.annotations, None, &node.name) {
@@ -233,7 +233,7 @@ fn picked_before<'s>(
 /// the same node patch, so the reset is never lost behind a recorded boot ID (spec §2.11).
 /// A skipped node (unreadable state) keeps its annotations as they are.
 fn record_bookkeeping<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, status: &SkyhookStatus) {
-    let records = NodeRecordKeys::of(pass.name());
+    let records = NodeRecordKeys::of(&keys::SKYHOOK, pass.name());
     let skipped: BTreeSet<&str> = pass.malformed.iter().map(|n| n.name.as_str()).collect();
     for (node, work) in &mut workset.nodes {
         if skipped.contains(node) {
@@ -612,6 +612,7 @@ fn node_facts<'s>(
         facts.last_transition = work.last_transition(skyhook, context.now);
     }
     facts.hold = slot_hold(NodeActivity {
+        keys: &keys::SKYHOOK,
         skyhook,
         annotations: work.annotations(),
         unschedulable,

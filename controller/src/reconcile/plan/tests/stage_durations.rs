@@ -62,7 +62,7 @@ fn each_finished_stage_is_reported_once_with_its_duration() {
     );
     let state = NodeState::parse(state_text).unwrap();
     let entry = state.get_version("tuning", "1.0.0").unwrap();
-    let times = recorded_times(annotations, NAME);
+    let times = recorded_times(annotations, &keys::SKYHOOK, NAME);
     assert!(
         times.of(entry).is_some(),
         "the node carries the time: {:?}",
@@ -96,7 +96,7 @@ fn times_our_earlier_releases_wrote_into_the_node_state_move_to_their_own_annota
         Some(upstream_form),
         "written again in upstream's form"
     );
-    let times = recorded_times(&sim.node("node-0").annotations, NAME);
+    let times = recorded_times(&sim.node("node-0").annotations, &keys::SKYHOOK, NAME);
     let expected: jiff::Timestamp = "2027-01-15T08:00:00Z".parse().unwrap();
     assert_eq!(times.latest(), Some(expected), "the time is kept");
     assert!(sim.step().nodes.is_empty(), "then settled");
