@@ -301,16 +301,25 @@ async fn entry_on(client: &kube::Client, node: &str) -> anyhow::Result<Value> {
     Ok(state[package_key()].clone())
 }
 
-async fn reset_package_and_reset(kubectl: &Kubectl, client: &kube::Client) -> anyhow::Result<()> {
-    let out = nodewright(kubectl, &["reset", NAME, "--package", PACKAGE, "-y"]).await?;
-    for line in [
-        "NodeWright: nw",
-        "Package filter: agentless",
-        "Nodes with a matching package (2):",
-        "Successfully reset 2 node(s) for NodeWright \"nw\"",
-    ] {
+/// Fails naming the first of `lines` the plugin's output `out` lacks.
+fn ensure_lines(out: &str, lines: &[&str]) -> anyhow::Result<()> {
+    for line in lines {
         ensure!(out.contains(line), "{line:?} missing:\n{out}");
     }
+    Ok(())
+}
+
+async fn reset_package_and_reset(kubectl: &Kubectl, client: &kube::Client) -> anyhow::Result<()> {
+    let out = nodewright(kubectl, &["reset", NAME, "--package", PACKAGE, "-y"]).await?;
+    ensure_lines(
+        &out,
+        &[
+            "NodeWright: nw",
+            "Package filter: agentless",
+            "Nodes with a matching package (2):",
+            "Successfully reset 2 node(s) for NodeWright \"nw\"",
+        ],
+    )?;
     let node_1 = annotations(client, "node-1").await?;
     ensure!(
         !node_1.contains_key(&NODEWRIGHT.node_state_annotation(NAME)),
@@ -334,13 +343,14 @@ async fn reset_package_and_reset(kubectl: &Kubectl, client: &kube::Client) -> an
     )
     .await?;
     let out = nodewright(kubectl, &["reset", NAME, "-y"]).await?;
-    for line in [
-        "NodeWright: nw",
-        "Nodes to reset (1):",
-        "Successfully reset 1 node(s) for NodeWright \"nw\"",
-    ] {
-        ensure!(out.contains(line), "{line:?} missing:\n{out}");
-    }
+    ensure_lines(
+        &out,
+        &[
+            "NodeWright: nw",
+            "Nodes to reset (1):",
+            "Successfully reset 1 node(s) for NodeWright \"nw\"",
+        ],
+    )?;
     let node_1 = annotations(client, "node-1").await?;
     ensure!(
         !node_1.contains_key(&NODEWRIGHT.node_state_annotation(NAME)),
