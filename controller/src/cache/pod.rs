@@ -216,7 +216,7 @@ impl From<PodSpec> for CachedPodSpec {
             node_name: spec.node_name,
             init_containers: spec
                 .init_containers
-                .map(|containers| containers.into_iter().map(CachedContainer::from).collect()),
+                .map(|containers| converted(containers, CachedContainer::from)),
         }
     }
 }
@@ -255,14 +255,21 @@ impl From<PodStatus> for CachedPodStatus {
             phase: status.phase,
             reason: status.reason,
             message: status.message,
-            init_container_statuses: status.init_container_statuses.map(|statuses| {
-                statuses
-                    .into_iter()
-                    .map(CachedContainerStatus::from)
-                    .collect()
-            }),
+            init_container_statuses: (status.init_container_statuses)
+                .map(|statuses| converted(statuses, CachedContainerStatus::from)),
         }
     }
+}
+
+/// `items` converted one by one, in a vector holding only what it needs. Collecting a
+/// `Vec<Container>` into a `Vec<CachedContainer>` reuses the source's allocation (the standard
+/// library collects in place when the new items are no larger), so each cached pod would keep
+/// room for its init containers as k8s-openapi sizes them, about 2.3 KB each: heaptrack found
+/// 12.6 MiB of a 1,000-node rollout's 62 MiB peak heap held so, by the stage Jobs' templates.
+fn converted<T, U>(items: Vec<T>, convert: impl FnMut(T) -> U) -> Vec<U> {
+    let mut converted: Vec<U> = items.into_iter().map(convert).collect();
+    converted.shrink_to_fit();
+    converted
 }
 
 impl From<ContainerStatus> for CachedContainerStatus {

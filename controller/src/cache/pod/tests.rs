@@ -121,3 +121,25 @@ fn a_pod_without_spec_or_status_decodes() {
     assert_eq!(cached.metadata.name.as_deref(), Some("bare"));
     assert!(cached.spec.is_none() && cached.status.is_none());
 }
+
+#[test]
+fn a_decoded_pod_holds_no_room_for_the_kubernetes_types_it_came_from() {
+    let sky = skyhook("gpu", vec![]);
+    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let driver = package("driver", "1.0.0", "ghcr.io/x/driver");
+    let node = PodNode::new("node-1", None);
+    let apply = package_pod(&settings(), &owner, &driver, &node, Stage::Apply).unwrap();
+    for status in statuses() {
+        let decoded: CachedPod = serde_json::from_value(served(apply.clone(), status)).unwrap();
+        let containers = (decoded.spec.as_ref())
+            .and_then(|spec| spec.init_containers.as_ref())
+            .unwrap();
+        assert!(!containers.is_empty());
+        assert_eq!(containers.capacity(), containers.len());
+        if let Some(statuses) =
+            (decoded.status.as_ref()).and_then(|status| status.init_container_statuses.as_ref())
+        {
+            assert_eq!(statuses.capacity(), statuses.len());
+        }
+    }
+}
