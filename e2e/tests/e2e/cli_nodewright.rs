@@ -38,17 +38,24 @@ async fn every_verb_through_kubectl_nodewright() -> anyhow::Result<()> {
     create_nodewright(&client).await?;
     // node-1 has the package complete, is cordoned by the NodeWright and held by the
     // runtime-required cordon; node-2 has nothing yet. A Skyhook-prefixed state of the same
-    // name on node-2 must be invisible to kubectl nodewright.
-    annotate(
-        &client,
-        "node-1",
-        json!({
-            NODEWRIGHT.node_state_annotation(NAME): state(&[entry("config", "complete")]),
-            NODEWRIGHT.cordon_annotation(NAME): "true",
-            NODEWRIGHT.runtime_required_cordon_annotation: "true",
-        }),
-    )
-    .await?;
+    // name on node-2 must be invisible to kubectl nodewright. The cordon and its annotations
+    // land in one patch: the controller removes a runtime-required cordon annotation of either
+    // group from a schedulable node as stale.
+    Api::<Node>::all(client.clone())
+        .patch(
+            "node-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {
+                    NODEWRIGHT.node_state_annotation(NAME): state(&[entry("config", "complete")]),
+                    NODEWRIGHT.cordon_annotation(NAME): "true",
+                    NODEWRIGHT.runtime_required_cordon_annotation: "true",
+                }},
+                "spec": {"unschedulable": true},
+            })),
+        )
+        .await
+        .context("cordoning node-1")?;
     annotate(
         &client,
         "node-2",
@@ -168,7 +175,7 @@ async fn node_views(kubectl: &Kubectl) -> anyhow::Result<()> {
     ensure!(nodes.len() == 1, "{status}");
     ensure!(nodes[0]["nodeName"] == "node-1", "{status}");
     ensure!(nodes[0]["runtimeRequiredCordon"] == true, "{status}");
-    ensure!(nodes[0]["cordoned"] == false, "{status}");
+    ensure!(nodes[0]["cordoned"] == true, "{status}");
     let table = nodewright(kubectl, &["node", "status"]).await?;
     let header = table.lines().next().unwrap_or_default();
     ensure!(
