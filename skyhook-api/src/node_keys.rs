@@ -31,16 +31,11 @@ pub fn live_cordons(annotations: &dyn StringMap, owners: &Owners) -> Vec<Workloa
     cordons
 }
 
-/// Whether a live `cordon_<name>` annotation of either group is on the node ([`live_cordons`]
-/// without collecting them).
+/// Whether a live `cordon_<name>` annotation of either group is on the node (some
+/// [`live_cordons`]).
 pub fn any_live_cordon(annotations: &dyn StringMap, owners: &Owners) -> bool {
-    Group::ALL.into_iter().any(|group| {
-        let prefix = group.keys().cordon_annotation_prefix;
-        annotations.any_key(&mut |key| {
-            key.strip_prefix(prefix)
-                .is_some_and(|name| owners.is_live(group, name))
-        })
-    })
+    // Allocates only for a cordon found: most nodes have none.
+    !live_cordons(annotations, owners).is_empty()
 }
 
 /// Whether some cordon other than a foreign one holds the node: a live `cordon_*` annotation of
@@ -51,33 +46,6 @@ pub fn any_live_cordon(annotations: &dyn StringMap, owners: &Owners) -> bool {
 /// is someone else's.
 pub fn cordon_held(annotations: &dyn StringMap, owners: &Owners) -> bool {
     runtime_required_cordoned(annotations) || any_live_cordon(annotations, owners)
-}
-
-/// The live node-state annotations of the node (`nodeState_<name>` of either group, shadows
-/// left out): each workload with the annotation's text.
-pub fn live_node_states<'a>(
-    annotations: &'a dyn StringMap,
-    owners: &Owners,
-) -> Vec<(WorkloadId, &'a str)> {
-    let mut names = Vec::new();
-    for group in Group::ALL {
-        let prefix = group.keys().node_state_annotation("");
-        annotations.any_key(&mut |key| {
-            if let Some(name) = key.strip_prefix(&prefix)
-                && owners.is_live(group, name)
-            {
-                names.push((group, name.to_owned()));
-            }
-            false
-        });
-    }
-    names
-        .into_iter()
-        .filter_map(|(group, name)| {
-            let text = annotations.value(&group.keys().node_state_annotation(&name))?;
-            Some((WorkloadId { group, name }, text))
-        })
-        .collect()
 }
 
 /// Whether the node is excluded from every workload: the `ignore` label of either group is
@@ -92,8 +60,12 @@ pub fn ignored(labels: &dyn StringMap) -> bool {
 /// either generation, already processed it (a "new" node, which auto-taint may taint, has
 /// none).
 pub fn has_operator_annotations(annotations: &dyn StringMap) -> bool {
-    let prefixes = Group::ALL.map(|group| format!("{}/", group.name()));
-    annotations.any_key(&mut |key| prefixes.iter().any(|prefix| key.starts_with(prefix)))
+    annotations.any_key(&mut |key| {
+        Group::ALL.into_iter().any(|group| {
+            key.strip_prefix(group.name())
+                .is_some_and(|rest| rest.starts_with('/'))
+        })
+    })
 }
 
 /// Whether the node carries the runtime-required cordon annotation of either group.
@@ -214,24 +186,6 @@ mod tests {
         assert!(
             cordon_held(&nodewright_node, &skyhooks_only),
             "an upstream v0.20 node's cordon is an operator's, not a foreign one"
-        );
-    }
-
-    #[test]
-    fn node_states_of_both_groups_without_shadows() {
-        let annotations = labels(&[
-            ("skyhook.nvidia.com/nodeState_gpu", "{\"shadow\":1}"),
-            ("nodewright.nvidia.com/nodeState_gpu", "{\"live\":1}"),
-            ("skyhook.nvidia.com/nodeState_net", "{}"),
-            ("skyhook.nvidia.com/status_net", "complete"),
-            ("other.io/nodeState_x", "{}"),
-        ]);
-        assert_eq!(
-            live_node_states(&annotations, &owners()),
-            vec![
-                (id(Group::Skyhook, "net"), "{}"),
-                (id(Group::NodeWright, "gpu"), "{\"live\":1}"),
-            ]
         );
     }
 
