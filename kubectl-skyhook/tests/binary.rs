@@ -2,14 +2,19 @@
 
 use std::process::{Command, Output};
 
+/// Runs the built `binary` with `args`, away from any kubeconfig.
 #[allow(clippy::unwrap_used)] // A binary that cannot start must fail the test.
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-skyhook"))
+fn run_binary(binary: &str, args: &[&str]) -> Output {
+    Command::new(binary)
         .args(args)
         .env_remove("KUBECONFIG")
         .env("HOME", "/nonexistent-home-for-kubectl-skyhook-tests")
         .output()
         .unwrap()
+}
+
+fn run(args: &[&str]) -> Output {
+    run_binary(env!("CARGO_BIN_EXE_kubectl-skyhook"), args)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -80,14 +85,8 @@ fn help_shows_examples() {
     assert!(text(&out.stdout).contains("kubectl skyhook node list --skyhook demo"));
 }
 
-#[allow(clippy::unwrap_used)] // A binary that cannot start must fail the test.
 fn run_nodewright(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-nodewright"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("HOME", "/nonexistent-home-for-kubectl-skyhook-tests")
-        .output()
-        .unwrap()
+    run_binary(env!("CARGO_BIN_EXE_kubectl-nodewright"), args)
 }
 
 #[test]

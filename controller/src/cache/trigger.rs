@@ -573,6 +573,13 @@ mod tests {
             edit(&mut new);
             CachedPod::from(new)
         };
+        fn set_true_condition(pod: &mut Pod, type_: &str) {
+            pod.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
+                type_: type_.into(),
+                status: "True".into(),
+                ..PodCondition::default()
+            }]);
+        }
         let cases: [(&str, CachedPod, bool); 8] = [
             ("resource version only", edited(|_| {}), false),
             (
@@ -582,13 +589,7 @@ mod tests {
             ),
             (
                 "the kubelet reported readiness",
-                edited(|pod| {
-                    pod.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
-                        type_: "Ready".into(),
-                        status: "True".into(),
-                        ..PodCondition::default()
-                    }])
-                }),
+                edited(|pod| set_true_condition(pod, "Ready")),
                 false,
             ),
             (
@@ -621,13 +622,7 @@ mod tests {
             ),
             (
                 "a DisruptionTarget",
-                edited(|pod| {
-                    pod.status.as_mut().unwrap().conditions = Some(vec![PodCondition {
-                        type_: "DisruptionTarget".into(),
-                        status: "True".into(),
-                        ..PodCondition::default()
-                    }])
-                }),
+                edited(|pod| set_true_condition(pod, "DisruptionTarget")),
                 true,
             ),
             (
