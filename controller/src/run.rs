@@ -23,10 +23,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::ListParams;
 use kube::runtime::events::Reporter;
 use kube::{Api, Client};
+use skyhook_api::generation::Group;
+use skyhook_api::nodewright_v1alpha1::NodeWright;
 use skyhook_api::v1alpha1::Skyhook;
 use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 use crate::api_requests::counting_client;
 use crate::cache::Caches;
@@ -60,6 +62,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let client = counting_client(client_config, metrics.clone())
         .context("failed to build a Kubernetes client from the inferred configuration")?;
     check_crd(&client).await?;
+    let groups = served_groups(&client).await?;
 
     let readiness = Arc::new(Readiness::default());
     let mut servers = JoinSet::new();
@@ -89,7 +92,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
     };
     let outcome = tokio::select! {
-        result = lead_and_reconcile(&client, &config, metrics, elector.as_ref()) => result,
+        result = lead_and_reconcile(&client, &config, &groups, metrics, elector.as_ref()) => result,
         error = servers_failed => Err(error),
         () = shutdown_signal() => {
             info!("shutting down");
@@ -116,10 +119,45 @@ async fn check_crd(client: &Client) -> anyhow::Result<()> {
     }
 }
 
+/// The API groups whose objects the controller watches: the skyhook group (whose CRD
+/// [`check_crd`] requires), and the nodewright group where the API server serves it and the
+/// controller may list it. The groups are read once, at start: a NodeWright CRD installed later
+/// is watched from the controller's next start (`helm upgrade` installs it and restarts the
+/// controller in one step).
+async fn served_groups(client: &Client) -> anyhow::Result<Vec<Group>> {
+    let nodewrights = Api::<NodeWright>::all(client.clone());
+    match nodewrights
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(vec![Group::Skyhook, Group::NodeWright]),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            info!(
+                group = Group::NodeWright.name(),
+                "the NodeWright CRD (nodewrights.nodewright.nvidia.com) is not installed; serving Skyhooks only"
+            );
+            Ok(vec![Group::Skyhook])
+        }
+        // A chart of an earlier release: its role does not cover the group.
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            warn!(
+                group = Group::NodeWright.name(),
+                "the controller may not list NodeWrights; serving Skyhooks only. Grant list and watch on nodewrights.nodewright.nvidia.com (the chart's controller role does) and restart the controller"
+            );
+            Ok(vec![Group::Skyhook])
+        }
+        // Starting without the group would ignore the NodeWrights that exist.
+        Err(error) => Err(anyhow::Error::new(error).context(
+            "failed to list NodeWrights; check the API server address and the controller's RBAC",
+        )),
+    }
+}
+
 /// Takes the Lease (when enabled), fills the caches and reconciles until leadership is lost.
 async fn lead_and_reconcile(
     client: &Client,
     config: &Config,
+    groups: &[Group],
     metrics: Arc<Metrics>,
     elector: Option<&LeaderElector>,
 ) -> anyhow::Result<()> {
@@ -128,7 +166,7 @@ async fn lead_and_reconcile(
         elector.acquire().await;
     }
     let changed = Arc::new(Notify::new());
-    let (caches, drive) = Caches::start(client, &config.pods.namespace, changed.clone());
+    let (caches, drive) = Caches::start(client, &config.pods.namespace, groups, changed.clone());
     let watches = tokio::spawn(drive);
     let lead = async {
         caches

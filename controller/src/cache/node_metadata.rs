@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
-use skyhook_api::keys;
+use skyhook_api::generation::Group;
 
 use super::slim::WireMeta;
 use crate::configmaps::PACKAGES_KEY;
@@ -48,9 +48,9 @@ pub struct CachedNodeMetadata {
     /// The labels, annotations and owner reference are left out: every one of the thousands of
     /// these ConfigMaps carries the same few, and a one-entry map alone takes about 550 bytes.
     metadata: ObjectMeta,
-    /// The owning Skyhook (label `skyhook-node-meta`).
-    skyhook: Option<String>,
-    /// The node (annotation `skyhook.nvidia.com/Node.name`).
+    /// The owning object's group and name (label `<group>/skyhook-node-meta`).
+    owner: Option<(Group, String)>,
+    /// The node (annotation `<group>/Node.name`).
     node: Option<String>,
     digest: DataDigest,
     packages_json: Option<String>,
@@ -67,9 +67,10 @@ impl CachedNodeMetadata {
         self.packages_json.as_deref()
     }
 
-    /// The Skyhook it belongs to, from its label; `None` for a ConfigMap without one.
-    pub fn skyhook(&self) -> Option<&str> {
-        self.skyhook.as_deref()
+    /// The group and name of the object it belongs to, from its label; `None` for a ConfigMap
+    /// without one.
+    pub fn owner(&self) -> Option<(Group, &str)> {
+        (self.owner.as_ref()).map(|(group, name)| (*group, name.as_str()))
     }
 
     /// The node it describes, from its annotation.
@@ -90,6 +91,10 @@ impl From<ConfigMap> for CachedNodeMetadata {
             mut annotations,
             ..
         } = metadata;
+        let owner = Group::ALL.into_iter().find_map(|group| {
+            let name = labels.as_mut()?.remove(group.keys().node_meta_label)?;
+            Some((group, name))
+        });
         CachedNodeMetadata {
             metadata: ObjectMeta {
                 name,
@@ -98,12 +103,12 @@ impl From<ConfigMap> for CachedNodeMetadata {
                 resource_version,
                 ..ObjectMeta::default()
             },
-            skyhook: labels
-                .as_mut()
-                .and_then(|l| l.remove(keys::SKYHOOK.node_meta_label)),
-            node: annotations
-                .as_mut()
-                .and_then(|a| a.remove(keys::SKYHOOK.node_name_annotation)),
+            owner: owner.clone(),
+            node: owner.and_then(|(group, _)| {
+                annotations
+                    .as_mut()
+                    .and_then(|a| a.remove(group.keys().node_name_annotation))
+            }),
             digest: DataDigest::of(data.as_ref()),
             packages_json: data.and_then(|mut data| data.remove(PACKAGES_KEY)),
         }
@@ -132,6 +137,8 @@ impl<'de> Deserialize<'de> for CachedNodeMetadata {
 
 #[cfg(test)]
 mod tests {
+    use skyhook_api::keys;
+
     use super::*;
 
     fn data(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -161,7 +168,7 @@ mod tests {
         .unwrap();
         assert!(cached.holds(Some(&written)));
         assert_eq!(cached.packages_json(), Some(r#"{"packages":{}}"#));
-        assert_eq!(cached.skyhook(), Some("gpu-init"));
+        assert_eq!(cached.owner(), Some((Group::Skyhook, "gpu-init")));
         assert_eq!(cached.node(), Some("node-1"));
         // What the watch needs, and nothing else of the metadata.
         let only_identity = ObjectMeta {
@@ -198,6 +205,20 @@ mod tests {
         assert!(cached.holds(None));
         assert!(cached.holds(Some(&BTreeMap::new())));
         assert_eq!(cached.packages_json(), None);
-        assert_eq!((cached.skyhook(), cached.node()), (None, None));
+        assert_eq!((cached.owner(), cached.node()), (None, None));
+    }
+
+    #[test]
+    fn a_nodewright_configmap_is_read_under_its_groups_keys() {
+        let keys = Group::NodeWright.keys();
+        let cached: CachedNodeMetadata = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "meta-node-1", "namespace": "skyhook",
+                         "labels": {keys.node_meta_label: "gpu-init"},
+                         "annotations": {keys.node_name_annotation: "node-1",
+                                         keys::SKYHOOK.node_name_annotation: "other"}},
+        }))
+        .unwrap();
+        assert_eq!(cached.owner(), Some((Group::NodeWright, "gpu-init")));
+        assert_eq!(cached.node(), Some("node-1"));
     }
 }

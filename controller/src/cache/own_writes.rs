@@ -13,11 +13,13 @@
 use either::Either;
 use kube::Resource;
 use kube::core::Status;
+use skyhook_api::generation::Group;
 
 /// The cache an object of the controller's writes lands in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CachedKind {
-    Skyhook,
+    /// A Skyhook or a NodeWright, by its group.
+    Workload(Group),
     Node,
     /// The controller's pods, in its namespace.
     Pod,

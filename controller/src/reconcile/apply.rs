@@ -25,6 +25,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use skyhook_api::generation::Group;
 use skyhook_api::keys;
 use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
@@ -319,10 +320,11 @@ impl<'a> Writer<'a> {
         };
         for (name, _) in finalizers.iter().filter(|(_, wanted)| **wanted == add) {
             let result = match set_finalizer(&self.skyhooks, self.snapshot, name, add).await {
-                Ok(Some(skyhook)) => {
-                    self.own_writes
-                        .landed(CachedKind::Skyhook, name, Ok(Landed::written(&skyhook)))
-                }
+                Ok(Some(skyhook)) => self.own_writes.landed(
+                    CachedKind::Workload(Group::Skyhook),
+                    name,
+                    Ok(Landed::written(&skyhook)),
+                ),
                 Ok(None) => Ok(()),
                 Err(error) => Err(error),
             };
@@ -342,7 +344,9 @@ impl<'a> Writer<'a> {
                 .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map(|skyhook| Landed::written(&skyhook));
-            let result = self.own_writes.landed(CachedKind::Skyhook, name, result);
+            let result = self
+                .own_writes
+                .landed(CachedKind::Workload(Group::Skyhook), name, result);
             failures.record(Operation::AnnotateSkyhook, name, result);
         }
     }
@@ -669,7 +673,9 @@ impl<'a> Writer<'a> {
                 .patch_status(&name, &self.ssa, &Patch::Apply(body))
                 .await
                 .map(|skyhook| Landed::written(&skyhook));
-            let result = self.own_writes.landed(CachedKind::Skyhook, &name, result);
+            let result =
+                self.own_writes
+                    .landed(CachedKind::Workload(Group::Skyhook), &name, result);
             if result.is_err() {
                 unwritten.insert(name.clone());
             }
@@ -1320,7 +1326,15 @@ mod tests {
     #[test]
     fn only_the_work_planned_from_a_lost_node_state_waits() {
         let upserts = [configmap("changed"), configmap("new")];
-        let existing = BTreeMap::from([("changed".to_owned(), OwnedConfigMap::default())]);
+        let existing = BTreeMap::from([(
+            "changed".to_owned(),
+            OwnedConfigMap::new(
+                skyhook_api::generation::Group::Skyhook,
+                "s".to_owned(),
+                None,
+                std::sync::Arc::new(ConfigMap::default()),
+            ),
+        )]);
         let refused = || ["node-2".to_owned()].into();
         // (refused nodes, a 409 among them, configmap, pod) -> (written, created)
         let cases = [

@@ -14,7 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use skyhook_api::generation::Owners;
+use skyhook_api::generation::{Group, Owners};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
@@ -33,11 +33,16 @@ pub struct Snapshot {
     /// Every Skyhook, shared with the cache: a Skyhook's status mirrors its nodes (about 2 MiB
     /// at 1,000 nodes), too much to copy into every snapshot.
     pub skyhooks: Vec<std::sync::Arc<Skyhook>>,
+    /// Every NodeWright, in the Skyhook's shape, shared with the cache. Read for the names they
+    /// hold and their reboot deadlines; the plan drives only the groups in [`DRIVEN`].
+    pub nodewrights: Vec<std::sync::Arc<Skyhook>>,
     /// Which group's object is live for each name: the keys of the other group are a
     /// migration's shadows, which hold no cordon and no slot.
     pub owners: Owners,
-    /// Every DeploymentPolicy spec, by name.
+    /// Every DeploymentPolicy spec of the skyhook group, by name.
     pub policies: BTreeMap<String, DeploymentPolicySpec>,
+    /// Every DeploymentPolicy spec of the nodewright group, by name.
+    pub nodewright_policies: BTreeMap<String, DeploymentPolicySpec>,
     /// Every node, shared with the cache.
     pub nodes: Vec<Arc<NodeView>>,
     /// The controller's runs of package stages and interrupts: each stage Job not yet recorded
@@ -106,11 +111,13 @@ pub struct OwnedPod {
     pub name: String,
     /// `spec.nodeName`.
     pub node: String,
-    /// The `skyhook.nvidia.com/name` label.
+    /// The group of the object it runs for: the group whose `<group>/name` label it carries.
+    pub group: Group,
+    /// The `<group>/name` label.
     pub skyhook: String,
-    /// The `skyhook.nvidia.com/package` label (`<pkg>-<version>`).
+    /// The `<group>/package` label (`<pkg>-<version>`).
     pub package_label: String,
-    /// The parsed `skyhook.nvidia.com/package` annotation.
+    /// The parsed `<group>/package` annotation.
     pub annotation: Option<PodPackageAnnotation>,
     /// It is an interrupt pod.
     pub interrupt: bool,
@@ -152,6 +159,8 @@ pub struct JobRun {
 pub struct RetainedJob {
     /// Job name.
     pub name: String,
+    /// The group of the object it ran for.
+    pub group: Group,
     /// The node it ran on.
     pub node: String,
     /// Its package annotation.
@@ -162,11 +171,13 @@ pub struct RetainedJob {
 
 /// A ConfigMap the controller owns: its owner and node, and the cached object itself (a
 /// package ConfigMap whole, a node-metadata ConfigMap as [`CachedNodeMetadata`]).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OwnedConfigMap<C = ConfigMap> {
-    /// The owning Skyhook (label `skyhook.nvidia.com/name` or `skyhook-node-meta`).
+    /// The owning object's group: the group of its label.
+    pub group: Group,
+    /// The owning object (label `<group>/name` or `<group>/skyhook-node-meta`).
     pub skyhook: String,
-    /// For node-metadata ConfigMaps, the node (annotation `skyhook.nvidia.com/Node.name`).
+    /// For node-metadata ConfigMaps, the node (annotation `<group>/Node.name`).
     pub node: Option<String>,
     /// The ConfigMap as cached, shared with the cache: a node-metadata ConfigMap carries its
     /// node's labels and annotations, and copying every one into every snapshot cost a reconcile
@@ -175,9 +186,16 @@ pub struct OwnedConfigMap<C = ConfigMap> {
 }
 
 impl<C> OwnedConfigMap<C> {
-    /// The ConfigMap `configmap` of `skyhook` (and of `node`, for a node-metadata ConfigMap).
-    pub fn new(skyhook: String, node: Option<String>, configmap: std::sync::Arc<C>) -> Self {
+    /// The ConfigMap `configmap` of the object `skyhook` of `group` (and of `node`, for a
+    /// node-metadata ConfigMap).
+    pub fn new(
+        group: Group,
+        skyhook: String,
+        node: Option<String>,
+        configmap: std::sync::Arc<C>,
+    ) -> Self {
         OwnedConfigMap {
+            group,
             skyhook,
             node,
             configmap,
@@ -219,15 +237,22 @@ impl Snapshot {
             .iter()
             .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
             .collect();
-        let deadlines = reboot_deadlines(&cached.skyhooks, reboot_deadline);
-        let context_of = |labels: Option<&BTreeMap<String, String>>, node: &str| OutcomeContext {
-            node_boot_id: boot_ids.get(node).copied().flatten(),
-            now,
-            reboot_deadline: labels
-                .and_then(|l| l.get(keys::SKYHOOK.name_label))
-                .and_then(|name| deadlines.get(name.as_str()).copied())
-                .unwrap_or(reboot_deadline),
-        };
+        let deadlines = reboot_deadlines(
+            [
+                (Group::Skyhook, cached.skyhooks.as_slice()),
+                (Group::NodeWright, cached.nodewrights.as_slice()),
+            ],
+            reboot_deadline,
+        );
+        let context_of =
+            |group: Group, labels: Option<&BTreeMap<String, String>>, node: &str| OutcomeContext {
+                node_boot_id: boot_ids.get(node).copied().flatten(),
+                now,
+                reboot_deadline: labels
+                    .and_then(|l| l.get(group.keys().name_label))
+                    .and_then(|name| deadlines.get(&(group, name.as_str())).copied())
+                    .unwrap_or(reboot_deadline),
+            };
         let mut attempts: BTreeMap<&str, Vec<&cache::CachedPod>> = BTreeMap::new();
         for pod in &cached.pods {
             if let Some(job) = job_of(pod) {
@@ -241,46 +266,49 @@ impl Snapshot {
                 continue;
             };
             let run = &job.template;
+            // The template's labels, as the attempts' (the Job controller copies them).
+            let group = group_of(run.metadata.labels.as_ref());
+            if !DRIVEN.contains(&group) {
+                continue;
+            }
+            let keys = group.keys();
             let node = run
                 .spec
                 .as_ref()
                 .and_then(|spec| spec.node_name.as_deref())
                 .unwrap_or_default();
-            let recorded = job
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(keys::SKYHOOK.state_recorded_annotation))
+            let annotations = job.metadata.annotations.as_ref();
+            let recorded = annotations
+                .and_then(|a| a.get(keys.state_recorded_annotation))
                 .is_some_and(|value| value == "true");
             if recorded && job.complete() {
                 retained_jobs.push(RetainedJob {
                     name: name.to_owned(),
+                    group,
                     node: node.to_owned(),
-                    annotation: package_annotation_of(run),
+                    annotation: package_annotation_of(group, run),
                     deleting: job.metadata.deletion_timestamp.is_some(),
                 });
                 continue;
             }
             let tried = attempts.get(name).map(Vec::as_slice).unwrap_or_default();
-            let context = context_of(run.metadata.labels.as_ref(), node);
+            let context = context_of(group, run.metadata.labels.as_ref(), node);
             let outcome = job_outcome::outcome(job, tried, context);
             let prune = job_outcome::attempts_to_prune(tried)
                 .iter()
                 .filter_map(|pod| pod.metadata.name.clone())
                 .collect();
             if let Some(mut owned) = OwnedPod::new(std::sync::Arc::clone(run), outcome) {
-                let annotations = job.metadata.annotations.as_ref();
                 owned.job = Some(JobRun {
                     suspended: job.suspend,
                     finished: job.finished(),
                     recorded,
                     prune,
                     restart_allowance: annotations
-                        .and_then(|a| a.get(keys::SKYHOOK.restart_allowance_annotation))
+                        .and_then(|a| a.get(keys.restart_allowance_annotation))
                         .and_then(|value| value.parse().ok()),
-                    restart_limit_exceeded: annotations.is_some_and(|a| {
-                        a.contains_key(keys::SKYHOOK.restart_limit_exceeded_annotation)
-                    }),
+                    restart_limit_exceeded: annotations
+                        .is_some_and(|a| a.contains_key(keys.restart_limit_exceeded_annotation)),
                     failure_target_since: (job.condition(job_outcome::FAILURE_TARGET))
                         .filter(|_| !job.finished())
                         .and_then(|target| target.since),
@@ -294,29 +322,43 @@ impl Snapshot {
             .iter()
             .filter(|pod| job_of(pod).is_none())
             .filter_map(|pod| {
+                let labels = pod.metadata.labels.as_ref();
+                let group = group_of(labels);
+                if !DRIVEN.contains(&group) {
+                    return None;
+                }
                 let node = pod.spec.as_ref()?.node_name.as_deref()?;
-                let context = context_of(pod.metadata.labels.as_ref(), node);
-                let outcome = pod_outcome::outcome(pod, context);
+                let outcome = pod_outcome::outcome(pod, context_of(group, labels, node));
                 OwnedPod::new(std::sync::Arc::clone(pod), outcome)
             });
         pods.extend(bare);
+        let policy_specs =
+            |policies: &mut dyn Iterator<Item = (Option<&String>, &DeploymentPolicySpec)>| {
+                policies
+                    .filter_map(|(name, spec)| Some((name?.clone(), spec.clone())))
+                    .collect()
+            };
         Snapshot {
             retained_jobs,
             owners: Owners::skyhooks_only(
                 (cached.skyhooks.iter()).filter_map(|skyhook| skyhook.metadata.name.as_deref()),
             ),
             skyhooks: cached.skyhooks.clone(),
-            policies: cached
-                .policies
-                .iter()
-                .filter_map(|p| Some((p.metadata.name.clone()?, p.spec.clone())))
-                .collect(),
+            nodewrights: cached.nodewrights.clone(),
+            policies: policy_specs(
+                &mut (cached.policies.iter()).map(|p| (p.metadata.name.as_ref(), &p.spec)),
+            ),
+            nodewright_policies: policy_specs(
+                &mut (cached.nodewright_policies.iter())
+                    .map(|p| (p.metadata.name.as_ref(), &p.spec)),
+            ),
             nodes,
             pods,
             package_configmaps: package_configmaps(&cached.package_configmaps),
             metadata_configmaps: owned_configmaps(&cached.metadata_configmaps, |cm| {
                 let name = kube::Resource::meta(cm).name.as_deref()?;
-                Some((name, cm.skyhook()?, cm.node()))
+                let (group, owner) = cm.owner()?;
+                Some((name, group, owner, cm.node()))
             }),
             workload_pods,
             pdbs,
@@ -334,8 +376,11 @@ impl Snapshot {
             .iter()
             .filter(|node| {
                 node.annotations.keys().any(|k| {
-                    k.starts_with(keys::SKYHOOK.cordon_annotation_prefix)
-                        || k.starts_with(keys::SKYHOOK.drain_start_prefix)
+                    Group::ALL.into_iter().any(|group| {
+                        let keys = group.keys();
+                        k.starts_with(keys.cordon_annotation_prefix)
+                            || k.starts_with(keys.drain_start_prefix)
+                    })
                 })
             })
             .map(|node| node.name.clone())
@@ -343,51 +388,65 @@ impl Snapshot {
     }
 }
 
-/// Each Skyhook's reboot deadline: its `spec.rebootDeadline`, else the controller's `fallback`.
+/// The groups whose runs the plan drives; the runs and ConfigMaps of the others are left out of
+/// the snapshot, so that no plan deletes or re-creates them while their objects are not driven.
+pub const DRIVEN: &[Group] = &[Group::Skyhook];
+
+/// Each object's reboot deadline, by group and name: its `spec.rebootDeadline`, else the
+/// controller's `fallback`.
 fn reboot_deadlines(
-    skyhooks: &[std::sync::Arc<Skyhook>],
+    objects: [(Group, &[std::sync::Arc<Skyhook>]); 2],
     fallback: Duration,
-) -> BTreeMap<&str, Duration> {
-    skyhooks
-        .iter()
-        .filter_map(|s| {
+) -> BTreeMap<(Group, &str), Duration> {
+    objects
+        .into_iter()
+        .flat_map(|(group, objects)| objects.iter().map(move |s| (group, s)))
+        .filter_map(|(group, s)| {
             Some((
-                s.metadata.name.as_deref()?,
+                (group, s.metadata.name.as_deref()?),
                 s.spec.reboot_deadline(fallback),
             ))
         })
         .collect()
 }
 
+/// The group of a run or ConfigMap of the controller's: the group whose `<group>/name` label it
+/// carries. Upstream's operator copies a legacy pod's labels to its own prefix while a
+/// NodeWright adopts it, so a run carrying both reads as the skyhook group's, as before the
+/// copy, until the liveness rule hands its name over. The watches select by these labels, so
+/// one is always there; a run without either reads as the skyhook group's, with no name.
+pub fn group_of(labels: Option<&BTreeMap<String, String>>) -> Group {
+    let labelled = |group: &Group| labels.is_some_and(|l| l.contains_key(group.keys().name_label));
+    Group::ALL
+        .into_iter()
+        .find(labelled)
+        .unwrap_or(Group::Skyhook)
+}
+
 impl OwnedPod {
-    /// Reads the pod's name, node, Skyhook and package from its labels and annotation, with
-    /// its `outcome` already classified; `None` for a pod not bound to a node.
+    /// Reads the pod's name, node, group, Skyhook and package from its labels and annotation,
+    /// with its `outcome` already classified; `None` for a pod not bound to a node.
     pub fn new(pod: std::sync::Arc<cache::CachedPod>, outcome: PodOutcome) -> Option<OwnedPod> {
         let node = pod.spec.as_ref()?.node_name.clone()?;
+        let group = group_of(pod.metadata.labels.as_ref());
+        let keys = group.keys();
         let label = |key: &str| {
             pod.metadata
                 .labels
                 .as_ref()
                 .and_then(|labels| labels.get(key))
         };
-        let annotation = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
-            .and_then(|text| PodPackageAnnotation::parse(text).ok());
         Some(OwnedPod {
             name: pod.metadata.name.clone().unwrap_or_default(),
             node,
-            skyhook: label(keys::SKYHOOK.name_label).cloned().unwrap_or_default(),
-            package_label: label(keys::SKYHOOK.package_label)
-                .cloned()
-                .unwrap_or_default(),
-            interrupt: label(keys::SKYHOOK.interrupt_label)
+            group,
+            skyhook: label(keys.name_label).cloned().unwrap_or_default(),
+            package_label: label(keys.package_label).cloned().unwrap_or_default(),
+            annotation: package_annotation_of(group, &pod),
+            interrupt: label(keys.interrupt_label)
                 .is_some_and(|value| value == keys::INTERRUPT_LABEL_VALUE),
             deleting: pod.metadata.deletion_timestamp.is_some(),
             outcome,
-            annotation,
             pod,
             job: None,
         })
@@ -408,42 +467,52 @@ fn job_of(pod: &cache::CachedPod) -> Option<&str> {
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 const LEGACY_JOB_NAME_LABEL: &str = "job-name";
 
-/// A run's parsed package annotation.
-fn package_annotation_of(pod: &cache::CachedPod) -> Option<PodPackageAnnotation> {
+/// A run's parsed package annotation, under its group's key.
+fn package_annotation_of(group: Group, pod: &cache::CachedPod) -> Option<PodPackageAnnotation> {
     pod.metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
+        .and_then(|a| a.get(group.keys().package_annotation))
         .and_then(|text| PodPackageAnnotation::parse(text).ok())
 }
 
-/// The package ConfigMaps by name, with the Skyhook their label `skyhook.nvidia.com/name` names.
+/// The package ConfigMaps by name, with the object their label `<group>/name` names.
 fn package_configmaps(
     configmaps: &[std::sync::Arc<ConfigMap>],
 ) -> BTreeMap<String, OwnedConfigMap> {
     owned_configmaps(configmaps, |cm| {
         let metadata = &cm.metadata;
-        let skyhook = metadata.labels.as_ref()?.get(keys::SKYHOOK.name_label)?;
+        let labels = metadata.labels.as_ref();
+        let group = group_of(labels);
+        let skyhook = labels?.get(group.keys().name_label)?;
         let node = metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(keys::SKYHOOK.node_name_annotation));
-        Some((metadata.name.as_deref()?, skyhook, node.map(String::as_str)))
+            .and_then(|a| a.get(group.keys().node_name_annotation));
+        let name = metadata.name.as_deref()?;
+        Some((name, group, skyhook.as_str(), node.map(String::as_str)))
     })
 }
 
-/// The ConfigMaps `owner` names (name, Skyhook, node) by name; those it names none of are left
-/// out.
+/// The ConfigMaps of the driven groups that `owner` names (name, group, owning object, node),
+/// by name; those it names none of are left out.
 fn owned_configmaps<C>(
     configmaps: &[std::sync::Arc<C>],
-    owner: impl Fn(&C) -> Option<(&str, &str, Option<&str>)>,
+    owner: impl Fn(&C) -> Option<(&str, Group, &str, Option<&str>)>,
 ) -> BTreeMap<String, OwnedConfigMap<C>> {
     configmaps
         .iter()
         .filter_map(|cm| {
-            let (name, skyhook, node) = owner(cm)?;
-            let owned =
-                OwnedConfigMap::new(skyhook.to_owned(), node.map(str::to_owned), cm.clone());
+            let (name, group, skyhook, node) = owner(cm)?;
+            if !DRIVEN.contains(&group) {
+                return None;
+            }
+            let owned = OwnedConfigMap::new(
+                group,
+                skyhook.to_owned(),
+                node.map(str::to_owned),
+                cm.clone(),
+            );
             Some((name.to_owned(), owned))
         })
         .collect()
@@ -587,9 +656,170 @@ mod tests {
         };
         let skyhooks = [skyhook("fast", Some("5m")), skyhook("default", None)];
         let fallback = Duration::from_secs(1800);
-        let deadlines = reboot_deadlines(&skyhooks, fallback);
-        assert_eq!(deadlines.get("fast"), Some(&Duration::from_secs(300)));
-        assert_eq!(deadlines.get("default"), Some(&fallback));
+        let deadlines = reboot_deadlines(
+            [(Group::Skyhook, &skyhooks), (Group::NodeWright, &[])],
+            fallback,
+        );
+        assert_eq!(
+            deadlines.get(&(Group::Skyhook, "fast")),
+            Some(&Duration::from_secs(300))
+        );
+        assert_eq!(deadlines.get(&(Group::Skyhook, "default")), Some(&fallback));
+    }
+
+    #[test]
+    fn the_nodes_of_either_groups_cordons_and_drains_are_listed() {
+        let nodes = vec![
+            Arc::new(
+                node(
+                    "skyhook",
+                    &[("skyhook.nvidia.com/cordon_a", "true")],
+                    "True",
+                )
+                .into(),
+            ),
+            Arc::new(
+                node(
+                    "nodewright",
+                    &[("nodewright.nvidia.com/drainStart_b", "2026-12-01T10:00:00Z")],
+                    "True",
+                )
+                .into(),
+            ),
+            Arc::new(node("plain", &[("example.com/cordon_a", "true")], "True").into()),
+        ];
+        assert_eq!(
+            Snapshot::nodes_to_list(&nodes),
+            vec!["skyhook".to_owned(), "nodewright".to_owned()]
+        );
+    }
+
+    /// A bare run labelled under `group`'s keys, of the object `owner`, on node `n`.
+    fn run_of(group: Group, name: &str, owner: &str) -> Arc<cache::CachedPod> {
+        let keys = group.keys();
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([
+                    (keys.name_label.to_owned(), owner.to_owned()),
+                    (keys.package_label.to_owned(), "one-1.0.0".to_owned()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: Some("n".into()),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        Arc::new(pod.into())
+    }
+
+    fn build_at_noon(cached: &cache::CachedObjects) -> Snapshot {
+        let now: Timestamp = "2026-01-01T12:00:00Z"
+            .parse()
+            .expect("a valid timestamp literal");
+        Snapshot::build(
+            cached,
+            BTreeMap::new(),
+            Vec::new(),
+            now,
+            Duration::from_secs(60),
+        )
+    }
+
+    #[test]
+    fn a_run_is_read_under_the_keys_of_its_group_and_only_driven_groups_are_planned() {
+        let configmap = |group: Group, name: &str| {
+            let keys = group.keys();
+            Arc::new(ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    labels: Some(BTreeMap::from([(
+                        keys.name_label.to_owned(),
+                        "gpu".to_owned(),
+                    )])),
+                    ..ObjectMeta::default()
+                },
+                ..ConfigMap::default()
+            })
+        };
+        let mut both = run_of(Group::Skyhook, "copied", "gpu").as_ref().clone();
+        if let Some(labels) = both.metadata.labels.as_mut() {
+            labels.insert(keys::NODEWRIGHT.name_label.to_owned(), "gpu".to_owned());
+        }
+        let cached = cache::CachedObjects {
+            nodes: vec![Arc::new(node("n", &[], "True").into())],
+            pods: vec![
+                run_of(Group::Skyhook, "legacy", "gpu"),
+                run_of(Group::NodeWright, "new", "gpu"),
+                Arc::new(both),
+            ],
+            package_configmaps: vec![
+                configmap(Group::Skyhook, "gpu-legacy"),
+                configmap(Group::NodeWright, "gpu-new"),
+            ],
+            ..cache::CachedObjects::default()
+        };
+        let snapshot = build_at_noon(&cached);
+        let runs: Vec<_> = (snapshot.pods.iter())
+            .map(|p| {
+                (
+                    p.name.as_str(),
+                    p.group,
+                    p.skyhook.as_str(),
+                    p.package_label.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            vec![
+                ("legacy", Group::Skyhook, "gpu", "one-1.0.0"),
+                ("copied", Group::Skyhook, "gpu", "one-1.0.0"),
+            ]
+        );
+        let configmaps: Vec<_> = (snapshot.package_configmaps.iter())
+            .map(|(name, cm)| (name.as_str(), cm.group, cm.skyhook.as_str()))
+            .collect();
+        assert_eq!(configmaps, vec![("gpu-legacy", Group::Skyhook, "gpu")]);
+        assert_eq!(
+            group_of(
+                run_of(Group::NodeWright, "new", "gpu")
+                    .metadata
+                    .labels
+                    .as_ref()
+            ),
+            Group::NodeWright
+        );
+        assert_eq!(group_of(None), Group::Skyhook);
+    }
+
+    #[test]
+    fn each_groups_object_has_its_own_reboot_deadline() {
+        let object = |name: &str, deadline: &str| {
+            let mut s = Skyhook::new(name, SkyhookSpec::default());
+            s.spec.reboot_deadline = Some(deadline.to_owned());
+            Arc::new(s)
+        };
+        let skyhooks = [object("gpu", "5m")];
+        let nodewrights = [object("gpu", "7m")];
+        let fallback = Duration::from_secs(1800);
+        let deadlines = reboot_deadlines(
+            [
+                (Group::Skyhook, skyhooks.as_slice()),
+                (Group::NodeWright, nodewrights.as_slice()),
+            ],
+            fallback,
+        );
+        assert_eq!(
+            deadlines.get(&(Group::Skyhook, "gpu")),
+            Some(&Duration::from_secs(300))
+        );
+        assert_eq!(
+            deadlines.get(&(Group::NodeWright, "gpu")),
+            Some(&Duration::from_secs(420))
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::api::ObjectMeta;
+use skyhook_api::generation::Group;
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
@@ -314,13 +315,15 @@ impl Sim {
             let shared = std::sync::Arc::new(cm.clone());
             if let Some(skyhook) = labels.get(keys::SKYHOOK.node_meta_label) {
                 let cached = Arc::new(CachedNodeMetadata::from(cm.clone()));
-                snapshot
-                    .metadata_configmaps
-                    .insert(name, OwnedConfigMap::new(skyhook.clone(), node, cached));
+                snapshot.metadata_configmaps.insert(
+                    name,
+                    OwnedConfigMap::new(Group::Skyhook, skyhook.clone(), node, cached),
+                );
             } else if let Some(skyhook) = labels.get(keys::SKYHOOK.name_label) {
-                snapshot
-                    .package_configmaps
-                    .insert(name, OwnedConfigMap::new(skyhook.clone(), None, shared));
+                snapshot.package_configmaps.insert(
+                    name,
+                    OwnedConfigMap::new(Group::Skyhook, skyhook.clone(), None, shared),
+                );
             }
         }
         for name in &planned.delete_configmaps {
