@@ -63,6 +63,7 @@ const fn named(request: Request, name: &'static str) -> Request {
 }
 
 const SKYHOOK_GROUP: &str = "skyhook.nvidia.com";
+const NODEWRIGHT_GROUP: &str = "nodewright.nvidia.com";
 /// A namespace of workloads a drain meets.
 pub const WORKLOADS: &str = "workloads";
 /// Where Events about cluster-scoped objects are recorded.
@@ -81,6 +82,10 @@ pub const CONTROLLER_SENDS: &[Request] = &[
     request("update", SKYHOOK_GROUP, "skyhooks/finalizers", Cluster, "blockOwnerDeletion on owned Jobs and ConfigMaps"),
     request("list", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "cache"),
     request("watch", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "cache"),
+    request("list", NODEWRIGHT_GROUP, "nodewrights", Cluster, "served-group check at start; cache"),
+    request("watch", NODEWRIGHT_GROUP, "nodewrights", Cluster, "cache, where the group is served"),
+    request("list", NODEWRIGHT_GROUP, "deploymentpolicies", Cluster, "cache, where the group is served"),
+    request("watch", NODEWRIGHT_GROUP, "deploymentpolicies", Cluster, "cache, where the group is served"),
     request("list", "", "nodes", Cluster, "cache"),
     request("watch", "", "nodes", Cluster, "cache"),
     request("patch", "", "nodes", Cluster, "node state, cordon, taints"),
@@ -123,6 +128,7 @@ pub const CONTROLLER_MUST_NOT: &[Request] = &[
     request("create", SKYHOOK_GROUP, "skyhooks", Cluster, "users create them"),
     request("delete", SKYHOOK_GROUP, "skyhooks", Cluster, "users delete them"),
     request("update", SKYHOOK_GROUP, "deploymentpolicies", Cluster, "read only"),
+    request("patch", NODEWRIGHT_GROUP, "nodewrights", Cluster, "not driven yet: read only"),
     request("update", "", "nodes", Cluster, "writes are patches"),
     request("delete", "", "nodes", Cluster, "never"),
     request("create", "", "events", Namespace(EVENTS_NAMESPACE), "Events go through events.k8s.io"),
