@@ -22,7 +22,8 @@ use skyhook_api::runtime_required::parse_taint;
 use skyhook_api::stage::node_complete;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::uninstall::{UninstallMode, UninstallRules};
-use skyhook_api::v1alpha1::{Skyhook, Status};
+use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, Status};
+use skyhook_api::window::open_window_budgets;
 
 use crate::cluster::{self, Cluster, name_of};
 
@@ -86,14 +87,20 @@ impl<'c> Rollout<'c> {
         let selection_nodes = rollout_nodes(cluster.keys(), name, &nodes);
         let no_statuses = BTreeMap::new();
         let recorded = (skyhook.status.as_ref()).map_or(&no_statuses, |s| &s.compartment_statuses);
+        let now = Timestamp::now();
+        // The window budget in force now, when a window is open: its clock is the plugin's.
+        let window_budgets = policy_of(skyhook, cluster).map_or_else(Vec::new, |policy| {
+            open_window_budgets(&policy.maintenance_windows, now)
+        });
         let compartments = rollout(&RolloutInput {
             compartments: &specs,
             tolerations: &tolerations,
             nodes: &selection_nodes,
             recorded,
             may_start: true,
+            window_budgets: &window_budgets,
             settle: None,
-            now: Timestamp::now(),
+            now,
         });
         Rollout {
             group: cluster.group,
@@ -169,13 +176,17 @@ fn compartment_specs(
     cluster: &Cluster,
     node_count: usize,
 ) -> (Vec<CompartmentSpec>, bool) {
-    let policy = (skyhook.spec.policy_name())
-        .and_then(|name| cluster.policy(name))
-        .map(|policy| &policy.spec);
-    match skyhook_compartments(&skyhook.spec, policy, node_count) {
+    match skyhook_compartments(&skyhook.spec, policy_of(skyhook, cluster), node_count) {
         Some(compartments) => (compartments, false),
         None => (Vec::new(), true),
     }
+}
+
+/// The spec of the DeploymentPolicy `skyhook` names, when it names one that exists.
+fn policy_of<'c>(skyhook: &Skyhook, cluster: &'c Cluster) -> Option<&'c DeploymentPolicySpec> {
+    (skyhook.spec.policy_name())
+        .and_then(|name| cluster.policy(name))
+        .map(|policy| &policy.spec)
 }
 
 /// The nodes as the rules see them, for `skyhook`.

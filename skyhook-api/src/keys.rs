@@ -84,6 +84,11 @@ pub struct Keys {
     /// batch because their DeploymentPolicy's health gate is closed; the message names, per
     /// compartment, the node that holds it. Removed once no compartment is held by the gate.
     pub condition_health_gate_held: &'static str,
+    /// Condition (ours, not upstream's): True while the budget of an open maintenance window
+    /// holds compartments of the Skyhook to fewer nodes at once than their own budgets would
+    /// take; the message names the policy, the compartments and their window ceilings. Removed
+    /// once no window budget holds work.
+    pub condition_window_budget_held: &'static str,
     /// Deprecated prefixed mirror of [`CONDITION_DRAIN_BLOCKED`], identical to it: ours before
     /// upstream v0.20 named the condition.
     pub condition_drain_blocked: &'static str,
@@ -155,6 +160,7 @@ macro_rules! group_keys {
             condition_fleet_budget_wait: concat!($group, "/WaitingForFleetBudget"),
             condition_outside_maintenance_window: concat!($group, "/OutsideMaintenanceWindow"),
             condition_health_gate_held: concat!($group, "/HealthGateHeld"),
+            condition_window_budget_held: concat!($group, "/WindowBudgetHeld"),
             condition_drain_blocked: concat!($group, "/DrainBlocked"),
             condition_spec_invalid: concat!($group, "/SpecInvalid"),
             runtime_required_cordon_annotation: concat!($group, "/runtimeRequiredCordon"),
@@ -613,6 +619,9 @@ pub const MAINTENANCE_WINDOW_CLOSED_REASON: &str = "MaintenanceWindowClosed";
 
 /// Reason of [`Keys::condition_health_gate_held`].
 pub const HEALTH_GATE_HELD_REASON: &str = "NodeNotSettled";
+
+/// Reason of [`Keys::condition_window_budget_held`].
+pub const WINDOW_BUDGET_FULL_REASON: &str = "WindowBudgetFull";
 
 /// Condition (upstream v0.20): True while some selected node's drain cannot progress; the
 /// reason is one of the `DRAIN_BLOCKED_*` reasons, the message

@@ -12,10 +12,11 @@ use k8s_openapi::api::core::v1::Toleration;
 
 use crate::budget::{
     CandidateNode, CompartmentNodes, CompartmentSpec, Selection, assign_nodes, evaluate_batch,
+    next_batch_size, window_ceiling,
 };
 use crate::health::{GateNode, GateState, health_gate};
 use crate::string_map::StringMap;
-use crate::v1alpha1::{BatchState, CompartmentStatus, Status};
+use crate::v1alpha1::{BatchState, CompartmentStatus, PolicyBudget, Status};
 
 /// One node the Skyhook targets.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +42,9 @@ pub struct RolloutInput<'i, 'n> {
     pub recorded: &'i BTreeMap<String, CompartmentStatus>,
     /// Whether its policy lets a compartment start a new batch now (maintenance windows).
     pub may_start: bool,
+    /// The budgets of its policy's maintenance windows open now
+    /// ([`crate::window::open_window_budgets`]); empty without a policy or an open window.
+    pub window_budgets: &'i [Option<PolicyBudget>],
     /// Its policy's health gate `settle`, when it has one.
     pub settle: Option<SignedDuration>,
     /// The time of the decision.
@@ -54,8 +58,13 @@ pub struct CompartmentRollout<'n> {
     pub spec: CompartmentSpec,
     /// Its nodes: indexes into [`RolloutInput::nodes`], in the order given.
     pub nodes: Vec<usize>,
-    /// The most nodes of it that may hold a budget slot at once.
+    /// The most nodes of it that may hold a budget slot at once: its own budget's ceiling, or
+    /// that of an open maintenance window's budget ([`window_ceiling`]).
     pub ceiling: usize,
+    /// The ceiling of its own budget.
+    pub own_ceiling: usize,
+    /// An open window's budget holds back nodes its own budget would work on now.
+    pub window_held: bool,
     /// The batch state recorded in status, or the initial one.
     pub recorded_state: BatchState,
     /// The batch state after evaluating the finished batch: what selection used.
@@ -99,7 +108,8 @@ pub fn rollout<'n>(input: &RolloutInput<'_, 'n>) -> Vec<CompartmentRollout<'n>> 
                     .collect(),
                 input.tolerations,
             );
-            let ceiling = spec.ceiling(nodes.len());
+            let own_ceiling = spec.ceiling(nodes.len());
+            let ceiling = window_ceiling(own_ceiling, input.window_budgets, nodes.len());
             let recorded_state = (input.recorded.get(&spec.name))
                 .and_then(|s| s.batch_state.clone())
                 .unwrap_or_else(BatchState::initial);
@@ -118,12 +128,24 @@ pub fn rollout<'n>(input: &RolloutInput<'_, 'n>) -> Vec<CompartmentRollout<'n>> 
                 }
             };
             let may_start = input.may_start && gate == GateState::Open;
-            let selection =
-                nodes.select_gated(spec.strategy.as_ref(), &batch_state, ceiling, may_start);
+            let strategy = spec.strategy.as_ref();
+            let selection = nodes.select_gated(strategy, &batch_state, ceiling, may_start);
+            // The window holds work back while its batch is smaller than the one the
+            // compartment's own budget would take (not merely its ceiling: the strategy's batch
+            // size may be the smaller one). Judged on the batch size, so it holds for the whole
+            // batch, not only at its start.
+            let batch_size =
+                |ceiling| next_batch_size(strategy, &batch_state, nodes.len(), ceiling);
+            // Only while some incomplete node is left out of the picks.
+            let waiting = nodes.len().saturating_sub(nodes.complete()) > selection.picks.len();
+            let window_held =
+                waiting && ceiling < own_ceiling && batch_size(ceiling) < batch_size(own_ceiling);
             CompartmentRollout {
                 spec: spec.clone(),
                 nodes: member_indexes,
                 ceiling,
+                own_ceiling,
+                window_held,
                 recorded_state,
                 status: nodes.status(ceiling, batch_state.clone()),
                 batch_state,

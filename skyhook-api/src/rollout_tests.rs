@@ -80,6 +80,7 @@ fn input<'i, 'n>(
         nodes,
         recorded,
         may_start: true,
+        window_budgets: &[],
         settle: None,
         now: now(),
     }
@@ -210,6 +211,90 @@ fn a_closed_window_or_a_held_gate_starts_no_batch() {
 
     let open = rollout(&input(&specs, &nodes, &recorded));
     assert_eq!(picks(&open), ["n2"]);
+}
+
+#[test]
+fn an_open_windows_budget_holds_a_whole_compartment_to_its_ceiling() {
+    let nodes = [
+        node("n1", Status::Unknown),
+        node("n2", Status::Unknown),
+        node("n3", Status::Unknown),
+        node("n4", Status::Unknown),
+    ];
+    let nodes = rollout_nodes(&nodes);
+    // A 100% compartment without a strategy: every batch is its ceiling.
+    let specs = [CompartmentSpec {
+        name: crate::keys::DEFAULT_COMPARTMENT.into(),
+        selector: None,
+        budget: PolicyBudget {
+            percent: Some(100),
+            count: None,
+        },
+        strategy: None,
+    }];
+    let recorded = BTreeMap::new();
+    let count = |c| {
+        Some(PolicyBudget {
+            percent: None,
+            count: Some(c),
+        })
+    };
+    let one = [count(1)];
+    let under = RolloutInput {
+        window_budgets: &one,
+        ..input(&specs, &nodes, &recorded)
+    };
+    let held = rollout(&under);
+    assert_eq!(picks(&held), ["n1"]);
+    assert_eq!((held[0].ceiling, held[0].own_ceiling), (1, 4));
+    assert!(held[0].window_held);
+    assert_eq!(held[0].status.ceiling, 1);
+
+    // Mid-batch, with the last node alone left: the window holds the others for the whole of a
+    // batch, and nothing once one node remains.
+    let mut working = node("n1", Status::InProgress);
+    working.picked = true;
+    let done = |name| node(name, Status::Complete);
+    let mid = [
+        working,
+        node("n2", Status::Unknown),
+        node("n3", Status::Unknown),
+        done("n4"),
+    ];
+    let mid = rollout_nodes(&mid);
+    let rolled = rollout(&RolloutInput {
+        window_budgets: &one,
+        ..input(&specs, &mid, &recorded)
+    });
+    assert_eq!(picks(&rolled), ["n1"]);
+    assert!(rolled[0].window_held);
+    let last = [
+        done("n1"),
+        done("n2"),
+        node("n3", Status::Unknown),
+        done("n4"),
+    ];
+    let last = rollout_nodes(&last);
+    let rolled = rollout(&RolloutInput {
+        window_budgets: &one,
+        ..input(&specs, &last, &recorded)
+    });
+    assert_eq!(picks(&rolled), ["n3"]);
+    assert!(!rolled[0].window_held);
+
+    let free = rollout(&input(&specs, &nodes, &recorded));
+    assert_eq!(picks(&free), ["n1", "n2", "n3", "n4"]);
+    assert!(!free[0].window_held);
+
+    // A larger window budget holds nothing back.
+    let ten = [count(10)];
+    let larger = RolloutInput {
+        window_budgets: &ten,
+        ..input(&specs, &nodes, &recorded)
+    };
+    let larger = rollout(&larger);
+    assert_eq!(picks(&larger).len(), 4);
+    assert!(!larger[0].window_held);
 }
 
 #[test]

@@ -19,7 +19,7 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, Zoned};
 
 use crate::duration;
-use crate::v1alpha1::MaintenanceWindow;
+use crate::v1alpha1::{MaintenanceWindow, PolicyBudget};
 
 /// The time zone of a window without `timeZone`.
 pub const DEFAULT_TIME_ZONE: &str = "UTC";
@@ -226,6 +226,40 @@ pub fn window_state(windows: &[MaintenanceWindow], now: Timestamp) -> WindowStat
     WindowState::Closed { opens_at }
 }
 
+/// The budgets of the windows open at `now`, one per open window: `None` for an open window
+/// without a budget. Empty when no window is open, or the policy has none (see
+/// [`crate::budget::window_ceiling`]).
+pub fn open_window_budgets(
+    windows: &[MaintenanceWindow],
+    now: Timestamp,
+) -> Vec<Option<PolicyBudget>> {
+    windows
+        .iter()
+        .filter(|w| {
+            parse_window(w)
+                .is_ok_and(|parsed| matches!(parsed.state(now), WindowState::Open { .. }))
+        })
+        .map(|w| w.budget.clone())
+        .collect()
+}
+
+/// The message of a Skyhook's condition while the budget of an open maintenance window of the
+/// DeploymentPolicy `policy` holds compartments to fewer nodes than their own budgets: each
+/// compartment with its window ceiling.
+pub fn window_budget_message(policy: &str, held: &[(String, usize)]) -> String {
+    let compartments: Vec<String> = held
+        .iter()
+        .map(|(name, ceiling)| {
+            let nodes = if *ceiling == 1 { "node" } else { "nodes" };
+            format!("{name} ({ceiling} {nodes} at once)")
+        })
+        .collect();
+    format!(
+        "the budget of the open maintenance window of DeploymentPolicy [{policy}] holds compartments [{}]; their other nodes wait for a free slot or a window with a larger budget",
+        compartments.join(", ")
+    )
+}
+
 /// The message of a Skyhook's condition while compartments hold their next batch for a closed
 /// window of the DeploymentPolicy `policy`.
 pub fn window_wait_message(
@@ -256,7 +290,48 @@ mod tests {
             schedule: schedule.into(),
             duration: duration.into(),
             time_zone: zone.map(Into::into),
+            budget: None,
         }
+    }
+
+    #[test]
+    fn the_budgets_of_the_windows_open_now() {
+        let count = |c| PolicyBudget {
+            percent: None,
+            count: Some(c),
+        };
+        let with =
+            |schedule: &str, duration: &str, budget: Option<PolicyBudget>| MaintenanceWindow {
+                budget,
+                ..window(schedule, duration, None)
+            };
+        let windows = [
+            // Saturdays 02:00-06:00, one node at a time.
+            with("0 2 * * 6", "4h", Some(count(1))),
+            // Every day 01:00-05:00, the compartment's own budget.
+            with("0 1 * * *", "4h", None),
+            // Never parses: never open.
+            with("not a schedule", "4h", Some(count(9))),
+        ];
+        // 2026-12-05 is a Saturday.
+        let cases = [
+            ("2026-12-05T03:00:00Z", vec![Some(count(1)), None]),
+            ("2026-12-05T01:30:00Z", vec![None]),
+            ("2026-12-04T03:00:00Z", vec![None]),
+            ("2026-12-04T12:00:00Z", vec![]),
+        ];
+        for (now, want) in cases {
+            assert_eq!(open_window_budgets(&windows, at(now)), want, "{now}");
+        }
+        assert!(open_window_budgets(&[], at("2026-12-05T03:00:00Z")).is_empty());
+    }
+
+    #[test]
+    fn the_window_budget_message_names_each_compartments_ceiling() {
+        assert_eq!(
+            window_budget_message("weekend", &[("gpu".into(), 1), ("__default__".into(), 3)]),
+            "the budget of the open maintenance window of DeploymentPolicy [weekend] holds compartments [gpu (1 node at once), __default__ (3 nodes at once)]; their other nodes wait for a free slot or a window with a larger budget"
+        );
     }
 
     fn at(text: &str) -> Timestamp {

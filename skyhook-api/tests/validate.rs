@@ -816,8 +816,12 @@ fn policy_rejection_table() {
 fn maintenance_windows_are_validated_field_by_field() {
     let head = "default: {budget: {count: 1}, strategy: {fixed: {}}}\nmaintenanceWindows:";
     #[rustfmt::skip]
-    let cases: [(&str, &[&str], &str); 6] = [
+    let cases: [(&str, &[&str], &str); 10] = [
         ("[{schedule: '0 2 * * 6', duration: 4h, timeZone: Europe/Berlin}, {schedule: '@daily', duration: 30m}]", &[], ""),
+        ("[{schedule: '0 2 * * 6', duration: 4h, budget: {count: 1}}, {schedule: '@daily', duration: 30m, budget: {percent: 25}}]", &[], ""),
+        ("[{schedule: '0 2 * * 6', duration: 4h, budget: {}}]", &["spec.maintenanceWindows[0].budget"], "neither percent nor count"),
+        ("[{schedule: '0 2 * * 6', duration: 4h}, {schedule: '0 2 * * 6', duration: 4h, budget: {percent: 25, count: 1}}]", &["spec.maintenanceWindows[1].budget"], "keep only one"),
+        ("[{schedule: '0 2 * * 6', duration: 4h, budget: {percent: 0}}]", &["spec.maintenanceWindows[0].budget.percent"], "outside 1-100"),
         ("[{schedule: '0 2 * *', duration: 4h}]", &["spec.maintenanceWindows[0].schedule"], "five fields"),
         ("[{schedule: '0 2 * * *', duration: 4h}, {schedule: '0 2 * * *', duration: -1h}]", &["spec.maintenanceWindows[1].duration"], "negative"),
         ("[{schedule: '0 2 * * *', duration: 0s}]", &["spec.maintenanceWindows[0].duration"], "zero"),

@@ -4,6 +4,9 @@
 //! (read in Europe/Berlin). The first node finishes outside it; the second waits, and the
 //! Skyhook (and `kubectl skyhook status`) says when the window opens; the second node is picked
 //! only at or after that time, by the controller's own record (`status.nodePriority`).
+//!
+//! Issue #37 item 4: an open window's `budget` holds a policy that would take every node at once
+//! to one node at a time, and the Skyhook says so while it holds nodes back.
 
 use k8s_openapi::jiff::tz::TimeZone;
 use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
@@ -32,6 +35,10 @@ fn policy(windows: serde_json::Value) -> String {
 }
 
 fn skyhook() -> String {
+    skyhook_sleeping(8)
+}
+
+fn skyhook_sleeping(seconds: u32) -> String {
     let spec = json!({
         "nodeSelectors": {"matchLabels": {"skyhook.nvidia.com/test-node": "skyhooke2e"}},
         "deploymentPolicy": POLICY,
@@ -39,7 +46,7 @@ fn skyhook() -> String {
             "slow": {
                 "version": "1.0.0",
                 "image": "ghcr.io/nvidia/skyhook/agentless",
-                "env": [{"name": "SLEEP_LEN", "value": "8"}]
+                "env": [{"name": "SLEEP_LEN", "value": seconds.to_string()}]
             }
         }
     });
@@ -128,5 +135,71 @@ async fn a_window_opening_mid_rollout_holds_the_second_batch() -> anyhow::Result
         .filter(|s| is(s) && condition(s).is_some())
         .all(|s| skyhook_reads::status_of_node(s, "node-2") != Some("in_progress"));
     assert!(held_node_2, "node-2 ran while the Skyhook said it was held");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_windows_budget_holds_a_wide_policy_to_one_node_at_a_time() -> anyhow::Result<()> {
+    const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+    let installed = e2e::install_with(Setup::agentless(NODES.len())).await?;
+    let client = installed.cluster.client()?;
+    let all = watcher::Config::default();
+    let skyhooks = Recorder::start(Api::<Skyhook>::all(client.clone()), all).await?;
+    // Every node at once by the policy's own budget and strategy; one by the window's.
+    let wide = e2e::policy_manifest(
+        POLICY,
+        json!({
+            "default": {"budget": {"percent": 100}, "strategy": {"fixed": {"initialBatch": 3}}},
+            "maintenanceWindows": [
+                {"schedule": "0 0 * * *", "duration": "24h", "budget": {"count": 1}}
+            ],
+        }),
+    );
+    e2e::apply_yaml(&client, &wide).await?;
+    e2e::apply_yaml(&client, &skyhook_sleeping(4)).await?;
+
+    let is = |s: &Skyhook| s.metadata.name.as_deref() == Some(SKYHOOK);
+    let budget_held = |s: &Skyhook| {
+        skyhook_reads::true_condition_message(s, keys::SKYHOOK.condition_window_budget_held)
+    };
+    let held = skyhooks
+        .wait_until("the window budget to hold nodes back", |seen| {
+            seen.iter().any(|s| is(s) && budget_held(s).is_some())
+        })
+        .await?;
+    let message = held
+        .iter()
+        .rev()
+        .find_map(|s| budget_held(s).filter(|_| is(s)))
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("DeploymentPolicy [{POLICY}]"))
+            && message.contains("__default__ (1 node at once)"),
+        "{message}"
+    );
+    let kubectl = Kubectl::with_plugin(&installed)?;
+    let text = kubectl.skyhook(&["status", SKYHOOK]).await?;
+    assert!(
+        text.contains("held by a maintenance window's budget"),
+        "{text}"
+    );
+
+    installed.wait_for_status(SKYHOOK, "complete").await?;
+    let seen = skyhooks.seen();
+    for skyhook in seen.iter().filter(|s| is(s)) {
+        let working: Vec<&str> = (NODES.iter().copied())
+            .filter(|node| skyhook_reads::status_of_node(skyhook, node) == Some("in_progress"))
+            .collect();
+        assert!(
+            working.len() <= 1,
+            "nodes {working:?} in progress at once under a window budget of one node"
+        );
+    }
+    let last = seen.iter().rev().find(|s| is(s));
+    assert_eq!(
+        last.and_then(budget_held),
+        None,
+        "the condition stays after the rollout completed"
+    );
     Ok(())
 }

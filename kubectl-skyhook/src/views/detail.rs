@@ -258,6 +258,10 @@ fn condition_warning(keys: &Keys, type_: &str) -> Option<&'static str> {
         ),
         (keys.condition_health_gate_held, "held by the health gate"),
         (
+            keys.condition_window_budget_held,
+            "held by a maintenance window's budget",
+        ),
+        (
             keys::CONDITION_NODE_STATE_MALFORMED,
             "node state unreadable",
         ),
@@ -277,11 +281,16 @@ fn condition_warning(keys: &Keys, type_: &str) -> Option<&'static str> {
 /// What holds new batches back now, from the True gate conditions the operator wrote: the
 /// selection `status` computes does not see the fleet budget, windows or the health gate.
 fn gate_holds(keys: &Keys, skyhook: &Skyhook) -> Vec<String> {
-    let gates: [&str; 3] = [
+    let gates = [
         keys.condition_fleet_budget_wait,
         keys.condition_outside_maintenance_window,
         keys.condition_health_gate_held,
     ];
+    holds_of(keys, skyhook, &gates)
+}
+
+/// The `held, ...` lines of the True conditions of `gates`.
+fn holds_of(keys: &Keys, skyhook: &Skyhook, gates: &[&str]) -> Vec<String> {
     skyhook
         .status
         .iter()
@@ -677,6 +686,13 @@ fn next_steps(rollout: &Rollout<'_>) -> Vec<String> {
         }
     }
     steps.extend(holds);
+    // The selection above already uses the budget of the windows open now, so a window's budget
+    // does not hold a batch back: it says why the batch is small.
+    steps.extend(holds_of(
+        keys,
+        skyhook,
+        &[keys.condition_window_budget_held],
+    ));
     if rollout.nodes.iter().any(|n| n.status == Status::Erroring) {
         steps.push(format!(
             "erroring packages are retried by the operator; `kubectl skyhook package rerun <package> --skyhook {name} --node <node>` starts one over"

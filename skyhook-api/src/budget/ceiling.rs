@@ -34,6 +34,22 @@ pub fn policy_ceiling(budget: &PolicyBudget, matched: usize) -> usize {
     }
 }
 
+/// The ceiling of a compartment whose own budget gives `own` over `matched` nodes, while the
+/// maintenance windows with `window_budgets` are open (`None` for an open window without a
+/// budget): the smallest of the open windows' ceilings, a window without a budget counting as
+/// `own`; `own` when no window is open with a budget (or none is open at all).
+pub fn window_ceiling(
+    own: usize,
+    window_budgets: &[Option<PolicyBudget>],
+    matched: usize,
+) -> usize {
+    window_budgets
+        .iter()
+        .map(|budget| budget.as_ref().map_or(own, |b| policy_ceiling(b, matched)))
+        .min()
+        .unwrap_or(own)
+}
+
 /// Budgets and counters are `i32` on the wire; negative values (rejected by the schema) read as 0.
 pub(crate) fn non_negative(value: i32) -> usize {
     usize::try_from(value).unwrap_or(0)
@@ -129,6 +145,42 @@ mod tests {
                 policy_ceiling(&budget, matched),
                 want,
                 "{budget:?} of {matched}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_open_windows_budget_takes_the_place_of_the_compartments() {
+        let count = |c| {
+            Some(PolicyBudget {
+                percent: None,
+                count: Some(c),
+            })
+        };
+        let percent = |p| {
+            Some(PolicyBudget {
+                percent: Some(p),
+                count: None,
+            })
+        };
+        // (own ceiling, open windows' budgets, matched nodes) -> ceiling
+        let cases = [
+            (10, vec![], 10, 10),
+            (10, vec![None], 10, 10),
+            (10, vec![count(1)], 10, 1),
+            // A window may allow more than the compartment's own budget.
+            (2, vec![percent(50)], 10, 5),
+            // Overlapping windows: the smallest ceiling holds, a window without a budget
+            // counting as the compartment's own.
+            (3, vec![count(5), None], 10, 3),
+            (3, vec![count(5), count(2)], 10, 2),
+            (10, vec![percent(25), count(4)], 8, 2),
+        ];
+        for (own, budgets, matched, want) in cases {
+            assert_eq!(
+                window_ceiling(own, &budgets, matched),
+                want,
+                "{own} with {budgets:?} over {matched}"
             );
         }
     }

@@ -15,7 +15,7 @@ mod select;
 mod slot;
 
 pub use batch::next_batch_size;
-pub use ceiling::{legacy_ceiling, policy_ceiling};
+pub use ceiling::{legacy_ceiling, policy_ceiling, window_ceiling};
 pub use compartment::{
     CompartmentSpec, assign_nodes, legacy_compartments, policy_compartments, skyhook_compartments,
 };

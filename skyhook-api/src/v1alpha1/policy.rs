@@ -68,6 +68,13 @@ pub struct MaintenanceWindow {
     /// The IANA time zone the schedule is read in, e.g. `Europe/Berlin`. Default `UTC`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
+    /// Most nodes of each compartment worked on at once while this window is open, in place of
+    /// the compartment's own budget: exactly one of `percent` (of the compartment's nodes) or
+    /// `count`. While several windows are open the smallest ceiling holds, a window without a
+    /// budget counting as the compartment's own. Batch progress carries over from one window to
+    /// the next. None: the compartment's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<PolicyBudget>,
 }
 
 /// Budget and strategy of the nodes no compartment selects.

@@ -83,7 +83,7 @@ pub fn validate_policy(spec: &DeploymentPolicySpec) -> Result<(), Violations> {
 }
 
 /// Every wrong field of every maintenance window: the cron schedule, the duration (a Go
-/// duration greater than zero) and the IANA time zone.
+/// duration greater than zero), the IANA time zone and the budget (as a compartment's).
 fn check_windows(windows: &[MaintenanceWindow], out: &mut Vec<Violation>) {
     for (i, window) in windows.iter().enumerate() {
         if let Err(errors) = parse_window(window) {
@@ -91,6 +91,9 @@ fn check_windows(windows: &[MaintenanceWindow], out: &mut Vec<Violation>) {
                 let field = format!("spec.maintenanceWindows[{i}].{}", e.field());
                 Violation::new(field, e.to_string(), e.hint())
             }));
+        }
+        if let Some(budget) = &window.budget {
+            check_budget(budget, &format!("spec.maintenanceWindows[{i}].budget"), out);
         }
     }
 }

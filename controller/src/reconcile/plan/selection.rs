@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentSpec, SlotHold, block_reason};
 use skyhook_api::health::{GateNode, GateState, Since};
 use skyhook_api::rollout::{RolloutInput, RolloutNode, rollout};
-use skyhook_api::v1alpha1::{CompartmentStatus, SkyhookStatus, Status};
+use skyhook_api::v1alpha1::{CompartmentStatus, PolicyBudget, SkyhookStatus, Status};
 
 use crate::reconcile::snapshot::NodeView;
 
@@ -46,6 +46,8 @@ pub(super) struct SelectionInput<'a, 's> {
     pub(super) status: &'a SkyhookStatus,
     /// Whether its compartments may start a new batch now (its policy's maintenance windows).
     pub(super) may_start: bool,
+    /// The budgets of its policy's maintenance windows open now.
+    pub(super) window_budgets: &'a [Option<PolicyBudget>],
     /// Its policy's health gate `settle`, when it has one.
     pub(super) settle: Option<SignedDuration>,
     pub(super) now: Timestamp,
@@ -77,6 +79,9 @@ pub(super) struct Selection {
     pub(super) held: Vec<String>,
     /// Compartments whose new batch was due but held back by the health gate, with the gate.
     pub(super) gate_held: Vec<(String, GateState)>,
+    /// Compartments an open window's budget holds to fewer nodes than their own budgets, with
+    /// the window's ceiling.
+    pub(super) window_held: Vec<(String, usize)>,
 }
 
 /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work on
@@ -96,6 +101,7 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
         nodes: &nodes,
         recorded: &input.status.compartment_statuses,
         may_start: input.may_start,
+        window_budgets: input.window_budgets,
         settle: input.settle,
         now: input.now,
     });
@@ -114,6 +120,11 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
                     .gate_held
                     .push((name.clone(), compartment.gate.clone()));
             }
+        }
+        if compartment.window_held {
+            selection
+                .window_held
+                .push((name.clone(), compartment.ceiling));
         }
         selection.picks.extend(owned(&chosen.picks));
         selection.newly_picked.extend(owned(&chosen.newly_picked));

@@ -28,7 +28,9 @@ use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
-use skyhook_api::window::{WindowState, window_state, window_wait_message};
+use skyhook_api::window::{
+    WindowState, open_window_budgets, window_budget_message, window_state, window_wait_message,
+};
 
 use super::configs::config_updates;
 use super::context::Context;
@@ -430,12 +432,16 @@ fn run_batch<'s>(
             )
         })
         .collect();
+    let window_budgets = batch.policy.map_or_else(Vec::new, |(_, policy)| {
+        open_window_budgets(&policy.maintenance_windows, context.now)
+    });
     let selection = select(&SelectionInput {
         compartments,
         tolerations: &tolerations,
         nodes: &facts,
         status,
         may_start: matches!(window, WindowState::Open { .. }),
+        window_budgets: &window_budgets,
         settle,
         now: context.now,
     });
@@ -447,11 +453,15 @@ fn run_batch<'s>(
         blocking,
         held,
         gate_held,
+        window_held,
     } = selection;
     if let (Some((policy, _)), WindowState::Closed { opens_at }) = (batch.policy, window)
         && !held.is_empty()
     {
         outcome.window_closed = Some(window_wait_message(policy, &held, opens_at));
+    }
+    if let Some((policy, _)) = batch.policy.filter(|_| !window_held.is_empty()) {
+        outcome.window_budget_held = Some(window_budget_message(policy, &window_held));
     }
     report_gate_held(context, workset, batch.policy, &gate_held, outcome);
     for node in &blocked {

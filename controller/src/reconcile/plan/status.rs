@@ -39,6 +39,9 @@ pub(super) struct Outcome {
     pub(super) fleet_wait: Option<String>,
     /// Which compartments hold their next batch until a maintenance window opens, and when.
     pub(super) window_closed: Option<String>,
+    /// The message while an open window's budget holds compartments to fewer nodes than their
+    /// own budgets.
+    pub(super) window_budget_held: Option<String>,
     /// Which compartments the health gate holds, and the node that holds each.
     pub(super) health_gate_held: Option<String>,
     /// Reboots not confirmed in time, by node.
@@ -376,8 +379,8 @@ fn drain_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome:
     set_or_remove(list, keys::CONDITION_BLOCKED, held);
 }
 
-/// The conditions of new work that waits for a gate: the fleet budget, a maintenance window,
-/// the health gate. Each is removed once nothing waits for it.
+/// The conditions of new work that waits for a gate: the fleet budget, a maintenance window
+/// (closed, or open with a smaller budget), the health gate. Each is removed once nothing waits for it.
 fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: &Outcome) {
     let waits = [
         (
@@ -394,6 +397,11 @@ fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: 
             keys::SKYHOOK.condition_health_gate_held,
             keys::HEALTH_GATE_HELD_REASON,
             &outcome.health_gate_held,
+        ),
+        (
+            keys::SKYHOOK.condition_window_budget_held,
+            keys::WINDOW_BUDGET_FULL_REASON,
+            &outcome.window_budget_held,
         ),
     ];
     for (type_, reason, message) in waits {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{MaintenanceWindow, Status};
+use skyhook_api::v1alpha1::{FixedStrategy, MaintenanceWindow, PolicyBudget, Status};
 
 use super::sim::{Sim, node, one_node_batches, package, skyhook};
 
@@ -26,7 +26,101 @@ fn nightly() -> MaintenanceWindow {
         schedule: "0 3 * * *".into(),
         duration: "1h".into(),
         time_zone: None,
+        budget: None,
     }
+}
+
+/// A window open all day, every day, with `budget`.
+fn all_day(budget: Option<PolicyBudget>) -> MaintenanceWindow {
+    MaintenanceWindow {
+        schedule: "0 0 * * *".into(),
+        duration: "24h".into(),
+        time_zone: None,
+        budget,
+    }
+}
+
+/// Three nodes under a policy that takes them all at once, in windows `windows`.
+fn everything_at_once(windows: Vec<MaintenanceWindow>) -> Sim {
+    let mut policy = one_node_batches(windows, None);
+    policy.default.budget = PolicyBudget {
+        percent: Some(100),
+        count: None,
+    };
+    policy.default.strategy.fixed = Some(FixedStrategy {
+        initial_batch: Some(3),
+        ..FixedStrategy::default()
+    });
+    let mut s = skyhook("windowed", vec![package("one", "1.0.0")]);
+    s.spec.deployment_policy = Some("weekend".into());
+    let nodes = (0..3).map(|i| node(&format!("node-{i}"), i)).collect();
+    let mut sim = Sim::new(nodes, vec![s]);
+    sim.snapshot.policies = BTreeMap::from([("weekend".to_owned(), policy)]);
+    sim
+}
+
+fn condition(sim: &Sim, type_: &str) -> Option<String> {
+    sim.skyhook("windowed")
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.message.clone())
+}
+
+fn in_progress(sim: &Sim) -> usize {
+    (0..3)
+        .filter(|i| {
+            sim.node_status("windowed", &format!("node-{i}")).as_deref() == Some("in_progress")
+        })
+        .count()
+}
+
+#[test]
+fn an_open_windows_budget_holds_a_wide_policy_to_one_node_at_a_time() {
+    let one = PolicyBudget {
+        percent: None,
+        count: Some(1),
+    };
+    let mut sim = everything_at_once(vec![all_day(Some(one))]);
+    sim.step();
+    assert_eq!(in_progress(&sim), 1);
+    assert_eq!(
+        condition(&sim, keys::SKYHOOK.condition_window_budget_held).as_deref(),
+        Some(
+            "the budget of the open maintenance window of DeploymentPolicy [weekend] holds compartments [__default__ (1 node at once)]; their other nodes wait for a free slot or a window with a larger budget"
+        )
+    );
+    let ceiling = (sim.skyhook("windowed").status.as_ref())
+        .and_then(|s| s.compartment_statuses.get(keys::DEFAULT_COMPARTMENT))
+        .map(|c| c.ceiling);
+    assert_eq!(ceiling, Some(1));
+    let mut held_mid_batch = false;
+    for _ in 0..30 {
+        sim.settle(|_| false);
+        sim.step();
+        assert!(in_progress(&sim) <= 1, "the window budget allows one node");
+        let held = condition(&sim, keys::SKYHOOK.condition_window_budget_held).is_some();
+        held_mid_batch |= held && in_progress(&sim) == 1;
+    }
+    assert!(held_mid_batch, "the condition holds while a batch runs");
+    assert_eq!(sim.skyhook_status("windowed"), Some(Status::Complete));
+    assert_eq!(
+        condition(&sim, keys::SKYHOOK.condition_window_budget_held),
+        None
+    );
+}
+
+#[test]
+fn a_window_without_a_budget_keeps_the_policys() {
+    let mut sim = everything_at_once(vec![all_day(None)]);
+    sim.step();
+    assert_eq!(in_progress(&sim), 3);
+    assert_eq!(
+        condition(&sim, keys::SKYHOOK.condition_window_budget_held),
+        None
+    );
 }
 
 fn window_condition(sim: &Sim) -> Option<String> {
