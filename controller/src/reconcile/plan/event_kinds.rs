@@ -97,6 +97,11 @@ pub const INVALID: EventKind = warning("Invalid", "ValidateSpec");
 /// The spec fails validation (on the Skyhook).
 pub const SPEC_INVALID: EventKind = warning("SpecInvalid", "ValidateSpec");
 
+/// An open maintenance window's budget starts holding a Skyhook's compartments to fewer nodes
+/// than their own budgets (once, when its `WindowBudgetHeld` condition turns True): on the
+/// Skyhook. Ours.
+pub const WINDOW_BUDGET_HELD: EventKind = normal("WindowBudgetHeld", "HoldBatch");
+
 /// Every kind, for the table test.
 #[cfg(test)]
 pub const ALL: &[EventKind] = &[
@@ -125,6 +130,7 @@ pub const ALL: &[EventKind] = &[
     NODE_STATE_MALFORMED,
     INVALID,
     SPEC_INVALID,
+    WINDOW_BUDGET_HELD,
 ];
 
 #[cfg(test)]

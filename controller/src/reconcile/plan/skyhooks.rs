@@ -461,7 +461,15 @@ fn run_batch<'s>(
         outcome.window_closed = Some(window_wait_message(policy, &held, opens_at));
     }
     if let Some((policy, _)) = batch.policy.filter(|_| !window_held.is_empty()) {
-        outcome.window_budget_held = Some(window_budget_message(policy, &window_held));
+        let message = window_budget_message(policy, &window_held);
+        let held_before = (skyhook.status.iter())
+            .flat_map(|status| &status.conditions)
+            .any(|c| c.type_ == keys::SKYHOOK.condition_window_budget_held && c.status == "True");
+        if !held_before {
+            let target = EventTarget::Skyhook(pass.name().to_owned());
+            workset.emit(target, event_kinds::WINDOW_BUDGET_HELD, message.clone());
+        }
+        outcome.window_budget_held = Some(message);
     }
     report_gate_held(context, workset, batch.policy, &gate_held, outcome);
     for node in &blocked {

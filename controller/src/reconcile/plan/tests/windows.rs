@@ -84,7 +84,13 @@ fn an_open_windows_budget_holds_a_wide_policy_to_one_node_at_a_time() {
         count: Some(1),
     };
     let mut sim = everything_at_once(vec![all_day(Some(one))]);
-    sim.step();
+    let held_events = |plan: &crate::reconcile::plan::Plan| {
+        (plan.events.iter())
+            .filter(|e| e.reason == "WindowBudgetHeld" && e.action == "HoldBatch")
+            .count()
+    };
+    let plan = sim.step();
+    assert_eq!(held_events(&plan), 1, "an Event when the hold starts");
     assert_eq!(in_progress(&sim), 1);
     assert_eq!(
         condition(&sim, keys::SKYHOOK.condition_window_budget_held).as_deref(),
@@ -99,8 +105,9 @@ fn an_open_windows_budget_holds_a_wide_policy_to_one_node_at_a_time() {
     let mut held_mid_batch = false;
     for _ in 0..30 {
         sim.settle(|_| false);
-        sim.step();
+        let plan = sim.step();
         assert!(in_progress(&sim) <= 1, "the window budget allows one node");
+        assert_eq!(held_events(&plan), 0, "no Event while the hold lasts");
         let held = condition(&sim, keys::SKYHOOK.condition_window_budget_held).is_some();
         held_mid_batch |= held && in_progress(&sim) == 1;
     }
