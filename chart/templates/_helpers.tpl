@@ -278,3 +278,19 @@ spec:
       mountPath: /tmp
     {{- include "skyhook.tokenMount" .root | nindent 4 }}
 {{- end -}}
+
+{{/*
+The controller's /metrics address: controllerManager.manager.env.metricsPort, or by default
+upstream's ":8443" when metrics.secure (HTTPS) and ":8080" otherwise.
+*/}}
+{{- define "skyhook.metricsPort" -}}
+{{- $explicit := .Values.controllerManager.manager.env.metricsPort -}}
+{{- if $explicit -}}{{ $explicit }}{{- else if .Values.metrics.secure -}}:8443{{- else -}}:8080{{- end -}}
+{{- end }}
+
+{{/*
+The metrics Service port: metricsService.port, or by default the same as the container's.
+*/}}
+{{- define "skyhook.metricsServicePort" -}}
+{{- if .Values.metricsService.port -}}{{ .Values.metricsService.port }}{{- else -}}{{ include "skyhook.metricsPort" . | trimPrefix ":" }}{{- end -}}
+{{- end }}

@@ -93,6 +93,11 @@ pub struct Args {
     #[arg(long, env = "METRICS_PORT", default_value = ":8080")]
     pub metrics_port: String,
 
+    /// Serve /metrics over HTTPS (in-memory self-signed certificate), each request authorised with
+    /// a TokenReview and a SubjectAccessReview, as upstream v0.18+; false serves plain HTTP.
+    #[arg(long, env = "METRICS_SECURE", default_value = "true", num_args = 0..=1, default_missing_value = "true")]
+    pub metrics_secure: String,
+
     /// Address of the /healthz and /readyz endpoints, e.g. :8081; 0 disables them.
     #[arg(long, env = "PROBE_PORT", default_value = ":8081")]
     pub probe_port: String,
@@ -167,6 +172,16 @@ pub struct Args {
 }
 
 /// Checked configuration.
+/// Where `/metrics` listens, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsEndpoint {
+    /// The listen address.
+    pub address: SocketAddr,
+    /// HTTPS with a self-signed certificate, each request authorised by a TokenReview and a
+    /// SubjectAccessReview (`METRICS_SECURE`); plain HTTP to anyone when false.
+    pub secure: bool,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Everything the pod and ConfigMap builders need.
@@ -175,8 +190,8 @@ pub struct Config {
     pub default_interval: Duration,
     /// Reset a node's state for every Skyhook when its boot ID changes.
     pub reapply_on_reboot: bool,
-    /// Where `/metrics` listens; `None` when disabled.
-    pub metrics_addr: Option<SocketAddr>,
+    /// Where `/metrics` listens and whether over HTTPS; `None` when disabled.
+    pub metrics_addr: Option<MetricsEndpoint>,
     /// Where `/healthz` and `/readyz` listen; `None` when disabled.
     pub probe_addr: Option<SocketAddr>,
     /// Whether to take a Lease before reconciling.
@@ -505,6 +520,8 @@ impl Config {
         check.pause_image(&args.pause_image);
         let agent_version = check.agent_version(&args.agent_image);
         let (metrics_addr, probe_addr) = check.endpoints(&args.metrics_port, &args.probe_port);
+        let metrics_secure =
+            check.boolean("METRICS_SECURE", "metrics-secure", &args.metrics_secure);
         let log = check.log_settings(args);
         let drain_timeout = check.duration(
             "DRAIN_TIMEOUT",
@@ -546,7 +563,10 @@ impl Config {
                 },
                 default_interval,
                 reapply_on_reboot,
-                metrics_addr,
+                metrics_addr: metrics_addr.map(|address| MetricsEndpoint {
+                    address,
+                    secure: metrics_secure,
+                }),
                 probe_addr,
                 leader_election,
                 log,
@@ -939,6 +959,7 @@ mod tests {
             ("agent_image", "AGENT_IMAGE"),
             ("agent_log_root", "AGENT_LOG_ROOT"),
             ("metrics_port", "METRICS_PORT"),
+            ("metrics_secure", "METRICS_SECURE"),
             ("probe_port", "PROBE_PORT"),
             ("leader_election", "LEADER_ELECTION"),
             ("log_encoder", "LOG_ENCODER"),
@@ -994,7 +1015,10 @@ mod tests {
                 },
                 default_interval: Duration::from_secs(600),
                 reapply_on_reboot: false,
-                metrics_addr: Some("0.0.0.0:8080".parse().unwrap()),
+                metrics_addr: Some(MetricsEndpoint {
+                    address: "0.0.0.0:8080".parse().unwrap(),
+                    secure: true,
+                }),
                 probe_addr: Some("0.0.0.0:8081".parse().unwrap()),
                 leader_election: false,
                 log: LogSettings {
@@ -1030,6 +1054,7 @@ mod tests {
             "--agent-image=ghcr.io/nvidia/skyhook/agent:6.4.1",
             "--agent-log-root=/var/log/sky",
             "--metrics-port=127.0.0.1:9090",
+            "--metrics-secure=false",
             "--probe-port=0",
             "--leader-election=TRUE",
             "--log-encoder=Console",
@@ -1064,7 +1089,13 @@ mod tests {
             }
         );
         assert_eq!(config.pods.agent_version, "6.4.1");
-        assert_eq!(config.metrics_addr, Some("127.0.0.1:9090".parse().unwrap()));
+        assert_eq!(
+            config.metrics_addr,
+            Some(MetricsEndpoint {
+                address: "127.0.0.1:9090".parse().unwrap(),
+                secure: false,
+            })
+        );
         assert_eq!(config.probe_addr, None);
         assert!(config.leader_election);
         assert_eq!(config.log.encoder, LogEncoder::Console);
@@ -1165,6 +1196,7 @@ mod tests {
                 "not a listen address",
             ),
             ("--metrics-port=:8081", "PROBE_PORT", "different ports"),
+            ("--metrics-secure=maybe", "METRICS_SECURE", "true or false"),
             (
                 "--leader-election=maybe",
                 "LEADER_ELECTION",

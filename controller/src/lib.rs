@@ -13,6 +13,7 @@
 //!   at `FailureTarget` keeps of its stuck container's log.
 //! * [`drain`]: which pods leave a node before an interrupt, which block it, what blocks a drain.
 //! * [`metrics`]: upstream's Prometheus gauges computed from a Skyhook's status, and reconcile metrics.
+//! * [`metrics_auth`]: who may read `/metrics` when served securely (TokenReview, SubjectAccessReview).
 //! * [`duration`]: Go duration strings (`DEFAULT_INTERVAL`, `gracefulShutdown`).
 //! * [`api_requests`]: the verb and resource of each API request the controller sends, counted.
 //! * [`telemetry`]: JSON or console logs with upstream's log settings.
@@ -33,6 +34,7 @@ pub use skyhook_api::duration;
 pub mod last_logs;
 pub mod leader;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod names;
 pub mod node_view;
 pub mod pod_match;

@@ -32,7 +32,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::api_requests::counting_client;
 use crate::cache::Caches;
-use crate::config::Config;
+use crate::config::{Config, MetricsEndpoint};
 use crate::leader::{LeaderElector, LeaseTimings};
 use crate::metrics::Metrics;
 use crate::reconcile::Reconciler;
@@ -66,9 +66,28 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let readiness = Arc::new(Readiness::default());
     let mut servers = JoinSet::new();
-    if let Some(address) = config.metrics_addr {
-        servers.spawn(server::serve(address, server::metrics(metrics.clone())));
-        info!(%address, "serving /metrics");
+    match config.metrics_addr {
+        Some(MetricsEndpoint {
+            address,
+            secure: true,
+        }) => {
+            // Made before serving so that a broken TLS setup stops the start, not the first scrape.
+            let tls = server::self_signed_tls()?;
+            servers.spawn(server::serve_tls(
+                address,
+                tls,
+                server::secure_metrics(metrics.clone(), client.clone()),
+            ));
+            info!(%address, "serving /metrics over HTTPS to readers allowed to get /metrics");
+        }
+        Some(MetricsEndpoint {
+            address,
+            secure: false,
+        }) => {
+            servers.spawn(server::serve(address, server::metrics(metrics.clone())));
+            info!(%address, "serving /metrics over plain HTTP");
+        }
+        None => {}
     }
     if let Some(address) = config.probe_addr {
         servers.spawn(server::serve(address, server::probes(readiness.clone())));

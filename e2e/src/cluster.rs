@@ -126,6 +126,15 @@ impl Setup {
         }
     }
 
+    /// `/metrics` over HTTPS to authorised readers (`METRICS_SECURE=true`, the binary's and the
+    /// chart's default); without it the harness scrapes plain HTTP (see
+    /// `skyhook_devcluster::install::controller_env`).
+    pub fn secure_metrics(mut self) -> Self {
+        self.controller_env
+            .insert("METRICS_SECURE".to_owned(), "true".to_owned());
+        self
+    }
+
     /// One attempt per package stage (`JOB_BACKOFF_LIMIT=0`): for a test of what a failed
     /// stage does to its node and rollout, not of the retries before it, which the Job
     /// controller spaces 10, 20 and 40 s apart. The retries have tests of their own.

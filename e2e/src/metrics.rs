@@ -1,4 +1,5 @@
-//! The controller's Prometheus endpoint (`METRICS_PORT`): scraping, a small text-format parser,
+//! The controller's Prometheus endpoint (`METRICS_PORT`): scraping (plain HTTP, or HTTPS with a
+//! bearer token when `METRICS_SECURE=true`), a small text-format parser,
 //! and waiting for a series to reach a value or to disappear.
 
 use std::collections::BTreeMap;
@@ -51,6 +52,115 @@ pub async fn scrape_at(address: std::net::SocketAddr) -> anyhow::Result<Vec<Samp
         );
     }
     Ok(parse(body))
+}
+
+/// What an HTTPS `GET /metrics` answered.
+#[derive(Debug, Clone)]
+pub struct HttpsAnswer {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The body.
+    pub body: String,
+}
+
+/// `GET /metrics` over HTTPS on `127.0.0.1:<port>`, with `Authorization: Bearer <token>` when
+/// given, without verifying the certificate (Prometheus' `insecure_skip_verify`): the controller's
+/// is self-signed and made at start.
+pub async fn scrape_https(port: u16, bearer_token: Option<&str>) -> anyhow::Result<HttpsAnswer> {
+    let address = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("configuring the TLS client")?
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(SkipVerification(provider)))
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(address)
+        .await
+        .with_context(|| format!("connecting to the metrics port {address}"))?;
+    let server_name = rustls::pki_types::ServerName::try_from("localhost")
+        .context("the TLS server name 'localhost'")?;
+    let mut stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(server_name, tcp)
+        .await
+        .with_context(|| format!("TLS handshake with the metrics port {address}"))?;
+    let authorization = bearer_token
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
+    // HTTP/1.0: the body ends at EOF, never chunked.
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.0\r\nHost: localhost\r\n{authorization}\r\n").as_bytes(),
+        )
+        .await?;
+    let mut response = Vec::new();
+    if let Err(error) = stream.read_to_end(&mut response).await {
+        // A server closing the TCP connection without a TLS close_notify still sent it all.
+        if error.kind() != std::io::ErrorKind::UnexpectedEof || response.is_empty() {
+            return Err(error).with_context(|| format!("reading /metrics from {address}"));
+        }
+    }
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("malformed HTTP response from {address}: {response:.200}"))?;
+    let status = head
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("no status code in the response from {address}: {head:.200}"))?;
+    Ok(HttpsAnswer {
+        status,
+        body: body.to_owned(),
+    })
+}
+
+/// Accepts any server certificate; the handshake signatures are still checked.
+#[derive(Debug)]
+struct SkipVerification(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for SkipVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// Parses the samples of a Prometheus/OpenMetrics text body (comments and malformed lines are

@@ -72,7 +72,7 @@ const EVENTS_NAMESPACE: &str = "default";
 const LEASE: &str = "3c22c1ae.nvidia.com";
 
 /// Every request the controller sends (grep `Api::` in controller/src: cache.rs, run.rs,
-/// leader.rs, reconcile/observe.rs, reconcile/apply.rs, reconcile/event_series.rs).
+/// leader.rs, metrics_auth.rs, reconcile/observe.rs, reconcile/apply.rs, reconcile/event_series.rs).
 #[rustfmt::skip]
 pub const CONTROLLER_SENDS: &[Request] = &[
     request("list", SKYHOOK_GROUP, "skyhooks", Cluster, "cache; CRD check at start"),
@@ -113,6 +113,8 @@ pub const CONTROLLER_SENDS: &[Request] = &[
     named(request("update", "coordination.k8s.io", "leases", Release, "renew, take over, release"), LEASE),
     request("create", "events.k8s.io", "events", Namespace(EVENTS_NAMESPACE), "Events"),
     request("patch", "events.k8s.io", "events", Namespace(EVENTS_NAMESPACE), "a repeat of a series"),
+    request("create", "authentication.k8s.io", "tokenreviews", Cluster, "who a /metrics scrape's bearer token is (METRICS_SECURE)"),
+    request("create", "authorization.k8s.io", "subjectaccessreviews", Cluster, "whether that user may get /metrics (METRICS_SECURE)"),
 ];
 
 /// Requests the controller never sends, which the chart once granted or might be expected to.

@@ -103,6 +103,9 @@ pub fn controller_env(
             format!("127.0.0.1:{metrics_port}"),
         ),
         ("PROBE_PORT".to_string(), format!("127.0.0.1:{probe_port}")),
+        // The controller serves HTTPS to authorised readers by default; the harness and the
+        // benchmark scrape plain HTTP without a token. A test of the secure endpoint sets it true.
+        ("METRICS_SECURE".to_string(), "false".to_string()),
     ]);
     if let Some(image) = agent_image {
         env.insert("AGENT_IMAGE".to_string(), image.to_string());
@@ -416,6 +419,7 @@ mod tests {
                     ("LOG_LEVEL", "info"),
                     ("METRICS_PORT", "127.0.0.1:1001"),
                     ("PROBE_PORT", "127.0.0.1:1002"),
+                    ("METRICS_SECURE", "false"),
                 ],
             ),
             (

@@ -84,6 +84,10 @@ async fn helm_install_upgrade_and_uninstall_of_the_whole_chart() -> anyhow::Resu
             "--namespace",
             NAMESPACE,
             "--create-namespace",
+            // The leader's request count is scraped over plain HTTP from the pod's IP; the HTTPS
+            // endpoint with its token checks has its own test (observability.rs).
+            "--set",
+            "metrics.secure=false",
             "--wait",
             "--timeout",
             "300s",

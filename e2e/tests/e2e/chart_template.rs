@@ -784,8 +784,48 @@ fn metrics_binding_is_opt_in_and_names_the_service_account() -> anyhow::Result<(
         "Service",
         "skyhook-operator-controller-manager-metrics-service",
     )?;
+    // Secure by default, as upstream v0.18+: HTTPS on 8443, no plain-HTTP scrape annotations.
+    ensure!(service["spec"]["ports"][0]["port"] == 8443);
+    ensure!(service["spec"]["ports"][0]["name"] == "https");
+    ensure!(service["metadata"]["annotations"]["prometheus.io/scrape"].is_null());
+    let manager = controller_container(&docs)?;
+    let env = |name: &str| env_of(&manager, name).and_then(|e| e["value"].as_str());
+    ensure!(env("METRICS_SECURE") == Some("true"));
+    ensure!(env("METRICS_PORT") == Some(":8443"));
+    ensure!(manager["ports"][0]["containerPort"] == 8443);
+
+    let plain = helm::render(&["metrics.secure=false"], &[])?;
+    let service = one(
+        &plain,
+        "Service",
+        "skyhook-operator-controller-manager-metrics-service",
+    )?;
     ensure!(service["spec"]["ports"][0]["port"] == 8080);
+    ensure!(service["spec"]["ports"][0]["name"] == "metrics");
     ensure!(service["metadata"]["annotations"]["prometheus.io/scrape"] == "true");
+    ensure!(service["metadata"]["annotations"]["prometheus.io/port"] == "8080");
+    let manager = controller_container(&plain)?;
+    let env = |name: &str| env_of(&manager, name).and_then(|e| e["value"].as_str());
+    ensure!(env("METRICS_SECURE") == Some("false"));
+    ensure!(env("METRICS_PORT") == Some(":8080"));
+
+    // Explicit ports win over the defaults either way.
+    let explicit = helm::render(
+        &[
+            "controllerManager.manager.env.metricsPort=:9443",
+            "metricsService.port=443",
+        ],
+        &[],
+    )?;
+    let manager = controller_container(&explicit)?;
+    ensure!(env_of(&manager, "METRICS_PORT").and_then(|e| e["value"].as_str()) == Some(":9443"));
+    ensure!(manager["ports"][0]["containerPort"] == 9443);
+    let service = one(
+        &explicit,
+        "Service",
+        "skyhook-operator-controller-manager-metrics-service",
+    )?;
+    ensure!(service["spec"]["ports"][0]["port"] == 443);
     Ok(())
 }
 

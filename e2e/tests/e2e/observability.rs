@@ -1,13 +1,21 @@
 //! Timing and the chart's monitoring on a one-node devcluster: a rollout populates the stage
 //! duration histogram and stamps each node-state entry with its last transition, and every
 //! metric the chart's Grafana dashboard and PrometheusRule query is in the controller's real
-//! `/metrics` output.
+//! `/metrics` output; and the secure `/metrics` (HTTPS, TokenReview and SubjectAccessReview)
+//! answering 200 to a reader bound to the chart's metrics-reader role, 401 without a token and
+//! 403 to an account not bound.
 
 use std::collections::BTreeSet;
 
-use anyhow::ensure;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::api::{Api, PostParams};
 
 use e2e::metrics::{self, find};
 use e2e::{Setup, nodes, promql};
@@ -101,4 +109,150 @@ async fn stage_durations_and_the_charts_metrics() -> anyhow::Result<()> {
         "the chart queries metrics the controller does not publish: {missing:?}; it publishes {scraped:?}"
     );
     Ok(())
+}
+
+/// The ServiceAccount bound to the chart's metrics-reader ClusterRole, and one bound to nothing.
+const READER: &str = "metrics-reader";
+const STRANGER: &str = "metrics-stranger";
+const ACCOUNTS_NAMESPACE: &str = "default";
+/// The chart's ClusterRole granting get on /metrics, for a release named `skyhook-operator`.
+const CHART_METRICS_READER: &str = "skyhook-operator-metrics-reader";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_metrics_answer_only_readers_allowed_to_get_them() -> anyhow::Result<()> {
+    let installed = e2e::install_with(Setup::agentless(1).secure_metrics()).await?;
+    let client = installed.cluster.client()?;
+
+    // The chart's own role, so that the test holds what the chart ships.
+    let rendered = e2e::helm::render(&[], &[])?;
+    let reader_role = rendered
+        .iter()
+        .find(|doc| doc["kind"] == "ClusterRole" && doc["metadata"]["name"] == CHART_METRICS_READER)
+        .with_context(|| format!("the chart renders no ClusterRole {CHART_METRICS_READER}"))?;
+    e2e::apply_yaml(&client, &serde_json::to_string(reader_role)?).await?;
+    e2e::apply_yaml(
+        &client,
+        &format!(
+            r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {READER}, namespace: {ACCOUNTS_NAMESPACE}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {STRANGER}, namespace: {ACCOUNTS_NAMESPACE}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {READER}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {CHART_METRICS_READER}}}
+subjects: [{{kind: ServiceAccount, name: {READER}, namespace: {ACCOUNTS_NAMESPACE}}}]
+"#
+        ),
+    )
+    .await?;
+    // The controller caches a 403 for a minute: scrape only once the binding is in effect.
+    wait_until_allowed(&client, READER).await?;
+
+    let port = installed.metrics_port();
+    let reader_token = service_account_token(&client, READER).await?;
+    let answer = metrics::scrape_https(port, Some(&reader_token)).await?;
+    ensure!(
+        answer.status == 200,
+        "the reader's scrape answered {}: {:.300}",
+        answer.status,
+        answer.body
+    );
+    let samples = metrics::parse(&answer.body);
+    ensure!(
+        samples
+            .iter()
+            .any(|sample| sample.name.starts_with("skyhook_")),
+        "no skyhook_ metric in {:.300}",
+        answer.body
+    );
+
+    let anonymous = metrics::scrape_https(port, None).await?;
+    ensure!(
+        anonymous.status == 401,
+        "a scrape without a token answered {}: {:.300}",
+        anonymous.status,
+        anonymous.body
+    );
+
+    let stranger_token = service_account_token(&client, STRANGER).await?;
+    let stranger = metrics::scrape_https(port, Some(&stranger_token)).await?;
+    ensure!(
+        stranger.status == 403,
+        "the unbound account's scrape answered {}: {:.300}",
+        stranger.status,
+        stranger.body
+    );
+
+    let forged = metrics::scrape_https(port, Some("not-a-token")).await?;
+    ensure!(
+        forged.status == 401,
+        "a scrape with a forged token answered {}",
+        forged.status
+    );
+
+    // And the reader's cached decision still serves.
+    let again = metrics::scrape_https(port, Some(&reader_token)).await?;
+    ensure!(
+        again.status == 200,
+        "the reader's second scrape answered {}",
+        again.status
+    );
+    Ok(())
+}
+
+/// A short-lived token of the ServiceAccount (TokenRequest API), as a projected volume gives
+/// Prometheus.
+async fn service_account_token(client: &kube::Client, account: &str) -> anyhow::Result<String> {
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let answered = Api::<ServiceAccount>::namespaced(client.clone(), ACCOUNTS_NAMESPACE)
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .with_context(|| {
+            format!("requesting a token of ServiceAccount {ACCOUNTS_NAMESPACE}/{account}")
+        })?;
+    answered
+        .status
+        .map(|status| status.token)
+        .with_context(|| format!("the TokenRequest of {account} has no status"))
+}
+
+/// Waits until the API server's authorizer lets the ServiceAccount get /metrics.
+async fn wait_until_allowed(client: &kube::Client, account: &str) -> anyhow::Result<()> {
+    let reviews = Api::<SubjectAccessReview>::all(client.clone());
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!(
+                "system:serviceaccount:{ACCOUNTS_NAMESPACE}:{account}"
+            )),
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some("/metrics".to_owned()),
+                verb: Some("get".to_owned()),
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let deadline = tokio::time::Instant::now() + e2e::WAIT;
+    loop {
+        let answer = reviews.create(&PostParams::default(), &review).await?;
+        if answer.status.is_some_and(|status| status.allowed) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("{account} may still not get /metrics after {:?}", e2e::WAIT);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
