@@ -5,13 +5,6 @@
 //! The `last-logs` annotation (up to 16 KiB of a stuck stage's log, on every Job that sat at
 //! `FailureTarget`) is not kept: the rules only ask whether it is there ([`CachedJob::last_logs`]).
 //!
-//! What the Job repeats of its template is not kept either: its labels (the controller, and
-//! upstream's operator, write the Job's and the template's alike) and its package annotation
-//! (the package JSON, on the template too). Nor are the labels the Job controller adds to the
-//! template (`controller-uid` and `job-name`, each also under `batch.kubernetes.io/`): the
-//! rules find a Job's attempts by the labels on the attempts. At 1,000 nodes the cache holds
-//! thousands of Jobs, each with these copies.
-//!
 //! The template is kept as a [`CachedPod`] without status: the planner reads a Job's run through
 //! it (its node, package annotation and init containers), exactly as it reads a bare pod. The
 //! template, not an attempt's pod, is what pod validation compares with the spec: admission adds
@@ -21,7 +14,6 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer};
-use skyhook_api::generation::Group;
 use skyhook_api::keys;
 
 use super::pod::CachedPod;
@@ -30,8 +22,7 @@ use super::slim::WireMeta;
 /// A stage Job as the cache holds it (see the module documentation).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CachedJob {
-    /// The metadata, without `managedFields`, labels, the package annotation and the
-    /// `last-logs` annotation (see the module documentation).
+    /// The metadata, without `managedFields` and without the `last-logs` annotation.
     pub metadata: ObjectMeta,
     /// The Job carries the `last-logs` annotation.
     pub last_logs: bool,
@@ -86,14 +77,6 @@ impl CachedJob {
 }
 
 resource_of!(CachedJob, Job);
-
-/// The labels the Job controller adds to a Job's template (and its attempts), old and new names.
-const JOB_CONTROLLER_LABELS: [&str; 4] = [
-    "controller-uid",
-    "job-name",
-    "batch.kubernetes.io/controller-uid",
-    "batch.kubernetes.io/job-name",
-];
 
 impl<'de> Deserialize<'de> for CachedJob {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -152,18 +135,7 @@ impl WireJob {
         let mut metadata = self.metadata.into_meta();
         let last_logs = (metadata.annotations.as_mut())
             .is_some_and(|a| a.remove(keys::SKYHOOK.last_logs_annotation).is_some());
-        metadata.labels = None;
-        if let Some(annotations) = metadata.annotations.as_mut() {
-            for group in Group::ALL {
-                annotations.remove(group.keys().package_annotation);
-            }
-        }
         let mut template = template;
-        if let Some(labels) = template.metadata.labels.as_mut() {
-            for added in JOB_CONTROLLER_LABELS {
-                labels.remove(added);
-            }
-        }
         template.metadata.name.clone_from(&metadata.name);
         template.metadata.namespace.clone_from(&metadata.namespace);
         template.metadata.uid.clone_from(&metadata.uid);
@@ -270,56 +242,6 @@ mod tests {
         let without: CachedJob =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "j"}})).unwrap();
         assert!(!without.last_logs);
-    }
-
-    #[test]
-    fn what_a_job_repeats_of_its_template_is_not_kept() {
-        let ours = serde_json::json!({
-            "skyhook.nvidia.com/name": "gpu",
-            "skyhook.nvidia.com/package": "driver-1.0.0",
-        });
-        let mut template_labels = ours.clone();
-        for (key, value) in [
-            ("controller-uid", "u-1"),
-            ("batch.kubernetes.io/controller-uid", "u-1"),
-            ("job-name", "j"),
-            ("batch.kubernetes.io/job-name", "j"),
-        ] {
-            template_labels[key] = value.into();
-        }
-        let package = r#"{"name":"driver","version":"1.0.0","skyhook":"gpu","stage":"apply","image":"x"}"#;
-        let json = serde_json::json!({
-            "metadata": {"name": "j", "labels": ours,
-                "annotations": {
-                    "skyhook.nvidia.com/package": package,
-                    "skyhook.nvidia.com/state-recorded": "true",
-                    "skyhook.nvidia.com/restart-allowance": "2"}},
-            "spec": {"template": {
-                "metadata": {"labels": template_labels,
-                    "annotations": {"skyhook.nvidia.com/package": package}},
-                "spec": {"nodeName": "node-1", "containers": []}}}
-        });
-        let job: CachedJob = serde_json::from_value(json).unwrap();
-        assert_eq!(job.metadata.labels, None);
-        let annotations = job.metadata.annotations.as_ref().unwrap();
-        assert_eq!(
-            annotations.keys().collect::<Vec<_>>(),
-            [
-                "skyhook.nvidia.com/restart-allowance",
-                "skyhook.nvidia.com/state-recorded"
-            ]
-        );
-        let template = &job.template.metadata;
-        let labels = template.labels.as_ref().unwrap();
-        assert_eq!(
-            labels.keys().collect::<Vec<_>>(),
-            ["skyhook.nvidia.com/name", "skyhook.nvidia.com/package"]
-        );
-        let annotations = template.annotations.as_ref().unwrap();
-        assert_eq!(
-            annotations.get("skyhook.nvidia.com/package").map(String::as_str),
-            Some(package)
-        );
     }
 
     #[test]
