@@ -207,10 +207,8 @@ impl Caches {
             node_changed,
         );
         watches.push(Box::pin(nodes_watch));
-        let mut served: Vec<Group> = vec![Group::Skyhook];
-        served.extend(groups.iter().filter(|g| **g != Group::Skyhook));
-        let owned = served
-            .into_iter()
+        let owned = (Group::ALL.into_iter())
+            .filter(|group| *group == Group::Skyhook || groups.contains(group))
             .map(|group| reflect_owned(client, namespace, group.keys(), &changed, &mut watches))
             .collect();
 

@@ -33,16 +33,11 @@ pub struct Snapshot {
     /// Every Skyhook, shared with the cache: a Skyhook's status mirrors its nodes (about 2 MiB
     /// at 1,000 nodes), too much to copy into every snapshot.
     pub skyhooks: Vec<std::sync::Arc<Skyhook>>,
-    /// Every NodeWright, in the Skyhook's shape, shared with the cache. Read for the names they
-    /// hold and their reboot deadlines; the plan drives only the groups in [`DRIVEN`].
-    pub nodewrights: Vec<std::sync::Arc<Skyhook>>,
     /// Which group's object is live for each name: the keys of the other group are a
     /// migration's shadows, which hold no cordon and no slot.
     pub owners: Owners,
     /// Every DeploymentPolicy spec of the skyhook group, by name.
     pub policies: BTreeMap<String, DeploymentPolicySpec>,
-    /// Every DeploymentPolicy spec of the nodewright group, by name.
-    pub nodewright_policies: BTreeMap<String, DeploymentPolicySpec>,
     /// Every node, shared with the cache.
     pub nodes: Vec<Arc<NodeView>>,
     /// The controller's runs of package stages and interrupts: each stage Job not yet recorded
@@ -332,26 +327,17 @@ impl Snapshot {
                 OwnedPod::new(std::sync::Arc::clone(pod), outcome)
             });
         pods.extend(bare);
-        let policy_specs =
-            |policies: &mut dyn Iterator<Item = (Option<&String>, &DeploymentPolicySpec)>| {
-                policies
-                    .filter_map(|(name, spec)| Some((name?.clone(), spec.clone())))
-                    .collect()
-            };
         Snapshot {
             retained_jobs,
             owners: Owners::skyhooks_only(
                 (cached.skyhooks.iter()).filter_map(|skyhook| skyhook.metadata.name.as_deref()),
             ),
             skyhooks: cached.skyhooks.clone(),
-            nodewrights: cached.nodewrights.clone(),
-            policies: policy_specs(
-                &mut (cached.policies.iter()).map(|p| (p.metadata.name.as_ref(), &p.spec)),
-            ),
-            nodewright_policies: policy_specs(
-                &mut (cached.nodewright_policies.iter())
-                    .map(|p| (p.metadata.name.as_ref(), &p.spec)),
-            ),
+            policies: cached
+                .policies
+                .iter()
+                .filter_map(|p| Some((p.metadata.name.clone()?, p.spec.clone())))
+                .collect(),
             nodes,
             pods,
             package_configmaps: package_configmaps(&cached.package_configmaps),
