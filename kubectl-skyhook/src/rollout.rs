@@ -23,7 +23,7 @@ use skyhook_api::stage::node_complete;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::uninstall::{UninstallMode, UninstallRules};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, Status};
-use skyhook_api::window::open_window_budgets;
+use skyhook_api::window::windows_now;
 
 use crate::cluster::{self, Cluster, name_of};
 
@@ -90,7 +90,7 @@ impl<'c> Rollout<'c> {
         let now = Timestamp::now();
         // The window budget in force now, when a window is open: its clock is the plugin's.
         let window_budgets = policy_of(skyhook, cluster).map_or_else(Vec::new, |policy| {
-            open_window_budgets(&policy.maintenance_windows, now)
+            windows_now(&policy.maintenance_windows, now).1
         });
         let compartments = rollout(&RolloutInput {
             compartments: &specs,

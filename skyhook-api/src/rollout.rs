@@ -43,7 +43,7 @@ pub struct RolloutInput<'i, 'n> {
     /// Whether its policy lets a compartment start a new batch now (maintenance windows).
     pub may_start: bool,
     /// The budgets of its policy's maintenance windows open now
-    /// ([`crate::window::open_window_budgets`]); empty without a policy or an open window.
+    /// ([`crate::window::windows_now`]); empty without a policy or an open window.
     pub window_budgets: &'i [Option<PolicyBudget>],
     /// Its policy's health gate `settle`, when it has one.
     pub settle: Option<SignedDuration>,

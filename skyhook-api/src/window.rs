@@ -196,8 +196,19 @@ impl ParsedWindow {
 /// Whether new batches may start at `now` under `windows` (see the module documentation): open
 /// until the latest close of the windows open now, or closed until the earliest next opening.
 pub fn window_state(windows: &[MaintenanceWindow], now: Timestamp) -> WindowState {
+    windows_now(windows, now).0
+}
+
+/// [`window_state`], and the budgets of the windows open at `now`, one per open window: `None`
+/// for an open window without a budget. The budgets are empty when no window is open, or the
+/// policy has none (see [`crate::budget::window_ceiling`]). Each window is parsed and judged
+/// once for both.
+pub fn windows_now(
+    windows: &[MaintenanceWindow],
+    now: Timestamp,
+) -> (WindowState, Vec<Option<PolicyBudget>>) {
     if windows.is_empty() {
-        return WindowState::Open { closes_at: None };
+        return (WindowState::Open { closes_at: None }, Vec::new());
     }
     let states: Vec<WindowState> = windows
         .iter()
@@ -206,6 +217,16 @@ pub fn window_state(windows: &[MaintenanceWindow], now: Timestamp) -> WindowStat
             Err(_) => WindowState::Closed { opens_at: None },
         })
         .collect();
+    let budgets = (states.iter().zip(windows))
+        .filter(|(state, _)| matches!(state, WindowState::Open { .. }))
+        .map(|(_, window)| window.budget.clone())
+        .collect();
+    (combined_state(&states), budgets)
+}
+
+/// The state of a policy from the states of its windows (at least one): open until the latest
+/// close of those open, or closed until the earliest next opening.
+fn combined_state(states: &[WindowState]) -> WindowState {
     let closes_at = states
         .iter()
         .filter_map(|s| match s {
@@ -224,23 +245,6 @@ pub fn window_state(windows: &[MaintenanceWindow], now: Timestamp) -> WindowStat
         })
         .min();
     WindowState::Closed { opens_at }
-}
-
-/// The budgets of the windows open at `now`, one per open window: `None` for an open window
-/// without a budget. Empty when no window is open, or the policy has none (see
-/// [`crate::budget::window_ceiling`]).
-pub fn open_window_budgets(
-    windows: &[MaintenanceWindow],
-    now: Timestamp,
-) -> Vec<Option<PolicyBudget>> {
-    windows
-        .iter()
-        .filter(|w| {
-            parse_window(w)
-                .is_ok_and(|parsed| matches!(parsed.state(now), WindowState::Open { .. }))
-        })
-        .map(|w| w.budget.clone())
-        .collect()
 }
 
 /// The message of a Skyhook's condition while the budget of an open maintenance window of the
@@ -321,9 +325,9 @@ mod tests {
             ("2026-12-04T12:00:00Z", vec![]),
         ];
         for (now, want) in cases {
-            assert_eq!(open_window_budgets(&windows, at(now)), want, "{now}");
+            assert_eq!(windows_now(&windows, at(now)).1, want, "{now}");
         }
-        assert!(open_window_budgets(&[], at("2026-12-05T03:00:00Z")).is_empty());
+        assert!(windows_now(&[], at("2026-12-05T03:00:00Z")).1.is_empty());
     }
 
     #[test]

@@ -27,10 +27,8 @@ use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::stage::node_complete;
 use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::toleration::node_selection_tolerations;
-use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
-use skyhook_api::window::{
-    WindowState, open_window_budgets, window_budget_message, window_state, window_wait_message,
-};
+use skyhook_api::v1alpha1::{DeploymentPolicySpec, PolicyBudget, Skyhook, SkyhookStatus, Status};
+use skyhook_api::window::{WindowState, window_budget_message, window_wait_message, windows_now};
 
 use super::configs::config_updates;
 use super::context::Context;
@@ -351,17 +349,17 @@ fn set_node_statuses<'s>(
     }
 }
 
-/// Whether new batches may start under the pass's policy windows; a closed window wakes
-/// the plan again when it opens.
+/// Whether new batches may start under the pass's policy windows, and the budgets of the
+/// windows open now; a closed window wakes the plan again when it opens.
 fn window_open<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
     window: Option<(&str, &DeploymentPolicySpec)>,
-) -> WindowState {
+) -> (WindowState, Vec<Option<PolicyBudget>>) {
     let Some((_, policy)) = window else {
-        return WindowState::Open { closes_at: None };
+        return (WindowState::Open { closes_at: None }, Vec::new());
     };
-    let state = window_state(&policy.maintenance_windows, context.now);
+    let (state, budgets) = windows_now(&policy.maintenance_windows, context.now);
     if let WindowState::Closed {
         opens_at: Some(opens_at),
     } = state
@@ -369,7 +367,7 @@ fn window_open<'s>(
     {
         workset.requeue(wait);
     }
-    state
+    (state, budgets)
 }
 
 /// Reports the compartments the health gate holds, and wakes the plan when the first of
@@ -406,7 +404,7 @@ fn run_batch<'s>(
     outcome: &mut Outcome,
 ) {
     let compartments = batch.compartments;
-    let window = window_open(context, workset, batch.policy);
+    let (window, window_budgets) = window_open(context, workset, batch.policy);
     let skyhook = pass.skyhook;
     let runtime_taint = context.config.pods.runtime_required_taint.clone();
     let tolerations = node_selection_tolerations(
@@ -432,9 +430,6 @@ fn run_batch<'s>(
             )
         })
         .collect();
-    let window_budgets = batch.policy.map_or_else(Vec::new, |(_, policy)| {
-        open_window_budgets(&policy.maintenance_windows, context.now)
-    });
     let selection = select(&SelectionInput {
         compartments,
         tolerations: &tolerations,
