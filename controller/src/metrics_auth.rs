@@ -274,18 +274,6 @@ pub enum ReviewError {
     },
 }
 
-/// An error and its causes on one line, for the log.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        line.push_str(": ");
-        line.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    line
-}
-
 /// The decision for a request with `authorization` as its `Authorization` header: from the cache
 /// when fresh, otherwise by a TokenReview and a SubjectAccessReview with `client`.
 pub async fn authorize(

@@ -111,7 +111,7 @@ async fn serve_secure_metrics(State(state): State<SecureMetrics>, headers: Heade
         )
             .into_response(),
         Err(error) => {
-            tracing::warn!(error = %crate::metrics_auth::error_chain(&error), "could not authorise a /metrics request");
+            tracing::warn!(error = %skyhook_api::errors::error_chain(&error), "could not authorise a /metrics request");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "could not review the request's token with the API server; see the controller's log\n",

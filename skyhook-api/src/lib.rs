@@ -6,6 +6,7 @@ pub mod crd;
 pub mod deletion;
 pub mod drain;
 pub mod duration;
+pub mod errors;
 pub mod generation;
 pub mod glob;
 pub mod graph;

@@ -25,7 +25,8 @@ use crate::cert_plan::{
     Action, CertPlan, Observed, StoredCert, WebhookTrust, ca_bundle, cert_plan,
 };
 use crate::issue::issue;
-use crate::tls::{CERT_FILE, KEY_FILE, ReloadingCert, error_chain};
+use crate::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
+use skyhook_api::errors::error_chain;
 
 const EXPIRATION_ANNOTATION: &str = "skyhook.nvidia.com/expiration";
 const SERVICE_ANNOTATION: &str = "skyhook.nvidia.com/service";

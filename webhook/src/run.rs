@@ -127,7 +127,7 @@ fn watched_certs(cert_dir: &Path, provider: &Arc<CryptoProvider>) -> Arc<Reloadi
     if let Err(err) = certs.reload() {
         // The mount may lag behind the container start; the watcher below keeps trying and
         // /readyz stays false until a certificate is served.
-        tracing::warn!(error = %tls::error_chain(&err), "no serving certificate yet");
+        tracing::warn!(error = %skyhook_api::errors::error_chain(&err), "no serving certificate yet");
     }
     tokio::spawn(Arc::clone(&certs).watch(CERT_POLL_INTERVAL));
     certs

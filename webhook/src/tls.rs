@@ -15,6 +15,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, version};
+use skyhook_api::errors::error_chain;
 use tokio::sync::watch;
 
 /// File name of the serving certificate chain (PEM), as in a `kubernetes.io/tls` Secret.
@@ -243,16 +244,4 @@ pub fn server_config(
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// An error and its causes on one line.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }

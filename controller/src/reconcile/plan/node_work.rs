@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::budget::holds_fleet_slot;
+use skyhook_api::errors::error_chain;
 use skyhook_api::generation::Owners;
 use skyhook_api::keys;
 use skyhook_api::node_keys::cordon_held;
@@ -559,18 +560,6 @@ fn retain_entries(map: &mut Cow<'_, PackedMap>, keep: impl Fn(&str) -> bool) {
     if !map.keys().all(&keep) {
         map.to_mut().retain(|key, _| keep(key));
     }
-}
-
-/// `error` and its sources, so the report says where the JSON broke, not only that it did.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn diff(old: &PackedMap, new: &PackedMap) -> BTreeMap<String, Option<String>> {
