@@ -175,6 +175,7 @@ fn reset_clears_every_key_of_the_skyhook_on_nodes_with_its_state_then_the_batch_
                 "skyhook.nvidia.com/bootId_demo": null,
                 "skyhook.nvidia.com/pickedAt_demo": null,
                 "skyhook.nvidia.com/stageTimes_demo": null,
+                "skyhook.nvidia.com/readyGate_demo": null,
                 "skyhook.nvidia.com/autoTaint_demo": null,
             },
             "labels": {"skyhook.nvidia.com/status_demo": null},

@@ -89,6 +89,11 @@ pub struct Keys {
     /// take; the message names the policy, the compartments and their window ceilings. Removed
     /// once no window budget holds work.
     pub condition_window_budget_held: &'static str,
+    /// Condition (ours, not upstream's): True while `spec.readinessGates` hold nodes whose
+    /// packages finished after an interrupt (reason [`READINESS_GATE_WAITING_REASON`]), or
+    /// past a gate's timeout (reason [`READINESS_GATE_TIMED_OUT_REASON`]); the message names
+    /// each node, its pending gates and their deadlines. Removed once no node is held.
+    pub condition_readiness_gate_held: &'static str,
     /// Deprecated prefixed mirror of [`CONDITION_DRAIN_BLOCKED`], identical to it: ours before
     /// upstream v0.20 named the condition.
     pub condition_drain_blocked: &'static str,
@@ -161,6 +166,7 @@ macro_rules! group_keys {
             condition_outside_maintenance_window: concat!($group, "/OutsideMaintenanceWindow"),
             condition_health_gate_held: concat!($group, "/HealthGateHeld"),
             condition_window_budget_held: concat!($group, "/WindowBudgetHeld"),
+            condition_readiness_gate_held: concat!($group, "/ReadinessGateHeld"),
             condition_drain_blocked: concat!($group, "/DrainBlocked"),
             condition_spec_invalid: concat!($group, "/SpecInvalid"),
             runtime_required_cordon_annotation: concat!($group, "/runtimeRequiredCordon"),
@@ -245,6 +251,13 @@ impl Keys {
     /// exactly upstream's JSON.
     pub fn stage_times_annotation(&self, skyhook: &str) -> String {
         self.per_skyhook("stageTimes", skyhook)
+    }
+
+    /// Node annotation (JSON, [`crate::readiness::GateRecord`]): when an interrupt of Skyhook
+    /// `skyhook` began on the node and since when its `spec.readinessGates` hold the node.
+    /// Ours; present from the interrupt until the node completes.
+    pub fn ready_gate_annotation(&self, skyhook: &str) -> String {
+        self.per_skyhook("readyGate", skyhook)
     }
 
     /// Node annotation: the boot ID Skyhook `skyhook` last saw on the node, to detect reboots
@@ -347,7 +360,7 @@ impl Keys {
     /// `skyhook`: what a node reset or the deletion cleanup removes, and what bounds the length
     /// of a Skyhook name ([`Keys::max_skyhook_name_len`]). A new per-Skyhook key must be added
     /// here.
-    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 14] {
+    pub fn per_skyhook_node_keys(&self, skyhook: &str) -> [NodeKey; 15] {
         let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
         [
             key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -389,6 +402,7 @@ impl Keys {
                 NodeKeyKind::Annotation,
             ),
             key(self.adopted_by_annotation(skyhook), NodeKeyKind::Annotation),
+            key(self.ready_gate_annotation(skyhook), NodeKeyKind::Annotation),
             key(
                 self.node_not_ready_condition(skyhook),
                 NodeKeyKind::ConditionType,
@@ -403,11 +417,11 @@ impl Keys {
     /// The per-Skyhook node keys a reboot reset (`REAPPLY_ON_REBOOT`) removes, so that every
     /// package of Skyhook `skyhook` runs again on the rebooted node: its node state, status
     /// (annotation and label), operator version, drain starts (upstream's `drainStart_` and our
-    /// `cordonedAt_`), drain blockers and drain-failure mark, as upstream's reset removes
+    /// `cordonedAt_`), drain blockers, drain-failure mark and readiness-gate record (the re-run's interrupt starts a new one), as upstream's reset removes
     /// `nodeState_`, `status_`, `version_` and `drainStart_`: the re-run drains afresh. Every
     /// key of [`Keys::per_skyhook_node_keys`] is either here or in
     /// [`Keys::reboot_reset_keeps`].
-    pub fn reboot_reset_node_keys(&self, skyhook: &str) -> [NodeKey; 7] {
+    pub fn reboot_reset_node_keys(&self, skyhook: &str) -> [NodeKey; 8] {
         let key = |key: String, kind: NodeKeyKind| NodeKey { key, kind };
         [
             key(self.node_state_annotation(skyhook), NodeKeyKind::Annotation),
@@ -435,6 +449,7 @@ impl Keys {
                 self.drain_blocked_annotation(skyhook),
                 NodeKeyKind::Annotation,
             ),
+            key(self.ready_gate_annotation(skyhook), NodeKeyKind::Annotation),
         ]
     }
 
@@ -622,6 +637,12 @@ pub const HEALTH_GATE_HELD_REASON: &str = "NodeNotSettled";
 
 /// Reason of [`Keys::condition_window_budget_held`].
 pub const WINDOW_BUDGET_FULL_REASON: &str = "WindowBudgetFull";
+
+/// Reason of [`Keys::condition_readiness_gate_held`] while no gate is past its timeout.
+pub const READINESS_GATE_WAITING_REASON: &str = "WaitingForNodeCondition";
+
+/// Reason of [`Keys::condition_readiness_gate_held`] once a gate of a held node timed out.
+pub const READINESS_GATE_TIMED_OUT_REASON: &str = "ReadinessGateTimedOut";
 
 /// Condition (upstream v0.20): True while some selected node's drain cannot progress; the
 /// reason is one of the `DRAIN_BLOCKED_*` reasons, the message

@@ -24,6 +24,7 @@ pub mod nodewright_v1alpha1;
 pub mod ordering;
 pub mod pod_annotation;
 pub mod pod_owner;
+pub mod readiness;
 pub mod resources;
 pub mod rollout;
 pub mod runtime_required;

@@ -1561,6 +1561,7 @@ spec:
                 "skyhook.nvidia.com/bootId_gpu",
                 "skyhook.nvidia.com/pickedAt_gpu",
                 "skyhook.nvidia.com/stageTimes_gpu",
+                "skyhook.nvidia.com/readyGate_gpu",
                 "skyhook.nvidia.com/adoptedBy_gpu",
             ])
         );

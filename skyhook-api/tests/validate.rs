@@ -96,6 +96,9 @@ drain:
 onFailure: {uncordon: true}
 rebootDeadline: 45m
 imagePullSecrets: [{name: regcred}]
+readinessGates:
+  - {conditionType: GpuHealthy, timeout: 30m}
+  - {conditionType: example.com/NcclHealthy}
 packages: {}
 "#,
     ];
@@ -164,6 +167,30 @@ fn skyhook_rejection_table() {
         ("{drainConfig: {}, drain: {}}", &["spec.drain"]),
         ("rebootDeadline: -1h", &["spec.rebootDeadline"]),
         ("rebootDeadline: 30", &["spec.rebootDeadline"]),
+        (
+            "readinessGates: [{conditionType: 'Gpu Healthy'}]",
+            &["spec.readinessGates[0].conditionType"],
+        ),
+        (
+            "readinessGates: [{conditionType: Ready}]",
+            &["spec.readinessGates[0].conditionType"],
+        ),
+        (
+            "readinessGates: [{conditionType: skyhook.nvidia.com/demo/NotReady}]",
+            &["spec.readinessGates[0].conditionType"],
+        ),
+        (
+            "readinessGates: [{conditionType: GpuHealthy}, {conditionType: GpuHealthy}]",
+            &["spec.readinessGates[1].conditionType"],
+        ),
+        (
+            "readinessGates: [{conditionType: GpuHealthy, timeout: 0s}]",
+            &["spec.readinessGates[0].timeout"],
+        ),
+        (
+            "readinessGates: [{conditionType: GpuHealthy, timeout: soon}]",
+            &["spec.readinessGates[0].timeout"],
+        ),
         (
             "imagePullSecrets: [{name: ''}]",
             &["spec.imagePullSecrets[0].name"],

@@ -21,6 +21,6 @@ pub use policy::{
 };
 pub use skyhook::{
     DEFAULT_PRIORITY, DeploymentPolicyOptions, DrainConfig, DrainSpec, DrainTimeoutAction,
-    InterruptionBudget, OnFailure, Sequencing, Skyhook, SkyhookSpec,
+    InterruptionBudget, OnFailure, ReadinessGate, Sequencing, Skyhook, SkyhookSpec,
 };
 pub use status::{BatchState, CompartmentStatus, SkyhookStatus};

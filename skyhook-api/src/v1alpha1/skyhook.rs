@@ -177,6 +177,26 @@ pub struct SkyhookSpec {
     /// pods beside the controller's `IMAGE_PULL_SECRET`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<LocalObjectReference>,
+
+    /// Node conditions a node must report `True`, each transitioned after the node's
+    /// interrupt, before the node counts as complete and is uncordoned: a GPU validator's
+    /// verdict after a reboot (DCGM diagnostics, NCCL tests, node-problem-detector). Until then
+    /// the node stays cordoned and keeps its budget slot; past a gate's timeout it is
+    /// `erroring`. Nodes completed without an interrupt are not gated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readiness_gates: Vec<ReadinessGate>,
+}
+
+/// One entry of `spec.readinessGates`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadinessGate {
+    /// The node condition type that must be `True` (e.g. `GpuHealthy`).
+    pub condition_type: String,
+    /// How long after the node's packages finished the condition may take, as a Go duration
+    /// (`30m`); past it the node is `erroring` and stays cordoned. Default `1h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
 }
 
 /// The default of `spec.priority`.
@@ -208,6 +228,7 @@ impl Default for SkyhookSpec {
             on_failure: None,
             reboot_deadline: None,
             image_pull_secrets: Vec::new(),
+            readiness_gates: Vec::new(),
         }
     }
 }

@@ -16,9 +16,12 @@ use crate::image::{ImageRef, PackageImageError, pull_reference, validate_package
 use crate::interrupt::config_key_matches;
 use crate::keys::{self, SKYHOOK};
 use crate::names;
-use crate::selector::{Selector, validate_dns_label, validate_dns_subdomain, validate_label_value};
+use crate::readiness::KUBELET_CONDITIONS;
+use crate::selector::{
+    Selector, validate_dns_label, validate_dns_subdomain, validate_label_key, validate_label_value,
+};
 use crate::stage_timeout;
-use crate::v1alpha1::{Package, PackageResources, SkyhookSpec, Stage};
+use crate::v1alpha1::{Package, PackageResources, ReadinessGate, SkyhookSpec, Stage};
 use crate::version::Version;
 
 /// What validation needs beyond the spec.
@@ -162,6 +165,7 @@ fn check_rollout_safety(spec: &SkyhookSpec, out: &mut Vec<Violation>) {
         check_selector(drain.pod_selector.as_ref(), "spec.drain.podSelector", out);
     }
     check_duration(spec.reboot_deadline.as_deref(), "spec.rebootDeadline", out);
+    check_readiness_gates(&spec.readiness_gates, out);
     for (index, secret) in spec.image_pull_secrets.iter().enumerate() {
         if let Err(problem) = validate_dns_subdomain(&secret.name) {
             out.push(Violation::new(
@@ -169,6 +173,57 @@ fn check_rollout_safety(spec: &SkyhookSpec, out: &mut Vec<Violation>) {
                 format!("{:?} is not a Secret name: {problem}", secret.name),
                 "name a Secret of type kubernetes.io/dockerconfigjson in the controller's namespace",
             ));
+        }
+    }
+}
+
+/// `spec.readinessGates`: each names a node condition type once, that is not the kubelet's
+/// nor a Skyhook's own, with a timeout above zero.
+fn check_readiness_gates(gates: &[ReadinessGate], out: &mut Vec<Violation>) {
+    let mut seen = BTreeSet::new();
+    for (index, gate) in gates.iter().enumerate() {
+        let field = format!("spec.readinessGates[{index}]");
+        let type_ = gate.condition_type.as_str();
+        if let Err(problem) = validate_label_key(type_) {
+            out.push(Violation::new(
+                format!("{field}.conditionType"),
+                format!("{type_:?} is not a node condition type: {problem}"),
+                "name the condition your validator writes on the node, e.g. GpuHealthy or example.com/NcclHealthy",
+            ));
+        } else if KUBELET_CONDITIONS.contains(&type_) {
+            out.push(Violation::new(
+                format!("{field}.conditionType"),
+                format!("{type_} is a kubelet condition, which says nothing about how the interrupt went"),
+                "name the condition your GPU or node validator writes after the interrupt, e.g. GpuHealthy",
+            ));
+        } else if SKYHOOK.is_skyhook_node_condition(type_)
+            || keys::NODEWRIGHT.is_skyhook_node_condition(type_)
+        {
+            out.push(Violation::new(
+                format!("{field}.conditionType"),
+                format!("{type_} is a condition the operator itself writes"),
+                "name the condition your GPU or node validator writes after the interrupt, e.g. GpuHealthy",
+            ));
+        }
+        if !seen.insert(type_) {
+            out.push(Violation::new(
+                format!("{field}.conditionType"),
+                format!("{type_} is gated on more than once"),
+                "list each condition type once",
+            ));
+        }
+        match gate.timeout.as_deref().map(duration::parse) {
+            Some(Ok(timeout)) if timeout.is_zero() => out.push(Violation::new(
+                format!("{field}.timeout"),
+                "a timeout of zero fails every node at once",
+                "give the validator time to run, e.g. 30m, or leave timeout out for 1h",
+            )),
+            Some(Err(problem)) => out.push(Violation::new(
+                format!("{field}.timeout"),
+                problem.to_string(),
+                "write a Go duration above zero, e.g. 30m or 1h30m, or leave it out for 1h",
+            )),
+            _ => {}
         }
     }
 }
