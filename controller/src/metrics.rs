@@ -172,6 +172,10 @@ pub struct SkyhookSeries {
     pub rollout: Vec<(RolloutLabels, RolloutValues)>,
     /// `skyhook_drain_blocked`: 1 while a drain is blocked past its timeout (ours).
     pub drain_blocked: (SkyhookLabels, i64),
+    /// `skyhook_readiness_gate_held`: 1 while readiness gates hold nodes (ours).
+    pub readiness_gate_held: (SkyhookLabels, i64),
+    /// `skyhook_readiness_gate_timed_out`: 1 while a held node is past a gate's timeout (ours).
+    pub readiness_gate_timed_out: (SkyhookLabels, i64),
 }
 
 /// What the node and package counts of a Skyhook's series count: the status and the node
@@ -228,6 +232,19 @@ pub fn skyhook_series(
         ),
         ..SkyhookSeries::default()
     };
+    let gate = status.conditions.iter().find(|c| {
+        c.type_ == skyhook_api::keys::SKYHOOK.condition_readiness_gate_held && c.status == "True"
+    });
+    let labels = || SkyhookLabels {
+        skyhook_name: name.clone(),
+    };
+    series.readiness_gate_held = (labels(), i64::from(gate.is_some()));
+    series.readiness_gate_timed_out = (
+        labels(),
+        i64::from(
+            gate.is_some_and(|c| c.reason == skyhook_api::keys::READINESS_GATE_TIMED_OUT_REASON),
+        ),
+    );
     for package in skyhook.spec.packages.values() {
         let entries: Vec<&PackageStatus> = nodes
             .states
@@ -414,6 +431,8 @@ pub struct Metrics {
     node_status: Family<StatusLabels, Gauge>,
     target_count: Family<SkyhookLabels, Gauge>,
     drain_blocked: Family<SkyhookLabels, Gauge>,
+    readiness_gate_held: Family<SkyhookLabels, Gauge>,
+    readiness_gate_timed_out: Family<SkyhookLabels, Gauge>,
     package_state: Family<PackageStateLabels, Gauge>,
     package_stage: Family<PackageStageLabels, Gauge>,
     package_restarts: Family<PackageLabels, Gauge>,
@@ -443,6 +462,8 @@ impl Metrics {
             node_status: Family::default(),
             target_count: Family::default(),
             drain_blocked: Family::default(),
+            readiness_gate_held: Family::default(),
+            readiness_gate_timed_out: Family::default(),
             package_state: Family::default(),
             package_stage: Family::default(),
             package_restarts: Family::default(),
@@ -498,6 +519,16 @@ impl Metrics {
             "skyhook_drain_blocked",
             "1 while a drain of the Skyhook is blocked past its timeout (condition DrainBlocked)",
             self.drain_blocked.clone(),
+        );
+        self.registry.register(
+            "skyhook_readiness_gate_held",
+            "1 while spec.readinessGates hold nodes of the Skyhook after their interrupt (condition ReadinessGateHeld)",
+            self.readiness_gate_held.clone(),
+        );
+        self.registry.register(
+            "skyhook_readiness_gate_timed_out",
+            "1 while a node held by the Skyhook's readiness gates is past a gate's timeout",
+            self.readiness_gate_timed_out.clone(),
         );
         self.registry.register(
             "skyhook_package_stage_duration_seconds",
@@ -601,6 +632,15 @@ impl Metrics {
         self.drain_blocked
             .get_or_create(&series.drain_blocked.0)
             .set(series.drain_blocked.1);
+        for (family, (labels, value)) in [
+            (&self.readiness_gate_held, &series.readiness_gate_held),
+            (
+                &self.readiness_gate_timed_out,
+                &series.readiness_gate_timed_out,
+            ),
+        ] {
+            family.get_or_create(labels).set(*value);
+        }
         for (labels, value) in &series.package_state {
             self.package_state.get_or_create(labels).set(*value);
         }
@@ -661,6 +701,11 @@ impl Metrics {
         }
         if previous.drain_blocked.0 != next.drain_blocked.0 {
             self.drain_blocked.remove(&previous.drain_blocked.0);
+        }
+        if previous.readiness_gate_held.0 != next.readiness_gate_held.0 {
+            self.readiness_gate_held
+                .remove(&previous.readiness_gate_held.0);
+            (self.readiness_gate_timed_out).remove(&previous.readiness_gate_timed_out.0);
         }
         for labels in stale(&previous.package_state, &next.package_state) {
             self.package_state.remove(labels);

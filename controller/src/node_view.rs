@@ -4,6 +4,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use skyhook_api::keys;
+use skyhook_api::readiness::KUBELET_CONDITIONS;
 use skyhook_api::resources::{CpuMemory, cpu_memory};
 use skyhook_api::string_map::PackedMap;
 
@@ -18,6 +19,18 @@ pub struct NodeConditionView {
     pub reason: String,
     /// `message`, empty when absent.
     pub message: String,
+}
+
+/// A node condition of someone else (a GPU validator, node-problem-detector), as the
+/// readiness gates read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignCondition {
+    /// `type`.
+    pub type_: String,
+    /// `status` is `True`.
+    pub true_: bool,
+    /// `lastTransitionTime`.
+    pub last_transition: Option<Timestamp>,
 }
 
 /// What the rules read of a node.
@@ -46,6 +59,9 @@ pub struct NodeView {
     /// The node's conditions of Skyhooks ([`keys::Keys::is_skyhook_node_condition`]): the plan
     /// writes no other, and reads of the kubelet's only `ready` and its transitions.
     pub conditions: Vec<NodeConditionView>,
+    /// The node's other conditions, neither the kubelet's nor a Skyhook's or NodeWright's:
+    /// what `spec.readinessGates` wait for.
+    pub foreign_conditions: Vec<ForeignCondition>,
     /// `status.allocatable` CPU and memory; `None` unless the node reports both, readably.
     pub allocatable: Option<CpuMemory>,
     /// `metadata.resourceVersion` as read: node patches planned from this view are made
@@ -74,14 +90,28 @@ pub fn node_view(node: Node) -> NodeView {
     let ready = conditions
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
+    let (conditions, foreign): (Vec<_>, Vec<_>) = conditions
+        .into_iter()
+        .filter(|c| {
+            !KUBELET_CONDITIONS.contains(&c.type_.as_str())
+                && !keys::NODEWRIGHT.is_skyhook_node_condition(&c.type_)
+        })
+        .partition(|c| keys::SKYHOOK.is_skyhook_node_condition(&c.type_));
     let conditions: Vec<NodeConditionView> = conditions
         .into_iter()
-        .filter(|c| keys::SKYHOOK.is_skyhook_node_condition(&c.type_))
         .map(|c| NodeConditionView {
             type_: c.type_,
             status: c.status,
             reason: c.reason.unwrap_or_default(),
             message: c.message.unwrap_or_default(),
+        })
+        .collect();
+    let foreign_conditions = foreign
+        .into_iter()
+        .map(|c| ForeignCondition {
+            true_: c.status == "True",
+            type_: c.type_,
+            last_transition: c.last_transition_time.map(|t| t.0),
         })
         .collect();
     let (taints, unschedulable) = match spec {
@@ -103,6 +133,7 @@ pub fn node_view(node: Node) -> NodeView {
         not_ready_since,
         ready_since,
         conditions,
+        foreign_conditions,
         allocatable: allocatable
             .filter(|list| list.contains_key("cpu") && list.contains_key("memory"))
             .and_then(|list| cpu_memory(&list).ok()),

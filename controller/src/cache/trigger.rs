@@ -22,7 +22,7 @@ use crate::node_view::NodeView;
 
 /// Whether a Node changed in what the plan reads: labels, annotations, taints, unschedulable,
 /// creation time, boot ID, readiness (and since when), the Skyhooks' node conditions (type,
-/// status, reason, message) and allocatable CPU and memory. Not heartbeat times, the kubelet's
+/// status, reason, message), other parties' conditions (type, status, transition time) and allocatable CPU and memory. Not heartbeat times, the kubelet's
 /// other conditions and reasons, images, addresses or the resource version (the next reconcile
 /// reads the latest one anyway).
 pub fn node_changed(old: &CachedNode, new: &CachedNode) -> bool {
@@ -44,6 +44,7 @@ fn same_plan_input(old: &NodeView, new: &NodeView) -> bool {
         not_ready_since,
         ready_since,
         conditions,
+        foreign_conditions,
         allocatable,
         resource_version: _,
     } = old;
@@ -63,14 +64,21 @@ fn same_plan_input(old: &NodeView, new: &NodeView) -> bool {
         &new.unschedulable,
         &new.created,
         &new.boot_id,
-    ) && (ready, not_ready_since, ready_since, conditions, allocatable)
-        == (
-            &new.ready,
-            &new.not_ready_since,
-            &new.ready_since,
-            &new.conditions,
-            &new.allocatable,
-        )
+    ) && (
+        ready,
+        not_ready_since,
+        ready_since,
+        conditions,
+        foreign_conditions,
+        allocatable,
+    ) == (
+        &new.ready,
+        &new.not_ready_since,
+        &new.ready_since,
+        &new.conditions,
+        &new.foreign_conditions,
+        &new.allocatable,
+    )
 }
 
 /// Whether a stage Job changed in what the plan reads: its identity, labels, annotations,

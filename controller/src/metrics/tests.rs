@@ -459,3 +459,38 @@ fn a_blocked_drain_follows_its_condition() {
         assert_eq!(series.drain_blocked.1, expected);
     }
 }
+
+#[test]
+fn readiness_gate_gauges_follow_their_condition_and_reason() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let condition = |status: &str, reason: &str| Condition {
+        type_: skyhook_api::keys::SKYHOOK
+            .condition_readiness_gate_held
+            .into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: "node node-1 waits for GpuHealthy".into(),
+        last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+        observed_generation: None,
+    };
+    let waiting = skyhook_api::keys::READINESS_GATE_WAITING_REASON;
+    let timed_out = skyhook_api::keys::READINESS_GATE_TIMED_OUT_REASON;
+    for (conditions, expected) in [
+        (vec![], (0, 0)),
+        (vec![condition("True", waiting)], (1, 0)),
+        (vec![condition("True", timed_out)], (1, 1)),
+        (vec![condition("False", timed_out)], (0, 0)),
+    ] {
+        let mut sky = observed("gated", &[], &[], Status::InProgress);
+        sky.status.as_mut().unwrap().conditions = conditions;
+        let series = mirrored_series(&sky, 1, &BTreeMap::new());
+        assert_eq!(series.readiness_gate_held.0.skyhook_name, "gated");
+        assert_eq!(
+            (
+                series.readiness_gate_held.1,
+                series.readiness_gate_timed_out.1
+            ),
+            expected
+        );
+    }
+}

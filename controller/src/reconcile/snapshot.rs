@@ -24,7 +24,7 @@ use crate::cache::node_metadata::CachedNodeMetadata;
 use crate::drain::refusals::EvictionRefusals;
 use crate::job_outcome;
 use crate::last_logs::{self, LastLogs};
-pub use crate::node_view::{NodeConditionView, NodeView, node_view};
+pub use crate::node_view::{ForeignCondition, NodeConditionView, NodeView, node_view};
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
 
 /// Everything a plan reads.

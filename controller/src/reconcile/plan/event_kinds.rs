@@ -102,6 +102,13 @@ pub const SPEC_INVALID: EventKind = warning("SpecInvalid", "ValidateSpec");
 /// Skyhook. Ours.
 pub const WINDOW_BUDGET_HELD: EventKind = normal("WindowBudgetHeld", "HoldBatch");
 
+/// A node's readiness gate is past its timeout: the node is `erroring` and stays cordoned
+/// (once per wait, on the Node). Ours.
+pub const READINESS_GATE_TIMED_OUT: EventKind = warning("ReadinessGateTimedOut", "HoldNode");
+
+/// A node held by readiness gates met them all and completes (on the Node). Ours.
+pub const READINESS_GATE_MET: EventKind = normal("ReadinessGateMet", "ReleaseNode");
+
 /// Every kind, for the table test.
 #[cfg(test)]
 pub const ALL: &[EventKind] = &[
@@ -131,6 +138,8 @@ pub const ALL: &[EventKind] = &[
     INVALID,
     SPEC_INVALID,
     WINDOW_BUDGET_HELD,
+    READINESS_GATE_TIMED_OUT,
+    READINESS_GATE_MET,
 ];
 
 #[cfg(test)]

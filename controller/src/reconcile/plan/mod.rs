@@ -56,6 +56,7 @@ mod packages;
 mod pass;
 mod planned_pod;
 mod pod_results;
+mod readiness_gates;
 mod reboots;
 mod selection;
 mod skyhooks;

@@ -39,6 +39,7 @@ use super::output::{EventTarget, NonInterruptHold, StageDuration};
 use super::packages::run_node;
 use super::pass::Pass;
 use super::pod_results::PodResults;
+use super::readiness_gates::{GateHolds, hold_gated_nodes, record_gate};
 use super::reboots::lost_interrupts;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
 use super::spec_changes::{
@@ -144,7 +145,9 @@ pub(super) fn run_pass<'s>(
         ..Outcome::default()
     };
     spec_changes(context, workset, pass, &mut status, &mut outcome);
-    let complete = completion_of(workset, pass, &status);
+    let mut complete = completion_of(workset, pass, &status);
+    let gate_holds = hold_gated_nodes(context, workset, pass, &mut complete);
+    outcome.readiness_gate_held = gate_holds.condition(context.now);
     let progress = SkyhookProgress {
         name,
         priority: skyhook.spec.priority,
@@ -161,7 +164,7 @@ pub(super) fn run_pass<'s>(
     let policy_name = skyhook.spec.policy_name();
     let policy = policy_name.and_then(|p| context.snapshot.policies.get(p));
     outcome.policy_missing = policy_name.is_some() && policy.is_none();
-    set_node_statuses(workset, pass, &nodes, outcome.policy_missing);
+    set_node_statuses(workset, pass, &nodes, &gate_holds, outcome.policy_missing);
     let compartments = skyhook_compartments(&skyhook.spec, policy, pass.matched.len());
     if let Some(compartments) =
         compartments.filter(|_| !skyhook.is_disabled() && !skyhook.is_paused())
@@ -180,7 +183,7 @@ pub(super) fn run_pass<'s>(
             &mut outcome,
         );
     }
-    record_nodes(context, workset, pass, &nodes, &mut status);
+    record_nodes(context, workset, pass, (&nodes, &gate_holds), &mut status);
     record_bookkeeping(workset, pass, &status);
     let offset = next_node_order_offset(
         &picked_before,
@@ -328,6 +331,7 @@ fn set_node_statuses<'s>(
     workset: &mut Workset<'s>,
     pass: &Pass<'s>,
     nodes: &NodeProgress<'s>,
+    gate_holds: &GateHolds<'s>,
     policy_missing: bool,
 ) {
     let skyhook = pass.skyhook;
@@ -335,7 +339,8 @@ fn set_node_statuses<'s>(
         let Some(work) = workset.nodes.get_mut(node.name.as_str()) else {
             continue;
         };
-        let failing = node_erroring(work.state(pass.name()));
+        let gate_timed_out = gate_holds.timed_out(&node.name);
+        let failing = node_erroring(work.state(pass.name())) || gate_timed_out;
         let next = node_status(NodeStatusInput {
             current: work.status(pass.name()),
             complete: nodes.complete(&node.name),
@@ -345,6 +350,12 @@ fn set_node_statuses<'s>(
             paused: skyhook.is_paused(),
             has_compartments: !policy_missing,
         });
+        // No pod failed, so nothing else marks a node its gates timed out on.
+        let next = if gate_timed_out && next == Status::InProgress {
+            Status::Erroring
+        } else {
+            next
+        };
         work.set_status(pass.name(), next);
     }
 }
@@ -643,7 +654,7 @@ fn record_nodes<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
     pass: &Pass<'s>,
-    nodes: &NodeProgress<'s>,
+    (nodes, gate_holds): (&NodeProgress<'s>, &GateHolds<'s>),
     status: &mut SkyhookStatus,
 ) {
     let name = pass.name();
@@ -661,7 +672,11 @@ fn record_nodes<'s>(
         if done {
             status.node_priority.remove(&node.name);
         }
-        let Some(node_status) = record_node(context, workset, name, node, done, status) else {
+        record_gate(workset, pass, &node.name, done, context.now);
+        let gate_timed_out = gate_holds.timed_out(&node.name);
+        let Some(node_status) =
+            record_node(context, workset, name, node, (done, gate_timed_out), status)
+        else {
             continue;
         };
         let was = node.annotations.get(&keys::SKYHOOK.node_status_key(name));
@@ -689,7 +704,7 @@ fn record_node<'s>(
     workset: &mut Workset<'s>,
     name: &str,
     node: &NodeView,
-    done: bool,
+    (done, gate_timed_out): (bool, bool),
     status: &mut SkyhookStatus,
 ) -> Option<Status> {
     let work = workset.nodes.get_mut(node.name.as_str())?;
@@ -707,7 +722,7 @@ fn record_node<'s>(
         reason,
         keys::SKYHOOK.node_not_ready_message(name, done),
     );
-    let erroring = node_erroring(work.state(name));
+    let erroring = node_erroring(work.state(name)) || gate_timed_out;
     let reason = if erroring {
         keys::NODE_ERRORING_REASON
     } else {

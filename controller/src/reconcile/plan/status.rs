@@ -44,6 +44,8 @@ pub(super) struct Outcome {
     pub(super) window_budget_held: Option<String>,
     /// Which compartments the health gate holds, and the node that holds each.
     pub(super) health_gate_held: Option<String>,
+    /// The `ReadinessGateHeld` reason and message while readiness gates hold nodes.
+    pub(super) readiness_gate_held: Option<(&'static str, String)>,
     /// Reboots not confirmed in time, by node.
     pub(super) unconfirmed_reboots: UnconfirmedReboots,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
@@ -380,7 +382,8 @@ fn drain_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome:
 }
 
 /// The conditions of new work that waits for a gate: the fleet budget, a maintenance window
-/// (closed, or open with a smaller budget), the health gate. Each is removed once nothing waits for it.
+/// (closed, or open with a smaller budget), the health gate, and of the nodes readiness gates
+/// hold. Each is removed once nothing waits for it.
 fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: &Outcome) {
     let waits = [
         (
@@ -410,6 +413,10 @@ fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: 
             .map(|message| conditions.condition(type_, true, reason, message));
         set_or_remove(list, type_, condition);
     }
+    let type_ = keys::SKYHOOK.condition_readiness_gate_held;
+    let condition = (outcome.readiness_gate_held.clone())
+        .map(|(reason, message)| conditions.condition(type_, true, reason, message));
+    set_or_remove(list, type_, condition);
 }
 
 /// `TaintNotTolerable` and `NodesIgnored` (bare and prefixed), written False with upstream's
