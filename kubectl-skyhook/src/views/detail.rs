@@ -262,6 +262,10 @@ fn condition_warning(keys: &Keys, type_: &str) -> Option<&'static str> {
             "held by a maintenance window's budget",
         ),
         (
+            keys.condition_readiness_gate_held,
+            "nodes held by readiness gates",
+        ),
+        (
             keys::CONDITION_NODE_STATE_MALFORMED,
             "node state unreadable",
         ),
