@@ -138,6 +138,7 @@ fn skyhook(budget_percent: i32) -> Skyhook {
             interruption_budget: Some(InterruptionBudget {
                 count: None,
                 percent: Some(budget_percent),
+                topology: None,
             }),
             ..SkyhookSpec::default()
         },

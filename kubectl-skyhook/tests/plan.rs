@@ -121,6 +121,7 @@ fn a_count_budget_of_one_gives_one_node_per_batch_oldest_first() {
     demo.spec.interruption_budget = Some(InterruptionBudget {
         count: Some(1),
         percent: None,
+        topology: None,
     });
     let view = plan(&fresh_cluster(), &demo, UninstallMode::Legacy);
     let batches: Vec<(String, Option<i32>)> = view

@@ -94,6 +94,12 @@ pub struct Keys {
     /// past a gate's timeout (reason [`READINESS_GATE_TIMED_OUT_REASON`]); the message names
     /// each node, its pending gates and their deadlines. Removed once no node is held.
     pub condition_readiness_gate_held: &'static str,
+    /// Condition (ours, not upstream's): True while a budget's `topology` holds nodes of the
+    /// Skyhook back: free slots wait for their failure domain (reason
+    /// [`TOPOLOGY_DOMAINS_BUSY_REASON`]), or nodes lack the topology label (reason
+    /// [`TOPOLOGY_LABEL_MISSING_REASON`]); the message names, per compartment, the nodes, the
+    /// busy domains and the limits. Removed once none is held.
+    pub condition_topology_budget_held: &'static str,
     /// Deprecated prefixed mirror of [`CONDITION_DRAIN_BLOCKED`], identical to it: ours before
     /// upstream v0.20 named the condition.
     pub condition_drain_blocked: &'static str,
@@ -167,6 +173,7 @@ macro_rules! group_keys {
             condition_health_gate_held: concat!($group, "/HealthGateHeld"),
             condition_window_budget_held: concat!($group, "/WindowBudgetHeld"),
             condition_readiness_gate_held: concat!($group, "/ReadinessGateHeld"),
+            condition_topology_budget_held: concat!($group, "/TopologyBudgetHeld"),
             condition_drain_blocked: concat!($group, "/DrainBlocked"),
             condition_spec_invalid: concat!($group, "/SpecInvalid"),
             runtime_required_cordon_annotation: concat!($group, "/runtimeRequiredCordon"),
@@ -643,6 +650,12 @@ pub const READINESS_GATE_WAITING_REASON: &str = "WaitingForNodeCondition";
 
 /// Reason of [`Keys::condition_readiness_gate_held`] once a gate of a held node timed out.
 pub const READINESS_GATE_TIMED_OUT_REASON: &str = "ReadinessGateTimedOut";
+
+/// Reason of [`Keys::condition_topology_budget_held`] while nodes wait for their domain.
+pub const TOPOLOGY_DOMAINS_BUSY_REASON: &str = "DomainsBusy";
+
+/// Reason of [`Keys::condition_topology_budget_held`] while nodes lack the topology label.
+pub const TOPOLOGY_LABEL_MISSING_REASON: &str = "TopologyLabelMissing";
 
 /// Condition (upstream v0.20): True while some selected node's drain cannot progress; the
 /// reason is one of the `DRAIN_BLOCKED_*` reasons, the message

@@ -107,7 +107,8 @@ pub fn rollout<'n>(input: &RolloutInput<'_, 'n>) -> Vec<CompartmentRollout<'n>> 
                     .map(|&i| input.nodes[i].candidate)
                     .collect(),
                 input.tolerations,
-            );
+            )
+            .with_topology(spec.budget.topology.as_ref());
             let own_ceiling = spec.ceiling(nodes.len());
             let ceiling = window_ceiling(own_ceiling, input.window_budgets, nodes.len());
             let recorded_state = (input.recorded.get(&spec.name))
@@ -176,7 +177,8 @@ pub fn batch_numbers<'a>(
     let mut batches = BTreeMap::new();
     // Each round completes at least one node, so the loop ends within one round per node.
     for _ in 0..=candidates.len() {
-        let members = CompartmentNodes::new(candidates.clone(), tolerations);
+        let members = CompartmentNodes::new(candidates.clone(), tolerations)
+            .with_topology(compartment.spec.budget.topology.as_ref());
         state = evaluate_batch(strategy, &state, members.observation()).0;
         let selection = members.select(strategy, &state, compartment.ceiling);
         if selection.picks.is_empty() {

@@ -127,6 +127,7 @@ fn nodes_go_to_the_compartment_whose_selector_matches_them() {
             budget: PolicyBudget {
                 count: Some(1),
                 percent: None,
+                topology: None,
             },
             strategy: None,
         },
@@ -229,6 +230,7 @@ fn an_open_windows_budget_holds_a_whole_compartment_to_its_ceiling() {
         budget: PolicyBudget {
             percent: Some(100),
             count: None,
+            topology: None,
         },
         strategy: None,
     }];
@@ -237,6 +239,7 @@ fn an_open_windows_budget_holds_a_whole_compartment_to_its_ceiling() {
         Some(PolicyBudget {
             percent: None,
             count: Some(c),
+            topology: None,
         })
     };
     let one = [count(1)];

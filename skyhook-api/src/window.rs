@@ -303,6 +303,7 @@ mod tests {
         let count = |c| PolicyBudget {
             percent: None,
             count: Some(c),
+            topology: None,
         };
         let with =
             |schedule: &str, duration: &str, budget: Option<PolicyBudget>| MaintenanceWindow {

@@ -4,7 +4,8 @@
 //! a random order: pods finish, nodes go down for their reboot and come back, pods are
 //! evicted, packages fail, nodes go NotReady on their own, the controller restarts. After every
 //! round no more nodes may be disrupted (cordoned by the Skyhook, with an interrupt in flight,
-//! or down after one) than the ceiling.
+//! or down after one) than the ceiling, nor nodes of more racks, or more of one rack, than the
+//! budget's topology allows.
 //!
 //! The model keeps everything the real controller keeps on the Node (cordon annotation,
 //! `spec.unschedulable`, taints, node state, status), so a controller restart loses nothing the
@@ -25,6 +26,7 @@ use skyhook_api::node_state::NodeState;
 use skyhook_api::toleration::node_selection_tolerations;
 use skyhook_api::v1alpha1::{
     BatchState, DeploymentStrategy, FixedStrategy, PackageStatus, Stage, State, Status,
+    TopologyBudget,
 };
 
 const SKYHOOK: &str = "budget";
@@ -131,6 +133,36 @@ impl SimNode {
     }
 }
 
+/// `count` nodes spread over `racks` racks (label `rack`), round-robin.
+fn racked(count: usize, racks: usize) -> Vec<SimNode> {
+    (0..count)
+        .map(|i| {
+            let mut node = SimNode::new(i);
+            node.labels
+                .insert("rack".into(), format!("r{}", i % racks.max(1)));
+            node
+        })
+        .collect()
+}
+
+fn rack_topology(max_domains: Option<i32>, max_per_domain: Option<i32>) -> Option<TopologyBudget> {
+    (max_domains.is_some() || max_per_domain.is_some()).then(|| TopologyBudget {
+        key: "rack".into(),
+        max_domains,
+        max_per_domain,
+        allow_unlabelled: false,
+    })
+}
+
+/// The racks of the disrupted nodes, with how many each.
+fn disrupted_racks(nodes: &[SimNode]) -> BTreeMap<&str, usize> {
+    let mut racks = BTreeMap::new();
+    for node in nodes.iter().filter(|n| n.disrupted()) {
+        *racks.entry(node.labels["rack"].as_str()).or_insert(0) += 1;
+    }
+    racks
+}
+
 fn taint(key: &str, effect: &str) -> Taint {
     Taint {
         key: key.into(),
@@ -198,7 +230,12 @@ fn apply_fault(node: &mut SimNode, fault: Fault) {
 }
 
 /// One controller pass: select, then start or advance every picked node.
-fn reconcile(nodes: &mut [SimNode], state: &mut BatchState, ceiling: usize) {
+fn reconcile(
+    nodes: &mut [SimNode],
+    state: &mut BatchState,
+    ceiling: usize,
+    topology: Option<&TopologyBudget>,
+) {
     let strategy = DeploymentStrategy {
         fixed: Some(FixedStrategy {
             initial_batch: Some(i32::try_from(ceiling).unwrap()),
@@ -234,7 +271,7 @@ fn reconcile(nodes: &mut [SimNode], state: &mut BatchState, ceiling: usize) {
             }),
         })
         .collect();
-    let compartment = CompartmentNodes::new(candidates, &tolerations);
+    let compartment = CompartmentNodes::new(candidates, &tolerations).with_topology(topology);
     let (next, _) = evaluate_batch(Some(&strategy), state, compartment.observation());
     *state = next;
     let selection = compartment.select(Some(&strategy), state, ceiling);
@@ -279,20 +316,31 @@ proptest! {
     fn reboots_and_faults_never_take_more_nodes_down_than_the_budget(
         node_count in 2..10usize,
         ceiling in 1..4usize,
+        racks in 1..4usize,
+        max_domains in prop::option::of(1..3i32),
+        max_per_domain in prop::option::of(1..3i32),
         rounds in prop::collection::vec(prop::collection::vec((0..10usize, fault()), 0..6), 1..60),
     ) {
-        let mut nodes: Vec<SimNode> = (0..node_count).map(SimNode::new).collect();
+        let mut nodes = racked(node_count, racks);
+        let topology = rack_topology(max_domains, max_per_domain);
         let mut state = BatchState::initial();
         for events in rounds {
             let restart = events.iter().any(|(_, f)| matches!(f, Fault::RestartController));
             if !restart {
-                reconcile(&mut nodes, &mut state, ceiling);
+                reconcile(&mut nodes, &mut state, ceiling, topology.as_ref());
             }
             let disrupted: Vec<&str> = nodes.iter().filter(|n| n.disrupted()).map(|n| n.name.as_str()).collect();
             prop_assert!(
                 disrupted.len() <= ceiling,
                 "{} nodes disrupted with a budget of {ceiling}: {disrupted:?}\n{nodes:#?}",
                 disrupted.len()
+            );
+            let domains = disrupted_racks(&nodes);
+            let over = |limit: Option<i32>, n: usize| limit.is_some_and(|l| n > usize::try_from(l).unwrap());
+            prop_assert!(
+                !over(max_domains, domains.len())
+                    && !domains.values().any(|n| over(max_per_domain, *n)),
+                "racks disrupted {domains:?} over maxDomains {max_domains:?} / maxPerDomain {max_per_domain:?}\n{nodes:#?}"
             );
             for (index, fault) in events {
                 if let Some(node) = nodes.get_mut(index) {
@@ -303,11 +351,18 @@ proptest! {
     }
 
     #[test]
-    fn a_rollout_without_faults_completes(node_count in 1..10usize, ceiling in 1..4usize) {
-        let mut nodes: Vec<SimNode> = (0..node_count).map(SimNode::new).collect();
+    fn a_rollout_without_faults_completes(
+        node_count in 1..10usize,
+        ceiling in 1..4usize,
+        racks in 1..4usize,
+        max_domains in prop::option::of(1..3i32),
+        max_per_domain in prop::option::of(1..3i32),
+    ) {
+        let mut nodes = racked(node_count, racks);
+        let topology = rack_topology(max_domains, max_per_domain);
         let mut state = BatchState::initial();
         for _ in 0..(node_count * 8) {
-            reconcile(&mut nodes, &mut state, ceiling);
+            reconcile(&mut nodes, &mut state, ceiling, topology.as_ref());
             let disrupted = nodes.iter().filter(|n| n.disrupted()).count();
             prop_assert!(disrupted <= ceiling);
             for node in &mut nodes {

@@ -866,6 +866,40 @@ fn maintenance_windows_are_validated_field_by_field() {
 }
 
 #[test]
+fn budget_topologies_are_validated_wherever_a_budget_is() {
+    #[rustfmt::skip]
+    let policies: [(&str, &[&str], &str); 6] = [
+        ("default: {budget: {count: 2, topology: {key: nvidia.com/gpu.clique, maxDomains: 1, maxPerDomain: 2}}, strategy: {fixed: {}}}", &[], ""),
+        ("default: {budget: {count: 2, topology: {key: 'not a key', maxDomains: 1}}, strategy: {fixed: {}}}", &["spec.default.budget.topology.key"], "not a node label key"),
+        ("default: {budget: {count: 2, topology: {key: rack}}, strategy: {fixed: {}}}", &["spec.default.budget.topology"], "limits nothing"),
+        ("default: {budget: {count: 2, topology: {key: rack, maxPerDomain: 0}}, strategy: {fixed: {}}}", &["spec.default.budget.topology.maxPerDomain"], "below 1"),
+        ("default: {budget: {count: 1}, strategy: {fixed: {}}}\ncompartments: [{name: gpu, selector: {matchLabels: {a: b}}, budget: {count: 1, topology: {key: rack, maxDomains: 0}}}]", &["spec.compartments[0].budget.topology.maxDomains"], "below 1"),
+        ("default: {budget: {count: 1}, strategy: {fixed: {}}}\nmaintenanceWindows: [{schedule: '@daily', duration: 1h, budget: {count: 1, topology: {key: rack, maxDomains: 1}}}]", &["spec.maintenanceWindows[0].budget.topology"], "compartment's own topology"),
+    ];
+    for (yaml, fields, fragment) in policies {
+        assert_eq!(policy_fields(yaml), *fields, "{yaml}");
+        if let Err(violations) = validate_policy(&policy(yaml)) {
+            let message = violations.to_string();
+            assert!(message.contains(fragment), "{message}");
+        }
+    }
+    #[rustfmt::skip]
+    let skyhooks: [(&str, &[&str]); 4] = [
+        ("interruptionBudget: {count: 2, topology: {key: rack, maxDomains: 1, allowUnlabelled: true}}", &[]),
+        ("interruptionBudget: {count: 2, topology: {key: rack}}", &["spec.interruptionBudget.topology"]),
+        ("interruptionBudget: {topology: {key: '', maxDomains: -1}}", &["spec.interruptionBudget.topology.key", "spec.interruptionBudget.topology.maxDomains"]),
+        ("{deploymentPolicy: p, interruptionBudget: {topology: {key: rack, maxDomains: 1}}}", &["spec.deploymentPolicy"]),
+    ];
+    for (yaml, fields) in skyhooks {
+        assert_eq!(
+            skyhook_fields(yaml, &ValidationContext::default()),
+            *fields,
+            "{yaml}"
+        );
+    }
+}
+
+#[test]
 fn the_health_gate_settle_is_a_go_duration_of_zero_or_more() {
     let head = "default: {budget: {count: 1}, strategy: {fixed: {}}}\nhealthGate:";
     #[rustfmt::skip]

@@ -287,6 +287,7 @@ mod tests {
                     budget: PolicyBudget {
                         percent: Some(50),
                         count: None,
+                        topology: None,
                     },
                     strategy: DeploymentStrategy {
                         exponential: Some(ExponentialStrategy::default()),
@@ -299,6 +300,7 @@ mod tests {
                     budget: PolicyBudget {
                         percent: None,
                         count: Some(1),
+                        topology: None,
                     },
                     strategy: None,
                 }],

@@ -63,6 +63,7 @@ mod tests {
         InterruptionBudget {
             percent: Some(p),
             count: None,
+            topology: None,
         }
     }
 
@@ -70,6 +71,7 @@ mod tests {
         InterruptionBudget {
             percent: None,
             count: Some(c),
+            topology: None,
         }
     }
 
@@ -111,6 +113,7 @@ mod tests {
                 Some(InterruptionBudget {
                     percent: Some(50),
                     count: Some(3),
+                    topology: None,
                 }),
                 10,
                 3,
@@ -127,7 +130,11 @@ mod tests {
 
     #[test]
     fn policy_ceiling_table() {
-        let b = |percent, count| PolicyBudget { percent, count };
+        let b = |percent, count| PolicyBudget {
+            percent,
+            count,
+            topology: None,
+        };
         let cases = [
             (b(None, Some(2)), 5, 2),
             (b(None, Some(4)), 8, 4),
@@ -155,12 +162,14 @@ mod tests {
             Some(PolicyBudget {
                 percent: None,
                 count: Some(c),
+                topology: None,
             })
         };
         let percent = |p| {
             Some(PolicyBudget {
                 percent: Some(p),
                 count: None,
+                topology: None,
             })
         };
         // (own ceiling, open windows' budgets, matched nodes) -> ceiling

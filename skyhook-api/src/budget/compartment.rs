@@ -79,6 +79,7 @@ pub fn legacy_compartments(
         budget: PolicyBudget {
             percent: None,
             count: Some(ceiling),
+            topology: budget.and_then(|b| b.topology.clone()),
         },
         strategy: Some(DeploymentStrategy {
             fixed: Some(FixedStrategy {
@@ -191,6 +192,7 @@ mod tests {
         PolicyBudget {
             percent: None,
             count: Some(c),
+            topology: None,
         }
     }
 
@@ -198,6 +200,7 @@ mod tests {
         PolicyBudget {
             percent: Some(p),
             count: None,
+            topology: None,
         }
     }
 
@@ -235,6 +238,7 @@ mod tests {
         let budget = InterruptionBudget {
             percent: None,
             count: Some(3),
+            topology: None,
         };
         let compartments = legacy_compartments(Some(&budget), 6);
         assert_eq!(compartments.len(), 1);

@@ -327,6 +327,7 @@ mod tests {
                 budget: PolicyBudget {
                     percent: Some(100),
                     count: None,
+                    topology: None,
                 },
                 strategy: DeploymentStrategy::default(),
             },

@@ -13,6 +13,7 @@ mod fleet;
 mod order;
 mod select;
 mod slot;
+mod topology;
 
 pub use batch::next_batch_size;
 pub use ceiling::{legacy_ceiling, policy_ceiling, window_ceiling};
@@ -30,6 +31,9 @@ pub use select::{
     BlockReason, BlockedNode, CandidateNode, CompartmentNodes, Selection, block_reason,
 };
 pub use slot::{NodeActivity, SlotHold, slot_hold, uncordon_on_failure};
+pub use topology::{
+    Domain, DomainUse, domain_of, domains_held_message, refuses_unlabelled, unlabelled_message,
+};
 
 use crate::v1alpha1::{BatchState, CompartmentStatus};
 

@@ -15,12 +15,15 @@
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::jiff::Timestamp;
 
+use std::collections::BTreeMap;
+
 use crate::string_map::StringMap;
 use crate::toleration::intolerable_taints;
-use crate::v1alpha1::{BatchState, DeploymentStrategy, Status};
+use crate::v1alpha1::{BatchState, DeploymentStrategy, Status, TopologyBudget};
 
 use super::batch::next_batch_size;
 use super::slot::SlotHold;
+use super::topology::{DomainUse, refuses_unlabelled};
 
 /// One node of a compartment, as the selection sees it.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +59,9 @@ pub enum BlockReason {
     /// The node has taints the Skyhook does not tolerate, written as `kubectl taint` does
     /// (`key=value:Effect` or `key:Effect`), sorted.
     IntolerableTaints(Vec<String>),
+    /// The node lacks the label of its budget's `topology` (named here), which does not
+    /// `allowUnlabelled`.
+    NoTopologyLabel(String),
 }
 
 /// A node to mark `blocked`.
@@ -81,6 +87,11 @@ pub struct Selection<'a> {
     /// A new batch was due and had nodes to take, but the compartment may not start one now
     /// (a closed maintenance window, a health gate): nothing was picked.
     pub held: bool,
+    /// Nodes that would have taken a free slot but for their budget's `topology` (their domain
+    /// is full, or too many domains are disrupted), in selection order.
+    pub topology_waiting: Vec<&'a str>,
+    /// With a `topology`, the disrupted domains and their node counts once the picks start.
+    pub domains: BTreeMap<&'a str, usize>,
 }
 
 /// Whether a node is ignored or intolerable, given the toleration set of the Skyhook (see
@@ -118,6 +129,8 @@ pub struct CompartmentNodes<'a> {
     blocked: Vec<Option<BlockReason>>,
     /// Parallel to `nodes`: whether each holds a budget slot.
     holds: Vec<bool>,
+    /// The compartment budget's failure domains, when it has them.
+    topology: Option<TopologyBudget>,
 }
 
 /// New batches take nodes in this status order, then by creation time.
@@ -160,7 +173,28 @@ impl<'a> CompartmentNodes<'a> {
             nodes,
             blocked,
             holds,
+            topology: None,
         }
+    }
+
+    /// The same nodes under a budget with `topology`: a node without its label that is not
+    /// allowed becomes ineligible ([`BlockReason::NoTopologyLabel`]), and selection keeps to
+    /// the domain limits ([`super::topology`]).
+    pub fn with_topology(mut self, topology: Option<&TopologyBudget>) -> Self {
+        let Some(topology) = topology else {
+            return self;
+        };
+        for (node, reason) in self.nodes.iter().zip(self.blocked.iter_mut()) {
+            if reason.is_none() && refuses_unlabelled(node.labels, topology) {
+                *reason = Some(BlockReason::NoTopologyLabel(topology.key.clone()));
+            }
+        }
+        for ((node, reason), holds) in self.nodes.iter().zip(&self.blocked).zip(&mut self.holds) {
+            *holds = !node.complete
+                && (node.hold.is_some() || (reason.is_none() && node.status == Status::InProgress));
+        }
+        self.topology = Some(topology.clone());
+        self
     }
 
     fn classified(&self) -> impl Iterator<Item = Classified<'_, 'a>> {
@@ -287,15 +321,29 @@ impl<'a> CompartmentNodes<'a> {
         if state.should_stop {
             return selection;
         }
-        // Slots not held by any node: each node that starts holding one takes one.
+        // Slots not held by any node: each node that starts holding one takes one, if its
+        // failure domain has room.
         let mut free = ceiling.saturating_sub(self.holding());
+        let mut domains = self.topology.as_ref().map(|topology| {
+            let holders = self.classified().filter(|c| c.holds).map(|c| c.node.labels);
+            DomainUse::new(topology, holders)
+        });
+        let mut topology_waiting = Vec::new();
         let mut take_slot = |c: &Classified<'_, 'a>| {
             if c.holds {
                 return true;
             }
-            let free_slot = free > 0;
-            free = free.saturating_sub(1);
-            free_slot
+            if free == 0 {
+                return false;
+            }
+            if let Some(domains) = domains.as_mut()
+                && !domains.admit(c.node.labels)
+            {
+                topology_waiting.push(c.node.name);
+                return false;
+            }
+            free -= 1;
+            true
         };
         let current = self.current_batch();
         let chosen: Vec<&CandidateNode<'a>> = if current.is_empty() {
@@ -338,6 +386,8 @@ impl<'a> CompartmentNodes<'a> {
             selection.held = !chosen.is_empty();
             return selection;
         }
+        selection.topology_waiting = topology_waiting;
+        selection.domains = domains.map(|d| d.busy().clone()).unwrap_or_default();
         selection.picks = chosen.iter().map(|n| n.name).collect();
         selection.newly_picked = chosen
             .iter()
@@ -397,6 +447,10 @@ mod tests {
         }
         fn holding(mut self, hold: SlotHold) -> Self {
             self.hold = Some(hold);
+            self
+        }
+        fn in_rack(mut self, rack: &str) -> Self {
+            self.labels.insert("rack".into(), rack.into());
             self
         }
         fn tainted(mut self, key: &str) -> Self {
@@ -733,5 +787,92 @@ mod tests {
             (4, 1, 1, 1)
         );
         assert!(!c.is_empty());
+    }
+
+    fn racks(max_domains: Option<i32>, max_per_domain: Option<i32>) -> TopologyBudget {
+        TopologyBudget {
+            key: "rack".into(),
+            max_domains,
+            max_per_domain,
+            allow_unlabelled: false,
+        }
+    }
+
+    #[test]
+    fn a_topology_fills_free_slots_only_within_its_domain_limits() {
+        let nodes = [
+            node("a0", Status::Waiting).in_rack("a"),
+            node("b0", Status::Waiting).in_rack("b"),
+            node("a1", Status::Waiting).in_rack("a"),
+            node("b1", Status::Waiting).in_rack("b"),
+        ];
+        // (topology, picks, waiting for their domain)
+        let cases: [(TopologyBudget, &[&str], &[&str]); 3] = [
+            (racks(Some(1), None), &["a0", "a1"], &["b0", "b1"]),
+            (racks(None, Some(1)), &["a0", "b0"], &["a1", "b1"]),
+            (racks(Some(2), Some(1)), &["a0", "b0"], &["a1", "b1"]),
+        ];
+        for (topology, picks, waiting) in cases {
+            let c = compartment(&nodes).with_topology(Some(&topology));
+            let s = c.select(Some(&fixed(4)), &BatchState::initial(), 4);
+            assert_eq!(s.picks, picks, "{topology:?}");
+            assert_eq!(s.topology_waiting, waiting, "{topology:?}");
+        }
+        // Without a topology all four start.
+        let s = compartment(&nodes).select(Some(&fixed(4)), &BatchState::initial(), 4);
+        assert_eq!(s.picks.len(), 4);
+        assert!(s.topology_waiting.is_empty() && s.domains.is_empty());
+    }
+
+    #[test]
+    fn a_node_holding_a_slot_keeps_its_domain_busy() {
+        let nodes = [
+            node("a0", Status::Waiting).in_rack("a"),
+            node("b0", Status::Erroring)
+                .in_rack("b")
+                .holding(SlotHold::Cordoned),
+            node("b1", Status::Waiting).in_rack("b"),
+        ];
+        let topology = racks(Some(1), None);
+        let c = compartment(&nodes).with_topology(Some(&topology));
+        let s = c.select(Some(&fixed(3)), &BatchState::initial(), 3);
+        // The failed node of rack b, still cordoned, keeps rack b the only domain (and is
+        // tried again with the new batch, as without a topology).
+        assert_eq!(s.picks, ["b1", "b0"]);
+        assert_eq!(s.topology_waiting, ["a0"]);
+        assert_eq!(s.domains, BTreeMap::from([("b", 2)]));
+    }
+
+    #[test]
+    fn nodes_without_the_label_are_blocked_unless_allowed() {
+        let nodes = [
+            node("a0", Status::Waiting).in_rack("a"),
+            node("x", Status::Waiting),
+        ];
+        let strict = racks(Some(1), None);
+        let s = compartment(&nodes).with_topology(Some(&strict)).select(
+            Some(&fixed(2)),
+            &BatchState::initial(),
+            2,
+        );
+        assert_eq!(s.picks, ["a0"]);
+        assert_eq!(
+            s.blocked,
+            [BlockedNode {
+                name: "x",
+                reason: BlockReason::NoTopologyLabel("rack".into()),
+            }]
+        );
+        let lenient = TopologyBudget {
+            allow_unlabelled: true,
+            ..strict
+        };
+        let s = compartment(&nodes).with_topology(Some(&lenient)).select(
+            Some(&fixed(2)),
+            &BatchState::initial(),
+            2,
+        );
+        assert_eq!(s.picks, ["a0", "x"]);
+        assert!(s.blocked.is_empty());
     }
 }

@@ -9,6 +9,7 @@ mod package;
 mod policy;
 mod skyhook;
 mod status;
+mod topology;
 
 pub(crate) use lifecycle::wire_enum;
 pub use lifecycle::{PackageStatus, ParseEnumError, Stage, State, Status};
@@ -24,3 +25,4 @@ pub use skyhook::{
     InterruptionBudget, OnFailure, ReadinessGate, Sequencing, Skyhook, SkyhookSpec,
 };
 pub use status::{BatchState, CompartmentStatus, SkyhookStatus};
+pub use topology::TopologyBudget;

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::skyhook::default_true;
+use super::topology::TopologyBudget;
 
 /// Rollout rules shared by the Skyhooks that reference this policy: nodes are split into
 /// compartments, each with a budget (the most nodes worked on at once) and a batch strategy.
@@ -125,6 +126,10 @@ pub struct PolicyBudget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub count: Option<i32>,
+    /// Failure domains (racks, NVLink domains) disrupted at once, on top of the node count.
+    /// Not on a maintenance window's budget: the compartment's own holds while it is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyBudget>,
 }
 
 /// How batch sizes evolve. Set exactly one of `fixed`, `linear` or `exponential`.

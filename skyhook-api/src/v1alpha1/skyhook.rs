@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::package::{Package, deserialize_packages};
 use super::status::SkyhookStatus;
+use super::topology::TopologyBudget;
 use crate::duration;
 use crate::keys;
 use crate::selector::Selector;
@@ -407,6 +408,9 @@ pub struct InterruptionBudget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub count: Option<i32>,
+    /// Failure domains (racks, NVLink domains) disrupted at once, on top of the node count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyBudget>,
 }
 
 /// How the priority order between Skyhooks gates the nodes.

@@ -3,6 +3,7 @@
 
 mod policy;
 mod skyhook;
+mod topology;
 mod update;
 mod violation;
 

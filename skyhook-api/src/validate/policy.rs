@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::topology::check_topology;
 use super::violation::{Violation, Violations};
 use crate::health::parse_settle;
 use crate::keys::DEFAULT_COMPARTMENT;
@@ -22,6 +23,9 @@ use crate::window::parse_window;
 pub fn validate_policy(spec: &DeploymentPolicySpec) -> Result<(), Violations> {
     let mut out = Vec::new();
     check_budget(&spec.default.budget, "spec.default.budget", &mut out);
+    if let Some(topology) = &spec.default.budget.topology {
+        check_topology(topology, "spec.default.budget.topology", &mut out);
+    }
     check_strategy(&spec.default.strategy, "spec.default.strategy", &mut out);
     let mut seen_names: BTreeMap<&str, usize> = BTreeMap::new();
     let mut seen_selectors: Vec<(NormalSelector, &str)> = Vec::new();
@@ -48,6 +52,9 @@ pub fn validate_policy(spec: &DeploymentPolicySpec) -> Result<(), Violations> {
             ));
         }
         check_budget(&compartment.budget, &format!("{field}.budget"), &mut out);
+        if let Some(topology) = &compartment.budget.topology {
+            check_topology(topology, &format!("{field}.budget.topology"), &mut out);
+        }
         if let Some(strategy) = &compartment.strategy {
             check_strategy(strategy, &format!("{field}.strategy"), &mut out);
         }
@@ -94,6 +101,13 @@ fn check_windows(windows: &[MaintenanceWindow], out: &mut Vec<Violation>) {
         }
         if let Some(budget) = &window.budget {
             check_budget(budget, &format!("spec.maintenanceWindows[{i}].budget"), out);
+            if budget.topology.is_some() {
+                out.push(Violation::new(
+                    format!("spec.maintenanceWindows[{i}].budget.topology"),
+                    "a maintenance window's budget cannot set topology: the compartment's own topology holds while the window is open",
+                    "move topology to the compartment's budget (spec.default.budget or spec.compartments[i].budget)",
+                ));
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_resources::{QuantityValue, parse_quantity};
 
+use super::topology::check_topology;
 use super::violation::{Violation, Violations};
 use crate::duration;
 use crate::glob::Pattern;
@@ -112,9 +113,12 @@ fn check_budget_and_policy(
             "use 0 or more",
         ));
     }
+    if let Some(topology) = budget.and_then(|b| b.topology.as_ref()) {
+        check_topology(topology, "spec.interruptionBudget.topology", out);
+    }
     let policy = spec.policy_name();
     if let Some(policy) = policy {
-        if percent.is_some() || count.is_some() {
+        if percent.is_some() || count.is_some() || budget.is_some_and(|b| b.topology.is_some()) {
             out.push(Violation::new(
                 "spec.deploymentPolicy",
                 "deploymentPolicy and interruptionBudget are both set",

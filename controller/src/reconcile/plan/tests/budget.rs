@@ -96,7 +96,7 @@ proptest! {
         failures in proptest::collection::vec(any::<bool>(), 40),
     ) {
         let mut s = skyhook("budget", PACKAGES[..packages].iter().map(|name| package(name, "1.0.0")).collect());
-        s.spec.interruption_budget = Some(InterruptionBudget { count: Some(count), percent: None });
+        s.spec.interruption_budget = Some(InterruptionBudget { count: Some(count), percent: None, topology: None });
         let mut sim = Sim::new((0..nodes).map(|i| node(&format!("n{i}"), i64::try_from(i).unwrap_or(0))).collect(), vec![s]);
         let ceiling = usize::try_from(count).unwrap_or(1).min(nodes);
         let mut pods_ran = false;

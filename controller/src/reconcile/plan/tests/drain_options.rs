@@ -125,6 +125,7 @@ fn on_timeout_fail_marks_the_package_erroring_and_gives_the_slot_to_the_next_nod
     sky.spec.interruption_budget = Some(InterruptionBudget {
         count: Some(1),
         percent: None,
+        topology: None,
     });
     let mut sim = Sim::new(vec![node("first", 0), node("second", 1)], vec![sky]);
     sim.snapshot.workload_pods.insert("second".into(), vec![]);

@@ -27,6 +27,7 @@ fn restarting(name: &str, group: &str) -> Skyhook {
     s.spec.interruption_budget = Some(InterruptionBudget {
         count: None,
         percent: Some(50),
+        topology: None,
     });
     s
 }

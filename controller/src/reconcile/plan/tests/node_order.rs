@@ -38,6 +38,7 @@ fn batches_count_on_from_where_the_last_one_ended() {
     s.spec.interruption_budget = Some(InterruptionBudget {
         count: Some(2),
         percent: None,
+        topology: None,
     });
     let mut sim = Sim::new(
         vec![node("node-a", 0), node("node-b", 1), node("node-c", 2)],

@@ -15,6 +15,7 @@ fn budget_of_one(name: &str) -> skyhook_api::v1alpha1::Skyhook {
     s.spec.interruption_budget = Some(InterruptionBudget {
         count: Some(1),
         percent: None,
+        topology: None,
     });
     s
 }
@@ -196,6 +197,7 @@ fn a_status_over_thousands_of_nodes_drops_its_node_maps_and_the_nodes_keep_the_s
     s.spec.interruption_budget = Some(InterruptionBudget {
         count: Some(10),
         percent: None,
+        topology: None,
     });
     let mut sim = Sim::new(nodes, vec![s]);
     for _ in 0..2 {

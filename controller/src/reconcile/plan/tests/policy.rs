@@ -34,6 +34,7 @@ fn compartment(
         budget: PolicyBudget {
             percent: None,
             count: Some(count),
+            topology: None,
         },
         strategy: Some(strategy),
     }
@@ -59,6 +60,7 @@ fn policy(reset: bool) -> DeploymentPolicySpec {
             budget: PolicyBudget {
                 percent: Some(100),
                 count: None,
+                topology: None,
             },
             strategy: fixed(),
         },

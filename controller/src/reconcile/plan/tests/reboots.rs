@@ -24,6 +24,7 @@ fn rollout() -> Sim {
     s.spec.interruption_budget = Some(InterruptionBudget {
         count: Some(1),
         percent: None,
+        topology: None,
     });
     let nodes = vec![node("node-0", 0), node("node-1", 1), node("node-2", 2)];
     let mut sim = Sim::new(nodes, vec![s]);

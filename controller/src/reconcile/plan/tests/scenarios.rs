@@ -67,6 +67,7 @@ fn simple() -> skyhook_api::v1alpha1::Skyhook {
     s.spec.interruption_budget = Some(skyhook_api::v1alpha1::InterruptionBudget {
         count: Some(1),
         percent: None,
+        topology: None,
     });
     s
 }
@@ -221,6 +222,7 @@ fn failure_marks_the_package_erroring_and_leaves_the_pod() {
     s.spec.interruption_budget = Some(skyhook_api::v1alpha1::InterruptionBudget {
         percent: Some(20),
         count: None,
+        topology: None,
     });
     let mut sim = Sim::new(vec![node("worker", 0)], vec![s]);
     for _ in 0..10 {

@@ -46,6 +46,7 @@ fn everything_at_once(windows: Vec<MaintenanceWindow>) -> Sim {
     policy.default.budget = PolicyBudget {
         percent: Some(100),
         count: None,
+        topology: None,
     };
     policy.default.strategy.fixed = Some(FixedStrategy {
         initial_batch: Some(3),
@@ -82,6 +83,7 @@ fn an_open_windows_budget_holds_a_wide_policy_to_one_node_at_a_time() {
     let one = PolicyBudget {
         percent: None,
         count: Some(1),
+        topology: None,
     };
     let mut sim = everything_at_once(vec![all_day(Some(one))]);
     let held_events = |plan: &crate::reconcile::plan::Plan| {
