@@ -176,6 +176,8 @@ pub struct SkyhookSeries {
     pub readiness_gate_held: (SkyhookLabels, i64),
     /// `skyhook_readiness_gate_timed_out`: 1 while a held node is past a gate's timeout (ours).
     pub readiness_gate_timed_out: (SkyhookLabels, i64),
+    /// `skyhook_topology_budget_held`: 1 while a budget's topology holds nodes back (ours).
+    pub topology_budget_held: (SkyhookLabels, i64),
 }
 
 /// What the node and package counts of a Skyhook's series count: the status and the node
@@ -245,6 +247,10 @@ pub fn skyhook_series(
             gate.is_some_and(|c| c.reason == skyhook_api::keys::READINESS_GATE_TIMED_OUT_REASON),
         ),
     );
+    let topology_held = status.conditions.iter().any(|c| {
+        c.type_ == skyhook_api::keys::SKYHOOK.condition_topology_budget_held && c.status == "True"
+    });
+    series.topology_budget_held = (labels(), i64::from(topology_held));
     for package in skyhook.spec.packages.values() {
         let entries: Vec<&PackageStatus> = nodes
             .states
@@ -433,6 +439,7 @@ pub struct Metrics {
     drain_blocked: Family<SkyhookLabels, Gauge>,
     readiness_gate_held: Family<SkyhookLabels, Gauge>,
     readiness_gate_timed_out: Family<SkyhookLabels, Gauge>,
+    topology_budget_held: Family<SkyhookLabels, Gauge>,
     package_state: Family<PackageStateLabels, Gauge>,
     package_stage: Family<PackageStageLabels, Gauge>,
     package_restarts: Family<PackageLabels, Gauge>,
@@ -464,6 +471,7 @@ impl Metrics {
             drain_blocked: Family::default(),
             readiness_gate_held: Family::default(),
             readiness_gate_timed_out: Family::default(),
+            topology_budget_held: Family::default(),
             package_state: Family::default(),
             package_stage: Family::default(),
             package_restarts: Family::default(),
@@ -529,6 +537,11 @@ impl Metrics {
             "skyhook_readiness_gate_timed_out",
             "1 while a node held by the Skyhook's readiness gates is past a gate's timeout",
             self.readiness_gate_timed_out.clone(),
+        );
+        self.registry.register(
+            "skyhook_topology_budget_held",
+            "1 while a budget's topology holds nodes of the Skyhook back (condition TopologyBudgetHeld)",
+            self.topology_budget_held.clone(),
         );
         self.registry.register(
             "skyhook_package_stage_duration_seconds",
@@ -638,6 +651,7 @@ impl Metrics {
                 &self.readiness_gate_timed_out,
                 &series.readiness_gate_timed_out,
             ),
+            (&self.topology_budget_held, &series.topology_budget_held),
         ] {
             family.get_or_create(labels).set(*value);
         }
@@ -706,6 +720,7 @@ impl Metrics {
             self.readiness_gate_held
                 .remove(&previous.readiness_gate_held.0);
             (self.readiness_gate_timed_out).remove(&previous.readiness_gate_timed_out.0);
+            (self.topology_budget_held).remove(&previous.topology_budget_held.0);
         }
         for labels in stale(&previous.package_state, &next.package_state) {
             self.package_state.remove(labels);

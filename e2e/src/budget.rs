@@ -1,5 +1,6 @@
 //! A budget invariant check that runs alongside a rollout: never more nodes of a compartment
-//! busy at once than the compartment's ceiling allows.
+//! busy at once than the compartment's ceiling allows, nor nodes of more failure domains than
+//! its topology allows.
 //!
 //! [`BudgetSampler`] watches Nodes and the controller's pods and checks the invariant after
 //! every event, so it sees every state the API server went through, not a few polled
@@ -37,6 +38,8 @@ pub struct CompartmentBudget {
     pub name: String,
     pub nodes: BTreeSet<String>,
     pub ceiling: usize,
+    /// With a budget `topology`: each node's domain, and how many domains may be busy at once.
+    pub domains: Option<(BTreeMap<String, String>, usize)>,
 }
 
 impl CompartmentBudget {
@@ -45,7 +48,25 @@ impl CompartmentBudget {
             name: name.to_owned(),
             nodes: nodes.into_iter().map(str::to_owned).collect(),
             ceiling,
+            domains: None,
         }
+    }
+
+    /// The same compartment, whose busy nodes may span at most `max_domains` of the domains
+    /// `domain_of` gives (node name to the value of its topology label).
+    pub fn with_domains(mut self, domain_of: BTreeMap<String, String>, max_domains: usize) -> Self {
+        self.domains = Some((domain_of, max_domains));
+        self
+    }
+
+    /// The distinct domains of `busy` nodes, when the compartment has domains.
+    fn busy_domains(&self, busy: &BTreeSet<String>) -> Option<(BTreeSet<&str>, usize)> {
+        let (domain_of, max) = self.domains.as_ref()?;
+        let domains = busy
+            .iter()
+            .filter_map(|node| domain_of.get(node).map(String::as_str))
+            .collect();
+        Some((domains, *max))
     }
 }
 
@@ -73,10 +94,25 @@ pub struct Violation {
     pub ceiling: usize,
     pub busy: BTreeSet<String>,
     pub source: Source,
+    /// For a domain violation, the busy domains (more than `ceiling` of them).
+    pub domains: Option<BTreeSet<String>>,
 }
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(domains) = &self.domains {
+            return write!(
+                f,
+                "{}/{}: nodes of {} domains busy at once (at most {}) per the {:?} watch: {:?} on {:?}",
+                self.skyhook,
+                self.compartment,
+                domains.len(),
+                self.ceiling,
+                self.source,
+                self.busy,
+                domains
+            );
+        }
         write!(
             f,
             "{}/{}: {} nodes busy at once (ceiling {}) per the {:?} watch: {:?}",
@@ -155,15 +191,28 @@ pub fn over_ceiling(
     budget
         .compartments
         .iter()
-        .filter_map(|compartment| {
+        .flat_map(|compartment| {
             let inside: BTreeSet<String> = compartment.nodes.intersection(busy).cloned().collect();
-            (inside.len() > compartment.ceiling).then(|| Violation {
+            let domains = compartment
+                .busy_domains(&inside)
+                .filter(|(domains, max)| domains.len() > *max)
+                .map(|(domains, max)| Violation {
+                    skyhook: budget.skyhook.clone(),
+                    compartment: compartment.name.clone(),
+                    ceiling: max,
+                    busy: inside.clone(),
+                    source,
+                    domains: Some(domains.into_iter().map(str::to_owned).collect()),
+                });
+            let nodes = (inside.len() > compartment.ceiling).then(|| Violation {
                 skyhook: budget.skyhook.clone(),
                 compartment: compartment.name.clone(),
                 ceiling: compartment.ceiling,
                 busy: inside,
                 source,
-            })
+                domains: None,
+            });
+            nodes.into_iter().chain(domains)
         })
         .collect()
 }

@@ -494,3 +494,24 @@ fn readiness_gate_gauges_follow_their_condition_and_reason() {
         );
     }
 }
+
+#[test]
+fn the_topology_gauge_follows_its_condition() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    for (status, expected) in [("True", 1), ("False", 0)] {
+        let mut sky = observed("racked", &[], &[], Status::InProgress);
+        sky.status.as_mut().unwrap().conditions = vec![Condition {
+            type_: skyhook_api::keys::SKYHOOK
+                .condition_topology_budget_held
+                .into(),
+            status: status.into(),
+            reason: skyhook_api::keys::TOPOLOGY_DOMAINS_BUSY_REASON.into(),
+            message: "[__default__] node-2 waits".into(),
+            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        }];
+        let series = mirrored_series(&sky, 1, &BTreeMap::new());
+        assert_eq!(series.topology_budget_held.0.skyhook_name, "racked");
+        assert_eq!(series.topology_budget_held.1, expected);
+    }
+}

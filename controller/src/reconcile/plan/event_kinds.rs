@@ -102,6 +102,10 @@ pub const SPEC_INVALID: EventKind = warning("SpecInvalid", "ValidateSpec");
 /// Skyhook. Ours.
 pub const WINDOW_BUDGET_HELD: EventKind = normal("WindowBudgetHeld", "HoldBatch");
 
+/// A budget's `topology` starts holding a Skyhook's nodes back (once, when its
+/// `TopologyBudgetHeld` condition turns True): on the Skyhook. Ours.
+pub const TOPOLOGY_BUDGET_HELD: EventKind = normal("TopologyBudgetHeld", "HoldNodes");
+
 /// A node's readiness gate is past its timeout: the node is `erroring` and stays cordoned
 /// (once per wait, on the Node). Ours.
 pub const READINESS_GATE_TIMED_OUT: EventKind = warning("ReadinessGateTimedOut", "HoldNode");
@@ -140,6 +144,7 @@ pub const ALL: &[EventKind] = &[
     WINDOW_BUDGET_HELD,
     READINESS_GATE_TIMED_OUT,
     READINESS_GATE_MET,
+    TOPOLOGY_BUDGET_HELD,
 ];
 
 #[cfg(test)]

@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Taint, Toleration};
-use skyhook_api::budget::{BlockReason, CandidateNode, CompartmentSpec, SlotHold, block_reason};
+use skyhook_api::budget::{
+    BlockReason, CandidateNode, CompartmentSpec, SlotHold, block_reason, domains_held_message,
+    unlabelled_message,
+};
 use skyhook_api::health::{GateNode, GateState, Since};
 use skyhook_api::rollout::{RolloutInput, RolloutNode, rollout};
 use skyhook_api::v1alpha1::{CompartmentStatus, PolicyBudget, SkyhookStatus, Status};
@@ -82,6 +85,11 @@ pub(super) struct Selection {
     /// Compartments an open window's budget holds to fewer nodes than their own budgets, with
     /// the window's ceiling.
     pub(super) window_held: Vec<(String, usize)>,
+    /// Per compartment whose budget's `topology` holds nodes back (their domains are busy, or
+    /// they lack the label), what holds which node.
+    pub(super) topology_held: Vec<String>,
+    /// Whether nodes without the topology label are among them.
+    pub(super) topology_unlabelled: bool,
 }
 
 /// Assigns nodes to compartments, evaluates finished batches and picks the nodes to work on
@@ -125,6 +133,26 @@ pub(super) fn select(input: &SelectionInput<'_, '_>) -> Selection {
             selection
                 .window_held
                 .push((name.clone(), compartment.ceiling));
+        }
+        if let Some(topology) = &compartment.spec.budget.topology {
+            let unlabelled: Vec<&str> = (chosen.blocked.iter())
+                .filter(|b| matches!(b.reason, BlockReason::NoTopologyLabel(_)))
+                .map(|b| b.name)
+                .collect();
+            if !chosen.topology_waiting.is_empty() {
+                selection.topology_held.push(domains_held_message(
+                    name,
+                    topology,
+                    &chosen.domains,
+                    &chosen.topology_waiting,
+                ));
+            }
+            if !unlabelled.is_empty() {
+                selection.topology_unlabelled = true;
+                selection
+                    .topology_held
+                    .push(unlabelled_message(name, topology, &unlabelled));
+            }
         }
         selection.picks.extend(owned(&chosen.picks));
         selection.newly_picked.extend(owned(&chosen.newly_picked));
@@ -177,7 +205,8 @@ fn blocking(nodes: &[NodeFacts<'_>], tolerations: &[Toleration]) -> Blocking {
                     .intolerable
                     .push(format!("{}: {}", facts.node.name, taints.join(", ")))
             }
-            None => {}
+            // Not a property of the node alone: selection reports it per compartment.
+            Some(BlockReason::NoTopologyLabel(_)) | None => {}
         }
     }
     blocking

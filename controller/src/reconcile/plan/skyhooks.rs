@@ -33,7 +33,7 @@ use skyhook_api::window::{WindowState, window_budget_message, window_wait_messag
 use super::configs::config_updates;
 use super::context::Context;
 use super::deletion::{deletion_blocked_event, deletion_input};
-use super::event_kinds;
+use super::event_kinds::{self, EventKind};
 use super::node_states::report_node_states;
 use super::output::{EventTarget, NonInterruptHold, StageDuration};
 use super::packages::run_node;
@@ -404,6 +404,24 @@ fn report_gate_held<'s>(
     outcome.health_gate_held = Some(gate_hold_message(policy, held));
 }
 
+/// Sends `kind` on the Skyhook when the hold its condition `type_` reports begins (the
+/// condition is not True yet): the condition says a hold lasts, the Event when it began.
+fn announce_hold(
+    workset: &mut Workset<'_>,
+    pass: &Pass<'_>,
+    type_: &str,
+    kind: EventKind,
+    message: &str,
+) {
+    let held_before = (pass.skyhook.status.iter())
+        .flat_map(|status| &status.conditions)
+        .any(|c| c.type_ == type_ && c.status == "True");
+    if !held_before {
+        let target = EventTarget::Skyhook(pass.name().to_owned());
+        workset.emit(target, kind, message.to_owned());
+    }
+}
+
 /// Selects the nodes to work on and runs their packages.
 fn run_batch<'s>(
     context: &Context<'s>,
@@ -460,6 +478,8 @@ fn run_batch<'s>(
         held,
         gate_held,
         window_held,
+        topology_held,
+        topology_unlabelled,
     } = selection;
     if let (Some((policy, _)), WindowState::Closed { opens_at }) = (batch.policy, window)
         && !held.is_empty()
@@ -468,14 +488,30 @@ fn run_batch<'s>(
     }
     if let Some((policy, _)) = batch.policy.filter(|_| !window_held.is_empty()) {
         let message = window_budget_message(policy, &window_held);
-        let held_before = (skyhook.status.iter())
-            .flat_map(|status| &status.conditions)
-            .any(|c| c.type_ == keys::SKYHOOK.condition_window_budget_held && c.status == "True");
-        if !held_before {
-            let target = EventTarget::Skyhook(pass.name().to_owned());
-            workset.emit(target, event_kinds::WINDOW_BUDGET_HELD, message.clone());
-        }
+        announce_hold(
+            workset,
+            pass,
+            keys::SKYHOOK.condition_window_budget_held,
+            event_kinds::WINDOW_BUDGET_HELD,
+            &message,
+        );
         outcome.window_budget_held = Some(message);
+    }
+    if !topology_held.is_empty() {
+        let message = topology_held.join("; ");
+        announce_hold(
+            workset,
+            pass,
+            keys::SKYHOOK.condition_topology_budget_held,
+            event_kinds::TOPOLOGY_BUDGET_HELD,
+            &message,
+        );
+        let reason = if topology_unlabelled {
+            keys::TOPOLOGY_LABEL_MISSING_REASON
+        } else {
+            keys::TOPOLOGY_DOMAINS_BUSY_REASON
+        };
+        outcome.topology_budget_held = Some((reason, message));
     }
     report_gate_held(context, workset, batch.policy, &gate_held, outcome);
     for node in &blocked {

@@ -46,6 +46,8 @@ pub(super) struct Outcome {
     pub(super) health_gate_held: Option<String>,
     /// The `ReadinessGateHeld` reason and message while readiness gates hold nodes.
     pub(super) readiness_gate_held: Option<(&'static str, String)>,
+    /// The `TopologyBudgetHeld` reason and message while budget topologies hold nodes back.
+    pub(super) topology_budget_held: Option<(&'static str, String)>,
     /// Reboots not confirmed in time, by node.
     pub(super) unconfirmed_reboots: UnconfirmedReboots,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
@@ -413,10 +415,21 @@ fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: 
             .map(|message| conditions.condition(type_, true, reason, message));
         set_or_remove(list, type_, condition);
     }
-    let type_ = keys::SKYHOOK.condition_readiness_gate_held;
-    let condition = (outcome.readiness_gate_held.clone())
-        .map(|(reason, message)| conditions.condition(type_, true, reason, message));
-    set_or_remove(list, type_, condition);
+    let reasoned = [
+        (
+            keys::SKYHOOK.condition_readiness_gate_held,
+            &outcome.readiness_gate_held,
+        ),
+        (
+            keys::SKYHOOK.condition_topology_budget_held,
+            &outcome.topology_budget_held,
+        ),
+    ];
+    for (type_, held) in reasoned {
+        let condition = (held.clone())
+            .map(|(reason, message)| conditions.condition(type_, true, reason, message));
+        set_or_remove(list, type_, condition);
+    }
 }
 
 /// `TaintNotTolerable` and `NodesIgnored` (bare and prefixed), written False with upstream's

@@ -27,6 +27,7 @@ mod sim;
 mod stage_durations;
 mod stuck_jobs;
 mod targeting;
+mod topology;
 mod uninstall;
 mod windows;
 mod writes;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use skyhook_api::keys;
-use skyhook_api::v1alpha1::{Interrupt, InterruptType, InterruptionBudget, ReadinessGate, Status};
+use skyhook_api::v1alpha1::{InterruptionBudget, ReadinessGate, Status};
 
-use super::sim::{Sim, node, package, skyhook};
+use super::sim::{Sim, node, package, restarting, skyhook};
 use crate::reconcile::plan::{EventTarget, Plan};
 use crate::reconcile::snapshot::ForeignCondition;
 
@@ -18,17 +18,16 @@ const NODES: [&str; 2] = ["node-0", "node-1"];
 
 /// Two nodes, one at a time, a package restarting a service, gated on `GpuHealthy` for 10m.
 fn sim(interrupt: bool) -> Sim {
-    let mut tuning = package("tuning", "1.0.0");
-    if interrupt {
-        tuning.interrupt = Some(Interrupt {
-            type_: InterruptType::Service,
-            services: vec!["containerd".into()],
-        });
-    }
+    let tuning = if interrupt {
+        restarting()
+    } else {
+        package("tuning", "1.0.0")
+    };
     let mut s = skyhook(NAME, vec![tuning]);
     s.spec.interruption_budget = Some(InterruptionBudget {
         count: Some(1),
         percent: None,
+        topology: None,
     });
     s.spec.readiness_gates = vec![ReadinessGate {
         condition_type: "GpuHealthy".into(),

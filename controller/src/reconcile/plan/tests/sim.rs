@@ -111,6 +111,16 @@ pub(super) fn rebooting() -> Package {
     reboot
 }
 
+/// The package `tuning` 1.0.0 restarting containerd: an interrupt without a reboot.
+pub(super) fn restarting() -> Package {
+    let mut tuning = package("tuning", "1.0.0");
+    tuning.interrupt = Some(Interrupt {
+        type_: InterruptType::Service,
+        services: vec!["containerd".into()],
+    });
+    tuning
+}
+
 pub(super) fn depends(mut package: Package, on: &[(&str, &str)]) -> Package {
     package.depends_on = on
         .iter()
@@ -156,6 +166,7 @@ pub(super) fn one_node_batches(
             budget: PolicyBudget {
                 percent: None,
                 count: Some(1),
+                topology: None,
             },
             strategy: DeploymentStrategy {
                 fixed: Some(FixedStrategy {
