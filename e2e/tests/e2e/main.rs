@@ -51,6 +51,7 @@ mod runtime_required_cordon;
 mod seed_quick_start;
 mod services;
 mod skyhook_reads;
+mod topology_budget;
 mod uninstall_flows;
 mod webhook_admission;
 mod webhook_uninstall;

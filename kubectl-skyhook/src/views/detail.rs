@@ -266,6 +266,10 @@ fn condition_warning(keys: &Keys, type_: &str) -> Option<&'static str> {
             "nodes held by readiness gates",
         ),
         (
+            keys.condition_topology_budget_held,
+            "held by the budget's topology",
+        ),
+        (
             keys::CONDITION_NODE_STATE_MALFORMED,
             "node state unreadable",
         ),
@@ -519,6 +523,13 @@ fn blocked_nodes(
                 node: facts.name.to_owned(),
                 reason: "taints".into(),
                 detail: format!("does not tolerate {}", taints.join(", ")),
+            }),
+            Some(BlockReason::NoTopologyLabel(key)) => rows.push(BlockedNodeRow {
+                node: facts.name.to_owned(),
+                reason: "topology".into(),
+                detail: format!(
+                    "no {key} label for the budget's topology (allowUnlabelled is false)"
+                ),
             }),
             None => {}
         }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::iter::successors;
 
 use serde::Serialize;
-use skyhook_api::budget::BlockReason;
+use skyhook_api::budget::{BlockReason, Domain, domain_of};
 use skyhook_api::generation::Group;
 use skyhook_api::interrupt::{changed_keys, effective_interrupts, has_interrupt, merge_interrupts};
 use skyhook_api::node_state::NodeState;
@@ -19,7 +19,7 @@ use skyhook_api::status::{NodeStatusInput, node_erroring, node_status};
 use skyhook_api::uninstall::{UninstallMode, UninstallRules, held_by_uninstall, node_uninstalls};
 use skyhook_api::v1alpha1::{InterruptType, Package, Skyhook, Stage, State};
 
-use crate::cluster::{Cluster, name_of};
+use crate::cluster::{self, Cluster, name_of};
 use crate::output::{Block, Cell, Table, Tone, View};
 use crate::rollout::{NodeFacts, Rollout};
 
@@ -53,6 +53,10 @@ pub struct PlannedNode {
     /// Its compartment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compartment: Option<String>,
+    /// Its failure domain, when its compartment's budget has a `topology`: the value of the
+    /// topology label, or `-` without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
     /// The batch it would be worked on in, assuming every earlier batch succeeds; absent
     /// when it is complete or blocked.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,9 +115,18 @@ pub fn plan(cluster: &Cluster, planned: &Skyhook, mode: UninstallMode) -> PlanVi
                 effective_interrupts(p, changed_keys(updates, pkg))
             });
             let blocked = held.clone().or_else(|| node_blocked(&rollout, facts));
+            let compartment = rollout.compartment_of(index);
+            let domain =
+                (compartment.and_then(|c| c.spec.budget.topology.as_ref())).map(
+                    |t| match domain_of(cluster::labels(facts.node), t) {
+                        Domain::Of(value) => value.to_owned(),
+                        Domain::Unlabelled => "-".to_owned(),
+                    },
+                );
             PlannedNode {
                 node_name: facts.name.to_owned(),
-                compartment: rollout.compartment_of(index).map(|c| c.spec.name.clone()),
+                compartment: compartment.map(|c| c.spec.name.clone()),
+                domain,
                 batch: if blocked.is_some() {
                     None
                 } else {
@@ -207,6 +220,9 @@ fn node_blocked(rollout: &Rollout<'_>, facts: &NodeFacts<'_>) -> Option<String> 
             }
             BlockReason::IntolerableTaints(taints) => {
                 format!("does not tolerate {}", taints.join(", "))
+            }
+            BlockReason::NoTopologyLabel(key) => {
+                format!("no {key} label for the budget's topology (allowUnlabelled is false)")
             }
         })
     } else if !facts.ready {
@@ -347,14 +363,14 @@ impl View for PlanView {
         if self.nodes.is_empty() {
             return blocks;
         }
-        let mut table = Table::new(&[
-            "NODE",
-            "COMPARTMENT",
-            "BATCH",
-            "STAGES",
-            "INTERRUPT",
-            "BLOCKED",
-        ]);
+        // DOMAIN only where a budget has a topology, so that other plans read as before.
+        let domains = self.nodes.iter().any(|n| n.domain.is_some());
+        let headers: Vec<&str> = ["NODE", "COMPARTMENT", "DOMAIN", "BATCH", "STAGES"]
+            .into_iter()
+            .filter(|h| domains || *h != "DOMAIN")
+            .chain(["INTERRUPT", "BLOCKED"])
+            .collect();
+        let mut table = Table::new(&headers);
         for node in &self.nodes {
             let stages = if node.packages.is_empty() {
                 "complete".to_owned()
@@ -365,9 +381,14 @@ impl View for PlanView {
                     .collect::<Vec<_>>()
                     .join("; ")
             };
-            table.push(vec![
+            let mut row = vec![
                 Cell::plain(&node.node_name),
                 Cell::plain(node.compartment.as_deref().unwrap_or("-")),
+            ];
+            if domains {
+                row.push(Cell::plain(node.domain.as_deref().unwrap_or("-")));
+            }
+            row.extend([
                 Cell::plain(node.batch.map_or_else(|| "-".to_owned(), |b| b.to_string())),
                 Cell::plain(stages),
                 Cell::plain(node.interrupt.as_deref().unwrap_or("-")),
@@ -380,6 +401,7 @@ impl View for PlanView {
                     },
                 },
             ]);
+            table.push(row);
         }
         blocks.push(Block::Table(table));
         blocks
