@@ -12,10 +12,10 @@
 //! the current one is empty. Never more nodes hold a slot than the ceiling allows: a node
 //! that would take a new slot is picked only while one is free.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::jiff::Timestamp;
-
-use std::collections::BTreeMap;
 
 use crate::string_map::StringMap;
 use crate::toleration::intolerable_taints;
@@ -133,6 +133,14 @@ pub struct CompartmentNodes<'a> {
     topology: Option<TopologyBudget>,
 }
 
+/// Whether an incomplete node holds a budget slot: by what it does on the node
+/// ([`super::slot`]), or, while eligible, by being in progress (it is being worked on even
+/// between two pods).
+fn holds_slot(node: &CandidateNode<'_>, blocked: Option<&BlockReason>) -> bool {
+    !node.complete
+        && (node.hold.is_some() || (blocked.is_none() && node.status == Status::InProgress))
+}
+
 /// New batches take nodes in this status order, then by creation time.
 fn pick_rank(status: Status) -> Option<u8> {
     match status {
@@ -160,14 +168,10 @@ impl<'a> CompartmentNodes<'a> {
             .iter()
             .map(|n| block_reason(n.labels, n.taints, tolerations))
             .collect();
-        // An eligible node in progress is being worked on even between two pods.
         let holds = nodes
             .iter()
             .zip(&blocked)
-            .map(|(n, reason)| {
-                !n.complete
-                    && (n.hold.is_some() || (reason.is_none() && n.status == Status::InProgress))
-            })
+            .map(|(n, reason)| holds_slot(n, reason.as_ref()))
             .collect();
         CompartmentNodes {
             nodes,
@@ -190,8 +194,7 @@ impl<'a> CompartmentNodes<'a> {
             }
         }
         for ((node, reason), holds) in self.nodes.iter().zip(&self.blocked).zip(&mut self.holds) {
-            *holds = !node.complete
-                && (node.hold.is_some() || (reason.is_none() && node.status == Status::InProgress));
+            *holds = holds_slot(node, reason.as_ref());
         }
         self.topology = Some(topology.clone());
         self

@@ -57,12 +57,7 @@ fn until_held(sim: &mut Sim) {
 }
 
 fn held(sim: &Sim) -> Option<(String, String)> {
-    sim.skyhook(NAME)
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == keys::SKYHOOK.condition_readiness_gate_held && c.status == "True")
+    sim.true_condition(NAME, keys::SKYHOOK.condition_readiness_gate_held)
         .map(|c| (c.reason.clone(), c.message.clone()))
 }
 

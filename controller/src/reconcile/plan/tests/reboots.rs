@@ -103,12 +103,7 @@ fn warnings<'p>(planned: &'p Plan, reason: &str) -> Vec<&'p str> {
 }
 
 fn reboot_condition(sim: &Sim) -> Option<String> {
-    sim.skyhook(NAME)
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == keys::SKYHOOK.condition_reboot_not_confirmed && c.status == "True")
+    sim.true_condition(NAME, keys::SKYHOOK.condition_reboot_not_confirmed)
         .map(|c| c.message.clone())
 }
 

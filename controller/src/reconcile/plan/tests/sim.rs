@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodStatus, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::api::ObjectMeta;
 use skyhook_api::generation::Group;
 use skyhook_api::keys;
@@ -461,6 +461,14 @@ impl Sim {
 
     pub(super) fn skyhook_status(&self, skyhook: &str) -> Option<Status> {
         self.skyhook(skyhook).status.as_ref().and_then(|s| s.status)
+    }
+
+    /// The condition `type_` of Skyhook `skyhook`'s status, while it is True.
+    pub(super) fn true_condition(&self, skyhook: &str, type_: &str) -> Option<&Condition> {
+        (self.skyhook(skyhook).status.as_ref())?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
     }
 
     pub(super) fn skyhook(&self, name: &str) -> &Skyhook {

@@ -48,12 +48,7 @@ fn sim(allow_unlabelled: bool, unlabelled: usize) -> Sim {
 }
 
 fn held(sim: &Sim) -> Option<(String, String)> {
-    sim.skyhook(NAME)
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == keys::SKYHOOK.condition_topology_budget_held && c.status == "True")
+    sim.true_condition(NAME, keys::SKYHOOK.condition_topology_budget_held)
         .map(|c| (c.reason.clone(), c.message.clone()))
 }
 
