@@ -100,6 +100,16 @@ pub struct Keys {
     /// [`TOPOLOGY_LABEL_MISSING_REASON`]); the message names, per compartment, the nodes, the
     /// busy domains and the limits. Removed once none is held.
     pub condition_topology_budget_held: &'static str,
+    /// Condition (ours, not upstream's): True while nodes wait, uncordoned, for the pre-pull of
+    /// their package images (`spec.prePullImages`; reason [`PRE_PULL_PULLING_REASON`]) or a
+    /// pull failed there (reason [`PRE_PULL_FAILED_REASON`]); the message names each node and,
+    /// for a failure, the image and the kubelet's error. Removed once none is held.
+    pub condition_pre_pull_held: &'static str,
+    /// Label `"true"` on the pods that pull a node's package images before its cordon, beside
+    /// [`Keys::name_label`] and [`Keys::node_label`].
+    pub pre_pull_label: &'static str,
+    /// Pre-pull pod annotation: the JSON list of the images it pulls, in container order.
+    pub pre_pull_images_annotation: &'static str,
     /// Deprecated prefixed mirror of [`CONDITION_DRAIN_BLOCKED`], identical to it: ours before
     /// upstream v0.20 named the condition.
     pub condition_drain_blocked: &'static str,
@@ -174,6 +184,9 @@ macro_rules! group_keys {
             condition_window_budget_held: concat!($group, "/WindowBudgetHeld"),
             condition_readiness_gate_held: concat!($group, "/ReadinessGateHeld"),
             condition_topology_budget_held: concat!($group, "/TopologyBudgetHeld"),
+            condition_pre_pull_held: concat!($group, "/PrePullHeld"),
+            pre_pull_label: concat!($group, "/pre-pull"),
+            pre_pull_images_annotation: concat!($group, "/pre-pull-images"),
             condition_drain_blocked: concat!($group, "/DrainBlocked"),
             condition_spec_invalid: concat!($group, "/SpecInvalid"),
             runtime_required_cordon_annotation: concat!($group, "/runtimeRequiredCordon"),
@@ -574,6 +587,22 @@ pub const NODE_NOT_ERRORING_REASON: &str = "Not Erroring";
 /// Value of [`Keys::interrupt_label`].
 pub const INTERRUPT_LABEL_VALUE: &str = "True";
 
+/// Value of [`Keys::pre_pull_label`].
+pub const PRE_PULL_LABEL_VALUE: &str = "true";
+
+impl Keys {
+    /// Whether a pod with `labels` is one that pulls images before a cordon: it runs no
+    /// package stage, so no rule about a Skyhook's pods on a node counts it.
+    pub fn is_pre_pull_pod(
+        &self,
+        labels: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> bool {
+        labels
+            .and_then(|l| l.get(self.pre_pull_label))
+            .is_some_and(|value| value == PRE_PULL_LABEL_VALUE)
+    }
+}
+
 // ---- Environment of the agent containers ----------------------------------------------------
 
 /// Agent and copy-container env: the package's copy directory on the host.
@@ -657,6 +686,12 @@ pub const TOPOLOGY_DOMAINS_BUSY_REASON: &str = "DomainsBusy";
 /// Reason of [`Keys::condition_topology_budget_held`] while nodes lack the topology label.
 pub const TOPOLOGY_LABEL_MISSING_REASON: &str = "TopologyLabelMissing";
 
+/// Reason of [`Keys::condition_pre_pull_held`] while every held node is still pulling.
+pub const PRE_PULL_PULLING_REASON: &str = "PullingImages";
+
+/// Reason of [`Keys::condition_pre_pull_held`] once a pull failed on a held node.
+pub const PRE_PULL_FAILED_REASON: &str = "ImagePullFailed";
+
 /// Condition (upstream v0.20): True while some selected node's drain cannot progress; the
 /// reason is one of the `DRAIN_BLOCKED_*` reasons, the message
 /// [`crate::drain::drain_blocked_message`]. Removed once no drain is blocked.
@@ -722,6 +757,20 @@ mod tests {
 
     /// Every per-Skyhook node key is classified for the reboot reset, exactly once: a new key
     /// must say whether a reboot removes it.
+    #[test]
+    fn a_pre_pull_pod_is_told_by_its_label_value() {
+        use std::collections::BTreeMap;
+        let labels =
+            |value: &str| BTreeMap::from([(SKYHOOK.pre_pull_label.to_owned(), value.to_owned())]);
+        assert!(SKYHOOK.is_pre_pull_pod(Some(&labels("true"))));
+        assert!(!SKYHOOK.is_pre_pull_pod(Some(&labels("false"))));
+        assert!(!SKYHOOK.is_pre_pull_pod(None));
+        assert!(
+            !NODEWRIGHT.is_pre_pull_pod(Some(&labels("true"))),
+            "another group's label"
+        );
+    }
+
     #[test]
     fn reboot_reset_classifies_every_node_key() {
         let all: Vec<NodeKey> = SKYHOOK.per_skyhook_node_keys("demo").to_vec();
@@ -923,6 +972,15 @@ mod tests {
             (keys.node_label, "nodewright.nvidia.com/node"),
             (keys.generation_label, "nodewright.nvidia.com/generation"),
             (keys.interrupt_label, "nodewright.nvidia.com/interrupt"),
+            (keys.pre_pull_label, "nodewright.nvidia.com/pre-pull"),
+            (
+                keys.pre_pull_images_annotation,
+                "nodewright.nvidia.com/pre-pull-images",
+            ),
+            (
+                keys.condition_pre_pull_held,
+                "nodewright.nvidia.com/PrePullHeld",
+            ),
             (
                 keys.resource_id_annotation,
                 "nodewright.nvidia.com/resource-id",

@@ -754,6 +754,23 @@ fn warnings() {
         ))
         .is_empty()
     );
+    // prePullImages only acts before a cordon: on a Skyhook that never cordons it says so.
+    let plain = "packages: {p: {version: 1.0.0, image: ghcr.io/x/p}}";
+    let w = admission_warnings(&spec(&format!("prePullImages: true\n{plain}")));
+    assert_eq!(w.len(), 1);
+    assert!(
+        w[0].starts_with("spec.prePullImages has no effect"),
+        "{w:?}"
+    );
+    let interrupting = [
+        "packages: {p: {version: 1.0.0, image: ghcr.io/x/p, interrupt: {type: reboot}}}",
+        "packages: {p: {version: 1.0.0, image: ghcr.io/x/p, configInterrupts: {k: {type: reboot}}}}",
+    ];
+    for packages in interrupting {
+        let yaml = format!("prePullImages: true\n{packages}");
+        assert!(admission_warnings(&spec(&yaml)).is_empty(), "{yaml}");
+    }
+    assert!(admission_warnings(&spec(&format!("prePullImages: false\n{plain}"))).is_empty());
 }
 
 const POLICY: &str = r#"

@@ -186,6 +186,14 @@ pub struct SkyhookSpec {
     /// `erroring`. Nodes completed without an interrupt are not gated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub readiness_gates: Vec<ReadinessGate>,
+
+    /// Pull the package and agent images on a node, in a short pod that disrupts nothing,
+    /// before the node is cordoned for a package with an interrupt: a tag that does not exist
+    /// or a registry out of reach then makes the package `erroring` with the pull error while
+    /// the node keeps working, instead of after its drain. Unset: the controller's
+    /// `PRE_PULL_IMAGES` (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_pull_images: Option<bool>,
 }
 
 /// One entry of `spec.readinessGates`.
@@ -230,6 +238,7 @@ impl Default for SkyhookSpec {
             reboot_deadline: None,
             image_pull_secrets: Vec::new(),
             readiness_gates: Vec::new(),
+            pre_pull_images: None,
         }
     }
 }
@@ -261,6 +270,12 @@ impl SkyhookSpec {
     /// Whether a node whose package is `erroring` is uncordoned (`spec.onFailure.uncordon`).
     pub fn uncordon_on_failure(&self) -> bool {
         self.on_failure.as_ref().is_some_and(|f| f.uncordon)
+    }
+
+    /// Whether images are pulled before a cordon: `spec.prePullImages`, else the controller's
+    /// `PRE_PULL_IMAGES` (`fallback`).
+    pub fn pre_pulls_images(&self, fallback: bool) -> bool {
+        self.pre_pull_images.unwrap_or(fallback)
     }
 }
 

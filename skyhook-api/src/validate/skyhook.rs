@@ -619,6 +619,13 @@ pub fn admission_warnings(spec: &SkyhookSpec) -> Vec<String> {
             "spec.autoTaintNewNodes has no effect without spec.runtimeRequired: true".to_owned(),
         );
     }
+    let interrupts = (spec.packages.values())
+        .any(|package| package.interrupt.is_some() || !package.config_interrupts.is_empty());
+    if spec.pre_pull_images == Some(true) && !interrupts {
+        warnings.push(
+            "spec.prePullImages has no effect: no package has an interrupt or configInterrupts, so no node is cordoned and nothing is pulled ahead".to_owned(),
+        );
+    }
     if spec.runtime_required_cordon_after && !spec.runtime_required {
         warnings.push(
             "spec.runtimeRequiredCordonAfter has no effect without spec.runtimeRequired: true"
