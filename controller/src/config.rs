@@ -165,6 +165,11 @@ pub struct Args {
     #[arg(long, env = "JOB_BACKOFF_LIMIT", default_value = "3")]
     pub job_backoff_limit: String,
 
+    /// Pull each node's package and agent images in a short pod before cordoning it for a
+    /// package with an interrupt, for Skyhooks that do not set spec.prePullImages.
+    #[arg(long, env = "PRE_PULL_IMAGES", default_value = "false", num_args = 0..=1, default_missing_value = "true")]
+    pub pre_pull_images: String,
+
     /// PriorityClass of package and interrupt pods; empty for none. Only system-node-critical
     /// and system-cluster-critical change anything (the kubelet's critical-pod admission).
     #[arg(long, env = "PACKAGE_PRIORITY_CLASS_NAME", default_value = "")]
@@ -210,6 +215,8 @@ pub struct Config {
     pub uninstall_mode: UninstallMode,
     /// The knobs of the Jobs that run package stages.
     pub jobs: JobSettings,
+    /// Pull images before a cordon, for Skyhooks that do not say (`spec.prePullImages`).
+    pub pre_pull_images: bool,
 }
 
 /// The knobs of the `batch/v1` Jobs that run package and interrupt stages (upstream's
@@ -547,6 +554,8 @@ impl Config {
         let uninstall_mode = check.uninstall_mode(&args.uninstall_mode);
         let jobs = check.job_settings(args);
         let priority_class_name = check.priority_class_name(&args.package_priority_class_name);
+        let pre_pull_images =
+            check.boolean("PRE_PULL_IMAGES", "pre-pull-images", &args.pre_pull_images);
 
         match (check.errors.is_empty(), runtime_required_taint) {
             (true, Some(runtime_required_taint)) => Ok(Config {
@@ -576,6 +585,7 @@ impl Config {
                 fleet_budget,
                 uninstall_mode,
                 jobs,
+                pre_pull_images,
             }),
             _ => Err(ConfigError(check.errors)),
         }
@@ -974,6 +984,7 @@ mod tests {
             ("job_ttl_failed", "JOB_TTL_FAILED"),
             ("job_stage_timeout", "JOB_STAGE_TIMEOUT"),
             ("job_backoff_limit", "JOB_BACKOFF_LIMIT"),
+            ("pre_pull_images", "PRE_PULL_IMAGES"),
             ("package_priority_class_name", "PACKAGE_PRIORITY_CLASS_NAME"),
         ];
         let command = Args::command();
@@ -1037,6 +1048,7 @@ mod tests {
                     stage_timeout: Duration::from_secs(3600),
                     backoff_limit: 3,
                 },
+                pre_pull_images: false,
             }
         );
     }
@@ -1049,6 +1061,7 @@ mod tests {
             "--image-pull-secret=node-init-secret",
             "--copy-dir-root=/opt/skyhook/",
             "--reapply-on-reboot",
+            "--pre-pull-images",
             "--runtime-required-taint=ready:NoExecute",
             "--pause-image=localhost:5000/pause:3.9",
             "--agent-image=ghcr.io/nvidia/skyhook/agent:6.4.1",
@@ -1079,6 +1092,7 @@ mod tests {
         );
         assert_eq!(config.pods.copy_dir_root, "/opt/skyhook");
         assert!(config.reapply_on_reboot);
+        assert!(config.pre_pull_images);
         assert_eq!(
             config.pods.runtime_required_taint,
             Taint {

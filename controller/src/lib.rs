@@ -40,6 +40,7 @@ pub mod node_view;
 pub mod pod_match;
 pub mod pod_outcome;
 pub mod pods;
+pub mod pre_pull;
 pub mod reconcile;
 pub mod run;
 pub mod server;

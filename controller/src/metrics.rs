@@ -178,6 +178,10 @@ pub struct SkyhookSeries {
     pub readiness_gate_timed_out: (SkyhookLabels, i64),
     /// `skyhook_topology_budget_held`: 1 while a budget's topology holds nodes back (ours).
     pub topology_budget_held: (SkyhookLabels, i64),
+    /// `skyhook_pre_pull_held`: 1 while nodes wait, uncordoned, for their images (ours).
+    pub pre_pull_held: (SkyhookLabels, i64),
+    /// `skyhook_pre_pull_failed`: 1 while an image cannot be pulled on a held node (ours).
+    pub pre_pull_failed: (SkyhookLabels, i64),
 }
 
 /// What the node and package counts of a Skyhook's series count: the status and the node
@@ -251,6 +255,14 @@ pub fn skyhook_series(
         c.type_ == skyhook_api::keys::SKYHOOK.condition_topology_budget_held && c.status == "True"
     });
     series.topology_budget_held = (labels(), i64::from(topology_held));
+    let pre_pull = status.conditions.iter().find(|c| {
+        c.type_ == skyhook_api::keys::SKYHOOK.condition_pre_pull_held && c.status == "True"
+    });
+    series.pre_pull_held = (labels(), i64::from(pre_pull.is_some()));
+    series.pre_pull_failed = (
+        labels(),
+        i64::from(pre_pull.is_some_and(|c| c.reason == skyhook_api::keys::PRE_PULL_FAILED_REASON)),
+    );
     for package in skyhook.spec.packages.values() {
         let entries: Vec<&PackageStatus> = nodes
             .states
@@ -440,6 +452,8 @@ pub struct Metrics {
     readiness_gate_held: Family<SkyhookLabels, Gauge>,
     readiness_gate_timed_out: Family<SkyhookLabels, Gauge>,
     topology_budget_held: Family<SkyhookLabels, Gauge>,
+    pre_pull_held: Family<SkyhookLabels, Gauge>,
+    pre_pull_failed: Family<SkyhookLabels, Gauge>,
     package_state: Family<PackageStateLabels, Gauge>,
     package_stage: Family<PackageStageLabels, Gauge>,
     package_restarts: Family<PackageLabels, Gauge>,
@@ -472,6 +486,8 @@ impl Metrics {
             readiness_gate_held: Family::default(),
             readiness_gate_timed_out: Family::default(),
             topology_budget_held: Family::default(),
+            pre_pull_held: Family::default(),
+            pre_pull_failed: Family::default(),
             package_state: Family::default(),
             package_stage: Family::default(),
             package_restarts: Family::default(),
@@ -542,6 +558,16 @@ impl Metrics {
             "skyhook_topology_budget_held",
             "1 while a budget's topology holds nodes of the Skyhook back (condition TopologyBudgetHeld)",
             self.topology_budget_held.clone(),
+        );
+        self.registry.register(
+            "skyhook_pre_pull_held",
+            "1 while nodes of the Skyhook wait, uncordoned, for their images to be pulled (condition PrePullHeld)",
+            self.pre_pull_held.clone(),
+        );
+        self.registry.register(
+            "skyhook_pre_pull_failed",
+            "1 while an image of the Skyhook cannot be pulled on a node waiting for its cordon",
+            self.pre_pull_failed.clone(),
         );
         self.registry.register(
             "skyhook_package_stage_duration_seconds",
@@ -652,6 +678,8 @@ impl Metrics {
                 &series.readiness_gate_timed_out,
             ),
             (&self.topology_budget_held, &series.topology_budget_held),
+            (&self.pre_pull_held, &series.pre_pull_held),
+            (&self.pre_pull_failed, &series.pre_pull_failed),
         ] {
             family.get_or_create(labels).set(*value);
         }
@@ -721,6 +749,8 @@ impl Metrics {
                 .remove(&previous.readiness_gate_held.0);
             (self.readiness_gate_timed_out).remove(&previous.readiness_gate_timed_out.0);
             (self.topology_budget_held).remove(&previous.topology_budget_held.0);
+            (self.pre_pull_held).remove(&previous.pre_pull_held.0);
+            (self.pre_pull_failed).remove(&previous.pre_pull_failed.0);
         }
         for labels in stale(&previous.package_state, &next.package_state) {
             self.package_state.remove(labels);

@@ -44,6 +44,14 @@ pub fn safe_name(max: usize, parts: &[&str]) -> String {
     format!("{}-{hash8}", cut.to_lowercase())
 }
 
+/// Name of the pod that pulls `images` on `node` for `skyhook` before its cordon: another set
+/// of images gets another name, so a stale pod never stands in the way of the new one.
+pub fn pre_pull_pod_name(skyhook: &str, node: &str, images: &[String]) -> String {
+    let digest = Sha256::digest(images.join("\n").as_bytes());
+    let images: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    safe_name(MAX_POD_NAME, &[skyhook, "prepull", node, &images])
+}
+
 /// Name of the pod running `stage` of a package on a node.
 pub fn package_pod_name(
     skyhook: &str,

@@ -53,14 +53,18 @@ pub const REBOOT_NOT_CONFIRMED: &str = "RebootNotConfirmed";
 /// The kubelet's waiting reason for a container held between failed runs by its restart backoff.
 pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
 
-/// Waiting reasons that mean the container cannot start until someone fixes the package, its
-/// image or its references.
-const START_FAILURES: [&str; 7] = [
-    CRASH_LOOP_BACK_OFF,
+/// The kubelet's waiting reasons for a container whose image it cannot pull.
+pub const IMAGE_PULL_FAILURES: [&str; 4] = [
     "ImagePullBackOff",
     "ErrImagePull",
     "InvalidImageName",
     "ErrImageNeverPull",
+];
+
+/// Waiting reasons besides [`IMAGE_PULL_FAILURES`] that mean the container cannot start until
+/// someone fixes the package, its image or its references.
+const START_FAILURES: [&str; 3] = [
+    CRASH_LOOP_BACK_OFF,
     "CreateContainerConfigError",
     "CreateContainerError",
 ];
@@ -373,7 +377,7 @@ fn classify(status: &CachedContainerStatus) -> ContainerProgress<'_> {
     }
     if let Some(waiting) = &state.waiting {
         let reason = waiting.reason.as_deref().unwrap_or_default();
-        if START_FAILURES.contains(&reason) {
+        if START_FAILURES.contains(&reason) || IMAGE_PULL_FAILURES.contains(&reason) {
             let last = last_termination(status);
             if reason == CRASH_LOOP_BACK_OFF
                 && let Some(last) = last

@@ -97,6 +97,7 @@ pub const CONTROLLER_SENDS: &[Request] = &[
     request("watch", "", "pods", Release, "cache of stage pods"),
     request("list", "", "pods", Release, "cache of stage pods"),
     request("delete", "", "pods", Release, "failed attempts, bare pods of an earlier release"),
+    request("create", "", "pods", Release, "pods pulling images before a cordon (prePullImages)"),
     request("get", "", "pods/log", Release, "last-logs of a Job stuck at FailureTarget"),
     request("list", "batch", "jobs", Release, "cache"),
     request("watch", "batch", "jobs", Release, "cache"),
@@ -120,7 +121,6 @@ pub const CONTROLLER_SENDS: &[Request] = &[
 /// Requests the controller never sends, which the chart once granted or might be expected to.
 #[rustfmt::skip]
 pub const CONTROLLER_MUST_NOT: &[Request] = &[
-    request("create", "", "pods", Release, "stages run as Jobs, no bare pods"),
     request("update", "", "pods", Release, "never written"),
     request("patch", "", "pods", Release, "never written"),
     request("deletecollection", "", "pods", Release, "deletes by name"),

@@ -515,3 +515,30 @@ fn the_topology_gauge_follows_its_condition() {
         assert_eq!(series.topology_budget_held.1, expected);
     }
 }
+
+#[test]
+fn the_pre_pull_gauges_follow_their_condition_and_reason() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let condition = |status: &str, reason: &str| Condition {
+        type_: skyhook_api::keys::SKYHOOK.condition_pre_pull_held.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: "pulling images before the cordon on 1 node: node-1".into(),
+        last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+        observed_generation: None,
+    };
+    let pulling = skyhook_api::keys::PRE_PULL_PULLING_REASON;
+    let failed = skyhook_api::keys::PRE_PULL_FAILED_REASON;
+    for (conditions, expected) in [
+        (vec![], (0, 0)),
+        (vec![condition("True", pulling)], (1, 0)),
+        (vec![condition("True", failed)], (1, 1)),
+        (vec![condition("False", failed)], (0, 0)),
+    ] {
+        let mut sky = observed("pulled", &[], &[], Status::InProgress);
+        sky.status.as_mut().unwrap().conditions = conditions;
+        let series = mirrored_series(&sky, 1, &BTreeMap::new());
+        assert_eq!(series.pre_pull_held.0.skyhook_name, "pulled");
+        assert_eq!((series.pre_pull_held.1, series.pre_pull_failed.1), expected);
+    }
+}

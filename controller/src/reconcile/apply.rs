@@ -77,6 +77,7 @@ pub async fn apply(
     let Plan {
         nodes,
         create_pods,
+        create_pre_pulls,
         delete_pods,
         delete_jobs,
         record_jobs,
@@ -140,6 +141,9 @@ pub async fn apply(
         .await;
     writer
         .create_pods(create_pods, &waiting, &mut failures)
+        .await;
+    writer
+        .create_pre_pulls(create_pre_pulls, &mut failures)
         .await;
     writer
         .delete_configmaps(delete_configmaps, &mut failures)
@@ -219,6 +223,7 @@ fn landed_durations(
 fn log_size(plan: &Plan) {
     let writes = plan.nodes.len()
         + plan.create_pods.len()
+        + plan.create_pre_pulls.len()
         + plan.delete_pods.len()
         + plan.delete_jobs.len()
         + plan.record_jobs.len()
@@ -235,6 +240,7 @@ fn log_size(plan: &Plan) {
         info!(
             nodes = plan.nodes.len(),
             create_pods = plan.create_pods.len(),
+            create_pre_pulls = plan.create_pre_pulls.len(),
             delete_pods = plan.delete_pods.len(),
             delete_jobs = plan.delete_jobs.len(),
             record_jobs = plan.record_jobs.len(),
@@ -643,6 +649,27 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Creates the pods pulling images before a cordon. One that exists already (a previous
+    /// leader's) is the one wanted: its name says which images it pulls.
+    async fn create_pre_pulls(&mut self, pods: Vec<Pod>, failures: &mut Failures) {
+        let (client, namespace) = (self.client, self.pods.namespace());
+        let results = concurrently(pods, |pod| async move {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let result = answer::create::<Pod>(client, namespace, &pod)
+                .await
+                .map(|created| Landed::written(&created));
+            (name, result)
+        })
+        .await;
+        for (name, result) in results {
+            let result = match result {
+                Err(error) if is_status(&error, 409) => Ok(()),
+                other => self.own_writes.landed(CachedKind::Pod, &name, other),
+            };
+            failures.record(Operation::CreatePrePull, &name, result);
+        }
+    }
+
     async fn delete_configmaps(&mut self, names: BTreeSet<String>, failures: &mut Failures) {
         for name in names {
             let result = self
@@ -823,6 +850,8 @@ pub enum Operation {
     DeletePod,
     /// Creating a stage Job.
     CreateJob,
+    /// Creating a pod pulling a node's images before its cordon.
+    CreatePrePull,
     /// Deleting a stage Job.
     DeleteJob,
     /// Patching a stage Job (recorded, suspended, its restart allowance spent, `last-logs`).
@@ -848,6 +877,7 @@ impl Operation {
             Operation::EvictPod => "evict-pod",
             Operation::DeletePod => "delete-pod",
             Operation::CreateJob => "create-job",
+            Operation::CreatePrePull => "create-pre-pull",
             Operation::DeleteJob => "delete-job",
             Operation::PatchJob => "patch-job",
             Operation::DeleteConfigMap => "delete-configmap",
@@ -866,7 +896,7 @@ impl Operation {
             | Operation::ApplySkyhookStatus
             | Operation::RemoveFinalizer => "Skyhook",
             Operation::ApplyConfigMap | Operation::DeleteConfigMap => "ConfigMap",
-            Operation::EvictPod | Operation::DeletePod => "Pod",
+            Operation::EvictPod | Operation::DeletePod | Operation::CreatePrePull => "Pod",
             Operation::CreateJob | Operation::DeleteJob | Operation::PatchJob => "Job",
         }
     }

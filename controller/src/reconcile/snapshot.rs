@@ -26,6 +26,7 @@ use crate::job_outcome;
 use crate::last_logs::{self, LastLogs};
 pub use crate::node_view::{ForeignCondition, NodeConditionView, NodeView, node_view};
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
+use crate::pre_pull::{PullState, is_pre_pull, pull_state, recorded_images};
 
 /// Everything a plan reads.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +48,8 @@ pub struct Snapshot {
     /// The stage Jobs whose completion is recorded, kept for their logs until their TTL or
     /// until their stage is due again.
     pub retained_jobs: Vec<RetainedJob>,
+    /// The pods pulling images before a cordon ([`crate::pre_pull`]), with where each stands.
+    pub pre_pulls: Vec<PrePullRun>,
     /// The package ConfigMaps, by name.
     pub package_configmaps: BTreeMap<String, OwnedConfigMap>,
     /// The node-metadata ConfigMaps, by name.
@@ -147,6 +150,23 @@ pub struct JobRun {
     /// What its `last-logs` annotation must hold, when it needs one now
     /// ([`crate::last_logs::needed`]).
     pub last_logs: Option<LastLogs>,
+}
+
+/// A pod pulling a node's images for a Skyhook before its cordon.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrePullRun {
+    /// Pod name.
+    pub name: String,
+    /// The Skyhook (label `<group>/name`).
+    pub skyhook: String,
+    /// `spec.nodeName`.
+    pub node: String,
+    /// The images it pulls, in order (its annotation).
+    pub images: Vec<String>,
+    /// Where it stands.
+    pub state: PullState,
+    /// It has a deletion timestamp.
+    pub deleting: bool,
 }
 
 /// A stage Job whose completion is recorded.
@@ -312,10 +332,26 @@ impl Snapshot {
                 pods.push(owned);
             }
         }
+        let pre_pulls = (cached.pods.iter())
+            .filter(|pod| job_of(pod).is_none() && is_pre_pull(pod))
+            .filter(|pod| DRIVEN.contains(&group_of(pod.metadata.labels.as_ref())))
+            .filter_map(|pod| {
+                let images = recorded_images(pod);
+                let labels = pod.metadata.labels.as_ref()?;
+                Some(PrePullRun {
+                    name: pod.metadata.name.clone()?,
+                    skyhook: labels.get(keys::SKYHOOK.name_label)?.clone(),
+                    node: pod.spec.as_ref()?.node_name.clone()?,
+                    state: pull_state(pod, &images),
+                    images,
+                    deleting: pod.metadata.deletion_timestamp.is_some(),
+                })
+            })
+            .collect();
         let bare = cached
             .pods
             .iter()
-            .filter(|pod| job_of(pod).is_none())
+            .filter(|pod| job_of(pod).is_none() && !is_pre_pull(pod))
             .filter_map(|pod| {
                 let labels = pod.metadata.labels.as_ref();
                 let group = group_of(labels);
@@ -329,6 +365,7 @@ impl Snapshot {
         pods.extend(bare);
         Snapshot {
             retained_jobs,
+            pre_pulls,
             owners: Owners::skyhooks_only(
                 (cached.skyhooks.iter()).filter_map(|skyhook| skyhook.metadata.name.as_deref()),
             ),

@@ -113,6 +113,13 @@ pub const READINESS_GATE_TIMED_OUT: EventKind = warning("ReadinessGateTimedOut",
 /// A node held by readiness gates met them all and completes (on the Node). Ours.
 pub const READINESS_GATE_MET: EventKind = normal("ReadinessGateMet", "ReleaseNode");
 
+/// A node's images are pulled before its cordon (`spec.prePullImages`; on the Node). Ours.
+pub const PRE_PULL: EventKind = normal("PrePull", "PullImages");
+
+/// An image cannot be pulled on a node before its cordon: its packages are erroring and the
+/// node is not cordoned (on the Node and the Skyhook). Ours.
+pub const PRE_PULL_FAILED: EventKind = warning("PrePullFailed", "PullImages");
+
 /// Every kind, for the table test.
 #[cfg(test)]
 pub const ALL: &[EventKind] = &[
@@ -145,6 +152,8 @@ pub const ALL: &[EventKind] = &[
     READINESS_GATE_TIMED_OUT,
     READINESS_GATE_MET,
     TOPOLOGY_BUDGET_HELD,
+    PRE_PULL,
+    PRE_PULL_FAILED,
 ];
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use super::context::Context;
 use super::event_kinds;
 use super::output::{DRAIN_POLL, EventTarget, Eviction};
 use super::pass::Pass;
-use super::wave::{NodeRun, NodeWave};
+use super::pre_pulls::{PrePull, pre_pull};
+use super::wave::{DrainFor, NodeRun, NodeWave};
 use super::workset::Workset;
 use crate::drain::{Drain, DrainRules, Held, blockers, drain, interrupt_blockers};
 use crate::jobs::JobKind;
@@ -35,9 +36,6 @@ pub(super) enum Readiness {
     Failed,
 }
 
-/// What a drain is for: the package and the stage that waits for it.
-pub(super) type DrainFor<'p> = (&'p Package, Stage);
-
 /// Cordons `node` for the pass's Skyhook, waits for protected pods, and drains it by the
 /// Skyhook's effective drain settings ([`effective_drain`]), as upstream v0.20 does:
 /// * a node someone else cordoned (no Skyhook's `cordon_*`) is drained without taking the
@@ -52,12 +50,18 @@ pub(super) fn ready_for_interrupt<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
     pass: &Pass<'_>,
-    node: &str,
+    at: &NodeWave<'_>,
     drain_for: DrainFor<'_>,
     run: &mut NodeRun,
 ) -> Readiness {
-    let name = pass.name();
+    let (name, node) = (pass.name(), at.node);
     let now = context.now;
+    // Before the fleet budget: a node may pull while it waits for a fleet slot.
+    match pre_pull(context, workset, pass, at, drain_for, run) {
+        PrePull::Open => {}
+        PrePull::Waiting => return Readiness::Waiting,
+        PrePull::Failed => return Readiness::Failed,
+    }
     if !fleet_admits_node(context, workset, name, node) {
         run.fleet_waiting = true;
         return Readiness::Waiting;
@@ -426,14 +430,8 @@ pub(super) fn interrupt<'s>(
         });
     if !others_waiting
         || workset.pods_hold_interrupts(context, node)
-        || ready_for_interrupt(
-            context,
-            workset,
-            pass,
-            node,
-            (package, Stage::Interrupt),
-            run,
-        ) != Readiness::Ready
+        || ready_for_interrupt(context, workset, pass, at, (package, Stage::Interrupt), run)
+            != Readiness::Ready
     {
         return;
     }
@@ -506,7 +504,7 @@ pub(super) fn uninstall_interrupt<'s>(
             context,
             workset,
             pass,
-            node,
+            at,
             (package, Stage::UninstallInterrupt),
             run,
         ) != Readiness::Ready

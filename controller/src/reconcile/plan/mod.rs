@@ -56,6 +56,7 @@ mod packages;
 mod pass;
 mod planned_pod;
 mod pod_results;
+mod pre_pulls;
 mod readiness_gates;
 mod reboots;
 mod selection;
@@ -84,6 +85,7 @@ pub use output::{
 };
 pub use planned_pod::PlannedPod;
 use pod_results::pod_results;
+use pre_pulls::sweep_pre_pulls;
 use skyhooks::run_pass;
 use taints::{Completion, auto_taint, runtime_required};
 use workset::Workset;
@@ -106,6 +108,7 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
         earlier.push(outcome.progress);
     }
     runtime_required(&context, &mut workset, &completion);
+    sweep_pre_pulls(&context, &mut workset);
     job_lifecycle(&context, &mut workset);
     finish(&context, workset)
 }

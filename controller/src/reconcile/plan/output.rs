@@ -5,9 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-#[cfg(test)]
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::core::v1::{ConfigMap, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
 use skyhook_api::conditions::LongList;
 use skyhook_api::transition::FinishedStage;
 use skyhook_api::v1alpha1::SkyhookStatus;
@@ -27,6 +25,8 @@ pub struct Plan {
     pub nodes: BTreeMap<String, NodePatch>,
     /// Pods to create, after the ConfigMaps.
     pub create_pods: Vec<PlannedPod>,
+    /// Pods pulling a node's images before its cordon, to create (bare pods).
+    pub create_pre_pulls: Vec<Pod>,
     /// Pods to delete (bare pods of an earlier release, a Job's attempts), by name in the
     /// controller's namespace, with why.
     pub delete_pods: BTreeMap<String, String>,

@@ -13,11 +13,11 @@ use skyhook_api::v1alpha1::{Package, PackageStatus, Stage, State, Status};
 
 use super::context::Context;
 use super::event_kinds;
-use super::interrupts::{DrainFor, Readiness, interrupt, ready_for_interrupt, uninstall_interrupt};
+use super::interrupts::{Readiness, interrupt, ready_for_interrupt, uninstall_interrupt};
 use super::output::EventTarget;
 use super::pass::Pass;
 use super::planned_pod::PlannedPod;
-use super::wave::{NodeRun, NodeWave, Wave};
+use super::wave::{DrainFor, NodeRun, NodeWave, Wave};
 use super::workset::Workset;
 use crate::jobs::JobKind;
 use crate::names::{OwnerSkyhook, package_label};
@@ -156,7 +156,7 @@ fn package_step<'s>(
             // wait for the cordon and drain just as an apply does.
             NextStep::Run(stage @ (Stage::Apply | Stage::Upgrade | Stage::Uninstall)) => {
                 let drain_for = (package, stage);
-                match ready_for_interrupt(context, workset, pass, node, drain_for, run) {
+                match ready_for_interrupt(context, workset, pass, at, drain_for, run) {
                     Readiness::Ready => {}
                     Readiness::Failed => return Flow::NextUnlessSerial,
                     Readiness::Waiting => {

@@ -39,6 +39,7 @@ use super::output::{EventTarget, NonInterruptHold, StageDuration};
 use super::packages::run_node;
 use super::pass::Pass;
 use super::pod_results::PodResults;
+use super::pre_pulls::pre_pull_condition;
 use super::readiness_gates::{GateHolds, hold_gated_nodes, record_gate};
 use super::reboots::lost_interrupts;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
@@ -523,6 +524,7 @@ fn run_batch<'s>(
     status.compartment_statuses = compartment_statuses;
     outcome.blocking = blocking;
     let mut fleet_waiting = Vec::new();
+    let mut pre_pull_held = Vec::new();
     let mut held_by_pods = Vec::new();
     let orders = node_orders(&status.node_priority, status.node_order_offset.into());
     for node in &picks {
@@ -543,6 +545,9 @@ fn run_batch<'s>(
         if run.fleet_waiting {
             fleet_waiting.push(node.clone());
         }
+        if let Some(hold) = run.pre_pull {
+            pre_pull_held.push((node.clone(), hold));
+        }
         if !run.drain_blockers.is_empty() {
             outcome
                 .drain_blockers
@@ -555,6 +560,7 @@ fn run_batch<'s>(
             held_by_pods.push((node.as_str(), package, pods));
         }
     }
+    outcome.pre_pull_held = pre_pull_condition(&pre_pull_held);
     announce_non_interrupt_hold(workset, pass, &outcome.non_interrupt_holds);
     announce_node_holds(context, workset, pass, held_by_pods);
     // A node skipped for its unreadable node state keeps its last blockers (upstream v0.20).

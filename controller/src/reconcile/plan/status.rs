@@ -48,6 +48,8 @@ pub(super) struct Outcome {
     pub(super) readiness_gate_held: Option<(&'static str, String)>,
     /// The `TopologyBudgetHeld` reason and message while budget topologies hold nodes back.
     pub(super) topology_budget_held: Option<(&'static str, String)>,
+    /// The `PrePullHeld` reason and message while nodes wait for their images before a cordon.
+    pub(super) pre_pull_held: Option<(&'static str, String)>,
     /// Reboots not confirmed in time, by node.
     pub(super) unconfirmed_reboots: UnconfirmedReboots,
     /// A package ConfigMap change waits for its nodes: the generation is not observed yet.
@@ -423,6 +425,10 @@ fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: 
         (
             keys::SKYHOOK.condition_topology_budget_held,
             &outcome.topology_budget_held,
+        ),
+        (
+            keys::SKYHOOK.condition_pre_pull_held,
+            &outcome.pre_pull_held,
         ),
     ];
     for (type_, held) in reasoned {

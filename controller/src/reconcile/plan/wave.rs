@@ -96,6 +96,9 @@ impl Wave {
     }
 }
 
+/// What a drain is for: the package and the stage that waits for it.
+pub(super) type DrainFor<'p> = (&'p Package, skyhook_api::v1alpha1::Stage);
+
 /// What running one node's packages reports for the Skyhook's status.
 #[derive(Debug, Default)]
 pub(super) struct NodeRun {
@@ -112,6 +115,17 @@ pub(super) struct NodeRun {
     pub(super) non_interrupt_pods: Option<(String, Vec<String>)>,
     /// The node waits for the fleet budget before its cordon.
     pub(super) fleet_waiting: bool,
+    /// The node waits, uncordoned, for its images (`spec.prePullImages`).
+    pub(super) pre_pull: Option<PrePullHold>,
+}
+
+/// Why the pre-pull gate holds a node before its cordon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum PrePullHold {
+    /// Its images are being pulled.
+    Pulling,
+    /// An image cannot be pulled: the image and the kubelet's reason.
+    Failed(String),
 }
 
 /// One node's wave, as the package steps read it.

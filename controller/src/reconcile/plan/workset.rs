@@ -52,6 +52,8 @@ pub(super) struct Workset<'s> {
     retained: HashSet<&'s str>,
     /// Nodes this plan auto-taints: no Skyhook works on them until the taint landed.
     pub(super) awaiting_taint: BTreeSet<String>,
+    /// The pre-pull pods a gate of this plan waits for: the others are deleted.
+    pub(super) pre_pulls_wanted: BTreeSet<String>,
 }
 
 impl<'s> Workset<'s> {
@@ -83,7 +85,18 @@ impl<'s> Workset<'s> {
                 .map(|job| job.name.as_str())
                 .collect(),
             awaiting_taint: BTreeSet::new(),
+            pre_pulls_wanted: BTreeSet::new(),
         }
+    }
+
+    /// Creates the pre-pull pod `pod`.
+    pub(super) fn create_pre_pull(&mut self, pod: k8s_openapi::api::core::v1::Pod) {
+        self.plan.create_pre_pulls.push(pod);
+    }
+
+    /// Whether this plan creates the pre-pull pod `name`.
+    pub(super) fn pre_pull_created(&self, name: &str) -> bool {
+        (self.plan.create_pre_pulls.iter()).any(|pod| pod.metadata.name.as_deref() == Some(name))
     }
 
     pub(super) fn requeue(&mut self, after: Duration) {

@@ -19,6 +19,7 @@ mod node_state_conditions;
 mod non_interrupt_hold;
 mod pod_slots;
 mod policy;
+mod pre_pull;
 mod readiness_gates;
 mod reboots;
 mod runtime_required;

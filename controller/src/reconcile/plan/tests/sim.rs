@@ -23,8 +23,9 @@ use skyhook_api::v1alpha1::{
 use crate::cache::node_metadata::CachedNodeMetadata;
 use crate::config::{Config, LogEncoder, LogSettings, PodSettings, TimeEncoder};
 use crate::pod_outcome::{PodFailure, PodOutcome};
+use crate::pre_pull::PullState;
 use crate::reconcile::plan::{Plan, plan};
-use crate::reconcile::snapshot::{NodeView, OwnedConfigMap, OwnedPod, Snapshot};
+use crate::reconcile::snapshot::{NodeView, OwnedConfigMap, OwnedPod, PrePullRun, Snapshot};
 
 pub(super) const TEST_LABEL: &str = "skyhook.nvidia.com/test-node";
 pub(super) const IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless";
@@ -58,6 +59,7 @@ pub(super) fn config() -> Config {
         fleet_budget: None,
         uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
         jobs: crate::config::JobSettings::default(),
+        pre_pull_images: false,
     }
 }
 
@@ -308,6 +310,28 @@ impl Sim {
             created.metadata.creation_timestamp = Some(Time(now));
             snapshot.pods.push(owned(created));
         }
+        (snapshot.pre_pulls).retain(|p| !planned.delete_pods.contains_key(&p.name));
+        for pod in &planned.create_pre_pulls {
+            let cached = crate::cache::CachedPod::from(pod.clone());
+            let run = PrePullRun {
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                skyhook: (pod.metadata.labels.as_ref())
+                    .and_then(|l| l.get(keys::SKYHOOK.name_label).cloned())
+                    .unwrap_or_default(),
+                node: (pod.spec.as_ref())
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+                images: crate::pre_pull::recorded_images(&cached),
+                state: PullState::Pulling,
+                deleting: false,
+            };
+            assert!(
+                !snapshot.pre_pulls.iter().any(|p| p.name == run.name),
+                "a plan creates a pre-pull pod that exists: {}",
+                run.name
+            );
+            snapshot.pre_pulls.push(run);
+        }
         for eviction in &planned.evictions {
             if let Some(pods) = snapshot.workload_pods.get_mut(&eviction.node) {
                 pods.retain(|p| p.metadata.name.as_deref() != Some(eviction.name.as_str()));
@@ -377,8 +401,9 @@ impl Sim {
         pods
     }
 
-    /// Settles every running pod: `fail` decides which ones fail.
+    /// Settles every running pod: `fail` decides which ones fail. Pre-pulls succeed.
     pub(super) fn settle(&mut self, fail: impl Fn(&PodPackageAnnotation) -> bool) {
+        self.set_pre_pulls(&PullState::Pulled);
         for pod in &mut self.snapshot.pods {
             if pod.outcome != PodOutcome::Running {
                 continue;
@@ -417,6 +442,7 @@ impl Sim {
                     .map(|p| key(&owned(p)).expect("created pods are annotated")),
             );
             if planned.create_pods.is_empty()
+                && planned.create_pre_pulls.is_empty()
                 && planned.delete_pods.is_empty()
                 && planned.nodes.is_empty()
                 && planned.statuses.is_empty()
@@ -427,6 +453,15 @@ impl Sim {
             self.settle(|_| false);
         }
         created
+    }
+
+    /// Puts every pre-pull pod still pulling in `state`.
+    pub(super) fn set_pre_pulls(&mut self, state: &PullState) {
+        for run in &mut self.snapshot.pre_pulls {
+            if run.state == PullState::Pulling {
+                run.state = state.clone();
+            }
+        }
     }
 
     pub(super) fn node(&self, name: &str) -> &NodeView {
