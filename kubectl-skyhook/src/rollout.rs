@@ -161,6 +161,7 @@ fn node_facts<'c>(skyhook: &'c Skyhook, cluster: &'c Cluster) -> Vec<NodeFacts<'
                 pod_on_node: cluster.pods.iter().any(|pod| {
                     cluster::pod_node(pod) == Some(node_name)
                         && cluster::pod_label(pod, cluster.keys().name_label) == Some(name)
+                        && !cluster.keys().is_pre_pull_pod(pod.metadata.labels.as_ref())
                 }),
             }
         })

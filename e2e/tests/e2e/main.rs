@@ -45,6 +45,7 @@ mod node_state_malformed;
 mod observability;
 mod operator_agent;
 mod pod_slots;
+mod pre_pull;
 mod readiness_gates;
 mod rollout_safety;
 mod runtime_required_cordon;

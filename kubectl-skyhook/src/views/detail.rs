@@ -270,6 +270,10 @@ fn condition_warning(keys: &Keys, type_: &str) -> Option<&'static str> {
             "held by the budget's topology",
         ),
         (
+            keys.condition_pre_pull_held,
+            "nodes waiting for their images before the cordon",
+        ),
+        (
             keys::CONDITION_NODE_STATE_MALFORMED,
             "node state unreadable",
         ),
