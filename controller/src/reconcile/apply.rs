@@ -638,19 +638,28 @@ impl<'a> Writer<'a> {
             },
         )
         .await;
+        self.record_creations(results, (CachedKind::Job, Operation::CreateJob), failures);
+    }
+
+    /// Records the outcomes of creating objects under deterministic names: one that exists
+    /// already (created by a previous leader whose writes this cache had not shown yet) is the
+    /// one wanted.
+    fn record_creations(
+        &mut self,
+        results: Vec<(String, Result<Landed, kube::Error>)>,
+        (kind, operation): (CachedKind, Operation),
+        failures: &mut Failures,
+    ) {
         for (name, result) in results {
             let result = match result {
-                // A pod with this deterministic name exists already (created by a previous
-                // leader whose writes this cache had not shown yet): it is the one wanted.
                 Err(error) if is_status(&error, 409) => Ok(()),
-                other => self.own_writes.landed(CachedKind::Job, &name, other),
+                other => self.own_writes.landed(kind, &name, other),
             };
-            failures.record(Operation::CreateJob, &name, result);
+            failures.record(operation, &name, result);
         }
     }
 
-    /// Creates the pods pulling images before a cordon. One that exists already (a previous
-    /// leader's) is the one wanted: its name says which images it pulls.
+    /// Creates the pods pulling images before a cordon (each name says which images it pulls).
     async fn create_pre_pulls(&mut self, pods: Vec<Pod>, failures: &mut Failures) {
         let (client, namespace) = (self.client, self.pods.namespace());
         let results = concurrently(pods, |pod| async move {
@@ -661,13 +670,11 @@ impl<'a> Writer<'a> {
             (name, result)
         })
         .await;
-        for (name, result) in results {
-            let result = match result {
-                Err(error) if is_status(&error, 409) => Ok(()),
-                other => self.own_writes.landed(CachedKind::Pod, &name, other),
-            };
-            failures.record(Operation::CreatePrePull, &name, result);
-        }
+        self.record_creations(
+            results,
+            (CachedKind::Pod, Operation::CreatePrePull),
+            failures,
+        );
     }
 
     async fn delete_configmaps(&mut self, names: BTreeSet<String>, failures: &mut Failures) {
