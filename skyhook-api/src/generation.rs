@@ -17,9 +17,10 @@ use crate::string_map::StringMap;
 use crate::v1alpha1::Status;
 
 /// An API group whose objects the operator drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Group {
     /// `skyhook.nvidia.com`: `Skyhook`, `DeploymentPolicy`.
+    #[default]
     Skyhook,
     /// `nodewright.nvidia.com`: `NodeWright`, `DeploymentPolicy`.
     NodeWright,

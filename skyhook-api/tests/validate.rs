@@ -462,6 +462,7 @@ fn policy_existence_uses_the_context() {
     let with = |known| ValidationContext {
         name: None,
         known_policies: known,
+        ..ValidationContext::default()
     };
     assert!(skyhook_fields("deploymentPolicy: rollout", &with(Some(&known))).is_empty());
     assert!(
@@ -498,6 +499,7 @@ fn skyhook_names() {
         let context = ValidationContext {
             name: Some(name),
             known_policies: None,
+            ..ValidationContext::default()
         };
         let fields = skyhook_fields("packages: {}", &context);
         assert_eq!(fields.is_empty(), ok, "{name}: {fields:?}");
@@ -530,6 +532,7 @@ fn the_name_limit_follows_from_the_keys_the_controller_writes() {
     let context = ValidationContext {
         name: Some(&fits),
         known_policies: None,
+        ..ValidationContext::default()
     };
     assert_eq!(validate_skyhook(&spec(VALID), &context), Ok(()));
     for key in metadata_keys(&fits) {
@@ -547,6 +550,7 @@ fn the_name_limit_follows_from_the_keys_the_controller_writes() {
     let context = ValidationContext {
         name: Some(&too_long),
         known_policies: None,
+        ..ValidationContext::default()
     };
     let err = validate_skyhook(&spec(VALID), &context).unwrap_err();
     assert!(err.has_field("metadata.name"), "{err}");
@@ -638,6 +642,7 @@ fn versions_must_fit_the_names_built_from_them() {
         let context = ValidationContext {
             name: Some("demo"),
             known_policies: None,
+            ..ValidationContext::default()
         };
         let result = validate_skyhook(&spec(&yaml), &context);
         assert_eq!(
@@ -1040,6 +1045,7 @@ fn examples_pass_validation() {
         let context = ValidationContext {
             name: skyhook.metadata.name.as_deref(),
             known_policies: Some(&known),
+            ..ValidationContext::default()
         };
         validate_skyhook(&skyhook.spec, &context).unwrap_or_else(|e| panic!("{path}: {e}"));
         skyhooks += 1;
@@ -1083,4 +1089,72 @@ fn stage_timeout_must_be_zero_or_more_in_upstream_words() {
             (got, want) => panic!("{timeout}: got {got:?}, want {want:?}"),
         }
     }
+}
+
+/// A NodeWright follows upstream v0.20: an image with its own tag or digest is refused (in
+/// upstream's words), where the seeds' Skyhook keeps it with a warning.
+#[test]
+fn a_nodewright_image_carries_no_tag_or_digest() {
+    use skyhook_api::generation::Group;
+    let digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let cases = [
+        ("ghcr.io/x/p", None),
+        ("registry.local:5000/x/p", None),
+        (
+            "ghcr.io/x/p:1.0.0",
+            Some(
+                "contains an inline tag '1.0.0'. Do not embed a tag in the image; the package version supplies the tag",
+            ),
+        ),
+        (
+            "registry.local:5000/x/p:2.0",
+            Some("contains an inline tag '2.0'"),
+        ),
+        (
+            &*format!("ghcr.io/x/p@{digest}"),
+            Some(
+                "contains an inline digest. Do not embed a digest in the image; pin the image bytes using the package's containerSHA field instead",
+            ),
+        ),
+    ];
+    for (image, refused) in cases {
+        let yaml = format!("packages: {{pkg: {{version: 1.0.0, image: \"{image}\"}}}}");
+        let nodewright = ValidationContext {
+            group: Group::NodeWright,
+            ..ValidationContext::default()
+        };
+        let result = validate_skyhook(&spec(&yaml), &nodewright);
+        match refused {
+            None => assert_eq!(result, Ok(()), "{image}"),
+            Some(words) => {
+                let violations = result.expect_err(image);
+                let [violation] = violations.as_slice() else {
+                    panic!("{image}: {violations}");
+                };
+                assert_eq!(violation.field, "spec.packages.pkg.image");
+                assert!(
+                    violation
+                        .message
+                        .starts_with(&format!("error package pkg's image '{image}' "))
+                        && violation.message.contains(words),
+                    "{image}: {}",
+                    violation.message
+                );
+            }
+        }
+        let tagged_is_fine_on_a_skyhook = !image.contains('@');
+        if tagged_is_fine_on_a_skyhook {
+            assert_eq!(
+                validate_skyhook(&spec(&yaml), &ValidationContext::default()),
+                Ok(()),
+                "{image}"
+            );
+        }
+    }
+    let tagged = spec("packages: {pkg: {version: 1.0.0, image: ghcr.io/x/p:0.9.0}}");
+    assert!(skyhook_api::validate::group_admission_warnings(Group::NodeWright, &tagged).is_empty());
+    assert_eq!(
+        skyhook_api::validate::group_admission_warnings(Group::Skyhook, &tagged).len(),
+        1
+    );
 }

@@ -132,7 +132,8 @@ pub fn webhook_args(cert_dir: &Path, port: u16, admin_port: u16) -> Vec<String> 
     ]
 }
 
-/// Upstream's two configurations (spec §2.14: names, paths, operations, failurePolicy Fail,
+/// Upstream's two configurations, with the webhooks of both API groups (spec §2.14, upstream
+/// v0.18: names, paths, operations, failurePolicy Fail,
 /// sideEffects None, 10 s), calling `https://127.0.0.1:<port>`; `caBundle` is left to the webhook.
 pub fn webhook_configurations(
     port: u16,
@@ -141,9 +142,9 @@ pub fn webhook_configurations(
         url: Some(format!("https://{LOOPBACK}:{port}{path}")),
         ..WebhookClientConfig::default()
     };
-    let rules = |resource: &str, operations: &[&str]| {
+    let rules = |group: &str, resource: &str, operations: &[&str]| {
         Some(vec![RuleWithOperations {
-            api_groups: Some(vec!["skyhook.nvidia.com".to_string()]),
+            api_groups: Some(vec![group.to_string()]),
             api_versions: Some(vec!["v1alpha1".to_string()]),
             operations: Some(operations.iter().map(|op| (*op).to_string()).collect()),
             resources: Some(vec![resource.to_string()]),
@@ -160,17 +161,21 @@ pub fn webhook_configurations(
                 failure_policy: Some("Fail".to_string()),
                 side_effects: "None".to_string(),
                 timeout_seconds: Some(10),
-                rules: rules($resource, $operations),
+                rules: {
+                    let (group, resource): (&str, &str) = $resource;
+                    rules(group, resource, $operations)
+                },
                 ..$kind::default()
             }
         };
     }
-    let validating = |name: &str, path: &str, resource: &str, operations: &[&str]| {
+    let validating = |name: &str, path: &str, resource: (&str, &str), operations: &[&str]| {
         webhook!(ValidatingWebhook, name, path, resource, operations)
     };
-    let mutating = |name: &str, path: &str, resource: &str| {
+    let mutating = |name: &str, path: &str, resource: (&str, &str)| {
         webhook!(MutatingWebhook, name, path, resource, &["CREATE", "UPDATE"])
     };
+    let (skyhook, nodewright) = ("skyhook.nvidia.com", "nodewright.nvidia.com");
     let meta = |name: &str| ObjectMeta {
         name: Some(name.to_string()),
         ..ObjectMeta::default()
@@ -182,13 +187,25 @@ pub fn webhook_configurations(
                 validating(
                     "validate-skyhook.nvidia.com",
                     "/validate-skyhook-nvidia-com-v1alpha1-skyhook",
-                    "skyhooks",
+                    (skyhook, "skyhooks"),
                     &["CREATE", "UPDATE"],
                 ),
                 validating(
                     "validate-deploymentpolicy.nvidia.com",
                     "/validate-skyhook-nvidia-com-v1alpha1-deploymentpolicy",
-                    "deploymentpolicies",
+                    (skyhook, "deploymentpolicies"),
+                    &["CREATE", "UPDATE", "DELETE"],
+                ),
+                validating(
+                    "validate-nodewright.nvidia.com",
+                    "/validate-nodewright-nvidia-com-v1alpha1-nodewright",
+                    (nodewright, "nodewrights"),
+                    &["CREATE", "UPDATE"],
+                ),
+                validating(
+                    "validate-deploymentpolicy.nodewright.nvidia.com",
+                    "/validate-nodewright-nvidia-com-v1alpha1-deploymentpolicy",
+                    (nodewright, "deploymentpolicies"),
                     &["CREATE", "UPDATE", "DELETE"],
                 ),
             ]),
@@ -199,12 +216,22 @@ pub fn webhook_configurations(
                 mutating(
                     "mutate-skyhook.nvidia.com",
                     "/mutate-skyhook-nvidia-com-v1alpha1-skyhook",
-                    "skyhooks",
+                    (skyhook, "skyhooks"),
                 ),
                 mutating(
                     "mutate-deploymentpolicy.nvidia.com",
                     "/mutate-skyhook-nvidia-com-v1alpha1-deploymentpolicy",
-                    "deploymentpolicies",
+                    (skyhook, "deploymentpolicies"),
+                ),
+                mutating(
+                    "mutate-nodewright.nvidia.com",
+                    "/mutate-nodewright-nvidia-com-v1alpha1-nodewright",
+                    (nodewright, "nodewrights"),
+                ),
+                mutating(
+                    "mutate-deploymentpolicy.nodewright.nvidia.com",
+                    "/mutate-nodewright-nvidia-com-v1alpha1-deploymentpolicy",
+                    (nodewright, "deploymentpolicies"),
                 ),
             ]),
         },
@@ -406,6 +433,16 @@ mod tests {
                 "https://127.0.0.1:9443/validate-skyhook-nvidia-com-v1alpha1-deploymentpolicy",
                 vec!["CREATE", "UPDATE", "DELETE"],
             ),
+            (
+                "validate-nodewright.nvidia.com",
+                "https://127.0.0.1:9443/validate-nodewright-nvidia-com-v1alpha1-nodewright",
+                vec!["CREATE", "UPDATE"],
+            ),
+            (
+                "validate-deploymentpolicy.nodewright.nvidia.com",
+                "https://127.0.0.1:9443/validate-nodewright-nvidia-com-v1alpha1-deploymentpolicy",
+                vec!["CREATE", "UPDATE", "DELETE"],
+            ),
         ];
         let webhooks = validating.webhooks.unwrap_or_default();
         assert_eq!(webhooks.len(), expected_validating.len());
@@ -441,6 +478,16 @@ mod tests {
                 (
                     "mutate-deploymentpolicy.nvidia.com".to_string(),
                     "https://127.0.0.1:9443/mutate-skyhook-nvidia-com-v1alpha1-deploymentpolicy"
+                        .to_string()
+                ),
+                (
+                    "mutate-nodewright.nvidia.com".to_string(),
+                    "https://127.0.0.1:9443/mutate-nodewright-nvidia-com-v1alpha1-nodewright"
+                        .to_string()
+                ),
+                (
+                    "mutate-deploymentpolicy.nodewright.nvidia.com".to_string(),
+                    "https://127.0.0.1:9443/mutate-nodewright-nvidia-com-v1alpha1-deploymentpolicy"
                         .to_string()
                 ),
             ]

@@ -9,15 +9,16 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::de::DeserializeOwned;
-use skyhook_api::keys::SKYHOOK;
+use skyhook_api::generation::Group;
+use skyhook_api::nodewright_v1alpha1::{DeploymentPolicy as NodeWrightPolicy, NodeWright};
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook};
 use skyhook_api::validate::{
-    UpdateVerdict, ValidationContext, Violation, Violations, admission_warnings, default_policy,
-    policy_delete_blockers, policy_delete_message, skyhook_update, validate_policy,
-    validate_skyhook,
+    UpdateVerdict, ValidationContext, Violation, Violations, default_policy,
+    group_admission_warnings, policy_delete_blockers, policy_delete_message, skyhook_update,
+    validate_policy, validate_skyhook,
 };
 
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, Role};
 use crate::lookups::Lookups;
 
 /// Decides one admission request sent to `endpoint`.
@@ -28,13 +29,14 @@ pub fn admit(
 ) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     let kind = &request.kind;
-    if kind.group != SKYHOOK.group || kind.kind != endpoint.kind() {
+    let group = endpoint.group();
+    if kind.group != group.keys().group || kind.kind != endpoint.kind() {
         return deny_bad_request(
             response,
             format!(
                 "{} admits {}/{}, but the request is for {}/{} {:?}; check the rules of the webhook configuration",
                 endpoint.path(),
-                SKYHOOK.group,
+                group.keys().group,
                 endpoint.kind(),
                 kind.group,
                 kind.kind,
@@ -42,23 +44,34 @@ pub fn admit(
             ),
         );
     }
-    match (endpoint, &request.operation) {
-        (Endpoint::ValidateSkyhook, Operation::Create | Operation::Update) => {
-            validate_skyhook_request(response, request, lookups)
+    match (endpoint.role(), &request.operation) {
+        (Role::ValidateWorkload, Operation::Create | Operation::Update) => {
+            validate_workload_request(group, response, request, lookups)
         }
-        (
-            Endpoint::ValidatePolicy | Endpoint::MutatePolicy,
-            Operation::Create | Operation::Update,
-        ) => policy_write_request(endpoint, response, request),
-        (Endpoint::ValidatePolicy, Operation::Delete) => {
-            protect_policy_delete(response, request, lookups)
+        (Role::ValidatePolicy | Role::MutatePolicy, Operation::Create | Operation::Update) => {
+            policy_write_request(endpoint, response, request)
         }
-        // Deleting a Skyhook, and mutating one, need no decision.
+        (Role::ValidatePolicy, Operation::Delete) => {
+            protect_policy_delete(group, response, request, lookups)
+        }
+        // Deleting a Skyhook or a NodeWright, and mutating one, need no decision.
         _ => response,
     }
 }
 
-fn validate_skyhook_request(
+/// A Skyhook or NodeWright, read as the one spec type both kinds share.
+fn typed_workload(
+    group: Group,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<Skyhook, String> {
+    match group {
+        Group::Skyhook => typed_object(request),
+        Group::NodeWright => typed_object::<NodeWright>(request).map(Skyhook::from),
+    }
+}
+
+fn validate_workload_request(
+    group: Group,
     response: AdmissionResponse,
     request: &AdmissionRequest<DynamicObject>,
     lookups: &dyn Lookups,
@@ -69,16 +82,16 @@ fn validate_skyhook_request(
         // refusing them would leave the object stuck.
         return response;
     }
-    let skyhook: Skyhook = match typed_object(request) {
+    let skyhook = match typed_workload(group, request) {
         Ok(skyhook) => skyhook,
         Err(reason) => return deny_bad_request(response, reason),
     };
-    let update = update_verdict(request, &skyhook);
-    let mut warnings = admission_warnings(&skyhook.spec);
+    let update = update_verdict(group, request, &skyhook);
+    let mut warnings = group_admission_warnings(group, &skyhook.spec);
     warnings.extend(update.warnings);
     let response = with_warnings(response, warnings);
     let names_policy = skyhook.spec.policy_name().is_some();
-    let known_policies: Option<BTreeSet<String>> = lookups.policy_names();
+    let known_policies: Option<BTreeSet<String>> = lookups.policy_names(group);
     if names_policy && known_policies.is_none() {
         return deny_unavailable(
             response,
@@ -93,6 +106,7 @@ fn validate_skyhook_request(
     let context = ValidationContext {
         name: Some(name).filter(|n| !n.is_empty()),
         known_policies: known_policies.as_ref(),
+        group,
     };
     let mut violations: Vec<Violation> = match validate_skyhook(&skyhook.spec, &context) {
         Ok(()) => Vec::new(),
@@ -101,26 +115,35 @@ fn validate_skyhook_request(
     violations.extend(update.violations);
     match Violations::check(violations) {
         Ok(()) => response,
-        Err(violations) => deny_invalid(response, "Skyhook", name, &violations),
+        Err(violations) => deny_invalid(response, (group, group.keys().kind), name, &violations),
     }
 }
 
 /// The update rules of an UPDATE that carries the old object; nothing to check otherwise. An
 /// old object that no longer decodes cannot be compared, which is said in a warning rather
 /// than refused: refusing would keep the user from repairing it.
-fn update_verdict(request: &AdmissionRequest<DynamicObject>, new: &Skyhook) -> UpdateVerdict {
+fn update_verdict(
+    group: Group,
+    request: &AdmissionRequest<DynamicObject>,
+    new: &Skyhook,
+) -> UpdateVerdict {
     if !matches!(request.operation, Operation::Update) {
         return UpdateVerdict::default();
     }
     let Some(old_object) = &request.old_object else {
         return UpdateVerdict::default();
     };
-    match decode::<Skyhook>(old_object) {
+    let old = match group {
+        Group::Skyhook => decode::<Skyhook>(old_object),
+        Group::NodeWright => decode::<NodeWright>(old_object).map(Skyhook::from),
+    };
+    match old {
         Ok(old) => skyhook_update(&old, new),
         Err(err) => UpdateVerdict {
             violations: Vec::new(),
             warnings: vec![format!(
-                "the stored Skyhook {:?} is not readable ({err}), so the rules for removing or downgrading packages with uninstall.enabled were not checked",
+                "the stored {} {:?} is not readable ({err}), so the rules for removing or downgrading packages with uninstall.enabled were not checked",
+                group.keys().kind,
                 request.name
             )],
         },
@@ -146,28 +169,42 @@ fn policy_write_request(
     response: AdmissionResponse,
     request: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let policy: DeploymentPolicy = match typed_object(request) {
-        Ok(policy) => policy,
+    let group = endpoint.group();
+    let spec = match group {
+        Group::Skyhook => typed_object::<DeploymentPolicy>(request).map(|p| p.spec),
+        Group::NodeWright => typed_object::<NodeWrightPolicy>(request).map(|p| p.spec),
+    };
+    let spec = match spec {
+        Ok(spec) => spec,
         Err(reason) => return deny_bad_request(response, reason),
     };
-    if endpoint == Endpoint::MutatePolicy {
-        return default_policy_response(response, &request.name, &policy.spec);
+    if endpoint.role() == Role::MutatePolicy {
+        return default_policy_response(response, &request.name, &spec);
     }
-    match validate_policy(&policy.spec) {
+    match validate_policy(&spec) {
         Ok(()) => response,
-        Err(violations) => deny_invalid(response, "DeploymentPolicy", &request.name, &violations),
+        Err(violations) => deny_invalid(
+            response,
+            (group, "DeploymentPolicy"),
+            &request.name,
+            &violations,
+        ),
     }
 }
 
 fn protect_policy_delete(
+    group: Group,
     response: AdmissionResponse,
     request: &AdmissionRequest<DynamicObject>,
     lookups: &dyn Lookups,
 ) -> AdmissionResponse {
-    let Some(references) = lookups.policy_references() else {
+    let Some(references) = lookups.policy_references(group) else {
         return deny_unavailable(
             response,
-            "the webhook has not loaded the Skyhooks yet, so it cannot tell whether this DeploymentPolicy is still used; retry in a few seconds",
+            &format!(
+                "the webhook has not loaded the {}s yet, so it cannot tell whether this DeploymentPolicy is still used; retry in a few seconds",
+                group.keys().kind
+            ),
         );
     };
     let blockers = policy_delete_blockers(&request.name, &references);
@@ -251,19 +288,20 @@ fn with_warnings(mut response: AdmissionResponse, warnings: Vec<String>) -> Admi
 /// without a known reason still counts as invalid for `apierrors.IsInvalid`.
 fn deny_invalid(
     response: AdmissionResponse,
-    kind: &str,
+    (group, kind): (Group, &str),
     name: &str,
     violations: &Violations,
 ) -> AdmissionResponse {
-    let mut response = deny(
-        response,
-        format!("{kind} {name:?} is invalid: {violations}"),
-        422,
-        "",
-    );
+    // A NodeWright's denial opens as upstream v0.20's does; ours lists every problem, with its
+    // field, where upstream stops at the first.
+    let message = match group {
+        Group::Skyhook => format!("{kind} {name:?} is invalid: {violations}"),
+        Group::NodeWright => format!("validating {kind} {name:?}: {violations}"),
+    };
+    let mut response = deny(response, message, 422, "");
     response.result.details = Some(StatusDetails {
         name: name.to_owned(),
-        group: SKYHOOK.group.to_owned(),
+        group: group.keys().group.to_owned(),
         kind: kind.to_owned(),
         causes: violations
             .as_slice()

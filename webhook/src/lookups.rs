@@ -5,37 +5,50 @@
 
 use std::collections::BTreeSet;
 
+use skyhook_api::generation::Group;
 use skyhook_api::v1alpha1::Skyhook;
 use skyhook_api::validate::PolicyReference;
 
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, Role};
 
-/// Cluster state consulted by admission. `None` means "not known yet" (the caches have not
-/// synced), in which case a check that needs the answer denies and asks for a retry rather
-/// than guessing.
+/// Cluster state consulted by admission, per API group: a NodeWright names a DeploymentPolicy
+/// of the nodewright group, a Skyhook one of its own. `None` means "not known yet" (the caches
+/// have not synced), in which case a check that needs the answer denies and asks for a retry
+/// rather than guessing.
 pub trait Lookups {
-    /// Names of the DeploymentPolicies that exist.
-    fn policy_names(&self) -> Option<BTreeSet<String>>;
-    /// Which DeploymentPolicy each existing Skyhook names.
-    fn policy_references(&self) -> Option<Vec<PolicyReference>>;
+    /// Names of the DeploymentPolicies of `group` that exist.
+    fn policy_names(&self, group: Group) -> Option<BTreeSet<String>>;
+    /// Which DeploymentPolicy each existing workload object of `group` names.
+    fn policy_references(&self, group: Group) -> Option<Vec<PolicyReference>>;
 }
 
-/// A fixed set of the DeploymentPolicies and Skyhooks that exist.
+/// A fixed set of the DeploymentPolicies and workload objects that exist, per group.
 #[derive(Debug, Clone, Default)]
 pub struct ExistingObjects {
-    /// Existing DeploymentPolicy names.
+    /// Existing DeploymentPolicy names of the skyhook group.
     pub policy_names: BTreeSet<String>,
     /// Existing Skyhooks.
     pub skyhooks: Vec<Skyhook>,
+    /// Existing DeploymentPolicy names of the nodewright group.
+    pub nodewright_policy_names: BTreeSet<String>,
+    /// Existing NodeWrights (as Skyhooks: the same spec).
+    pub nodewrights: Vec<Skyhook>,
 }
 
 impl Lookups for ExistingObjects {
-    fn policy_names(&self) -> Option<BTreeSet<String>> {
-        Some(self.policy_names.clone())
+    fn policy_names(&self, group: Group) -> Option<BTreeSet<String>> {
+        Some(match group {
+            Group::Skyhook => self.policy_names.clone(),
+            Group::NodeWright => self.nodewright_policy_names.clone(),
+        })
     }
 
-    fn policy_references(&self) -> Option<Vec<PolicyReference>> {
-        Some(self.skyhooks.iter().map(PolicyReference::from).collect())
+    fn policy_references(&self, group: Group) -> Option<Vec<PolicyReference>> {
+        let objects = match group {
+            Group::Skyhook => &self.skyhooks,
+            Group::NodeWright => &self.nodewrights,
+        };
+        Some(objects.iter().map(PolicyReference::from).collect())
     }
 }
 
@@ -45,6 +58,8 @@ impl Lookups for ExistingObjects {
 pub struct WithPolicies<'a> {
     /// The cache.
     pub inner: &'a dyn Lookups,
+    /// The group of the confirmed names.
+    pub group: Group,
     /// Names known to exist although the cache does not have them yet.
     pub confirmed: BTreeSet<String>,
 }
@@ -58,15 +73,17 @@ impl std::fmt::Debug for WithPolicies<'_> {
 }
 
 impl Lookups for WithPolicies<'_> {
-    fn policy_names(&self) -> Option<BTreeSet<String>> {
-        self.inner.policy_names().map(|mut names| {
-            names.extend(self.confirmed.iter().cloned());
+    fn policy_names(&self, group: Group) -> Option<BTreeSet<String>> {
+        self.inner.policy_names(group).map(|mut names| {
+            if group == self.group {
+                names.extend(self.confirmed.iter().cloned());
+            }
             names
         })
     }
 
-    fn policy_references(&self) -> Option<Vec<PolicyReference>> {
-        self.inner.policy_references()
+    fn policy_references(&self, group: Group) -> Option<Vec<PolicyReference>> {
+        self.inner.policy_references(group)
     }
 }
 
@@ -74,7 +91,7 @@ impl Lookups for WithPolicies<'_> {
 /// one name worth asking the API server about before the request is refused. `None` for any
 /// other request, an empty name, or caches that have not synced (that denial asks for a retry).
 pub fn unknown_policy(endpoint: Endpoint, body: &[u8], lookups: &dyn Lookups) -> Option<String> {
-    if endpoint != Endpoint::ValidateSkyhook {
+    if endpoint.role() != Role::ValidateWorkload {
         return None;
     }
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
@@ -82,7 +99,7 @@ pub fn unknown_policy(endpoint: Endpoint, body: &[u8], lookups: &dyn Lookups) ->
         .pointer("/request/object/spec/deploymentPolicy")?
         .as_str()
         .filter(|name| !name.is_empty())?;
-    let known = lookups.policy_names()?;
+    let known = lookups.policy_names(endpoint.group())?;
     (!known.contains(name)).then(|| name.to_owned())
 }
 
@@ -113,18 +130,33 @@ mod tests {
     fn only_a_named_policy_the_cache_does_not_know_is_asked_about() {
         let cache = ExistingObjects {
             policy_names: BTreeSet::from(["known".to_owned()]),
-            skyhooks: Vec::new(),
+            nodewright_policy_names: BTreeSet::from(["nw-known".to_owned()]),
+            ..ExistingObjects::default()
         };
         struct Unsynced;
         impl Lookups for Unsynced {
-            fn policy_names(&self) -> Option<BTreeSet<String>> {
+            fn policy_names(&self, _: Group) -> Option<BTreeSet<String>> {
                 None
             }
-            fn policy_references(&self) -> Option<Vec<PolicyReference>> {
+            fn policy_references(&self, _: Group) -> Option<Vec<PolicyReference>> {
                 None
             }
         }
-        let cases: [Case<'_>; 6] = [
+        let cases: [Case<'_>; 8] = [
+            (
+                "a NodeWright's policy, looked up in its group",
+                Endpoint::ValidateNodeWright,
+                Some("known"),
+                &cache,
+                Some("known"),
+            ),
+            (
+                "a NodeWright's cached policy",
+                Endpoint::ValidateNodeWright,
+                Some("nw-known"),
+                &cache,
+                None,
+            ),
             (
                 "new policy",
                 Endpoint::ValidateSkyhook,
@@ -179,15 +211,22 @@ mod tests {
     fn confirmed_policies_are_added_to_the_cached_ones() {
         let cache = ExistingObjects {
             policy_names: BTreeSet::from(["known".to_owned()]),
-            skyhooks: Vec::new(),
+            nodewright_policy_names: BTreeSet::from(["nw-known".to_owned()]),
+            ..ExistingObjects::default()
         };
         let with = WithPolicies {
             inner: &cache,
+            group: Group::Skyhook,
             confirmed: BTreeSet::from(["fresh".to_owned()]),
         };
         assert_eq!(
-            with.policy_names(),
+            with.policy_names(Group::Skyhook),
             Some(BTreeSet::from(["fresh".to_owned(), "known".to_owned()]))
+        );
+        assert_eq!(
+            with.policy_names(Group::NodeWright),
+            Some(BTreeSet::from(["nw-known".to_owned()])),
+            "confirmed in the other group only"
         );
     }
 }

@@ -95,8 +95,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("failed to create a Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    let (cache, fill_cache) = cluster_cache(client.clone());
+    let nodewright = serves_nodewright(&client).await;
+    let (cache, fill_cache) = cluster_cache(client.clone(), nodewright);
     let policies = kube::Api::all(client.clone());
+    let client_for_policies = client.clone();
     tokio::spawn(fill_cache);
     let certs_trusted = Arc::new(AtomicBool::new(!args.manage_certs));
     if args.manage_certs {
@@ -109,6 +111,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         lookups: Arc::new(cache.clone()),
         metrics: Arc::clone(&metrics),
         policies: Some(policies),
+        nodewright_policies: Some(kube::Api::all(client_for_policies)),
     });
     let ready_certs = Arc::clone(&certs);
     let admin = admin_router(Admin {
@@ -213,6 +216,30 @@ async fn shutdown_signal() -> &'static str {
     tokio::select! {
         () = ctrl_c => "SIGINT",
         () = term => "SIGTERM",
+    }
+}
+
+/// Whether the API server serves the nodewright group and the webhook may read it, asked once
+/// at start (a NodeWright CRD installed later is read from the webhook's next start; `helm
+/// upgrade` restarts it). Never fatal: without the group only Skyhooks are admitted with the
+/// cluster's objects in view.
+async fn serves_nodewright(client: &kube::Client) -> bool {
+    let api = kube::Api::<skyhook_api::nodewright_v1alpha1::NodeWright>::all(client.clone());
+    match api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => true,
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            tracing::info!(
+                "the NodeWright CRD (nodewrights.nodewright.nvidia.com) is not installed; admitting with Skyhooks in view only"
+            );
+            false
+        }
+        Err(error) => {
+            tracing::warn!(%error, "could not list NodeWrights (grant list and watch on nodewrights and deploymentpolicies of nodewright.nvidia.com, as the chart's webhook role does, and restart the webhook); admitting with Skyhooks in view only");
+            false
+        }
     }
 }
 

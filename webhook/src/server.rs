@@ -1,4 +1,4 @@
-//! The thin HTTP layer: the four admission paths over rustls, and a plain-HTTP admin port with
+//! The thin HTTP layer: the admission paths of both API groups over rustls, and a plain-HTTP admin port with
 //! `/healthz`, `/readyz` and `/metrics`. Every admission request is answered with HTTP 200 and
 //! an AdmissionReview, whatever the body holds; the decision itself is [`crate::review`].
 
@@ -16,6 +16,8 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use kube::api::{Api, PartialObjectMeta};
 use rustls::ServerConfig;
+use skyhook_api::generation::Group;
+use skyhook_api::nodewright_v1alpha1::DeploymentPolicy as NodeWrightPolicy;
 use skyhook_api::v1alpha1::DeploymentPolicy;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -44,6 +46,8 @@ pub struct Admission {
     /// Asks the API server about a DeploymentPolicy the cache does not know yet; `None`: the
     /// cache is the only source (tests without a cluster).
     pub policies: Option<Api<PartialObjectMeta<DeploymentPolicy>>>,
+    /// The same for the nodewright group's DeploymentPolicies.
+    pub nodewright_policies: Option<Api<PartialObjectMeta<NodeWrightPolicy>>>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -74,6 +78,7 @@ async fn handle(endpoint: Endpoint, State(state): State<Admission>, request: Req
             let confirmed = confirm_policy(&state, endpoint, &body).await;
             let lookups = WithPolicies {
                 inner: state.lookups.as_ref(),
+                group: endpoint.group(),
                 confirmed: confirmed.into_iter().collect(),
             };
             review(endpoint, &body, &lookups)
@@ -107,15 +112,27 @@ const POLICY_LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
 /// The DeploymentPolicy the request names, if the cache does not know it but the API server
 /// does (the watch has not delivered a policy created a moment ago).
 async fn confirm_policy(state: &Admission, endpoint: Endpoint, body: &[u8]) -> Option<String> {
-    let api = state.policies.as_ref()?;
     let name = unknown_policy(endpoint, body, state.lookups.as_ref())?;
-    match tokio::time::timeout(POLICY_LOOKUP_TIMEOUT, api.get_metadata_opt(&name)).await {
-        Ok(Ok(Some(_))) => {
+    let lookup = async {
+        match endpoint.group() {
+            Group::Skyhook => {
+                let api = state.policies.as_ref()?;
+                Some(api.get_metadata_opt(&name).await.map(|p| p.is_some()))
+            }
+            Group::NodeWright => {
+                let api = state.nodewright_policies.as_ref()?;
+                Some(api.get_metadata_opt(&name).await.map(|p| p.is_some()))
+            }
+        }
+    };
+    match tokio::time::timeout(POLICY_LOOKUP_TIMEOUT, lookup).await {
+        Ok(None) => None,
+        Ok(Some(Ok(true))) => {
             tracing::debug!(policy = %name, "DeploymentPolicy not cached yet; the API server has it");
             Some(name)
         }
-        Ok(Ok(None)) => None,
-        Ok(Err(error)) => {
+        Ok(Some(Ok(false))) => None,
+        Ok(Some(Err(error))) => {
             tracing::warn!(policy = %name, %error, "could not ask the API server whether the DeploymentPolicy exists");
             None
         }

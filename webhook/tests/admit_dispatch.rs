@@ -6,6 +6,8 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
+use skyhook_api::generation::Group;
+use skyhook_api::v1alpha1::Skyhook;
 use skyhook_api::validate::PolicyReference;
 use webhook::endpoint::Endpoint;
 use webhook::lookups::{ExistingObjects, Lookups};
@@ -15,22 +17,26 @@ use webhook::review::review;
 struct NotSynced;
 
 impl Lookups for NotSynced {
-    fn policy_names(&self) -> Option<BTreeSet<String>> {
+    fn policy_names(&self, _: Group) -> Option<BTreeSet<String>> {
         None
     }
-    fn policy_references(&self) -> Option<Vec<PolicyReference>> {
+    fn policy_references(&self, _: Group) -> Option<Vec<PolicyReference>> {
         None
     }
 }
 
 fn body(kind: &str, operation: &str, object: Value, old: Value) -> Vec<u8> {
+    group_body("skyhook.nvidia.com", kind, operation, object, old)
+}
+
+fn group_body(group: &str, kind: &str, operation: &str, object: Value, old: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
             "uid": "dispatch",
-            "kind": {"group": "skyhook.nvidia.com", "version": "v1alpha1", "kind": kind},
-            "resource": {"group": "skyhook.nvidia.com", "version": "v1alpha1", "resource": "x"},
+            "kind": {"group": group, "version": "v1alpha1", "kind": kind},
+            "resource": {"group": group, "version": "v1alpha1", "resource": "x"},
             "name": "subject",
             "operation": operation,
             "userInfo": {},
@@ -187,6 +193,10 @@ fn dispatch_table() {
             "metadata.name",
         ),
     ];
+    check(cases);
+}
+
+fn check(cases: Vec<Case<'_>>) {
     let mut failures = Vec::new();
     for (name, endpoint, body, lookups, allowed, fragment) in cases {
         let reviewed = review(endpoint, &body, lookups);
@@ -209,4 +219,149 @@ fn every_endpoint_is_found_by_its_path() {
         assert_eq!(Endpoint::from_path(endpoint.path()), Some(endpoint));
     }
     assert_eq!(Endpoint::from_path("/validate"), None);
+}
+
+fn nodewright(spec: Value) -> Value {
+    json!({"apiVersion": "nodewright.nvidia.com/v1alpha1", "kind": "NodeWright", "metadata": {"name": "subject"}, "spec": spec})
+}
+
+fn nodewright_body(kind: &str, operation: &str, object: Value, old: Value) -> Vec<u8> {
+    group_body("nodewright.nvidia.com", kind, operation, object, old)
+}
+
+/// NodeWrights follow upstream v0.20's rules in upstream's words, and look up DeploymentPolicies
+/// of their own group; the seeds' inline tags stay accepted on a Skyhook.
+#[test]
+fn nodewright_dispatch_table() {
+    let image = |image: &str| json!({"packages": {"tuning": {"version": "1.0.0", "image": image}}});
+    let bare = image("ghcr.io/nvidia/skyhook-packages/shellscript");
+    let tagged = image("ghcr.io/nvidia/skyhook-packages/shellscript:1.0.0");
+    let digested = image(
+        "ghcr.io/nvidia/skyhook-packages/shellscript@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    );
+    let named_policy = json!({"deploymentPolicy": "ramp", "packages": package("1.0.0")});
+    let policy = json!({"apiVersion": "nodewright.nvidia.com/v1alpha1", "kind": "DeploymentPolicy", "metadata": {"name": "ramp"}, "spec": {"default": {"budget": {"count": 1}, "strategy": {"fixed": {}}}}});
+    let user: Skyhook = serde_json::from_value(
+        json!({"metadata": {"name": "user"}, "spec": {"deploymentPolicy": "subject"}}),
+    )
+    .unwrap();
+    // "ramp" exists in the skyhook group only, or in the nodewright group, where the NodeWright
+    // "user" names the policy "subject" (the request's name).
+    let skyhook_group_only = ExistingObjects {
+        policy_names: BTreeSet::from(["ramp".to_owned()]),
+        ..ExistingObjects::default()
+    };
+    let nodewright_group = ExistingObjects {
+        nodewright_policy_names: BTreeSet::from(["ramp".to_owned()]),
+        nodewrights: vec![user],
+        ..ExistingObjects::default()
+    };
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "a bare image is accepted",
+            Endpoint::ValidateNodeWright,
+            nodewright_body("NodeWright", "CREATE", nodewright(bare), Value::Null),
+            &skyhook_group_only,
+            true,
+            "",
+        ),
+        (
+            "an inline tag is refused, in upstream's words",
+            Endpoint::ValidateNodeWright,
+            nodewright_body(
+                "NodeWright",
+                "CREATE",
+                nodewright(tagged.clone()),
+                Value::Null,
+            ),
+            &skyhook_group_only,
+            false,
+            "validating NodeWright \"subject\": 1 problem found:\n- spec.packages.tuning.image: error package tuning's image 'ghcr.io/nvidia/skyhook-packages/shellscript:1.0.0' contains an inline tag '1.0.0'. Do not embed a tag in the image; the package version supplies the tag",
+        ),
+        (
+            "an inline digest is refused",
+            Endpoint::ValidateNodeWright,
+            nodewright_body("NodeWright", "UPDATE", nodewright(digested), Value::Null),
+            &skyhook_group_only,
+            false,
+            "contains an inline digest. Do not embed a digest in the image; pin the image bytes using the package's containerSHA field instead",
+        ),
+        (
+            "the seeds' inline tag stays accepted on a Skyhook",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "CREATE",
+                skyhook(tagged, json!({"name": "subject"})),
+                Value::Null,
+            ),
+            &skyhook_group_only,
+            true,
+            "",
+        ),
+        (
+            "a NodeWright's policy is looked up in the nodewright group",
+            Endpoint::ValidateNodeWright,
+            nodewright_body(
+                "NodeWright",
+                "CREATE",
+                nodewright(named_policy.clone()),
+                Value::Null,
+            ),
+            &skyhook_group_only,
+            false,
+            "deploymentPolicy \"ramp\" not found",
+        ),
+        (
+            "and found there",
+            Endpoint::ValidateNodeWright,
+            nodewright_body(
+                "NodeWright",
+                "CREATE",
+                nodewright(named_policy),
+                Value::Null,
+            ),
+            &nodewright_group,
+            true,
+            "",
+        ),
+        (
+            "a nodewright policy a NodeWright names cannot be deleted",
+            Endpoint::ValidateNodeWrightPolicy,
+            nodewright_body("DeploymentPolicy", "DELETE", Value::Null, policy.clone()),
+            &nodewright_group,
+            false,
+            "user",
+        ),
+        (
+            "a skyhook-group reference does not hold a nodewright policy",
+            Endpoint::ValidateNodeWrightPolicy,
+            nodewright_body("DeploymentPolicy", "DELETE", Value::Null, policy.clone()),
+            &skyhook_group_only,
+            true,
+            "",
+        ),
+        (
+            "a nodewright policy is validated like any",
+            Endpoint::ValidateNodeWrightPolicy,
+            nodewright_body("DeploymentPolicy", "CREATE", policy, Value::Null),
+            &skyhook_group_only,
+            true,
+            "",
+        ),
+        (
+            "a Skyhook sent to the NodeWright path is refused",
+            Endpoint::ValidateNodeWright,
+            body(
+                "Skyhook",
+                "CREATE",
+                skyhook(json!({}), json!({"name": "subject"})),
+                Value::Null,
+            ),
+            &skyhook_group_only,
+            false,
+            "admits nodewright.nvidia.com/NodeWright",
+        ),
+    ];
+    check(cases);
 }

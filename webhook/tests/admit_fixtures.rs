@@ -213,6 +213,7 @@ fn cluster() -> ExistingObjects {
     ExistingObjects {
         policy_names: BTreeSet::from(["linear-ramp".to_owned(), "unused".to_owned()]),
         skyhooks,
+        ..ExistingObjects::default()
     }
 }
 

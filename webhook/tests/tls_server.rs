@@ -69,6 +69,7 @@ impl Server {
             lookups: Arc::new(ExistingObjects::default()),
             metrics: Arc::clone(&metrics),
             policies: None,
+            nodewright_policies: None,
         });
         let config = Arc::new(tls::server_config(Arc::clone(&certs), provider).unwrap());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

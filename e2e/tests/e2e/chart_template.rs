@@ -229,6 +229,27 @@ fn webhook_configurations_follow_upstream() -> anyhow::Result<()> {
             "deploymentpolicies",
         ),
         (
+            "ValidatingWebhookConfiguration",
+            "validate-nodewright.nvidia.com",
+            "/validate-nodewright-nvidia-com-v1alpha1-nodewright",
+            json!(["CREATE", "UPDATE"]),
+            "nodewrights",
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            "validate-deploymentpolicy.nodewright.nvidia.com",
+            "/validate-nodewright-nvidia-com-v1alpha1-deploymentpolicy",
+            json!(["CREATE", "UPDATE", "DELETE"]),
+            "deploymentpolicies",
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "mutate-nodewright.nvidia.com",
+            "/mutate-nodewright-nvidia-com-v1alpha1-nodewright",
+            json!(["CREATE", "UPDATE"]),
+            "nodewrights",
+        ),
+        (
             "MutatingWebhookConfiguration",
             "mutate-skyhook.nvidia.com",
             "/mutate-skyhook-nvidia-com-v1alpha1-skyhook",

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use skyhook_devcluster::{InstallOptions, SkyhookInstall, WebhookOptions};
@@ -302,6 +303,130 @@ async fn policies_are_checked_on_patch_and_protected_while_referenced() -> anyho
         .await?;
     kubectl
         .succeed(&["delete", "deploymentpolicy", "linear-ramp"])
+        .await?;
+    Ok(())
+}
+
+const NODEWRIGHT_DENIED: &str =
+    "admission webhook \"validate-nodewright.nvidia.com\" denied the request";
+const NODEWRIGHT_POLICY_DENIED: &str =
+    "admission webhook \"validate-deploymentpolicy.nodewright.nvidia.com\" denied the request";
+
+/// The nodewright group's webhooks, with its CRDs installed before the webhook starts: a
+/// NodeWright follows upstream v0.20's stricter rules in upstream's words (an inline tag is
+/// refused where the same Skyhook of the seeds passes with a warning), names a DeploymentPolicy
+/// of its own group, and keeps that policy from being deleted.
+#[tokio::test]
+async fn nodewrights_are_admitted_by_their_groups_rules() -> anyhow::Result<()> {
+    e2e::build_binaries()?;
+    let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
+        ..DevClusterOptions::default()
+    })
+    .await
+    .context("starting the devcluster")?;
+    let client = cluster.client()?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in skyhook_api::crd::nodewright_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+        wait_until(Duration::from_secs(60), "the CRD to be served", || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                let crd = crds.get(&name).await?;
+                Ok(crd
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
+                    .any(|c| c.type_ == "Established" && c.status == "True"))
+            }
+        })
+        .await?;
+    }
+    let _controller = cluster.install(InstallOptions::default()).await?;
+    let _webhook = cluster.install_webhook(WebhookOptions::default()).await?;
+    let kubectl = e2e::Kubectl::new(cluster.kubeconfig_path());
+    let dir = tempfile::tempdir()?;
+    let write = |file: &str, text: String| -> anyhow::Result<String> {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text)?;
+        Ok(path.display().to_string())
+    };
+    let workload = |group: &str, kind: &str, image: &str, policy: Option<&str>| {
+        let policy = policy.map_or(String::new(), |p| format!("  deploymentPolicy: {p}\n"));
+        format!(
+            "apiVersion: {group}/v1alpha1\nkind: {kind}\nmetadata:\n  name: tagged\nspec:\n{policy}  packages:\n    tuning:\n      version: 1.0.0\n      image: {image}\n"
+        )
+    };
+    let image = "ghcr.io/nvidia/skyhook-packages/shellscript";
+    let tagged = format!("{image}:1.0.0");
+
+    let file = write(
+        "nw-tagged.yaml",
+        workload("nodewright.nvidia.com", "NodeWright", &tagged, None),
+    )?;
+    let stderr = kubectl.refused(&["apply", "-f", &file]).await?;
+    ensure!(
+        stderr.contains(NODEWRIGHT_DENIED)
+            && stderr.contains(&format!("validating NodeWright \"tagged\": 1 problem found:\n- spec.packages.tuning.image: error package tuning's image '{tagged}' contains an inline tag '1.0.0'. Do not embed a tag in the image; the package version supplies the tag")),
+        "{stderr}"
+    );
+    // The seeds' Skyhook with a tag passes, with a warning that the tag is ignored.
+    let stale_tag = format!("{image}:0.9.0");
+    let file = write(
+        "sky-tagged.yaml",
+        workload("skyhook.nvidia.com", "Skyhook", &stale_tag, None)
+            .replace("name: tagged", "name: seed"),
+    )?;
+    let output = kubectl.run(&["apply", "-f", &file]).await?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure!(
+        output.status.success() && stderr.contains("is ignored"),
+        "{stderr}"
+    );
+
+    // A NodeWright names a DeploymentPolicy of its own group.
+    let policy = "apiVersion: nodewright.nvidia.com/v1alpha1\nkind: DeploymentPolicy\nmetadata:\n  name: ramp\nspec:\n  default:\n    budget: {count: 1}\n    strategy: {fixed: {}}\n";
+    let skyhook_policy = policy.replace(
+        "nodewright.nvidia.com/v1alpha1",
+        "skyhook.nvidia.com/v1alpha1",
+    );
+    kubectl
+        .succeed(&["apply", "-f", &write("sky-ramp.yaml", skyhook_policy)?])
+        .await?;
+    let named = write(
+        "nw-named.yaml",
+        workload("nodewright.nvidia.com", "NodeWright", image, Some("ramp")),
+    )?;
+    let stderr = kubectl.refused(&["apply", "-f", &named]).await?;
+    ensure!(
+        stderr.contains(NODEWRIGHT_DENIED)
+            && stderr.contains("deploymentPolicy \"ramp\" not found"),
+        "a skyhook-group policy does not count for a NodeWright: {stderr}"
+    );
+    kubectl
+        .succeed(&["apply", "-f", &write("nw-ramp.yaml", policy.to_owned())?])
+        .await?;
+    kubectl.succeed(&["apply", "-f", &named]).await?;
+    let stderr = kubectl
+        .refused(&["delete", "deploymentpolicies.nodewright.nvidia.com", "ramp"])
+        .await?;
+    ensure!(
+        stderr.contains(NODEWRIGHT_POLICY_DENIED)
+            && stderr.contains("still referenced by")
+            && stderr.contains("tagged"),
+        "{stderr}"
+    );
+    // The skyhook group's policy of the same name is not held by the NodeWright.
+    kubectl
+        .succeed(&["delete", "deploymentpolicies.skyhook.nvidia.com", "ramp"])
         .await?;
     Ok(())
 }

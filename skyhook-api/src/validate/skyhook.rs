@@ -11,6 +11,7 @@ use k8s_resources::{QuantityValue, parse_quantity};
 use super::topology::check_topology;
 use super::violation::{Violation, Violations};
 use crate::duration;
+use crate::generation::Group;
 use crate::glob::Pattern;
 use crate::graph::{GraphError, PackageGraph};
 use crate::image::{ImageRef, PackageImageError, pull_reference, validate_package_image};
@@ -33,6 +34,9 @@ pub struct ValidationContext<'a> {
     /// Names of the DeploymentPolicies that exist; `None` when unknown, which skips the
     /// existence check.
     pub known_policies: Option<&'a BTreeSet<String>>,
+    /// The group of the object: a NodeWright follows upstream v0.20's stricter rules (an image
+    /// with an inline tag or digest is refused, not warned about).
+    pub group: Group,
 }
 
 /// Validates a Skyhook spec, returning every violation found.
@@ -42,7 +46,7 @@ pub fn validate_skyhook(
 ) -> Result<(), Violations> {
     let mut out = Vec::new();
     if let Some(name) = context.name {
-        check_skyhook_name(name, &mut out);
+        check_skyhook_name(name, context.group, &mut out);
     }
     check_budget_and_policy(spec, context, &mut out);
     check_selector(spec.node_selectors.as_ref(), "spec.nodeSelectors", &mut out);
@@ -60,26 +64,27 @@ pub fn validate_skyhook(
         ));
     }
     for (key, package) in &spec.packages {
-        check_package(key, package, &mut out);
+        check_package(key, package, context.group, &mut out);
         check_generated_names(context.name, key, package, &mut out);
     }
     check_dependencies(&spec.packages, &mut out);
     Violations::check(out)
 }
 
-fn check_skyhook_name(name: &str, out: &mut Vec<Violation>) {
+fn check_skyhook_name(name: &str, group: Group, out: &mut Vec<Violation>) {
+    let keys = group.keys();
     if let Err(problem) = validate_dns_label(name) {
         out.push(Violation::new(
             "metadata.name",
             format!("name {name:?} is not an RFC 1123 label: {problem}"),
             "use lowercase letters, digits and '-', starting and ending with a letter or digit; the name is used in node label and annotation keys",
         ));
-    } else if name.len() > SKYHOOK.max_skyhook_name_len() {
-        let max = SKYHOOK.max_skyhook_name_len();
+    } else if name.len() > keys.max_skyhook_name_len() {
+        let max = keys.max_skyhook_name_len();
         out.push(Violation::new(
             "metadata.name",
             format!("name {name:?} has {} characters, more than {max}", name.len()),
-            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys::SKYHOOK.drain_blocked_annotation("<name>")),
+            format!("shorten it to at most {max} characters: the controller writes node annotation keys such as {} whose name part may not exceed 63 characters", keys.drain_blocked_annotation("<name>")),
         ));
     }
 }
@@ -291,7 +296,7 @@ fn valid_config_key(key: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
+fn check_package(key: &str, package: &Package, group: Group, out: &mut Vec<Violation>) {
     let field = format!("spec.packages.{key}");
     if !valid_package_name(key) {
         out.push(Violation::new(
@@ -317,7 +322,7 @@ fn check_package(key: &str, package: &Package, out: &mut Vec<Violation>) {
             "use a semantic version without a leading v, e.g. 1.2.3",
         ));
     }
-    check_image(&field, package, out);
+    check_image((key, &field), package, group, out);
     for pattern in package.config_interrupts.keys() {
         check_config_interrupt(&field, pattern, &package.config_map, out);
     }
@@ -429,7 +434,22 @@ fn version_hint(key: &str, version: &str) -> String {
     }
 }
 
-fn check_image(field: &str, package: &Package, out: &mut Vec<Violation>) {
+fn check_image(
+    (key, field): (&str, &str),
+    package: &Package,
+    group: Group,
+    out: &mut Vec<Violation>,
+) {
+    if group == Group::NodeWright
+        && let Some(problem) = inline_reference(key, &package.image)
+    {
+        out.push(Violation::new(
+            format!("{field}.image"),
+            problem,
+            "write the image without a tag or digest: the version is the tag, containerSHA pins the digest",
+        ));
+        return;
+    }
     match validate_package_image(
         &package.image,
         &package.version,
@@ -469,6 +489,21 @@ fn check_image(field: &str, package: &Package, out: &mut Vec<Violation>) {
             ));
         }
     }
+}
+
+/// Upstream v0.20's refusal of a NodeWright package image carrying its own tag or digest, in
+/// upstream's words; `None` for a bare reference (or one that does not parse, reported apart).
+fn inline_reference(key: &str, image: &str) -> Option<String> {
+    let parsed = ImageRef::parse(image).ok()?;
+    if parsed.digest.is_some() {
+        return Some(format!(
+            "error package {key}'s image '{image}' contains an inline digest. Do not embed a digest in the image; pin the image bytes using the package's containerSHA field instead"
+        ));
+    }
+    let tag = parsed.tag?;
+    Some(format!(
+        "error package {key}'s image '{image}' contains an inline tag '{tag}'. Do not embed a tag in the image; the package version supplies the tag"
+    ))
 }
 
 fn check_config_interrupt(
@@ -591,8 +626,15 @@ fn check_dependencies(packages: &BTreeMap<String, Package>, out: &mut Vec<Violat
 /// Warnings (not errors) about deprecated, ignored or ineffective settings, for admission
 /// responses.
 pub fn admission_warnings(spec: &SkyhookSpec) -> Vec<String> {
+    group_admission_warnings(Group::Skyhook, spec)
+}
+
+/// [`admission_warnings`] for an object of `group`: a NodeWright's inline tag is refused, so
+/// it is not warned about.
+pub fn group_admission_warnings(group: Group, spec: &SkyhookSpec) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (key, package) in &spec.packages {
+    let packages = spec.packages.iter().filter(|_| group == Group::Skyhook);
+    for (key, package) in packages {
         if let Ok(image) = ImageRef::parse(&package.image)
             && let Some(tag) = image.tag.as_deref()
             && tag != package.version
