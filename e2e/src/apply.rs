@@ -1,13 +1,44 @@
 //! Applying YAML of any kind (server-side apply through API discovery) and patching Skyhooks.
 
+use std::time::Duration;
+
 use anyhow::{Context, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{Scope, pinned_kind};
+use kube::runtime::wait::{await_condition, conditions};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Field manager of everything the tests apply.
 const FIELD_MANAGER: &str = "e2e";
+
+/// How long a freshly applied CRD may take to be served on a loaded machine.
+const CRD_ESTABLISHED: Duration = Duration::from_secs(60);
+
+/// Server-side applies the `nodewright.nvidia.com` CRDs (which the devcluster does not install
+/// by default) and returns once the API server serves each of them.
+pub async fn apply_nodewright_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in skyhook_api::crd::nodewright_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+        tokio::time::timeout(
+            CRD_ESTABLISHED,
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .with_context(|| format!("CRD {name} was not established within {CRD_ESTABLISHED:?}"))?
+        .with_context(|| format!("watching CRD {name}"))?;
+    }
+    Ok(())
+}
 
 /// Server-side applies every document of `yaml` (any kinds; namespaced objects without a
 /// namespace go to `default`), forcing ownership of the fields it sets. Returns `Kind/name` of

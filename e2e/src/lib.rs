@@ -20,7 +20,9 @@ pub mod rbac;
 mod recorder;
 mod wait;
 
-pub use apply::{apply_yaml, merge_patch_skyhook, policy_manifest, skyhook_manifest};
+pub use apply::{
+    apply_nodewright_crds, apply_yaml, merge_patch_skyhook, policy_manifest, skyhook_manifest,
+};
 pub use binaries::{binary_dir, build_binaries, workspace};
 pub use cluster::{
     AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,

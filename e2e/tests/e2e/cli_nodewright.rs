@@ -34,7 +34,7 @@ async fn every_verb_through_kubectl_nodewright() -> anyhow::Result<()> {
     let installed = e2e::install_with(e2e::Setup::agentless(NODES.len())).await?;
     let client = installed.cluster.client()?;
     let kubectl = Kubectl::with_plugin(&installed)?;
-    apply_nodewright_crds(&client).await?;
+    e2e::apply_nodewright_crds(&client).await?;
     create_nodewright(&client).await?;
     // node-1 has the package complete, is cordoned by the NodeWright and held by the
     // runtime-required cordon; node-2 has nothing yet. A Skyhook-prefixed state of the same
@@ -83,22 +83,7 @@ fn state(entries: &[Value]) -> String {
     Value::Object(map).to_string()
 }
 
-async fn apply_nodewright_crds(client: &kube::Client) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in skyhook_api::crd::nodewright_crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(
-            &name,
-            &PatchParams::apply("e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-    }
-    Ok(())
-}
-
-/// Creates the NodeWright once its freshly applied CRD is served.
+/// Creates the NodeWright of the test (its CRD is served: see [`e2e::apply_nodewright_crds`]).
 async fn create_nodewright(client: &kube::Client) -> anyhow::Result<()> {
     let object: NodeWright = serde_json::from_value(json!({
         "apiVersion": "nodewright.nvidia.com/v1alpha1",
@@ -110,19 +95,10 @@ async fn create_nodewright(client: &kube::Client) -> anyhow::Result<()> {
         },
     }))?;
     let api: Api<NodeWright> = Api::all(client.clone());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => return Ok(()),
-            // 404 until the API server serves the new CRD.
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error).context("creating the NodeWright"),
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("the NodeWright CRD was not served within 60s");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    api.create(&PostParams::default(), &object)
+        .await
+        .context("creating the NodeWright")?;
+    Ok(())
 }
 
 async fn annotate(client: &kube::Client, node: &str, annotations: Value) -> anyhow::Result<()> {

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use skyhook_devcluster::{InstallOptions, SkyhookInstall, WebhookOptions};
@@ -326,30 +325,7 @@ async fn nodewrights_are_admitted_by_their_groups_rules() -> anyhow::Result<()> 
     .await
     .context("starting the devcluster")?;
     let client = cluster.client()?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in skyhook_api::crd::nodewright_crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(
-            &name,
-            &PatchParams::apply("e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-        wait_until(Duration::from_secs(60), "the CRD to be served", || {
-            let crds = crds.clone();
-            let name = name.clone();
-            async move {
-                let crd = crds.get(&name).await?;
-                Ok(crd
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter().flatten())
-                    .any(|c| c.type_ == "Established" && c.status == "True"))
-            }
-        })
-        .await?;
-    }
+    e2e::apply_nodewright_crds(&client).await?;
     let _controller = cluster.install(InstallOptions::default()).await?;
     let _webhook = cluster.install_webhook(WebhookOptions::default()).await?;
     let kubectl = e2e::Kubectl::new(cluster.kubeconfig_path());
