@@ -33,11 +33,12 @@ use controller::cache::CachedNode;
 use controller::config::{Args, Config};
 use controller::pod_outcome::PodOutcome;
 use controller::reconcile::plan::plan;
-use controller::reconcile::snapshot::{NodeView, OwnedPod, Snapshot};
+use controller::reconcile::snapshot::{NodeView, OwnedPod, Snapshot, Workload};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 use mimalloc::MiMalloc;
+use skyhook_api::generation::Group;
 use skyhook_api::keys;
 use skyhook_api::node_mirror::applied_bytes;
 use skyhook_api::string_map::PackedMap;
@@ -195,7 +196,7 @@ fn snapshot(nodes: usize, budget_percent: i32, in_progress: usize, now: Timestam
         .map(std::sync::Arc::new)
         .collect();
     Snapshot {
-        skyhooks: vec![skyhook(budget_percent).into()],
+        skyhooks: vec![Workload::new(Group::Skyhook, skyhook(budget_percent))],
         nodes,
         ..Snapshot::default()
     }
@@ -430,7 +431,7 @@ fn main() -> anyhow::Result<()> {
             !status.node_status.is_empty()
         );
     }
-    std::sync::Arc::make_mut(&mut snapshot.skyhooks[0]).status = status;
+    std::sync::Arc::make_mut(&mut snapshot.skyhooks[0].object).status = status;
     apply_node_patches(&mut snapshot, &planned);
     if running_pods {
         // The batch picked after the first status is written starts in the next plan; plan
@@ -445,7 +446,8 @@ fn main() -> anyhow::Result<()> {
             );
             let (_, planned) = measure(&snapshot, &config, now);
             if let Some(status) = planned.statuses.get(SKYHOOK) {
-                std::sync::Arc::make_mut(&mut snapshot.skyhooks[0]).status = Some(status.clone());
+                std::sync::Arc::make_mut(&mut snapshot.skyhooks[0].object).status =
+                    Some(status.clone());
             }
             apply_node_patches(&mut snapshot, &planned);
             started = planned.create_pods;

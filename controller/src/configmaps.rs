@@ -13,7 +13,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 use serde::Serialize;
 use skyhook_api::image::stored_image;
-use skyhook_api::keys;
 use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{Interrupt, Package};
 
@@ -34,6 +33,7 @@ pub fn package_configmap(
     owner: &OwnerSkyhook<'_>,
     package: &Package,
 ) -> Option<ConfigMap> {
+    let keys = owner.group.keys();
     if package.config_map.is_empty() {
         return None;
     }
@@ -46,17 +46,17 @@ pub fn package_configmap(
             )),
             namespace: Some(settings.namespace.clone()),
             labels: Some(BTreeMap::from([(
-                keys::SKYHOOK.name_label.to_owned(),
+                keys.name_label.to_owned(),
                 owner.name.to_owned(),
             )])),
             annotations: Some(BTreeMap::from([
-                (keys::SKYHOOK.name_label.to_owned(), owner.name.to_owned()),
+                (keys.name_label.to_owned(), owner.name.to_owned()),
                 (
-                    keys::SKYHOOK.package_name_annotation.to_owned(),
+                    keys.package_name_annotation.to_owned(),
                     package.name.clone(),
                 ),
                 (
-                    keys::SKYHOOK.package_version_annotation.to_owned(),
+                    keys.package_version_annotation.to_owned(),
                     package.version.clone(),
                 ),
             ])),
@@ -87,20 +87,18 @@ pub fn node_metadata_configmap(
     packages: &BTreeMap<String, Package>,
     node: NodeFacts<'_>,
 ) -> ConfigMap {
+    let keys = owner.group.keys();
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(names::node_metadata_configmap_name(owner.name, node.name)),
             namespace: Some(settings.namespace.clone()),
             labels: Some(BTreeMap::from([(
-                keys::SKYHOOK.node_meta_label.to_owned(),
+                keys.node_meta_label.to_owned(),
                 owner.name.to_owned(),
             )])),
             annotations: Some(BTreeMap::from([
-                (keys::SKYHOOK.name_label.to_owned(), owner.name.to_owned()),
-                (
-                    keys::SKYHOOK.node_name_annotation.to_owned(),
-                    node.name.to_owned(),
-                ),
+                (keys.name_label.to_owned(), owner.name.to_owned()),
+                (keys.node_name_annotation.to_owned(), node.name.to_owned()),
             ])),
             owner_references: Some(vec![owner.owner_reference()]),
             ..ObjectMeta::default()
@@ -194,7 +192,7 @@ mod tests {
     #[test]
     fn package_configmap_shape() {
         let sky = skyhook("simple-skyhook", vec![]);
-        let owner = OwnerSkyhook::new(&sky).unwrap();
+        let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
         let dexter = Package {
             config_map: BTreeMap::from([
                 ("game.properties".into(), "lives=3".into()),
@@ -247,7 +245,7 @@ mod tests {
     #[test]
     fn node_metadata_configmap_shape() {
         let sky = skyhook("simple-skyhook", vec![]);
-        let owner = OwnerSkyhook::new(&sky).unwrap();
+        let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
         let dexter = Package {
             interrupt: Some(Interrupt {
                 type_: InterruptType::Reboot,

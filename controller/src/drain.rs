@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use skyhook_api::drain::{DaemonSetPods, EffectiveDrain};
-use skyhook_api::keys;
+use skyhook_api::generation::group_of_labels;
 use skyhook_api::selector::{self, Selector, SelectorProblem};
 use skyhook_api::toleration::{UNSCHEDULABLE_TAINT_KEY, tolerates};
 
@@ -177,8 +177,9 @@ pub fn disposition(pod: &Pod, rules: &DrainRules) -> Disposition {
     let empty = BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let ours = labels.contains_key(keys::SKYHOOK.name_label)
-        && labels.contains_key(keys::SKYHOOK.package_label)
+    let keys = group_of_labels(Some(labels)).keys();
+    let ours = labels.contains_key(keys.name_label)
+        && labels.contains_key(keys.package_label)
         && rules
             .own_namespace
             .as_deref()

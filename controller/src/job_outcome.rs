@@ -22,7 +22,7 @@
 //!   it does fail.
 
 use jiff::Timestamp;
-use skyhook_api::keys;
+use skyhook_api::generation::group_of_labels;
 
 use crate::cache::CachedPod;
 use crate::cache::job::{CachedJob, JobCondition};
@@ -62,11 +62,10 @@ pub fn outcome(
             .iter()
             .filter(|pod| failed_genuinely(pod.status.as_ref()))
             .collect();
-        let limit_spent = job
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(keys::SKYHOOK.restart_limit_exceeded_annotation));
+        let limit_spent = job.metadata.annotations.as_ref().is_some_and(|a| {
+            let keys = group_of_labels(job.metadata.labels.as_ref()).keys();
+            a.contains_key(keys.restart_limit_exceeded_annotation)
+        });
         if reason == BACKOFF_LIMIT_EXCEEDED && !limit_spent && genuine_attempts.is_empty() {
             return PodOutcome::FailedWithoutCause;
         }

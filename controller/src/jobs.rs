@@ -25,7 +25,7 @@ use k8s_openapi::api::batch::v1::{
 };
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use kube::api::ObjectMeta;
-use skyhook_api::keys;
+use skyhook_api::generation::group_of_labels;
 use skyhook_api::stage_timeout::deadline_seconds;
 use skyhook_api::v1alpha1::Stage;
 
@@ -87,29 +87,25 @@ pub fn job_for(pod: Pod, inputs: JobInputs) -> Job {
     let labels = pod_metadata.labels.clone().unwrap_or_default();
     let annotations = pod_metadata.annotations.clone().unwrap_or_default();
     let node = spec.node_name.clone().unwrap_or_default();
+    // The Job carries its pod's group's keys, as the pod does.
+    let keys = group_of_labels(Some(&labels)).keys();
     let mut job_labels = labels;
+    job_labels.insert(keys.stage_label.to_owned(), inputs.stage.to_string());
+    job_labels.insert(keys.node_label.to_owned(), node_label_value(&node));
     job_labels.insert(
-        keys::SKYHOOK.stage_label.to_owned(),
-        inputs.stage.to_string(),
-    );
-    job_labels.insert(keys::SKYHOOK.node_label.to_owned(), node_label_value(&node));
-    job_labels.insert(
-        keys::SKYHOOK.generation_label.to_owned(),
+        keys.generation_label.to_owned(),
         inputs.generation.to_string(),
     );
 
     let mut job_annotations: BTreeMap<String, String> = annotations
         .iter()
-        .filter(|(key, _)| key.as_str() == keys::SKYHOOK.package_annotation)
+        .filter(|(key, _)| key.as_str() == keys.package_annotation)
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    job_annotations.insert(
-        keys::SKYHOOK.resource_id_annotation.to_owned(),
-        inputs.resource_id,
-    );
+    job_annotations.insert(keys.resource_id_annotation.to_owned(), inputs.resource_id);
     if inputs.kind == (JobKind::Interrupt { reboot: false }) {
         job_annotations.insert(
-            keys::SKYHOOK.restart_allowance_annotation.to_owned(),
+            keys.restart_allowance_annotation.to_owned(),
             inputs.backoff_limit.to_string(),
         );
     }

@@ -8,8 +8,8 @@
 
 use k8s_openapi::api::core::v1::{LocalObjectReference, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::Resource;
 use sha2::{Digest, Sha256};
+use skyhook_api::generation::Group;
 use skyhook_api::names;
 use skyhook_api::v1alpha1::{Skyhook, Stage};
 
@@ -93,6 +93,8 @@ pub fn node_metadata_volume_name(node: &str) -> String {
 /// The Skyhook that owns the objects being built, with what the builders need from it.
 #[derive(Debug, Clone)]
 pub struct OwnerSkyhook<'a> {
+    /// The group it was read from: its owner references name this group's kind.
+    pub group: Group,
     /// `metadata.name`.
     pub name: &'a str,
     /// `metadata.uid`.
@@ -126,8 +128,8 @@ pub enum OwnerError {
 }
 
 impl<'a> OwnerSkyhook<'a> {
-    /// Takes the identity of `skyhook`.
-    pub fn new(skyhook: &'a Skyhook) -> Result<Self, OwnerError> {
+    /// Takes the identity of `skyhook`, an object of `group`.
+    pub fn new(group: Group, skyhook: &'a Skyhook) -> Result<Self, OwnerError> {
         let meta = &skyhook.metadata;
         let name = meta.name.as_deref().ok_or(OwnerError::MissingName)?;
         let missing = |field| OwnerError::MissingField {
@@ -135,6 +137,7 @@ impl<'a> OwnerSkyhook<'a> {
             field,
         };
         Ok(OwnerSkyhook {
+            group,
             name,
             uid: meta.uid.as_deref().ok_or_else(|| missing("uid"))?,
             generation: meta.generation.ok_or_else(|| missing("generation"))?,
@@ -147,8 +150,8 @@ impl<'a> OwnerSkyhook<'a> {
     /// collected with the Skyhook.
     pub fn owner_reference(&self) -> OwnerReference {
         OwnerReference {
-            api_version: Skyhook::api_version(&()).into_owned(),
-            kind: Skyhook::kind(&()).into_owned(),
+            api_version: self.group.api_version().to_owned(),
+            kind: self.group.kind().to_owned(),
             name: self.name.to_owned(),
             uid: self.uid.to_owned(),
             controller: Some(true),
@@ -274,7 +277,7 @@ mod tests {
     #[test]
     fn owner_identity() {
         let skyhook = skyhook(Some("1234-abcd"), Some(2));
-        let owner = OwnerSkyhook::new(&skyhook).unwrap();
+        let owner = OwnerSkyhook::new(Group::Skyhook, &skyhook).unwrap();
         let settings = crate::pods::tests::settings();
         assert_eq!(owner.resource_id(), "demo-1234-abcd-2");
         assert_eq!(
@@ -290,19 +293,31 @@ mod tests {
         assert_eq!(reference.kind, "Skyhook");
         assert_eq!(reference.controller, Some(true));
         assert_eq!(reference.block_owner_deletion, Some(true));
+        let nodewright = OwnerSkyhook::new(Group::NodeWright, &skyhook).unwrap();
+        let reference = nodewright.owner_reference();
+        assert_eq!(
+            (reference.api_version.as_str(), reference.kind.as_str()),
+            ("nodewright.nvidia.com/v1alpha1", "NodeWright"),
+            "a NodeWright's runs are collected with it"
+        );
+        assert_eq!(
+            nodewright.resource_id(),
+            owner.resource_id(),
+            "names are group-free"
+        );
     }
 
     #[test]
     fn owner_needs_uid_and_generation() {
         assert_eq!(
-            OwnerSkyhook::new(&skyhook(None, Some(1))).unwrap_err(),
+            OwnerSkyhook::new(Group::Skyhook, &skyhook(None, Some(1))).unwrap_err(),
             OwnerError::MissingField {
                 name: "demo".into(),
                 field: "uid"
             }
         );
         assert_eq!(
-            OwnerSkyhook::new(&skyhook(Some("u"), None)).unwrap_err(),
+            OwnerSkyhook::new(Group::Skyhook, &skyhook(Some("u"), None)).unwrap_err(),
             OwnerError::MissingField {
                 name: "demo".into(),
                 field: "generation"

@@ -131,11 +131,12 @@ pub fn validate_pod(
     pod: &CachedPod,
     expected: &mut ExpectedContainers,
 ) -> Verdict {
+    let keys = owner.group.keys();
     let Some(annotation) = pod
         .metadata
         .annotations
         .as_ref()
-        .and_then(|annotations| annotations.get(keys::SKYHOOK.package_annotation))
+        .and_then(|annotations| annotations.get(keys.package_annotation))
         .and_then(|text| PodPackageAnnotation::parse(text).ok())
     else {
         return Verdict::Invalidate(InvalidReason::Unreadable);
@@ -179,18 +180,17 @@ fn matches_package(
     stage: Stage,
     expected: &mut ExpectedContainers,
 ) -> bool {
+    let keys = owner.group.keys();
     let labels = pod.metadata.labels.as_ref();
     let label = |key: &str| {
         labels
             .and_then(|labels| labels.get(key))
             .map(String::as_str)
     };
-    if label(keys::SKYHOOK.package_label)
-        != Some(&names::package_label(&package.name, &package.version))
-    {
+    if label(keys.package_label) != Some(&names::package_label(&package.name, &package.version)) {
         return false;
     }
-    let is_interrupt = label(keys::SKYHOOK.interrupt_label) == Some(keys::INTERRUPT_LABEL_VALUE);
+    let is_interrupt = label(keys.interrupt_label) == Some(keys::INTERRUPT_LABEL_VALUE);
     let Some(expected) = expected.of(settings, owner, package, stage, is_interrupt) else {
         return false;
     };

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
-use skyhook_api::keys;
+use skyhook_api::generation::group_of_labels;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 
 use crate::cache::CachedPod;
@@ -169,20 +169,19 @@ pub fn outcome(pod: &CachedPod, context: OutcomeContext<'_>) -> PodOutcome {
     }
 }
 
-/// The pod's `skyhook.nvidia.com/package` annotation, or why it cannot be used.
+/// The pod's `<group>/package` annotation, or why it cannot be used.
 fn package_annotation(pod: &CachedPod) -> Result<PodPackageAnnotation, String> {
+    let key = group_of_labels(pod.metadata.labels.as_ref())
+        .keys()
+        .package_annotation;
     let text = pod
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(keys::SKYHOOK.package_annotation))
-        .ok_or_else(|| format!("no {} annotation", keys::SKYHOOK.package_annotation))?;
-    PodPackageAnnotation::parse(text).map_err(|error| {
-        format!(
-            "unreadable {} annotation: {error}",
-            keys::SKYHOOK.package_annotation
-        )
-    })
+        .and_then(|a| a.get(key))
+        .ok_or_else(|| format!("no {key} annotation"))?;
+    PodPackageAnnotation::parse(text)
+        .map_err(|error| format!("unreadable {key} annotation: {error}"))
 }
 
 /// The parts of a pod and its node that decide its outcome.
@@ -202,11 +201,13 @@ struct PodView<'a> {
 
 impl<'a> PodView<'a> {
     fn new(pod: &'a CachedPod, context: OutcomeContext<'_>) -> Self {
-        let launch_boot_id = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(skyhook_api::keys::SKYHOOK.boot_id_annotation));
+        let launch_boot_id = pod.metadata.annotations.as_ref().and_then(|a| {
+            a.get(
+                group_of_labels(pod.metadata.labels.as_ref())
+                    .keys()
+                    .boot_id_annotation,
+            )
+        });
         let status = pod.status.as_ref();
         PodView {
             pod,

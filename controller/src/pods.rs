@@ -299,6 +299,7 @@ fn build_interrupt_pod(
     node: &PodNode<'_>,
     which: PodInterrupt,
 ) -> Pod {
+    let keys = owner.group.keys();
     let copy_dir = owner.copy_dir(settings, &package.name, &package.version);
     // Upstream v0.18 raised the memory from 64Mi: the agent of an interrupt could be OOM-killed.
     let fixed = fixed_resources("500m", "256Mi");
@@ -335,7 +336,7 @@ fn build_interrupt_pod(
         vec![root_volume()],
     );
     pod.metadata.labels.get_or_insert_default().insert(
-        keys::SKYHOOK.interrupt_label.to_owned(),
+        keys.interrupt_label.to_owned(),
         keys::INTERRUPT_LABEL_VALUE.to_owned(),
     );
     pod
@@ -538,6 +539,7 @@ fn base_pod(
             ..
         },
     } = *context;
+    let keys = owner.group.keys();
     let annotation = PodPackageAnnotation {
         name: package.name.clone(),
         version: package.version.clone(),
@@ -552,23 +554,18 @@ fn base_pod(
             name: Some(name),
             namespace: Some(settings.namespace.clone()),
             labels: Some(BTreeMap::from([
-                (keys::SKYHOOK.name_label.to_owned(), owner.name.to_owned()),
+                (keys.name_label.to_owned(), owner.name.to_owned()),
                 (
-                    keys::SKYHOOK.package_label.to_owned(),
+                    keys.package_label.to_owned(),
                     names::package_label(&package.name, &package.version),
                 ),
             ])),
             annotations: Some(
                 std::iter::once((
-                    keys::SKYHOOK.package_annotation.to_owned(),
+                    keys.package_annotation.to_owned(),
                     annotation.to_annotation(),
                 ))
-                .chain(boot_id.map(|id| {
-                    (
-                        skyhook_api::keys::SKYHOOK.boot_id_annotation.to_owned(),
-                        id.to_owned(),
-                    )
-                }))
+                .chain(boot_id.map(|id| (keys.boot_id_annotation.to_owned(), id.to_owned())))
                 .collect(),
             ),
             owner_references: Some(vec![owner.owner_reference()]),

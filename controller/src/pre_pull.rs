@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, ContainerState, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
+use skyhook_api::generation::group_of_labels;
 use skyhook_api::image::pull_reference;
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::Package;
@@ -107,6 +108,7 @@ pub fn pre_pull_pod(
     node: &str,
     images: &[PullImage],
 ) -> Pod {
+    let keys = owner.group.keys();
     let resources = small_resources();
     let shell = |name: String, image: &str, policy: &str| Container {
         name,
@@ -138,14 +140,14 @@ pub fn pre_pull_pod(
             name: Some(name),
             namespace: Some(settings.namespace.clone()),
             labels: Some(BTreeMap::from([
-                (keys::SKYHOOK.name_label.to_owned(), owner.name.to_owned()),
+                (keys.name_label.to_owned(), owner.name.to_owned()),
                 (
-                    keys::SKYHOOK.pre_pull_label.to_owned(),
+                    keys.pre_pull_label.to_owned(),
                     keys::PRE_PULL_LABEL_VALUE.to_owned(),
                 ),
             ])),
             annotations: Some(BTreeMap::from([(
-                keys::SKYHOOK.pre_pull_images_annotation.to_owned(),
+                keys.pre_pull_images_annotation.to_owned(),
                 list,
             )])),
             owner_references: Some(vec![owner.owner_reference()]),
@@ -271,14 +273,21 @@ const AFTER_PULL: [&str; 4] = [
 /// The images a pre-pull pod records it pulls (its annotation); empty when it does not parse.
 pub fn recorded_images(pod: &CachedPod) -> Vec<String> {
     (pod.metadata.annotations.as_ref())
-        .and_then(|a| a.get(keys::SKYHOOK.pre_pull_images_annotation))
+        .and_then(|a| {
+            a.get(
+                group_of_labels(pod.metadata.labels.as_ref())
+                    .keys()
+                    .pre_pull_images_annotation,
+            )
+        })
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
 }
 
 /// Whether `pod` is a pre-pull pod (label [`keys::Keys::pre_pull_label`]).
 pub fn is_pre_pull(pod: &CachedPod) -> bool {
-    keys::SKYHOOK.is_pre_pull_pod(pod.metadata.labels.as_ref())
+    let labels = pod.metadata.labels.as_ref();
+    group_of_labels(labels).keys().is_pre_pull_pod(labels)
 }
 
 #[cfg(test)]

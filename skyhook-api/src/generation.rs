@@ -231,6 +231,12 @@ impl Owners {
         self.0.get(name).copied()
     }
 
+    /// The keys a plan reads and writes for `name`: its live object's group's, and the skyhook
+    /// group's for a name no object holds (whose keys only a cleanup still reads).
+    pub fn keys_of(&self, name: &str) -> &'static Keys {
+        self.live(name).unwrap_or_default().keys()
+    }
+
     /// Whether a key of `group` for `name` is in force. It is not (a *shadow*) when the name's
     /// live object is of the other group: a migration keeps the old group's keys for a while,
     /// and they must hold no cordon and no slot. Keys of a name no object holds (left by a
@@ -240,11 +246,52 @@ impl Owners {
     }
 }
 
+/// The group of a run or ConfigMap of an operator's: the group whose `<group>/name` label it
+/// carries. Upstream's operator copies a legacy pod's labels to its own prefix while a
+/// NodeWright adopts it, so a run carrying both reads as the skyhook group's, as before the
+/// copy, until the liveness rule hands its name over. The watches select by these labels, so
+/// one is always there; a run without either reads as the skyhook group's, with no name.
+pub fn group_of_labels(labels: Option<&BTreeMap<String, String>>) -> Group {
+    let labelled = |group: &Group| labels.is_some_and(|l| l.contains_key(group.keys().name_label));
+    Group::ALL
+        .into_iter()
+        .find(labelled)
+        .unwrap_or(Group::Skyhook)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use crate::test_support::labels as annotations;
+
+    #[test]
+    fn a_run_belongs_to_the_group_of_its_name_label() {
+        let labels = |entries: &[(&str, &str)]| -> BTreeMap<String, String> {
+            (entries.iter())
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let cases = [
+            (labels(&[("skyhook.nvidia.com/name", "a")]), Group::Skyhook),
+            (
+                labels(&[("nodewright.nvidia.com/name", "a")]),
+                Group::NodeWright,
+            ),
+            (
+                labels(&[
+                    ("skyhook.nvidia.com/name", "a"),
+                    ("nodewright.nvidia.com/name", "a"),
+                ]),
+                Group::Skyhook,
+            ),
+            (labels(&[("other.io/name", "a")]), Group::Skyhook),
+        ];
+        for (labels, group) in cases {
+            assert_eq!(group_of_labels(Some(&labels)), group, "{labels:?}");
+        }
+        assert_eq!(group_of_labels(None), Group::Skyhook);
+    }
 
     #[test]
     fn groups_spell_their_keys_and_kinds() {

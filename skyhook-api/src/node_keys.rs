@@ -31,6 +31,25 @@ pub fn live_cordons(annotations: &dyn StringMap, owners: &Owners) -> Vec<Workloa
     cordons
 }
 
+/// The names whose node state is on the node under the group a plan reads it from
+/// ([`Owners::keys_of`]), in key order of each group: a migration's shadow state, and the other
+/// group's state of a name no object holds, are left out.
+pub fn live_state_names(annotations: &dyn StringMap, owners: &Owners) -> Vec<String> {
+    let mut names = Vec::new();
+    for group in Group::ALL {
+        let prefix = group.keys().node_state_annotation("");
+        annotations.any_key(&mut |key| {
+            if let Some(name) = key.strip_prefix(prefix.as_str())
+                && owners.live(name).unwrap_or_default() == group
+            {
+                names.push(name.to_owned());
+            }
+            false
+        });
+    }
+    names
+}
+
 /// Whether a live `cordon_<name>` annotation of either group is on the node (some
 /// [`live_cordons`]).
 pub fn any_live_cordon(annotations: &dyn StringMap, owners: &Owners) -> bool {
@@ -105,6 +124,25 @@ mod tests {
             group,
             name: name.to_owned(),
         }
+    }
+
+    #[test]
+    fn node_states_are_read_under_the_group_of_their_live_object() {
+        let node = labels(&[
+            ("skyhook.nvidia.com/nodeState_net", "{}"),
+            ("skyhook.nvidia.com/nodeState_gpu", "{}"),
+            ("nodewright.nvidia.com/nodeState_gpu", "{}"),
+            ("nodewright.nvidia.com/nodeState_net", "{}"),
+            ("skyhook.nvidia.com/nodeState_old", "{}"),
+            ("nodewright.nvidia.com/nodeState_gone", "{}"),
+            ("skyhook.nvidia.com/status_net", "complete"),
+        ]);
+        assert_eq!(
+            live_state_names(&node, &owners()),
+            ["net", "old", "gpu"],
+            "gpu's skyhook state is a shadow, net's nodewright one too; a name no object holds \
+             is read under the skyhook group"
+        );
     }
 
     #[test]

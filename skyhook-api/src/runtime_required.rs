@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Taint;
 
+use crate::generation::Group;
 use crate::keys::SKYHOOK;
 use crate::node_keys::{has_operator_annotations, runtime_required_cordoned};
 use crate::string_map::StringMap;
@@ -86,6 +87,8 @@ pub fn auto_taint_eligible(annotations: &dyn StringMap, taints: &[Taint], taint:
 /// A runtime-required Skyhook, for deciding taint removal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeRequiredSkyhook<'a> {
+    /// Its group: a cordon it asks for is marked under this group's key.
+    pub group: Group,
     /// Neither disabled nor paused. A disabled or paused Skyhook counts as incomplete.
     pub active: bool,
     /// `spec.runtimeRequiredCordonAfter`: removing the taint from its nodes cordons them.
@@ -105,14 +108,17 @@ pub fn runtime_taint_removable(node: &str, skyhooks: &[RuntimeRequiredSkyhook<'_
     targeting.peek().is_some() && targeting.all(|done| done)
 }
 
-/// Whether removing the runtime-required taint from `node` also cordons it (with the
-/// [`crate::keys::Keys::runtime_required_cordon_annotation`]), in the same patch: some
-/// runtime-required Skyhook targeting the node sets `runtimeRequiredCordonAfter`. Only asked for
-/// a node that carries the taint being removed: no taint, no cordon.
-pub fn cordon_after_removal(node: &str, skyhooks: &[RuntimeRequiredSkyhook<'_>]) -> bool {
+/// Whether removing the runtime-required taint from `node` also cordons it, in the same patch:
+/// some runtime-required workload targeting the node sets `runtimeRequiredCordonAfter`. Returns
+/// the group of the first that does, whose
+/// [`crate::keys::Keys::runtime_required_cordon_annotation`] marks the cordon (either group's
+/// holds the node). Only asked for a node that carries the taint being removed: no taint, no
+/// cordon.
+pub fn cordon_after_removal(node: &str, skyhooks: &[RuntimeRequiredSkyhook<'_>]) -> Option<Group> {
     skyhooks
         .iter()
-        .any(|s| s.cordon_after && s.nodes.contains_key(node))
+        .find(|s| s.cordon_after && s.nodes.contains_key(node))
+        .map(|s| s.group)
 }
 
 /// Whether a node's runtime-required cordon annotation is stale: the node carries it yet is
@@ -240,11 +246,13 @@ mod tests {
     #[test]
     fn removal_is_per_node() {
         let a = RuntimeRequiredSkyhook {
+            group: Group::Skyhook,
             active: true,
             cordon_after: false,
             nodes: BTreeMap::from([("w1", true), ("w2", false)]),
         };
         let b = RuntimeRequiredSkyhook {
+            group: Group::NodeWright,
             active: true,
             cordon_after: false,
             nodes: BTreeMap::from([("w1", true)]),
@@ -259,6 +267,7 @@ mod tests {
             "no runtime-required Skyhook targets w3"
         );
         let paused = RuntimeRequiredSkyhook {
+            group: Group::Skyhook,
             active: false,
             cordon_after: false,
             nodes: BTreeMap::from([("w1", true)]),
@@ -272,32 +281,40 @@ mod tests {
 
     #[test]
     fn cordon_after_removal_table() {
-        let rr = |cordon_after: bool, nodes: &[&'static str]| RuntimeRequiredSkyhook {
+        let rr = |group, cordon_after: bool, nodes: &[&'static str]| RuntimeRequiredSkyhook {
+            group,
             active: true,
             cordon_after,
             nodes: nodes.iter().map(|n| (*n, true)).collect(),
         };
-        // (case, Skyhooks, node, cordoned)
+        let (skyhook, nodewright) = (Group::Skyhook, Group::NodeWright);
+        // (case, workloads, node, the group marking the cordon)
         let cases = [
             (
                 "no Skyhook asks for it",
-                vec![rr(false, &["w1"])],
+                vec![rr(skyhook, false, &["w1"])],
                 "w1",
-                false,
+                None,
             ),
             (
                 "one targeting Skyhook asks",
-                vec![rr(false, &["w1"]), rr(true, &["w1"])],
+                vec![rr(skyhook, false, &["w1"]), rr(skyhook, true, &["w1"])],
                 "w1",
-                true,
+                Some(skyhook),
+            ),
+            (
+                "a NodeWright asks: its group marks the cordon",
+                vec![rr(skyhook, false, &["w1"]), rr(nodewright, true, &["w1"])],
+                "w1",
+                Some(nodewright),
             ),
             (
                 "the one asking targets another node",
-                vec![rr(false, &["w1"]), rr(true, &["w2"])],
+                vec![rr(skyhook, false, &["w1"]), rr(skyhook, true, &["w2"])],
                 "w1",
-                false,
+                None,
             ),
-            ("no Skyhook at all", vec![], "w1", false),
+            ("no Skyhook at all", vec![], "w1", None),
         ];
         for (case, skyhooks, node, cordoned) in cases {
             assert_eq!(cordon_after_removal(node, &skyhooks), cordoned, "{case}");

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer};
-use skyhook_api::keys;
+use skyhook_api::generation::group_of_labels;
 
 use super::pod::CachedPod;
 use super::slim::WireMeta;
@@ -133,8 +133,9 @@ impl WireJob {
         };
         let status = self.status;
         let mut metadata = self.metadata.into_meta();
+        let keys = group_of_labels(metadata.labels.as_ref()).keys();
         let last_logs = (metadata.annotations.as_mut())
-            .is_some_and(|a| a.remove(keys::SKYHOOK.last_logs_annotation).is_some());
+            .is_some_and(|a| a.remove(keys.last_logs_annotation).is_some());
         let mut template = template;
         template.metadata.name.clone_from(&metadata.name);
         template.metadata.namespace.clone_from(&metadata.namespace);

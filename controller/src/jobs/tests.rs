@@ -1,4 +1,5 @@
 use k8s_openapi::api::core::v1::Pod;
+use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, Stage};
 
 use super::*;
@@ -8,7 +9,7 @@ use crate::pods::{PodNode, interrupt_pod, package_pod};
 
 fn apply_pod(node: &str) -> Pod {
     let sky = skyhook("gpu", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     package_pod(
         &settings(),
         &owner,
@@ -21,7 +22,7 @@ fn apply_pod(node: &str) -> Pod {
 
 fn interrupt(type_: InterruptType) -> Pod {
     let sky = skyhook("gpu", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let interrupt = Interrupt {
         type_,
         services: vec!["containerd".into()],
@@ -38,7 +39,7 @@ fn interrupt(type_: InterruptType) -> Pod {
 /// What the planner passes for `pod`, as it knows it when it builds the pod.
 fn inputs_for(timeout: Option<u64>, kind: JobKind) -> JobInputs {
     let sky = skyhook("gpu", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let stage = match kind {
         JobKind::PackageStage => Stage::Apply,
         JobKind::Interrupt { .. } => Stage::Interrupt,

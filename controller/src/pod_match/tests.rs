@@ -25,7 +25,7 @@ fn validate_pod(
 }
 
 fn owner(skyhook: &Skyhook) -> OwnerSkyhook<'_> {
-    OwnerSkyhook::new(skyhook).unwrap()
+    OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, skyhook).unwrap()
 }
 
 fn state(entries: &[(&str, &str, Stage)]) -> NodeState {

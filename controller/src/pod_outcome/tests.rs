@@ -32,7 +32,7 @@ fn outcome(pod: &Pod, context: OutcomeContext<'_>) -> PodOutcome {
 
 fn apply_pod(boot_id: Option<&str>) -> Pod {
     let sky = skyhook("demo", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let pkg = package("spencer", "3.2.3", "ghcr.io/nvidia/skyhook/agentless");
     package_pod(
         &settings(),
@@ -46,7 +46,7 @@ fn apply_pod(boot_id: Option<&str>) -> Pod {
 
 fn interrupt(type_: InterruptType, boot_id: Option<&str>) -> Pod {
     let sky = skyhook("demo", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let pkg = package("dexter", "1.2.3", "ghcr.io/nvidia/skyhook/agentless");
     let services = if type_ == InterruptType::Service {
         vec!["cron".to_owned()]

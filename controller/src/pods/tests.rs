@@ -101,7 +101,7 @@ fn quantities(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
 #[test]
 fn simple_skyhook_apply_pod() {
     let sky = skyhook("simple-skyhook", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let spencer = package("spencer", "3.2.3", "ghcr.io/nvidia/skyhook/agentless");
     let pod = package_pod(
         &settings(),
@@ -217,7 +217,7 @@ fn simple_skyhook_apply_pod() {
 #[test]
 fn image_with_a_bogus_tag_is_pulled_by_version_and_stored_without_tag() {
     let sky = skyhook("simple-skyhook", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let dexter = package("dexter", "1.2.3", "ghcr.io/nvidia/skyhook/agentless:bogus");
     let pod = package_pod(
         &settings(),
@@ -241,7 +241,7 @@ fn image_with_a_bogus_tag_is_pulled_by_version_and_stored_without_tag() {
 #[test]
 fn container_sha_and_resources_override() {
     let sky = skyhook("simple-skyhook", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let foobar = Package {
         container_sha: Some(SHA.into()),
         resources: Some(PackageResources {
@@ -285,7 +285,7 @@ fn container_sha_and_resources_override() {
 #[test]
 fn registry_port_survives() {
     let sky = skyhook("s", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let pkg = package("local", "1.0.0", "registry.local:5000/pkgs/local");
     let pod = package_pod(
         &settings(),
@@ -304,7 +304,7 @@ fn registry_port_survives() {
 #[test]
 fn agent_override_applies_to_agent_containers_only() {
     let sky = skyhook("interrupt", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let jason = Package {
         agent_image_override: Some("ghcr.io/nvidia/skyhook/agentless:6.1.0".into()),
         ..package("jason", "1.3.2", "ghcr.io/nvidia/skyhook/agentless")
@@ -349,7 +349,7 @@ fn agent_override_applies_to_agent_containers_only() {
 #[test]
 fn stage_container_names_and_args() {
     let sky = skyhook("interrupt-grouping", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let dax = package("dax", "1.2.3", "ghcr.io/nvidia/skyhook/agentless");
     let cases = [
         (
@@ -405,7 +405,7 @@ fn stage_container_names_and_args() {
 #[test]
 fn env_is_package_env_then_operator_env() {
     let sky = skyhook("demo", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let pkg = Package {
         env: vec![
             EnvVar {
@@ -465,7 +465,7 @@ fn env_is_package_env_then_operator_env() {
 #[test]
 fn volumes_and_mounts() {
     let sky = skyhook("demo", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let plain = package("plain", "1.0.0", "busybox");
     let with_config = Package {
         config_map: BTreeMap::from([
@@ -560,7 +560,7 @@ fn job_pods_exit_at_once_and_survive_a_not_ready_node() {
         ..Toleration::default()
     };
     let sky = skyhook("demo", vec![extra.clone()]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let pinned = Package {
         container_sha: Some(format!("sha256:{}", "a".repeat(64))),
         ..package("pinned", "2.0.0", "localhost:5000/pkgs/pinned")
@@ -632,7 +632,7 @@ fn tolerations_and_pull_secret() {
         ..Toleration::default()
     };
     let sky = skyhook("demo", vec![extra.clone()]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let mut settings = settings();
     settings.image_pull_secret = Some("node-init-secret".into());
     let pkg = package("p", "1.0.0", "busybox");
@@ -718,7 +718,7 @@ fn skyhook_pull_secrets_reach_package_and_interrupt_pods() {
     sky.spec.image_pull_secrets = vec![LocalObjectReference {
         name: "regcred".into(),
     }];
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let mut settings = settings();
     settings.image_pull_secret = Some("node-init-secret".into());
     let pkg = package("p", "1.0.0", "busybox");
@@ -747,7 +747,7 @@ fn skyhook_pull_secrets_reach_package_and_interrupt_pods() {
 #[test]
 fn graceful_shutdown() {
     let sky = skyhook("demo", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let cases = [
         ("30s", Some(30)),
         ("2m", Some(120)),
@@ -791,7 +791,7 @@ fn graceful_shutdown() {
 #[test]
 fn reboot_interrupt_pod() {
     let sky = skyhook("interrupt", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let dexter = package("dexter", "1.2.3", "ghcr.io/nvidia/skyhook/agentless");
     let interrupt = Interrupt {
         type_: InterruptType::Reboot,
@@ -864,7 +864,7 @@ fn reboot_interrupt_pod() {
 #[test]
 fn merged_service_interrupt_argument() {
     let sky = skyhook("interrupt-grouping", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let dax = package("dax", "1.2.3", "ghcr.io/nvidia/skyhook/agentless");
     let interrupt = Interrupt {
         type_: InterruptType::Service,
@@ -898,7 +898,7 @@ fn merged_service_interrupt_argument() {
 #[test]
 fn package_pods_are_not_reboot_interrupts() {
     let sky = skyhook("demo", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let pod = package_pod(
         &settings(),
         &owner,
@@ -913,7 +913,7 @@ fn package_pods_are_not_reboot_interrupts() {
 #[test]
 fn priority_class_reaches_package_and_interrupt_pods_when_set() {
     let sky = skyhook("demo", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let dexter = package("dexter", "1.2.3", "busybox");
     let node = PodNode::new("n", None);
     let interrupt = Interrupt {

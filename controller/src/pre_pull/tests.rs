@@ -63,7 +63,7 @@ fn each_image_is_pulled_once_package_images_before_agent_images() {
 #[test]
 fn the_pod_pulls_each_image_in_order_and_disrupts_nothing() {
     let sky = skyhook("gpu", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let images = images_to_pull(
         &settings(),
         &[package("driver", "550.1", "ghcr.io/x/driver")],

@@ -22,11 +22,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use skyhook_api::generation::Group;
-use skyhook_api::keys;
+use skyhook_api::nodewright_v1alpha1::NodeWright;
 use skyhook_api::string_map::PackedMap;
 use skyhook_api::v1alpha1::{Skyhook, SkyhookStatus};
 use tracing::{debug, info, warn};
@@ -263,7 +263,7 @@ struct Writer<'a> {
     snapshot: &'a Snapshot,
     /// Writes answered with the written object's name and version only ([`Answer`]): the
     /// answers are the whole objects, a Skyhook's several MiB decoded at 1,000 nodes.
-    skyhooks: Api<Answer<Skyhook>>,
+    workloads: WorkloadApis,
     pods: Api<Answer<Pod>>,
     jobs: Api<Answer<Job>>,
     configmaps: Api<Answer<ConfigMap>>,
@@ -272,6 +272,44 @@ struct Writer<'a> {
     nodes: Api<CachedNode>,
     ssa: PatchParams,
     own_writes: OwnWrites,
+}
+
+/// The workload objects of both groups, each written through its own group's API.
+struct WorkloadApis {
+    skyhooks: Api<Answer<Skyhook>>,
+    nodewrights: Api<Answer<NodeWright>>,
+}
+
+impl WorkloadApis {
+    /// Patches the object `name` of `group`.
+    async fn patch<P: Serialize + std::fmt::Debug>(
+        &self,
+        (group, name): (Group, &str),
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<Landed, kube::Error> {
+        match group {
+            Group::Skyhook => (self.skyhooks.patch(name, params, patch).await)
+                .map(|answer| Landed::written(&answer)),
+            Group::NodeWright => (self.nodewrights.patch(name, params, patch).await)
+                .map(|answer| Landed::written(&answer)),
+        }
+    }
+
+    /// Patches the status of the object `name` of `group`.
+    async fn patch_status<P: Serialize + std::fmt::Debug>(
+        &self,
+        (group, name): (Group, &str),
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<Landed, kube::Error> {
+        match group {
+            Group::Skyhook => (self.skyhooks.patch_status(name, params, patch).await)
+                .map(|answer| Landed::written(&answer)),
+            Group::NodeWright => (self.nodewrights.patch_status(name, params, patch).await)
+                .map(|answer| Landed::written(&answer)),
+        }
+    }
 }
 
 /// What a plan changes on its stage Jobs, by Job name: one merge patch per Job.
@@ -302,7 +340,10 @@ impl<'a> Writer<'a> {
         Writer {
             client,
             snapshot,
-            skyhooks: Api::all(client.clone()),
+            workloads: WorkloadApis {
+                skyhooks: Api::all(client.clone()),
+                nodewrights: Api::all(client.clone()),
+            },
             pods: Api::namespaced(client.clone(), namespace),
             jobs: Api::namespaced(client.clone(), namespace),
             configmaps: Api::namespaced(client.clone(), namespace),
@@ -325,12 +366,10 @@ impl<'a> Writer<'a> {
             Operation::RemoveFinalizer
         };
         for (name, _) in finalizers.iter().filter(|(_, wanted)| **wanted == add) {
-            let result = match set_finalizer(&self.skyhooks, self.snapshot, name, add).await {
-                Ok(Some(skyhook)) => self.own_writes.landed(
-                    CachedKind::Workload(Group::Skyhook),
-                    name,
-                    Ok(Landed::written(&skyhook)),
-                ),
+            let result = match set_finalizer(&self.workloads, self.snapshot, name, add).await {
+                Ok(Some((group, landed))) => {
+                    (self.own_writes).landed(CachedKind::Workload(group), name, Ok(landed))
+                }
                 Ok(None) => Ok(()),
                 Err(error) => Err(error),
             };
@@ -345,14 +384,11 @@ impl<'a> Writer<'a> {
     ) {
         for (name, annotations) in annotations {
             let patch = json!({"metadata": {"annotations": annotations}});
-            let result = self
-                .skyhooks
-                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(|skyhook| Landed::written(&skyhook));
-            let result = self
-                .own_writes
-                .landed(CachedKind::Workload(Group::Skyhook), name, result);
+            let group = self.snapshot.group_of(name);
+            let result = (self.workloads)
+                .patch((group, name), &PatchParams::default(), &Patch::Merge(patch))
+                .await;
+            let result = (self.own_writes).landed(CachedKind::Workload(group), name, result);
             failures.record(Operation::AnnotateSkyhook, name, result);
         }
     }
@@ -573,19 +609,26 @@ impl<'a> Writer<'a> {
         failures: &mut Failures,
     ) {
         // Read once: a plan can record a Job on every node.
-        let nodes: HashMap<&str, &str> = (self.snapshot.pods.iter())
-            .map(|pod| (pod.name.as_str(), pod.node.as_str()))
+        let runs: HashMap<&str, (&str, Group)> = (self.snapshot.pods.iter())
+            .map(|pod| (pod.name.as_str(), (pod.node.as_str(), pod.group)))
+            .chain(
+                (self.snapshot.retained_jobs.iter())
+                    .map(|job| (job.name.as_str(), (job.node.as_str(), job.group))),
+            )
             .collect();
-        let node_of = |name: &str| nodes.get(name).copied();
+        let node_of = |name: &str| runs.get(name).map(|(node, _)| *node);
+        // A Job carries the keys of its object's group.
+        let keys_of = |name: &str| runs.get(name).map_or(Group::Skyhook, |(_, g)| *g).keys();
         let mut patches: BTreeMap<String, serde_json::Value> = BTreeMap::new();
         for (name, ttl) in records {
             if node_of(&name).is_some_and(|node| waiting.contains(node)) {
                 continue;
             }
+            let recorded = keys_of(&name).state_recorded_annotation;
             patches.insert(
                 name,
                 serde_json::json!({
-                    "metadata": {"annotations": {keys::SKYHOOK.state_recorded_annotation: "true"}},
+                    "metadata": {"annotations": {recorded: "true"}},
                     "spec": {"ttlSecondsAfterFinished": ttl},
                 }),
             );
@@ -595,15 +638,15 @@ impl<'a> Writer<'a> {
             patch["spec"]["suspend"] = serde_json::Value::Bool(suspend);
         }
         for (name, restarts) in restart_limits {
+            let key = keys_of(&name).restart_limit_exceeded_annotation;
             let patch = patches.entry(name).or_insert_with(|| serde_json::json!({}));
-            patch["metadata"]["annotations"][keys::SKYHOOK.restart_limit_exceeded_annotation] =
-                serde_json::Value::String(restarts.to_string());
+            patch["metadata"]["annotations"][key] = serde_json::Value::String(restarts.to_string());
             patch["spec"]["backoffLimit"] = serde_json::Value::from(0);
         }
         for (name, text) in last_logs {
+            let key = keys_of(&name).last_logs_annotation;
             let patch = patches.entry(name).or_insert_with(|| serde_json::json!({}));
-            patch["metadata"]["annotations"][keys::SKYHOOK.last_logs_annotation] =
-                serde_json::Value::String(text);
+            patch["metadata"]["annotations"][key] = serde_json::Value::String(text);
         }
         let api = &self.jobs;
         let results = concurrently(patches, |(name, patch)| async move {
@@ -697,19 +740,16 @@ impl<'a> Writer<'a> {
     ) -> BTreeSet<String> {
         let mut unwritten = BTreeSet::new();
         for (name, status) in statuses {
+            let group = self.snapshot.group_of(&name);
             let body = StatusApply {
-                api_version: Skyhook::api_version(&()),
-                kind: Skyhook::kind(&()),
+                api_version: Cow::Borrowed(group.api_version()),
+                kind: Cow::Borrowed(group.kind()),
                 status: &status,
             };
-            let result = self
-                .skyhooks
-                .patch_status(&name, &self.ssa, &Patch::Apply(body))
-                .await
-                .map(|skyhook| Landed::written(&skyhook));
-            let result =
-                self.own_writes
-                    .landed(CachedKind::Workload(Group::Skyhook), &name, result);
+            let result = (self.workloads)
+                .patch_status((group, &name), &self.ssa, &Patch::Apply(body))
+                .await;
+            let result = (self.own_writes).landed(CachedKind::Workload(group), &name, result);
             if result.is_err() {
                 unwritten.insert(name.clone());
             }
@@ -992,11 +1032,11 @@ fn is_status_result(result: &Result<(), kube::Error>, code: u16) -> bool {
 /// Writes the Skyhook's finalizer list with ours added or removed, guarded by the
 /// resourceVersion read so that a concurrent edit of the list is not lost.
 async fn set_finalizer(
-    api: &Api<Answer<Skyhook>>,
+    apis: &WorkloadApis,
     snapshot: &Snapshot,
     name: &str,
     add: bool,
-) -> Result<Option<Answer<Skyhook>>, kube::Error> {
+) -> Result<Option<(Group, Landed)>, kube::Error> {
     let Some(skyhook) = snapshot
         .skyhooks
         .iter()
@@ -1004,10 +1044,11 @@ async fn set_finalizer(
     else {
         return Ok(None);
     };
+    let finalizer = skyhook.group.keys().finalizer;
     let mut finalizers: Vec<String> = skyhook.metadata.finalizers.clone().unwrap_or_default();
-    finalizers.retain(|f| f != keys::SKYHOOK.finalizer);
+    finalizers.retain(|f| f != finalizer);
     if add {
-        finalizers.push(keys::SKYHOOK.finalizer.to_owned());
+        finalizers.push(finalizer.to_owned());
     }
     let patch = json!({
         "metadata": {
@@ -1015,9 +1056,13 @@ async fn set_finalizer(
             "finalizers": finalizers,
         }
     });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map(Some)
+    apis.patch(
+        (skyhook.group, name),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .map(|landed| Some((skyhook.group, landed)))
 }
 
 /// Patches the nodes `names` concurrently, adding those whose patch failed to `refused`;
@@ -1218,19 +1263,19 @@ fn reference(snapshot: &Snapshot, event: &PlannedEvent) -> ObjectReference {
             name: Some(name.clone()),
             ..ObjectReference::default()
         },
-        EventTarget::Skyhook(name) => snapshot
-            .skyhooks
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(name.as_str()))
-            .map_or_else(
-                || ObjectReference {
-                    api_version: Some(Skyhook::api_version(&()).into_owned()),
-                    kind: Some(Skyhook::kind(&()).into_owned()),
-                    name: Some(name.clone()),
-                    ..ObjectReference::default()
-                },
-                |s| s.object_ref(&()),
-            ),
+        EventTarget::Skyhook(name) => {
+            let found = (snapshot.skyhooks.iter())
+                .find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
+            let group = found.map_or(Group::Skyhook, |s| s.group);
+            ObjectReference {
+                api_version: Some(group.api_version().to_owned()),
+                kind: Some(group.kind().to_owned()),
+                name: Some(name.clone()),
+                uid: found.and_then(|s| s.metadata.uid.clone()),
+                resource_version: found.and_then(|s| s.metadata.resource_version.clone()),
+                ..ObjectReference::default()
+            }
+        }
     }
 }
 

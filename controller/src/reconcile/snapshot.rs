@@ -14,7 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use skyhook_api::generation::{Group, Owners};
+use skyhook_api::generation::{Group, Owners, group_of_labels};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
@@ -31,9 +31,8 @@ use crate::pre_pull::{PullState, is_pre_pull, pull_state, recorded_images};
 /// Everything a plan reads.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Every Skyhook, shared with the cache: a Skyhook's status mirrors its nodes (about 2 MiB
-    /// at 1,000 nodes), too much to copy into every snapshot.
-    pub skyhooks: Vec<std::sync::Arc<Skyhook>>,
+    /// Every object of the driven groups that rolls packages out, with its group.
+    pub skyhooks: Vec<Workload>,
     /// Which group's object is live for each name: the keys of the other group are a
     /// migration's shadows, which hold no cordon and no slot.
     pub owners: Owners,
@@ -69,6 +68,36 @@ pub struct Snapshot {
     /// The picks of the previous plan that reached neither the node nor the status (kept by
     /// the reconcile loop, in memory; see [`lost_picks`]), by Skyhook and node.
     pub lost_picks: LostPicks,
+}
+
+/// An object that rolls packages out, of either group: a `Skyhook` or a `NodeWright` (the two
+/// share one spec), with the group it was read from beside it, never inside the spec. It reads
+/// as the object it holds.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// The group the object was read from; every key it writes is this group's.
+    pub group: Group,
+    /// The object, shared with the cache: its status mirrors its nodes (about 2 MiB at 1,000
+    /// nodes), too much to copy into every snapshot.
+    pub object: Arc<Skyhook>,
+}
+
+impl Workload {
+    /// The object `object` of `group`.
+    pub fn new(group: Group, object: impl Into<Arc<Skyhook>>) -> Self {
+        Workload {
+            group,
+            object: object.into(),
+        }
+    }
+}
+
+impl std::ops::Deref for Workload {
+    type Target = Skyhook;
+
+    fn deref(&self) -> &Skyhook {
+        &self.object
+    }
 }
 
 /// Picks by Skyhook, then node: when the node was picked for the current batch.
@@ -282,7 +311,7 @@ impl Snapshot {
             };
             let run = &job.template;
             // The template's labels, as the attempts' (the Job controller copies them).
-            let group = group_of(run.metadata.labels.as_ref());
+            let group = group_of_labels(run.metadata.labels.as_ref());
             if !DRIVEN.contains(&group) {
                 continue;
             }
@@ -334,7 +363,7 @@ impl Snapshot {
         }
         let pre_pulls = (cached.pods.iter())
             .filter(|pod| job_of(pod).is_none() && is_pre_pull(pod))
-            .filter(|pod| DRIVEN.contains(&group_of(pod.metadata.labels.as_ref())))
+            .filter(|pod| DRIVEN.contains(&group_of_labels(pod.metadata.labels.as_ref())))
             .filter_map(|pod| {
                 let images = recorded_images(pod);
                 let labels = pod.metadata.labels.as_ref()?;
@@ -354,7 +383,7 @@ impl Snapshot {
             .filter(|pod| job_of(pod).is_none() && !is_pre_pull(pod))
             .filter_map(|pod| {
                 let labels = pod.metadata.labels.as_ref();
-                let group = group_of(labels);
+                let group = group_of_labels(labels);
                 if !DRIVEN.contains(&group) {
                     return None;
                 }
@@ -369,7 +398,7 @@ impl Snapshot {
             owners: Owners::skyhooks_only(
                 (cached.skyhooks.iter()).filter_map(|skyhook| skyhook.metadata.name.as_deref()),
             ),
-            skyhooks: cached.skyhooks.clone(),
+            skyhooks: workloads(cached),
             policies: cached
                 .policies
                 .iter()
@@ -389,6 +418,12 @@ impl Snapshot {
             non_interrupt_held: None,
             lost_picks: LostPicks::new(),
         }
+    }
+
+    /// The group of the object named `name`: the group of its live object, the skyhook group
+    /// for a name no object holds.
+    pub fn group_of(&self, name: &str) -> Group {
+        self.owners.live(name).unwrap_or_default()
     }
 
     /// The nodes whose pods the I/O layer must list before planning: those a Skyhook cordoned
@@ -415,6 +450,23 @@ impl Snapshot {
 /// the snapshot, so that no plan deletes or re-creates them while their objects are not driven.
 pub const DRIVEN: &[Group] = &[Group::Skyhook];
 
+/// The objects of the driven groups, each with its group.
+fn workloads(cached: &cache::CachedObjects) -> Vec<Workload> {
+    let of = |group: Group, objects: &[Arc<Skyhook>]| {
+        (objects.iter())
+            .map(move |object| Workload::new(group, Arc::clone(object)))
+            .collect::<Vec<_>>()
+    };
+    [
+        (Group::Skyhook, cached.skyhooks.as_slice()),
+        (Group::NodeWright, cached.nodewrights.as_slice()),
+    ]
+    .into_iter()
+    .filter(|(group, _)| DRIVEN.contains(group))
+    .flat_map(|(group, objects)| of(group, objects))
+    .collect()
+}
+
 /// Each object's reboot deadline, by group and name: its `spec.rebootDeadline`, else the
 /// controller's `fallback`.
 fn reboot_deadlines(
@@ -433,25 +485,12 @@ fn reboot_deadlines(
         .collect()
 }
 
-/// The group of a run or ConfigMap of the controller's: the group whose `<group>/name` label it
-/// carries. Upstream's operator copies a legacy pod's labels to its own prefix while a
-/// NodeWright adopts it, so a run carrying both reads as the skyhook group's, as before the
-/// copy, until the liveness rule hands its name over. The watches select by these labels, so
-/// one is always there; a run without either reads as the skyhook group's, with no name.
-pub fn group_of(labels: Option<&BTreeMap<String, String>>) -> Group {
-    let labelled = |group: &Group| labels.is_some_and(|l| l.contains_key(group.keys().name_label));
-    Group::ALL
-        .into_iter()
-        .find(labelled)
-        .unwrap_or(Group::Skyhook)
-}
-
 impl OwnedPod {
     /// Reads the pod's name, node, group, Skyhook and package from its labels and annotation,
     /// with its `outcome` already classified; `None` for a pod not bound to a node.
     pub fn new(pod: std::sync::Arc<cache::CachedPod>, outcome: PodOutcome) -> Option<OwnedPod> {
         let node = pod.spec.as_ref()?.node_name.clone()?;
-        let group = group_of(pod.metadata.labels.as_ref());
+        let group = group_of_labels(pod.metadata.labels.as_ref());
         let keys = group.keys();
         let label = |key: &str| {
             pod.metadata
@@ -506,7 +545,7 @@ fn package_configmaps(
     owned_configmaps(configmaps, |cm| {
         let metadata = &cm.metadata;
         let labels = metadata.labels.as_ref();
-        let group = group_of(labels);
+        let group = group_of_labels(labels);
         let skyhook = labels?.get(group.keys().name_label)?;
         let node = metadata
             .annotations
@@ -807,7 +846,7 @@ mod tests {
             .collect();
         assert_eq!(configmaps, vec![("gpu-legacy", Group::Skyhook, "gpu")]);
         assert_eq!(
-            group_of(
+            group_of_labels(
                 run_of(Group::NodeWright, "new", "gpu")
                     .metadata
                     .labels
@@ -815,7 +854,7 @@ mod tests {
             ),
             Group::NodeWright
         );
-        assert_eq!(group_of(None), Group::Skyhook);
+        assert_eq!(group_of_labels(None), Group::Skyhook);
     }
 
     #[test]

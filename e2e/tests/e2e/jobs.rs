@@ -429,7 +429,7 @@ async fn a_rollout_started_with_bare_pods_finishes_under_jobs() -> anyhow::Resul
         e2e::AGENTLESS_AGENT_IMAGE,
     ])?;
     let config = controller::config::Config::from_args(&args)?;
-    let owner = OwnerSkyhook::new(&created)?;
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &created)?;
     let package = created
         .spec
         .packages

@@ -78,7 +78,7 @@ fn statuses() -> [serde_json::Value; 5] {
 #[test]
 fn a_cached_pod_answers_every_pod_rule_as_the_full_pod() {
     let sky = skyhook("gpu", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let mut driver = package("driver", "1.0.0", "ghcr.io/x/driver");
     driver.env = vec![EnvVar {
         name: "MODE".into(),
@@ -125,7 +125,7 @@ fn a_pod_without_spec_or_status_decodes() {
 #[test]
 fn a_decoded_pod_holds_no_room_for_the_kubernetes_types_it_came_from() {
     let sky = skyhook("gpu", vec![]);
-    let owner = OwnerSkyhook::new(&sky).unwrap();
+    let owner = OwnerSkyhook::new(skyhook_api::generation::Group::Skyhook, &sky).unwrap();
     let driver = package("driver", "1.0.0", "ghcr.io/x/driver");
     let node = PodNode::new("node-1", None);
     let apply = package_pod(&settings(), &owner, &driver, &node, Stage::Apply).unwrap();

@@ -4,9 +4,8 @@
 //! being deleted or invalid ends here; an admitted one is handed to its pass as a [`Pass`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use skyhook_api::keys::{self, operator_version_to_write};
+use skyhook_api::keys::operator_version_to_write;
 use skyhook_api::ordering::priority_order;
 use skyhook_api::uninstall::UninstallRules;
 use skyhook_api::v1alpha1::Skyhook;
@@ -21,16 +20,16 @@ use super::status::invalid_status;
 use super::taints::matched_nodes;
 use super::workset::Workset;
 use crate::names::OwnerSkyhook;
+use crate::reconcile::snapshot::Workload;
 
-/// The Skyhooks in the order their passes run: priority, then name.
-pub(super) fn pass_order(skyhooks: &[Arc<Skyhook>]) -> Vec<&Skyhook> {
-    let mut order: Vec<&Skyhook> = skyhooks
+/// The objects in the order their passes run: priority, then name.
+pub(super) fn pass_order(skyhooks: &[Workload]) -> Vec<&Workload> {
+    let mut order: Vec<&Workload> = skyhooks
         .iter()
-        .map(|s| &**s)
         .filter(|s| s.metadata.name.is_some())
         .collect();
     order.sort_by(|a, b| {
-        let key = |s: &Skyhook| (s.spec.priority, s.metadata.name.clone().unwrap_or_default());
+        let key = |s: &Workload| (s.spec.priority, s.metadata.name.clone().unwrap_or_default());
         let (a, b) = (key(a), key(b));
         priority_order((a.0, &a.1), (b.0, &b.1))
     });
@@ -42,15 +41,16 @@ pub(super) fn pass_order(skyhooks: &[Arc<Skyhook>]) -> Vec<&Skyhook> {
 pub(super) fn admit<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
-    skyhook: &'s Skyhook,
+    workload: &'s Workload,
 ) -> Option<Pass<'s>> {
+    let (skyhook, keys) = (&*workload.object, workload.group.keys());
     let name = skyhook.metadata.name.as_deref()?;
     let has_finalizer = skyhook
         .metadata
         .finalizers
         .iter()
         .flatten()
-        .any(|f| f == keys::SKYHOOK.finalizer);
+        .any(|f| f == keys.finalizer);
     let deleting = skyhook.metadata.deletion_timestamp.is_some();
     if deleting && !(has_finalizer && deletion(context, workset, skyhook, name)) {
         return None;
@@ -67,7 +67,7 @@ pub(super) fn admit<'s>(
         invalid(context, workset, skyhook, name, &violations.to_string());
         return None;
     }
-    let owner = match OwnerSkyhook::new(skyhook) {
+    let owner = match OwnerSkyhook::new(workload.group, skyhook) {
         Ok(owner) => owner,
         Err(error) => {
             let target = EventTarget::Skyhook(name.to_owned());
@@ -76,10 +76,10 @@ pub(super) fn admit<'s>(
         }
     };
     let version = (skyhook.metadata.annotations.as_ref())
-        .and_then(|a| a.get(keys::SKYHOOK.version_annotation))
+        .and_then(|a| a.get(keys.version_annotation))
         .map(String::as_str);
     if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
-        let marker = (keys::SKYHOOK.version_annotation.to_owned(), ours.to_owned());
+        let marker = (keys.version_annotation.to_owned(), ours.to_owned());
         let annotations = BTreeMap::from([marker]);
         workset
             .plan
@@ -112,7 +112,7 @@ fn invalid<'s>(
     name: &str,
     violations: &str,
 ) {
-    if let Some(status) = invalid_status(skyhook, violations, context.now) {
+    if let Some(status) = invalid_status(skyhook, context.keys_of(name), violations, context.now) {
         let target = EventTarget::Skyhook(name.to_owned());
         workset.emit(target, event_kinds::SPEC_INVALID, violations.to_owned());
         workset.plan.statuses.insert(name.to_owned(), status);

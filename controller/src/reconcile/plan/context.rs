@@ -6,13 +6,15 @@
 use std::collections::HashMap;
 
 use jiff::Timestamp;
+use skyhook_api::generation::Group;
+use skyhook_api::keys::Keys;
 use skyhook_api::pod_owner::{PodFate, PodOwner, deletion_awaits, pod_fate};
 use skyhook_api::resources::CpuMemory;
 use skyhook_api::v1alpha1::Skyhook;
 
 use crate::config::Config;
 use crate::pod_outcome::PodOutcome;
-use crate::reconcile::snapshot::{OwnedPod, Snapshot};
+use crate::reconcile::snapshot::{OwnedPod, Snapshot, Workload};
 
 /// The read-only inputs of one plan.
 pub(super) struct Context<'s> {
@@ -80,11 +82,15 @@ impl<'s> Context<'s> {
         pod_fate(self.owner_of(pod), pod.deleting)
     }
 
-    /// The Skyhook named `name` in the snapshot.
-    pub(super) fn skyhook(&self, name: &str) -> Option<&'s Skyhook> {
-        (self.snapshot.skyhooks.iter())
-            .map(|s| &**s)
-            .find(|s| s.metadata.name.as_deref() == Some(name))
+    /// The keys of the object named `name`: its live object's group's
+    /// ([`skyhook_api::generation::Owners::keys_of`]).
+    pub(super) fn keys_of(&self, name: &str) -> &'static Keys {
+        self.snapshot.owners.keys_of(name)
+    }
+
+    /// The object named `name` in the snapshot, with its group.
+    pub(super) fn skyhook(&self, name: &str) -> Option<&'s Workload> {
+        (self.snapshot.skyhooks.iter()).find(|s| s.metadata.name.as_deref() == Some(name))
     }
 }
 
@@ -118,9 +124,10 @@ fn pod_owners(snapshot: &Snapshot) -> HashMap<&str, PodOwner> {
     let skyhooks: HashMap<&str, &Skyhook> = (snapshot.skyhooks.iter())
         .filter_map(|s| Some((s.metadata.name.as_deref()?, &**s)))
         .collect();
+    // A run's owner is an object of either group: a migration re-parents runs in flight.
     let owner = |pod: &OwnedPod| {
         let owner_uid = (pod.pod.metadata.owner_references.iter().flatten())
-            .find(|reference| reference.kind == "Skyhook")
+            .find(|reference| Group::ALL.iter().any(|g| reference.kind == g.kind()))
             .map(|reference| reference.uid.as_str());
         let Some(skyhook) = skyhooks.get(pod.skyhook.as_str()) else {
             return match owner_uid {

@@ -5,7 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use skyhook_api::conditions::set_condition;
 use skyhook_api::deletion::{DeletionInput, DeletionStep, deletion_step};
-use skyhook_api::keys;
+use skyhook_api::keys::{self, Keys};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{Skyhook, State};
 
@@ -24,7 +24,7 @@ pub(super) fn deletion<'s>(
     skyhook: &Skyhook,
     name: &str,
 ) -> bool {
-    let input = deletion_input(workset, skyhook, name);
+    let input = deletion_input(workset, skyhook, (context.keys_of(name), name));
     match deletion_step(&input) {
         DeletionStep::Uninstall => true,
         DeletionStep::CleanUp => {
@@ -60,10 +60,10 @@ pub(super) fn deletion<'s>(
 pub(super) fn deletion_input<'s>(
     workset: &mut Workset<'s>,
     skyhook: &Skyhook,
-    name: &str,
+    (keys, name): (&Keys, &str),
 ) -> DeletionInput {
     let packages = &skyhook.spec.packages;
-    let key = keys::SKYHOOK.node_state_annotation(name);
+    let key = keys.node_state_annotation(name);
     let mut input = DeletionInput {
         any_enabled: packages.values().any(|p| p.uninstall_enabled()),
         paused: skyhook.is_paused(),
@@ -134,7 +134,14 @@ fn deletion_blocked<'s>(
     let config_updates = &old.config_updates;
     let uninstall =
         uninstall_conditions_of(workset, skyhook, (&parsed, &malformed), config_updates);
-    set_uninstall_conditions(skyhook, &mut status.conditions, &uninstall, context.now);
+    let keys = context.keys_of(name);
+    set_uninstall_conditions(
+        skyhook,
+        keys,
+        &mut status.conditions,
+        &uninstall,
+        context.now,
+    );
     // A blocked deletion runs no pass, so no node waits for protected pods.
     end_non_interrupt_hold(&mut status.conditions);
     let blocked = Condition {

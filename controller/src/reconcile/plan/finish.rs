@@ -11,7 +11,7 @@ use crate::names::OwnerSkyhook;
 
 /// The finished plan.
 pub(super) fn finish(context: &Context<'_>, mut workset: Workset<'_>) -> Plan {
-    report_malformed_states(&mut workset);
+    report_malformed_states(context, &mut workset);
     for (skyhook, node) in std::mem::take(&mut workset.metadata_due) {
         node_metadata(context, &mut workset, &skyhook, &node);
     }
@@ -29,7 +29,7 @@ pub(super) fn finish(context: &Context<'_>, mut workset: Workset<'_>) -> Plan {
 /// A node state that did not parse makes its Skyhook skip the node: say so on the node,
 /// so the stalled node has a visible cause. Repeats fold into one Event series per distinct
 /// parse error. The wording follows upstream's `NodeStateMalformed` condition.
-fn report_malformed_states(workset: &mut Workset<'_>) {
+fn report_malformed_states(context: &Context<'_>, workset: &mut Workset<'_>) {
     let malformed: Vec<MalformedNodeState> = workset
         .nodes
         .iter()
@@ -48,9 +48,10 @@ fn report_malformed_states(workset: &mut Workset<'_>) {
             EventTarget::Node(m.node.clone()),
             event_kinds::NODE_STATE_MALFORMED,
             format!(
-                "nodeState annotation {} cannot be parsed: {}; Skyhook [{}] skips this node until the annotation is repaired or deleted",
-                skyhook_api::keys::SKYHOOK.node_state_annotation(&m.skyhook),
+                "nodeState annotation {} cannot be parsed: {}; {} [{}] skips this node until the annotation is repaired or deleted",
+                context.keys_of(&m.skyhook).node_state_annotation(&m.skyhook),
                 m.error,
+                context.keys_of(&m.skyhook).kind,
                 m.skyhook
             ),
         );
@@ -67,7 +68,10 @@ fn node_metadata(context: &Context<'_>, workset: &mut Workset<'_>, skyhook: &str
     let Some(skyhook) = context.skyhook(skyhook) else {
         return;
     };
-    let (Ok(owner), Some(work)) = (OwnerSkyhook::new(skyhook), workset.nodes.get(node)) else {
+    let (Ok(owner), Some(work)) = (
+        OwnerSkyhook::new(skyhook.group, skyhook),
+        workset.nodes.get(node),
+    ) else {
         return;
     };
     let annotations = work.current_annotations();

@@ -8,7 +8,6 @@ use skyhook_api::budget::fleet_admits;
 use skyhook_api::drain::{
     BlockReason, BlockedPod, EffectiveDrain, OnDrainTimeout, effective_drain,
 };
-use skyhook_api::keys;
 use skyhook_api::stage::entry_for;
 use skyhook_api::v1alpha1::{InterruptType, Package, Stage, State, Status};
 
@@ -54,6 +53,7 @@ pub(super) fn ready_for_interrupt<'s>(
     drain_for: DrainFor<'_>,
     run: &mut NodeRun,
 ) -> Readiness {
+    let keys = pass.keys();
     let (name, node) = (pass.name(), at.node);
     let now = context.now;
     // Before the fleet budget: a node may pull while it waits for a fleet slot.
@@ -75,7 +75,7 @@ pub(super) fn ready_for_interrupt<'s>(
             && work
                 .view
                 .annotations
-                .contains_key(&keys::SKYHOOK.cordon_annotation(name));
+                .contains_key(&keys.cordon_annotation(name));
         work.cordon(name, &now.to_string());
         if !was_cordoned {
             // The cordon must reach the API server before pods are removed, or they could
@@ -126,7 +126,7 @@ pub(super) fn ready_for_interrupt<'s>(
     run.drain_blockers = blocked;
     let started = match work
         .annotations()
-        .get(&keys::SKYHOOK.drain_start_annotation(name))
+        .get(&keys.drain_start_annotation(name))
         .and_then(|text| text.parse::<Timestamp>().ok())
     {
         Some(started) => started,
@@ -264,6 +264,7 @@ fn fleet_admits_node<'s>(
     skyhook: &str,
     node: &str,
 ) -> bool {
+    let keys = context.keys_of(skyhook);
     let Some(budget) = context.config.fleet_budget else {
         return true;
     };
@@ -272,7 +273,7 @@ fn fleet_admits_node<'s>(
             let own = work.unschedulable()
                 && work
                     .annotations()
-                    .contains_key(&keys::SKYHOOK.cordon_annotation(skyhook));
+                    .contains_key(&keys.cordon_annotation(skyhook));
             own || work.holds_fleet_slot()
         }
         None => return false,

@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::Taint;
 use skyhook_api::budget::holds_fleet_slot;
 use skyhook_api::errors::error_chain;
 use skyhook_api::generation::Owners;
-use skyhook_api::keys;
-use skyhook_api::node_keys::cordon_held;
+use skyhook_api::keys::{self, Keys};
+use skyhook_api::node_keys::{cordon_held, live_state_names};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
 use skyhook_api::string_map::PackedMap;
@@ -81,6 +81,11 @@ impl<'s> NodeWork<'s> {
         }
     }
 
+    /// The keys of `skyhook` on this node: its live object's group's (see [`Owners::keys_of`]).
+    fn keys_of(&self, skyhook: &str) -> &'static Keys {
+        self.owners.keys_of(skyhook)
+    }
+
     pub(super) fn annotations(&self) -> &PackedMap {
         &self.annotations
     }
@@ -118,7 +123,8 @@ impl<'s> NodeWork<'s> {
     /// `skyhook`'s state as read and as the working annotations have it (see
     /// [`NodeWork::work_state`]); a malformed one is recorded and reads as empty.
     fn read_state(&mut self, skyhook: &str) -> WorkState {
-        let key = keys::SKYHOOK.node_state_annotation(skyhook);
+        let keys = self.keys_of(skyhook);
+        let key = keys.node_state_annotation(skyhook);
         let read_text = self.view.annotations.get(&key);
         let read = read_text.map(NodeState::parse);
         let now = match self.annotations.get(&key) {
@@ -139,7 +145,7 @@ impl<'s> NodeWork<'s> {
             now,
             reset: false,
             legacy_times: read_text.is_some_and(carries_legacy_times),
-            times: recorded_times(&self.view.annotations, &keys::SKYHOOK, skyhook),
+            times: recorded_times(&self.view.annotations, keys, skyhook),
         }
     }
 
@@ -152,7 +158,7 @@ impl<'s> NodeWork<'s> {
         now: Timestamp,
     ) -> Vec<FinishedStage> {
         let (stamped, finished) = self.stamped(skyhook, now);
-        let key = keys::SKYHOOK.stage_times_annotation(skyhook);
+        let key = self.keys_of(skyhook).stage_times_annotation(skyhook);
         let written =
             (self.annotations.get(&key)).and_then(|text| TransitionTimes::parse(text).ok());
         if written.as_ref() != Some(&stamped) {
@@ -178,13 +184,7 @@ impl<'s> NodeWork<'s> {
     /// Whether the node holds a fleet slot as this plan leaves it so far: some Skyhook's cordon,
     /// or an unconfirmed interrupt of some Skyhook (see `skyhook_api::budget::holds_fleet_slot`).
     pub(super) fn holds_fleet_slot(&mut self) -> bool {
-        let state_prefix = keys::SKYHOOK.node_state_annotation("");
-        let skyhooks: Vec<String> = self
-            .annotations
-            .keys()
-            .filter_map(|key| key.strip_prefix(&state_prefix))
-            .map(str::to_owned)
-            .collect();
+        let skyhooks: Vec<String> = live_state_names(self.annotations.as_ref(), self.owners);
         for skyhook in &skyhooks {
             self.state(skyhook);
         }
@@ -213,14 +213,16 @@ impl<'s> NodeWork<'s> {
 
     /// The node status of `skyhook` as last written, `unknown` when absent.
     pub(super) fn status(&self, skyhook: &str) -> Status {
+        let keys = self.keys_of(skyhook);
         self.annotations
-            .get(&keys::SKYHOOK.node_status_key(skyhook))
+            .get(&keys.node_status_key(skyhook))
             .and_then(|text| text.parse().ok())
             .unwrap_or(Status::Unknown)
     }
 
     pub(super) fn set_status(&mut self, skyhook: &str, status: Status) {
-        let key = keys::SKYHOOK.node_status_key(skyhook);
+        let keys = self.keys_of(skyhook);
+        let key = keys.node_status_key(skyhook);
         let value = status.to_string();
         set_entry(&mut self.labels, &key, &value);
         set_entry(&mut self.annotations, &key, &value);
@@ -230,13 +232,14 @@ impl<'s> NodeWork<'s> {
     /// [`keys::Keys::reboot_reset_node_keys`] (status annotation and label, version, drain
     /// start); its cordon stays, for the re-run to release.
     pub(super) fn reset(&mut self, skyhook: &str) {
+        let keys = self.keys_of(skyhook);
         let state = self.work_state(skyhook);
         state.now = NodeState::new();
         state.reset = true;
         self.malformed.remove(skyhook);
         // The node state's annotation follows the reset state (see `state_annotations`).
-        let state_key = keys::SKYHOOK.node_state_annotation(skyhook);
-        for key in keys::SKYHOOK.reboot_reset_node_keys(skyhook) {
+        let state_key = keys.node_state_annotation(skyhook);
+        for key in keys.reboot_reset_node_keys(skyhook) {
             if key.key == state_key {
                 continue;
             }
@@ -302,6 +305,7 @@ impl<'s> NodeWork<'s> {
     /// markers of packages that were never uninstalled. Returns whether the node held anything
     /// of the Skyhook to remove.
     pub(super) fn forget_skyhook(&mut self, skyhook: &str) -> bool {
+        let keys = self.keys_of(skyhook);
         let held = |work: &Self| {
             (
                 work.current_annotations(),
@@ -314,11 +318,11 @@ impl<'s> NodeWork<'s> {
         self.release_cordon(skyhook);
         let keep_markers = !self.state(skyhook).is_empty();
         let markers = [
-            keys::SKYHOOK.node_state_annotation(skyhook),
-            keys::SKYHOOK.node_version_annotation(skyhook),
+            keys.node_state_annotation(skyhook),
+            keys.node_version_annotation(skyhook),
         ];
         let forget = |key: &str| {
-            keys::SKYHOOK.is_skyhook_node_key(key, skyhook)
+            keys.is_skyhook_node_key(key, skyhook)
                 && !(keep_markers && markers.iter().any(|marker| marker == key))
         };
         retain_entries(&mut self.annotations, |key| !forget(key));
@@ -326,7 +330,7 @@ impl<'s> NodeWork<'s> {
         if !keep_markers {
             self.states.retain(|(s, _)| s != skyhook);
         }
-        let prefix = keys::SKYHOOK.node_condition_prefix(skyhook);
+        let prefix = keys.node_condition_prefix(skyhook);
         if self
             .condition_types()
             .any(|type_| type_.starts_with(&prefix))
@@ -340,16 +344,17 @@ impl<'s> NodeWork<'s> {
     /// Cordons the node for `skyhook`, recording ownership and when; a drain that failed
     /// before is being tried again, so its mark goes.
     pub(super) fn cordon(&mut self, skyhook: &str, now: &str) {
+        let keys = self.keys_of(skyhook);
         remove_entry(
             &mut self.annotations,
-            &keys::SKYHOOK.drain_failed_annotation(skyhook),
+            &keys.drain_failed_annotation(skyhook),
         );
         set_entry(
             &mut self.annotations,
-            &keys::SKYHOOK.cordon_annotation(skyhook),
+            &keys.cordon_annotation(skyhook),
             "true",
         );
-        let cordoned_at = keys::SKYHOOK.cordoned_at_annotation(skyhook);
+        let cordoned_at = keys.cordoned_at_annotation(skyhook);
         if !self.annotations.contains_key(&cordoned_at) {
             set_entry(&mut self.annotations, &cordoned_at, now);
         }
@@ -359,19 +364,21 @@ impl<'s> NodeWork<'s> {
     /// Marks a drain of `skyhook` that timed out with `onTimeout: fail` (see
     /// `skyhook_api::budget::slot`).
     pub(super) fn mark_drain_failed(&mut self, skyhook: &str, now: &str) {
+        let keys = self.keys_of(skyhook);
         set_entry(
             &mut self.annotations,
-            &keys::SKYHOOK.drain_failed_annotation(skyhook),
+            &keys.drain_failed_annotation(skyhook),
             now,
         );
     }
 
     /// Cordons the node when the runtime-required taint is removed from it, marked with the
-    /// runtime-required cordon annotation so that no Skyhook's release uncordons it.
-    pub(super) fn cordon_runtime_required(&mut self) {
+    /// runtime-required cordon annotation of `keys`' group (the group of the workload asking
+    /// for it) so that no workload's release uncordons it.
+    pub(super) fn cordon_runtime_required(&mut self, keys: &Keys) {
         set_entry(
             &mut self.annotations,
-            keys::SKYHOOK.runtime_required_cordon_annotation,
+            keys.runtime_required_cordon_annotation,
             "true",
         );
         self.unschedulable = true;
@@ -381,15 +388,13 @@ impl<'s> NodeWork<'s> {
     /// a cordon on it (`skyhook_api::node_keys::cordon_held`). Does nothing when `skyhook` holds none, so a cordon
     /// someone else set (an administrator's, found before ours) stays.
     pub(super) fn release_cordon(&mut self, skyhook: &str) {
-        let cordon = keys::SKYHOOK.cordon_annotation(skyhook);
+        let keys = self.keys_of(skyhook);
+        let cordon = keys.cordon_annotation(skyhook);
         if !self.annotations.contains_key(&cordon) {
             return;
         }
         remove_entry(&mut self.annotations, &cordon);
-        remove_entry(
-            &mut self.annotations,
-            &keys::SKYHOOK.cordoned_at_annotation(skyhook),
-        );
+        remove_entry(&mut self.annotations, &keys.cordoned_at_annotation(skyhook));
         self.clear_drain(skyhook);
         if !cordon_held(self.annotations.as_ref(), self.owners) {
             self.unschedulable = false;
@@ -405,7 +410,8 @@ impl<'s> NodeWork<'s> {
 
     /// Records when `skyhook`'s drain of the node started, unless it already has.
     pub(super) fn start_drain(&mut self, skyhook: &str, now: &str) {
-        let key = keys::SKYHOOK.drain_start_annotation(skyhook);
+        let keys = self.keys_of(skyhook);
+        let key = keys.drain_start_annotation(skyhook);
         if !self.annotations.contains_key(&key) {
             set_entry(&mut self.annotations, &key, now);
         }
@@ -414,7 +420,8 @@ impl<'s> NodeWork<'s> {
     /// Records the pods that block `skyhook`'s drain of the node (JSON), or removes the record
     /// when none does.
     pub(super) fn set_drain_blocked(&mut self, skyhook: &str, blockers: Option<&str>) {
-        let key = keys::SKYHOOK.drain_blocked_annotation(skyhook);
+        let keys = self.keys_of(skyhook);
+        let key = keys.drain_blocked_annotation(skyhook);
         match blockers {
             Some(json) => set_entry(&mut self.annotations, &key, json),
             None => remove_entry(&mut self.annotations, &key),
@@ -423,13 +430,11 @@ impl<'s> NodeWork<'s> {
 
     /// Forgets `skyhook`'s drain of the node: drained, or released.
     pub(super) fn clear_drain(&mut self, skyhook: &str) {
+        let keys = self.keys_of(skyhook);
+        remove_entry(&mut self.annotations, &keys.drain_start_annotation(skyhook));
         remove_entry(
             &mut self.annotations,
-            &keys::SKYHOOK.drain_start_annotation(skyhook),
-        );
-        remove_entry(
-            &mut self.annotations,
-            &keys::SKYHOOK.drain_blocked_annotation(skyhook),
+            &keys.drain_blocked_annotation(skyhook),
         );
     }
 
@@ -473,7 +478,7 @@ impl<'s> NodeWork<'s> {
             .iter()
             .filter(|(skyhook, _)| !self.malformed.contains_key(skyhook))
             .map(|(skyhook, state)| {
-                let key = keys::SKYHOOK.node_state_annotation(skyhook);
+                let key = self.keys_of(skyhook).node_state_annotation(skyhook);
                 let text = if state.now.is_empty() {
                     let was_there = self.view.annotations.contains_key(&key);
                     (was_there && !state.reset).then(|| state.now.to_annotation())

@@ -145,10 +145,11 @@ impl NodePatch {
     /// Whether the patch takes the node into a Skyhook's work: it cordons the node or sets a
     /// Skyhook's node status (label `status_<skyhook>`) to `in_progress`.
     pub fn takes_node(&self) -> bool {
-        let status_prefix = skyhook_api::keys::SKYHOOK.node_status_key("");
+        let status_prefixes =
+            (skyhook_api::generation::Group::ALL).map(|group| group.keys().node_status_key(""));
         self.unschedulable == Some(true)
             || self.labels.iter().any(|(key, value)| {
-                key.starts_with(&status_prefix)
+                status_prefixes.iter().any(|prefix| key.starts_with(prefix))
                     && value.as_deref() == Some(skyhook_api::v1alpha1::Status::InProgress.as_str())
             })
     }

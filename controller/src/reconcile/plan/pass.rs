@@ -2,6 +2,7 @@
 //! works on and those it skips, and its uninstall rules. Plain data, handed to every step of
 //! the pass.
 
+use skyhook_api::keys::Keys;
 use skyhook_api::uninstall::UninstallRules;
 use skyhook_api::v1alpha1::Skyhook;
 
@@ -23,6 +24,11 @@ pub(super) struct Pass<'s> {
 impl<'s> Pass<'s> {
     pub(super) fn name(&self) -> &str {
         self.owner.name
+    }
+
+    /// Its group's keys: every key the pass writes is this group's.
+    pub(super) fn keys(&self) -> &'static Keys {
+        self.owner.group.keys()
     }
 
     /// Every node it targets, skipped ones included.

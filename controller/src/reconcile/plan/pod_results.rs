@@ -31,7 +31,7 @@ use jiff::{SignedDuration, Timestamp};
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::pod_owner::{PodOwner, pod_fate};
 use skyhook_api::stage::{NodeStateEdit, apply_edits, on_pod_failed, on_pod_succeeded};
-use skyhook_api::v1alpha1::{Package, Skyhook, Status};
+use skyhook_api::v1alpha1::{Package, Status};
 
 use super::context::Context;
 use super::event_kinds;
@@ -42,7 +42,7 @@ use super::workset::Workset;
 use crate::names::OwnerSkyhook;
 use crate::pod_match::InvalidReason;
 use crate::pod_outcome::{PodFailure, PodOutcome, REBOOT_NOT_CONFIRMED};
-use crate::reconcile::snapshot::OwnedPod;
+use crate::reconcile::snapshot::{OwnedPod, Workload};
 
 /// What the pod results leave for the Skyhooks' passes besides their node-state edits.
 #[derive(Debug, Default)]
@@ -161,10 +161,11 @@ pub(super) fn pod_results<'s>(context: &Context<'s>, workset: &mut Workset<'s>) 
                         EventTarget::Node(pod.node.clone()),
                         event_kinds::JOB_FAILED,
                         format!(
-                            "Package [{}:{}] stage {} failed on [skyhook:{}]: {}",
+                            "Package [{}:{}] stage {} failed on [{}:{}]: {}",
                             annotation.name,
                             annotation.version,
                             annotation.stage,
+                            pod.group.keys().word,
                             annotation.skyhook,
                             failure.reason
                         ),
@@ -204,8 +205,11 @@ fn succeeded_pod<'s>(
             EventTarget::Node(pod.node.clone()),
             event_kinds::JOB_COMPLETE,
             format!(
-                "Package [{}:{}] state complete on [skyhook:{}]",
-                annotation.name, annotation.version, annotation.skyhook
+                "Package [{}:{}] state complete on [{}:{}]",
+                annotation.name,
+                annotation.version,
+                pod.group.keys().word,
+                annotation.skyhook
             ),
         );
     } else {
@@ -214,8 +218,12 @@ fn succeeded_pod<'s>(
             EventTarget::Node(pod.node.clone()),
             event_kinds::UPDATE_NODE_STATE,
             format!(
-                "Package [{}:{}] state complete on [skyhook:{}] stage {}",
-                annotation.name, annotation.version, annotation.skyhook, annotation.stage
+                "Package [{}:{}] state complete on [{}:{}] stage {}",
+                annotation.name,
+                annotation.version,
+                pod.group.keys().word,
+                annotation.skyhook,
+                annotation.stage
             ),
         );
     }
@@ -229,7 +237,7 @@ fn rejected_pod<'s>(
     workset: &mut Workset<'s>,
     results: &mut PodResults,
     (pod, annotation): (&OwnedPod, &PodPackageAnnotation),
-    skyhook: Option<&Skyhook>,
+    skyhook: Option<&Workload>,
     (reason, message): (&str, Option<&str>),
 ) {
     if pod.deleting {
@@ -310,9 +318,10 @@ fn record_failure<'s>(
             EventTarget::Node(pod.node.clone()),
             event_kinds::PACKAGE_ERRORING,
             format!(
-                "Package [{}:{}] state erroring on [skyhook:{}] stage {}: {}{}",
+                "Package [{}:{}] state erroring on [{}:{}] stage {}: {}{}",
                 annotation.name,
                 annotation.version,
+                pod.group.keys().word,
                 annotation.skyhook,
                 annotation.stage,
                 failure.reason,
@@ -338,10 +347,11 @@ fn refused_attempt_event(
         EventTarget::Node(pod.node.clone()),
         event_kinds::POD_REJECTED,
         format!(
-            "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
+            "Package [{}:{}] of [{}:{}] stage {} was rejected by node [{}]: {reason}{}; \
              its job runs it again",
             annotation.name,
             annotation.version,
+            pod.group.keys().word,
             annotation.skyhook,
             annotation.stage,
             pod.node,
@@ -408,10 +418,11 @@ fn retry_rejected<'s>(
         EventTarget::Node(pod.node.clone()),
         event_kinds::POD_REJECTED,
         format!(
-            "Package [{}:{}] of [skyhook:{}] stage {} was rejected by node [{}]: {reason}{}; \
+            "Package [{}:{}] of [{}:{}] stage {} was rejected by node [{}]: {reason}{}; \
              creating its pod again (retry {} after {})",
             annotation.name,
             annotation.version,
+            pod.group.keys().word,
             annotation.skyhook,
             annotation.stage,
             pod.node,
@@ -429,12 +440,12 @@ fn stray<'s>(
     context: &Context<'s>,
     workset: &mut Workset<'s>,
     pod: &OwnedPod,
-    skyhook: &Skyhook,
+    skyhook: &Workload,
 ) -> Option<InvalidReason> {
     if skyhook.is_paused() || skyhook.metadata.deletion_timestamp.is_some() {
         return None;
     }
-    let owner = OwnerSkyhook::new(skyhook).ok()?;
+    let owner = OwnerSkyhook::new(skyhook.group, skyhook).ok()?;
     invalid_reason(context, workset, &owner, &skyhook.spec.packages, pod)
 }
 

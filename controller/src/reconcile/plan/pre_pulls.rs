@@ -46,6 +46,7 @@ pub(super) fn pre_pull<'s>(
     drain_for: DrainFor<'_>,
     run: &mut NodeRun,
 ) -> PrePull {
+    let keys = pass.keys();
     let (name, node) = (pass.name(), at.node);
     // A Skyhook being deleted pulls nothing first: nothing may keep its deletion from ending.
     if !pass
@@ -60,9 +61,8 @@ pub(super) fn pre_pull<'s>(
         return PrePull::Waiting;
     };
     let annotations = work.annotations();
-    let cordoned =
-        work.unschedulable() && annotations.contains_key(&keys::SKYHOOK.cordon_annotation(name));
-    if cordoned || annotations.contains_key(&keys::SKYHOOK.drain_start_annotation(name)) {
+    let cordoned = work.unschedulable() && annotations.contains_key(&keys.cordon_annotation(name));
+    if cordoned || annotations.contains_key(&keys.drain_start_annotation(name)) {
         // The disruption has begun: what was to be found before it was.
         return PrePull::Open;
     }

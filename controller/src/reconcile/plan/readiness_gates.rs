@@ -65,12 +65,13 @@ pub(super) fn hold_gated_nodes<'s>(
     pass: &Pass<'s>,
     complete: &mut BTreeMap<&'s str, bool>,
 ) -> GateHolds<'s> {
+    let keys = pass.keys();
     let mut holds = GateHolds::default();
     if !gated(pass) {
         return holds;
     }
     let name = pass.name();
-    let key = keys::SKYHOOK.ready_gate_annotation(name);
+    let key = keys.ready_gate_annotation(name);
     let now = context.now;
     for node in &pass.matched {
         let Some(done) = complete.get_mut(node.name.as_str()).filter(|done| **done) else {
@@ -108,7 +109,10 @@ pub(super) fn hold_gated_nodes<'s>(
                 workset.emit(
                     EventTarget::Node(node.name.clone()),
                     event_kinds::READINESS_GATE_MET,
-                    format!("Skyhook [{name}]: every readiness gate is met; the node completes"),
+                    format!(
+                        "{} [{name}]: every readiness gate is met; the node completes",
+                        pass.keys().kind
+                    ),
                 );
                 continue;
             }
@@ -146,8 +150,9 @@ pub(super) fn record_gate(
     done: bool,
     now: Timestamp,
 ) {
+    let keys = pass.keys();
     let name = pass.name();
-    let key = keys::SKYHOOK.ready_gate_annotation(name);
+    let key = keys.ready_gate_annotation(name);
     let Some(work) = workset.nodes.get_mut(node) else {
         return;
     };

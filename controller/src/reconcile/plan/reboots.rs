@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use skyhook_api::interrupt::{changed_keys, effective_interrupts};
-use skyhook_api::keys;
 use skyhook_api::v1alpha1::{InterruptType, PackageStatus, State, Status};
 
 use super::context::Context;
@@ -156,6 +155,7 @@ fn overdue_reboot<'s>(
     node: &NodeView,
     entry: &PackageStatus,
 ) -> Option<UnconfirmedReboot> {
+    let keys = pass.keys();
     let skyhook = pass.skyhook;
     let updates = skyhook.status.as_ref().map(|s| &s.config_updates);
     let reboot = skyhook.spec.packages.get(&entry.name).is_some_and(|p| {
@@ -177,7 +177,7 @@ fn overdue_reboot<'s>(
     let package = format!("{}:{}", entry.name, entry.version);
     let reported = skyhook.status.as_ref().is_some_and(|s| {
         s.conditions.iter().any(|c| {
-            c.type_ == keys::SKYHOOK.condition_reboot_not_confirmed
+            c.type_ == keys.condition_reboot_not_confirmed
                 && c.status == "True"
                 && c.message.contains(&format!("{} (", node.name))
         })

@@ -21,7 +21,7 @@ use skyhook_api::budget::{
 use skyhook_api::deletion::erroring_block;
 use skyhook_api::health::{GateState, gate_hold_message, parse_settle, wait_until};
 use skyhook_api::interrupt::{changed_keys, has_interrupt};
-use skyhook_api::keys::{self, operator_version_to_write};
+use skyhook_api::keys::{self, Keys, operator_version_to_write};
 use skyhook_api::node_mirror::{NodeRecordKeys, pick_time_text};
 use skyhook_api::ordering::{SkyhookProgress, node_ready};
 use skyhook_api::stage::node_complete;
@@ -79,7 +79,7 @@ impl NodeProgress<'_> {
 /// then on the previous plan's picks that reached neither, `lost`), and a skipped node's status
 /// read from its annotation when the mirror no longer holds it.
 fn targeted_status(
-    name: &str,
+    (keys, name): (&Keys, &str),
     old: Option<&SkyhookStatus>,
     lost: Option<&BTreeMap<String, Time>>,
     targeted: &[&NodeView],
@@ -89,7 +89,7 @@ fn targeted_status(
     let keep = |node: &String| names.contains(node.as_str());
     status.node_state.retain(|n, _| keep(n));
     status.node_status.retain(|n, _| keep(n));
-    let records = NodeRecordKeys::of(&keys::SKYHOOK, name);
+    let records = NodeRecordKeys::of(keys, name);
     status.node_boot_ids = targeted
         .iter()
         .filter_map(|n| {
@@ -106,7 +106,7 @@ fn targeted_status(
             Some((n.name.clone(), picked))
         })
         .collect();
-    let status_key = keys::SKYHOOK.node_status_key(name);
+    let status_key = keys.node_status_key(name);
     for node in targeted {
         let annotated = node
             .annotations
@@ -139,7 +139,8 @@ pub(super) fn run_pass<'s>(
     let skyhook = pass.skyhook;
     let name = pass.owner.name;
     let lost = context.snapshot.lost_picks.get(name);
-    let mut status = targeted_status(name, skyhook.status.as_ref(), lost, &pass.targeted());
+    let old = skyhook.status.as_ref();
+    let mut status = targeted_status((pass.keys(), name), old, lost, &pass.targeted());
     let picked_before = picked_before(context, name, skyhook.status.as_ref());
     let mut outcome = Outcome {
         unconfirmed_reboots: pod_results.unconfirmed_reboots_of(name),
@@ -194,14 +195,14 @@ pub(super) fn run_pass<'s>(
     status.node_order_offset = i32::try_from(offset).unwrap_or(i32::MAX);
     report_node_states(workset, pass, &nodes.complete, &mut status, &mut outcome);
     if pass.rules.deleting {
-        let input = deletion_input(workset, skyhook, name);
+        let input = deletion_input(workset, skyhook, (pass.keys(), name));
         if let Some((reason, message)) = erroring_block(&input) {
             deletion_blocked_event(workset, skyhook, name, reason, &message);
             outcome.deletion_blocked = Some((reason, message));
         }
     }
-    let next = next_status(skyhook, policy, status, outcome, context.now);
-    write_status(workset, skyhook, name, next);
+    let next = next_status(skyhook, pass.keys(), policy, status, outcome, context.now);
+    write_status(workset, skyhook, pass, next);
     let completion = (pass.matched.iter())
         .map(|node| {
             let done = nodes.complete(&node.name);
@@ -221,7 +222,8 @@ fn picked_before<'s>(
     name: &str,
     old: Option<&SkyhookStatus>,
 ) -> BTreeMap<String, Time> {
-    let records = NodeRecordKeys::of(&keys::SKYHOOK, name);
+    let keys = context.keys_of(name);
+    let records = NodeRecordKeys::of(keys, name);
     let mut picked = old.map(|s| s.node_priority.clone()).unwrap_or_default();
     for node in &context.snapshot.nodes {
         if let Some(at) = records.picked_at(&node.annotations, None, &node.name) {
@@ -237,7 +239,8 @@ fn picked_before<'s>(
 /// the same node patch, so the reset is never lost behind a recorded boot ID (spec §2.11).
 /// A skipped node (unreadable state) keeps its annotations as they are.
 fn record_bookkeeping<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, status: &SkyhookStatus) {
-    let records = NodeRecordKeys::of(&keys::SKYHOOK, pass.name());
+    let keys = pass.keys();
+    let records = NodeRecordKeys::of(keys, pass.name());
     let skipped: BTreeSet<&str> = pass.malformed.iter().map(|n| n.name.as_str()).collect();
     for (node, work) in &mut workset.nodes {
         if skipped.contains(node) {
@@ -252,9 +255,10 @@ fn record_bookkeeping<'s>(workset: &mut Workset<'s>, pass: &Pass<'s>, status: &S
 
 /// Records the Skyhook's next status when it differs, with its transition Event and the
 /// node lists too long for its conditions.
-fn write_status(workset: &mut Workset<'_>, skyhook: &Skyhook, name: &str, next: NextStatus) {
+fn write_status(workset: &mut Workset<'_>, skyhook: &Skyhook, pass: &Pass<'_>, next: NextStatus) {
+    let name = pass.name();
     if let Some(transition) = &next.transition {
-        let message = format!("Skyhook transitioned {transition}");
+        let message = format!("{} transitioned {transition}", pass.keys().kind);
         workset.emit(
             EventTarget::Skyhook(name.to_owned()),
             event_kinds::TRANSITION,
@@ -433,6 +437,7 @@ fn run_batch<'s>(
     status: &mut SkyhookStatus,
     outcome: &mut Outcome,
 ) {
+    let keys = pass.keys();
     let compartments = batch.compartments;
     let (window, window_budgets) = window_open(context, workset, batch.policy);
     let skyhook = pass.skyhook;
@@ -492,7 +497,7 @@ fn run_batch<'s>(
         announce_hold(
             workset,
             pass,
-            keys::SKYHOOK.condition_window_budget_held,
+            keys.condition_window_budget_held,
             event_kinds::WINDOW_BUDGET_HELD,
             &message,
         );
@@ -503,7 +508,7 @@ fn run_batch<'s>(
         announce_hold(
             workset,
             pass,
-            keys::SKYHOOK.condition_topology_budget_held,
+            keys.condition_topology_budget_held,
             event_kinds::TOPOLOGY_BUDGET_HELD,
             &message,
         );
@@ -564,7 +569,7 @@ fn run_batch<'s>(
     announce_non_interrupt_hold(workset, pass, &outcome.non_interrupt_holds);
     announce_node_holds(context, workset, pass, held_by_pods);
     // A node skipped for its unreadable node state keeps its last blockers (upstream v0.20).
-    let blocked_key = keys::SKYHOOK.drain_blocked_annotation(pass.name());
+    let blocked_key = keys.drain_blocked_annotation(pass.name());
     for node in &pass.malformed {
         let last = node.annotations.get(&blocked_key);
         if let Some(pods) = last.and_then(|json| serde_json::from_str(json).ok()) {
@@ -652,6 +657,7 @@ fn node_facts<'s>(
     status: &SkyhookStatus,
     gated: bool,
 ) -> NodeFacts<'s> {
+    let keys = context.keys_of(skyhook);
     let pod_on_node = workset.skyhook_pod_on(context, skyhook, &node.name);
     let picked = status.node_priority.contains_key(&node.name);
     let mut facts = NodeFacts {
@@ -678,7 +684,7 @@ fn node_facts<'s>(
         facts.last_transition = work.last_transition(skyhook, context.now);
     }
     facts.hold = slot_hold(NodeActivity {
-        keys: &keys::SKYHOOK,
+        keys,
         skyhook,
         annotations: work.annotations(),
         unschedulable,
@@ -699,6 +705,7 @@ fn record_nodes<'s>(
     (nodes, gate_holds): (&NodeProgress<'s>, &GateHolds<'s>),
     status: &mut SkyhookStatus,
 ) {
+    let keys = pass.keys();
     let name = pass.name();
     let uncordon = pass.skyhook.spec.uncordon_on_failure();
     for node in &pass.matched {
@@ -721,9 +728,9 @@ fn record_nodes<'s>(
         else {
             continue;
         };
-        let was = node.annotations.get(&keys::SKYHOOK.node_status_key(name));
+        let was = node.annotations.get(&keys.node_status_key(name));
         if node_status == Status::Complete && was != Some("complete") {
-            let message = format!("Skyhook [{name}] complete.");
+            let message = format!("{} [{name}] complete.", keys.kind);
             workset.emit(
                 EventTarget::Node(node.name.clone()),
                 event_kinds::MARK_COMPLETE,
@@ -749,6 +756,7 @@ fn record_node<'s>(
     (done, gate_timed_out): (bool, bool),
     status: &mut SkyhookStatus,
 ) -> Option<Status> {
+    let keys = context.keys_of(name);
     let work = workset.nodes.get_mut(node.name.as_str())?;
     if done {
         work.release_cordon(name);
@@ -759,10 +767,10 @@ fn record_node<'s>(
         ("True", keys::NODE_NOT_READY_REASON_INCOMPLETE)
     };
     work.set_condition(
-        keys::SKYHOOK.node_not_ready_condition(name),
+        keys.node_not_ready_condition(name),
         not_ready,
         reason,
-        keys::SKYHOOK.node_not_ready_message(name, done),
+        keys.node_not_ready_message(name, done),
     );
     let erroring = node_erroring(work.state(name)) || gate_timed_out;
     let reason = if erroring {
@@ -771,10 +779,10 @@ fn record_node<'s>(
         keys::NODE_NOT_ERRORING_REASON
     };
     work.set_condition(
-        keys::SKYHOOK.node_erroring_condition(name),
+        keys.node_erroring_condition(name),
         if erroring { "True" } else { "False" },
         reason,
-        keys::SKYHOOK.node_erroring_message(name, erroring),
+        keys.node_erroring_message(name, erroring),
     );
     let finished = work.stamp_transitions(name, context.now);
     if work.state(name).is_empty() {
@@ -791,7 +799,7 @@ fn record_node<'s>(
             skyhook: name.to_owned(),
             finished,
         }));
-    let version_key = keys::SKYHOOK.node_version_annotation(name);
+    let version_key = keys.node_version_annotation(name);
     if let Some(ours) = operator_version_to_write(node.annotations.get(&version_key)) {
         work.set_annotation(version_key, ours.to_owned());
     }

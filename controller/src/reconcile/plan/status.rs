@@ -13,7 +13,7 @@ use skyhook_api::conditions::{
 use skyhook_api::drain::{
     BlockedPod, drain_blocked_message, drain_blocked_reason, non_interrupt_message,
 };
-use skyhook_api::keys;
+use skyhook_api::keys::{self, Keys};
 use skyhook_api::node_mirror::bound_node_mirrors;
 use skyhook_api::status::{SkyhookOverrides, counters, skyhook_status};
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, SkyhookStatus, Status};
@@ -77,13 +77,16 @@ pub(super) struct NextStatus {
 
 /// The conditions of one Skyhook's status: its generation and this plan's time.
 struct Conditions {
+    /// The keys of the object's group: its prefixed condition types are this group's.
+    keys: &'static Keys,
     generation: Option<i64>,
     now: Timestamp,
 }
 
 impl Conditions {
-    fn of(skyhook: &Skyhook, now: Timestamp) -> Self {
+    fn of(skyhook: &Skyhook, keys: &'static Keys, now: Timestamp) -> Self {
         Conditions {
+            keys,
             generation: skyhook.metadata.generation,
             now,
         }
@@ -105,6 +108,7 @@ impl Conditions {
 /// are); `None` when it already says so.
 pub(super) fn invalid_status(
     skyhook: &Skyhook,
+    keys: &'static Keys,
     violations: &str,
     now: Timestamp,
 ) -> Option<SkyhookStatus> {
@@ -112,11 +116,11 @@ pub(super) fn invalid_status(
     let mut status = old.clone();
     // Nothing is drained until the spec is fixed, so no protected pod holds a node.
     end_non_interrupt_hold(&mut status.conditions);
-    let conditions = Conditions::of(skyhook, now);
+    let conditions = Conditions::of(skyhook, keys, now);
     set_condition(
         &mut status.conditions,
         conditions.condition(
-            skyhook_api::keys::SKYHOOK.condition_spec_invalid,
+            conditions.keys.condition_spec_invalid,
             true,
             "SpecInvalid",
             format!("nothing runs until the spec is fixed: {violations}"),
@@ -129,6 +133,7 @@ pub(super) fn invalid_status(
 /// this adds the overall status, the counts, the batch-state reset and the conditions.
 pub(super) fn next_status(
     skyhook: &Skyhook,
+    keys: &'static Keys,
     policy: Option<&DeploymentPolicySpec>,
     mut status: SkyhookStatus,
     outcome: Outcome,
@@ -159,7 +164,7 @@ pub(super) fn next_status(
     {
         reset_batch_states(&mut status.compartment_statuses);
     }
-    let conditions = Conditions::of(skyhook, now);
+    let conditions = Conditions::of(skyhook, keys, now);
     let transition = (previous != Some(next)).then(|| {
         let from = previous.map_or_else(|| "none".to_owned(), |s| s.to_string());
         format!("[{from}] -> [{next}]")
@@ -167,7 +172,13 @@ pub(super) fn next_status(
     let mut long_lists =
         ready_conditions(&mut status, &conditions, transition.as_deref(), &outcome);
     pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
-    set_uninstall_conditions(skyhook, &mut status.conditions, &outcome.uninstall, now);
+    set_uninstall_conditions(
+        skyhook,
+        keys,
+        &mut status.conditions,
+        &outcome.uninstall,
+        now,
+    );
     // After the uninstall conditions: a `Blocked` of theirs wins over the drain's.
     drain_conditions(&mut status.conditions, &conditions, &outcome);
     long_lists.extend(outcome.uninstall.long_lists);
@@ -186,11 +197,12 @@ pub(super) fn next_status(
 /// being deleted, whose pass does not reach [`next_status`]).
 pub(super) fn set_uninstall_conditions(
     skyhook: &Skyhook,
+    keys: &'static Keys,
     list: &mut Vec<Condition>,
     uninstall: &UninstallConditions,
     now: Timestamp,
 ) {
-    let conditions = Conditions::of(skyhook, now);
+    let conditions = Conditions::of(skyhook, keys, now);
     for type_ in UNINSTALL_CONDITION_TYPES {
         let holding = uninstall.holding.iter().find(|c| c.type_ == type_);
         let condition =
@@ -239,12 +251,12 @@ fn ready_conditions(
     set_twins(
         list,
         keys::CONDITION_READY,
-        keys::SKYHOOK.condition_ready_prefixed,
+        conditions.keys.condition_ready_prefixed,
         Some(ready),
     );
     let (reason, message) = transition_text(status.status, transition, &summary.message);
     let transition = conditions.condition(
-        keys::SKYHOOK.condition_transition,
+        conditions.keys.condition_transition,
         summary.ready,
         &reason,
         message,
@@ -286,7 +298,7 @@ fn pass_conditions(
         set_twins(
             list,
             keys::CONDITION_APPLY_PACKAGE_BARE,
-            keys::SKYHOOK.condition_apply_package,
+            conditions.keys.condition_apply_package,
             Some(condition),
         );
     }
@@ -312,16 +324,16 @@ fn pass_conditions(
     set_twins(
         list,
         keys::CONDITION_DEPLOYMENT_POLICY_NOT_FOUND_BARE,
-        keys::SKYHOOK.condition_deployment_policy_not_found,
+        conditions.keys.condition_deployment_policy_not_found,
         policy_missing,
     );
-    list.retain(|c| c.type_ != skyhook_api::keys::SKYHOOK.condition_spec_invalid);
+    list.retain(|c| c.type_ != conditions.keys.condition_spec_invalid);
     set_or_remove(
         list,
-        skyhook_api::keys::SKYHOOK.condition_drain_blocked,
+        conditions.keys.condition_drain_blocked,
         (!outcome.drain_blocked.is_empty()).then(|| {
             conditions.condition(
-                skyhook_api::keys::SKYHOOK.condition_drain_blocked,
+                conditions.keys.condition_drain_blocked,
                 true,
                 "DrainTimeout",
                 outcome.drain_blocked.join("; "),
@@ -332,10 +344,10 @@ fn pass_conditions(
     let unconfirmed = &outcome.unconfirmed_reboots;
     set_or_remove(
         list,
-        keys::SKYHOOK.condition_reboot_not_confirmed,
+        conditions.keys.condition_reboot_not_confirmed,
         (!unconfirmed.is_empty()).then(|| {
             conditions.condition(
-                keys::SKYHOOK.condition_reboot_not_confirmed,
+                conditions.keys.condition_reboot_not_confirmed,
                 true,
                 "RebootNotConfirmed",
                 condition_message(unconfirmed),
@@ -391,22 +403,22 @@ fn drain_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome:
 fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: &Outcome) {
     let waits = [
         (
-            keys::SKYHOOK.condition_fleet_budget_wait,
+            conditions.keys.condition_fleet_budget_wait,
             keys::FLEET_BUDGET_FULL_REASON,
             &outcome.fleet_wait,
         ),
         (
-            keys::SKYHOOK.condition_outside_maintenance_window,
+            conditions.keys.condition_outside_maintenance_window,
             keys::MAINTENANCE_WINDOW_CLOSED_REASON,
             &outcome.window_closed,
         ),
         (
-            keys::SKYHOOK.condition_health_gate_held,
+            conditions.keys.condition_health_gate_held,
             keys::HEALTH_GATE_HELD_REASON,
             &outcome.health_gate_held,
         ),
         (
-            keys::SKYHOOK.condition_window_budget_held,
+            conditions.keys.condition_window_budget_held,
             keys::WINDOW_BUDGET_FULL_REASON,
             &outcome.window_budget_held,
         ),
@@ -419,15 +431,15 @@ fn wait_conditions(list: &mut Vec<Condition>, conditions: &Conditions, outcome: 
     }
     let reasoned = [
         (
-            keys::SKYHOOK.condition_readiness_gate_held,
+            conditions.keys.condition_readiness_gate_held,
             &outcome.readiness_gate_held,
         ),
         (
-            keys::SKYHOOK.condition_topology_budget_held,
+            conditions.keys.condition_topology_budget_held,
             &outcome.topology_budget_held,
         ),
         (
-            keys::SKYHOOK.condition_pre_pull_held,
+            conditions.keys.condition_pre_pull_held,
             &outcome.pre_pull_held,
         ),
     ];
@@ -455,7 +467,7 @@ fn blocking_conditions(list: &mut Vec<Condition>, conditions: &Conditions, block
     set_twins(
         list,
         keys::CONDITION_TAINT_NOT_TOLERABLE_BARE,
-        keys::SKYHOOK.condition_taint_not_tolerable,
+        conditions.keys.condition_taint_not_tolerable,
         Some(condition),
     );
     let ignored = &blocking.ignored;
@@ -472,7 +484,7 @@ fn blocking_conditions(list: &mut Vec<Condition>, conditions: &Conditions, block
     set_twins(
         list,
         keys::CONDITION_NODES_IGNORED_BARE,
-        keys::SKYHOOK.condition_nodes_ignored,
+        conditions.keys.condition_nodes_ignored,
         Some(condition),
     );
 }

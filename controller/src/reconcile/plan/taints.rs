@@ -60,8 +60,8 @@ pub(super) fn runtime_required(
         };
         if runtime_taint_removable(name, &skyhooks) && has_taint(&work.taints, taint) {
             work.remove_taint(taint);
-            if cordon_after_removal(name, &skyhooks) {
-                work.cordon_runtime_required();
+            if let Some(group) = cordon_after_removal(name, &skyhooks) {
+                work.cordon_runtime_required(group.keys());
             }
         }
         if runtime_required_cordon_stale(work.annotations(), work.unschedulable()) {
@@ -126,6 +126,7 @@ fn runtime_required_skyhooks<'s>(
                     .unwrap_or(false)
             };
             RuntimeRequiredSkyhook {
+                group: s.group,
                 active: !s.is_disabled() && !s.is_paused(),
                 cordon_after: s.spec.runtime_required_cordon_after,
                 nodes: matched_nodes(s, &snapshot.nodes)

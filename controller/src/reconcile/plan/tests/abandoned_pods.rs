@@ -4,12 +4,14 @@
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use skyhook_api::generation::Group;
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Interrupt, InterruptType, Package, Stage, State};
 
 use super::sim::{Sim, depends, node, package, skyhook};
 use crate::pod_outcome::{PodFailure, PodOutcome};
 use crate::reconcile::plan::Plan;
+use crate::reconcile::snapshot::Workload;
 
 fn rebooting(name: &str) -> Package {
     Package {
@@ -137,7 +139,9 @@ fn interrupt_waiting_behind_stall() -> Sim {
     let mut sim = crash_looping();
     let mut other = skyhook("other", vec![rebooting("driver")]);
     other.spec.priority = 100;
-    sim.snapshot.skyhooks.push(std::sync::Arc::new(other));
+    sim.snapshot
+        .skyhooks
+        .push(Workload::new(Group::Skyhook, other));
     sim.snapshot
         .workload_pods
         .insert("node-a".into(), Vec::new());

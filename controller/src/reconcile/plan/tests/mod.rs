@@ -9,6 +9,7 @@ mod conditions;
 mod drain_config;
 mod drain_options;
 mod fleet;
+mod generations;
 mod health_gate;
 mod interrupting_changes;
 mod job_events;

@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use skyhook_api::generation::Group;
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{Stage, State};
 
 use super::sim::{Sim, node, package, skyhook};
 use crate::reconcile::plan::EventTarget;
 use crate::reconcile::plan::event_kinds::NODE_STATE_MALFORMED;
+use crate::reconcile::snapshot::Workload;
 
 fn condition(sim: &Sim, type_: &str) -> Option<(String, String, String)> {
     sim.skyhook("x")
@@ -235,7 +237,9 @@ fn a_later_skyhook_waits_on_the_skipped_node() {
     let mut sim = three_nodes_one_corrupt();
     let mut later = skyhook("y", vec![package("bb", "1.0.0")]);
     later.spec.priority = 300;
-    sim.snapshot.skyhooks.push(later.into());
+    sim.snapshot
+        .skyhooks
+        .push(Workload::new(Group::Skyhook, later));
     roll_around_c(&mut sim);
     let done = vec![("bb|1.0.0".to_owned(), Stage::Config, State::Complete)];
     assert_eq!(sim.state("y", "a"), done);

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::api::ObjectMeta;
-use skyhook_api::generation::Group;
+use skyhook_api::generation::{Candidate, Group, Owners, group_of_labels};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
@@ -25,7 +25,9 @@ use crate::config::{Config, LogEncoder, LogSettings, PodSettings, TimeEncoder};
 use crate::pod_outcome::{PodFailure, PodOutcome};
 use crate::pre_pull::PullState;
 use crate::reconcile::plan::{Plan, plan};
-use crate::reconcile::snapshot::{NodeView, OwnedConfigMap, OwnedPod, PrePullRun, Snapshot};
+use crate::reconcile::snapshot::{
+    NodeView, OwnedConfigMap, OwnedPod, PrePullRun, Snapshot, Workload,
+};
 
 pub(super) const TEST_LABEL: &str = "skyhook.nvidia.com/test-node";
 pub(super) const IMAGE: &str = "ghcr.io/nvidia/skyhook/agentless";
@@ -225,7 +227,9 @@ impl Sim {
     pub(super) fn new(nodes: Vec<NodeView>, skyhooks: Vec<Skyhook>) -> Self {
         Sim {
             snapshot: Snapshot {
-                skyhooks: skyhooks.into_iter().map(Arc::new).collect(),
+                skyhooks: (skyhooks.into_iter())
+                    .map(|s| Workload::new(Group::Skyhook, s))
+                    .collect(),
                 nodes: nodes.into_iter().map(Arc::new).collect(),
                 ..Snapshot::default()
             },
@@ -233,6 +237,31 @@ impl Sim {
             now: start(),
             written_configmaps: BTreeMap::new(),
         }
+    }
+
+    /// Adds `object` as an object of `group` (carrying that group's finalizer), and reads
+    /// every name's live group again.
+    pub(super) fn add(&mut self, group: Group, mut object: Skyhook) {
+        object.metadata.finalizers = Some(vec![group.keys().finalizer.to_owned()]);
+        self.snapshot.skyhooks.push(Workload::new(group, object));
+        let none = PackedMap::default();
+        let candidate = |w: &Workload| Candidate {
+            status: w.status.as_ref().and_then(|s| s.status),
+            annotations: &none,
+        };
+        let of = |name: &str, group: Group| {
+            (self.snapshot.skyhooks.iter())
+                .find(|w| w.group == group && w.metadata.name.as_deref() == Some(name))
+                .map(candidate)
+        };
+        let names: std::collections::BTreeSet<&str> = (self.snapshot.skyhooks.iter())
+            .filter_map(|w| w.metadata.name.as_deref())
+            .collect();
+        let owners = Owners::new(
+            (names.iter())
+                .map(|name| (*name, of(name, Group::Skyhook), of(name, Group::NodeWright))),
+        );
+        self.snapshot.owners = owners;
     }
 
     /// Plans once and applies the plan.
@@ -316,7 +345,7 @@ impl Sim {
             let run = PrePullRun {
                 name: pod.metadata.name.clone().unwrap_or_default(),
                 skyhook: (pod.metadata.labels.as_ref())
-                    .and_then(|l| l.get(keys::SKYHOOK.name_label).cloned())
+                    .and_then(|l| l.get(group_of_labels(Some(l)).keys().name_label).cloned())
                     .unwrap_or_default(),
                 node: (pod.spec.as_ref())
                     .and_then(|s| s.node_name.clone())
@@ -339,25 +368,33 @@ impl Sim {
         }
         for cm in &planned.upsert_configmaps {
             let labels = cm.metadata.labels.clone().unwrap_or_default();
+            // A node-metadata ConfigMap has no name label: its group is its meta label's.
+            let group = (Group::ALL.into_iter())
+                .find(|g| {
+                    labels.contains_key(g.keys().node_meta_label)
+                        || labels.contains_key(g.keys().name_label)
+                })
+                .unwrap_or_default();
+            let keys = group.keys();
             let name = cm.metadata.name.clone().unwrap_or_default();
             let node = cm
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(keys::SKYHOOK.node_name_annotation))
+                .and_then(|a| a.get(keys.node_name_annotation))
                 .cloned();
             self.written_configmaps.insert(name.clone(), cm.clone());
             let shared = std::sync::Arc::new(cm.clone());
-            if let Some(skyhook) = labels.get(keys::SKYHOOK.node_meta_label) {
+            if let Some(skyhook) = labels.get(keys.node_meta_label) {
                 let cached = Arc::new(CachedNodeMetadata::from(cm.clone()));
                 snapshot.metadata_configmaps.insert(
                     name,
-                    OwnedConfigMap::new(Group::Skyhook, skyhook.clone(), node, cached),
+                    OwnedConfigMap::new(group, skyhook.clone(), node, cached),
                 );
-            } else if let Some(skyhook) = labels.get(keys::SKYHOOK.name_label) {
+            } else if let Some(skyhook) = labels.get(keys.name_label) {
                 snapshot.package_configmaps.insert(
                     name,
-                    OwnedConfigMap::new(Group::Skyhook, skyhook.clone(), None, shared),
+                    OwnedConfigMap::new(group, skyhook.clone(), None, shared),
                 );
             }
         }
@@ -366,7 +403,8 @@ impl Sim {
             snapshot.metadata_configmaps.remove(name);
         }
         for skyhook in &mut snapshot.skyhooks {
-            let skyhook = Arc::make_mut(skyhook);
+            let finalizer = skyhook.group.keys().finalizer;
+            let skyhook = Arc::make_mut(&mut skyhook.object);
             let name = skyhook.metadata.name.clone().unwrap_or_default();
             if let Some(status) = planned.statuses.get(&name) {
                 skyhook.status = Some(status.clone());
@@ -383,12 +421,12 @@ impl Sim {
                     .metadata
                     .finalizers
                     .get_or_insert_default()
-                    .push(keys::SKYHOOK.finalizer.to_owned()),
+                    .push(finalizer.to_owned()),
                 Some(false) => skyhook
                     .metadata
                     .finalizers
                     .get_or_insert_default()
-                    .retain(|f| f != keys::SKYHOOK.finalizer),
+                    .retain(|f| f != finalizer),
                 None => {}
             }
         }
@@ -476,7 +514,13 @@ impl Sim {
     pub(super) fn state(&self, skyhook: &str, node: &str) -> Vec<(String, Stage, State)> {
         self.node(node)
             .annotations
-            .get(&keys::SKYHOOK.node_state_annotation(skyhook))
+            .get(
+                &self
+                    .snapshot
+                    .owners
+                    .keys_of(skyhook)
+                    .node_state_annotation(skyhook),
+            )
             .map(|text| NodeState::parse(text).expect("the plan writes readable state"))
             .map(|state| {
                 state
@@ -490,7 +534,13 @@ impl Sim {
     pub(super) fn node_status(&self, skyhook: &str, node: &str) -> Option<String> {
         self.node(node)
             .annotations
-            .get(&keys::SKYHOOK.node_status_key(skyhook))
+            .get(
+                &self
+                    .snapshot
+                    .owners
+                    .keys_of(skyhook)
+                    .node_status_key(skyhook),
+            )
             .map(str::to_owned)
     }
 
@@ -518,7 +568,7 @@ impl Sim {
         self.snapshot
             .skyhooks
             .iter_mut()
-            .map(Arc::make_mut)
+            .map(|s| Arc::make_mut(&mut s.object))
             .find(|s| s.metadata.name.as_deref() == Some(name))
             .expect("the test names a known Skyhook")
     }
