@@ -124,12 +124,18 @@ fn the_nodewright_binary_speaks_of_nodewrights() {
     assert!(script.contains("#compdef kubectl-nodewright"), "{script}");
 }
 
+/// A hard link, not a copy: a copy is a file this process writes, and a child another test
+/// forks meanwhile inherits it open for writing until its exec, so running the copy fails now
+/// and then with ETXTBSY ("Text file busy"). A link writes nothing, and in the binary's own
+/// directory it is on the binary's filesystem.
 #[test]
 fn a_copy_named_kubectl_nodewright_is_the_nodewright_plugin() {
-    let dir = std::env::temp_dir().join(format!("kubectl-nodewright-copy-{}", std::process::id()));
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_kubectl-skyhook"));
+    let dir =
+        (binary.parent().unwrap()).join(format!("kubectl-nodewright-link-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let copy = dir.join("kubectl-nodewright");
-    std::fs::copy(env!("CARGO_BIN_EXE_kubectl-skyhook"), &copy).unwrap();
+    std::fs::hard_link(binary, &copy).unwrap();
     let out = Command::new(&copy).arg("--version").output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(text(&out.stdout).starts_with("NodeWright plugin: "));
