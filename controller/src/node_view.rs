@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
-use skyhook_api::keys;
+use skyhook_api::generation::Group;
 use skyhook_api::readiness::KUBELET_CONDITIONS;
 use skyhook_api::resources::{CpuMemory, cpu_memory};
 use skyhook_api::string_map::PackedMap;
@@ -56,7 +56,8 @@ pub struct NodeView {
     pub not_ready_since: Option<Timestamp>,
     /// When the `Ready` condition last turned True, while it is True.
     pub ready_since: Option<Timestamp>,
-    /// The node's conditions of Skyhooks ([`keys::Keys::is_skyhook_node_condition`]): the plan
+    /// The node's conditions of the workloads of either group
+    /// ([`skyhook_api::keys::Keys::is_skyhook_node_condition`]): the plan
     /// writes no other, and reads of the kubelet's only `ready` and its transitions.
     pub conditions: Vec<NodeConditionView>,
     /// The node's other conditions, neither the kubelet's nor a Skyhook's or NodeWright's:
@@ -92,11 +93,10 @@ pub fn node_view(node: Node) -> NodeView {
         .any(|c| c.type_ == "Ready" && c.status == "True");
     let (conditions, foreign): (Vec<_>, Vec<_>) = conditions
         .into_iter()
-        .filter(|c| {
-            !KUBELET_CONDITIONS.contains(&c.type_.as_str())
-                && !keys::NODEWRIGHT.is_skyhook_node_condition(&c.type_)
-        })
-        .partition(|c| keys::SKYHOOK.is_skyhook_node_condition(&c.type_));
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .partition(|c| {
+            (Group::ALL.iter()).any(|group| group.keys().is_skyhook_node_condition(&c.type_))
+        });
     let conditions: Vec<NodeConditionView> = conditions
         .into_iter()
         .map(|c| NodeConditionView {

@@ -107,6 +107,21 @@ impl GeneratedCrd {
     }
 }
 
+/// Where the nodewright group's CRDs are committed: a chart template, not `chart/crds/`, since
+/// Helm installs `crds/` on the first install only and an upgraded release would lack them (they
+/// carry [`HELM_KEEP`], as upstream's).
+pub const NODEWRIGHT_CRDS_TEMPLATE: &str = "chart/templates/nodewright-crds.yaml";
+
+/// The text of [`NODEWRIGHT_CRDS_TEMPLATE`]: both CRDs, as YAML documents.
+pub fn nodewright_crds_template() -> Result<String, serde_yaml::Error> {
+    let mut text = HEADER.to_owned();
+    for crd in nodewright_crds() {
+        text.push_str("---\n");
+        text.push_str(&serde_yaml::to_string(&crd)?);
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

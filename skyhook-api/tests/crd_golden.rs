@@ -23,6 +23,23 @@ fn committed_crds_match_the_types() {
 }
 
 #[test]
+fn the_committed_nodewright_crd_template_matches_the_types() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(crd::NODEWRIGHT_CRDS_TEMPLATE);
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == crd::nodewright_crds_template().unwrap(),
+        "{} is stale or missing: run `cargo run -p skyhook-api --bin crdgen -- --write` and commit",
+        path.display()
+    );
+    assert!(
+        !have.contains("{{"),
+        "a template: Helm would read a description's braces as an action"
+    );
+}
+
+#[test]
 fn both_kinds_are_cluster_scoped_in_the_api_group() {
     for generated in crd::crds() {
         let spec = &generated.crd.spec;

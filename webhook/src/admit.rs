@@ -113,10 +113,35 @@ fn validate_workload_request(
         Err(violations) => violations.into_iter().collect(),
     };
     violations.extend(update.violations);
+    if matches!(request.operation, Operation::Create) {
+        violations.extend(twin_violation(group, name, lookups));
+    }
     match Violations::check(violations) {
         Ok(()) => response,
         Err(violations) => deny_invalid(response, (group, group.keys().kind), name, &violations),
     }
+}
+
+/// A new object whose name an object of the other group holds: one name is served by one API
+/// group at a time, since an object taking the name over would run every package again rather
+/// than adopt its twin's node state. Not checked before the caches synced (a create is not held
+/// up for it).
+fn twin_violation(group: Group, name: &str, lookups: &dyn Lookups) -> Option<Violation> {
+    let other = group.other();
+    let twins = lookups.policy_references(other)?;
+    twins.iter().any(|t| t.skyhook == name).then(|| {
+        Violation::new(
+            "metadata.name",
+            format!(
+                "a {} named {name:?} exists, and a name is served by one API group at a time",
+                other.kind()
+            ),
+            format!(
+                "delete the {} {name:?} first, or choose another name",
+                other.kind()
+            ),
+        )
+    })
 }
 
 /// The update rules of an UPDATE that carries the old object; nothing to check otherwise. An

@@ -256,7 +256,56 @@ fn nodewright_dispatch_table() {
         nodewrights: vec![user],
         ..ExistingObjects::default()
     };
+    let twin: Skyhook =
+        serde_json::from_value(json!({"metadata": {"name": "subject"}, "spec": {}})).unwrap();
+    let skyhook_twin = ExistingObjects {
+        skyhooks: vec![twin.clone()],
+        ..ExistingObjects::default()
+    };
+    let nodewright_twin = ExistingObjects {
+        nodewrights: vec![twin],
+        ..ExistingObjects::default()
+    };
     let cases: Vec<Case<'_>> = vec![
+        (
+            "a NodeWright named like an existing Skyhook is refused",
+            Endpoint::ValidateNodeWright,
+            nodewright_body(
+                "NodeWright",
+                "CREATE",
+                nodewright(bare.clone()),
+                Value::Null,
+            ),
+            &skyhook_twin,
+            false,
+            "validating NodeWright \"subject\": 1 problem found:\n- metadata.name: a Skyhook named \"subject\" exists, and a name is served by one API group at a time (fix: delete the Skyhook \"subject\" first, or choose another name)",
+        ),
+        (
+            "and the other way round",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "CREATE",
+                skyhook(package("1.0.0"), json!({"name": "subject"})),
+                Value::Null,
+            ),
+            &nodewright_twin,
+            false,
+            "a NodeWright named \"subject\" exists",
+        ),
+        (
+            "an update of an object that already has a twin is not refused for it",
+            Endpoint::ValidateNodeWright,
+            nodewright_body(
+                "NodeWright",
+                "UPDATE",
+                nodewright(bare.clone()),
+                Value::Null,
+            ),
+            &skyhook_twin,
+            true,
+            "",
+        ),
         (
             "a bare image is accepted",
             Endpoint::ValidateNodeWright,

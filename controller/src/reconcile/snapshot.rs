@@ -14,7 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use skyhook_api::generation::{Group, Owners, group_of_labels};
+use skyhook_api::generation::{Candidate, Group, Owners, group_of_labels};
 use skyhook_api::keys;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
@@ -36,8 +36,9 @@ pub struct Snapshot {
     /// Which group's object is live for each name: the keys of the other group are a
     /// migration's shadows, which hold no cordon and no slot.
     pub owners: Owners,
-    /// Every DeploymentPolicy spec of the skyhook group, by name.
-    pub policies: BTreeMap<String, DeploymentPolicySpec>,
+    /// Every DeploymentPolicy spec, by group and name: a workload names a policy of its own
+    /// group.
+    pub policies: BTreeMap<(Group, String), DeploymentPolicySpec>,
     /// Every node, shared with the cache.
     pub nodes: Vec<Arc<NodeView>>,
     /// The controller's runs of package stages and interrupts: each stage Job not yet recorded
@@ -277,6 +278,12 @@ impl Snapshot {
         reboot_deadline: Duration,
     ) -> Snapshot {
         let nodes: Vec<Arc<NodeView>> = cached.nodes.iter().map(|n| Arc::clone(n.view())).collect();
+        let owners = owners(cached);
+        // A run of the other group than its name's live object is a migration's: left alone.
+        let live = |group: Group, labels: Option<&BTreeMap<String, String>>| {
+            (labels.and_then(|l| l.get(group.keys().name_label)))
+                .is_none_or(|name| owners.is_live(group, name))
+        };
         let boot_ids: BTreeMap<&str, Option<&str>> = nodes
             .iter()
             .map(|n| (n.name.as_str(), n.boot_id.as_deref()))
@@ -312,7 +319,7 @@ impl Snapshot {
             let run = &job.template;
             // The template's labels, as the attempts' (the Job controller copies them).
             let group = group_of_labels(run.metadata.labels.as_ref());
-            if !DRIVEN.contains(&group) {
+            if !live(group, run.metadata.labels.as_ref()) {
                 continue;
             }
             let keys = group.keys();
@@ -363,13 +370,16 @@ impl Snapshot {
         }
         let pre_pulls = (cached.pods.iter())
             .filter(|pod| job_of(pod).is_none() && is_pre_pull(pod))
-            .filter(|pod| DRIVEN.contains(&group_of_labels(pod.metadata.labels.as_ref())))
             .filter_map(|pod| {
                 let images = recorded_images(pod);
                 let labels = pod.metadata.labels.as_ref()?;
+                let group = group_of_labels(Some(labels));
+                if !live(group, Some(labels)) {
+                    return None;
+                }
                 Some(PrePullRun {
                     name: pod.metadata.name.clone()?,
-                    skyhook: labels.get(keys::SKYHOOK.name_label)?.clone(),
+                    skyhook: labels.get(group.keys().name_label)?.clone(),
                     node: pod.spec.as_ref()?.node_name.clone()?,
                     state: pull_state(pod, &images),
                     images,
@@ -384,7 +394,7 @@ impl Snapshot {
             .filter_map(|pod| {
                 let labels = pod.metadata.labels.as_ref();
                 let group = group_of_labels(labels);
-                if !DRIVEN.contains(&group) {
+                if !live(group, labels) {
                     return None;
                 }
                 let node = pod.spec.as_ref()?.node_name.as_deref()?;
@@ -392,31 +402,35 @@ impl Snapshot {
                 OwnedPod::new(std::sync::Arc::clone(pod), outcome)
             });
         pods.extend(bare);
+        let package_configmaps = package_configmaps(&cached.package_configmaps, &owners);
+        let metadata_configmaps = owned_configmaps(&cached.metadata_configmaps, &owners, |cm| {
+            let name = kube::Resource::meta(cm).name.as_deref()?;
+            let (group, owner) = cm.owner()?;
+            Some((name, group, owner, cm.node()))
+        });
         Snapshot {
             retained_jobs,
             pre_pulls,
-            owners: Owners::skyhooks_only(
-                (cached.skyhooks.iter()).filter_map(|skyhook| skyhook.metadata.name.as_deref()),
-            ),
-            skyhooks: workloads(cached),
-            policies: cached
-                .policies
-                .iter()
-                .filter_map(|p| Some((p.metadata.name.clone()?, p.spec.clone())))
+            skyhooks: workloads(cached, &owners),
+            policies: (cached.policies.iter())
+                .filter_map(|p| Some(((Group::Skyhook, p.metadata.name.clone()?), p.spec.clone())))
+                .chain((cached.nodewright_policies.iter()).filter_map(|p| {
+                    Some((
+                        (Group::NodeWright, p.metadata.name.clone()?),
+                        p.spec.clone(),
+                    ))
+                }))
                 .collect(),
             nodes,
             pods,
-            package_configmaps: package_configmaps(&cached.package_configmaps),
-            metadata_configmaps: owned_configmaps(&cached.metadata_configmaps, |cm| {
-                let name = kube::Resource::meta(cm).name.as_deref()?;
-                let (group, owner) = cm.owner()?;
-                Some((name, group, owner, cm.node()))
-            }),
+            package_configmaps,
+            metadata_configmaps,
             workload_pods,
             pdbs,
             refusals: EvictionRefusals::default(),
             non_interrupt_held: None,
             lost_picks: LostPicks::new(),
+            owners,
         }
     }
 
@@ -446,14 +460,30 @@ impl Snapshot {
     }
 }
 
-/// The groups whose runs the plan drives; the runs and ConfigMaps of the others are left out of
-/// the snapshot, so that no plan deletes or re-creates them while their objects are not driven.
-pub const DRIVEN: &[Group] = &[Group::Skyhook];
+/// What the liveness rule reads of `object`.
+fn candidate<'a>(
+    object: &'a Skyhook,
+    no_annotations: &'a BTreeMap<String, String>,
+) -> Candidate<'a> {
+    Candidate {
+        status: object.status.as_ref().and_then(|s| s.status),
+        annotations: object
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap_or(no_annotations),
+    }
+}
 
-/// The objects of the driven groups, each with its group.
-fn workloads(cached: &cache::CachedObjects) -> Vec<Workload> {
+/// The live object of every name, with its group: the object of the other group sharing its
+/// name is left out (see [`owners`]).
+fn workloads(cached: &cache::CachedObjects, owners: &Owners) -> Vec<Workload> {
     let of = |group: Group, objects: &[Arc<Skyhook>]| {
         (objects.iter())
+            .filter(|object| {
+                (object.metadata.name.as_deref())
+                    .is_some_and(|name| owners.live(name) == Some(group))
+            })
             .map(move |object| Workload::new(group, Arc::clone(object)))
             .collect::<Vec<_>>()
     };
@@ -462,9 +492,30 @@ fn workloads(cached: &cache::CachedObjects) -> Vec<Workload> {
         (Group::NodeWright, cached.nodewrights.as_slice()),
     ]
     .into_iter()
-    .filter(|(group, _)| DRIVEN.contains(group))
     .flat_map(|(group, objects)| of(group, objects))
     .collect()
+}
+
+/// Which group's object is live for each name. Until a NodeWright can adopt the node state of
+/// a Skyhook of its name (the migration, not built yet), a name held in both groups stays the
+/// Skyhook's: its NodeWright twin runs nothing, rather than run every package again under its
+/// own keys, and the webhook refuses creating such a twin.
+fn owners(cached: &cache::CachedObjects) -> Owners {
+    let none = BTreeMap::new();
+    let named = |objects: &[Arc<Skyhook>]| -> BTreeMap<String, Arc<Skyhook>> {
+        (objects.iter())
+            .filter_map(|o| Some((o.metadata.name.clone()?, Arc::clone(o))))
+            .collect()
+    };
+    let (skyhooks, nodewrights) = (named(&cached.skyhooks), named(&cached.nodewrights));
+    let names: BTreeSet<&String> = skyhooks.keys().chain(nodewrights.keys()).collect();
+    Owners::new(names.into_iter().map(|name| {
+        let skyhook = skyhooks.get(name).map(|s| candidate(s, &none));
+        let nodewright = (nodewrights.get(name))
+            .filter(|_| skyhook.is_none())
+            .map(|n| candidate(n, &none));
+        (name.as_str(), skyhook, nodewright)
+    }))
 }
 
 /// Each object's reboot deadline, by group and name: its `spec.rebootDeadline`, else the
@@ -541,8 +592,9 @@ fn package_annotation_of(group: Group, pod: &cache::CachedPod) -> Option<PodPack
 /// The package ConfigMaps by name, with the object their label `<group>/name` names.
 fn package_configmaps(
     configmaps: &[std::sync::Arc<ConfigMap>],
+    owners: &Owners,
 ) -> BTreeMap<String, OwnedConfigMap> {
-    owned_configmaps(configmaps, |cm| {
+    owned_configmaps(configmaps, owners, |cm| {
         let metadata = &cm.metadata;
         let labels = metadata.labels.as_ref();
         let group = group_of_labels(labels);
@@ -556,17 +608,19 @@ fn package_configmaps(
     })
 }
 
-/// The ConfigMaps of the driven groups that `owner` names (name, group, owning object, node),
-/// by name; those it names none of are left out.
+/// The ConfigMaps that `owner` names (name, group, owning object, node), by name; those it
+/// names none of, and those of a name whose live object is of the other group (a migration's),
+/// are left out.
 fn owned_configmaps<C>(
     configmaps: &[std::sync::Arc<C>],
+    owners: &Owners,
     owner: impl Fn(&C) -> Option<(&str, Group, &str, Option<&str>)>,
 ) -> BTreeMap<String, OwnedConfigMap<C>> {
     configmaps
         .iter()
         .filter_map(|cm| {
             let (name, group, skyhook, node) = owner(cm)?;
-            if !DRIVEN.contains(&group) {
+            if !owners.is_live(group, skyhook) {
                 return None;
             }
             let owned = OwnedConfigMap::new(
@@ -791,7 +845,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_is_read_under_the_keys_of_its_group_and_only_driven_groups_are_planned() {
+    fn a_run_is_read_under_the_keys_of_its_group_and_a_shadow_groups_runs_are_left_alone() {
         let configmap = |group: Group, name: &str| {
             let keys = group.keys();
             Arc::new(ConfigMap {
@@ -810,51 +864,96 @@ mod tests {
         if let Some(labels) = both.metadata.labels.as_mut() {
             labels.insert(keys::NODEWRIGHT.name_label.to_owned(), "gpu".to_owned());
         }
-        let cached = cache::CachedObjects {
-            nodes: vec![Arc::new(node("n", &[], "True").into())],
-            pods: vec![
-                run_of(Group::Skyhook, "legacy", "gpu"),
-                run_of(Group::NodeWright, "new", "gpu"),
-                Arc::new(both),
-            ],
-            package_configmaps: vec![
-                configmap(Group::Skyhook, "gpu-legacy"),
-                configmap(Group::NodeWright, "gpu-new"),
-            ],
-            ..cache::CachedObjects::default()
-        };
-        let snapshot = build_at_noon(&cached);
-        let runs: Vec<_> = (snapshot.pods.iter())
-            .map(|p| {
-                (
-                    p.name.as_str(),
-                    p.group,
-                    p.skyhook.as_str(),
-                    p.package_label.as_str(),
-                )
+        let object = |name: &str| {
+            Arc::new(Skyhook {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    ..ObjectMeta::default()
+                },
+                spec: SkyhookSpec::default(),
+                status: None,
             })
-            .collect();
-        assert_eq!(
-            runs,
-            vec![
-                ("legacy", Group::Skyhook, "gpu", "one-1.0.0"),
-                ("copied", Group::Skyhook, "gpu", "one-1.0.0"),
-            ]
-        );
-        let configmaps: Vec<_> = (snapshot.package_configmaps.iter())
-            .map(|(name, cm)| (name.as_str(), cm.group, cm.skyhook.as_str()))
-            .collect();
-        assert_eq!(configmaps, vec![("gpu-legacy", Group::Skyhook, "gpu")]);
-        assert_eq!(
-            group_of_labels(
-                run_of(Group::NodeWright, "new", "gpu")
-                    .metadata
-                    .labels
-                    .as_ref()
+        };
+        let cached =
+            |skyhooks: Vec<Arc<Skyhook>>, nodewrights: Vec<Arc<Skyhook>>| cache::CachedObjects {
+                skyhooks,
+                nodewrights,
+                nodes: vec![Arc::new(node("n", &[], "True").into())],
+                pods: vec![
+                    run_of(Group::Skyhook, "legacy", "gpu"),
+                    run_of(Group::NodeWright, "new", "gpu"),
+                    Arc::new(both.clone()),
+                ],
+                package_configmaps: vec![
+                    configmap(Group::Skyhook, "gpu-legacy"),
+                    configmap(Group::NodeWright, "gpu-new"),
+                ],
+                ..cache::CachedObjects::default()
+            };
+        // (case, Skyhooks, NodeWrights, runs in the snapshot, ConfigMaps in the snapshot)
+        let cases = [
+            (
+                "a Skyhook holds the name: the NodeWright-labelled ones are shadows",
+                vec![object("gpu")],
+                vec![],
+                vec![
+                    ("legacy", Group::Skyhook, "gpu", "one-1.0.0"),
+                    ("copied", Group::Skyhook, "gpu", "one-1.0.0"),
+                ],
+                vec![("gpu-legacy", Group::Skyhook, "gpu")],
             ),
-            Group::NodeWright
-        );
-        assert_eq!(group_of_labels(None), Group::Skyhook);
+            (
+                "a NodeWright holds it",
+                vec![],
+                vec![object("gpu")],
+                vec![("new", Group::NodeWright, "gpu", "one-1.0.0")],
+                vec![("gpu-new", Group::NodeWright, "gpu")],
+            ),
+            (
+                "both do: the Skyhook keeps it until a NodeWright can adopt its nodes",
+                vec![object("gpu")],
+                vec![object("gpu")],
+                vec![
+                    ("legacy", Group::Skyhook, "gpu", "one-1.0.0"),
+                    ("copied", Group::Skyhook, "gpu", "one-1.0.0"),
+                ],
+                vec![("gpu-legacy", Group::Skyhook, "gpu")],
+            ),
+            (
+                "neither does: each run is its own group's, to clean up",
+                vec![],
+                vec![],
+                vec![
+                    ("legacy", Group::Skyhook, "gpu", "one-1.0.0"),
+                    ("new", Group::NodeWright, "gpu", "one-1.0.0"),
+                    ("copied", Group::Skyhook, "gpu", "one-1.0.0"),
+                ],
+                vec![
+                    ("gpu-legacy", Group::Skyhook, "gpu"),
+                    ("gpu-new", Group::NodeWright, "gpu"),
+                ],
+            ),
+        ];
+        for (case, skyhooks, nodewrights, expected_runs, expected_configmaps) in cases {
+            let snapshot = build_at_noon(&cached(skyhooks, nodewrights));
+            let runs: Vec<_> = (snapshot.pods.iter())
+                .map(|p| {
+                    (
+                        p.name.as_str(),
+                        p.group,
+                        p.skyhook.as_str(),
+                        p.package_label.as_str(),
+                    )
+                })
+                .collect();
+            assert_eq!(runs, expected_runs, "{case}");
+            let configmaps: Vec<_> = (snapshot.package_configmaps.iter())
+                .map(|(name, cm)| (name.as_str(), cm.group, cm.skyhook.as_str()))
+                .collect();
+            assert_eq!(configmaps, expected_configmaps, "{case}");
+            let workloads: Vec<_> = (snapshot.skyhooks.iter()).map(|w| w.group).collect();
+            assert!(workloads.len() <= 1, "{case}: one live object per name");
+        }
     }
 
     #[test]

@@ -136,6 +136,15 @@ fn default_values_render_the_whole_operator() -> anyhow::Result<()> {
         ("LimitRange", vec!["skyhook-operator-limit-range"]),
         ("NetworkPolicy", vec!["skyhook-operator-allow-all"]),
         ("Job", vec![CLEANUP_SKYHOOKS, CLEANUP_WEBHOOK]),
+        // The skyhook group's CRDs are in crds/, which `helm template` leaves out; the
+        // nodewright group's are templates, so that `helm upgrade` installs them.
+        (
+            "CustomResourceDefinition",
+            vec![
+                "nodewrights.nodewright.nvidia.com",
+                "deploymentpolicies.nodewright.nvidia.com",
+            ],
+        ),
     ];
     for (kind, wanted) in expected_kinds {
         let mut found = names(&docs, kind);
@@ -143,6 +152,16 @@ fn default_values_render_the_whole_operator() -> anyhow::Result<()> {
         let mut wanted: Vec<String> = wanted.into_iter().map(str::to_owned).collect();
         wanted.sort();
         ensure!(found == wanted, "{kind}: {found:?}, wanted {wanted:?}");
+    }
+    for crd in docs
+        .iter()
+        .filter(|d| kind_of(d) == "CustomResourceDefinition")
+    {
+        ensure!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep",
+            "{} is kept on uninstall, as upstream's",
+            name_of(crd)
+        );
     }
     // Namespaced objects all land in the release namespace.
     for doc in &docs {

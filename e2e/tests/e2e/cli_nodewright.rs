@@ -1,7 +1,7 @@
 //! The plugin under its second name, `kubectl nodewright`, through the real `kubectl`: the
-//! nodewright.nvidia.com CRDs applied by the test and one NodeWright object. No controller
-//! reconciles NodeWrights yet, so the node state is written by the test and every verb is
-//! checked on what it patches:
+//! nodewright.nvidia.com CRDs applied by the test once the controller runs (so it does not watch
+//! the group) and one NodeWright object. The node state is written by the test, and every verb
+//! is checked on what it patches:
 //! - `node list` / `node status` read only the `nodewright.nvidia.com/*` keys (with the
 //!   `CORDONED` and `RUNTIME-REQUIRED-CORDON` fields), and `--skyhook` still works with
 //!   upstream's deprecation note;

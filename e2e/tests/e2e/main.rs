@@ -36,6 +36,7 @@ mod drain_config;
 mod examples;
 mod faults;
 mod fleet_budget;
+mod generations;
 mod health_gate;
 mod jobs;
 mod kubelet_api;

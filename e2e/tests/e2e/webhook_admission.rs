@@ -313,8 +313,9 @@ const NODEWRIGHT_POLICY_DENIED: &str =
 
 /// The nodewright group's webhooks, with its CRDs installed before the webhook starts: a
 /// NodeWright follows upstream v0.20's stricter rules in upstream's words (an inline tag is
-/// refused where the same Skyhook of the seeds passes with a warning), names a DeploymentPolicy
-/// of its own group, and keeps that policy from being deleted.
+/// refused where the same Skyhook of the seeds passes with a warning), may not take a name a
+/// Skyhook holds, names a DeploymentPolicy of its own group, and keeps that policy from being
+/// deleted.
 #[tokio::test]
 async fn nodewrights_are_admitted_by_their_groups_rules() -> anyhow::Result<()> {
     e2e::build_binaries()?;
@@ -365,6 +366,18 @@ async fn nodewrights_are_admitted_by_their_groups_rules() -> anyhow::Result<()> 
     let stderr = String::from_utf8_lossy(&output.stderr);
     ensure!(
         output.status.success() && stderr.contains("is ignored"),
+        "{stderr}"
+    );
+    // A name is served by one group at a time: a NodeWright named like the Skyhook is refused.
+    let twin = write(
+        "nw-twin.yaml",
+        workload("nodewright.nvidia.com", "NodeWright", image, None)
+            .replace("name: tagged", "name: seed"),
+    )?;
+    let stderr = kubectl.refused(&["apply", "-f", &twin]).await?;
+    ensure!(
+        stderr.contains(NODEWRIGHT_DENIED)
+            && stderr.contains("metadata.name: a Skyhook named \"seed\" exists, and a name is served by one API group at a time"),
         "{stderr}"
     );
 

@@ -1,5 +1,6 @@
 //! Prints the Skyhook CRDs as multi-document YAML, or with `--write [WORKSPACE_ROOT]` writes them
-//! to `chart/crds/` (the workspace this binary was built from by default).
+//! to `chart/crds/` and the NodeWright CRDs to `chart/templates/nodewright-crds.yaml` (in the
+//! workspace this binary was built from by default).
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -40,6 +41,10 @@ fn main() -> Result<(), Box<dyn Error>> {
                     .map_err(|e| format!("failed to write {}: {e}", path.display()))?;
                 eprintln!("wrote {}", path.display());
             }
+            let path = root.join(crd::NODEWRIGHT_CRDS_TEMPLATE);
+            std::fs::write(&path, crd::nodewright_crds_template()?)
+                .map_err(|e| format!("failed to write {}: {e}", path.display()))?;
+            eprintln!("wrote {}", path.display());
             Ok(())
         }
         Some(other) => Err(format!("unexpected argument {other:?}; {USAGE}").into()),

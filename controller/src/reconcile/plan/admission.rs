@@ -61,7 +61,7 @@ pub(super) fn admit<'s>(
     let validation = ValidationContext {
         name: Some(name),
         known_policies: None,
-        ..ValidationContext::default()
+        group: workload.group,
     };
     if let Err(violations) = validate_skyhook(&skyhook.spec, &validation) {
         invalid(context, workset, skyhook, name, &violations.to_string());

@@ -164,7 +164,9 @@ pub(super) fn run_pass<'s>(
         .collect();
     let nodes = NodeProgress { complete, ready };
     let policy_name = skyhook.spec.policy_name();
-    let policy = policy_name.and_then(|p| context.snapshot.policies.get(p));
+    // A workload's policy is of its own group.
+    let policy = policy_name
+        .and_then(|p| (context.snapshot.policies).get(&(pass.owner.group, p.to_owned())));
     outcome.policy_missing = policy_name.is_some() && policy.is_none();
     set_node_statuses(workset, pass, &nodes, &gate_holds, outcome.policy_missing);
     let compartments = skyhook_compartments(&skyhook.spec, policy, pass.matched.len());

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::SignedDuration;
+use skyhook_api::generation::Group;
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{HealthGate, Status};
 
@@ -22,7 +23,7 @@ fn sim(gate: Option<HealthGate>) -> Sim {
     s.spec.deployment_policy = Some("careful".into());
     let nodes = NODES.iter().zip(0..).map(|(n, i)| node(n, i)).collect();
     let mut sim = Sim::new(nodes, vec![s]);
-    sim.snapshot.policies = BTreeMap::from([("careful".to_owned(), policy)]);
+    sim.snapshot.policies = BTreeMap::from([((Group::Skyhook, "careful".to_owned()), policy)]);
     sim
 }
 

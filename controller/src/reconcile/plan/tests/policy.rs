@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use skyhook_api::generation::Group;
 use skyhook_api::v1alpha1::{
     Compartment, DeploymentPolicySpec, DeploymentStrategy, ExponentialStrategy, FixedStrategy,
     PolicyBudget, PolicyDefault, Status,
@@ -98,7 +99,7 @@ fn sim(reset: bool) -> Sim {
     let mut s = skyhook("policy", vec![package("one", "1.0.0")]);
     s.spec.deployment_policy = Some("tiers".into());
     let mut sim = Sim::new(nodes, vec![s]);
-    sim.snapshot.policies = BTreeMap::from([("tiers".to_owned(), policy(reset))]);
+    sim.snapshot.policies = BTreeMap::from([((Group::Skyhook, "tiers".to_owned()), policy(reset))]);
     sim
 }
 
@@ -196,7 +197,9 @@ fn both_policy_condition_types_come_and_go_with_the_policy() {
             "{type_}"
         );
     }
-    sim.snapshot.policies.insert("later".into(), policy(false));
+    sim.snapshot
+        .policies
+        .insert((Group::Skyhook, "later".into()), policy(false));
     sim.step();
     for type_ in [
         "DeploymentPolicyNotFound",

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use skyhook_api::generation::Group;
 use skyhook_api::keys;
 use skyhook_api::v1alpha1::{FixedStrategy, MaintenanceWindow, PolicyBudget, Status};
 
@@ -17,7 +18,7 @@ fn sim(windows: Vec<MaintenanceWindow>) -> Sim {
     let mut s = skyhook("windowed", vec![package("one", "1.0.0")]);
     s.spec.deployment_policy = Some("nightly".into());
     let mut sim = Sim::new(vec![node("node-0", 0), node("node-1", 1)], vec![s]);
-    sim.snapshot.policies = BTreeMap::from([("nightly".to_owned(), policy)]);
+    sim.snapshot.policies = BTreeMap::from([((Group::Skyhook, "nightly".to_owned()), policy)]);
     sim
 }
 
@@ -56,7 +57,7 @@ fn everything_at_once(windows: Vec<MaintenanceWindow>) -> Sim {
     s.spec.deployment_policy = Some("weekend".into());
     let nodes = (0..3).map(|i| node(&format!("node-{i}"), i)).collect();
     let mut sim = Sim::new(nodes, vec![s]);
-    sim.snapshot.policies = BTreeMap::from([("weekend".to_owned(), policy)]);
+    sim.snapshot.policies = BTreeMap::from([((Group::Skyhook, "weekend".to_owned()), policy)]);
     sim
 }
 

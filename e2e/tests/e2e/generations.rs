@@ -1,0 +1,158 @@
+//! One controller, both API groups: a Skyhook and a NodeWright, each with a package that
+//! restarts a service, roll out on the same two nodes of a devcluster whose API server serves
+//! the nodewright.nvidia.com CRDs. Every node is sampled after each of its changes:
+//! - a node is cordoned exactly while a `cordon_*` of either group is on it, and is handed from
+//!   one workload to the other without turning schedulable in between;
+//! - each object ends `complete`, with its own group's node state on every node, and no
+//!   `cordon_*` of either group left;
+//! - the NodeWright's stage Jobs carry the nodewright labels and name it as their owner.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, ensure};
+use devcluster::{DevCluster, DevClusterOptions};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+use skyhook_api::keys::{NODEWRIGHT, SKYHOOK};
+use skyhook_api::nodewright_v1alpha1::NodeWright;
+use skyhook_devcluster::{InstallOptions, SkyhookInstall};
+
+const NODES: [&str; 2] = ["node-1", "node-2"];
+
+fn spec(package: &str) -> serde_json::Value {
+    json!({
+        "nodeSelectors": {"matchLabels": {e2e::TEST_NODE_LABEL: e2e::TEST_NODE_VALUE}},
+        "packages": {package: {
+            "version": "1.0.0",
+            "image": "ghcr.io/nvidia/skyhook/agentless",
+            "interrupt": {"type": "service", "services": ["containerd"]},
+        }},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skyhook_and_a_nodewright_share_each_nodes_cordon() -> anyhow::Result<()> {
+    e2e::build_binaries()?;
+    let cluster = DevCluster::start(DevClusterOptions {
+        images: skyhook_devcluster::images(),
+        nodes: NODES.len(),
+        light: true,
+        node_labels: BTreeMap::from([(
+            e2e::TEST_NODE_LABEL.to_owned(),
+            e2e::TEST_NODE_VALUE.to_owned(),
+        )]),
+        ..DevClusterOptions::default()
+    })
+    .await
+    .context("starting the devcluster")?;
+    let client = cluster.client()?;
+    // Before the controller starts: it looks at start for the groups the API server serves.
+    e2e::apply_nodewright_crds(&client).await?;
+    let controller = cluster
+        .install(InstallOptions {
+            agent_image: Some(e2e::AGENTLESS_AGENT_IMAGE.to_owned()),
+            ..InstallOptions::default()
+        })
+        .await
+        .context("installing skyhook into the devcluster")?;
+    let log = || devcluster::controlplane::process::log_tail(&controller.record().log, 40);
+    let mut recorders = Vec::new();
+    for node in NODES {
+        recorders.push(e2e::record_node(&client, node).await?);
+    }
+
+    let nodewright = json!({
+        "apiVersion": "nodewright.nvidia.com/v1alpha1",
+        "kind": "NodeWright",
+        "metadata": {"name": "gpu"},
+        "spec": spec("gpu-tuning"),
+    });
+    e2e::apply_yaml(
+        &client,
+        &e2e::skyhook_manifest("net", spec("net-tuning"), json!({})),
+    )
+    .await?;
+    e2e::apply_yaml(&client, &nodewright.to_string()).await?;
+
+    e2e::wait_for_skyhook_status(&client, "net", "complete", e2e::WAIT)
+        .await
+        .with_context(|| format!("the Skyhook; controller log tail:\n{}", log()))?;
+    let nodewrights: Api<NodeWright> = Api::all(client.clone());
+    e2e::wait_for(&nodewrights, "gpu", "the NodeWright to complete", |n| {
+        (n.status.as_ref())
+            .and_then(|s| s.status)
+            .map(|s| s.to_string())
+            .as_deref()
+            == Some("complete")
+    })
+    .await
+    .with_context(|| format!("controller log tail:\n{}", log()))?;
+
+    let owners = skyhook_api::generation::Owners::skyhooks_only(["net"]);
+    for (node, recorder) in NODES.iter().zip(&recorders) {
+        // (the Skyhook's cordon, the NodeWright's cordon, unschedulable), as they changed.
+        let mut seen: Vec<(bool, bool, bool)> = Vec::new();
+        for version in recorder.seen() {
+            let annotations = version.metadata.annotations.clone().unwrap_or_default();
+            let unschedulable = (version.spec.as_ref()).and_then(|s| s.unschedulable) == Some(true);
+            let held = skyhook_api::node_keys::cordon_held(&annotations, &owners);
+            ensure!(
+                unschedulable == held,
+                "{node} unschedulable={unschedulable} while a cordon is held={held}: {annotations:?}"
+            );
+            let sample = (
+                annotations.contains_key(&SKYHOOK.cordon_annotation("net")),
+                annotations.contains_key(&NODEWRIGHT.cordon_annotation("gpu")),
+                unschedulable,
+            );
+            if seen.last() != Some(&sample) {
+                seen.push(sample);
+            }
+        }
+        let cordoned: Vec<bool> = seen.iter().map(|s| s.2).collect();
+        let runs = cordoned.windows(2).filter(|w| !w[0] && w[1]).count()
+            + usize::from(cordoned.first() == Some(&true));
+        ensure!(
+            runs == 1 && seen.iter().any(|s| s.0) && seen.iter().any(|s| s.1),
+            "{node}: both workloads cordon it, within one cordoned stretch: {seen:?}"
+        );
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    for node in NODES {
+        let node = nodes.get(node).await?;
+        let annotations = node.metadata.annotations.clone().unwrap_or_default();
+        ensure!(
+            !annotations.keys().any(|k| k.contains("/cordon_")),
+            "no cordon left: {annotations:?}"
+        );
+        ensure!(
+            annotations.contains_key(&SKYHOOK.node_state_annotation("net"))
+                && annotations.contains_key(&NODEWRIGHT.node_state_annotation("gpu")),
+            "each state under its own group: {annotations:?}"
+        );
+        ensure!(node.spec.and_then(|s| s.unschedulable) != Some(true));
+    }
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "skyhook");
+    let labelled = ListParams::default().labels(&format!("{}=gpu", NODEWRIGHT.name_label));
+    let gpu_jobs = jobs.list(&labelled).await?;
+    ensure!(
+        !gpu_jobs.items.is_empty(),
+        "the NodeWright's Jobs are labelled"
+    );
+    for job in &gpu_jobs.items {
+        let owner = &job.metadata.owner_references.as_ref().context("owned")?[0];
+        ensure!(
+            owner.kind == "NodeWright" && owner.name == "gpu",
+            "{:?}",
+            job.metadata.owner_references
+        );
+        let labels = job.metadata.labels.clone().unwrap_or_default();
+        ensure!(
+            !labels.contains_key(SKYHOOK.name_label),
+            "no skyhook-group name label: {labels:?}"
+        );
+    }
+    Ok(())
+}
