@@ -231,10 +231,15 @@ impl Owners {
         self.0.get(name).copied()
     }
 
-    /// The keys a plan reads and writes for `name`: its live object's group's, and the skyhook
-    /// group's for a name no object holds (whose keys only a cleanup still reads).
+    /// The group whose keys a plan reads and writes for `name`: its live object's, and the
+    /// skyhook group for a name no object holds (whose keys only a cleanup still reads).
+    pub fn group_of(&self, name: &str) -> Group {
+        self.live(name).unwrap_or_default()
+    }
+
+    /// The keys of [`Owners::group_of`].
     pub fn keys_of(&self, name: &str) -> &'static Keys {
-        self.live(name).unwrap_or_default().keys()
+        self.group_of(name).keys()
     }
 
     /// Whether a key of `group` for `name` is in force. It is not (a *shadow*) when the name's

@@ -32,7 +32,7 @@ pub fn live_cordons(annotations: &dyn StringMap, owners: &Owners) -> Vec<Workloa
 }
 
 /// The names whose node state is on the node under the group a plan reads it from
-/// ([`Owners::keys_of`]), in key order of each group: a migration's shadow state, and the other
+/// ([`Owners::group_of`]), in key order of each group: a migration's shadow state, and the other
 /// group's state of a name no object holds, are left out.
 pub fn live_state_names(annotations: &dyn StringMap, owners: &Owners) -> Vec<String> {
     let mut names = Vec::new();
@@ -40,7 +40,7 @@ pub fn live_state_names(annotations: &dyn StringMap, owners: &Owners) -> Vec<Str
         let prefix = group.keys().node_state_annotation("");
         annotations.any_key(&mut |key| {
             if let Some(name) = key.strip_prefix(prefix.as_str())
-                && owners.live(name).unwrap_or_default() == group
+                && owners.group_of(name) == group
             {
                 names.push(name.to_owned());
             }

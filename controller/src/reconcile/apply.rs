@@ -384,7 +384,7 @@ impl<'a> Writer<'a> {
     ) {
         for (name, annotations) in annotations {
             let patch = json!({"metadata": {"annotations": annotations}});
-            let group = self.snapshot.group_of(name);
+            let group = self.snapshot.owners.group_of(name);
             let result = (self.workloads)
                 .patch((group, name), &PatchParams::default(), &Patch::Merge(patch))
                 .await;
@@ -740,7 +740,7 @@ impl<'a> Writer<'a> {
     ) -> BTreeSet<String> {
         let mut unwritten = BTreeSet::new();
         for (name, status) in statuses {
-            let group = self.snapshot.group_of(&name);
+            let group = self.snapshot.owners.group_of(&name);
             let body = StatusApply {
                 api_version: Cow::Borrowed(group.api_version()),
                 kind: Cow::Borrowed(group.kind()),

@@ -31,7 +31,7 @@ use crate::pre_pull::{PullState, is_pre_pull, pull_state, recorded_images};
 /// Everything a plan reads.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Every object of the driven groups that rolls packages out, with its group.
+    /// The live object of every name, of either group, with its group.
     pub skyhooks: Vec<Workload>,
     /// Which group's object is live for each name: the keys of the other group are a
     /// migration's shadows, which hold no cordon and no slot.
@@ -432,12 +432,6 @@ impl Snapshot {
             lost_picks: LostPicks::new(),
             owners,
         }
-    }
-
-    /// The group of the object named `name`: the group of its live object, the skyhook group
-    /// for a name no object holds.
-    pub fn group_of(&self, name: &str) -> Group {
-        self.owners.live(name).unwrap_or_default()
     }
 
     /// The nodes whose pods the I/O layer must list before planning: those a Skyhook cordoned
