@@ -9,8 +9,9 @@
 //! pushed, lets the node go on by itself; a corrected version in the spec is another image set,
 //! hence another pod. A pod nobody waits for in this plan (its node cordoned, its Skyhook
 //! paused, done or gone, its image set stale) is deleted by [`sweep_pre_pulls`]. A node whose
-//! pull failed is released like any uncordoned failed node: it leaves the batch (its pod goes)
-//! and a later batch tries it again. A Skyhook being deleted pulls nothing first.
+//! pull failed is released like any uncordoned failed node: it leaves the batch and a later
+//! batch tries it again, while its failing pod is kept by [`keep_failed_pulls`]. A Skyhook
+//! being deleted pulls nothing first.
 
 use std::collections::BTreeMap;
 
@@ -209,6 +210,49 @@ fn fail_packages(
         }
     }
     newly
+}
+
+/// Keeps the failing pulls of the pass's nodes that left the batch: while a node's packages
+/// stay `erroring` for an image its pod cannot pull, that pod stays, so the kubelet keeps
+/// retrying it with its own back-off, the node's next batch finds the failure at once (no pod
+/// made, no Event sent again) and the status keeps naming the image. A pull of an image the
+/// spec no longer asks for, or of a node now cordoned for the Skyhook, is not kept.
+pub(super) fn keep_failed_pulls(context: &Context<'_>, workset: &mut Workset<'_>, pass: &Pass<'_>) {
+    let name = pass.name();
+    if !pass
+        .skyhook
+        .spec
+        .pre_pulls_images(context.config.pre_pull_images)
+        || pass.rules.deleting
+    {
+        return;
+    }
+    let packages = &pass.skyhook.spec.packages;
+    let images = images_to_pull(&context.config.pods, packages.values());
+    for run in (context.snapshot.pre_pulls.iter()).filter(|r| r.skyhook == name && !r.deleting) {
+        let PullState::Failed(failure) = &run.state else {
+            continue;
+        };
+        let Some(image) = images.iter().find(|i| i.reference == failure.image) else {
+            continue;
+        };
+        let cordoned = workset.nodes.get(run.node.as_str()).is_none_or(|work| {
+            work.unschedulable()
+                && work
+                    .annotations()
+                    .contains_key(&pass.keys().cordon_annotation(name))
+        });
+        let erroring = (image.packages.iter())
+            .filter_map(|p| packages.get(p))
+            .any(|package| {
+                workset
+                    .entry(name, &run.node, package)
+                    .is_some_and(|entry| entry.state == State::Erroring)
+            });
+        if erroring && !cordoned {
+            workset.pre_pulls_wanted.insert(run.name.clone());
+        }
+    }
 }
 
 /// Deletes every pre-pull pod no gate of this plan waits for.

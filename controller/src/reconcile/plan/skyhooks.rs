@@ -39,7 +39,7 @@ use super::output::{EventTarget, NonInterruptHold, StageDuration};
 use super::packages::run_node;
 use super::pass::Pass;
 use super::pod_results::PodResults;
-use super::pre_pulls::pre_pull_condition;
+use super::pre_pulls::{keep_failed_pulls, pre_pull_condition};
 use super::readiness_gates::{GateHolds, hold_gated_nodes, record_gate};
 use super::reboots::lost_interrupts;
 use super::selection::{NodeFacts, Selection, SelectionInput, select};
@@ -186,6 +186,7 @@ pub(super) fn run_pass<'s>(
             &mut status,
             &mut outcome,
         );
+        keep_failed_pulls(context, workset, pass);
     }
     record_nodes(context, workset, pass, (&nodes, &gate_holds), &mut status);
     record_bookkeeping(workset, pass, &status);

@@ -176,27 +176,35 @@ fn a_pull_failure_makes_the_package_erroring_and_the_node_is_never_cordoned() {
         ),
         "{condition}"
     );
-    // Released like any uncordoned failed node: it leaves the batch (its pull goes with it)
-    // and the next node is tried; nothing is ever cordoned while the image cannot be pulled.
+    // Released like any uncordoned failed node: it leaves the batch and the next node is
+    // tried; its failing pull stays (the kubelet keeps retrying it), so its next batch finds
+    // the failure at once. Nothing is ever cordoned while the image cannot be pulled.
     let planned = sim.step();
-    assert_eq!(planned.delete_pods.len(), 1);
-    assert!(
-        planned
-            .delete_pods
-            .keys()
-            .all(|p| p.contains("prepull-node-0"))
-    );
+    assert!(planned.delete_pods.is_empty(), "{:?}", planned.delete_pods);
     assert_eq!(planned.create_pre_pulls.len(), 1);
+    assert!(
+        (planned.create_pre_pulls[0].metadata.name.as_deref())
+            .is_some_and(|p| p.contains("prepull-node-1"))
+    );
     for _ in 0..6 {
         sim.set_pre_pulls(&failing());
         let planned = sim.step();
         assert!(planned.create_pods.is_empty(), "no stage runs");
+        assert!(planned.create_pre_pulls.is_empty(), "no pull made again");
+        assert!(planned.delete_pods.is_empty(), "no failing pull deleted");
+        assert!(
+            events(&planned, &EventTarget::Node(NODE.into()), "PrePullFailed").is_empty(),
+            "warned once"
+        );
         assert!(!sim.node(NODE).unschedulable && !sim.node("node-1").unschedulable);
+        let (reason, _) = held(&sim).expect("held while the image cannot be pulled");
+        assert_eq!(reason, keys::PRE_PULL_FAILED_REASON);
     }
     assert_eq!(
         sim.state(NAME, "node-1"),
         [("dexter|1.2.3".into(), Stage::Apply, State::Erroring)]
     );
+    assert_eq!(sim.snapshot.pre_pulls.len(), 2, "one failing pull per node");
     // The registry is back: the kubelet's next try pulls, or a later batch pulls again.
     for run in &mut sim.snapshot.pre_pulls {
         run.state = PullState::Pulled;
