@@ -15,7 +15,9 @@ use tokio::sync::watch;
 use crate::cache::cluster_cache;
 use crate::cert_sync::CertSync;
 use crate::metrics::Metrics;
-use crate::server::{Admin, Admission, admin_router, admission_router, serve_tls};
+use crate::server::{
+    Admin, Admission, Draining, admin_router, admission_router, close_connections_while, serve_tls,
+};
 use crate::telemetry::LogFormat;
 use crate::tls::{self, ReloadingCert};
 
@@ -71,6 +73,11 @@ pub struct Args {
     /// MutatingWebhookConfiguration whose caBundle is kept current.
     #[arg(long, default_value = "skyhook-operator-mutating-webhook")]
     pub mutating_webhook_configuration: String,
+    /// Seconds the webhook keeps answering after SIGTERM, not ready and closing each connection
+    /// after its answer, before it stops accepting: long enough for the Service to stop
+    /// routing to this replica. Keep it below the pod's terminationGracePeriodSeconds.
+    #[arg(long, env = "WEBHOOK_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
+    pub shutdown_delay_seconds: u64,
 }
 
 /// Upstream's default: `<tmp>/k8s-webhook-server/serving-certs`.
@@ -107,21 +114,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let metrics = Arc::new(Metrics::default());
+    let draining = Draining::default();
     let admission = admission_router(Admission {
         lookups: Arc::new(cache.clone()),
         metrics: Arc::clone(&metrics),
         policies: Some(policies),
         nodewright_policies: Some(kube::Api::all(client_for_policies)),
     });
+    let admission = close_connections_while(admission, draining.clone());
     let ready_certs = Arc::clone(&certs);
+    let ready_draining = draining.clone();
     let admin = admin_router(Admin {
         metrics,
         ready: Arc::new(move || {
-            ready_certs.has_cert() && certs_trusted.load(Ordering::Acquire) && cache.is_synced()
+            !ready_draining.is_draining()
+                && ready_certs.has_cert()
+                && certs_trusted.load(Ordering::Acquire)
+                && cache.is_synced()
         }),
     });
     let tls_config = Arc::new(tls::server_config(certs, provider)?);
-    serve_until_signal(&args, tls_config, admission, admin).await
+    serve_until_signal(&args, tls_config, (admission, admin), draining).await
 }
 
 /// The serving certificate, loaded now if the files are there and re-read when they change.
@@ -149,12 +162,12 @@ fn cert_sync(args: &Args) -> CertSync {
 }
 
 /// Serves admission over TLS and the admin endpoints over plain HTTP until SIGTERM or Ctrl-C,
-/// then lets both servers finish their requests.
+/// drains for `--shutdown-delay-seconds`, then lets both servers finish their requests.
 async fn serve_until_signal(
     args: &Args,
     tls_config: Arc<rustls::ServerConfig>,
-    admission: axum::Router,
-    admin: axum::Router,
+    (admission, admin): (axum::Router, axum::Router),
+    draining: Draining,
 ) -> anyhow::Result<()> {
     let admission_addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, args.port));
     let admin_addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, args.admin_port));
@@ -183,7 +196,19 @@ async fn serve_until_signal(
     };
     let signals = async {
         let signal = shutdown_signal().await;
-        tracing::info!(signal, "shutting down");
+        let delay = Duration::from_secs(args.shutdown_delay_seconds);
+        tracing::info!(
+            signal,
+            delay_seconds = args.shutdown_delay_seconds,
+            "draining: not ready, closing each connection after its answer"
+        );
+        draining.start();
+        // A second signal cuts the drain short.
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            second = shutdown_signal() => tracing::info!(signal = second, "drain cut short"),
+        }
+        tracing::info!("shutting down");
         let _ = stop.send(true);
         Ok::<(), anyhow::Error>(())
     };

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -54,6 +55,44 @@ impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission").finish_non_exhaustive()
     }
+}
+
+/// Whether the webhook is shutting down: set on SIGTERM, some time before the server stops
+/// accepting connections (`--shutdown-delay`).
+#[derive(Debug, Clone, Default)]
+pub struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    /// From now on every answer closes its connection and `/readyz` fails.
+    pub fn start(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Draining::start`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// While `draining`, every answer of `router` carries `Connection: close`, so the API server
+/// sends its next request on a new connection, which the Service routes to a replica that is
+/// not terminating. Closing a kept-alive connection from this side instead races the API
+/// server's next request on it, which it then reports as `EOF` and refuses the object.
+pub fn close_connections_while(router: Router, draining: Draining) -> Router {
+    router.layer(axum::middleware::map_response(
+        move |mut response: Response| {
+            let close = draining.is_draining();
+            async move {
+                if close {
+                    response.headers_mut().insert(
+                        header::CONNECTION,
+                        header::HeaderValue::from_static("close"),
+                    );
+                }
+                response
+            }
+        },
+    ))
 }
 
 /// The admission routes.

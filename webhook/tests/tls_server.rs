@@ -21,7 +21,9 @@ use tokio_rustls::TlsConnector;
 use webhook::endpoint::Endpoint;
 use webhook::lookups::ExistingObjects;
 use webhook::metrics::Metrics;
-use webhook::server::{Admin, Admission, admin_router, admission_router, serve_tls};
+use webhook::server::{
+    Admin, Admission, Draining, admin_router, admission_router, close_connections_while, serve_tls,
+};
 use webhook::tls::{self, ReloadingCert};
 
 struct Generated {
@@ -55,12 +57,14 @@ struct Server {
     addr: SocketAddr,
     certs: Arc<ReloadingCert>,
     metrics: Arc<Metrics>,
+    draining: Draining,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<()>,
 }
 
 impl Server {
     async fn start(dir: &Path) -> Server {
+        let draining = Draining::default();
         let provider = tls::provider();
         let certs = Arc::new(ReloadingCert::new(dir, Arc::clone(&provider)));
         certs.reload().unwrap();
@@ -71,6 +75,7 @@ impl Server {
             policies: None,
             nodewright_policies: None,
         });
+        let router = close_connections_while(router, draining.clone());
         let config = Arc::new(tls::server_config(Arc::clone(&certs), provider).unwrap());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -82,6 +87,7 @@ impl Server {
             addr,
             certs,
             metrics,
+            draining,
             stop: Some(stop),
             done,
         }
@@ -322,6 +328,72 @@ async fn rotation_takes_effect_on_the_next_connection_without_failed_requests() 
     running.store(false, Ordering::Relaxed);
     let failures = caller.await.unwrap();
     assert!(failures.is_empty(), "failed requests: {failures:?}");
+    server.shutdown().await;
+}
+
+/// A review request on an open HTTP/1.1 connection: the status and the `Connection` header.
+async fn review_on(
+    sender: &mut hyper::client::conn::http1::SendRequest<Body>,
+) -> hyper::Result<(u16, Option<String>)> {
+    let request = Request::builder()
+        .method("POST")
+        .uri(Endpoint::ValidateSkyhook.path())
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Body::from(demo_review()))
+        .unwrap();
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    let connection =
+        (response.headers().get(hyper::header::CONNECTION)).map(|v| v.to_str().unwrap().to_owned());
+    axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
+        .await
+        .unwrap();
+    Ok((status, connection))
+}
+
+#[tokio::test]
+async fn a_draining_server_answers_and_then_closes_each_connection_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = generate();
+    install(dir.path(), &cert);
+    let server = Server::start(dir.path()).await;
+    let config = client_config(&[&cert.der], &[&version::TLS13]);
+    let stream = connect(server.addr, Arc::clone(&config)).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    // Serving: the connection is kept alive across answers.
+    for _ in 0..2 {
+        assert_eq!(review_on(&mut sender).await.unwrap(), (200, None));
+    }
+    assert!(!connection.is_finished());
+
+    // Draining: the request on the kept-alive connection is answered, with `Connection: close`,
+    // and then the server closes that connection, so no later request can race its close.
+    server.draining.start();
+    assert_eq!(
+        review_on(&mut sender).await.unwrap(),
+        (200, Some("close".to_owned()))
+    );
+    tokio::time::timeout(Duration::from_secs(10), connection)
+        .await
+        .expect("the server closes the connection after its answer")
+        .unwrap()
+        .unwrap();
+    assert!(sender.ready().await.is_err(), "the connection is closed");
+    // New connections are still accepted and answered while draining.
+    let stream = connect(server.addr, config).await.unwrap();
+    let (status, _) = request(
+        stream,
+        "POST",
+        Endpoint::ValidateSkyhook.path(),
+        demo_review(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
     server.shutdown().await;
 }
 
