@@ -170,6 +170,12 @@ pub struct Args {
     #[arg(long, env = "PRE_PULL_IMAGES", default_value = "false", num_args = 0..=1, default_missing_value = "true")]
     pub pre_pull_images: String,
 
+    /// Also publish each NodeWright's metrics under the legacy skyhook_* names with
+    /// skyhook_name, as upstream does until v0.21 (a Skyhook's own skyhook_* series are
+    /// published either way).
+    #[arg(long, env = "PUBLISH_LEGACY_METRICS", default_value = "true", num_args = 0..=1, default_missing_value = "true")]
+    pub publish_legacy_metrics: String,
+
     /// PriorityClass of package and interrupt pods; empty for none. Only system-node-critical
     /// and system-cluster-critical change anything (the kubelet's critical-pod admission).
     #[arg(long, env = "PACKAGE_PRIORITY_CLASS_NAME", default_value = "")]
@@ -217,6 +223,8 @@ pub struct Config {
     pub jobs: JobSettings,
     /// Pull images before a cordon, for Skyhooks that do not say (`spec.prePullImages`).
     pub pre_pull_images: bool,
+    /// Publish the legacy `skyhook_*` twins of every NodeWright's series.
+    pub publish_legacy_metrics: bool,
 }
 
 /// The knobs of the `batch/v1` Jobs that run package and interrupt stages (upstream's
@@ -556,6 +564,11 @@ impl Config {
         let priority_class_name = check.priority_class_name(&args.package_priority_class_name);
         let pre_pull_images =
             check.boolean("PRE_PULL_IMAGES", "pre-pull-images", &args.pre_pull_images);
+        let publish_legacy_metrics = check.boolean(
+            "PUBLISH_LEGACY_METRICS",
+            "publish-legacy-metrics",
+            &args.publish_legacy_metrics,
+        );
 
         match (check.errors.is_empty(), runtime_required_taint) {
             (true, Some(runtime_required_taint)) => Ok(Config {
@@ -586,6 +599,7 @@ impl Config {
                 uninstall_mode,
                 jobs,
                 pre_pull_images,
+                publish_legacy_metrics,
             }),
             _ => Err(ConfigError(check.errors)),
         }
@@ -985,6 +999,7 @@ mod tests {
             ("job_stage_timeout", "JOB_STAGE_TIMEOUT"),
             ("job_backoff_limit", "JOB_BACKOFF_LIMIT"),
             ("pre_pull_images", "PRE_PULL_IMAGES"),
+            ("publish_legacy_metrics", "PUBLISH_LEGACY_METRICS"),
             ("package_priority_class_name", "PACKAGE_PRIORITY_CLASS_NAME"),
         ];
         let command = Args::command();
@@ -1049,6 +1064,7 @@ mod tests {
                     backoff_limit: 3,
                 },
                 pre_pull_images: false,
+                publish_legacy_metrics: true,
             }
         );
     }
@@ -1082,6 +1098,7 @@ mod tests {
             "--job-stage-timeout=0",
             "--job-backoff-limit=0",
             "--package-priority-class-name=system-cluster-critical",
+            "--publish-legacy-metrics=false",
         ]))
         .unwrap();
         assert_eq!(config.pods.namespace, "ops");
@@ -1093,6 +1110,7 @@ mod tests {
         assert_eq!(config.pods.copy_dir_root, "/opt/skyhook");
         assert!(config.reapply_on_reboot);
         assert!(config.pre_pull_images);
+        assert!(!config.publish_legacy_metrics);
         assert_eq!(
             config.pods.runtime_required_taint,
             Taint {

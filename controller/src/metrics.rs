@@ -23,14 +23,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use skyhook_api::keys;
+use skyhook_api::generation::Group;
+use skyhook_api::keys::{self, Keys};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{
     PackageStatus, Skyhook, SkyhookStatus, Stage, State, Status, StrategyKind,
@@ -39,27 +40,45 @@ use skyhook_api::v1alpha1::{
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Labels `skyhook_name`.
-#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SkyhookLabels {
-    /// The Skyhook.
-    pub skyhook_name: String,
+/// A label set of a workload's series: its name under its group's label (`skyhook_name`,
+/// `nodewright_name`), first, then `labels`. One family type then serves both groups' metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Named<L> {
+    /// [`skyhook_api::keys::Keys::metric_name_label`] of the family's group.
+    pub key: &'static str,
+    /// The Skyhook or NodeWright.
+    pub name: String,
+    /// The other labels.
+    pub labels: L,
 }
 
-/// Labels `skyhook_name`, `status`.
+impl<L: EncodeLabelSet> EncodeLabelSet for Named<L> {
+    fn encode(&self, mut encoder: LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        (self.key, self.name.as_str()).encode(encoder.encode_label())?;
+        self.labels.encode(encoder)
+    }
+}
+
+/// No labels but the name.
+#[derive(Debug, Clone, Copy, Default, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NameOnly;
+
+impl EncodeLabelSet for NameOnly {
+    fn encode(&self, _encoder: LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        Ok(())
+    }
+}
+
+/// Label `status`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabels {
-    /// The Skyhook.
-    pub skyhook_name: String,
     /// A [`Status`] value.
     pub status: String,
 }
 
-/// Labels `skyhook_name`, `package_name`, `package_version`.
+/// Labels `package_name`, `package_version`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct PackageLabels {
-    /// The Skyhook.
-    pub skyhook_name: String,
     /// The package.
     pub package_name: String,
     /// The package version.
@@ -69,8 +88,6 @@ pub struct PackageLabels {
 /// Labels of the package state gauge.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PackageStateLabels {
-    /// The Skyhook.
-    pub skyhook_name: String,
     /// The package.
     pub package_name: String,
     /// The package version.
@@ -82,8 +99,6 @@ pub struct PackageStateLabels {
 /// Labels of the package stage gauge.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PackageStageLabels {
-    /// The Skyhook.
-    pub skyhook_name: String,
     /// The package.
     pub package_name: String,
     /// The package version.
@@ -95,8 +110,6 @@ pub struct PackageStageLabels {
 /// Labels of the rollout gauges.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct RolloutLabels {
-    /// The Skyhook.
-    pub skyhook_name: String,
     /// The DeploymentPolicy, or `legacy` without one.
     pub policy_name: String,
     /// The compartment, `__default__` for the default one.
@@ -108,8 +121,6 @@ pub struct RolloutLabels {
 /// Labels of the stage duration histogram.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StageDurationLabels {
-    /// The Skyhook.
-    pub skyhook_name: String,
     /// The package (no version: a rollout's durations stay one series across versions).
     pub package_name: String,
     /// The [`Stage`] that finished.
@@ -153,35 +164,36 @@ pub struct RolloutValues {
     pub should_stop: i64,
 }
 
-/// Every series upstream publishes for one Skyhook.
+/// Every series upstream publishes for one Skyhook or NodeWright, without its name, which
+/// [`Metrics::publish`] adds under each family's name label.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SkyhookSeries {
-    /// `skyhook_status`: 1 for the current status, 0 for every other.
+    /// `*_status`: 1 for the current status, 0 for every other.
     pub status: Vec<(StatusLabels, i64)>,
-    /// `skyhook_node_status_count`: nodes per status.
+    /// `*_node_status_count`: nodes per status.
     pub node_status: Vec<(StatusLabels, i64)>,
-    /// `skyhook_node_target_count`.
-    pub target_count: (SkyhookLabels, i64),
-    /// `skyhook_package_state_count`: nodes per spec package and state.
+    /// `*_node_target_count`.
+    pub target_count: i64,
+    /// `*_package_state_count`: nodes per spec package and state.
     pub package_state: Vec<(PackageStateLabels, i64)>,
-    /// `skyhook_package_stage_count`: nodes per spec package and stage.
+    /// `*_package_stage_count`: nodes per spec package and stage.
     pub package_stage: Vec<(PackageStageLabels, i64)>,
-    /// `skyhook_package_restarts_count`: restarts summed over nodes per spec package.
+    /// `*_package_restarts_count`: restarts summed over nodes per spec package.
     pub package_restarts: Vec<(PackageLabels, i64)>,
-    /// `skyhook_rollout_*`, one entry per compartment with a status.
+    /// `*_rollout_*`, one entry per compartment with a status.
     pub rollout: Vec<(RolloutLabels, RolloutValues)>,
-    /// `skyhook_drain_blocked`: 1 while a drain is blocked past its timeout (ours).
-    pub drain_blocked: (SkyhookLabels, i64),
-    /// `skyhook_readiness_gate_held`: 1 while readiness gates hold nodes (ours).
-    pub readiness_gate_held: (SkyhookLabels, i64),
-    /// `skyhook_readiness_gate_timed_out`: 1 while a held node is past a gate's timeout (ours).
-    pub readiness_gate_timed_out: (SkyhookLabels, i64),
-    /// `skyhook_topology_budget_held`: 1 while a budget's topology holds nodes back (ours).
-    pub topology_budget_held: (SkyhookLabels, i64),
-    /// `skyhook_pre_pull_held`: 1 while nodes wait, uncordoned, for their images (ours).
-    pub pre_pull_held: (SkyhookLabels, i64),
-    /// `skyhook_pre_pull_failed`: 1 while an image cannot be pulled on a held node (ours).
-    pub pre_pull_failed: (SkyhookLabels, i64),
+    /// `*_drain_blocked`: 1 while a drain is blocked past its timeout (ours).
+    pub drain_blocked: i64,
+    /// `*_readiness_gate_held`: 1 while readiness gates hold nodes (ours).
+    pub readiness_gate_held: i64,
+    /// `*_readiness_gate_timed_out`: 1 while a held node is past a gate's timeout (ours).
+    pub readiness_gate_timed_out: i64,
+    /// `*_topology_budget_held`: 1 while a budget's topology holds nodes back (ours).
+    pub topology_budget_held: i64,
+    /// `*_pre_pull_held`: 1 while nodes wait, uncordoned, for their images (ours).
+    pub pre_pull_held: i64,
+    /// `*_pre_pull_failed`: 1 while an image cannot be pulled on a held node (ours).
+    pub pre_pull_failed: i64,
 }
 
 /// What the node and package counts of a Skyhook's series count: the status and the node
@@ -206,63 +218,40 @@ impl<'a> NodeReadings<'a> {
     }
 }
 
-/// Computes the series of `skyhook`, whose targeted nodes read `nodes`, which targets
-/// `target_nodes` nodes and whose compartments use `strategies` (compartments absent from it are
-/// labelled `unknown`).
+/// Computes the series of `skyhook`, an object of the group of `keys` (its conditions carry
+/// that group's prefix), whose targeted nodes read `nodes`, which targets `target_nodes` nodes
+/// and whose compartments use `strategies` (compartments absent from it are labelled
+/// `unknown`).
 pub fn skyhook_series(
+    keys: &Keys,
     skyhook: &Skyhook,
     nodes: &NodeReadings<'_>,
     target_nodes: usize,
     strategies: &BTreeMap<String, StrategyKind>,
 ) -> SkyhookSeries {
-    let name = skyhook.metadata.name.clone().unwrap_or_default();
     let no_status = SkyhookStatus::default();
     let status = skyhook.status.as_ref().unwrap_or(&no_status);
+    let holds =
+        |type_: &str| (status.conditions.iter()).find(|c| c.type_ == type_ && c.status == "True");
+    let gate = holds(keys.condition_readiness_gate_held);
+    let pre_pull = holds(keys.condition_pre_pull_held);
     let mut series = SkyhookSeries {
-        status: status_series(&name, status.status.unwrap_or(Status::Unknown)),
-        node_status: node_status_series(&name, &nodes.statuses),
-        target_count: (
-            SkyhookLabels {
-                skyhook_name: name.clone(),
-            },
-            count_i64(target_nodes),
+        status: status_series(status.status.unwrap_or(Status::Unknown)),
+        node_status: node_status_series(&nodes.statuses),
+        target_count: count_i64(target_nodes),
+        rollout: rollout_series(skyhook, status, strategies),
+        drain_blocked: i64::from(holds(keys.condition_drain_blocked).is_some()),
+        readiness_gate_held: i64::from(gate.is_some()),
+        readiness_gate_timed_out: i64::from(
+            gate.is_some_and(|c| c.reason == keys::READINESS_GATE_TIMED_OUT_REASON),
         ),
-        rollout: rollout_series(skyhook, &name, status, strategies),
-        drain_blocked: (
-            SkyhookLabels {
-                skyhook_name: name.clone(),
-            },
-            i64::from(status.conditions.iter().any(|c| {
-                c.type_ == skyhook_api::keys::SKYHOOK.condition_drain_blocked && c.status == "True"
-            })),
+        topology_budget_held: i64::from(holds(keys.condition_topology_budget_held).is_some()),
+        pre_pull_held: i64::from(pre_pull.is_some()),
+        pre_pull_failed: i64::from(
+            pre_pull.is_some_and(|c| c.reason == keys::PRE_PULL_FAILED_REASON),
         ),
         ..SkyhookSeries::default()
     };
-    let gate = status.conditions.iter().find(|c| {
-        c.type_ == skyhook_api::keys::SKYHOOK.condition_readiness_gate_held && c.status == "True"
-    });
-    let labels = || SkyhookLabels {
-        skyhook_name: name.clone(),
-    };
-    series.readiness_gate_held = (labels(), i64::from(gate.is_some()));
-    series.readiness_gate_timed_out = (
-        labels(),
-        i64::from(
-            gate.is_some_and(|c| c.reason == skyhook_api::keys::READINESS_GATE_TIMED_OUT_REASON),
-        ),
-    );
-    let topology_held = status.conditions.iter().any(|c| {
-        c.type_ == skyhook_api::keys::SKYHOOK.condition_topology_budget_held && c.status == "True"
-    });
-    series.topology_budget_held = (labels(), i64::from(topology_held));
-    let pre_pull = status.conditions.iter().find(|c| {
-        c.type_ == skyhook_api::keys::SKYHOOK.condition_pre_pull_held && c.status == "True"
-    });
-    series.pre_pull_held = (labels(), i64::from(pre_pull.is_some()));
-    series.pre_pull_failed = (
-        labels(),
-        i64::from(pre_pull.is_some_and(|c| c.reason == skyhook_api::keys::PRE_PULL_FAILED_REASON)),
-    );
     for package in skyhook.spec.packages.values() {
         let entries: Vec<&PackageStatus> = nodes
             .states
@@ -270,7 +259,6 @@ pub fn skyhook_series(
             .filter_map(|node| node.get_version(&package.name, &package.version))
             .collect();
         let labels = PackageLabels {
-            skyhook_name: name.clone(),
             package_name: package.name.clone(),
             package_version: package.version.clone(),
         };
@@ -286,40 +274,30 @@ pub fn skyhook_series(
     series
 }
 
-/// `skyhook_status`: 1 for `current`, 0 for every other status.
-fn status_series(name: &str, current: Status) -> Vec<(StatusLabels, i64)> {
-    Status::ALL
-        .iter()
-        .map(|s| {
-            (
-                StatusLabels {
-                    skyhook_name: name.to_owned(),
-                    status: s.as_str().to_owned(),
-                },
-                i64::from(*s == current),
-            )
-        })
+/// `*_status`: 1 for `current`, 0 for every other status.
+fn status_series(current: Status) -> Vec<(StatusLabels, i64)> {
+    (Status::ALL.iter())
+        .map(|s| (status_labels(*s), i64::from(*s == current)))
         .collect()
 }
 
-/// `skyhook_node_status_count`: the nodes of each status, zeros included.
-fn node_status_series(name: &str, statuses: &[Status]) -> Vec<(StatusLabels, i64)> {
-    Status::ALL
-        .iter()
+/// `*_node_status_count`: the nodes of each status, zeros included.
+fn node_status_series(statuses: &[Status]) -> Vec<(StatusLabels, i64)> {
+    (Status::ALL.iter())
         .map(|s| {
             let count = statuses.iter().filter(|value| *value == s).count();
-            (
-                StatusLabels {
-                    skyhook_name: name.to_owned(),
-                    status: s.as_str().to_owned(),
-                },
-                count_i64(count),
-            )
+            (status_labels(*s), count_i64(count))
         })
         .collect()
 }
 
-/// `skyhook_package_state_count` of one package: its node-state `entries` per state.
+fn status_labels(status: Status) -> StatusLabels {
+    StatusLabels {
+        status: status.as_str().to_owned(),
+    }
+}
+
+/// `*_package_state_count` of one package: its node-state `entries` per state.
 fn package_state_series(
     labels: &PackageLabels,
     entries: &[&PackageStatus],
@@ -330,7 +308,6 @@ fn package_state_series(
             let count = entries.iter().filter(|entry| entry.state == *state).count();
             (
                 PackageStateLabels {
-                    skyhook_name: labels.skyhook_name.clone(),
                     package_name: labels.package_name.clone(),
                     package_version: labels.package_version.clone(),
                     state: state.as_str().to_owned(),
@@ -341,7 +318,7 @@ fn package_state_series(
         .collect()
 }
 
-/// `skyhook_package_stage_count` of one package: its node-state `entries` per stage.
+/// `*_package_stage_count` of one package: its node-state `entries` per stage.
 fn package_stage_series(
     labels: &PackageLabels,
     entries: &[&PackageStatus],
@@ -352,7 +329,6 @@ fn package_stage_series(
             let count = entries.iter().filter(|entry| entry.stage == *stage).count();
             (
                 PackageStageLabels {
-                    skyhook_name: labels.skyhook_name.clone(),
                     package_name: labels.package_name.clone(),
                     package_version: labels.package_version.clone(),
                     stage: stage.as_str().to_owned(),
@@ -363,10 +339,9 @@ fn package_stage_series(
         .collect()
 }
 
-/// `skyhook_rollout_*`: one entry per compartment with a status.
+/// `*_rollout_*`: one entry per compartment with a status.
 fn rollout_series(
     skyhook: &Skyhook,
-    name: &str,
     status: &SkyhookStatus,
     strategies: &BTreeMap<String, StrategyKind>,
 ) -> Vec<(RolloutLabels, RolloutValues)> {
@@ -386,7 +361,6 @@ fn rollout_series(
             let batch = counters.batch_state.clone().unwrap_or_default();
             (
                 RolloutLabels {
-                    skyhook_name: name.to_owned(),
                     policy_name: policy.clone(),
                     compartment_name: compartment.clone(),
                     strategy: strategy.as_str().to_owned(),
@@ -410,34 +384,342 @@ fn count_i64(count: usize) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
 }
 
-/// The rollout gauge families, in the order of [`RolloutValues`]'s fields.
-#[derive(Debug, Default)]
-struct RolloutFamilies {
-    matched: Family<RolloutLabels, Gauge>,
-    ceiling: Family<RolloutLabels, Gauge>,
-    in_progress: Family<RolloutLabels, Gauge>,
-    completed: Family<RolloutLabels, Gauge>,
-    progress_percent: Family<RolloutLabels, Gauge>,
-    current_batch: Family<RolloutLabels, Gauge>,
-    consecutive_failures: Family<RolloutLabels, Gauge>,
-    should_stop: Family<RolloutLabels, Gauge>,
-}
+/// A gauge family of one group's workloads.
+type WorkloadGauge<L> = Family<Named<L>, Gauge>;
+
+/// A name-only gauge family with the field of [`SkyhookSeries`] it publishes.
+type NameOnlyGauge<'a> = (&'a WorkloadGauge<NameOnly>, fn(&SkyhookSeries) -> i64);
 
 /// A rollout gauge family with the field of [`RolloutValues`] it publishes.
-type RolloutGauge<'a> = (&'a Family<RolloutLabels, Gauge>, fn(&RolloutValues) -> i64);
+type RolloutGauge<'a> = (&'a WorkloadGauge<RolloutLabels>, fn(&RolloutValues) -> i64);
 
-impl RolloutFamilies {
-    fn each(&self) -> [RolloutGauge<'_>; 8] {
+/// The per-workload families of one group (`skyhook_*` with `skyhook_name`, `nodewright_*`
+/// with `nodewright_name`): upstream's gauges, ours, and the stage duration histogram.
+#[derive(Debug)]
+struct WorkloadFamilies {
+    keys: &'static Keys,
+    status: WorkloadGauge<StatusLabels>,
+    node_status: WorkloadGauge<StatusLabels>,
+    target_count: WorkloadGauge<NameOnly>,
+    package_state: WorkloadGauge<PackageStateLabels>,
+    package_stage: WorkloadGauge<PackageStageLabels>,
+    package_restarts: WorkloadGauge<PackageLabels>,
+    drain_blocked: WorkloadGauge<NameOnly>,
+    readiness_gate_held: WorkloadGauge<NameOnly>,
+    readiness_gate_timed_out: WorkloadGauge<NameOnly>,
+    topology_budget_held: WorkloadGauge<NameOnly>,
+    pre_pull_held: WorkloadGauge<NameOnly>,
+    pre_pull_failed: WorkloadGauge<NameOnly>,
+    rollout: [WorkloadGauge<RolloutLabels>; 8],
+    stage_durations: Family<Named<StageDurationLabels>, Histogram>,
+    /// The label sets of `stage_durations`, which a Family cannot list, for removal.
+    stage_duration_labels: Mutex<HashSet<Named<StageDurationLabels>>>,
+}
+
+impl WorkloadFamilies {
+    fn new(keys: &'static Keys) -> Self {
+        WorkloadFamilies {
+            keys,
+            status: Family::default(),
+            node_status: Family::default(),
+            target_count: Family::default(),
+            package_state: Family::default(),
+            package_stage: Family::default(),
+            package_restarts: Family::default(),
+            drain_blocked: Family::default(),
+            readiness_gate_held: Family::default(),
+            readiness_gate_timed_out: Family::default(),
+            topology_budget_held: Family::default(),
+            pre_pull_held: Family::default(),
+            pre_pull_failed: Family::default(),
+            rollout: Default::default(),
+            stage_durations: Family::new_with_constructor(stage_duration_histogram),
+            stage_duration_labels: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn named<L>(&self, name: &str, labels: L) -> Named<L> {
+        Named {
+            key: self.keys.metric_name_label,
+            name: name.to_owned(),
+            labels,
+        }
+    }
+
+    fn name_only(&self) -> [NameOnlyGauge<'_>; 7] {
         [
-            (&self.matched, |v| v.matched),
-            (&self.ceiling, |v| v.ceiling),
-            (&self.in_progress, |v| v.in_progress),
-            (&self.completed, |v| v.completed),
-            (&self.progress_percent, |v| v.progress_percent),
-            (&self.current_batch, |v| v.current_batch),
-            (&self.consecutive_failures, |v| v.consecutive_failures),
-            (&self.should_stop, |v| v.should_stop),
+            (&self.target_count, |s| s.target_count),
+            (&self.drain_blocked, |s| s.drain_blocked),
+            (&self.readiness_gate_held, |s| s.readiness_gate_held),
+            (&self.readiness_gate_timed_out, |s| {
+                s.readiness_gate_timed_out
+            }),
+            (&self.topology_budget_held, |s| s.topology_budget_held),
+            (&self.pre_pull_held, |s| s.pre_pull_held),
+            (&self.pre_pull_failed, |s| s.pre_pull_failed),
         ]
+    }
+
+    /// The rollout families, in the order of [`RolloutValues`]'s fields.
+    fn rollout(&self) -> [RolloutGauge<'_>; 8] {
+        let [
+            matched,
+            ceiling,
+            in_progress,
+            completed,
+            percent,
+            batch,
+            failures,
+            stop,
+        ] = &self.rollout;
+        [
+            (matched, |v| v.matched),
+            (ceiling, |v| v.ceiling),
+            (in_progress, |v| v.in_progress),
+            (completed, |v| v.completed),
+            (percent, |v| v.progress_percent),
+            (batch, |v| v.current_batch),
+            (failures, |v| v.consecutive_failures),
+            (stop, |v| v.should_stop),
+        ]
+    }
+
+    /// Registers every family as `<word>_<metric>`. `legacy` is the note the help of a
+    /// family that also carries another group's twins ends with.
+    fn register(&self, registry: &mut Registry, legacy: Option<&str>) {
+        let (word, kind) = (self.keys.word, self.keys.kind);
+        let note = |metric: &str| {
+            legacy.map_or_else(String::new, |twin_word| {
+                format!(
+                    "; a NodeWright's series here are legacy twins of {twin_word}_{metric}, kept while PUBLISH_LEGACY_METRICS is true, which upstream removes in v0.21"
+                )
+            })
+        };
+        let gauges: [(&str, String, &dyn Registrable); 13] = [
+            (
+                "status",
+                format!("1 for the current status of the {kind}, 0 for every other status"),
+                &self.status,
+            ),
+            (
+                "node_status_count",
+                format!("Number of nodes of the {kind} per node status"),
+                &self.node_status,
+            ),
+            (
+                "node_target_count",
+                format!("Number of nodes the {kind} targets"),
+                &self.target_count,
+            ),
+            (
+                "package_state_count",
+                "Number of nodes per package state".to_owned(),
+                &self.package_state,
+            ),
+            (
+                "package_stage_count",
+                "Number of nodes per package stage".to_owned(),
+                &self.package_stage,
+            ),
+            (
+                "package_restarts_count",
+                "Restarts of the package's containers, summed over nodes".to_owned(),
+                &self.package_restarts,
+            ),
+            (
+                "drain_blocked",
+                format!("1 while a drain of the {kind} is blocked past its timeout (condition DrainBlocked)"),
+                &self.drain_blocked,
+            ),
+            (
+                "readiness_gate_held",
+                format!("1 while spec.readinessGates hold nodes of the {kind} after their interrupt (condition ReadinessGateHeld)"),
+                &self.readiness_gate_held,
+            ),
+            (
+                "readiness_gate_timed_out",
+                format!("1 while a node held by the {kind}'s readiness gates is past a gate's timeout"),
+                &self.readiness_gate_timed_out,
+            ),
+            (
+                "topology_budget_held",
+                format!("1 while a budget's topology holds nodes of the {kind} back (condition TopologyBudgetHeld)"),
+                &self.topology_budget_held,
+            ),
+            (
+                "pre_pull_held",
+                format!("1 while nodes of the {kind} wait, uncordoned, for their images to be pulled (condition PrePullHeld)"),
+                &self.pre_pull_held,
+            ),
+            (
+                "pre_pull_failed",
+                format!("1 while an image of the {kind} cannot be pulled on a node waiting for its cordon"),
+                &self.pre_pull_failed,
+            ),
+            (
+                "package_stage_duration_seconds",
+                "Time a package's stage took on a node, from its previous transition to its completion".to_owned(),
+                &self.stage_durations,
+            ),
+        ];
+        for (metric, help, family) in gauges {
+            family.register_into(registry, format!("{word}_{metric}"), help + &note(metric));
+        }
+        let rollout_help = [
+            ("rollout_matched_nodes", "Nodes assigned to the compartment"),
+            (
+                "rollout_ceiling",
+                "Most nodes of the compartment in progress at once",
+            ),
+            (
+                "rollout_in_progress",
+                "Nodes of the compartment in progress",
+            ),
+            ("rollout_completed", "Nodes of the compartment complete"),
+            (
+                "rollout_progress_percent",
+                "Complete nodes of the compartment, in percent",
+            ),
+            (
+                "rollout_current_batch",
+                "Current batch number of the compartment (0 without batches)",
+            ),
+            (
+                "rollout_consecutive_failures",
+                "Failed batches in a row in the compartment",
+            ),
+            (
+                "rollout_should_stop",
+                "1 when the compartment's rollout stopped after failures",
+            ),
+        ];
+        for ((metric, help), family) in rollout_help.into_iter().zip(&self.rollout) {
+            registry.register(
+                format!("{word}_{metric}"),
+                format!("{help}{}", note(metric)),
+                family.clone(),
+            );
+        }
+    }
+
+    fn publish(&self, name: &str, series: &SkyhookSeries) {
+        for (labels, value) in &series.status {
+            set_gauge(&self.status, self.named(name, labels.clone()), *value);
+        }
+        for (labels, value) in &series.node_status {
+            set_gauge(&self.node_status, self.named(name, labels.clone()), *value);
+        }
+        for (family, value) in self.name_only() {
+            set_gauge(family, self.named(name, NameOnly), value(series));
+        }
+        for (labels, value) in &series.package_state {
+            set_gauge(
+                &self.package_state,
+                self.named(name, labels.clone()),
+                *value,
+            );
+        }
+        for (labels, value) in &series.package_stage {
+            set_gauge(
+                &self.package_stage,
+                self.named(name, labels.clone()),
+                *value,
+            );
+        }
+        for (labels, value) in &series.package_restarts {
+            set_gauge(
+                &self.package_restarts,
+                self.named(name, labels.clone()),
+                *value,
+            );
+        }
+        for (labels, values) in &series.rollout {
+            for (family, value) in self.rollout() {
+                set_gauge(family, self.named(name, labels.clone()), value(values));
+            }
+        }
+    }
+
+    /// Removes the label sets of `previous` that `next` does not have; with `next` `None`,
+    /// every series of `name`, its stage durations included.
+    fn delete_missing(&self, name: &str, previous: &SkyhookSeries, next: Option<&SkyhookSeries>) {
+        fn stale<'a, L: PartialEq>(
+            previous: &'a [(L, impl Sized)],
+            next: Option<&'a [(L, impl Sized)]>,
+        ) -> impl Iterator<Item = &'a L> + 'a {
+            let next = next.unwrap_or_default();
+            (previous.iter())
+                .map(|(labels, _)| labels)
+                .filter(move |labels| !next.iter().any(|(other, _)| other == *labels))
+        }
+        for labels in stale(&previous.status, next.map(|n| &n.status[..])) {
+            self.status.remove(&self.named(name, labels.clone()));
+        }
+        for labels in stale(&previous.node_status, next.map(|n| &n.node_status[..])) {
+            self.node_status.remove(&self.named(name, labels.clone()));
+        }
+        for labels in stale(&previous.package_state, next.map(|n| &n.package_state[..])) {
+            self.package_state.remove(&self.named(name, labels.clone()));
+        }
+        for labels in stale(&previous.package_stage, next.map(|n| &n.package_stage[..])) {
+            self.package_stage.remove(&self.named(name, labels.clone()));
+        }
+        let restarts = next.map(|n| &n.package_restarts[..]);
+        for labels in stale(&previous.package_restarts, restarts) {
+            self.package_restarts
+                .remove(&self.named(name, labels.clone()));
+        }
+        for labels in stale(&previous.rollout, next.map(|n| &n.rollout[..])) {
+            for (family, _) in self.rollout() {
+                family.remove(&self.named(name, labels.clone()));
+            }
+        }
+        if next.is_some() {
+            return;
+        }
+        for (family, _) in self.name_only() {
+            family.remove(&self.named(name, NameOnly));
+        }
+        self.stage_duration_labels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|labels| {
+                let keep = labels.name != name;
+                if !keep {
+                    self.stage_durations.remove(labels);
+                }
+                keep
+            });
+    }
+
+    fn observe_stage_duration(&self, name: &str, labels: StageDurationLabels, seconds: f64) {
+        let labels = self.named(name, labels);
+        self.stage_durations.get_or_create(&labels).observe(seconds);
+        self.stage_duration_labels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(labels);
+    }
+}
+
+fn set_gauge<L>(family: &WorkloadGauge<L>, labels: Named<L>, value: i64)
+where
+    Named<L>: Clone + std::hash::Hash + Eq,
+{
+    family.get_or_create(&labels).set(value);
+}
+
+/// A family [`WorkloadFamilies::register`] registers, whatever its labels and metric type.
+trait Registrable {
+    fn register_into(&self, registry: &mut Registry, name: String, help: String);
+}
+
+impl<L, M> Registrable for Family<L, M>
+where
+    Family<L, M>: prometheus_client::registry::Metric + Clone,
+{
+    fn register_into(&self, registry: &mut Registry, name: String, help: String) {
+        registry.register(name, help, self.clone());
     }
 }
 
@@ -445,55 +727,34 @@ impl RolloutFamilies {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    status: Family<StatusLabels, Gauge>,
-    node_status: Family<StatusLabels, Gauge>,
-    target_count: Family<SkyhookLabels, Gauge>,
-    drain_blocked: Family<SkyhookLabels, Gauge>,
-    readiness_gate_held: Family<SkyhookLabels, Gauge>,
-    readiness_gate_timed_out: Family<SkyhookLabels, Gauge>,
-    topology_budget_held: Family<SkyhookLabels, Gauge>,
-    pre_pull_held: Family<SkyhookLabels, Gauge>,
-    pre_pull_failed: Family<SkyhookLabels, Gauge>,
-    package_state: Family<PackageStateLabels, Gauge>,
-    package_stage: Family<PackageStageLabels, Gauge>,
-    package_restarts: Family<PackageLabels, Gauge>,
-    rollout: RolloutFamilies,
-    stage_durations: Family<StageDurationLabels, Histogram>,
-    /// The label sets of `stage_durations`, which a Family cannot list, for [`Metrics::remove`].
-    stage_duration_labels: Mutex<HashSet<StageDurationLabels>>,
+    skyhook: WorkloadFamilies,
+    nodewright: WorkloadFamilies,
+    /// Whether a NodeWright's series are also published under `skyhook_*` (upstream's
+    /// `PUBLISH_LEGACY_METRICS`).
+    legacy_twins: bool,
     reconcile_runs: Counter,
     reconcile_failures: Family<CategoryLabels, Counter>,
     reconcile_duration: Histogram,
     api_requests: Family<ApiRequestLabels, Counter>,
-    published: Mutex<HashMap<String, SkyhookSeries>>,
+    published: Mutex<HashMap<(Group, String), SkyhookSeries>>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics::new()
+        Metrics::new(true)
     }
 }
 
 impl Metrics {
-    /// A registry with every metric registered and no series.
-    pub fn new() -> Self {
+    /// A registry with every metric registered and no series; `legacy_twins` also publishes
+    /// each NodeWright's series under `skyhook_*` with `skyhook_name`, as upstream does while
+    /// `PUBLISH_LEGACY_METRICS` is true.
+    pub fn new(legacy_twins: bool) -> Self {
         let mut metrics = Metrics {
             registry: Registry::default(),
-            status: Family::default(),
-            node_status: Family::default(),
-            target_count: Family::default(),
-            drain_blocked: Family::default(),
-            readiness_gate_held: Family::default(),
-            readiness_gate_timed_out: Family::default(),
-            topology_budget_held: Family::default(),
-            pre_pull_held: Family::default(),
-            pre_pull_failed: Family::default(),
-            package_state: Family::default(),
-            package_stage: Family::default(),
-            package_restarts: Family::default(),
-            rollout: RolloutFamilies::default(),
-            stage_durations: Family::new_with_constructor(stage_duration_histogram),
-            stage_duration_labels: Mutex::new(HashSet::new()),
+            skyhook: WorkloadFamilies::new(&keys::SKYHOOK),
+            nodewright: WorkloadFamilies::new(&keys::NODEWRIGHT),
+            legacy_twins,
             reconcile_runs: Counter::default(),
             reconcile_failures: Family::default(),
             reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
@@ -501,128 +762,20 @@ impl Metrics {
             published: Mutex::new(HashMap::new()),
         };
         // Registration order is the order of the exposition.
-        metrics.register_skyhook_gauges();
-        metrics.register_rollout_gauges();
+        let legacy = legacy_twins.then_some(keys::NODEWRIGHT.word);
+        metrics.skyhook.register(&mut metrics.registry, legacy);
+        metrics.nodewright.register(&mut metrics.registry, None);
         metrics.register_controller_metrics();
         metrics
     }
 
-    /// Upstream's per-Skyhook gauges.
-    fn register_skyhook_gauges(&mut self) {
-        self.registry.register(
-            "skyhook_status",
-            "1 for the current status of the Skyhook, 0 for every other status",
-            self.status.clone(),
-        );
-        self.registry.register(
-            "skyhook_node_status_count",
-            "Number of nodes of the Skyhook per node status",
-            self.node_status.clone(),
-        );
-        self.registry.register(
-            "skyhook_node_target_count",
-            "Number of nodes the Skyhook targets",
-            self.target_count.clone(),
-        );
-        self.registry.register(
-            "skyhook_package_state_count",
-            "Number of nodes per package state",
-            self.package_state.clone(),
-        );
-        self.registry.register(
-            "skyhook_package_stage_count",
-            "Number of nodes per package stage",
-            self.package_stage.clone(),
-        );
-        self.registry.register(
-            "skyhook_package_restarts_count",
-            "Restarts of the package's containers, summed over nodes",
-            self.package_restarts.clone(),
-        );
-        self.registry.register(
-            "skyhook_drain_blocked",
-            "1 while a drain of the Skyhook is blocked past its timeout (condition DrainBlocked)",
-            self.drain_blocked.clone(),
-        );
-        self.registry.register(
-            "skyhook_readiness_gate_held",
-            "1 while spec.readinessGates hold nodes of the Skyhook after their interrupt (condition ReadinessGateHeld)",
-            self.readiness_gate_held.clone(),
-        );
-        self.registry.register(
-            "skyhook_readiness_gate_timed_out",
-            "1 while a node held by the Skyhook's readiness gates is past a gate's timeout",
-            self.readiness_gate_timed_out.clone(),
-        );
-        self.registry.register(
-            "skyhook_topology_budget_held",
-            "1 while a budget's topology holds nodes of the Skyhook back (condition TopologyBudgetHeld)",
-            self.topology_budget_held.clone(),
-        );
-        self.registry.register(
-            "skyhook_pre_pull_held",
-            "1 while nodes of the Skyhook wait, uncordoned, for their images to be pulled (condition PrePullHeld)",
-            self.pre_pull_held.clone(),
-        );
-        self.registry.register(
-            "skyhook_pre_pull_failed",
-            "1 while an image of the Skyhook cannot be pulled on a node waiting for its cordon",
-            self.pre_pull_failed.clone(),
-        );
-        self.registry.register(
-            "skyhook_package_stage_duration_seconds",
-            "Time a package's stage took on a node, from its previous transition to its completion",
-            self.stage_durations.clone(),
-        );
-    }
-
-    /// Upstream's per-compartment rollout gauges.
-    fn register_rollout_gauges(&mut self) {
-        let rollout = &self.rollout;
-        let rollout_help = [
-            (
-                "skyhook_rollout_matched_nodes",
-                "Nodes assigned to the compartment",
-                &rollout.matched,
-            ),
-            (
-                "skyhook_rollout_ceiling",
-                "Most nodes of the compartment in progress at once",
-                &rollout.ceiling,
-            ),
-            (
-                "skyhook_rollout_in_progress",
-                "Nodes of the compartment in progress",
-                &rollout.in_progress,
-            ),
-            (
-                "skyhook_rollout_completed",
-                "Nodes of the compartment complete",
-                &rollout.completed,
-            ),
-            (
-                "skyhook_rollout_progress_percent",
-                "Complete nodes of the compartment, in percent",
-                &rollout.progress_percent,
-            ),
-            (
-                "skyhook_rollout_current_batch",
-                "Current batch number of the compartment (0 without batches)",
-                &rollout.current_batch,
-            ),
-            (
-                "skyhook_rollout_consecutive_failures",
-                "Failed batches in a row in the compartment",
-                &rollout.consecutive_failures,
-            ),
-            (
-                "skyhook_rollout_should_stop",
-                "1 when the compartment's rollout stopped after failures",
-                &rollout.should_stop,
-            ),
-        ];
-        for (name, help, family) in rollout_help {
-            self.registry.register(name, help, family.clone());
+    /// The families `group`'s objects publish into: their own group's, and for a NodeWright
+    /// the legacy `skyhook_*` twins while they are on.
+    fn families_of(&self, group: Group) -> Vec<&WorkloadFamilies> {
+        match group {
+            Group::Skyhook => vec![&self.skyhook],
+            Group::NodeWright if self.legacy_twins => vec![&self.nodewright, &self.skyhook],
+            Group::NodeWright => vec![&self.nodewright],
         }
     }
 
@@ -650,136 +803,51 @@ impl Metrics {
         );
     }
 
-    /// Publishes `series` for `skyhook`, replacing what was published for it before.
-    pub fn publish(&self, skyhook: &str, series: SkyhookSeries) {
+    /// Publishes `series` for `group`'s object `name`, replacing what was published for it
+    /// before.
+    pub fn publish(&self, group: Group, name: &str, series: SkyhookSeries) {
         let mut published = self
             .published
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(previous) = published.get(skyhook) {
-            self.delete_missing(previous, &series);
-        }
-        for (labels, value) in &series.status {
-            self.status.get_or_create(labels).set(*value);
-        }
-        for (labels, value) in &series.node_status {
-            self.node_status.get_or_create(labels).set(*value);
-        }
-        self.target_count
-            .get_or_create(&series.target_count.0)
-            .set(series.target_count.1);
-        self.drain_blocked
-            .get_or_create(&series.drain_blocked.0)
-            .set(series.drain_blocked.1);
-        for (family, (labels, value)) in [
-            (&self.readiness_gate_held, &series.readiness_gate_held),
-            (
-                &self.readiness_gate_timed_out,
-                &series.readiness_gate_timed_out,
-            ),
-            (&self.topology_budget_held, &series.topology_budget_held),
-            (&self.pre_pull_held, &series.pre_pull_held),
-            (&self.pre_pull_failed, &series.pre_pull_failed),
-        ] {
-            family.get_or_create(labels).set(*value);
-        }
-        for (labels, value) in &series.package_state {
-            self.package_state.get_or_create(labels).set(*value);
-        }
-        for (labels, value) in &series.package_stage {
-            self.package_stage.get_or_create(labels).set(*value);
-        }
-        for (labels, value) in &series.package_restarts {
-            self.package_restarts.get_or_create(labels).set(*value);
-        }
-        for (labels, values) in &series.rollout {
-            for (family, value) in self.rollout.each() {
-                family.get_or_create(labels).set(value(values));
+        let key = (group, name.to_owned());
+        for families in self.families_of(group) {
+            if let Some(previous) = published.get(&key) {
+                families.delete_missing(name, previous, Some(&series));
             }
+            families.publish(name, &series);
         }
-        published.insert(skyhook.to_owned(), series);
+        published.insert(key, series);
     }
 
-    /// Deletes every series of `skyhook` (it was deleted).
-    pub fn remove(&self, skyhook: &str) {
-        let mut published = self
+    /// Deletes every series of `group`'s object `name` (it was deleted, or turned inert).
+    pub fn remove(&self, group: Group, name: &str) {
+        let previous = self
             .published
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(previous) = published.remove(skyhook) {
-            self.delete_missing(&previous, &SkyhookSeries::default());
-        }
-        self.stage_duration_labels
-            .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .retain(|labels| {
-                let keep = labels.skyhook_name != skyhook;
-                if !keep {
-                    self.stage_durations.remove(labels);
-                }
-                keep
-            });
-    }
-
-    /// Removes the label sets of `previous` that `next` does not have.
-    fn delete_missing(&self, previous: &SkyhookSeries, next: &SkyhookSeries) {
-        fn stale<'a, L: PartialEq>(
-            previous: &'a [(L, impl Sized)],
-            next: &'a [(L, impl Sized)],
-        ) -> impl Iterator<Item = &'a L> + 'a {
-            previous
-                .iter()
-                .map(|(labels, _)| labels)
-                .filter(move |labels| !next.iter().any(|(other, _)| other == *labels))
-        }
-        for labels in stale(&previous.status, &next.status) {
-            self.status.remove(labels);
-        }
-        for labels in stale(&previous.node_status, &next.node_status) {
-            self.node_status.remove(labels);
-        }
-        if previous.target_count.0 != next.target_count.0 {
-            self.target_count.remove(&previous.target_count.0);
-        }
-        if previous.drain_blocked.0 != next.drain_blocked.0 {
-            self.drain_blocked.remove(&previous.drain_blocked.0);
-        }
-        if previous.readiness_gate_held.0 != next.readiness_gate_held.0 {
-            self.readiness_gate_held
-                .remove(&previous.readiness_gate_held.0);
-            (self.readiness_gate_timed_out).remove(&previous.readiness_gate_timed_out.0);
-            (self.topology_budget_held).remove(&previous.topology_budget_held.0);
-            (self.pre_pull_held).remove(&previous.pre_pull_held.0);
-            (self.pre_pull_failed).remove(&previous.pre_pull_failed.0);
-        }
-        for labels in stale(&previous.package_state, &next.package_state) {
-            self.package_state.remove(labels);
-        }
-        for labels in stale(&previous.package_stage, &next.package_stage) {
-            self.package_stage.remove(labels);
-        }
-        for labels in stale(&previous.package_restarts, &next.package_restarts) {
-            self.package_restarts.remove(labels);
-        }
-        for labels in stale(&previous.rollout, &next.rollout) {
-            for (family, _) in self.rollout.each() {
-                family.remove(labels);
-            }
+            .remove(&(group, name.to_owned()))
+            .unwrap_or_default();
+        for families in self.families_of(group) {
+            families.delete_missing(name, &previous, None);
         }
     }
 
-    /// Observes one finished stage attempt of `package` of `skyhook`.
-    pub fn observe_stage_duration(&self, skyhook: &str, package: &str, stage: Stage, seconds: f64) {
-        let labels = StageDurationLabels {
-            skyhook_name: skyhook.to_owned(),
-            package_name: package.to_owned(),
-            stage: stage.as_str(),
-        };
-        self.stage_durations.get_or_create(&labels).observe(seconds);
-        self.stage_duration_labels
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(labels);
+    /// Observes one finished stage attempt of `package` of `group`'s object `name`.
+    pub fn observe_stage_duration(
+        &self,
+        group: Group,
+        name: &str,
+        (package, stage): (&str, Stage),
+        seconds: f64,
+    ) {
+        for families in self.families_of(group) {
+            let labels = StageDurationLabels {
+                package_name: package.to_owned(),
+                stage: stage.as_str(),
+            };
+            families.observe_stage_duration(name, labels, seconds);
+        }
     }
 
     /// Counts a reconcile and measures it until the returned guard is dropped.

@@ -58,7 +58,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     client_config.default_retry = false;
     client_config.read_timeout = Some(READ_TIMEOUT);
     client_config.reset_reader_on_write = true;
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::new(config.publish_legacy_metrics));
     let client = counting_client(client_config, metrics.clone())
         .context("failed to build a Kubernetes client from the inferred configuration")?;
     check_crd(&client).await?;

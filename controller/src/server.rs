@@ -269,7 +269,7 @@ mod tests {
 
     #[tokio::test]
     async fn metrics_endpoint() {
-        let registry = Arc::new(Metrics::new());
+        let registry = Arc::new(Metrics::new(true));
         registry.reconcile_failed("kube-api", 1);
         let response = serve_metrics(State(registry)).await.into_response();
         assert_eq!(response.status(), StatusCode::OK);

@@ -123,7 +123,10 @@ fn controller_verdict(skyhook: &Skyhook) -> (Verdict, usize) {
         first_stages.insert(annotation.stage.to_string());
     }
     let metrics = skyhook_metrics(&cached);
-    let target_count = usize::try_from(metrics[&name].target_count.1).unwrap();
+    let target_count = usize::try_from(
+        metrics[&(skyhook_api::generation::Group::Skyhook, name.clone())].target_count,
+    )
+    .unwrap();
     (
         Verdict {
             targets,

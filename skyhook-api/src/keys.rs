@@ -15,6 +15,9 @@ pub struct Keys {
     /// The kind in lower case, as Event messages and the plugin spell it (`[skyhook:<name>]`,
     /// `[nodewright:<name>]`).
     pub word: &'static str,
+    /// The label naming the object in the group's metrics (`skyhook_name`, `nodewright_name`);
+    /// [`Keys::word`] is also the prefix of those metrics' names.
+    pub metric_name_label: &'static str,
     /// Skyhook annotation: `"true"` pauses the Skyhook. It does no work and still blocks later
     /// Skyhooks on the nodes where it is incomplete.
     pub pause_annotation: &'static str,
@@ -154,6 +157,7 @@ macro_rules! group_keys {
             group: $group,
             kind: $kind,
             word: $word,
+            metric_name_label: concat!($word, "_name"),
             pause_annotation: concat!($group, "/pause"),
             disable_annotation: concat!($group, "/disable"),
             version_annotation: concat!($group, "/version"),

@@ -3,6 +3,7 @@ use skyhook_api::v1alpha1::{BatchState, CompartmentStatus, PackageStatus, Skyhoo
 
 use super::*;
 use crate::pods::tests::{package, skyhook};
+use skyhook_api::generation::Group;
 
 fn entry(name: &str, version: &str, stage: Stage, state: State, restarts: i32) -> PackageStatus {
     PackageStatus {
@@ -49,6 +50,7 @@ fn mirrored_series(
     strategies: &BTreeMap<String, StrategyKind>,
 ) -> SkyhookSeries {
     skyhook_series(
+        &keys::SKYHOOK,
         sky,
         &NodeReadings::mirrored(sky.status.as_ref()),
         target_nodes,
@@ -64,25 +66,22 @@ fn value<L: PartialEq + std::fmt::Debug>(series: &[(L, i64)], labels: &L) -> i64
         .unwrap_or_else(|| panic!("no series {labels:?}"))
 }
 
-fn status_labels(skyhook: &str, status: &str) -> StatusLabels {
+fn status_labels(_skyhook: &str, status: &str) -> StatusLabels {
     StatusLabels {
-        skyhook_name: skyhook.into(),
         status: status.into(),
     }
 }
 
-fn state_labels(skyhook: &str, package: &str, version: &str, state: &str) -> PackageStateLabels {
+fn state_labels(_skyhook: &str, package: &str, version: &str, state: &str) -> PackageStateLabels {
     PackageStateLabels {
-        skyhook_name: skyhook.into(),
         package_name: package.into(),
         package_version: version.into(),
         state: state.into(),
     }
 }
 
-fn stage_labels(skyhook: &str, package: &str, version: &str, stage: &str) -> PackageStageLabels {
+fn stage_labels(_skyhook: &str, package: &str, version: &str, stage: &str) -> PackageStageLabels {
     PackageStageLabels {
-        skyhook_name: skyhook.into(),
         package_name: package.into(),
         package_version: version.into(),
         stage: stage.into(),
@@ -144,7 +143,7 @@ fn completed_simple_skyhook() {
         ),
         0
     );
-    assert_eq!(series.target_count.1, 1);
+    assert_eq!(series.target_count, 1);
     assert_eq!(series.package_state.len(), 2 * State::ALL.len());
     assert_eq!(series.package_stage.len(), 2 * Stage::ALL.len());
     assert_eq!(
@@ -165,7 +164,6 @@ fn completed_simple_skyhook() {
         series.rollout,
         vec![(
             RolloutLabels {
-                skyhook_name: "simple-skyhook".into(),
                 policy_name: "legacy".into(),
                 compartment_name: "__default__".into(),
                 strategy: "fixed".into(),
@@ -253,7 +251,6 @@ fn counts_states_and_stages_independently() {
         2
     );
     let failure = PackageLabels {
-        skyhook_name: name.into(),
         package_name: "failure".into(),
         package_version: "1.2.3".into(),
     };
@@ -308,7 +305,7 @@ fn a_skyhook_without_status_reports_unknown() {
     let sky = skyhook("fresh", vec![]);
     let series = mirrored_series(&sky, 4, &BTreeMap::new());
     assert_eq!(value(&series.status, &status_labels("fresh", "unknown")), 1);
-    assert_eq!(series.target_count.1, 4);
+    assert_eq!(series.target_count, 4);
     assert!(series.rollout.is_empty());
 }
 
@@ -322,7 +319,7 @@ fn lines_for(text: &str, skyhook: &str) -> Vec<String> {
 
 #[test]
 fn publish_replace_and_remove() {
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(true);
     let mut sky = observed(
         "delete-skyhook",
         &[("a", "1.0.0"), ("b", "1.0.0")],
@@ -336,8 +333,16 @@ fn publish_replace_and_remove() {
     sky.status.as_mut().unwrap().compartment_statuses =
         BTreeMap::from([("__default__".into(), CompartmentStatus::default())]);
     let other = observed("other", &[("x", "1")], &[], Status::Waiting);
-    metrics.publish("delete-skyhook", mirrored_series(&sky, 1, &BTreeMap::new()));
-    metrics.publish("other", mirrored_series(&other, 0, &BTreeMap::new()));
+    metrics.publish(
+        Group::Skyhook,
+        "delete-skyhook",
+        mirrored_series(&sky, 1, &BTreeMap::new()),
+    );
+    metrics.publish(
+        Group::Skyhook,
+        "other",
+        mirrored_series(&other, 0, &BTreeMap::new()),
+    );
 
     let text = metrics.encode().unwrap();
     assert!(
@@ -356,7 +361,11 @@ fn publish_replace_and_remove() {
 
     // Package b leaves the spec: its series go.
     sky.spec.packages.remove("b");
-    metrics.publish("delete-skyhook", mirrored_series(&sky, 1, &BTreeMap::new()));
+    metrics.publish(
+        Group::Skyhook,
+        "delete-skyhook",
+        mirrored_series(&sky, 1, &BTreeMap::new()),
+    );
     let text = metrics.encode().unwrap();
     assert!(
         !lines_for(&text, "delete-skyhook")
@@ -370,7 +379,7 @@ fn publish_replace_and_remove() {
             .any(|l| l.contains("package_name=\"a\""))
     );
 
-    metrics.remove("delete-skyhook");
+    metrics.remove(Group::Skyhook, "delete-skyhook");
     let text = metrics.encode().unwrap();
     assert_eq!(
         lines_for(&text, "delete-skyhook"),
@@ -385,7 +394,7 @@ fn publish_replace_and_remove() {
 
 #[test]
 fn reconcile_metrics() {
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(true);
     {
         let _timer = metrics.reconcile_started();
     }
@@ -407,10 +416,10 @@ fn reconcile_metrics() {
 
 #[test]
 fn stage_durations_are_observed_and_go_with_their_skyhook() {
-    let metrics = Metrics::new();
-    metrics.observe_stage_duration("gone", "tuning", Stage::Apply, 3.0);
-    metrics.observe_stage_duration("gone", "tuning", Stage::Apply, 70.0);
-    metrics.observe_stage_duration("kept", "driver", Stage::Interrupt, 200.0);
+    let metrics = Metrics::new(true);
+    metrics.observe_stage_duration(Group::Skyhook, "gone", ("tuning", Stage::Apply), 3.0);
+    metrics.observe_stage_duration(Group::Skyhook, "gone", ("tuning", Stage::Apply), 70.0);
+    metrics.observe_stage_duration(Group::Skyhook, "kept", ("driver", Stage::Interrupt), 200.0);
     let text = metrics.encode().unwrap();
     let series = "skyhook_package_stage_duration_seconds";
     for line in [
@@ -430,7 +439,7 @@ fn stage_durations_are_observed_and_go_with_their_skyhook() {
         assert!(text.contains(&line), "{line} not in {text}");
     }
 
-    metrics.remove("gone");
+    metrics.remove(Group::Skyhook, "gone");
     let text = metrics.encode().unwrap();
     assert_eq!(lines_for(&text, "gone"), Vec::<String>::new(), "{text}");
     assert!(!lines_for(&text, "kept").is_empty(), "{text}");
@@ -455,8 +464,7 @@ fn a_blocked_drain_follows_its_condition() {
         let mut sky = observed("drain", &[], &[], Status::InProgress);
         sky.status.as_mut().unwrap().conditions = conditions;
         let series = mirrored_series(&sky, 1, &BTreeMap::new());
-        assert_eq!(series.drain_blocked.0.skyhook_name, "drain");
-        assert_eq!(series.drain_blocked.1, expected);
+        assert_eq!(series.drain_blocked, expected);
     }
 }
 
@@ -484,12 +492,8 @@ fn readiness_gate_gauges_follow_their_condition_and_reason() {
         let mut sky = observed("gated", &[], &[], Status::InProgress);
         sky.status.as_mut().unwrap().conditions = conditions;
         let series = mirrored_series(&sky, 1, &BTreeMap::new());
-        assert_eq!(series.readiness_gate_held.0.skyhook_name, "gated");
         assert_eq!(
-            (
-                series.readiness_gate_held.1,
-                series.readiness_gate_timed_out.1
-            ),
+            (series.readiness_gate_held, series.readiness_gate_timed_out),
             expected
         );
     }
@@ -511,8 +515,7 @@ fn the_topology_gauge_follows_its_condition() {
             observed_generation: None,
         }];
         let series = mirrored_series(&sky, 1, &BTreeMap::new());
-        assert_eq!(series.topology_budget_held.0.skyhook_name, "racked");
-        assert_eq!(series.topology_budget_held.1, expected);
+        assert_eq!(series.topology_budget_held, expected);
     }
 }
 
@@ -538,7 +541,93 @@ fn the_pre_pull_gauges_follow_their_condition_and_reason() {
         let mut sky = observed("pulled", &[], &[], Status::InProgress);
         sky.status.as_mut().unwrap().conditions = conditions;
         let series = mirrored_series(&sky, 1, &BTreeMap::new());
-        assert_eq!(series.pre_pull_held.0.skyhook_name, "pulled");
-        assert_eq!((series.pre_pull_held.1, series.pre_pull_failed.1), expected);
+        assert_eq!((series.pre_pull_held, series.pre_pull_failed), expected);
     }
+}
+
+/// The exposition lines of metrics named `<prefix>_...` labelled with `<label>="<name>"`.
+fn group_lines(text: &str, prefix: &str, label: &str, name: &str) -> Vec<String> {
+    let needle = format!("{label}=\"{name}\"");
+    text.lines()
+        .filter(|line| line.starts_with(&format!("{prefix}_")) && line.contains(&needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn each_group_publishes_under_its_own_names_and_a_nodewright_has_legacy_twins() {
+    let sky = observed("gpu", &[("driver", "1.0")], &[], Status::Complete);
+    let cases = [
+        // (legacy twins on, group, nodewright_* lines, skyhook_* lines)
+        (true, Group::Skyhook, false, true),
+        (true, Group::NodeWright, true, true),
+        (false, Group::NodeWright, true, false),
+        (false, Group::Skyhook, false, true),
+    ];
+    for (legacy, group, nodewright_lines, skyhook_lines) in cases {
+        let case = format!("legacy {legacy}, {group:?}");
+        let metrics = Metrics::new(legacy);
+        metrics.publish(group, "gpu", mirrored_series(&sky, 1, &BTreeMap::new()));
+        metrics.observe_stage_duration(group, "gpu", ("driver", Stage::Apply), 3.0);
+        let text = metrics.encode().unwrap();
+        let nodewright = group_lines(&text, "nodewright", "nodewright_name", "gpu");
+        let skyhook = group_lines(&text, "skyhook", "skyhook_name", "gpu");
+        assert_eq!(!nodewright.is_empty(), nodewright_lines, "{case}: {text}");
+        assert_eq!(!skyhook.is_empty(), skyhook_lines, "{case}: {text}");
+        assert!(
+            !text.contains("nodewright_name=\"gpu\"") || !nodewright.is_empty(),
+            "{case}: nodewright_name only on nodewright_* series"
+        );
+        if nodewright_lines {
+            for line in [
+                "nodewright_status{nodewright_name=\"gpu\",status=\"complete\"} 1",
+                "nodewright_node_target_count{nodewright_name=\"gpu\"} 1",
+                "nodewright_package_stage_duration_seconds_count{nodewright_name=\"gpu\",package_name=\"driver\",stage=\"apply\"} 1",
+            ] {
+                assert!(text.contains(line), "{case}: {line} not in {text}");
+            }
+        }
+        if nodewright_lines && skyhook_lines {
+            // The twins carry the same values under the other names.
+            let mut renamed: Vec<String> = (nodewright.iter())
+                .map(|l| l.replacen("nodewright_", "skyhook_", 2))
+                .collect();
+            let mut skyhook = skyhook.clone();
+            renamed.sort();
+            skyhook.sort();
+            assert_eq!(renamed, skyhook, "{case}");
+        }
+        metrics.remove(group, "gpu");
+        let text = metrics.encode().unwrap();
+        assert!(
+            !text.contains("_name=\"gpu\""),
+            "{case}: all removed: {text}"
+        );
+    }
+}
+
+#[test]
+fn the_legacy_help_names_the_replacement_only_while_twins_are_published() {
+    let help = |legacy: bool| {
+        let text = Metrics::new(legacy).encode().unwrap();
+        (text.lines())
+            .find(|l| l.starts_with("# HELP skyhook_status "))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        help(true).contains("legacy twins of nodewright_status"),
+        "{}",
+        help(true)
+    );
+    assert!(!help(false).contains("nodewright"), "{}", help(false));
+    let text = Metrics::new(true).encode().unwrap();
+    assert!(
+        text.contains("# HELP nodewright_status 1 for the current status of the NodeWright"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE nodewright_rollout_should_stop gauge"),
+        "{text}"
+    );
 }

@@ -1370,7 +1370,7 @@ mod tests {
         observed.merge(failures);
         assert!(!observed.is_empty());
 
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(true);
         observed.count_into(&metrics);
         observed.count_into(&metrics);
         let text = metrics.encode().unwrap();

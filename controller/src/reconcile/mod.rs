@@ -195,9 +195,9 @@ impl Reconciler {
         for landed in &applied.stage_durations {
             let finished = &landed.finished;
             self.metrics.observe_stage_duration(
+                snapshot.owners.group_of(&landed.skyhook),
                 &landed.skyhook,
-                &finished.package,
-                finished.stage,
+                (&finished.package, finished.stage),
                 finished.seconds,
             );
         }

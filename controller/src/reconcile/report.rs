@@ -1,24 +1,28 @@
-//! Publishing each Skyhook's metrics from a cache snapshot (the metrics half of upstream's
-//! `ReportState`), and removing the series of Skyhooks that are gone.
+//! Publishing each live Skyhook's and NodeWright's metrics from a cache snapshot (the metrics
+//! half of upstream's `ReportState`), and removing the series of objects that are gone.
 //!
-//! Contract: [`skyhook_metrics`] is pure: for every Skyhook of the snapshot it counts the nodes its
-//! `nodeSelectors` select (an empty selector selects every node; one that does not parse selects
-//! none) and names the strategy of each of its compartments (the policy's compartments plus
-//! `__default__`; a single Fixed `__default__` without a policy; none while the policy is
-//! missing), reads its nodes' statuses and node states from their annotations (or its status
-//! while that mirrors them), then computes the series with [`crate::metrics::skyhook_series`].
-//! [`MetricsReporter::report`] publishes them and deletes the series of Skyhooks that left the
-//! snapshot.
+//! Contract: [`skyhook_metrics`] is pure: for every live object of the snapshot, of either
+//! group ([`super::snapshot::owners`]: a NodeWright shadowed by a Skyhook of its name publishes
+//! nothing), it counts the nodes its `nodeSelectors` select (an empty selector selects every
+//! node; one that does not parse selects none) and names the strategy of each of its
+//! compartments (its own group's policy's compartments plus `__default__`; a single Fixed
+//! `__default__` without a policy; none while the policy is missing), reads its nodes' statuses
+//! and node states from their annotations under its group's keys (or its status while that
+//! mirrors them), then computes the series with [`crate::metrics::skyhook_series`].
+//! [`MetricsReporter::report`] publishes them and deletes the series of objects that left the
+//! snapshot or stopped being live.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use skyhook_api::budget::skyhook_compartments;
-use skyhook_api::keys;
+use skyhook_api::generation::Group;
+use skyhook_api::keys::Keys;
 use skyhook_api::node_state::NodeState;
-use skyhook_api::v1alpha1::{DeploymentPolicy, Skyhook, StrategyKind};
+use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, StrategyKind};
 
+use super::snapshot::owners;
 use crate::cache::{CachedNode, CachedObjects};
 use crate::metrics::{Metrics, NodeReadings, SkyhookSeries, skyhook_series};
 
@@ -33,19 +37,23 @@ fn targeted_nodes<'n>(
         .filter(move |node| selector.matches(&node.labels))
 }
 
-/// What `targeted`, the nodes `skyhook` targets, read: each one's status from its
-/// `status_<skyhook>` annotation, and its node state from its `nodeState_<skyhook>` annotation
-/// unless the status mirrors them (then borrowed from it). Past a few thousand nodes the status
-/// no longer mirrors them ([`skyhook_api::node_mirror`], `bound_node_state_mirror`), and the node
-/// and package counts must not fall to zero then.
-fn node_readings<'a>(skyhook: &'a Skyhook, targeted: &[&Arc<CachedNode>]) -> NodeReadings<'a> {
+/// What `targeted`, the nodes `skyhook` targets, read under its group's `keys`: each one's
+/// status from its `status_<name>` annotation, and its node state from its
+/// `nodeState_<name>` annotation unless the status mirrors them (then borrowed from it). Past a
+/// few thousand nodes the status no longer mirrors them ([`skyhook_api::node_mirror`],
+/// `bound_node_state_mirror`), and the node and package counts must not fall to zero then.
+fn node_readings<'a>(
+    keys: &Keys,
+    skyhook: &'a Skyhook,
+    targeted: &[&Arc<CachedNode>],
+) -> NodeReadings<'a> {
     let name = skyhook.metadata.name.as_deref().unwrap_or_default();
     let annotated = |key: String| {
         targeted
             .iter()
             .filter_map(move |node| node.annotations.get(&key))
     };
-    let statuses = annotated(keys::SKYHOOK.node_status_key(name))
+    let statuses = annotated(keys.node_status_key(name))
         .filter_map(|value| value.parse().ok())
         .collect();
     let mirror = skyhook
@@ -55,53 +63,73 @@ fn node_readings<'a>(skyhook: &'a Skyhook, targeted: &[&Arc<CachedNode>]) -> Nod
         .filter(|states| !states.is_empty());
     let states = match mirror {
         Some(states) => states.values().map(Cow::Borrowed).collect(),
-        None => annotated(keys::SKYHOOK.node_state_annotation(name))
+        None => annotated(keys.node_state_annotation(name))
             .filter_map(|value| Some(Cow::Owned(NodeState::parse(value).ok()?)))
             .collect(),
     };
     NodeReadings { statuses, states }
 }
 
-/// The strategy of each compartment of `skyhook`.
+/// The strategy of each compartment of `skyhook`, whose policy (of its own group) is
+/// `policy` if it names one that exists.
 pub fn compartment_strategies(
     skyhook: &Skyhook,
-    policies: &[Arc<DeploymentPolicy>],
+    policy: Option<&DeploymentPolicySpec>,
     targets: usize,
 ) -> BTreeMap<String, StrategyKind> {
-    let policy = (skyhook.spec.policy_name()).and_then(|name| {
-        (policies.iter())
-            .find(|policy| policy.metadata.name.as_deref() == Some(name))
-            .map(|policy| &policy.spec)
-    });
     let compartments = skyhook_compartments(&skyhook.spec, policy, targets);
     (compartments.iter().flatten())
         .map(|compartment| (compartment.name.clone(), compartment.strategy_kind()))
         .collect()
 }
 
-/// The series of every Skyhook in `snapshot`, by Skyhook name.
-pub fn skyhook_metrics(snapshot: &CachedObjects) -> BTreeMap<String, SkyhookSeries> {
-    snapshot
-        .skyhooks
-        .iter()
-        .filter_map(|skyhook| {
-            let name = skyhook.metadata.name.clone()?;
-            let targeted: Vec<_> = targeted_nodes(skyhook, &snapshot.nodes).collect();
-            let strategies = compartment_strategies(skyhook, &snapshot.policies, targeted.len());
-            let nodes = node_readings(skyhook, &targeted);
-            Some((
-                name,
-                skyhook_series(skyhook, &nodes, targeted.len(), &strategies),
-            ))
-        })
-        .collect()
+/// The DeploymentPolicy `name` of `group` in `snapshot`.
+fn policy_of<'a>(
+    snapshot: &'a CachedObjects,
+    group: Group,
+    name: &str,
+) -> Option<&'a DeploymentPolicySpec> {
+    let named = |n: Option<&String>| n.is_some_and(|n| n == name);
+    match group {
+        Group::Skyhook => (snapshot.policies.iter())
+            .find(|p| named(p.metadata.name.as_ref()))
+            .map(|p| &p.spec),
+        Group::NodeWright => (snapshot.nodewright_policies.iter())
+            .find(|p| named(p.metadata.name.as_ref()))
+            .map(|p| &p.spec),
+    }
 }
 
-/// Publishes metrics and remembers which Skyhooks have series.
+/// The series of every live object in `snapshot`, by group and name.
+pub fn skyhook_metrics(snapshot: &CachedObjects) -> BTreeMap<(Group, String), SkyhookSeries> {
+    let owners = owners(snapshot);
+    [
+        (Group::Skyhook, &snapshot.skyhooks),
+        (Group::NodeWright, &snapshot.nodewrights),
+    ]
+    .into_iter()
+    .flat_map(|(group, objects)| objects.iter().map(move |object| (group, object)))
+    .filter_map(|(group, skyhook)| {
+        let name = skyhook.metadata.name.clone()?;
+        if owners.group_of(&name) != group {
+            return None;
+        }
+        let keys = group.keys();
+        let targeted: Vec<_> = targeted_nodes(skyhook, &snapshot.nodes).collect();
+        let policy = (skyhook.spec.policy_name()).and_then(|p| policy_of(snapshot, group, p));
+        let strategies = compartment_strategies(skyhook, policy, targeted.len());
+        let nodes = node_readings(keys, skyhook, &targeted);
+        let series = skyhook_series(keys, skyhook, &nodes, targeted.len(), &strategies);
+        Some(((group, name), series))
+    })
+    .collect()
+}
+
+/// Publishes metrics and remembers which objects have series.
 #[derive(Debug)]
 pub struct MetricsReporter {
     metrics: Arc<Metrics>,
-    published: BTreeSet<String>,
+    published: BTreeSet<(Group, String)>,
 }
 
 impl MetricsReporter {
@@ -113,16 +141,17 @@ impl MetricsReporter {
         }
     }
 
-    /// Publishes the series of every Skyhook in `snapshot` and removes those of Skyhooks that are
-    /// gone.
+    /// Publishes the series of every live object in `snapshot` and removes those of objects
+    /// that are gone or no longer live.
     pub fn report(&mut self, snapshot: &CachedObjects) {
         let series = skyhook_metrics(snapshot);
-        for gone in self.published.difference(&series.keys().cloned().collect()) {
-            self.metrics.remove(gone);
+        let now: BTreeSet<(Group, String)> = series.keys().cloned().collect();
+        for (group, gone) in self.published.difference(&now) {
+            self.metrics.remove(*group, gone);
         }
-        self.published = series.keys().cloned().collect();
-        for (name, series) in series {
-            self.metrics.publish(&name, series);
+        self.published = now;
+        for ((group, name), series) in series {
+            self.metrics.publish(group, &name, series);
         }
     }
 }
@@ -132,9 +161,9 @@ mod tests {
     use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use kube::api::ObjectMeta;
+    use skyhook_api::keys;
     use skyhook_api::v1alpha1::{
-        Compartment, DeploymentPolicySpec, DeploymentStrategy, ExponentialStrategy, PolicyBudget,
-        PolicyDefault, Status,
+        Compartment, DeploymentStrategy, ExponentialStrategy, PolicyBudget, PolicyDefault, Status,
     };
 
     use super::*;
@@ -203,7 +232,11 @@ mod tests {
         ];
         let mut sky = skyhook("s", vec![]);
         sky.spec.node_selectors = Some(selector(&target));
-        let read = node_readings(&sky, &targeted_nodes(&sky, &nodes).collect::<Vec<_>>());
+        let read = node_readings(
+            &keys::SKYHOOK,
+            &sky,
+            &targeted_nodes(&sky, &nodes).collect::<Vec<_>>(),
+        );
         assert_eq!(read.statuses, [Status::Complete, Status::InProgress]);
     }
 
@@ -222,7 +255,11 @@ mod tests {
         let mut sky = skyhook("s", vec![]);
         sky.spec.node_selectors = Some(selector(&target));
         let parsed = NodeState::parse(state).unwrap();
-        let read = node_readings(&sky, &targeted_nodes(&sky, &nodes).collect::<Vec<_>>());
+        let read = node_readings(
+            &keys::SKYHOOK,
+            &sky,
+            &targeted_nodes(&sky, &nodes).collect::<Vec<_>>(),
+        );
         assert_eq!(
             read.states,
             [Cow::<NodeState>::Owned(parsed.clone())],
@@ -236,6 +273,7 @@ mod tests {
         ]);
         mirrored.status.get_or_insert_default().node_state = mirror;
         let read = node_readings(
+            &keys::SKYHOOK,
             &mirrored,
             &targeted_nodes(&mirrored, &nodes).collect::<Vec<_>>(),
         );
@@ -277,58 +315,117 @@ mod tests {
 
     #[test]
     fn strategies() {
-        let policy = Arc::new(DeploymentPolicy {
-            metadata: ObjectMeta {
-                name: Some("tiers".into()),
-                ..ObjectMeta::default()
-            },
-            spec: DeploymentPolicySpec {
-                default: PolicyDefault {
-                    budget: PolicyBudget {
-                        percent: Some(50),
-                        count: None,
-                        topology: None,
-                    },
-                    strategy: DeploymentStrategy {
-                        exponential: Some(ExponentialStrategy::default()),
-                        ..DeploymentStrategy::default()
-                    },
+        let policy = DeploymentPolicySpec {
+            default: PolicyDefault {
+                budget: PolicyBudget {
+                    percent: Some(50),
+                    count: None,
+                    topology: None,
                 },
-                compartments: vec![Compartment {
-                    name: "critical".into(),
-                    selector: selector(&[("tier", "critical")]),
-                    budget: PolicyBudget {
-                        percent: None,
-                        count: Some(1),
-                        topology: None,
-                    },
-                    strategy: None,
-                }],
-                reset_batch_state_on_completion: true,
-                maintenance_windows: vec![],
-                health_gate: None,
+                strategy: DeploymentStrategy {
+                    exponential: Some(ExponentialStrategy::default()),
+                    ..DeploymentStrategy::default()
+                },
             },
-        });
+            compartments: vec![Compartment {
+                name: "critical".into(),
+                selector: selector(&[("tier", "critical")]),
+                budget: PolicyBudget {
+                    percent: None,
+                    count: Some(1),
+                    topology: None,
+                },
+                strategy: None,
+            }],
+            reset_batch_state_on_completion: true,
+            maintenance_windows: vec![],
+            health_gate: None,
+        };
         let mut sky = skyhook("s", vec![]);
         assert_eq!(
-            compartment_strategies(&sky, &[], 3),
+            compartment_strategies(&sky, None, 3),
             BTreeMap::from([("__default__".into(), StrategyKind::Fixed)])
         );
         sky.spec.deployment_policy = Some("tiers".into());
         assert_eq!(
-            compartment_strategies(&sky, std::slice::from_ref(&policy), 3),
+            compartment_strategies(&sky, Some(&policy), 3),
             BTreeMap::from([
                 ("critical".into(), StrategyKind::Unknown),
                 ("__default__".into(), StrategyKind::Exponential),
             ])
         );
         sky.spec.deployment_policy = Some("missing".into());
-        assert!(compartment_strategies(&sky, &[policy], 3).is_empty());
+        let snapshot = CachedObjects::default();
+        let missing = policy_of(&snapshot, Group::Skyhook, "missing");
+        assert!(compartment_strategies(&sky, missing, 3).is_empty());
+    }
+
+    #[test]
+    fn each_live_object_publishes_under_its_group_and_a_shadowed_twin_publishes_nothing() {
+        let annotated = |name: &str, key: &str| annotated_node(name, &[], key, "complete");
+        let nodes = vec![
+            annotated("a", "nodewright.nvidia.com/status_gpu"),
+            annotated("b", "skyhook.nvidia.com/status_gpu"),
+            annotated("c", "nodewright.nvidia.com/status_net"),
+        ];
+        let snapshot = CachedObjects {
+            skyhooks: vec![Arc::new(skyhook("net", vec![]))],
+            nodewrights: vec![
+                Arc::new(skyhook("gpu", vec![])),
+                Arc::new(skyhook("net", vec![])),
+            ],
+            nodes,
+            ..CachedObjects::default()
+        };
+        let series = skyhook_metrics(&snapshot);
+        assert_eq!(
+            series.keys().cloned().collect::<Vec<_>>(),
+            [
+                (Group::Skyhook, "net".to_owned()),
+                (Group::NodeWright, "gpu".to_owned())
+            ],
+            "the NodeWright net is shadowed by the Skyhook of its name"
+        );
+        let complete = |group: Group, name: &str| {
+            let labels = crate::metrics::StatusLabels {
+                status: "complete".into(),
+            };
+            (series[&(group, name.to_owned())].node_status.iter())
+                .find(|(l, _)| *l == labels)
+                .map(|(_, v)| *v)
+        };
+        assert_eq!(
+            complete(Group::NodeWright, "gpu"),
+            Some(1),
+            "read under its own keys"
+        );
+        assert_eq!(complete(Group::Skyhook, "net"), Some(0));
+
+        let metrics = Arc::new(Metrics::new(true));
+        let mut reporter = MetricsReporter::new(metrics.clone());
+        reporter.report(&snapshot);
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains("nodewright_node_target_count{nodewright_name=\"gpu\"} 3"),
+            "{text}"
+        );
+        assert!(!text.contains("nodewright_name=\"net\""), "{text}");
+        // The Skyhook goes: the NodeWright net is live from the next report on.
+        let snapshot = CachedObjects {
+            skyhooks: vec![],
+            ..snapshot
+        };
+        reporter.report(&snapshot);
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains("nodewright_node_target_count{nodewright_name=\"net\"} 3"),
+            "{text}"
+        );
     }
 
     #[test]
     fn reporter_removes_deleted_skyhooks() {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new(true));
         let mut reporter = MetricsReporter::new(metrics.clone());
         let snapshot = CachedObjects {
             skyhooks: vec![

@@ -5,7 +5,9 @@
 //!   one workload to the other without turning schedulable in between;
 //! - each object ends `complete`, with its own group's node state on every node, and no
 //!   `cordon_*` of either group left;
-//! - the NodeWright's stage Jobs carry the nodewright labels and name it as their owner.
+//! - the NodeWright's stage Jobs carry the nodewright labels and name it as their owner;
+//! - the NodeWright's metrics are `nodewright_*` with `nodewright_name`, plus their legacy
+//!   `skyhook_*` twins; the Skyhook's are `skyhook_*` only.
 
 use std::collections::BTreeMap;
 
@@ -154,5 +156,29 @@ async fn a_skyhook_and_a_nodewright_share_each_nodes_cordon() -> anyhow::Result<
             "no skyhook-group name label: {labels:?}"
         );
     }
+
+    // Each object's metrics under its own group's names; the NodeWright's legacy twins too.
+    let port = controller.record().metrics_port;
+    for (metric, label, name) in [
+        ("nodewright_status", "nodewright_name", "gpu"),
+        ("skyhook_status", "skyhook_name", "gpu"),
+        ("skyhook_status", "skyhook_name", "net"),
+    ] {
+        let labels = [(label, name), ("status", "complete")];
+        e2e::metrics::wait_for_metric(port, metric, &labels, Some(1.0)).await?;
+    }
+    let samples = e2e::metrics::scrape(port).await?;
+    let target = |metric: &str, label: &str, name: &str| {
+        e2e::metrics::find(&samples, metric, &[(label, name)])
+    };
+    ensure!(
+        target("nodewright_node_target_count", "nodewright_name", "gpu") == Some(2.0)
+            && target("skyhook_node_target_count", "skyhook_name", "gpu") == Some(2.0),
+        "the NodeWright's series and their twins count its two nodes"
+    );
+    ensure!(
+        target("nodewright_node_target_count", "nodewright_name", "net").is_none(),
+        "a Skyhook publishes no nodewright_* series"
+    );
     Ok(())
 }

@@ -62,6 +62,7 @@ pub(super) fn config() -> Config {
         uninstall_mode: skyhook_api::uninstall::UninstallMode::Legacy,
         jobs: crate::config::JobSettings::default(),
         pre_pull_images: false,
+        publish_legacy_metrics: true,
     }
 }
 
