@@ -365,13 +365,28 @@ async fn admission_survives_the_serving_replica(
     }
     let serving = serving.context("no webhook pod has answered a review")?;
     let killed = pod_ip(&serving)?.to_string();
-    Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+    let webhook_pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    webhook_pods
         .delete(pod_name(&serving), &DeleteParams::default())
         .await?;
     e2e::within(
         "the Service to stop sending to the deleted webhook pod",
         e2e::WAIT,
         wait_until_not_ready_endpoint(client, &killed),
+    )
+    .await?;
+    // While the deleted pod drains, a review is answered, by it (on a connection the API
+    // server kept alive, which it then closes) or by another replica: never an EOF.
+    expect_cycle_denied(kubectl).await?;
+    let uid = serving.metadata.uid.clone().unwrap_or_default();
+    e2e::within(
+        "the deleted webhook pod to be gone",
+        e2e::WAIT,
+        kube::runtime::wait::await_condition(
+            webhook_pods,
+            pod_name(&serving),
+            kube::runtime::wait::conditions::is_deleted(&uid),
+        ),
     )
     .await?;
 
