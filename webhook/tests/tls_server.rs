@@ -133,16 +133,30 @@ async fn connect_as(
         .await
 }
 
-/// One HTTP/1.1 request on `stream`; the status and the body.
-async fn request(
+type Sender = hyper::client::conn::http1::SendRequest<Body>;
+
+/// An HTTP/1.1 connection over `stream`, driven in the background until it closes.
+async fn open(
     stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+) -> hyper::Result<(Sender, tokio::task::JoinHandle<hyper::Result<()>>)> {
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    Ok((sender, tokio::spawn(connection)))
+}
+
+/// An answer: its status, its `Connection` header and its body.
+struct Answer {
+    status: u16,
+    connection: Option<String>,
+    body: Vec<u8>,
+}
+
+/// One request on the open connection of `sender`.
+async fn send(
+    sender: &mut Sender,
     method: &str,
     path: &str,
     body: Vec<u8>,
-) -> hyper::Result<(u16, Vec<u8>)> {
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(connection);
+) -> hyper::Result<Answer> {
     let request = Request::builder()
         .method(method)
         .uri(path)
@@ -152,10 +166,28 @@ async fn request(
         .unwrap();
     let response = sender.send_request(request).await?;
     let status = response.status().as_u16();
+    let connection =
+        (response.headers().get(hyper::header::CONNECTION)).map(|v| v.to_str().unwrap().to_owned());
     let bytes = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
         .await
         .unwrap();
-    Ok((status, bytes.to_vec()))
+    Ok(Answer {
+        status,
+        connection,
+        body: bytes.to_vec(),
+    })
+}
+
+/// One HTTP/1.1 request on `stream`; the status and the body.
+async fn request(
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> hyper::Result<(u16, Vec<u8>)> {
+    let (mut sender, _connection) = open(stream).await?;
+    let answer = send(&mut sender, method, path, body).await?;
+    Ok((answer.status, answer.body))
 }
 
 fn demo_review() -> Vec<u8> {
@@ -331,25 +363,16 @@ async fn rotation_takes_effect_on_the_next_connection_without_failed_requests() 
     server.shutdown().await;
 }
 
-/// A review request on an open HTTP/1.1 connection: the status and the `Connection` header.
-async fn review_on(
-    sender: &mut hyper::client::conn::http1::SendRequest<Body>,
-) -> hyper::Result<(u16, Option<String>)> {
-    let request = Request::builder()
-        .method("POST")
-        .uri(Endpoint::ValidateSkyhook.path())
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Body::from(demo_review()))
-        .unwrap();
-    let response = sender.send_request(request).await?;
-    let status = response.status().as_u16();
-    let connection =
-        (response.headers().get(hyper::header::CONNECTION)).map(|v| v.to_str().unwrap().to_owned());
-    axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
-        .await
-        .unwrap();
-    Ok((status, connection))
+/// A review on the open connection of `sender`: the status and the `Connection` header.
+async fn review_on(sender: &mut Sender) -> hyper::Result<(u16, Option<String>)> {
+    let answer = send(
+        sender,
+        "POST",
+        Endpoint::ValidateSkyhook.path(),
+        demo_review(),
+    )
+    .await?;
+    Ok((answer.status, answer.connection))
 }
 
 #[tokio::test]
@@ -360,10 +383,7 @@ async fn a_draining_server_answers_and_then_closes_each_connection_itself() {
     let server = Server::start(dir.path()).await;
     let config = client_config(&[&cert.der], &[&version::TLS13]);
     let stream = connect(server.addr, Arc::clone(&config)).await.unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    let connection = tokio::spawn(connection);
+    let (mut sender, connection) = open(stream).await.unwrap();
     // Serving: the connection is kept alive across answers.
     for _ in 0..2 {
         assert_eq!(review_on(&mut sender).await.unwrap(), (200, None));
@@ -385,15 +405,11 @@ async fn a_draining_server_answers_and_then_closes_each_connection_itself() {
     assert!(sender.ready().await.is_err(), "the connection is closed");
     // New connections are still accepted and answered while draining.
     let stream = connect(server.addr, config).await.unwrap();
-    let (status, _) = request(
-        stream,
-        "POST",
-        Endpoint::ValidateSkyhook.path(),
-        demo_review(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(status, 200);
+    let (mut sender, _connection) = open(stream).await.unwrap();
+    assert_eq!(
+        review_on(&mut sender).await.unwrap(),
+        (200, Some("close".to_owned()))
+    );
     server.shutdown().await;
 }
 
