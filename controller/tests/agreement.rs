@@ -122,7 +122,7 @@ fn controller_verdict(skyhook: &Skyhook) -> (Verdict, usize) {
         let annotation = PodPackageAnnotation::parse(&annotation).unwrap();
         first_stages.insert(annotation.stage.to_string());
     }
-    let metrics = skyhook_metrics(&cached);
+    let metrics = skyhook_metrics(&snapshot.skyhooks, &snapshot.policies, &cached.nodes);
     let target_count = usize::try_from(
         metrics[&(skyhook_api::generation::Group::Skyhook, name.clone())].target_count,
     )

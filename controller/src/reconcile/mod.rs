@@ -204,7 +204,7 @@ impl Reconciler {
         if !failures.is_empty() {
             wait = wait.min(RETRY_AFTER_FAILURE);
         }
-        self.reporter.report(cached);
+        self.reporter.report(&snapshot, &cached.nodes);
         failures.count_into(&self.metrics);
         Reconciled {
             wait,

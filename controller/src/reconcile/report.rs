@@ -2,7 +2,7 @@
 //! half of upstream's `ReportState`), and removing the series of objects that are gone.
 //!
 //! Contract: [`skyhook_metrics`] is pure: for every live object of the snapshot, of either
-//! group ([`super::snapshot::owners`]: a NodeWright shadowed by a Skyhook of its name publishes
+//! group (the snapshot's workloads: a NodeWright shadowed by a Skyhook of its name publishes
 //! nothing), it counts the nodes its `nodeSelectors` select (an empty selector selects every
 //! node; one that does not parse selects none) and names the strategy of each of its
 //! compartments (its own group's policy's compartments plus `__default__`; a single Fixed
@@ -22,8 +22,8 @@ use skyhook_api::keys::Keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook, StrategyKind};
 
-use super::snapshot::owners;
-use crate::cache::{CachedNode, CachedObjects};
+use super::snapshot::{Snapshot, Workload};
+use crate::cache::CachedNode;
 use crate::metrics::{Metrics, NodeReadings, SkyhookSeries, skyhook_series};
 
 /// The nodes `skyhook` targets.
@@ -83,46 +83,27 @@ pub fn compartment_strategies(
         .collect()
 }
 
-/// The DeploymentPolicy `name` of `group` in `snapshot`.
-fn policy_of<'a>(
-    snapshot: &'a CachedObjects,
-    group: Group,
-    name: &str,
-) -> Option<&'a DeploymentPolicySpec> {
-    let named = |n: Option<&String>| n.is_some_and(|n| n == name);
-    match group {
-        Group::Skyhook => (snapshot.policies.iter())
-            .find(|p| named(p.metadata.name.as_ref()))
-            .map(|p| &p.spec),
-        Group::NodeWright => (snapshot.nodewright_policies.iter())
-            .find(|p| named(p.metadata.name.as_ref()))
-            .map(|p| &p.spec),
-    }
-}
-
-/// The series of every live object in `snapshot`, by group and name.
-pub fn skyhook_metrics(snapshot: &CachedObjects) -> BTreeMap<(Group, String), SkyhookSeries> {
-    let owners = owners(snapshot);
-    [
-        (Group::Skyhook, &snapshot.skyhooks),
-        (Group::NodeWright, &snapshot.nodewrights),
-    ]
-    .into_iter()
-    .flat_map(|(group, objects)| objects.iter().map(move |object| (group, object)))
-    .filter_map(|(group, skyhook)| {
-        let name = skyhook.metadata.name.clone()?;
-        if owners.group_of(&name) != group {
-            return None;
-        }
-        let keys = group.keys();
-        let targeted: Vec<_> = targeted_nodes(skyhook, &snapshot.nodes).collect();
-        let policy = (skyhook.spec.policy_name()).and_then(|p| policy_of(snapshot, group, p));
-        let strategies = compartment_strategies(skyhook, policy, targeted.len());
-        let nodes = node_readings(keys, skyhook, &targeted);
-        let series = skyhook_series(keys, skyhook, &nodes, targeted.len(), &strategies);
-        Some(((group, name), series))
-    })
-    .collect()
+/// The series of every object of `workloads` (the snapshot's live objects of both groups), by
+/// group and name; `policies` are the snapshot's, by group and name, and `nodes` the cache's.
+pub fn skyhook_metrics(
+    workloads: &[Workload],
+    policies: &BTreeMap<(Group, String), DeploymentPolicySpec>,
+    nodes: &[Arc<CachedNode>],
+) -> BTreeMap<(Group, String), SkyhookSeries> {
+    (workloads.iter())
+        .filter_map(|workload| {
+            let (group, skyhook) = (workload.group, &*workload.object);
+            let name = skyhook.metadata.name.clone()?;
+            let keys = group.keys();
+            let targeted: Vec<_> = targeted_nodes(skyhook, nodes).collect();
+            let policy =
+                (skyhook.spec.policy_name()).and_then(|p| policies.get(&(group, p.to_owned())));
+            let strategies = compartment_strategies(skyhook, policy, targeted.len());
+            let nodes = node_readings(keys, skyhook, &targeted);
+            let series = skyhook_series(keys, skyhook, &nodes, targeted.len(), &strategies);
+            Some(((group, name), series))
+        })
+        .collect()
 }
 
 /// Publishes metrics and remembers which objects have series.
@@ -141,10 +122,10 @@ impl MetricsReporter {
         }
     }
 
-    /// Publishes the series of every live object in `snapshot` and removes those of objects
-    /// that are gone or no longer live.
-    pub fn report(&mut self, snapshot: &CachedObjects) {
-        let series = skyhook_metrics(snapshot);
+    /// Publishes the series of every live object of `snapshot`, whose nodes the cache holds as
+    /// `nodes`, and removes those of objects that are gone or no longer live.
+    pub fn report(&mut self, snapshot: &Snapshot, nodes: &[Arc<CachedNode>]) {
+        let series = skyhook_metrics(&snapshot.skyhooks, &snapshot.policies, nodes);
         let now: BTreeSet<(Group, String)> = series.keys().cloned().collect();
         for (group, gone) in self.published.difference(&now) {
             self.metrics.remove(*group, gone);
@@ -167,7 +148,26 @@ mod tests {
     };
 
     use super::*;
+    use crate::cache::CachedObjects;
     use crate::pods::tests::skyhook;
+
+    /// The snapshot a reconcile builds from `cached`.
+    fn snapshot_of(cached: &CachedObjects) -> Snapshot {
+        let deadline = std::time::Duration::from_secs(600);
+        Snapshot::build(
+            cached,
+            BTreeMap::new(),
+            Vec::new(),
+            jiff::Timestamp::UNIX_EPOCH,
+            deadline,
+        )
+    }
+
+    /// The series of `cached`'s live objects, as a reconcile reports them.
+    fn metrics_of(cached: &CachedObjects) -> BTreeMap<(Group, String), SkyhookSeries> {
+        let snapshot = snapshot_of(cached);
+        skyhook_metrics(&snapshot.skyhooks, &snapshot.policies, &cached.nodes)
+    }
 
     fn node(name: &str, labels: &[(&str, &str)]) -> Arc<CachedNode> {
         node_with(name, labels, None)
@@ -355,9 +355,7 @@ mod tests {
             ])
         );
         sky.spec.deployment_policy = Some("missing".into());
-        let snapshot = CachedObjects::default();
-        let missing = policy_of(&snapshot, Group::Skyhook, "missing");
-        assert!(compartment_strategies(&sky, missing, 3).is_empty());
+        assert!(compartment_strategies(&sky, None, 3).is_empty());
     }
 
     #[test]
@@ -377,7 +375,7 @@ mod tests {
             nodes,
             ..CachedObjects::default()
         };
-        let series = skyhook_metrics(&snapshot);
+        let series = metrics_of(&snapshot);
         assert_eq!(
             series.keys().cloned().collect::<Vec<_>>(),
             [
@@ -403,7 +401,7 @@ mod tests {
 
         let metrics = Arc::new(Metrics::new(true));
         let mut reporter = MetricsReporter::new(metrics.clone());
-        reporter.report(&snapshot);
+        reporter.report(&snapshot_of(&snapshot), &snapshot.nodes);
         let text = metrics.encode().unwrap();
         assert!(
             text.contains("nodewright_node_target_count{nodewright_name=\"gpu\"} 3"),
@@ -415,7 +413,7 @@ mod tests {
             skyhooks: vec![],
             ..snapshot
         };
-        reporter.report(&snapshot);
+        reporter.report(&snapshot_of(&snapshot), &snapshot.nodes);
         let text = metrics.encode().unwrap();
         assert!(
             text.contains("nodewright_node_target_count{nodewright_name=\"net\"} 3"),
@@ -435,7 +433,7 @@ mod tests {
             nodes: vec![node("a", &[])],
             ..CachedObjects::default()
         };
-        reporter.report(&snapshot);
+        reporter.report(&snapshot_of(&snapshot), &snapshot.nodes);
         let text = metrics.encode().unwrap();
         assert!(
             text.contains("skyhook_node_target_count{skyhook_name=\"deleted\"} 1"),
@@ -446,7 +444,7 @@ mod tests {
             skyhooks: vec![Arc::new(skyhook("kept", vec![]))],
             ..snapshot
         };
-        reporter.report(&snapshot);
+        reporter.report(&snapshot_of(&snapshot), &snapshot.nodes);
         let text = metrics.encode().unwrap();
         assert!(!text.contains("skyhook_name=\"deleted\""), "{text}");
         assert!(text.contains("skyhook_name=\"kept\""), "{text}");

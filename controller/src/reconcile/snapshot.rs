@@ -494,7 +494,7 @@ fn workloads(cached: &cache::CachedObjects, owners: &Owners) -> Vec<Workload> {
 /// a Skyhook of its name (the migration, not built yet), a name held in both groups stays the
 /// Skyhook's: its NodeWright twin runs nothing, rather than run every package again under its
 /// own keys, and the webhook refuses creating such a twin.
-pub fn owners(cached: &cache::CachedObjects) -> Owners {
+fn owners(cached: &cache::CachedObjects) -> Owners {
     let none = BTreeMap::new();
     let named = |objects: &[Arc<Skyhook>]| -> BTreeMap<String, Arc<Skyhook>> {
         (objects.iter())
