@@ -21,6 +21,7 @@ use skyhook_api::v1alpha1::{Package, Stage, State, Status};
 
 use super::context::Context;
 use super::event_kinds;
+use super::node_work::NodeWork;
 use super::output::EventTarget;
 use super::pass::Pass;
 use super::wave::{DrainFor, NodeRun, NodeWave, PrePullHold};
@@ -49,21 +50,14 @@ pub(super) fn pre_pull<'s>(
 ) -> PrePull {
     let keys = pass.keys();
     let (name, node) = (pass.name(), at.node);
-    // A Skyhook being deleted pulls nothing first: nothing may keep its deletion from ending.
-    if !pass
-        .skyhook
-        .spec
-        .pre_pulls_images(context.config.pre_pull_images)
-        || pass.rules.deleting
-    {
+    if !pulls_first(context, pass) {
         return PrePull::Open;
     }
     let Some(work) = workset.nodes.get(node) else {
         return PrePull::Waiting;
     };
     let annotations = work.annotations();
-    let cordoned = work.unschedulable() && annotations.contains_key(&keys.cordon_annotation(name));
-    if cordoned || annotations.contains_key(&keys.drain_start_annotation(name)) {
+    if cordoned_for(work, pass) || annotations.contains_key(&keys.drain_start_annotation(name)) {
         // The disruption has begun: what was to be found before it was.
         return PrePull::Open;
     }
@@ -145,6 +139,18 @@ pub(super) fn pre_pull<'s>(
     }
 }
 
+/// Whether the pass's Skyhook pulls its images before a cordon. A Skyhook being deleted pulls
+/// nothing first: nothing may keep its deletion from ending.
+fn pulls_first(context: &Context<'_>, pass: &Pass<'_>) -> bool {
+    (pass.skyhook.spec).pre_pulls_images(context.config.pre_pull_images) && !pass.rules.deleting
+}
+
+/// Whether `work`'s node is cordoned for the pass's Skyhook.
+fn cordoned_for(work: &NodeWork<'_>, pass: &Pass<'_>) -> bool {
+    let cordon = pass.keys().cordon_annotation(pass.name());
+    work.unschedulable() && work.annotations().contains_key(&cordon)
+}
+
 /// The packages whose pods run on the node while it is cordoned, by name: the wave's
 /// (uninstalls included) and every spec package not complete there at its version.
 fn packages_to_run<'p>(
@@ -219,12 +225,7 @@ fn fail_packages(
 /// spec no longer asks for, or of a node now cordoned for the Skyhook, is not kept.
 pub(super) fn keep_failed_pulls(context: &Context<'_>, workset: &mut Workset<'_>, pass: &Pass<'_>) {
     let name = pass.name();
-    if !pass
-        .skyhook
-        .spec
-        .pre_pulls_images(context.config.pre_pull_images)
-        || pass.rules.deleting
-    {
+    if !pulls_first(context, pass) {
         return;
     }
     let packages = &pass.skyhook.spec.packages;
@@ -236,12 +237,7 @@ pub(super) fn keep_failed_pulls(context: &Context<'_>, workset: &mut Workset<'_>
         let Some(image) = images.iter().find(|i| i.reference == failure.image) else {
             continue;
         };
-        let cordoned = workset.nodes.get(run.node.as_str()).is_none_or(|work| {
-            work.unschedulable()
-                && work
-                    .annotations()
-                    .contains_key(&pass.keys().cordon_annotation(name))
-        });
+        let cordoned = (workset.nodes.get(run.node.as_str())).is_none_or(|w| cordoned_for(w, pass));
         let erroring = (image.packages.iter())
             .filter_map(|p| packages.get(p))
             .any(|package| {
