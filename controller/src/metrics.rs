@@ -603,36 +603,14 @@ impl WorkloadFamilies {
     }
 
     fn publish(&self, name: &str, series: &SkyhookSeries) {
-        for (labels, value) in &series.status {
-            set_gauge(&self.status, self.named(name, labels.clone()), *value);
-        }
-        for (labels, value) in &series.node_status {
-            set_gauge(&self.node_status, self.named(name, labels.clone()), *value);
-        }
+        self.set_each(&self.status, name, &series.status);
+        self.set_each(&self.node_status, name, &series.node_status);
         for (family, value) in self.name_only() {
             set_gauge(family, self.named(name, NameOnly), value(series));
         }
-        for (labels, value) in &series.package_state {
-            set_gauge(
-                &self.package_state,
-                self.named(name, labels.clone()),
-                *value,
-            );
-        }
-        for (labels, value) in &series.package_stage {
-            set_gauge(
-                &self.package_stage,
-                self.named(name, labels.clone()),
-                *value,
-            );
-        }
-        for (labels, value) in &series.package_restarts {
-            set_gauge(
-                &self.package_restarts,
-                self.named(name, labels.clone()),
-                *value,
-            );
-        }
+        self.set_each(&self.package_state, name, &series.package_state);
+        self.set_each(&self.package_stage, name, &series.package_stage);
+        self.set_each(&self.package_restarts, name, &series.package_restarts);
         for (labels, values) in &series.rollout {
             for (family, value) in self.rollout() {
                 set_gauge(family, self.named(name, labels.clone()), value(values));
@@ -640,39 +618,58 @@ impl WorkloadFamilies {
         }
     }
 
+    /// Sets each of `values` in `family` under `name`.
+    fn set_each<L>(&self, family: &WorkloadGauge<L>, name: &str, values: &[(L, i64)])
+    where
+        L: Clone,
+        Named<L>: Clone + std::hash::Hash + Eq,
+    {
+        for (labels, value) in values {
+            set_gauge(family, self.named(name, labels.clone()), *value);
+        }
+    }
+
+    /// Removes from `family` the label sets of `name` in `previous` that `next` does not have
+    /// (all of them without a `next`).
+    fn remove_stale<L, V>(
+        &self,
+        family: &Family<Named<L>, V>,
+        name: &str,
+        previous: &[(L, impl Sized)],
+        next: Option<&[(L, impl Sized)]>,
+    ) where
+        L: Clone + PartialEq,
+        Named<L>: Clone + std::hash::Hash + Eq,
+    {
+        let next = next.unwrap_or_default();
+        for (labels, _) in previous {
+            if !next.iter().any(|(other, _)| other == labels) {
+                family.remove(&self.named(name, labels.clone()));
+            }
+        }
+    }
+
     /// Removes the label sets of `previous` that `next` does not have; with `next` `None`,
     /// every series of `name`, its stage durations included.
     fn delete_missing(&self, name: &str, previous: &SkyhookSeries, next: Option<&SkyhookSeries>) {
-        fn stale<'a, L: PartialEq>(
-            previous: &'a [(L, impl Sized)],
-            next: Option<&'a [(L, impl Sized)]>,
-        ) -> impl Iterator<Item = &'a L> + 'a {
-            let next = next.unwrap_or_default();
-            (previous.iter())
-                .map(|(labels, _)| labels)
-                .filter(move |labels| !next.iter().any(|(other, _)| other == *labels))
-        }
-        for labels in stale(&previous.status, next.map(|n| &n.status[..])) {
-            self.status.remove(&self.named(name, labels.clone()));
-        }
-        for labels in stale(&previous.node_status, next.map(|n| &n.node_status[..])) {
-            self.node_status.remove(&self.named(name, labels.clone()));
-        }
-        for labels in stale(&previous.package_state, next.map(|n| &n.package_state[..])) {
-            self.package_state.remove(&self.named(name, labels.clone()));
-        }
-        for labels in stale(&previous.package_stage, next.map(|n| &n.package_stage[..])) {
-            self.package_stage.remove(&self.named(name, labels.clone()));
-        }
+        let status = next.map(|n| &n.status[..]);
+        self.remove_stale(&self.status, name, &previous.status, status);
+        let node_status = next.map(|n| &n.node_status[..]);
+        self.remove_stale(&self.node_status, name, &previous.node_status, node_status);
+        let state = next.map(|n| &n.package_state[..]);
+        self.remove_stale(&self.package_state, name, &previous.package_state, state);
+        let stage = next.map(|n| &n.package_stage[..]);
+        self.remove_stale(&self.package_stage, name, &previous.package_stage, stage);
         let restarts = next.map(|n| &n.package_restarts[..]);
-        for labels in stale(&previous.package_restarts, restarts) {
-            self.package_restarts
-                .remove(&self.named(name, labels.clone()));
-        }
-        for labels in stale(&previous.rollout, next.map(|n| &n.rollout[..])) {
-            for (family, _) in self.rollout() {
-                family.remove(&self.named(name, labels.clone()));
-            }
+        self.remove_stale(
+            &self.package_restarts,
+            name,
+            &previous.package_restarts,
+            restarts,
+        );
+        for (family, _) in self.rollout() {
+            let rollout = next.map(|n| &n.rollout[..]);
+            self.remove_stale(family, name, &previous.rollout, rollout);
         }
         if next.is_some() {
             return;
@@ -771,12 +768,12 @@ impl Metrics {
 
     /// The families `group`'s objects publish into: their own group's, and for a NodeWright
     /// the legacy `skyhook_*` twins while they are on.
-    fn families_of(&self, group: Group) -> Vec<&WorkloadFamilies> {
-        match group {
-            Group::Skyhook => vec![&self.skyhook],
-            Group::NodeWright if self.legacy_twins => vec![&self.nodewright, &self.skyhook],
-            Group::NodeWright => vec![&self.nodewright],
-        }
+    fn families_of(&self, group: Group) -> impl Iterator<Item = &WorkloadFamilies> {
+        let (own, twins) = match group {
+            Group::Skyhook => (&self.skyhook, None),
+            Group::NodeWright => (&self.nodewright, self.legacy_twins.then_some(&self.skyhook)),
+        };
+        std::iter::once(own).chain(twins)
     }
 
     /// The controller's own reconcile and API request metrics.
