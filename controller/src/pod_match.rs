@@ -5,7 +5,9 @@
 //! Contract: [`validate_pod`] is pure and says whether one pod of a Skyhook on one node must be
 //! invalidated (marked `invalid`, after which it is deleted) and why. A pod is kept when both hold:
 //! * it matches a spec package ([`matches_package`]): the same `skyhook.nvidia.com/package` label;
-//!   the same init containers, in order, with the same names and images; the same environment once
+//!   the same init containers, in order, with the same names and images (the agent's image
+//!   only when the package sets `agentImageOverride`: otherwise it is the operator's
+//!   `AGENT_IMAGE`, which an upgrade may move under a running stage); the same environment once
 //!   the operator-injected variables are removed (they change with every generation); and,
 //!   for package pods, the same resources when the package sets them, or none at all when it does
 //!   not (unless the LimitRanger filled them in, which it records in the
@@ -205,11 +207,17 @@ fn matches_package(
         .as_ref()
         .is_some_and(|resources| resources.any_set());
 
+    // The operator's agent image (`AGENT_IMAGE`) is its setting, not the spec's: a stage
+    // running with another agent (a `helm upgrade` moved it, or upstream's operator started the
+    // stage) is the same step, and is not run again; the next stage uses the new agent.
+    let operator_agent =
+        (package.agent_image_override.is_none()).then_some(settings.agent_image.as_str());
     let actual = init_containers(pod);
     actual.len() == expected.len()
         && actual.iter().zip(expected).all(|(actual, expected)| {
+            let agent = operator_agent.is_some() && expected.image.as_deref() == operator_agent;
             actual.name == expected.name
-                && actual.image == expected.image
+                && (actual.image == expected.image || agent)
                 && actual.env == expected.env
                 && (!check_resources
                     || resources_match(

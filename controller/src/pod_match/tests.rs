@@ -332,6 +332,46 @@ fn uninstall_pods_are_exempt_from_the_spec() {
 }
 
 #[test]
+fn a_stage_running_with_another_operator_agent_is_kept() {
+    let sky = skyhook("demo", vec![]);
+    let base = package("dexter", "1.2.3", "busybox");
+    let node_state = state(&[("dexter", "1.2.3", Stage::Apply)]);
+    let upstream = PodSettings {
+        agent_image: "ghcr.io/nvidia/nodewright/agent:v7.0.0".into(),
+        ..settings()
+    };
+    let running = package_pod(
+        &upstream,
+        &owner(&sky),
+        &base,
+        &PodNode::new("node-1", None),
+        Stage::Apply,
+    )
+    .unwrap();
+    let packages = spec(vec![base.clone()]);
+    assert_eq!(
+        validate_pod(&settings(), &owner(&sky), &packages, &node_state, &running),
+        Verdict::Keep,
+        "AGENT_IMAGE is the operator's: moving it replaces no running stage"
+    );
+    let pinned = Package {
+        agent_image_override: Some("ghcr.io/nvidia/skyhook/agent:6.4.1".into()),
+        ..base
+    };
+    assert_eq!(
+        validate_pod(
+            &settings(),
+            &owner(&sky),
+            &spec(vec![pinned]),
+            &node_state,
+            &running
+        ),
+        Verdict::Invalidate(InvalidReason::NoMatchingPackage),
+        "an agent the spec pins is the spec's"
+    );
+}
+
+#[test]
 fn interrupt_pods() {
     let sky = skyhook("demo", vec![]);
     let dexter = Package {
