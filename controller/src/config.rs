@@ -176,6 +176,17 @@ pub struct Args {
     #[arg(long, env = "PUBLISH_LEGACY_METRICS", default_value = "true", num_args = 0..=1, default_missing_value = "true")]
     pub publish_legacy_metrics: String,
 
+    /// How long the other group's node keys of a name stay after its object was taken over
+    /// (a migration), so that a rollback still finds them (a Go duration; 0 or less prunes
+    /// at once).
+    #[arg(
+        long,
+        env = "LEGACY_CLEANUP_DELAY",
+        default_value = "24h",
+        allow_hyphen_values = true
+    )]
+    pub legacy_cleanup_delay: String,
+
     /// PriorityClass of package and interrupt pods; empty for none. Only system-node-critical
     /// and system-cluster-critical change anything (the kubelet's critical-pod admission).
     #[arg(long, env = "PACKAGE_PRIORITY_CLASS_NAME", default_value = "")]
@@ -225,6 +236,9 @@ pub struct Config {
     pub pre_pull_images: bool,
     /// Publish the legacy `skyhook_*` twins of every NodeWright's series.
     pub publish_legacy_metrics: bool,
+    /// How long a migration keeps the other group's node keys of a name
+    /// (`LEGACY_CLEANUP_DELAY`); zero prunes at once.
+    pub legacy_cleanup_delay: Duration,
 }
 
 /// The knobs of the `batch/v1` Jobs that run package and interrupt stages (upstream's
@@ -395,6 +409,22 @@ impl Checker {
                 );
                 min
             }
+        }
+    }
+
+    /// `LEGACY_CLEANUP_DELAY`: a duration, where a negative one means zero (upstream prunes at
+    /// once for any delay of zero or less).
+    fn legacy_cleanup_delay(&mut self, raw: &str) -> Duration {
+        let (variable, flag) = ("LEGACY_CLEANUP_DELAY", "legacy-cleanup-delay");
+        match raw.strip_prefix('-') {
+            Some(magnitude) if duration::parse(magnitude).is_ok() => Duration::ZERO,
+            _ => self.duration(
+                variable,
+                flag,
+                raw,
+                Duration::ZERO,
+                "24h (or 0 to prune at once)",
+            ),
         }
     }
 
@@ -569,6 +599,7 @@ impl Config {
             "publish-legacy-metrics",
             &args.publish_legacy_metrics,
         );
+        let legacy_cleanup_delay = check.legacy_cleanup_delay(&args.legacy_cleanup_delay);
 
         match (check.errors.is_empty(), runtime_required_taint) {
             (true, Some(runtime_required_taint)) => Ok(Config {
@@ -600,6 +631,7 @@ impl Config {
                 jobs,
                 pre_pull_images,
                 publish_legacy_metrics,
+                legacy_cleanup_delay,
             }),
             _ => Err(ConfigError(check.errors)),
         }
@@ -1000,6 +1032,7 @@ mod tests {
             ("job_backoff_limit", "JOB_BACKOFF_LIMIT"),
             ("pre_pull_images", "PRE_PULL_IMAGES"),
             ("publish_legacy_metrics", "PUBLISH_LEGACY_METRICS"),
+            ("legacy_cleanup_delay", "LEGACY_CLEANUP_DELAY"),
             ("package_priority_class_name", "PACKAGE_PRIORITY_CLASS_NAME"),
         ];
         let command = Args::command();
@@ -1065,6 +1098,7 @@ mod tests {
                 },
                 pre_pull_images: false,
                 publish_legacy_metrics: true,
+                legacy_cleanup_delay: Duration::from_secs(86_400),
             }
         );
     }
@@ -1099,6 +1133,7 @@ mod tests {
             "--job-backoff-limit=0",
             "--package-priority-class-name=system-cluster-critical",
             "--publish-legacy-metrics=false",
+            "--legacy-cleanup-delay=-5m",
         ]))
         .unwrap();
         assert_eq!(config.pods.namespace, "ops");
@@ -1111,6 +1146,11 @@ mod tests {
         assert!(config.reapply_on_reboot);
         assert!(config.pre_pull_images);
         assert!(!config.publish_legacy_metrics);
+        assert_eq!(
+            config.legacy_cleanup_delay,
+            Duration::ZERO,
+            "below zero prunes at once"
+        );
         assert_eq!(
             config.pods.runtime_required_taint,
             Taint {
@@ -1242,6 +1282,11 @@ mod tests {
             ),
             ("--log-time-encoder=unix", "LOG_TIME_ENCODER", "rfc3339"),
             ("--drain-timeout=0s", "DRAIN_TIMEOUT", "below the minimum"),
+            (
+                "--legacy-cleanup-delay=a-day",
+                "LEGACY_CLEANUP_DELAY",
+                "is invalid",
+            ),
             (
                 "--reboot-deadline=soon",
                 "REBOOT_DEADLINE",

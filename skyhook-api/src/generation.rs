@@ -100,10 +100,11 @@ impl fmt::Display for WorkloadId {
     }
 }
 
-/// Annotation on the object taking over a name (ours, written by `kubectl skyhook migrate`):
-/// the group the work is handed to, given on the object that keeps it until then. On a
-/// NodeWright, `nodewright.nvidia.com/handoff-to: skyhook.nvidia.com` makes its Skyhook twin the
-/// live one (a migration back to the seeds' API).
+/// Annotation (ours, written by `kubectl skyhook migrate`) on the object that holds a name until
+/// its twin takes it over: the group the work is handed to. On a NodeWright,
+/// `nodewright.nvidia.com/handoff-to: skyhook.nvidia.com` makes its Skyhook twin the live one
+/// (a migration back to the seeds' API). On either, it makes the twin's adoption a hand-off,
+/// where the handing object's node keys win ([`crate::migration::adoption_kind`]).
 pub fn handoff_annotation(group: Group) -> String {
     format!("{}/handoff-to", group.name())
 }
@@ -123,6 +124,9 @@ pub struct Candidate<'a> {
     pub status: Option<Status>,
     /// The object's annotations.
     pub annotations: &'a dyn StringMap,
+    /// Whether a run of the object is in flight: a stage Job not finished, or a bare package
+    /// pod still running (a suspended Job counts, since resuming it would run the stage).
+    pub busy: bool,
 }
 
 /// Whether an object does the work of its name.
@@ -139,20 +143,21 @@ pub enum Liveness {
 pub enum InertReason {
     /// The twin of this group owns the name.
     OwnedByTwin(Group),
-    /// This object takes the name over from its twin, which is mid-rollout: the twin finishes
-    /// first (upstream's migration hold, applied per name).
+    /// This object takes the name over from its twin, which is mid-rollout or has a run in
+    /// flight: the twin finishes first (upstream's migration hold, applied per name).
     HeldForMigration,
 }
 
 /// The liveness of a Skyhook and a NodeWright of one name, each `None` when absent; the answer
 /// is `None` exactly where the object is.
 ///
-/// An object alone for its name is live. When both exist the NodeWright is live, as upstream's
-/// operator makes it, except in two cases where the Skyhook stays live:
-/// - the NodeWright hands the name to the skyhook group ([`handoff_annotation`]);
-/// - the Skyhook is mid-rollout (a status other than complete, paused or disabled, or none
-///   yet counted as idle) and the NodeWright has not adopted its nodes yet (no
-///   [`migrated_at_annotation`]): the NodeWright is held until the Skyhook settles.
+/// An object alone for its name is live. When both exist, the name moves to the NodeWright, as
+/// upstream's operator makes it, or to the Skyhook when the NodeWright hands it to the skyhook
+/// group ([`handoff_annotation`]). The object the name moves to is live once it has adopted its
+/// twin's nodes ([`migrated_at_annotation`] in its own group), or once the twin is settled: its
+/// status complete, paused, disabled or not counted yet, and no run of it in flight. Until then
+/// the twin stays live and the object taking over is held, so that no stage in flight changes
+/// hands and no half-done rollout is read under the other group's keys.
 pub fn liveness(
     skyhook: Option<Candidate<'_>>,
     nodewright: Option<Candidate<'_>>,
@@ -167,29 +172,32 @@ pub fn liveness(
         .annotations
         .value(&handoff_annotation(Group::NodeWright))
         == Some(Group::Skyhook.name());
-    if handed_back {
-        return (
-            Some(Liveness::Live),
-            Some(Liveness::Inert(InertReason::OwnedByTwin(Group::Skyhook))),
+    let (claimant, claim, source) = if handed_back {
+        (Group::Skyhook, skyhook, nodewright)
+    } else {
+        (Group::NodeWright, nodewright, skyhook)
+    };
+    let settled = !source.busy
+        && matches!(
+            source.status,
+            None | Some(Status::Complete | Status::Paused | Status::Disabled)
         );
+    let adopted = claim.annotations.has(&migrated_at_annotation(claimant));
+    let (claim, source) = if settled || adopted {
+        (
+            Liveness::Live,
+            Liveness::Inert(InertReason::OwnedByTwin(claimant)),
+        )
+    } else {
+        (
+            Liveness::Inert(InertReason::HeldForMigration),
+            Liveness::Live,
+        )
+    };
+    match claimant {
+        Group::NodeWright => (Some(source), Some(claim)),
+        Group::Skyhook => (Some(claim), Some(source)),
     }
-    let skyhook_settled = matches!(
-        skyhook.status,
-        None | Some(Status::Complete | Status::Paused | Status::Disabled)
-    );
-    let adopted = nodewright
-        .annotations
-        .has(&migrated_at_annotation(Group::NodeWright));
-    if !skyhook_settled && !adopted {
-        return (
-            Some(Liveness::Live),
-            Some(Liveness::Inert(InertReason::HeldForMigration)),
-        );
-    }
-    (
-        Some(Liveness::Inert(InertReason::OwnedByTwin(Group::NodeWright))),
-        Some(Liveness::Live),
-    )
 }
 
 /// The live group of every name some object holds, decided once per snapshot by [`liveness`]
@@ -347,8 +355,20 @@ mod tests {
             Some(Candidate {
                 status,
                 annotations,
+                busy: false,
             })
         };
+        let busy = |status, annotations| {
+            Some(Candidate {
+                status,
+                annotations,
+                busy: true,
+            })
+        };
+        let skyhook_adopted = annotations(&[(
+            "skyhook.nvidia.com/legacy-migrated-at",
+            "2026-12-01T10:00:00Z",
+        )]);
         type Case<'a> = (
             &'a str,
             Option<Candidate<'a>>,
@@ -412,6 +432,36 @@ mod tests {
                 (Some(Live), Some(Inert(OwnedByTwin(Group::Skyhook)))),
             ),
             (
+                "both, the Skyhook complete with a run in flight: the NodeWright waits",
+                busy(Some(Status::Complete), &none),
+                candidate(None, &none),
+                (Some(Live), Some(Inert(HeldForMigration))),
+            ),
+            (
+                "both, the Skyhook paused with a suspended Job: the NodeWright waits",
+                busy(Some(Status::Paused), &none),
+                candidate(None, &none),
+                (Some(Live), Some(Inert(HeldForMigration))),
+            ),
+            (
+                "the NodeWright hands the name back mid-rollout: the Skyhook waits",
+                candidate(Some(Status::Complete), &none),
+                candidate(Some(Status::InProgress), &handed_back),
+                (Some(Inert(HeldForMigration)), Some(Live)),
+            ),
+            (
+                "the NodeWright hands the name back with a Job in flight: the Skyhook waits",
+                candidate(Some(Status::Complete), &none),
+                busy(Some(Status::Complete), &handed_back),
+                (Some(Inert(HeldForMigration)), Some(Live)),
+            ),
+            (
+                "the Skyhook adopted the handed-back name: it stays live",
+                candidate(None, &skyhook_adopted),
+                busy(Some(Status::InProgress), &handed_back),
+                (Some(Live), Some(Inert(OwnedByTwin(Group::Skyhook)))),
+            ),
+            (
                 "a hand-off to a group we do not serve is no hand-off",
                 candidate(Some(Status::Complete), &none),
                 candidate(None, &handed_elsewhere),
@@ -429,6 +479,7 @@ mod tests {
         let complete = Candidate {
             status: Some(Status::Complete),
             annotations: &none,
+            busy: false,
         };
         let owners = Owners::new([
             ("both", Some(complete), Some(complete)),

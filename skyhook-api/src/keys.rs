@@ -733,6 +733,14 @@ pub const DEPENDENCY_UNINSTALLED_REASON: &str = "DependencyUninstalled";
 pub const CONDITION_NODE_STATE_MALFORMED: &str = "NodeStateMalformed";
 /// Reason of [`CONDITION_NODE_STATE_MALFORMED`].
 pub const NODE_STATE_MALFORMED_REASON: &str = "ParseError";
+/// Condition (ours) on an object whose twin of the other API group does its name's work: True
+/// (reason [`MIGRATED_REASON_OWNED_BY_TWIN`]) while the twin is live, False (reason
+/// [`MIGRATED_REASON_WAITING`]) on an object waiting to take a name over from its busy twin.
+pub const CONDITION_MIGRATED: &str = "Migrated";
+/// [`CONDITION_MIGRATED`] reason: the twin owns the name; this object runs nothing.
+pub const MIGRATED_REASON_OWNED_BY_TWIN: &str = "OwnedByTwin";
+/// [`CONDITION_MIGRATED`] reason: the twin is mid-rollout or has a stage in flight.
+pub const MIGRATED_REASON_WAITING: &str = "WaitingForTwin";
 /// Condition: True while a deleted Skyhook waits before it can uninstall and clean its nodes;
 /// also the reason of its Warning Event.
 pub const CONDITION_DELETION_BLOCKED: &str = "DeletionBlocked";

@@ -20,7 +20,7 @@ use crate::generation::{Group, handoff_annotation, migrated_at_annotation};
 use crate::image::{ImageError, ImageRef};
 use crate::keys::NodeKeyKind;
 use crate::string_map::StringMap;
-use crate::v1alpha1::{DeploymentPolicy, Package, Skyhook};
+use crate::v1alpha1::{DeploymentPolicy, Package, Skyhook, SkyhookStatus};
 
 // ---- Object conversion (design §3.1) ------------------------------------------------------
 
@@ -291,6 +291,39 @@ pub enum AdoptionKind {
     Handoff,
 }
 
+/// The adoption rule for `to` taking a name over from its twin of group `from`, whose
+/// annotations are `source`: [`AdoptionKind::Handoff`] when the twin hands the name to `to`
+/// itself ([`handoff_annotation`], which our `migrate` writes on the object it migrates), and
+/// [`AdoptionKind::Upstream`] otherwise (a NodeWright created beside a Skyhook by upstream's
+/// mirror, by GitOps or by hand, on nodes an upstream operator may already have moved on).
+pub fn adoption_kind(source: &dyn StringMap, from: Group, to: Group) -> AdoptionKind {
+    if source.value(&handoff_annotation(from)) == Some(to.name()) {
+        AdoptionKind::Handoff
+    } else {
+        AdoptionKind::Upstream
+    }
+}
+
+/// The label edit that moves an operator object (a package or node-metadata ConfigMap) of
+/// group `from` to group `to`: each `<from>/` label removed (`None`) and set under `<to>/`
+/// (upstream rewrites the ConfigMaps' label keys the same way), or `None` when it carries no
+/// `<from>/` label. Other labels stay.
+pub fn moved_labels(
+    labels: &BTreeMap<String, String>,
+    from: Group,
+    to: Group,
+) -> Option<BTreeMap<String, Option<String>>> {
+    let from_prefix = format!("{}/", from.name());
+    let mut edit = BTreeMap::new();
+    for (key, value) in labels {
+        if let Some(rest) = key.strip_prefix(&from_prefix) {
+            edit.insert(key.clone(), None);
+            edit.insert(format!("{}/{rest}", to.name()), Some(value.clone()));
+        }
+    }
+    (!edit.is_empty()).then_some(edit)
+}
+
 /// One node metadata edit, for one merge patch of the node (and the conditions for a status
 /// patch, which metadata edits cannot reach).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -521,6 +554,36 @@ pub fn prune_node(
         return None;
     }
     Some(edit)
+}
+
+// ---- The adopter's first status (design §3.3 step 3) ---------------------------------------
+
+/// The status an object taking a name over starts its first pass from, or `None` to start from
+/// its own: while it has written no status yet (the API server drops the status of a created
+/// object, so a converted copy arrives without it), it takes its twin's rollout bookkeeping,
+/// the compartments' batch state, the batch picks and order offset and the recorded
+/// configuration updates, so that a DeploymentPolicy rollout goes on at the batch it reached
+/// (upstream's converter copies the status whole). Its overall status and counts stay unset,
+/// so that the first pass computes and writes them; after that write it is never seeded again.
+/// Boot IDs are not taken: the adopted `bootId_<name>` node keys hold them, and a stale status
+/// copy must not read as a reboot.
+pub fn seed_status(twin: &SkyhookStatus, adopter: Option<&SkyhookStatus>) -> Option<SkyhookStatus> {
+    if adopter.is_some_and(|status| status.status.is_some()) {
+        return None;
+    }
+    let nothing_to_seed = twin.compartment_statuses.is_empty()
+        && twin.node_priority.is_empty()
+        && twin.node_order_offset == 0
+        && twin.config_updates.is_empty();
+    if nothing_to_seed {
+        return None;
+    }
+    let mut seeded = adopter.cloned().unwrap_or_default();
+    seeded.compartment_statuses = twin.compartment_statuses.clone();
+    seeded.node_priority = twin.node_priority.clone();
+    seeded.node_order_offset = twin.node_order_offset;
+    seeded.config_updates = twin.config_updates.clone();
+    Some(seeded)
 }
 
 // ---- The rollback window (design §3.2, delta §2.2) -----------------------------------------
@@ -1644,6 +1707,126 @@ spec:
             ])
         );
         assert_eq!(labels, node(&[("S/ignore", "true"), ("N/ignore", "true")]));
+    }
+
+    #[test]
+    fn only_a_twin_handing_the_name_over_is_a_handoff() {
+        let cases = [
+            (
+                vec![],
+                Group::Skyhook,
+                Group::NodeWright,
+                AdoptionKind::Upstream,
+            ),
+            (
+                vec![("skyhook.nvidia.com/handoff-to", "nodewright.nvidia.com")],
+                Group::Skyhook,
+                Group::NodeWright,
+                AdoptionKind::Handoff,
+            ),
+            (
+                vec![("nodewright.nvidia.com/handoff-to", "skyhook.nvidia.com")],
+                Group::NodeWright,
+                Group::Skyhook,
+                AdoptionKind::Handoff,
+            ),
+            (
+                vec![("nodewright.nvidia.com/handoff-to", "nodewright.nvidia.com")],
+                Group::Skyhook,
+                Group::NodeWright,
+                AdoptionKind::Upstream,
+            ),
+        ];
+        for (annotations, from, to, expected) in cases {
+            let source = map(&annotations);
+            assert_eq!(
+                adoption_kind(&source, from, to),
+                expected,
+                "{annotations:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn moved_labels_rekey_only_the_source_groups_labels() {
+        let labels = map(&[
+            ("skyhook.nvidia.com/name", "gpu"),
+            ("skyhook.nvidia.com/skyhook-node-meta", "gpu"),
+            ("app", "x"),
+        ]);
+        let edit = moved_labels(&labels, Group::Skyhook, Group::NodeWright).unwrap();
+        assert_eq!(
+            edit,
+            BTreeMap::from([
+                ("skyhook.nvidia.com/name".to_owned(), None),
+                ("skyhook.nvidia.com/skyhook-node-meta".to_owned(), None),
+                (
+                    "nodewright.nvidia.com/name".to_owned(),
+                    Some("gpu".to_owned())
+                ),
+                (
+                    "nodewright.nvidia.com/skyhook-node-meta".to_owned(),
+                    Some("gpu".to_owned())
+                ),
+            ])
+        );
+        assert_eq!(
+            moved_labels(&labels, Group::NodeWright, Group::Skyhook),
+            None
+        );
+    }
+
+    #[test]
+    fn a_fresh_adopter_takes_its_twins_rollout_bookkeeping_once() {
+        use crate::v1alpha1::{BatchState, CompartmentStatus, Status};
+        let twin = SkyhookStatus {
+            status: Some(Status::Paused),
+            complete_nodes: "3/10".into(),
+            node_order_offset: 4,
+            config_updates: BTreeMap::from([("pkg".into(), vec!["a.sh".into()])]),
+            compartment_statuses: BTreeMap::from([(
+                "gpus".into(),
+                CompartmentStatus {
+                    batch_state: Some(BatchState {
+                        current_batch: 3,
+                        ..BatchState::default()
+                    }),
+                    ..CompartmentStatus::default()
+                },
+            )]),
+            ..SkyhookStatus::default()
+        };
+        let seeded = seed_status(&twin, None).expect("a fresh adopter is seeded");
+        assert_eq!(seeded.compartment_statuses, twin.compartment_statuses);
+        assert_eq!(seeded.node_order_offset, 4);
+        assert_eq!(seeded.config_updates, twin.config_updates);
+        assert_eq!(
+            (seeded.status, seeded.complete_nodes),
+            (None, SkyhookStatus::default().complete_nodes),
+            "its own status and counts are its first pass's"
+        );
+        let waiting = SkyhookStatus {
+            conditions: vec![],
+            ..SkyhookStatus::default()
+        };
+        assert!(
+            seed_status(&twin, Some(&waiting)).is_some(),
+            "a status without an overall status (a condition only) is no first write"
+        );
+        let written = SkyhookStatus {
+            status: Some(Status::InProgress),
+            ..SkyhookStatus::default()
+        };
+        assert_eq!(
+            seed_status(&twin, Some(&written)),
+            None,
+            "never after its first write"
+        );
+        assert_eq!(
+            seed_status(&SkyhookStatus::default(), None),
+            None,
+            "nothing to seed from a twin without bookkeeping"
+        );
     }
 
     #[test]

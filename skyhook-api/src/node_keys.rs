@@ -108,6 +108,7 @@ mod tests {
             Some(Candidate {
                 status: None,
                 annotations,
+                busy: false,
             })
         };
         Owners::new([

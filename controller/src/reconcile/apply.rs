@@ -20,7 +20,7 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client};
 use serde::Serialize;
@@ -34,10 +34,10 @@ use tracing::{debug, info, warn};
 use super::event_sender::{EventSender, Outgoing};
 use super::job_logs;
 use super::plan::{
-    EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration, event_kinds,
-    node_write_order,
+    ConfigMapMove, EventTarget, Eviction, NodePatch, Plan, PlannedEvent, PlannedPod, StageDuration,
+    TwinWrite, event_kinds, node_write_order,
 };
-use super::snapshot::{NodeView, OwnedConfigMap, Snapshot};
+use super::snapshot::{Leftover, LeftoverKind, NodeView, OwnedConfigMap, Snapshot};
 use crate::cache::CachedNode;
 use crate::cache::answer::{self, Answer};
 use crate::cache::own_writes::{CachedKind, Landed, OwnWrite, OwnWrites};
@@ -98,6 +98,9 @@ pub async fn apply(
         auto_taints,
         reboot_resets: _,
         non_interrupt_holds: _,
+        twins,
+        move_configmaps,
+        delete_leftovers,
     } = plan;
     let mut writer = Writer::new(client, namespace, snapshot);
     let mut failures = Failures::default();
@@ -120,6 +123,10 @@ pub async fn apply(
     }
     writer
         .apply_configmaps(upsert_configmaps, &waiting, &mut failures)
+        .await;
+    writer.move_configmaps(move_configmaps, &mut failures).await;
+    writer
+        .delete_leftovers(delete_leftovers, &mut failures)
         .await;
     let eviction_outcomes = writer.evict(evictions, &waiting, &mut failures).await;
     writer.delete_pods(delete_pods, &mut failures).await;
@@ -161,6 +168,7 @@ pub async fn apply(
     queue_events(events_out, snapshot, events);
     let removals = finalizer_removals(finalizers, &unwritten);
     writer.set_finalizers(&removals, false, &mut failures).await;
+    writer.write_twins(twins, &mut failures).await;
     Applied {
         failures,
         writes: writer.own_writes.into_inner(),
@@ -379,7 +387,7 @@ impl<'a> Writer<'a> {
 
     async fn annotate_skyhooks(
         &mut self,
-        annotations: &BTreeMap<String, BTreeMap<String, String>>,
+        annotations: &BTreeMap<String, BTreeMap<String, Option<String>>>,
         failures: &mut Failures,
     ) {
         for (name, annotations) in annotations {
@@ -732,6 +740,88 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Moves a twin's package ConfigMaps to their live object: its labels under the new
+    /// prefix and the live object as controller, so that deleting the twin collects nothing.
+    async fn move_configmaps(
+        &mut self,
+        moves: BTreeMap<String, ConfigMapMove>,
+        failures: &mut Failures,
+    ) {
+        for (name, moved) in moves {
+            let patch = json!({"metadata": {
+                "labels": moved.labels,
+                "ownerReferences": moved.owner_references,
+            }});
+            let result = (self.configmaps)
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|answer| Landed::written(&answer));
+            let result = self.own_writes.landed(CachedKind::ConfigMap, &name, result);
+            failures.record(Operation::ApplyConfigMap, &name, result);
+        }
+    }
+
+    /// Deletes what twins left, each only while it is the object read (uid and resource
+    /// version as preconditions): one of the same name the live object made since is kept,
+    /// and the refusal (409) is no failure.
+    async fn delete_leftovers(&mut self, leftovers: Vec<Leftover>, failures: &mut Failures) {
+        for leftover in leftovers {
+            let preconditions = Preconditions {
+                uid: leftover.uid.clone(),
+                resource_version: leftover.resource_version.clone(),
+            };
+            let params = DeleteParams {
+                preconditions: Some(preconditions),
+                ..DeleteParams::background()
+            };
+            let name = leftover.name.as_str();
+            debug!(object = %name, owner = %leftover.owner, "deleting what a migrated object left");
+            let (kind, operation, result) = match leftover.kind {
+                LeftoverKind::Job => (
+                    CachedKind::Job,
+                    Operation::DeleteJob,
+                    (self.jobs.delete(name, &params).await).map(|a| Landed::deleted(&a)),
+                ),
+                LeftoverKind::Pod => (
+                    CachedKind::Pod,
+                    Operation::DeletePod,
+                    (self.pods.delete(name, &params).await).map(|a| Landed::deleted(&a)),
+                ),
+                LeftoverKind::MetadataConfigMap | LeftoverKind::PackageConfigMap { .. } => (
+                    CachedKind::ConfigMap,
+                    Operation::DeleteConfigMap,
+                    (self.configmaps.delete(name, &params).await).map(|a| Landed::deleted(&a)),
+                ),
+            };
+            let result = match result {
+                Err(error) if is_status(&error, 409) || is_status(&error, 404) => continue,
+                other => other,
+            };
+            let result = self.own_writes.landed(kind, name, result);
+            failures.record(operation, name, result);
+        }
+    }
+
+    /// Writes the inert twins' conditions, and removes the finalizer of those deleted.
+    async fn write_twins(&mut self, twins: BTreeMap<String, TwinWrite>, failures: &mut Failures) {
+        for (name, write) in twins {
+            let Some(twin) = (self.snapshot.twins.iter()).find(|t| t.name() == name) else {
+                continue;
+            };
+            let group = twin.group;
+            if let Some(status) = &write.status {
+                let result = self.apply_status(group, &name, status).await;
+                failures.record(Operation::ApplySkyhookStatus, &name, result);
+            }
+            if write.remove_finalizer {
+                let result =
+                    patch_finalizer(&self.workloads, group, &twin.object, &name, false).await;
+                let result = (self.own_writes).landed(CachedKind::Workload(group), &name, result);
+                failures.record(Operation::RemoveFinalizer, &name, result);
+            }
+        }
+    }
+
     /// Writes `statuses`; returns the Skyhooks whose status write failed.
     async fn apply_statuses(
         &mut self,
@@ -741,21 +831,32 @@ impl<'a> Writer<'a> {
         let mut unwritten = BTreeSet::new();
         for (name, status) in statuses {
             let group = self.snapshot.owners.group_of(&name);
-            let body = StatusApply {
-                api_version: Cow::Borrowed(group.api_version()),
-                kind: Cow::Borrowed(group.kind()),
-                status: &status,
-            };
-            let result = (self.workloads)
-                .patch_status((group, &name), &self.ssa, &Patch::Apply(body))
-                .await;
-            let result = (self.own_writes).landed(CachedKind::Workload(group), &name, result);
+            let result = self.apply_status(group, &name, &status).await;
             if result.is_err() {
                 unwritten.insert(name.clone());
             }
             failures.record(Operation::ApplySkyhookStatus, &name, result);
         }
         unwritten
+    }
+
+    /// Applies `status` to the object `name` of `group` (server-side apply of the status
+    /// subresource), recording the write for the cache.
+    async fn apply_status(
+        &mut self,
+        group: Group,
+        name: &str,
+        status: &SkyhookStatus,
+    ) -> Result<(), kube::Error> {
+        let body = StatusApply {
+            api_version: Cow::Borrowed(group.api_version()),
+            kind: Cow::Borrowed(group.kind()),
+            status,
+        };
+        let result = (self.workloads)
+            .patch_status((group, name), &self.ssa, &Patch::Apply(body))
+            .await;
+        (self.own_writes).landed(CachedKind::Workload(group), name, result)
     }
 }
 
@@ -1044,25 +1145,33 @@ async fn set_finalizer(
     else {
         return Ok(None);
     };
-    let finalizer = skyhook.group.keys().finalizer;
-    let mut finalizers: Vec<String> = skyhook.metadata.finalizers.clone().unwrap_or_default();
+    patch_finalizer(apis, skyhook.group, &skyhook.object, name, add)
+        .await
+        .map(|landed| Some((skyhook.group, landed)))
+}
+
+/// Adds or removes the finalizer of `group` on `object`, conditional on its resource version.
+async fn patch_finalizer(
+    apis: &WorkloadApis,
+    group: Group,
+    object: &Skyhook,
+    name: &str,
+    add: bool,
+) -> Result<Landed, kube::Error> {
+    let finalizer = group.keys().finalizer;
+    let mut finalizers: Vec<String> = object.metadata.finalizers.clone().unwrap_or_default();
     finalizers.retain(|f| f != finalizer);
     if add {
         finalizers.push(finalizer.to_owned());
     }
     let patch = json!({
         "metadata": {
-            "resourceVersion": skyhook.metadata.resource_version,
+            "resourceVersion": object.metadata.resource_version,
             "finalizers": finalizers,
         }
     });
-    apis.patch(
-        (skyhook.group, name),
-        &PatchParams::default(),
-        &Patch::Merge(patch),
-    )
-    .await
-    .map(|landed| Some((skyhook.group, landed)))
+    apis.patch((group, name), &PatchParams::default(), &Patch::Merge(patch))
+        .await
 }
 
 /// Patches the nodes `names` concurrently, adding those whose patch failed to `refused`;

@@ -366,8 +366,14 @@ mod tests {
             annotated("b", "skyhook.nvidia.com/status_gpu"),
             annotated("c", "nodewright.nvidia.com/status_net"),
         ];
+        // The Skyhook net is mid-rollout: the NodeWright of its name waits for it.
+        let mut busy_net = skyhook("net", vec![]);
+        busy_net.status = Some(skyhook_api::v1alpha1::SkyhookStatus {
+            status: Some(skyhook_api::v1alpha1::Status::InProgress),
+            ..Default::default()
+        });
         let snapshot = CachedObjects {
-            skyhooks: vec![Arc::new(skyhook("net", vec![]))],
+            skyhooks: vec![Arc::new(busy_net)],
             nodewrights: vec![
                 Arc::new(skyhook("gpu", vec![])),
                 Arc::new(skyhook("net", vec![])),
@@ -382,7 +388,7 @@ mod tests {
                 (Group::Skyhook, "net".to_owned()),
                 (Group::NodeWright, "gpu".to_owned())
             ],
-            "the NodeWright net is shadowed by the Skyhook of its name"
+            "the NodeWright net waits for the busy Skyhook of its name"
         );
         let complete = |group: Group, name: &str| {
             let labels = crate::metrics::StatusLabels {

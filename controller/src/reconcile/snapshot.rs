@@ -14,8 +14,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use skyhook_api::generation::{Candidate, Group, Owners, group_of_labels};
+use skyhook_api::generation::{Group, InertReason, Owners, group_of_labels};
 use skyhook_api::keys;
+use skyhook_api::migration::seed_status;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
 use skyhook_api::v1alpha1::{DeploymentPolicySpec, Skyhook};
 
@@ -28,6 +29,9 @@ pub use crate::node_view::{ForeignCondition, NodeConditionView, NodeView, node_v
 use crate::pod_outcome::{self, OutcomeContext, PodOutcome};
 use crate::pre_pull::{PullState, is_pre_pull, pull_state, recorded_images};
 
+mod handover;
+pub use handover::{Leftover, LeftoverKind, Twin, live_objects_of};
+
 /// Everything a plan reads.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -36,6 +40,11 @@ pub struct Snapshot {
     /// Which group's object is live for each name: the keys of the other group are a
     /// migration's shadows, which hold no cordon and no slot.
     pub owners: Owners,
+    /// The objects whose twin of the other group does their name's work, or holds it until
+    /// they settle.
+    pub twins: Vec<Twin>,
+    /// What objects of the other group than their name's live one left in the namespace.
+    pub leftovers: Vec<Leftover>,
     /// Every DeploymentPolicy spec, by group and name: a workload names a policy of its own
     /// group.
     pub policies: BTreeMap<(Group, String), DeploymentPolicySpec>,
@@ -278,7 +287,8 @@ impl Snapshot {
         reboot_deadline: Duration,
     ) -> Snapshot {
         let nodes: Vec<Arc<NodeView>> = cached.nodes.iter().map(|n| Arc::clone(n.view())).collect();
-        let owners = owners(cached);
+        let (owners, twins) = handover::live_objects(cached);
+        let leftovers = handover::leftovers(cached, &owners);
         // A run of the other group than its name's live object is a migration's: left alone.
         let live = |group: Group, labels: Option<&BTreeMap<String, String>>| {
             (labels.and_then(|l| l.get(group.keys().name_label)))
@@ -411,7 +421,7 @@ impl Snapshot {
         Snapshot {
             retained_jobs,
             pre_pulls,
-            skyhooks: workloads(cached, &owners),
+            skyhooks: workloads(cached, &owners, &twins),
             policies: (cached.policies.iter())
                 .filter_map(|p| Some(((Group::Skyhook, p.metadata.name.clone()?), p.spec.clone())))
                 .chain((cached.nodewright_policies.iter()).filter_map(|p| {
@@ -431,6 +441,8 @@ impl Snapshot {
             non_interrupt_held: None,
             lost_picks: LostPicks::new(),
             owners,
+            twins,
+            leftovers,
         }
     }
 
@@ -454,24 +466,11 @@ impl Snapshot {
     }
 }
 
-/// What the liveness rule reads of `object`.
-fn candidate<'a>(
-    object: &'a Skyhook,
-    no_annotations: &'a BTreeMap<String, String>,
-) -> Candidate<'a> {
-    Candidate {
-        status: object.status.as_ref().and_then(|s| s.status),
-        annotations: object
-            .metadata
-            .annotations
-            .as_ref()
-            .unwrap_or(no_annotations),
-    }
-}
-
 /// The live object of every name, with its group: the object of the other group sharing its
-/// name is left out (see [`owners`]).
-fn workloads(cached: &cache::CachedObjects, owners: &Owners) -> Vec<Workload> {
+/// name is left out (see [`handover::live_objects`]). An object taking its name over from a
+/// twin starts from the twin's rollout bookkeeping until its first status write
+/// ([`seed_status`]).
+fn workloads(cached: &cache::CachedObjects, owners: &Owners, twins: &[Twin]) -> Vec<Workload> {
     let of = |group: Group, objects: &[Arc<Skyhook>]| {
         (objects.iter())
             .filter(|object| {
@@ -481,35 +480,26 @@ fn workloads(cached: &cache::CachedObjects, owners: &Owners) -> Vec<Workload> {
             .map(move |object| Workload::new(group, Arc::clone(object)))
             .collect::<Vec<_>>()
     };
-    [
+    let mut workloads: Vec<Workload> = [
         (Group::Skyhook, cached.skyhooks.as_slice()),
         (Group::NodeWright, cached.nodewrights.as_slice()),
     ]
     .into_iter()
     .flat_map(|(group, objects)| of(group, objects))
-    .collect()
-}
-
-/// Which group's object is live for each name. Until a NodeWright can adopt the node state of
-/// a Skyhook of its name (the migration, not built yet), a name held in both groups stays the
-/// Skyhook's: its NodeWright twin runs nothing, rather than run every package again under its
-/// own keys, and the webhook refuses creating such a twin.
-fn owners(cached: &cache::CachedObjects) -> Owners {
-    let none = BTreeMap::new();
-    let named = |objects: &[Arc<Skyhook>]| -> BTreeMap<String, Arc<Skyhook>> {
-        (objects.iter())
-            .filter_map(|o| Some((o.metadata.name.clone()?, Arc::clone(o))))
-            .collect()
-    };
-    let (skyhooks, nodewrights) = (named(&cached.skyhooks), named(&cached.nodewrights));
-    let names: BTreeSet<&String> = skyhooks.keys().chain(nodewrights.keys()).collect();
-    Owners::new(names.into_iter().map(|name| {
-        let skyhook = skyhooks.get(name).map(|s| candidate(s, &none));
-        let nodewright = (nodewrights.get(name))
-            .filter(|_| skyhook.is_none())
-            .map(|n| candidate(n, &none));
-        (name.as_str(), skyhook, nodewright)
-    }))
+    .collect();
+    for workload in &mut workloads {
+        let name = workload.metadata.name.as_deref().unwrap_or_default();
+        let twin = (twins.iter()).find(|twin| {
+            twin.name() == name && twin.reason == InertReason::OwnedByTwin(workload.group)
+        });
+        let seeded = twin
+            .and_then(|twin| twin.object.status.as_ref())
+            .and_then(|status| seed_status(status, workload.status.as_ref()));
+        if let Some(seeded) = seeded {
+            Arc::make_mut(&mut workload.object).status = Some(seeded);
+        }
+    }
+    workloads
 }
 
 /// Each object's reboot deadline, by group and name: its `spec.rebootDeadline`, else the
@@ -904,7 +894,7 @@ mod tests {
                 vec![("gpu-new", Group::NodeWright, "gpu")],
             ),
             (
-                "both do: the Skyhook keeps it until a NodeWright can adopt its nodes",
+                "both do, with a run of the Skyhook in flight: the Skyhook keeps the name",
                 vec![object("gpu")],
                 vec![object("gpu")],
                 vec![
@@ -948,6 +938,94 @@ mod tests {
             let workloads: Vec<_> = (snapshot.skyhooks.iter()).map(|w| w.group).collect();
             assert!(workloads.len() <= 1, "{case}: one live object per name");
         }
+    }
+
+    #[test]
+    fn a_settled_twin_hands_its_name_over_and_what_it_left_is_listed() {
+        let ended = |group: Group, name: &str| {
+            let mut pod = run_of(group, name, "gpu").as_ref().clone();
+            pod.status = Some(cache::pod::CachedPodStatus {
+                phase: Some("Succeeded".into()),
+                ..Default::default()
+            });
+            Arc::new(pod)
+        };
+        let object = |name: &str| {
+            Arc::new(Skyhook {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    ..ObjectMeta::default()
+                },
+                spec: SkyhookSpec::default(),
+                status: None,
+            })
+        };
+        let configmap = Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("gpu-tools-1.0.0".into()),
+                labels: Some(BTreeMap::from([(
+                    keys::SKYHOOK.name_label.to_owned(),
+                    "gpu".to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        });
+        let mut paused = object("gpu").as_ref().clone();
+        paused.status = Some(skyhook_api::v1alpha1::SkyhookStatus {
+            status: Some(skyhook_api::v1alpha1::Status::Paused),
+            node_order_offset: 2,
+            ..Default::default()
+        });
+        let cached = cache::CachedObjects {
+            skyhooks: vec![Arc::new(paused), object("alone")],
+            nodewrights: vec![object("gpu")],
+            nodes: vec![Arc::new(node("n", &[], "True").into())],
+            pods: vec![
+                ended(Group::Skyhook, "legacy-done"),
+                ended(Group::NodeWright, "new-done"),
+                run_of(Group::Skyhook, "alone-running", "alone"),
+            ],
+            package_configmaps: vec![configmap],
+            ..cache::CachedObjects::default()
+        };
+        let snapshot = build_at_noon(&cached);
+        assert_eq!(snapshot.owners.live("gpu"), Some(Group::NodeWright));
+        let twins: Vec<_> = (snapshot.twins.iter())
+            .map(|t| (t.name(), t.group, t.reason))
+            .collect();
+        assert_eq!(
+            twins,
+            [(
+                "gpu",
+                Group::Skyhook,
+                InertReason::OwnedByTwin(Group::NodeWright)
+            )]
+        );
+        let leftovers: Vec<_> = (snapshot.leftovers.iter())
+            .map(|l| (l.name.as_str(), l.group, l.owner.as_str()))
+            .collect();
+        assert_eq!(
+            leftovers,
+            [
+                ("legacy-done", Group::Skyhook, "gpu"),
+                ("gpu-tools-1.0.0", Group::Skyhook, "gpu")
+            ],
+            "the twin's ended pod and ConfigMap; nothing of the live object or of another name"
+        );
+        assert!(
+            !(snapshot.pods.iter()).any(|p| p.name == "legacy-done"),
+            "a twin's run is no run of the live object"
+        );
+        let adopter = (snapshot.skyhooks.iter())
+            .find(|w| w.group == Group::NodeWright)
+            .expect("the live NodeWright");
+        let seeded = adopter.status.as_ref().expect("seeded from the twin");
+        assert_eq!(
+            (seeded.node_order_offset, seeded.status),
+            (2, None),
+            "the twin's bookkeeping, and no overall status of its own yet"
+        );
     }
 
     #[test]

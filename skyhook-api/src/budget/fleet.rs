@@ -256,6 +256,7 @@ mod tests {
         let candidate = Some(Candidate {
             status: None,
             annotations: &none,
+            busy: false,
         });
         // `a` is live as a NodeWright: its skyhook-group cordon is a migration's shadow.
         let owners = Owners::new([("a", candidate, candidate)]);

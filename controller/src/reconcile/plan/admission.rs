@@ -3,8 +3,6 @@
 //! (`deletion`), the validation of its spec and the controller-version annotation. A Skyhook
 //! being deleted or invalid ends here; an admitted one is handed to its pass as a [`Pass`].
 
-use std::collections::BTreeMap;
-
 use skyhook_api::keys::operator_version_to_write;
 use skyhook_api::ordering::priority_order;
 use skyhook_api::uninstall::UninstallRules;
@@ -79,12 +77,9 @@ pub(super) fn admit<'s>(
         .and_then(|a| a.get(keys.version_annotation))
         .map(String::as_str);
     if let Some(ours) = operator_version_to_write(version).filter(|_| !deleting) {
-        let marker = (keys.version_annotation.to_owned(), ours.to_owned());
-        let annotations = BTreeMap::from([marker]);
-        workset
-            .plan
-            .skyhook_annotations
-            .insert(name.to_owned(), annotations);
+        (workset.plan.skyhook_annotations.entry(name.to_owned()))
+            .or_default()
+            .insert(keys.version_annotation.to_owned(), Some(ours.to_owned()));
     }
     // A node being auto-tainted joins no Skyhook until its taint landed.
     let matched = matched_nodes(skyhook, &context.snapshot.nodes)

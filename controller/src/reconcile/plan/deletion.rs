@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use skyhook_api::conditions::set_condition;
 use skyhook_api::deletion::{DeletionInput, DeletionStep, deletion_step};
 use skyhook_api::keys::{self, Keys};
+use skyhook_api::migration::prune_node;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::v1alpha1::{Skyhook, State};
 
@@ -29,8 +30,18 @@ pub(super) fn deletion<'s>(
         DeletionStep::Uninstall => true,
         DeletionStep::CleanUp => {
             let mut forgotten = false;
+            // The other group's keys of the name, which a migration kept, go too: with no
+            // object of the name left they would read as an orphan's, holding cordons. A twin
+            // still there keeps them: it becomes live again and resumes from them.
+            let shadows = context.snapshot.owners.group_of(name).other();
+            let twin_left = (context.snapshot.twins.iter()).any(|twin| twin.name() == name);
             for work in workset.nodes.values_mut() {
                 forgotten |= work.forget_skyhook(name);
+                let edit = prune_node(shadows, name, work.annotations(), work.labels());
+                if let Some(edit) = edit.filter(|_| !twin_left) {
+                    work.apply_edit(&edit);
+                    forgotten = true;
+                }
             }
             // The finalizer goes once the nodes read clean, not with the patches that clean
             // them: a refused patch (409) would leave the Skyhook's keys on a node for good.

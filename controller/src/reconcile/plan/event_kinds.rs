@@ -120,9 +120,14 @@ pub const PRE_PULL: EventKind = normal("PrePull", "PullImages");
 /// node is not cordoned (on the Node and the Skyhook). Ours.
 pub const PRE_PULL_FAILED: EventKind = warning("PrePullFailed", "PullImages");
 
+/// A workload took over its twin's node state (ours: upstream's mirror sends no Event): on
+/// the object that adopted it, once per takeover.
+pub const ADOPTED: EventKind = normal("Adopted", "AdoptNodes");
+
 /// Every kind, for the table test.
 #[cfg(test)]
 pub const ALL: &[EventKind] = &[
+    ADOPTED,
     APPLY_PACKAGE,
     UPDATE_NODE_STATE,
     PACKAGE_ERRORING,

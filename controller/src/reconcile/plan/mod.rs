@@ -13,6 +13,9 @@
 //! copies in `node_work`, the plan being built, the pods this plan creates or deletes); what a
 //! step leaves for a later one beyond the work set is its typed return value:
 //!
+//! 0. [`adoption`] lets a live object adopt the node state its twin of the other API group
+//!    left (a migration), keeps and later prunes the twin's keys, and writes the twin's
+//!    condition and finalizer;
 //! 1. [`auto_taint`] taints new nodes (`taints`), which join no pass until the taint landed;
 //! 2. [`pod_results`] turns pod outcomes into node-state edits, deletions and Events, and
 //!    returns the reboots found not confirmed ([`PodResults`](pod_results::PodResults));
@@ -42,6 +45,7 @@
 //! at once rather than first annotated `invalid`.
 
 mod admission;
+mod adoption;
 mod configs;
 mod context;
 mod deletion;
@@ -76,12 +80,13 @@ use crate::config::Config;
 
 use super::snapshot::Snapshot;
 use admission::{admit, pass_order};
+use adoption::adoption;
 use context::Context;
 use finish::finish;
 use job_lifecycle::job_lifecycle;
 pub use output::{
-    DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NodePatch, NonInterruptHold, Plan,
-    PlannedEvent, StageDuration, node_write_order,
+    ConfigMapMove, DRAIN_POLL, EventTarget, Eviction, MalformedNodeState, NodePatch,
+    NonInterruptHold, Plan, PlannedEvent, StageDuration, TwinWrite, node_write_order,
 };
 pub use planned_pod::PlannedPod;
 use pod_results::pod_results;
@@ -95,6 +100,7 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: Timestamp) -> Plan {
     let context = Context::new(snapshot, config, now);
     let mut workset = Workset::new(&context);
     // Each step reads what the steps before it left on the nodes.
+    adoption(&context, &mut workset);
     auto_taint(&context, &mut workset);
     let pod_results = pod_results(&context, &mut workset);
     let mut earlier = Vec::new();

@@ -16,6 +16,7 @@ use skyhook_api::budget::holds_fleet_slot;
 use skyhook_api::errors::error_chain;
 use skyhook_api::generation::Owners;
 use skyhook_api::keys::{self, Keys};
+use skyhook_api::migration::NodeEdit;
 use skyhook_api::node_keys::{cordon_held, live_state_names};
 use skyhook_api::node_state::NodeState;
 use skyhook_api::runtime_required::has_taint;
@@ -48,6 +49,9 @@ pub(super) struct NodeWork<'s> {
     /// Why the node-state annotation of a Skyhook did not parse, by Skyhook: reported by the
     /// last step (`finish`), and never written over (the Skyhook's pass skips the node).
     malformed: BTreeMap<String, String>,
+    /// The names whose keys this plan adopted from their twin ([`NodeWork::adopt`]): their
+    /// state as adopted is their state as read, so that the adoption itself is no transition.
+    adopted: Vec<String>,
 }
 
 /// One Skyhook's node state on the node.
@@ -78,6 +82,7 @@ impl<'s> NodeWork<'s> {
             conditions: None,
             states: Vec::new(),
             malformed: BTreeMap::new(),
+            adopted: Vec::new(),
         }
     }
 
@@ -125,7 +130,8 @@ impl<'s> NodeWork<'s> {
     fn read_state(&mut self, skyhook: &str) -> WorkState {
         let keys = self.keys_of(skyhook);
         let key = keys.node_state_annotation(skyhook);
-        let read_text = self.view.annotations.get(&key);
+        let as_read = self.as_read(skyhook);
+        let read_text = as_read.get(&key);
         let read = read_text.map(NodeState::parse);
         let now = match self.annotations.get(&key) {
             None => Ok(NodeState::new()),
@@ -135,6 +141,8 @@ impl<'s> NodeWork<'s> {
             },
             Some(text) => NodeState::parse(text),
         };
+        let legacy_times = read_text.is_some_and(carries_legacy_times);
+        let times = recorded_times(as_read, keys, skyhook);
         let now = now.unwrap_or_else(|error| {
             self.malformed
                 .insert(skyhook.to_owned(), error_chain(&error));
@@ -144,8 +152,8 @@ impl<'s> NodeWork<'s> {
             read: read.and_then(Result::ok),
             now,
             reset: false,
-            legacy_times: read_text.is_some_and(carries_legacy_times),
-            times: recorded_times(&self.view.annotations, keys, skyhook),
+            legacy_times,
+            times,
         }
     }
 
@@ -341,6 +349,50 @@ impl<'s> NodeWork<'s> {
         held(self) != before
     }
 
+    /// The annotations `skyhook`'s state counts as read from: the node's, or for a name this
+    /// plan adopted, the adopted ones (before any step edited them: node states are edited
+    /// apart from the annotations).
+    fn as_read(&self, skyhook: &str) -> &PackedMap {
+        if self.adopted.iter().any(|name| name == skyhook) {
+            &self.annotations
+        } else {
+            &self.view.annotations
+        }
+    }
+
+    /// Applies the adoption of `name`'s keys from its twin ([`NodeEdit`] of
+    /// `migration::adopt_node`). It runs before any step reads a node state, so the states
+    /// parsed later start from the adopted keys, and read them as the node's: a stage the twin
+    /// finished is not finished again by this plan.
+    pub(super) fn adopt(&mut self, name: &str, edit: &NodeEdit) {
+        self.apply_edit(edit);
+        self.adopted.push(name.to_owned());
+    }
+
+    /// Applies a migration's edit of the node's keys (an adoption, or a prune, which edits
+    /// only the keys of a group whose states no step reads).
+    pub(super) fn apply_edit(&mut self, edit: &NodeEdit) {
+        for (key, value) in &edit.set_annotations {
+            set_entry(&mut self.annotations, key, value);
+        }
+        for key in &edit.remove_annotations {
+            remove_entry(&mut self.annotations, key);
+        }
+        for (key, value) in &edit.set_labels {
+            set_entry(&mut self.labels, key, value);
+        }
+        for key in &edit.remove_labels {
+            remove_entry(&mut self.labels, key);
+        }
+        let held = |type_: &String| self.condition(type_).is_some();
+        if edit.remove_conditions.iter().any(held) {
+            let conditions = self.conditions_mut();
+            for type_ in &edit.remove_conditions {
+                conditions.remove(type_);
+            }
+        }
+    }
+
     /// Cordons the node for `skyhook`, recording ownership and when; a drain that failed
     /// before is being tried again, so its mark goes.
     pub(super) fn cordon(&mut self, skyhook: &str, now: &str) {
@@ -483,7 +535,7 @@ impl<'s> NodeWork<'s> {
                     let was_there = self.view.annotations.contains_key(&key);
                     (was_there && !state.reset).then(|| state.now.to_annotation())
                 } else if state.read.as_ref() == Some(&state.now) && !state.legacy_times {
-                    self.view.annotations.get(&key).map(str::to_owned)
+                    self.as_read(skyhook).get(&key).map(str::to_owned)
                 } else {
                     Some(state.now.to_annotation())
                 };

@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use skyhook_api::conditions::LongList;
 use skyhook_api::transition::FinishedStage;
 use skyhook_api::v1alpha1::SkyhookStatus;
 
 use super::planned_pod::PlannedPod;
 use crate::last_logs::LastLogs;
-use crate::reconcile::snapshot::NodeConditionView;
+use crate::reconcile::snapshot::{Leftover, NodeConditionView};
 
 /// How often a reconcile looks again at a node that is being drained or held by protected
 /// pods: workload pods are not watched, so their departure wakes nothing.
@@ -51,8 +52,16 @@ pub struct Plan {
     pub statuses: BTreeMap<String, SkyhookStatus>,
     /// Finalizer changes, by Skyhook name: `true` adds, `false` removes.
     pub finalizers: BTreeMap<String, bool>,
-    /// Annotations to set on Skyhooks (the controller version), by Skyhook name.
-    pub skyhook_annotations: BTreeMap<String, BTreeMap<String, String>>,
+    /// Annotations to set (`Some`) or remove on the live objects (the controller version, a
+    /// migration's `legacy-migrated-at`), by name.
+    pub skyhook_annotations: BTreeMap<String, BTreeMap<String, Option<String>>>,
+    /// Writes to inert twins, by name (a name has at most one).
+    pub twins: BTreeMap<String, TwinWrite>,
+    /// Package ConfigMaps a twin made, moved to their name's live object, by ConfigMap name.
+    pub move_configmaps: BTreeMap<String, ConfigMapMove>,
+    /// What twins left that goes (finished Jobs, ended pods, node-metadata ConfigMaps), each
+    /// deleted only while it is the very object read.
+    pub delete_leftovers: Vec<Leftover>,
     /// Events to emit.
     pub events: Vec<PlannedEvent>,
     /// Look again after this long even if nothing changes; `None` when only watches matter.
@@ -82,6 +91,25 @@ pub struct Plan {
 }
 
 /// Pods matching `podNonInterruptLabels` hold a node: what waits, and for which pods.
+/// What a plan writes to an inert twin.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TwinWrite {
+    /// Its new status (its `Migrated` condition), when that changed.
+    pub status: Option<SkyhookStatus>,
+    /// It is being deleted: its finalizer goes, and nothing else is done for it.
+    pub remove_finalizer: bool,
+}
+
+/// One package ConfigMap moving to its name's live object: a metadata merge patch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigMapMove {
+    /// Labels to set (`Some`) or remove: the old group's moved under the new prefix.
+    pub labels: BTreeMap<String, Option<String>>,
+    /// Its owner references as they become: the twin's replaced by the live object as
+    /// controller, so that deleting the twin no longer collects it.
+    pub owner_references: Vec<OwnerReference>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NonInterruptHold {
     /// The package waiting, `<name>:<version>`.

@@ -116,6 +116,7 @@ pub(super) fn invalid_status(
     let mut status = old.clone();
     // Nothing is drained until the spec is fixed, so no protected pod holds a node.
     end_non_interrupt_hold(&mut status.conditions);
+    end_migrated(&mut status.conditions);
     let conditions = Conditions::of(skyhook, keys, now);
     set_condition(
         &mut status.conditions,
@@ -172,6 +173,7 @@ pub(super) fn next_status(
     let mut long_lists =
         ready_conditions(&mut status, &conditions, transition.as_deref(), &outcome);
     pass_conditions(skyhook, &mut status.conditions, &conditions, &outcome);
+    end_migrated(&mut status.conditions);
     set_uninstall_conditions(
         skyhook,
         keys,
@@ -362,6 +364,12 @@ pub(super) fn end_non_interrupt_hold(list: &mut Vec<Condition>) {
     list.retain(|c| {
         !(c.type_ == keys::CONDITION_BLOCKED && c.reason == keys::NON_INTERRUPT_PODS_RUNNING_REASON)
     });
+}
+
+/// Removes `Migrated`, which an object carries while its twin of the other group does its
+/// name's work: a live object does its own (and the webhook reads the condition as read-only).
+fn end_migrated(list: &mut Vec<Condition>) {
+    list.retain(|c| c.type_ != keys::CONDITION_MIGRATED);
 }
 
 /// Upstream v0.20's drain conditions: `DrainBlocked` while some node's drain cannot progress,

@@ -13,6 +13,7 @@ mod generations;
 mod health_gate;
 mod interrupting_changes;
 mod job_events;
+mod migration;
 mod node_metadata;
 mod node_order;
 mod node_records;

@@ -1,7 +1,7 @@
 //! A fake cluster for plan tests: it applies plans to a [`Snapshot`] and lets tests decide pod
 //! outcomes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::api::ObjectMeta;
-use skyhook_api::generation::{Candidate, Group, Owners, group_of_labels};
+use skyhook_api::generation::{Group, group_of_labels};
 use skyhook_api::keys;
 use skyhook_api::node_state::NodeState;
 use skyhook_api::pod_annotation::PodPackageAnnotation;
@@ -26,7 +26,7 @@ use crate::pod_outcome::{PodFailure, PodOutcome};
 use crate::pre_pull::PullState;
 use crate::reconcile::plan::{Plan, plan};
 use crate::reconcile::snapshot::{
-    NodeView, OwnedConfigMap, OwnedPod, PrePullRun, Snapshot, Workload,
+    NodeView, OwnedConfigMap, OwnedPod, PrePullRun, Snapshot, Workload, live_objects_of,
 };
 
 pub(super) const TEST_LABEL: &str = "skyhook.nvidia.com/test-node";
@@ -63,6 +63,7 @@ pub(super) fn config() -> Config {
         jobs: crate::config::JobSettings::default(),
         pre_pull_images: false,
         publish_legacy_metrics: true,
+        legacy_cleanup_delay: std::time::Duration::from_secs(86_400),
     }
 }
 
@@ -240,35 +241,60 @@ impl Sim {
         }
     }
 
-    /// Adds `object` as an object of `group` (carrying that group's finalizer), and reads
-    /// every name's live group again.
+    /// Adds `object` as an object of `group` (carrying that group's finalizer; a NodeWright
+    /// gets a uid of its own), and reads every name's live group again.
     pub(super) fn add(&mut self, group: Group, mut object: Skyhook) {
         object.metadata.finalizers = Some(vec![group.keys().finalizer.to_owned()]);
+        if group == Group::NodeWright {
+            let uid = object.metadata.uid.get_or_insert_default();
+            uid.push_str("-nw");
+        }
         self.snapshot.skyhooks.push(Workload::new(group, object));
-        let none = PackedMap::default();
-        let candidate = |w: &Workload| Candidate {
-            status: w.status.as_ref().and_then(|s| s.status),
-            annotations: &none,
-        };
-        let of = |name: &str, group: Group| {
-            (self.snapshot.skyhooks.iter())
-                .find(|w| w.group == group && w.metadata.name.as_deref() == Some(name))
-                .map(candidate)
-        };
-        let names: std::collections::BTreeSet<&str> = (self.snapshot.skyhooks.iter())
-            .filter_map(|w| w.metadata.name.as_deref())
+        self.relive();
+    }
+
+    /// Reads every name's live object and twin again, as `Snapshot::build` does from the
+    /// objects and the runs in flight.
+    pub(super) fn relive(&mut self) {
+        let snapshot = &mut self.snapshot;
+        let mut objects: Vec<Workload> = std::mem::take(&mut snapshot.skyhooks);
+        objects
+            .extend((snapshot.twins.drain(..)).map(|twin| Workload::new(twin.group, twin.object)));
+        let busy: BTreeSet<(Group, String)> = (snapshot.pods.iter())
+            .filter(|pod| match &pod.job {
+                Some(job) => !job.finished,
+                None => pod.outcome == PodOutcome::Running,
+            })
+            .map(|pod| (pod.group, pod.skyhook.clone()))
             .collect();
-        let owners = Owners::new(
-            (names.iter())
-                .map(|name| (*name, of(name, Group::Skyhook), of(name, Group::NodeWright))),
-        );
-        self.snapshot.owners = owners;
+        let of = |group: Group| -> Vec<Arc<Skyhook>> {
+            (objects.iter())
+                .filter(|w| w.group == group)
+                .map(|w| Arc::clone(&w.object))
+                .collect()
+        };
+        let (owners, twins) = live_objects_of(&of(Group::Skyhook), &of(Group::NodeWright), &busy);
+        snapshot.skyhooks = (objects.into_iter())
+            .filter(|w| {
+                owners.live(w.metadata.name.as_deref().unwrap_or_default()) == Some(w.group)
+            })
+            .collect();
+        snapshot.twins = twins;
+        snapshot.owners = owners;
+    }
+
+    /// The inert twin named `name`.
+    pub(super) fn twin(&self, name: &str) -> &crate::reconcile::snapshot::Twin {
+        (self.snapshot.twins.iter())
+            .find(|twin| twin.name() == name)
+            .expect("the test names a known twin")
     }
 
     /// Plans once and applies the plan.
     pub(super) fn step(&mut self) -> Plan {
         let planned = plan(&self.snapshot, &self.config, self.now);
         self.apply(&planned);
+        self.relive();
         self.snapshot.lost_picks.clear();
         self.now += jiff::SignedDuration::from_secs(1);
         planned
@@ -411,11 +437,13 @@ impl Sim {
                 skyhook.status = Some(status.clone());
             }
             if let Some(annotations) = planned.skyhook_annotations.get(&name) {
-                skyhook
-                    .metadata
-                    .annotations
-                    .get_or_insert_default()
-                    .extend(annotations.clone());
+                let current = skyhook.metadata.annotations.get_or_insert_default();
+                for (key, value) in annotations {
+                    match value {
+                        Some(value) => current.insert(key.clone(), value.clone()),
+                        None => current.remove(key),
+                    };
+                }
             }
             match planned.finalizers.get(&name) {
                 Some(true) => skyhook
@@ -431,6 +459,30 @@ impl Sim {
                 None => {}
             }
         }
+        for twin in &mut snapshot.twins {
+            let Some(write) = planned.twins.get(twin.name()) else {
+                continue;
+            };
+            let finalizer = twin.group.keys().finalizer;
+            let object = Arc::make_mut(&mut twin.object);
+            if let Some(status) = &write.status {
+                object.status = Some(status.clone());
+            }
+            if write.remove_finalizer {
+                object
+                    .metadata
+                    .finalizers
+                    .get_or_insert_default()
+                    .retain(|f| f != finalizer);
+            }
+        }
+        let deleted: BTreeSet<&str> = (planned.delete_leftovers.iter())
+            .map(|leftover| leftover.name.as_str())
+            .collect();
+        snapshot.leftovers.retain(|leftover| {
+            !deleted.contains(leftover.name.as_str())
+                && !planned.move_configmaps.contains_key(&leftover.name)
+        });
     }
 
     /// The pods of the controller, as (skyhook, package, version, stage), sorted.
