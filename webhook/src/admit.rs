@@ -10,6 +10,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::de::DeserializeOwned;
 use skyhook_api::generation::Group;
+use skyhook_api::keys;
 use skyhook_api::nodewright_v1alpha1::{DeploymentPolicy as NodeWrightPolicy, NodeWright};
 use skyhook_api::v1alpha1::{DeploymentPolicy, DeploymentPolicySpec, Skyhook};
 use skyhook_api::validate::{
@@ -76,6 +77,9 @@ fn validate_workload_request(
     request: &AdmissionRequest<DynamicObject>,
     lookups: &dyn Lookups,
 ) -> AdmissionResponse {
+    if let Some(message) = read_only_twin(group, request) {
+        return deny(response, message, 403, "Forbidden");
+    }
     if is_unchanged_or_deleting(request) {
         // Metadata-only updates (finalizers, annotations such as pause) and the final updates
         // of a deletion must go through even if the spec no longer validates or decodes:
@@ -113,34 +117,62 @@ fn validate_workload_request(
         Err(violations) => violations.into_iter().collect(),
     };
     violations.extend(update.violations);
-    if matches!(request.operation, Operation::Create) {
-        violations.extend(twin_violation(group, name, lookups));
-    }
     match Violations::check(violations) {
         Ok(()) => response,
         Err(violations) => deny_invalid(response, (group, group.keys().kind), name, &violations),
     }
 }
 
-/// A new object whose name an object of the other group holds: one name is served by one API
-/// group at a time, since an object taking the name over would run every package again rather
-/// than adopt its twin's node state. Not checked before the caches synced (a create is not held
-/// up for it).
-fn twin_violation(group: Group, name: &str, lookups: &dyn Lookups) -> Option<Violation> {
+/// The refusal of an UPDATE of an inert twin, one whose name its twin of the other group owns
+/// (the controller says so in its `Migrated` condition): read-only, as upstream makes a
+/// migrated Skyhook, in upstream's words. An update that keeps the spec and the pause and
+/// disable annotations goes through (a GitOps re-apply, a finalizer removal, labels), and so
+/// does every write once it is being deleted. Other objects of a name held in both groups are
+/// writable: the live one does the work, and one waiting to take the name over may be edited.
+fn read_only_twin(group: Group, request: &AdmissionRequest<DynamicObject>) -> Option<String> {
+    if !matches!(request.operation, Operation::Update) {
+        return None;
+    }
+    let (Some(new), Some(old)) = (&request.object, &request.old_object) else {
+        return None;
+    };
+    if new.metadata.deletion_timestamp.is_some() || !owned_by_twin(old) {
+        return None;
+    }
+    let keys = group.keys();
+    let annotation = |object: &DynamicObject, key: &str| {
+        (object.metadata.annotations.as_ref()).and_then(|a| a.get(key).cloned())
+    };
+    let same_switches = [keys.pause_annotation, keys.disable_annotation]
+        .into_iter()
+        .all(|key| annotation(new, key) == annotation(old, key));
+    if new.data.get("spec") == old.data.get("spec") && same_switches {
+        return None;
+    }
+    let name = &request.name;
     let other = group.other();
-    let twins = lookups.policy_references(other)?;
-    twins.iter().any(|t| t.skyhook == name).then(|| {
-        Violation::new(
-            "metadata.name",
-            format!(
-                "a {} named {name:?} exists, and a name is served by one API group at a time",
-                other.kind()
-            ),
-            format!(
-                "delete the {} {name:?} first, or choose another name",
-                other.kind()
-            ),
-        )
+    let plugin = other.kind().to_lowercase();
+    Some(format!(
+        "{} {} {name:?} is migrated to {} and is read-only; edit {} {name:?} instead (e.g. kubectl {plugin} pause/disable/... or its spec)",
+        group.name(),
+        group.kind(),
+        other.kind(),
+        other.kind(),
+    ))
+}
+
+/// The object's status says its twin owns its name (condition `Migrated`, reason
+/// `OwnedByTwin`).
+fn owned_by_twin(object: &DynamicObject) -> bool {
+    let conditions = object
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array());
+    conditions.into_iter().flatten().any(|condition| {
+        condition.get("type").and_then(|v| v.as_str()) == Some(keys::CONDITION_MIGRATED)
+            && condition.get("status").and_then(|v| v.as_str()) == Some("True")
+            && condition.get("reason").and_then(|v| v.as_str())
+                == Some(keys::MIGRATED_REASON_OWNED_BY_TWIN)
     })
 }
 

@@ -221,6 +221,18 @@ fn every_endpoint_is_found_by_its_path() {
     assert_eq!(Endpoint::from_path("/validate"), None);
 }
 
+/// The status the controller writes on an object whose twin owns its name.
+fn migrated() -> Value {
+    json!({"conditions": [{"type": "Migrated", "status": "True", "reason": "OwnedByTwin", "message": "", "lastTransitionTime": "2026-12-01T10:00:00Z"}]})
+}
+
+/// A Skyhook at version 1.0.0 whose NodeWright twin owns its name.
+fn inert_skyhook(metadata: Value) -> Value {
+    let mut object = skyhook(package("1.0.0"), metadata);
+    object["status"] = migrated();
+    object
+}
+
 fn nodewright(spec: Value) -> Value {
     json!({"apiVersion": "nodewright.nvidia.com/v1alpha1", "kind": "NodeWright", "metadata": {"name": "subject"}, "spec": spec})
 }
@@ -268,7 +280,7 @@ fn nodewright_dispatch_table() {
     };
     let cases: Vec<Case<'_>> = vec![
         (
-            "a NodeWright named like an existing Skyhook is refused",
+            "a NodeWright named like an existing Skyhook is accepted: it takes the name over",
             Endpoint::ValidateNodeWright,
             nodewright_body(
                 "NodeWright",
@@ -277,8 +289,8 @@ fn nodewright_dispatch_table() {
                 Value::Null,
             ),
             &skyhook_twin,
-            false,
-            "validating NodeWright \"subject\": 1 problem found:\n- metadata.name: a Skyhook named \"subject\" exists, and a name is served by one API group at a time (fix: delete the Skyhook \"subject\" first, or choose another name)",
+            true,
+            "",
         ),
         (
             "and the other way round",
@@ -290,21 +302,99 @@ fn nodewright_dispatch_table() {
                 Value::Null,
             ),
             &nodewright_twin,
-            false,
-            "a NodeWright named \"subject\" exists",
+            true,
+            "",
         ),
         (
-            "an update of an object that already has a twin is not refused for it",
+            "an inert Skyhook's spec is read-only, in upstream's words",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "UPDATE",
+                skyhook(package("2.0.0"), json!({"name": "subject"})),
+                inert_skyhook(json!({"name": "subject"})),
+            ),
+            &nodewright_twin,
+            false,
+            "skyhook.nvidia.com Skyhook \"subject\" is migrated to NodeWright and is read-only; edit NodeWright \"subject\" instead (e.g. kubectl nodewright pause/disable/... or its spec)",
+        ),
+        (
+            "so is its pause annotation",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "UPDATE",
+                skyhook(
+                    package("1.0.0"),
+                    json!({"name": "subject", "annotations": {"skyhook.nvidia.com/pause": "true"}}),
+                ),
+                inert_skyhook(json!({"name": "subject"})),
+            ),
+            &nodewright_twin,
+            false,
+            "is read-only",
+        ),
+        (
+            "a re-apply of the same spec with new labels goes through",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "UPDATE",
+                skyhook(
+                    package("1.0.0"),
+                    json!({"name": "subject", "labels": {"team": "a"}}),
+                ),
+                inert_skyhook(json!({"name": "subject"})),
+            ),
+            &nodewright_twin,
+            true,
+            "",
+        ),
+        (
+            "an inert Skyhook being deleted may be written",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "UPDATE",
+                skyhook(
+                    package("2.0.0"),
+                    json!({"name": "subject", "deletionTimestamp": "2026-12-01T10:00:00Z"}),
+                ),
+                inert_skyhook(json!({"name": "subject"})),
+            ),
+            &nodewright_twin,
+            true,
+            "",
+        ),
+        (
+            "a live Skyhook with a NodeWright waiting for it stays writable",
+            Endpoint::ValidateSkyhook,
+            body(
+                "Skyhook",
+                "UPDATE",
+                skyhook(package("2.0.0"), json!({"name": "subject"})),
+                skyhook(package("1.0.0"), json!({"name": "subject"})),
+            ),
+            &nodewright_twin,
+            true,
+            "",
+        ),
+        (
+            "an inert NodeWright is read-only the other way round",
             Endpoint::ValidateNodeWright,
             nodewright_body(
                 "NodeWright",
                 "UPDATE",
-                nodewright(bare.clone()),
-                Value::Null,
+                nodewright(image("ghcr.io/nvidia/skyhook-packages/other")),
+                {
+                    let mut old = nodewright(bare.clone());
+                    old["status"] = migrated();
+                    old
+                },
             ),
             &skyhook_twin,
-            true,
-            "",
+            false,
+            "nodewright.nvidia.com NodeWright \"subject\" is migrated to Skyhook and is read-only; edit Skyhook \"subject\" instead (e.g. kubectl skyhook pause/disable/... or its spec)",
         ),
         (
             "a bare image is accepted",

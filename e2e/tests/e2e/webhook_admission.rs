@@ -368,18 +368,16 @@ async fn nodewrights_are_admitted_by_their_groups_rules() -> anyhow::Result<()> 
         output.status.success() && stderr.contains("is ignored"),
         "{stderr}"
     );
-    // A name is served by one group at a time: a NodeWright named like the Skyhook is refused.
+    // A NodeWright named like the Skyhook is accepted: it takes the name over (a migration).
     let twin = write(
         "nw-twin.yaml",
         workload("nodewright.nvidia.com", "NodeWright", image, None)
             .replace("name: tagged", "name: seed"),
     )?;
-    let stderr = kubectl.refused(&["apply", "-f", &twin]).await?;
-    ensure!(
-        stderr.contains(NODEWRIGHT_DENIED)
-            && stderr.contains("metadata.name: a Skyhook named \"seed\" exists, and a name is served by one API group at a time"),
-        "{stderr}"
-    );
+    kubectl.succeed(&["apply", "-f", &twin]).await?;
+    kubectl
+        .succeed(&["delete", "-f", &twin, "--wait=false"])
+        .await?;
 
     // A NodeWright names a DeploymentPolicy of its own group.
     let policy = "apiVersion: nodewright.nvidia.com/v1alpha1\nkind: DeploymentPolicy\nmetadata:\n  name: ramp\nspec:\n  default:\n    budget: {count: 1}\n    strategy: {fixed: {}}\n";
