@@ -369,6 +369,13 @@ pub enum Command {
         #[command(subcommand)]
         action: PackageCommand,
     },
+    /// Move a workload to the other API group with no step run again: create it in the group
+    /// --to names, wait until the operator adopted every node of the old object, then delete
+    /// the old object (which uninstalls nothing).
+    #[command(
+        after_help = "Examples:\n  kubectl skyhook migrate demo\n  kubectl skyhook migrate demo --dry-run\n  kubectl skyhook migrate demo -y --timeout 10m"
+    )]
+    Migrate(MigrateArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  source <(kubectl-skyhook completion bash)\n  kubectl-skyhook completion zsh > \"${fpath[1]}/_kubectl-skyhook\""
@@ -377,6 +384,42 @@ pub enum Command {
         /// The shell.
         shell: CompletionShell,
     },
+}
+
+/// `migrate` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// The name of the object to move (its object in the other group is the one moved).
+    pub skyhook: String,
+    /// The API group to move it to: nodewright (nodewright.nvidia.com, from skyhook.nvidia.com)
+    /// or skyhook (back from nodewright.nvidia.com).
+    #[arg(long, value_enum, default_value_t = MigrateTo::Nodewright)]
+    pub to: MigrateTo,
+    /// How long to wait for the operator to take the work over (e.g. 30s, 5m).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub confirm: bool,
+}
+
+/// The group `migrate` moves a workload to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MigrateTo {
+    /// nodewright.nvidia.com.
+    Nodewright,
+    /// skyhook.nvidia.com.
+    Skyhook,
+}
+
+impl MigrateTo {
+    /// The target group.
+    pub const fn group(self) -> Group {
+        match self {
+            MigrateTo::Nodewright => Group::NodeWright,
+            MigrateTo::Skyhook => Group::Skyhook,
+        }
+    }
 }
 
 /// Shells with completion scripts.

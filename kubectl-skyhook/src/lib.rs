@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod entry;
 pub mod eta;
 pub mod logs;
+pub mod migrate;
 pub mod namespace;
 pub mod operator_version;
 pub mod output;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use kube::config::KubeconfigError;
 use skyhook_api::generation::Group;
 
+use crate::migrate::MigrateError;
 use crate::output::OutputError;
 use crate::patches::PlanError;
 use crate::pattern::PatternError;
@@ -93,6 +94,18 @@ pub enum RunError {
     /// A planner refused its arguments.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A migration between the API groups did not go on.
+    #[error(transparent)]
+    Migrate(#[from] MigrateError),
+    /// Creating or deleting an object failed.
+    #[error("failed to {action}")]
+    Write {
+        /// What was written, e.g. `create NodeWright "gpu"`.
+        action: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
     /// The output could not be rendered.
     #[error(transparent)]
     Output(#[from] OutputError),
@@ -154,6 +167,13 @@ impl RunError {
                 "the uninstall finishes with the deletion; create the Skyhook again to reinstall the package"
             }
             RunError::Plan(_) => "see `kubectl skyhook <command> --help`",
+            RunError::Migrate(MigrateError::Timeout { .. }) => {
+                "`kubectl skyhook status` and the operator's log show where the takeover stands"
+            }
+            RunError::Migrate(_) => "see `kubectl skyhook migrate --help` and docs/migration.md",
+            RunError::Write { .. } => {
+                "check that you may create and delete these objects; `--dry-run` shows the object to create"
+            }
             RunError::Output(_) | RunError::Terminal { .. } => "try another -o format",
             RunError::Aborted => "pass --confirm (-y) to skip the question",
         }

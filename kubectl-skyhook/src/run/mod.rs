@@ -4,6 +4,7 @@
 mod console;
 mod error;
 mod kube_io;
+mod migrate;
 
 use std::path::PathBuf;
 
@@ -90,6 +91,9 @@ async fn cluster_command(
             apply(&client, &global, console, &change, target.confirm).await
         }
         Command::Node { action } => node(&global, console, action).await,
+        Command::Migrate(args) => {
+            migrate::migrate(&client(&global).await?, &global, console, args).await
+        }
         Command::Package { action } => package(&global, console, action).await,
     }
 }
