@@ -159,6 +159,13 @@ pub async fn install_with(setup: Setup) -> anyhow::Result<Installed> {
 
 /// [`install_with`] with the binaries already built (the benchmark runs those next to it).
 pub async fn install_built(setup: Setup) -> anyhow::Result<Installed> {
+    let (cluster, options) = start_cluster(setup).await?;
+    install_controller(cluster, options).await
+}
+
+/// Starts the cluster `setup` describes; returns it with the controller's install options, for
+/// a caller that prepares the cluster before the controller starts.
+pub async fn start_cluster(setup: Setup) -> anyhow::Result<(DevCluster, InstallOptions)> {
     let cluster = DevCluster::start(DevClusterOptions {
         images: skyhook_devcluster::images(),
         nodes: setup.nodes,
@@ -171,12 +178,21 @@ pub async fn install_built(setup: Setup) -> anyhow::Result<Installed> {
     })
     .await
     .context("starting the devcluster")?;
+    let options = InstallOptions {
+        agent_image: setup.agent_image,
+        extra_env: setup.controller_env,
+        ..InstallOptions::default()
+    };
+    Ok((cluster, options))
+}
+
+/// Installs skyhook's controller into `cluster`.
+pub async fn install_controller(
+    cluster: DevCluster,
+    options: InstallOptions,
+) -> anyhow::Result<Installed> {
     let controller = cluster
-        .install(InstallOptions {
-            agent_image: setup.agent_image,
-            extra_env: setup.controller_env,
-            ..InstallOptions::default()
-        })
+        .install(options)
         .await
         .context("installing skyhook into the devcluster")?;
     Ok(Installed {

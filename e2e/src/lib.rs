@@ -6,6 +6,7 @@
 mod apply;
 pub mod bench;
 mod binaries;
+mod both_groups;
 pub mod budget;
 pub mod checks;
 mod cluster;
@@ -24,6 +25,7 @@ pub use apply::{
     apply_nodewright_crds, apply_yaml, merge_patch_skyhook, policy_manifest, skyhook_manifest,
 };
 pub use binaries::{binary_dir, build_binaries, workspace};
+pub use both_groups::install_serving_both_groups;
 pub use cluster::{
     AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,
     install, install_built, install_with, install_with_env, skyhook_api, skyhook_status,

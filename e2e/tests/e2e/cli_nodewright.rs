@@ -19,7 +19,9 @@ use e2e::Kubectl;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions::is_deleted};
 use serde_json::{Value, json};
 use skyhook_api::keys::{NODEWRIGHT, SKYHOOK};
 use skyhook_api::nodewright_v1alpha1::NodeWright;
@@ -406,12 +408,33 @@ async fn preflight_without_the_crds(
     kubectl: &Kubectl,
     client: &kube::Client,
 ) -> anyhow::Result<()> {
+    // The group leaves the API server's discovery once both CRDs are gone and the aggregator
+    // dropped the APIService it registered for them: each is awaited (under load, each of the
+    // API server's controllers on that path can take a while).
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in skyhook_api::crd::nodewright_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
+        let uid = crds.get(&name).await?.metadata.uid.unwrap_or_default();
         crds.delete(&name, &DeleteParams::default()).await?;
+        e2e::within(
+            &format!("the CRD {name} to be deleted"),
+            e2e::WAIT,
+            await_condition(crds.clone(), &name, is_deleted(&uid)),
+        )
+        .await?;
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let services: Api<APIService> = Api::all(client.clone());
+    let service = "v1alpha1.nodewright.nvidia.com";
+    if let Some(registered) = services.get_opt(service).await? {
+        let uid = registered.metadata.uid.unwrap_or_default();
+        e2e::within(
+            "the aggregator to drop the group's APIService",
+            e2e::WAIT,
+            await_condition(services.clone(), service, is_deleted(&uid)),
+        )
+        .await?;
+    }
+    let deadline = tokio::time::Instant::now() + e2e::WAIT;
     loop {
         let out = kubectl.run(&["nodewright", "status"]).await?;
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -422,7 +445,9 @@ async fn preflight_without_the_crds(
             break;
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("the preflight did not refuse within 60s of the CRDs' deletion: {stderr}");
+            bail!(
+                "the preflight did not refuse once the CRDs and their APIService were gone: {stderr}"
+            );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

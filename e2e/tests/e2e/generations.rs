@@ -9,17 +9,13 @@
 //! - the NodeWright's metrics are `nodewright_*` with `nodewright_name`, plus their legacy
 //!   `skyhook_*` twins; the Skyhook's are `skyhook_*` only.
 
-use std::collections::BTreeMap;
-
 use anyhow::{Context, ensure};
-use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use skyhook_api::keys::{NODEWRIGHT, SKYHOOK};
 use skyhook_api::nodewright_v1alpha1::NodeWright;
-use skyhook_devcluster::{InstallOptions, SkyhookInstall};
 
 const NODES: [&str; 2] = ["node-1", "node-2"];
 
@@ -36,30 +32,9 @@ fn spec(package: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skyhook_and_a_nodewright_share_each_nodes_cordon() -> anyhow::Result<()> {
-    e2e::build_binaries()?;
-    let cluster = DevCluster::start(DevClusterOptions {
-        images: skyhook_devcluster::images(),
-        nodes: NODES.len(),
-        light: true,
-        node_labels: BTreeMap::from([(
-            e2e::TEST_NODE_LABEL.to_owned(),
-            e2e::TEST_NODE_VALUE.to_owned(),
-        )]),
-        ..DevClusterOptions::default()
-    })
-    .await
-    .context("starting the devcluster")?;
-    let client = cluster.client()?;
-    // Before the controller starts: it looks at start for the groups the API server serves.
-    e2e::apply_nodewright_crds(&client).await?;
-    let controller = cluster
-        .install(InstallOptions {
-            agent_image: Some(e2e::AGENTLESS_AGENT_IMAGE.to_owned()),
-            ..InstallOptions::default()
-        })
-        .await
-        .context("installing skyhook into the devcluster")?;
-    let log = || devcluster::controlplane::process::log_tail(&controller.record().log, 40);
+    let installed = e2e::install_serving_both_groups(e2e::Setup::agentless(NODES.len())).await?;
+    let client = installed.cluster.client()?;
+    let log = || installed.controller_log_tail(40);
     let mut recorders = Vec::new();
     for node in NODES {
         recorders.push(e2e::record_node(&client, node).await?);
@@ -158,7 +133,7 @@ async fn a_skyhook_and_a_nodewright_share_each_nodes_cordon() -> anyhow::Result<
     }
 
     // Each object's metrics under its own group's names; the NodeWright's legacy twins too.
-    let port = controller.record().metrics_port;
+    let port = installed.controller.record().metrics_port;
     for (metric, label, name) in [
         ("nodewright_status", "nodewright_name", "gpu"),
         ("skyhook_status", "skyhook_name", "gpu"),
