@@ -1,7 +1,7 @@
 //! The pinned `helm` that `scripts/setup.d/20-helm.sh` builds, and rendering the chart with it
 //! (the `chart_*` tests).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use anyhow::{Context, bail};
@@ -45,6 +45,23 @@ pub fn run(args: &[&str]) -> anyhow::Result<Output> {
         .current_dir(crate::workspace())
         .output()
         .with_context(|| format!("running {} {args:?}", helm.display()))
+}
+
+/// Runs helm with `args` against the cluster of `kubeconfig`; its stdout, or an error with both
+/// outputs when it fails.
+pub fn run_on(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let kubeconfig = kubeconfig.to_string_lossy();
+    let mut all = args.to_vec();
+    all.extend(["--kubeconfig", kubeconfig.as_ref()]);
+    let output = run(&all)?;
+    if !output.status.success() {
+        bail!(
+            "helm {args:?} failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// `helm template <release> chart/ --namespace <namespace>` with `--set`-style `values`

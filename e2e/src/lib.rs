@@ -12,6 +12,7 @@ pub mod checks;
 mod cluster;
 pub mod devcluster_cli;
 pub mod helm;
+pub mod host;
 mod kubectl;
 pub mod metrics;
 pub mod nodes;
@@ -25,11 +26,11 @@ pub use apply::{
     apply_nodewright_crds, apply_yaml, merge_patch_skyhook, policy_manifest, skyhook_manifest,
 };
 pub use binaries::{binary_dir, build_binaries, workspace};
-pub use both_groups::install_serving_both_groups;
+pub use both_groups::{install_serving_both_groups, start_serving_both_groups};
 pub use cluster::{
     AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,
-    install, install_built, install_with, install_with_env, skyhook_api, skyhook_status,
-    wait_for_skyhook, wait_for_skyhook_status,
+    install, install_built, install_controller, install_with, install_with_env, skyhook_api,
+    skyhook_status, wait_for_skyhook, wait_for_skyhook_status,
 };
 pub use kubectl::Kubectl;
 pub use recorder::{Recorder, record_node};

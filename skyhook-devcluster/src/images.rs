@@ -40,6 +40,11 @@ mod tests {
                 None,
             ),
             ("nvcr.io/nvidia/skyhook/agent:v1", Runtime::HostBinary, None),
+            (
+                "ghcr.io/nvidia/nodewright/agent:v7.0.0@sha256:0123",
+                Runtime::HostBinary,
+                None,
+            ),
             ("devcluster.local/skyhook-agent", Runtime::HostBinary, None),
             (
                 "ghcr.io/nvidia/skyhook/agentless:6.2.0",

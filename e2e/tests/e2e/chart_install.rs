@@ -18,7 +18,6 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
@@ -75,7 +74,7 @@ async fn helm_install_upgrade_and_uninstall_of_the_whole_chart() -> anyhow::Resu
     let chart = helm::chart_dir();
     let chart = chart.to_string_lossy();
 
-    helm_with(
+    helm::run_on(
         &kubeconfig,
         &[
             "install",
@@ -105,7 +104,7 @@ async fn helm_install_upgrade_and_uninstall_of_the_whole_chart() -> anyhow::Resu
 
     admission_survives_the_serving_replica(&client, &kubectl).await?;
 
-    helm_with(
+    helm::run_on(
         &kubeconfig,
         &[
             "upgrade",
@@ -127,7 +126,7 @@ async fn helm_install_upgrade_and_uninstall_of_the_whole_chart() -> anyhow::Resu
     expect_available(&client, 2).await?;
     expect_cycle_denied(&kubectl).await?;
 
-    helm_with(
+    helm::run_on(
         &kubeconfig,
         &[
             "uninstall",
@@ -140,20 +139,6 @@ async fn helm_install_upgrade_and_uninstall_of_the_whole_chart() -> anyhow::Resu
         ],
     )?;
     expect_nothing_left(&client, &kubectl).await
-}
-
-fn helm_with(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let kubeconfig = kubeconfig.to_string_lossy();
-    let mut all = args.to_vec();
-    all.extend(["--kubeconfig", kubeconfig.as_ref()]);
-    let output = helm::run(&all)?;
-    ensure!(
-        output.status.success(),
-        "helm {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 async fn expect_available(client: &kube::Client, replicas: i32) -> anyhow::Result<()> {
