@@ -3,7 +3,7 @@
 //! metric the chart's Grafana dashboard and PrometheusRule query is in the controller's real
 //! `/metrics` output; and the secure `/metrics` (HTTPS, TokenReview and SubjectAccessReview)
 //! answering 200 to a reader bound to the chart's metrics-reader role, 401 without a token and
-//! 403 to an account not bound.
+//! 403 to an account not bound, with a NodeWright's `nodewright_*` series beside the Skyhooks'.
 
 use std::collections::BTreeSet;
 
@@ -19,6 +19,7 @@ use kube::api::{Api, PostParams};
 
 use e2e::metrics::{self, find};
 use e2e::{Setup, nodes, promql};
+use skyhook_api::nodewright_v1alpha1::NodeWright;
 
 const NODE: &str = "node-1";
 const NAME: &str = "timed";
@@ -112,6 +113,23 @@ async fn stage_durations_and_the_charts_metrics() -> anyhow::Result<()> {
 }
 
 /// The ServiceAccount bound to the chart's metrics-reader ClusterRole, and one bound to nothing.
+const NODEWRIGHT: &str = r#"
+apiVersion: nodewright.nvidia.com/v1alpha1
+kind: NodeWright
+metadata:
+  name: watched
+spec:
+  nodeSelectors:
+    matchLabels:
+      skyhook.nvidia.com/test-node: skyhooke2e
+  packages:
+    tuning:
+      version: "1.0.0"
+      image: ghcr.io/nvidia/skyhook/agentless
+      env:
+        - {name: SLEEP_LEN, value: "1"}
+"#;
+
 const READER: &str = "metrics-reader";
 const STRANGER: &str = "metrics-stranger";
 const ACCOUNTS_NAMESPACE: &str = "default";
@@ -120,8 +138,20 @@ const CHART_METRICS_READER: &str = "skyhook-operator-metrics-reader";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secure_metrics_answer_only_readers_allowed_to_get_them() -> anyhow::Result<()> {
-    let installed = e2e::install_with(Setup::agentless(1).secure_metrics()).await?;
+    let installed = e2e::install_serving_both_groups(Setup::agentless(1).secure_metrics()).await?;
     let client = installed.cluster.client()?;
+    // A NodeWright publishes its own `nodewright_*` series through the same endpoint.
+    e2e::apply_yaml(&client, NODEWRIGHT).await?;
+    let nodewrights: Api<NodeWright> = Api::all(client.clone());
+    e2e::wait_for(&nodewrights, "watched", "the NodeWright to complete", |n| {
+        (n.status.as_ref())
+            .and_then(|s| s.status)
+            .map(|s| s.to_string())
+            .as_deref()
+            == Some("complete")
+    })
+    .await
+    .with_context(|| installed.controller_log_tail(40))?;
 
     // The chart's own role, so that the test holds what the chart ships.
     let rendered = e2e::helm::render(&[], &[])?;
@@ -169,6 +199,14 @@ subjects: [{{kind: ServiceAccount, name: {READER}, namespace: {ACCOUNTS_NAMESPAC
             .iter()
             .any(|sample| sample.name.starts_with("skyhook_")),
         "no skyhook_ metric in {:.300}",
+        answer.body
+    );
+    ensure!(
+        samples
+            .iter()
+            .any(|sample| sample.name == "nodewright_status"
+                && sample.labels.get("nodewright_name").map(String::as_str) == Some("watched")),
+        "no nodewright_status of the NodeWright in {:.300}",
         answer.body
     );
 
