@@ -9,6 +9,7 @@ use devcluster::node::{Heartbeat, NodeSize};
 use devcluster::{DevCluster, DevClusterOptions};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
+use skyhook_api::nodewright_v1alpha1::NodeWright;
 use skyhook_devcluster::{ControllerProcess, InstallOptions, SkyhookInstall};
 
 /// A running cluster with the controller. Fields drop in order: the controller stops before the
@@ -273,6 +274,22 @@ pub async fn wait_for_skyhook(
     crate::wait::wait_for_showing_last(&skyhook_api(client), name, what, condition, |last| {
         let status = last.map_or_else(|| "(gone)".to_owned(), |s| s.data["status"].to_string());
         format!("Skyhook {name} last status: {status}")
+    })
+    .await
+}
+
+/// Waits until the NodeWright `name` of `nodewrights` has `status.status` `wanted`; returns it
+/// then.
+pub async fn wait_for_nodewright_status(
+    nodewrights: &Api<NodeWright>,
+    name: &str,
+    wanted: &str,
+) -> anyhow::Result<NodeWright> {
+    let what = format!("NodeWright {name} to be {wanted}");
+    crate::wait_for(nodewrights, name, &what, |n| {
+        (n.status.as_ref())
+            .and_then(|s| s.status)
+            .is_some_and(|status| status.to_string() == wanted)
     })
     .await
 }

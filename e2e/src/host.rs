@@ -1,10 +1,22 @@
 //! Files on a full node's host root: the tests' package scripts log there what ran, and wait
 //! there for the test to let them end.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use devcluster::DevCluster;
+
+/// The host roots of `nodes` (full nodes: a light node has none, which is an error).
+pub fn roots(cluster: &DevCluster, nodes: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
+    (nodes.iter())
+        .map(|node| {
+            (cluster.node(node))
+                .and_then(|handle| handle.root())
+                .with_context(|| format!("{node} has no host root (not a full node?)"))
+        })
+        .collect()
+}
 
 /// The lines of `file` (relative to the host root `root`); none when it does not exist.
 pub fn lines(root: &Path, file: &str) -> anyhow::Result<Vec<String>> {

@@ -30,7 +30,7 @@ pub use both_groups::{install_serving_both_groups, start_serving_both_groups};
 pub use cluster::{
     AGENTLESS_AGENT_IMAGE, Installed, Setup, TEST_NODE_LABEL, TEST_NODE_VALUE, apply_manifest,
     install, install_built, install_controller, install_with, install_with_env, skyhook_api,
-    skyhook_status, wait_for_skyhook, wait_for_skyhook_status,
+    skyhook_status, wait_for_nodewright_status, wait_for_skyhook, wait_for_skyhook_status,
 };
 pub use kubectl::Kubectl;
 pub use recorder::{Recorder, record_node};

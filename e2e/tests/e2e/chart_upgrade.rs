@@ -114,15 +114,7 @@ async fn helm_upgrade_from_the_chart_before_nodewright_keeps_the_rollout() -> an
     .context("starting the devcluster")?;
     let kubeconfig = cluster.kubeconfig_path();
     let client = cluster.client()?;
-    let roots = NODES
-        .iter()
-        .map(|node| {
-            cluster
-                .node(node)
-                .and_then(|handle| handle.root())
-                .with_context(|| format!("{node} has no host root"))
-        })
-        .collect::<anyhow::Result<Vec<PathBuf>>>()?;
+    let roots = e2e::host::roots(&cluster, &NODES)?;
     let release = |verb: &str, chart: &str, extra: &[&str]| -> anyhow::Result<String> {
         let mut args = vec![verb, RELEASE, chart, "--namespace", NAMESPACE];
         args.extend(extra);
@@ -219,18 +211,6 @@ async fn helm_upgrade_from_the_chart_before_nodewright_keeps_the_rollout() -> an
     });
     e2e::apply_yaml(&client, &nodewright.to_string()).await?;
     let nodewrights: Api<NodeWright> = Api::all(client.clone());
-    e2e::wait_for(
-        &nodewrights,
-        "after-upgrade",
-        "the NodeWright to complete",
-        |n| {
-            (n.status.as_ref())
-                .and_then(|s| s.status)
-                .map(|s| s.to_string())
-                .as_deref()
-                == Some("complete")
-        },
-    )
-    .await?;
+    e2e::wait_for_nodewright_status(&nodewrights, "after-upgrade", "complete").await?;
     Ok(())
 }

@@ -113,14 +113,7 @@ async fn migrate_moves_a_workload_to_nodewright_and_back_without_a_step() -> any
             && moved.contains("Skyhook \"gpu\" deleted"),
         "{moved}"
     );
-    e2e::wait_for(&nodewrights, NAME, "the NodeWright to be complete", |n| {
-        (n.status.as_ref())
-            .and_then(|s| s.status)
-            .map(|s| s.to_string())
-            .as_deref()
-            == Some("complete")
-    })
-    .await?;
+    e2e::wait_for_nodewright_status(&nodewrights, NAME, "complete").await?;
     ensure!(
         skyhooks.get_opt(NAME).await?.is_none(),
         "the Skyhook is gone"

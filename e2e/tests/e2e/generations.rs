@@ -57,15 +57,9 @@ async fn a_skyhook_and_a_nodewright_share_each_nodes_cordon() -> anyhow::Result<
         .await
         .with_context(|| format!("the Skyhook; controller log tail:\n{}", log()))?;
     let nodewrights: Api<NodeWright> = Api::all(client.clone());
-    e2e::wait_for(&nodewrights, "gpu", "the NodeWright to complete", |n| {
-        (n.status.as_ref())
-            .and_then(|s| s.status)
-            .map(|s| s.to_string())
-            .as_deref()
-            == Some("complete")
-    })
-    .await
-    .with_context(|| format!("controller log tail:\n{}", log()))?;
+    e2e::wait_for_nodewright_status(&nodewrights, "gpu", "complete")
+        .await
+        .with_context(|| format!("controller log tail:\n{}", log()))?;
 
     let owners = skyhook_api::generation::Owners::skyhooks_only(["net"]);
     for (node, recorder) in NODES.iter().zip(&recorders) {

@@ -82,15 +82,9 @@ async fn a_nodewright_takes_over_a_complete_skyhook_without_running_a_step() -> 
     });
     e2e::apply_yaml(&client, &nodewright.to_string()).await?;
     let nodewrights: Api<NodeWright> = Api::all(client.clone());
-    let adopter = e2e::wait_for(&nodewrights, NAME, "the NodeWright to complete", |n| {
-        (n.status.as_ref())
-            .and_then(|s| s.status)
-            .map(|s| s.to_string())
-            .as_deref()
-            == Some("complete")
-    })
-    .await
-    .with_context(|| format!("controller log tail:\n{}", log()))?;
+    let adopter = e2e::wait_for_nodewright_status(&nodewrights, NAME, "complete")
+        .await
+        .with_context(|| format!("controller log tail:\n{}", log()))?;
     let skyhooks: Api<Skyhook> = Api::all(client.clone());
     let inert = e2e::wait_for(&skyhooks, NAME, "the Skyhook to say it is inert", |s| {
         (s.status.iter().flat_map(|s| &s.conditions)).any(|c| {

@@ -143,15 +143,9 @@ async fn secure_metrics_answer_only_readers_allowed_to_get_them() -> anyhow::Res
     // A NodeWright publishes its own `nodewright_*` series through the same endpoint.
     e2e::apply_yaml(&client, NODEWRIGHT).await?;
     let nodewrights: Api<NodeWright> = Api::all(client.clone());
-    e2e::wait_for(&nodewrights, "watched", "the NodeWright to complete", |n| {
-        (n.status.as_ref())
-            .and_then(|s| s.status)
-            .map(|s| s.to_string())
-            .as_deref()
-            == Some("complete")
-    })
-    .await
-    .with_context(|| installed.controller_log_tail(40))?;
+    e2e::wait_for_nodewright_status(&nodewrights, "watched", "complete")
+        .await
+        .with_context(|| installed.controller_log_tail(40))?;
 
     // The chart's own role, so that the test holds what the chart ships.
     let rendered = e2e::helm::render(&[], &[])?;

@@ -16,7 +16,6 @@
 //! pruned since the window is over.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use anyhow::{Context, ensure};
 use k8s_openapi::api::batch::v1::Job;
@@ -335,15 +334,7 @@ async fn upstream_v020_state_is_continued_where_it_stands() -> anyhow::Result<()
     })
     .await?;
     let client = cluster.client()?;
-    let roots = NODES
-        .iter()
-        .map(|node| {
-            cluster
-                .node(node)
-                .and_then(|handle| handle.root())
-                .with_context(|| format!("{node} has no host root"))
-        })
-        .collect::<anyhow::Result<Vec<PathBuf>>>()?;
+    let roots = e2e::host::roots(&cluster, &NODES)?;
     skyhook_devcluster::install::apply_crds(
         &client,
         &skyhook_devcluster::install::default_crds_dir(),
