@@ -4,6 +4,7 @@
 //!
 //! The `last-logs` annotation (up to 16 KiB of a stuck stage's log, on every Job that sat at
 //! `FailureTarget`) is not kept: the rules only ask whether it is there ([`CachedJob::last_logs`]).
+//! Nor is the Job's copy of the package annotation: the template's is the one the rules read.
 //!
 //! The template is kept as a [`CachedPod`] without status: the planner reads a Job's run through
 //! it (its node, package annotation and init containers), exactly as it reads a bare pod. The
@@ -22,7 +23,8 @@ use super::slim::WireMeta;
 /// A stage Job as the cache holds it (see the module documentation).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CachedJob {
-    /// The metadata, without `managedFields` and without the `last-logs` annotation.
+    /// The metadata, without `managedFields` and without the `last-logs` and package
+    /// annotations.
     pub metadata: ObjectMeta,
     /// The Job carries the `last-logs` annotation.
     pub last_logs: bool,
@@ -136,6 +138,10 @@ impl WireJob {
         let keys = group_of_labels(metadata.labels.as_ref()).keys();
         let last_logs = (metadata.annotations.as_mut())
             .is_some_and(|a| a.remove(keys.last_logs_annotation).is_some());
+        // The package JSON is on the template too, where the rules read it.
+        if let Some(annotations) = metadata.annotations.as_mut() {
+            annotations.remove(keys.package_annotation);
+        }
         let mut template = template;
         template.metadata.name.clone_from(&metadata.name);
         template.metadata.namespace.clone_from(&metadata.namespace);
@@ -219,6 +225,47 @@ mod tests {
         assert_eq!(
             spec.init_containers.as_ref().unwrap()[0].name,
             "gpu-driver-apply"
+        );
+    }
+
+    #[test]
+    fn the_job_controllers_uids_and_the_jobs_package_copy_are_not_kept() {
+        let job_labels = serde_json::json!({
+            "skyhook.nvidia.com/name": "gpu",
+            "batch.kubernetes.io/controller-uid": "5e3c1d2a-0000-4000-8000-000000000001",
+            "controller-uid": "5e3c1d2a-0000-4000-8000-000000000001",
+            "batch.kubernetes.io/job-name": "gpu-driver-1.0.0-apply-node-1",
+            "job-name": "gpu-driver-1.0.0-apply-node-1"});
+        let json = serde_json::json!({
+            "metadata": {"name": "gpu-driver-1.0.0-apply-node-1",
+                "labels": {"skyhook.nvidia.com/name": "gpu"},
+                "annotations": {"skyhook.nvidia.com/package": "{\"name\":\"driver\"}",
+                    "skyhook.nvidia.com/resource-id": "gpu-uid-1_driver_1.0.0"}},
+            "spec": {"template": {"metadata": {"labels": job_labels,
+                "annotations": {"skyhook.nvidia.com/package": "{\"name\":\"driver\"}"}}}}
+        });
+        let job: CachedJob = serde_json::from_value(json).unwrap();
+        let annotations = job.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["skyhook.nvidia.com/resource-id"]
+        );
+        let template = &job.template.metadata;
+        assert!(
+            (template.annotations.as_ref().unwrap()).contains_key("skyhook.nvidia.com/package")
+        );
+        assert_eq!(
+            template.labels.as_ref().unwrap().keys().collect::<Vec<_>>(),
+            ["batch.kubernetes.io/job-name", "skyhook.nvidia.com/name"]
+        );
+        // Before Kubernetes 1.27 the unprefixed name was the only one, and it is kept.
+        let old: CachedPod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "attempt", "labels": {"job-name": "j", "controller-uid": "u"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            old.metadata.labels.unwrap().keys().collect::<Vec<_>>(),
+            ["job-name"]
         );
     }
 

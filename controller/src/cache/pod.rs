@@ -201,11 +201,35 @@ impl From<Pod> for CachedPod {
             status,
         } = pod;
         metadata.managed_fields = None;
+        if let Some(labels) = metadata.labels.as_mut() {
+            drop_unread_job_labels(labels);
+        }
         CachedPod {
             metadata,
             spec: spec.map(CachedPodSpec::from),
             status: status.map(CachedPodStatus::from),
         }
+    }
+}
+
+/// The label the Job controller puts on each pod it creates (and on the template), naming the
+/// Job: how an attempt is told from a bare pod and matched to its Job.
+pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+/// The same label without its prefix, which the Job controller also sets (Kubernetes before
+/// 1.27 set only this one).
+pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";
+/// The Job's uid, which the Job controller puts on each template and attempt, prefixed and not.
+const JOB_UID_LABELS: [&str; 2] = ["batch.kubernetes.io/controller-uid", "controller-uid"];
+
+/// Drops the Job controller's labels no rule reads: the uids and the unprefixed job name when
+/// the prefixed one is there. Every cached template and attempt carries them (four strings of
+/// up to 50 bytes, held twice by the watch), and no rule reads a pod's labels whole.
+fn drop_unread_job_labels(labels: &mut BTreeMap<String, String>) {
+    for key in JOB_UID_LABELS {
+        labels.remove(key);
+    }
+    if labels.contains_key(JOB_NAME_LABEL) {
+        labels.remove(LEGACY_JOB_NAME_LABEL);
     }
 }
 

@@ -555,14 +555,10 @@ impl OwnedPod {
 fn job_of(pod: &cache::CachedPod) -> Option<&str> {
     let labels = pod.metadata.labels.as_ref()?;
     labels
-        .get(JOB_NAME_LABEL)
-        .or_else(|| labels.get(LEGACY_JOB_NAME_LABEL))
+        .get(cache::pod::JOB_NAME_LABEL)
+        .or_else(|| labels.get(cache::pod::LEGACY_JOB_NAME_LABEL))
         .map(String::as_str)
 }
-
-/// The label the Job controller puts on each pod it creates, naming the Job.
-pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
-const LEGACY_JOB_NAME_LABEL: &str = "job-name";
 
 /// A run's parsed package annotation, under its group's key.
 fn package_annotation_of(group: Group, pod: &cache::CachedPod) -> Option<PodPackageAnnotation> {
